@@ -1,0 +1,94 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"unicode/utf8"
+)
+
+// MaxArgumentDepth bounds the nesting of tool arguments; deeper documents are
+// refused before any rule looks at them.
+const MaxArgumentDepth = 32
+
+// DecodeArguments decodes tool arguments strictly: one JSON object, no
+// trailing data, valid UTF-8, nesting at most MaxArgumentDepth, numbers kept
+// exact (json.Number) and each representable as an IEEE 754 double so that
+// RFC 8785 canonicalization cannot merge two different argument values.
+// Failures carry CodeRequestMalformed.
+func DecodeArguments(raw []byte) (map[string]any, *Refusal) {
+	if !utf8.Valid(raw) {
+		return nil, refuse(CodeRequestMalformed, "arguments are not valid UTF-8")
+	}
+	if d := jsonDepth(raw); d > MaxArgumentDepth {
+		return nil, refuse(CodeRequestMalformed, "arguments nest deeper than %d", MaxArgumentDepth)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, refuse(CodeRequestMalformed, "arguments are not valid JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, refuse(CodeRequestMalformed, "arguments have trailing data")
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, refuse(CodeRequestMalformed, "arguments must be a JSON object")
+	}
+	if lit, bad := inexactNumber(obj); bad {
+		return nil, refuse(CodeRequestMalformed, "number %s is not exactly representable; send it as a string", clip(lit))
+	}
+	return obj, nil
+}
+
+func inexactNumber(v any) (string, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		if !exactFloat(string(n)) {
+			return string(n), true
+		}
+	case map[string]any:
+		for _, e := range n {
+			if lit, bad := inexactNumber(e); bad {
+				return lit, true
+			}
+		}
+	case []any:
+		for _, e := range n {
+			if lit, bad := inexactNumber(e); bad {
+				return lit, true
+			}
+		}
+	}
+	return "", false
+}
+
+// jsonDepth returns the maximum nesting of brackets in raw, ignoring strings.
+// It runs before decoding so a hostile document cannot make the decoder
+// recurse deeply.
+func jsonDepth(raw []byte) int {
+	depth, max, inStr, esc := 0, 0, false, false
+	for _, c := range raw {
+		switch {
+		case inStr && esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case inStr && c == '"':
+			inStr = false
+		case inStr:
+		case c == '"':
+			inStr = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > max {
+				max = depth
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return max
+}

@@ -1,0 +1,66 @@
+package kernel
+
+import "fmt"
+
+// Code is a stable wire error code. Codes appear in decision replies, refusal
+// events and the audit log; once published a code never changes meaning.
+type Code string
+
+// The catalog of stable codes. Add new codes here (and to Codes); never reuse one.
+const (
+	CodeRequestMalformed           Code = "request_malformed"
+	CodeCapabilityNotSurfaced      Code = "capability_not_surfaced"
+	CodeAuthorityDenied            Code = "authority_denied"
+	CodePolicyDenied               Code = "policy_denied"
+	CodeApprovalRequired           Code = "approval_required"
+	CodeApprovalMismatch           Code = "approval_mismatch"
+	CodeApprovalRedeemed           Code = "approval_redeemed"
+	CodeApprovalExpired            Code = "approval_expired"
+	CodeEvidenceInsufficient       Code = "evidence_insufficient"
+	CodeRunBudgetExhausted         Code = "run_budget_exhausted"
+	CodeExecutorFenced             Code = "executor_fenced"
+	CodeKillSwitchEngaged          Code = "kill_switch_engaged"
+	CodeResourceInvalid            Code = "shared_guarantee_resource_invalid"
+	CodeAmountInvalid              Code = "shared_guarantee_amount_invalid"
+	CodeExceeded                   Code = "shared_guarantee_exceeded"
+	CodeDefinitionMismatch         Code = "shared_guarantee_definition_mismatch"
+	CodeDefinitionInvalid          Code = "shared_guarantee_definition_invalid"
+	CodeContention                 Code = "shared_guarantee_contention"
+	CodeReceiptsSaturated          Code = "shared_guarantee_receipts_saturated"
+	CodeAttemptClosed              Code = "shared_guarantee_attempt_closed"
+	CodeAttemptKnown               Code = "shared_guarantee_attempt_known"
+	CodeAttemptUnknown             Code = "shared_guarantee_attempt_unknown"
+	CodeDispatchActive             Code = "shared_guarantee_dispatch_active"
+	CodeUnresolvedAttempt          Code = "shared_guarantee_unresolved_attempt"
+	CodeNotStarted                 Code = "shared_guarantee_not_started"
+	CodeAbsenceUnproven            Code = "shared_guarantee_absence_unproven"
+	CodeObservationContradictsSeal Code = "observation_contradicts_seal"
+	CodeOperationConflict          Code = "operation_key_conflict"
+	CodeContextInvalid             Code = "context_invalid"
+)
+
+// Codes lists every code of the catalog, in declaration order.
+var Codes = []Code{
+	CodeRequestMalformed, CodeCapabilityNotSurfaced, CodeAuthorityDenied, CodePolicyDenied,
+	CodeApprovalRequired, CodeApprovalMismatch, CodeApprovalRedeemed, CodeApprovalExpired,
+	CodeEvidenceInsufficient, CodeRunBudgetExhausted, CodeExecutorFenced, CodeKillSwitchEngaged,
+	CodeResourceInvalid, CodeAmountInvalid, CodeExceeded, CodeDefinitionMismatch,
+	CodeDefinitionInvalid, CodeContention, CodeReceiptsSaturated, CodeAttemptClosed,
+	CodeAttemptKnown, CodeAttemptUnknown, CodeDispatchActive, CodeUnresolvedAttempt,
+	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
+	CodeContextInvalid,
+}
+
+// Refusal is a kernel decision not to act. It carries a stable Code and a
+// human-readable reason; a refusal never changes state.
+type Refusal struct {
+	Code   Code
+	Reason string
+}
+
+// Error makes a Refusal usable as an error value.
+func (r *Refusal) Error() string { return string(r.Code) + ": " + r.Reason }
+
+func refuse(code Code, format string, args ...any) *Refusal {
+	return &Refusal{Code: code, Reason: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,178 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// Definition is the semantic definition of a shared guarantee: which
+// capabilities it covers, where the resource and amount are read from in the
+// bound arguments, its ceiling and unit. The first use of (tenant, ID) pins
+// the whole definition; any later difference fails closed.
+type Definition struct {
+	ID              string   `json:"id"`
+	CapabilityIDs   []string `json:"capability_ids"`
+	ResourcePointer string   `json:"resource_pointer"`
+	AmountPointer   string   `json:"amount_pointer"`
+	Limit           int64    `json:"limit"`
+	Unit            string   `json:"unit"`
+}
+
+// Validate checks the definition: a token id, at least one capability, valid
+// RFC 6901 pointers, a positive integer limit no larger than MaxAmount and a
+// unit. Errors carry CodeDefinitionInvalid.
+func (d Definition) Validate() *Refusal {
+	if err := ValidToken(d.ID); err != nil {
+		return refuse(CodeDefinitionInvalid, "guarantee id: %v", err)
+	}
+	if len(d.CapabilityIDs) == 0 {
+		return refuse(CodeDefinitionInvalid, "guarantee %s covers no capability", d.ID)
+	}
+	for _, c := range d.CapabilityIDs {
+		if c == "" {
+			return refuse(CodeDefinitionInvalid, "guarantee %s names an empty capability id", d.ID)
+		}
+	}
+	for _, p := range []struct{ name, ptr string }{{"resource_pointer", d.ResourcePointer}, {"amount_pointer", d.AmountPointer}} {
+		parsed, err := ParsePointer(p.ptr)
+		if err != nil {
+			return refuse(CodeDefinitionInvalid, "guarantee %s %s: %v", d.ID, p.name, err)
+		}
+		if len(parsed) == 0 {
+			return refuse(CodeDefinitionInvalid, "guarantee %s %s must select a member, not the whole document", d.ID, p.name)
+		}
+	}
+	if d.Limit <= 0 || d.Limit > MaxAmount {
+		return refuse(CodeDefinitionInvalid, "guarantee %s limit %d must be in 1..2^53-1", d.ID, d.Limit)
+	}
+	if d.Unit == "" {
+		return refuse(CodeDefinitionInvalid, "guarantee %s has no unit", d.ID)
+	}
+	return nil
+}
+
+// Covers reports whether the definition governs the capability.
+func (d Definition) Covers(capabilityID string) bool {
+	return slices.Contains(d.CapabilityIDs, capabilityID)
+}
+
+// normalized returns the definition with capability ids sorted and
+// de-duplicated: their order carries no meaning, so it must not change the
+// digest.
+func (d Definition) normalized() Definition {
+	caps := slices.Clone(d.CapabilityIDs)
+	slices.Sort(caps)
+	d.CapabilityIDs = slices.Compact(caps)
+	return d
+}
+
+// Digest returns the hex SHA-256 of the definition's canonical (JCS) form.
+// Two definitions have the same digest exactly when they have the same
+// semantics.
+func (d Definition) Digest() string {
+	s, err := Digest(d.normalized())
+	if err != nil {
+		// A Definition is plain strings and integers; encoding cannot fail.
+		panic("kernel: definition digest: " + err.Error())
+	}
+	return s
+}
+
+// ParseDefinition decodes a definition strictly (unknown fields, trailing
+// data and invalid values are refused) and validates it.
+func ParseDefinition(b []byte) (Definition, error) {
+	var d Definition
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return Definition{}, fmt.Errorf("guarantee definition: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Definition{}, errors.New("guarantee definition: trailing data")
+	}
+	if r := d.Validate(); r != nil {
+		return Definition{}, r
+	}
+	return d, nil
+}
+
+// Extract reads the resource and the amount from bound arguments (decoded by
+// DecodeArguments). The resource must be a non-empty string and is used as
+// is; the amount must satisfy ParseAmount.
+func (d Definition) Extract(args map[string]any) (resource string, amount int64, r *Refusal) {
+	rp, err := ParsePointer(d.ResourcePointer)
+	if err != nil {
+		return "", 0, refuse(CodeDefinitionInvalid, "resource_pointer: %v", err)
+	}
+	v, _ := rp.Eval(args)
+	s, ok := v.(string)
+	if !ok || s == "" {
+		return "", 0, refuse(CodeResourceInvalid, "value at %s must be a non-empty string, got %s", d.ResourcePointer, describe(v))
+	}
+	ap, err := ParsePointer(d.AmountPointer)
+	if err != nil {
+		return "", 0, refuse(CodeDefinitionInvalid, "amount_pointer: %v", err)
+	}
+	av, _ := ap.Eval(args)
+	amount, r = ParseAmount(av)
+	if r != nil {
+		r.Reason = "value at " + d.AmountPointer + ": " + r.Reason
+		return "", 0, r
+	}
+	return s, amount, nil
+}
+
+func describe(v any) string {
+	if s, ok := v.(string); ok && s == "" {
+		return "an empty string"
+	}
+	return jsonKind(v)
+}
+
+// Pin is the pinned definition of (Tenant, Definition.ID).
+type Pin struct {
+	Tenant     string     `json:"tenant"`
+	Definition Definition `json:"definition"`
+	Digest     string     `json:"definition_digest"`
+}
+
+// DecidePin decides whether def may be used under tenant given the current
+// pin (nil when the guarantee was never used). The first use returns a
+// GuaranteePinned event; a later identical definition returns no event; any
+// difference is refused with CodeDefinitionMismatch.
+func DecidePin(current *Pin, tenant string, def Definition) Decision {
+	if r := def.Validate(); r != nil {
+		return Decision{Refusal: r}
+	}
+	digest := def.Digest()
+	if current == nil {
+		return Decision{Events: []Event{GuaranteePinned{Tenant: tenant, Definition: def.normalized(), DefinitionDigest: digest}}}
+	}
+	if current.Digest != digest {
+		return Decision{Refusal: refuse(CodeDefinitionMismatch,
+			"guarantee %s is pinned to definition %s; the configured definition %s differs", def.ID, short(current.Digest), short(digest))}
+	}
+	return Decision{}
+}
+
+// ApplyPin folds a GuaranteePinned event into a pin.
+func ApplyPin(current *Pin, ev GuaranteePinned) (*Pin, error) {
+	if current != nil {
+		return nil, errors.New("guarantee already pinned")
+	}
+	if got := ev.Definition.Digest(); got != ev.DefinitionDigest {
+		return nil, fmt.Errorf("pinned digest %s does not match definition digest %s", ev.DefinitionDigest, got)
+	}
+	return &Pin{Tenant: ev.Tenant, Definition: ev.Definition, Digest: ev.DefinitionDigest}, nil
+}
+
+func short(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}

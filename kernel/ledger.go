@@ -1,0 +1,430 @@
+package kernel
+
+import "fmt"
+
+// MaxReceipts is the number of receipts one resource ledger may hold, released
+// ones included. It bounds the size of every fold and snapshot.
+const MaxReceipts = 1024
+
+// ReceiptState is where an attempt's receipt is in the ledger state machine
+// (DESIGN section 4). The zero value is invalid.
+type ReceiptState uint8
+
+// Receipt states.
+const (
+	StateReserved  ReceiptState = iota + 1 // held, dispatch not started: may be closed
+	StateStarted                           // held, dispatch started, nothing observed
+	StateHeld                              // held, started, a non-definitive observation exists
+	StateCommitted                         // sealed: the effect applied
+	StateReleased                          // sealed: proven absent or closed unstarted
+)
+
+var stateNames = [...]string{"invalid", "reserved", "started", "held", "committed", "released"}
+
+// String returns the persisted name of the state.
+func (s ReceiptState) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "invalid"
+}
+
+// MarshalText encodes the state by name.
+func (s ReceiptState) MarshalText() ([]byte, error) {
+	if s < StateReserved || s > StateReleased {
+		return nil, fmt.Errorf("invalid receipt state %d", s)
+	}
+	return []byte(s.String()), nil
+}
+
+// UnmarshalText decodes a state name.
+func (s *ReceiptState) UnmarshalText(b []byte) error {
+	for i := StateReserved; i <= StateReleased; i++ {
+		if string(b) == stateNames[i] {
+			*s = i
+			return nil
+		}
+	}
+	return fmt.Errorf("invalid receipt state %q", b)
+}
+
+// Open reports whether the receipt still holds exposure.
+func (s ReceiptState) Open() bool { return s == StateReserved || s == StateStarted || s == StateHeld }
+
+// Receipt is one attempt's claim on a resource.
+type Receipt struct {
+	AttemptID   string       `json:"attempt_id"`
+	OperationID string       `json:"operation_id"`
+	Amount      int64        `json:"amount"`
+	State       ReceiptState `json:"state"`
+	// Last is the last observation recorded for the attempt, if any.
+	Last Outcome `json:"last,omitempty"`
+}
+
+// Balance is the accounting view of one resource.
+type Balance struct {
+	Limit     int64 `json:"limit"`
+	Committed int64 `json:"committed"`
+	Held      int64 `json:"held"`
+	Available int64 `json:"available"`
+}
+
+// Ledger is the exposure state of one (tenant, guarantee, resource). It is
+// built only by Apply; Decide reads it and never changes it. The zero value
+// is an empty ledger.
+type Ledger struct {
+	GuaranteeID      string    `json:"guarantee_id"`
+	Resource         string    `json:"resource"`
+	DefinitionDigest string    `json:"definition_digest"`
+	Limit            int64     `json:"limit"`
+	Committed        int64     `json:"committed"`
+	Held             int64     `json:"held"`
+	Receipts         []Receipt `json:"receipts"`
+	Tombstones       []string  `json:"tombstones"`
+
+	index  map[string]int      // attempt id -> position in Receipts
+	tombs  map[string]struct{} // attempt ids closed before they were seen
+	openOp map[string]int      // operation id -> open receipts
+}
+
+// Balance returns the ledger's balances. An empty ledger has no limit yet.
+func (l *Ledger) Balance() Balance {
+	return Balance{Limit: l.Limit, Committed: l.Committed, Held: l.Held, Available: l.Limit - l.Committed - l.Held}
+}
+
+// Receipt returns the receipt of an attempt.
+func (l *Ledger) Receipt(attemptID string) (Receipt, bool) {
+	i, ok := l.index[attemptID]
+	if !ok {
+		return Receipt{}, false
+	}
+	return l.Receipts[i], true
+}
+
+// Tombstoned reports whether the attempt was closed before it was seen.
+func (l *Ledger) Tombstoned(attemptID string) bool {
+	_, ok := l.tombs[attemptID]
+	return ok
+}
+
+// Rebuild restores the private indexes after the exported fields were
+// decoded (a snapshot) and checks the snapshot's internal consistency.
+func (l *Ledger) Rebuild() error {
+	l.index = make(map[string]int, len(l.Receipts))
+	l.openOp = make(map[string]int)
+	l.tombs = make(map[string]struct{}, len(l.Tombstones))
+	var committed, held int64
+	for i, r := range l.Receipts {
+		if _, dup := l.index[r.AttemptID]; dup {
+			return fmt.Errorf("duplicate receipt %s", r.AttemptID)
+		}
+		l.index[r.AttemptID] = i
+		switch {
+		case r.State.Open():
+			held += r.Amount
+			l.openOp[r.OperationID]++
+		case r.State == StateCommitted:
+			committed += r.Amount
+		case r.State != StateReleased:
+			return fmt.Errorf("receipt %s has invalid state", r.AttemptID)
+		}
+	}
+	for _, t := range l.Tombstones {
+		l.tombs[t] = struct{}{}
+	}
+	if committed != l.Committed || held != l.Held {
+		return fmt.Errorf("snapshot balances committed=%d held=%d disagree with receipts committed=%d held=%d", l.Committed, l.Held, committed, held)
+	}
+	if committed+held > l.Limit {
+		return fmt.Errorf("snapshot violates the ceiling: %d + %d > %d", committed, held, l.Limit)
+	}
+	return nil
+}
+
+// Command is an input to DecideExposure.
+type Command interface{ command() }
+
+// Reserve asks to hold Amount on Resource for an attempt.
+type Reserve struct {
+	GuaranteeID      string
+	Resource         string
+	AttemptID        string
+	OperationID      string
+	Amount           int64
+	Limit            int64
+	DefinitionDigest string
+}
+
+// StartDispatch asks to open the dispatch gate for an attempt.
+type StartDispatch struct{ AttemptID string }
+
+// Observe records a provider or reconciliation report for an attempt.
+type Observe struct {
+	AttemptID string
+	Outcome   Outcome
+	Source    string
+	Ref       string
+}
+
+// Close closes an unstarted attempt, or tombstones one never seen.
+type Close struct {
+	AttemptID string
+	Reason    string
+}
+
+// AssertAbsence releases a started attempt on an operator's assertion.
+type AssertAbsence struct {
+	AttemptID   string
+	Operator    string
+	ArtifactRef string
+}
+
+func (Reserve) command()       {}
+func (StartDispatch) command() {}
+func (Observe) command()       {}
+func (Close) command()         {}
+func (AssertAbsence) command() {}
+
+// DecideExposure decides a command against the ledger of one resource. It
+// does not change l; the caller appends the events and folds them with Apply.
+func DecideExposure(l *Ledger, cmd Command) Decision {
+	switch c := cmd.(type) {
+	case Reserve:
+		return decideReserve(l, c)
+	case StartDispatch:
+		r, ok := l.Receipt(c.AttemptID)
+		switch {
+		case !ok && l.Tombstoned(c.AttemptID):
+			return no(CodeAttemptClosed, "attempt %s was closed before it was reserved", c.AttemptID)
+		case !ok:
+			return no(CodeAttemptUnknown, "attempt %s holds no reservation on this resource", c.AttemptID)
+		case r.State == StateReserved:
+			return Decision{Events: []Event{ExposureDispatchStarted{AttemptID: c.AttemptID}}}
+		case r.State == StateStarted:
+			return Decision{} // a retried start: the gate is already open
+		case r.State == StateReleased:
+			return no(CodeAttemptClosed, "attempt %s is released; it may not start", c.AttemptID)
+		default:
+			return no(CodeAttemptKnown, "attempt %s was already dispatched and observed (%s)", c.AttemptID, r.State)
+		}
+	case Observe:
+		return decideObserve(l, c)
+	case Close:
+		r, ok := l.Receipt(c.AttemptID)
+		switch {
+		case !ok && l.Tombstoned(c.AttemptID):
+			return Decision{}
+		case !ok:
+			return Decision{Events: []Event{ExposureTombstoned{AttemptID: c.AttemptID, Reason: c.Reason}}}
+		case r.State == StateReserved:
+			return Decision{Events: []Event{ExposureClosed{AttemptID: c.AttemptID, Reason: c.Reason}}}
+		case r.State == StateStarted || r.State == StateHeld:
+			return no(CodeDispatchActive, "attempt %s started dispatch; only evidence of absence can release it", c.AttemptID)
+		default:
+			return no(CodeAttemptClosed, "attempt %s is already sealed %s", c.AttemptID, r.State)
+		}
+	case AssertAbsence:
+		if c.Operator == "" || c.ArtifactRef == "" {
+			return no(CodeRequestMalformed, "an absence assertion must name the operator and an artifact reference")
+		}
+		r, ok := l.Receipt(c.AttemptID)
+		switch {
+		case !ok:
+			return no(CodeAttemptUnknown, "attempt %s holds no reservation on this resource", c.AttemptID)
+		case r.State == StateReserved:
+			return no(CodeNotStarted, "attempt %s never started; close it instead", c.AttemptID)
+		case r.State == StateStarted:
+			return no(CodeAbsenceUnproven, "attempt %s has no observation yet; reconcile with the provider first", c.AttemptID)
+		case r.State == StateHeld:
+			return Decision{Events: []Event{ExposureAbsenceAsserted{AttemptID: c.AttemptID, Operator: c.Operator, ArtifactRef: c.ArtifactRef}}}
+		default:
+			return no(CodeAttemptClosed, "attempt %s is already sealed %s", c.AttemptID, r.State)
+		}
+	}
+	return no(CodeRequestMalformed, "unknown command %T", cmd)
+}
+
+func decideReserve(l *Ledger, c Reserve) Decision {
+	if l.DefinitionDigest != "" && l.DefinitionDigest != c.DefinitionDigest {
+		return no(CodeDefinitionMismatch, "resource ledger is pinned to definition %s, not %s", short(l.DefinitionDigest), short(c.DefinitionDigest))
+	}
+	if l.Limit != 0 && l.Limit != c.Limit {
+		return no(CodeDefinitionMismatch, "resource ledger limit is %d, not %d", l.Limit, c.Limit)
+	}
+	if c.Limit <= 0 || c.Limit > MaxAmount {
+		return no(CodeDefinitionInvalid, "limit %d must be in 1..2^53-1", c.Limit)
+	}
+	if l.Tombstoned(c.AttemptID) {
+		return no(CodeAttemptClosed, "attempt %s was closed before it was reserved", c.AttemptID)
+	}
+	if r, ok := l.Receipt(c.AttemptID); ok {
+		if r.OperationID == c.OperationID && r.Amount == c.Amount && r.State.Open() {
+			return Decision{} // a retried reservation: it already holds
+		}
+		return no(CodeAttemptKnown, "attempt %s already has a %s receipt", c.AttemptID, r.State)
+	}
+	if l.openOp[c.OperationID] > 0 {
+		return no(CodeUnresolvedAttempt, "operation %s has an unresolved attempt on this resource; reconcile it first", c.OperationID)
+	}
+	if len(l.Receipts) >= MaxReceipts {
+		return no(CodeReceiptsSaturated, "resource has %d receipts, the maximum", len(l.Receipts))
+	}
+	if c.Amount <= 0 || c.Amount > MaxAmount {
+		return no(CodeAmountInvalid, "amount %d must be in 1..2^53-1", c.Amount)
+	}
+	if l.Committed+l.Held+c.Amount > c.Limit {
+		return no(CodeExceeded, "committed %d + held %d + amount %d exceeds limit %d (available %d)",
+			l.Committed, l.Held, c.Amount, c.Limit, c.Limit-l.Committed-l.Held)
+	}
+	return Decision{Events: []Event{ExposureReserved{
+		GuaranteeID: c.GuaranteeID, Resource: c.Resource, AttemptID: c.AttemptID, OperationID: c.OperationID,
+		Amount: c.Amount, Limit: c.Limit, DefinitionDigest: c.DefinitionDigest,
+	}}}
+}
+
+func decideObserve(l *Ledger, c Observe) Decision {
+	if !c.Outcome.Valid() {
+		return no(CodeRequestMalformed, "unknown outcome %q", c.Outcome)
+	}
+	r, ok := l.Receipt(c.AttemptID)
+	if !ok {
+		return no(CodeAttemptUnknown, "attempt %s holds no reservation on this resource", c.AttemptID)
+	}
+	obs := ExposureObserved{AttemptID: c.AttemptID, Outcome: c.Outcome, Source: c.Source, Ref: c.Ref}
+	switch r.State {
+	case StateReserved:
+		return no(CodeNotStarted, "attempt %s has no dispatch-start; nothing can have been observed", c.AttemptID)
+	case StateStarted, StateHeld:
+		if !c.Outcome.Definitive() && r.Last == c.Outcome {
+			return Decision{} // the same non-definitive report again changes nothing
+		}
+		return Decision{Events: []Event{obs}}
+	}
+	sealed := OutcomeApplied
+	if r.State == StateReleased {
+		sealed = OutcomeNotApplied
+	}
+	if !c.Outcome.Definitive() || c.Outcome == sealed {
+		return Decision{} // repeats and non-definitive reports after a seal change nothing
+	}
+	return Decision{
+		Events: []Event{ExposureIncident{AttemptID: c.AttemptID, Kind: CodeObservationContradictsSeal,
+			Sealed: sealed, Observed: c.Outcome, Source: c.Source, Ref: c.Ref}},
+		Refusal: refuse(CodeObservationContradictsSeal, "attempt %s is sealed %s; %s report from %s refused and recorded as an incident",
+			c.AttemptID, sealed, c.Outcome, c.Source),
+	}
+}
+
+func no(code Code, format string, args ...any) Decision {
+	return Decision{Refusal: refuse(code, format, args...)}
+}
+
+// Apply folds one event into the ledger. It refuses events that do not fit
+// the state (a corrupt or foreign stream) instead of guessing; the ledger is
+// unchanged when it returns an error.
+func (l *Ledger) Apply(ev Event) error {
+	if l.index == nil {
+		l.index = make(map[string]int)
+		l.openOp = make(map[string]int)
+		l.tombs = make(map[string]struct{})
+	}
+	switch e := ev.(type) {
+	case ExposureReserved:
+		if _, ok := l.index[e.AttemptID]; ok {
+			return fmt.Errorf("attempt %s reserved twice", e.AttemptID)
+		}
+		if l.Limit != 0 && (e.Resource != l.Resource || e.GuaranteeID != l.GuaranteeID || e.Limit != l.Limit || e.DefinitionDigest != l.DefinitionDigest) {
+			return fmt.Errorf("reservation %s belongs to another ledger or definition", e.AttemptID)
+		}
+		if e.Limit <= 0 || e.Limit > MaxAmount || e.Amount <= 0 || l.Committed+l.Held+e.Amount > e.Limit {
+			return fmt.Errorf("reservation %s of %d breaks the ceiling %d (committed %d, held %d)", e.AttemptID, e.Amount, e.Limit, l.Committed, l.Held)
+		}
+		l.GuaranteeID, l.Resource, l.Limit, l.DefinitionDigest = e.GuaranteeID, e.Resource, e.Limit, e.DefinitionDigest
+		l.index[e.AttemptID] = len(l.Receipts)
+		l.Receipts = append(l.Receipts, Receipt{AttemptID: e.AttemptID, OperationID: e.OperationID, Amount: e.Amount, State: StateReserved})
+		l.Held += e.Amount
+		l.openOp[e.OperationID]++
+	case ExposureDispatchStarted:
+		return l.move(e.AttemptID, func(r *Receipt) error {
+			if r.State != StateReserved {
+				return fmt.Errorf("dispatch-start of %s in state %s", r.AttemptID, r.State)
+			}
+			r.State = StateStarted
+			return nil
+		})
+	case ExposureObserved:
+		return l.move(e.AttemptID, func(r *Receipt) error {
+			if r.State != StateStarted && r.State != StateHeld {
+				return fmt.Errorf("observation of %s in state %s", r.AttemptID, r.State)
+			}
+			if !e.Outcome.Valid() {
+				return fmt.Errorf("observation of %s has invalid outcome %q", r.AttemptID, e.Outcome)
+			}
+			r.Last = e.Outcome
+			switch e.Outcome {
+			case OutcomeApplied:
+				r.State = StateCommitted
+			case OutcomeNotApplied:
+				r.State = StateReleased
+			default:
+				r.State = StateHeld
+			}
+			return nil
+		})
+	case ExposureClosed:
+		return l.move(e.AttemptID, func(r *Receipt) error {
+			if r.State != StateReserved {
+				return fmt.Errorf("close of %s in state %s", r.AttemptID, r.State)
+			}
+			r.State = StateReleased
+			return nil
+		})
+	case ExposureAbsenceAsserted:
+		return l.move(e.AttemptID, func(r *Receipt) error {
+			if r.State != StateHeld {
+				return fmt.Errorf("absence assertion for %s in state %s", r.AttemptID, r.State)
+			}
+			r.State = StateReleased
+			return nil
+		})
+	case ExposureTombstoned:
+		if _, ok := l.index[e.AttemptID]; ok {
+			return fmt.Errorf("tombstone of known attempt %s", e.AttemptID)
+		}
+		if _, ok := l.tombs[e.AttemptID]; !ok {
+			l.tombs[e.AttemptID] = struct{}{}
+			l.Tombstones = append(l.Tombstones, e.AttemptID)
+		}
+	case ExposureIncident:
+		if _, ok := l.index[e.AttemptID]; !ok {
+			return fmt.Errorf("incident for unknown attempt %s", e.AttemptID)
+		}
+	default:
+		return fmt.Errorf("event %T does not belong to an exposure ledger", ev)
+	}
+	return nil
+}
+
+// move applies a receipt transition and keeps the balances equal to the sums
+// of the receipts: a state change moves the amount between held, committed
+// and nothing, and only these three places.
+func (l *Ledger) move(attemptID string, f func(*Receipt) error) error {
+	i, ok := l.index[attemptID]
+	if !ok {
+		return fmt.Errorf("event for unknown attempt %s", attemptID)
+	}
+	r := l.Receipts[i]
+	before := r.State
+	if err := f(&r); err != nil {
+		return err
+	}
+	if before.Open() && !r.State.Open() {
+		l.Held -= r.Amount
+		l.openOp[r.OperationID]--
+		if r.State == StateCommitted {
+			l.Committed += r.Amount
+		}
+	}
+	l.Receipts[i] = r
+	return nil
+}
