@@ -86,10 +86,18 @@ func TestActionDigestSensitivity(t *testing.T) {
 	base := baseBinding(`{"order":{"id":"ord_881","lines":[{"sku":"A","qty":1}]},"amount_minor":80000,"currency":"INR"}`)
 	d0, _ := ActionDigest(base)
 	mutate := map[string]func(b *ActionBinding){
-		"amount":     func(b *ActionBinding) { b.Arguments = json.RawMessage(`{"order":{"id":"ord_881","lines":[{"sku":"A","qty":1}]},"amount_minor":80001,"currency":"INR"}`) },
-		"nested qty": func(b *ActionBinding) { b.Arguments = json.RawMessage(`{"order":{"id":"ord_881","lines":[{"sku":"A","qty":2}]},"amount_minor":80000,"currency":"INR"}`) },
-		"dest":       func(b *ActionBinding) { b.Arguments = json.RawMessage(`{"order":{"id":"ord_992","lines":[{"sku":"A","qty":1}]},"amount_minor":80000,"currency":"INR"}`) },
-		"type":       func(b *ActionBinding) { b.Arguments = json.RawMessage(`{"order":{"id":"ord_881","lines":[{"sku":"A","qty":"1"}]},"amount_minor":80000,"currency":"INR"}`) },
+		"amount": func(b *ActionBinding) {
+			b.Arguments = json.RawMessage(`{"order":{"id":"ord_881","lines":[{"sku":"A","qty":1}]},"amount_minor":80001,"currency":"INR"}`)
+		},
+		"nested qty": func(b *ActionBinding) {
+			b.Arguments = json.RawMessage(`{"order":{"id":"ord_881","lines":[{"sku":"A","qty":2}]},"amount_minor":80000,"currency":"INR"}`)
+		},
+		"dest": func(b *ActionBinding) {
+			b.Arguments = json.RawMessage(`{"order":{"id":"ord_992","lines":[{"sku":"A","qty":1}]},"amount_minor":80000,"currency":"INR"}`)
+		},
+		"type": func(b *ActionBinding) {
+			b.Arguments = json.RawMessage(`{"order":{"id":"ord_881","lines":[{"sku":"A","qty":"1"}]},"amount_minor":80000,"currency":"INR"}`)
+		},
 		"tenant":     func(b *ActionBinding) { b.Tenant = "globex" },
 		"principal":  func(b *ActionBinding) { b.Principal = "agent_chat" },
 		"run":        func(b *ActionBinding) { b.RunID = "run_2" },

@@ -1,11 +1,8 @@
 package kernel
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 )
 
@@ -86,13 +83,8 @@ func (d Definition) Digest() string {
 // data and invalid values are refused) and validates it.
 func ParseDefinition(b []byte) (Definition, error) {
 	var d Definition
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
+	if err := strictJSON(b, &d); err != nil {
 		return Definition{}, fmt.Errorf("guarantee definition: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Definition{}, errors.New("guarantee definition: trailing data")
 	}
 	if r := d.Validate(); r != nil {
 		return Definition{}, r

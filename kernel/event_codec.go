@@ -1,0 +1,74 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// eventFactories maps every persisted event type of the kernel to a decoder.
+// It is the one registry of event types: the store, the projections and the
+// offline verifier decode bodies through DecodeEvent.
+var eventFactories = map[string]func([]byte) (Event, error){}
+
+func register[T Event](typ string) {
+	eventFactories[typ] = func(b []byte) (Event, error) {
+		var v T
+		if err := strictJSON(b, &v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+}
+
+func init() {
+	register[GuaranteePinned](TypeGuaranteePinned)
+	register[ExposureReserved](TypeExposureReserved)
+	register[ExposureDispatchStarted](TypeExposureDispatchStarted)
+	register[ExposureObserved](TypeExposureObserved)
+	register[ExposureClosed](TypeExposureClosed)
+	register[ExposureTombstoned](TypeExposureTombstoned)
+	register[ExposureAbsenceAsserted](TypeExposureAbsenceAsserted)
+	register[ExposureIncident](TypeExposureIncident)
+}
+
+// EventTypes returns every registered event type name.
+func EventTypes() []string {
+	out := make([]string, 0, len(eventFactories))
+	for t := range eventFactories {
+		out = append(out, t)
+	}
+	return out
+}
+
+// ErrUnknownEvent is returned by DecodeEvent for a type or version this
+// kernel does not know; it is never guessed.
+var ErrUnknownEvent = errors.New("unknown event type or version")
+
+// DecodeEvent decodes an event body strictly (unknown fields and trailing
+// data are refused).
+func DecodeEvent(typ string, v int, body []byte) (Event, error) {
+	f, ok := eventFactories[typ]
+	if !ok || v != EventVersion {
+		return nil, fmt.Errorf("%w: %s v%d", ErrUnknownEvent, typ, v)
+	}
+	ev, err := f(body)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", typ, err)
+	}
+	return ev, nil
+}
+
+func strictJSON(b []byte, into any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data")
+	}
+	return nil
+}
