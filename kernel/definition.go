@@ -141,7 +141,7 @@ func DecidePin(current *Pin, tenant string, def Definition) Decision {
 		return Decision{Refusal: r}
 	}
 	digest := def.Digest()
-	if current == nil {
+	if !current.Pinned() {
 		return Decision{Events: []Event{GuaranteePinned{Tenant: tenant, Definition: def.normalized(), DefinitionDigest: digest}}}
 	}
 	if current.Digest != digest {
@@ -151,16 +151,25 @@ func DecidePin(current *Pin, tenant string, def Definition) Decision {
 	return Decision{}
 }
 
-// ApplyPin folds a GuaranteePinned event into a pin.
-func ApplyPin(current *Pin, ev GuaranteePinned) (*Pin, error) {
-	if current != nil {
-		return nil, errors.New("guarantee already pinned")
+// Apply folds a GuaranteePinned event into the pin; it refuses a second pin
+// and a pin whose digest does not match its definition.
+func (p *Pin) Apply(ev Event) error {
+	e, ok := ev.(GuaranteePinned)
+	if !ok {
+		return fmt.Errorf("event %T does not belong to a guarantee pin", ev)
 	}
-	if got := ev.Definition.Digest(); got != ev.DefinitionDigest {
-		return nil, fmt.Errorf("pinned digest %s does not match definition digest %s", ev.DefinitionDigest, got)
+	if p.Digest != "" {
+		return errors.New("guarantee already pinned")
 	}
-	return &Pin{Tenant: ev.Tenant, Definition: ev.Definition, Digest: ev.DefinitionDigest}, nil
+	if got := e.Definition.Digest(); got != e.DefinitionDigest {
+		return fmt.Errorf("pinned digest %s does not match definition digest %s", e.DefinitionDigest, got)
+	}
+	*p = Pin{Tenant: e.Tenant, Definition: e.Definition, Digest: e.DefinitionDigest}
+	return nil
 }
+
+// Pinned reports whether the pin holds a definition.
+func (p *Pin) Pinned() bool { return p != nil && p.Digest != "" }
 
 func short(d string) string {
 	if len(d) > 12 {

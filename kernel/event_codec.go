@@ -23,17 +23,6 @@ func register[T Event](typ string) {
 	}
 }
 
-func init() {
-	register[GuaranteePinned](TypeGuaranteePinned)
-	register[ExposureReserved](TypeExposureReserved)
-	register[ExposureDispatchStarted](TypeExposureDispatchStarted)
-	register[ExposureObserved](TypeExposureObserved)
-	register[ExposureClosed](TypeExposureClosed)
-	register[ExposureTombstoned](TypeExposureTombstoned)
-	register[ExposureAbsenceAsserted](TypeExposureAbsenceAsserted)
-	register[ExposureIncident](TypeExposureIncident)
-}
-
 // EventTypes returns every registered event type name.
 func EventTypes() []string {
 	out := make([]string, 0, len(eventFactories))

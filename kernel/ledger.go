@@ -428,3 +428,14 @@ func (l *Ledger) move(attemptID string, f func(*Receipt) error) error {
 	l.Receipts[i] = r
 	return nil
 }
+
+func init() {
+	register[GuaranteePinned](TypeGuaranteePinned)
+	register[ExposureReserved](TypeExposureReserved)
+	register[ExposureDispatchStarted](TypeExposureDispatchStarted)
+	register[ExposureObserved](TypeExposureObserved)
+	register[ExposureClosed](TypeExposureClosed)
+	register[ExposureTombstoned](TypeExposureTombstoned)
+	register[ExposureAbsenceAsserted](TypeExposureAbsenceAsserted)
+	register[ExposureIncident](TypeExposureIncident)
+}

@@ -55,8 +55,8 @@ func (h *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		dec = DecidePin(h.pin, arg("tenant", "acme"), def)
 		if dec.Refusal == nil {
 			for _, ev := range dec.Events {
-				p, err := ApplyPin(h.pin, ev.(GuaranteePinned))
-				if err != nil {
+				p := &Pin{}
+				if err := p.Apply(ev); err != nil {
 					d.Fatalf(t, "apply pin: %v", err)
 				}
 				h.pin = p

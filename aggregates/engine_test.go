@@ -1,0 +1,372 @@
+package aggregates
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var testDef = kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string{"adp_payments.issue_refund"},
+	ResourcePointer: "/order_id", AmountPointer: "/amount_minor", Limit: 100000, Unit: "INR_minor"}
+
+type fixedClock struct{}
+
+func (fixedClock) Now() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
+
+func testSealer() *Sealer {
+	key := ed25519.NewKeyFromSeed(make([]byte, 32))
+	return &Sealer{Signer: events.NewSigner(key), Clock: SystemClock{}, IDs: NewIDs(SystemClock{}, nil)}
+}
+
+// startStore starts a real embedded nats-server with JetStream in dir and
+// returns a store on it.
+func startStore(t testing.TB, dir string) (*events.Embedded, *events.JetStore) {
+	t.Helper()
+	srv, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: dir, Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv, connectStore(t, srv.ClientURL())
+}
+
+func connectStore(t testing.TB, url string) *events.JetStore {
+	t.Helper()
+	nc, err := events.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.EnsureStream(context.Background(), js, events.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return events.NewJetStore(js, events.StreamName)
+}
+
+func reserve(attempt string, amount int64) kernel.Reserve {
+	return kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_881", AttemptID: attempt, OperationID: "op_" + attempt,
+		Amount: amount, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}
+}
+
+// replayBalance folds every event of the stream for the resource through a
+// fresh kernel ledger: the naive path the warm engine must agree with.
+func replayBalance(t testing.TB, store events.Store, resource string) kernel.Balance {
+	t.Helper()
+	subject, _ := events.ExposureSubject("acme", testDef.ID, resource)
+	var l kernel.Ledger
+	err := store.Replay(context.Background(), 1, func(st events.Stored) error {
+		if st.Subject != subject {
+			return nil
+		}
+		ev, err := kernel.DecodeEvent(st.Envelope.Type, st.Envelope.V, st.Envelope.Body)
+		if err != nil {
+			return err
+		}
+		return l.Apply(ev)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Balance()
+}
+
+// TestRaceOneResource: 64 goroutines race 80000 each on one resource with
+// limit 100000. Exactly one reservation exists afterwards; every other got
+// exceeded or contention; a full replay gives the same balances. Shared: one
+// engine (in-process serialization); replicas: one engine per goroutine, so
+// they conflict through the store.
+func TestRaceOneResource(t *testing.T) {
+	for _, mode := range []string{"shared", "replicas"} {
+		t.Run(mode, func(t *testing.T) {
+			_, store := startStore(t, t.TempDir())
+			shared := NewEngine(store, testSealer())
+			var wg sync.WaitGroup
+			codes := make(chan string, 64)
+			for i := 0; i < 64; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					eng := shared
+					if mode == "replicas" {
+						eng = NewEngine(store, testSealer())
+						eng.MaxAttempts = 64
+					}
+					res, _, err := eng.Exposure(context.Background(), "acme", testDef.ID, "ord_881", reserve(fmt.Sprintf("att_%02d", i), 80000))
+					switch {
+					case err != nil:
+						codes <- "error: " + err.Error()
+					case res.Refusal != nil:
+						codes <- string(res.Refusal.Code)
+					default:
+						codes <- "reserved"
+					}
+				}(i)
+			}
+			wg.Wait()
+			close(codes)
+			count := map[string]int{}
+			for c := range codes {
+				count[c]++
+			}
+			if count["reserved"] != 1 || count[string(kernel.CodeExceeded)]+count[string(kernel.CodeContention)] != 63 {
+				t.Fatalf("outcomes %v: want exactly one reservation and 63 exceeded/contention", count)
+			}
+			want := kernel.Balance{Limit: 100000, Committed: 0, Held: 80000, Available: 20000}
+			if got := replayBalance(t, store, "ord_881"); got != want {
+				t.Fatalf("replay balance %+v, want %+v", got, want)
+			}
+			_, bal, err := NewEngine(store, testSealer()).Exposure(context.Background(), "acme", testDef.ID, "ord_881", kernel.Observe{AttemptID: "none", Outcome: kernel.OutcomeApplied})
+			if err != nil || bal != want {
+				t.Fatalf("cold engine sees %+v (%v), want %+v", bal, err, want)
+			}
+		})
+	}
+}
+
+// TestRaceTwoProcesses runs the same race from two OS processes sharing one
+// NATS server.
+func TestRaceTwoProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	srv, store := startStore(t, t.TempDir())
+	var cmds []*exec.Cmd
+	var outs []*strings.Builder
+	for p := 0; p < 2; p++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+		cmd.Env = append(os.Environ(), "CTX_HELPER=race", "CTX_NATS="+srv.ClientURL(), fmt.Sprintf("CTX_PROC=%d", p))
+		out := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	reserved := 0
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
+		}
+		reserved += strings.Count(outs[i].String(), "RESERVED")
+	}
+	if reserved != 1 {
+		t.Fatalf("%d reservations across two processes, want 1\n%s\n%s", reserved, outs[0], outs[1])
+	}
+	if got := replayBalance(t, store, "ord_881"); got.Held != 80000 || got.Committed != 0 {
+		t.Fatalf("replay balance %+v", got)
+	}
+}
+
+// TestHelperProcess is the child of the multi-process tests; it does nothing
+// in a normal run.
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv("CTX_HELPER")
+	if mode == "" {
+		return
+	}
+	store := connectStore(t, os.Getenv("CTX_NATS"))
+	ctx := context.Background()
+	switch mode {
+	case "race":
+		var wg sync.WaitGroup
+		for i := 0; i < 32; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				eng := NewEngine(store, testSealer())
+				eng.MaxAttempts = 64
+				res, _, err := eng.Exposure(ctx, "acme", testDef.ID, "ord_881", reserve(fmt.Sprintf("p%s_%02d", os.Getenv("CTX_PROC"), i), 80000))
+				switch {
+				case err != nil:
+					fmt.Println("ERROR", err)
+				case res.Refusal == nil:
+					fmt.Println("RESERVED")
+				default:
+					fmt.Println("REFUSED", res.Refusal.Code)
+				}
+			}(i)
+		}
+		wg.Wait()
+	case "reserve-then-hang":
+		eng := NewEngine(store, testSealer())
+		res, _, err := eng.Exposure(ctx, "acme", testDef.ID, "ord_881", reserve("att_killed", 80000))
+		if err != nil || res.Refusal != nil {
+			fmt.Println("FAILED", err, res.Refusal)
+			os.Exit(1)
+		}
+		fmt.Println("RESERVED")
+		select {} // wait for SIGKILL between reservation and dispatch-start
+	}
+}
+
+// TestKilledAfterReservation: a process is SIGKILLed after its reservation
+// is acknowledged and before dispatch-start. After restart the hold is still
+// there; recovery closes the unstarted attempt, and a delayed dispatch-start
+// of it is refused. An attempt recovery never saw is tombstoned, and its
+// delayed reservation is refused.
+func TestKilledAfterReservation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	srv, store := startStore(t, t.TempDir())
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+	cmd.Env = append(os.Environ(), "CTX_HELPER=reserve-then-hang", "CTX_NATS="+srv.ClientURL())
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "RESERVED") {
+		t.Fatalf("child said %q (%v)", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	ctx := context.Background()
+	eng := NewEngine(store, testSealer()) // the restarted runtime: cold
+	_, bal, err := eng.Exposure(ctx, "acme", testDef.ID, "ord_881", reserve("att_other", 80000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bal.Held != 80000 {
+		t.Fatalf("after the kill the hold is gone: %+v", bal)
+	}
+	res, bal, err := eng.Exposure(ctx, "acme", testDef.ID, "ord_881", kernel.Close{AttemptID: "att_killed", Reason: "recovery: executor lost before dispatch"})
+	if err != nil || res.Refusal != nil || bal.Held != 0 {
+		t.Fatalf("close: %v %v %+v", err, res.Refusal, bal)
+	}
+	res, _, err = eng.Exposure(ctx, "acme", testDef.ID, "ord_881", kernel.StartDispatch{AttemptID: "att_killed"})
+	if err != nil || res.Refusal == nil || res.Refusal.Code != kernel.CodeAttemptClosed {
+		t.Fatalf("delayed dispatch-start of a closed attempt: %v %v", err, res.Refusal)
+	}
+	// An attempt whose reservation never landed is tombstoned; a delayed
+	// reservation and dispatch-start for it are refused, also through a
+	// replica whose warm state predates the tombstone.
+	late := NewEngine(store, testSealer())
+	if _, _, err := late.Exposure(ctx, "acme", testDef.ID, "ord_881", kernel.StartDispatch{AttemptID: "warmup"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, _, err := eng.Exposure(ctx, "acme", testDef.ID, "ord_881", kernel.Close{AttemptID: "att_lost", Reason: "recovery"}); err != nil || res.Refusal != nil {
+		t.Fatalf("tombstone: %v %v", err, res.Refusal)
+	}
+	for _, c := range []kernel.Command{reserve("att_lost", 10), kernel.StartDispatch{AttemptID: "att_lost"}} {
+		res, bal, err := late.Exposure(ctx, "acme", testDef.ID, "ord_881", c)
+		if err != nil || res.Refusal == nil || res.Refusal.Code != kernel.CodeAttemptClosed || bal.Held != 0 {
+			t.Fatalf("%T of a tombstoned attempt: %v %v %+v", c, err, res.Refusal, bal)
+		}
+	}
+}
+
+// TestServerRestart restarts the embedded JetStream server on the same data
+// directory mid-run: every acknowledged reservation is still there and new
+// decisions resume on the right sequences.
+func TestServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	srv, store := startStore(t, dir)
+	eng := NewEngine(store, testSealer())
+	ctx := context.Background()
+	acked := 0
+	for i := 0; i < 20; i++ {
+		res, _, err := eng.Exposure(ctx, "acme", testDef.ID, fmt.Sprintf("ord_%d", i), kernel.Reserve{GuaranteeID: testDef.ID,
+			Resource: fmt.Sprintf("ord_%d", i), AttemptID: "a", OperationID: "o", Amount: 100, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
+		if err != nil || res.Refusal != nil {
+			t.Fatal(err, res.Refusal)
+		}
+		acked++
+	}
+	srv.Shutdown()
+	_, store2 := startStore(t, dir)
+	eng2 := NewEngine(store2, testSealer())
+	for i := 0; i < acked; i++ {
+		r := fmt.Sprintf("ord_%d", i)
+		if got := replayBalance(t, store2, r); got.Held != 100 {
+			t.Fatalf("%s lost its acknowledged hold: %+v", r, got)
+		}
+		res, bal, err := eng2.Exposure(ctx, "acme", testDef.ID, r, kernel.StartDispatch{AttemptID: "a"})
+		if err != nil || res.Refusal != nil || bal.Held != 100 {
+			t.Fatalf("resume on %s: %v %v %+v", r, err, res.Refusal, bal)
+		}
+	}
+}
+
+// TestPinFailsClosed: a changed definition is refused for every resource,
+// including one never seen.
+func TestPinFailsClosed(t *testing.T) {
+	_, store := startStore(t, t.TempDir())
+	eng := NewEngine(store, testSealer())
+	ctx := context.Background()
+	if r, err := eng.Pin(ctx, "acme", testDef); err != nil || r != nil {
+		t.Fatal(err, r)
+	}
+	raised := testDef
+	raised.Limit = 1_000_000
+	r, err := NewEngine(store, testSealer()).Pin(ctx, "acme", raised)
+	if err != nil || r == nil || r.Code != kernel.CodeDefinitionMismatch {
+		t.Fatalf("raised limit: %v %v", err, r)
+	}
+	if r, err := eng.Pin(ctx, "globex", raised); err != nil || r != nil {
+		t.Fatalf("another tenant pins its own: %v %v", err, r)
+	}
+}
+
+// TestContentionExhausted: when every attempt conflicts, the engine refuses
+// with contention and appends nothing.
+func TestContentionExhausted(t *testing.T) {
+	_, store := startStore(t, t.TempDir())
+	eng := NewEngine(&conflictingStore{Store: store}, testSealer())
+	eng.MaxAttempts = 3
+	res, _, err := eng.Exposure(context.Background(), "acme", testDef.ID, "ord_881", reserve("a", 1))
+	if err != nil || res.Refusal == nil || res.Refusal.Code != kernel.CodeContention {
+		t.Fatalf("want contention, got %v %v", err, res.Refusal)
+	}
+	if got := replayBalance(t, store, "ord_881"); got.Held != 0 {
+		t.Fatalf("contention left a hold: %+v", got)
+	}
+}
+
+// conflictingStore is a real store behind which another writer always wins:
+// before each append it appends a tombstone of its own to the subject.
+type conflictingStore struct {
+	events.Store
+	n int
+}
+
+func (c *conflictingStore) Append(ctx context.Context, subject string, expected uint64, envs ...events.Envelope) (uint64, error) {
+	c.n++
+	last, err := c.Store.LastSeq(ctx, subject)
+	if err != nil {
+		return 0, err
+	}
+	other, err := testSealer().Seal("acme", []kernel.Event{kernel.ExposureTombstoned{AttemptID: fmt.Sprintf("rival_%d", c.n), Reason: "rival"}})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := c.Store.Append(ctx, subject, last, other...); err != nil {
+		return 0, err
+	}
+	seq, err := c.Store.Append(ctx, subject, expected, envs...)
+	if !errors.Is(err, events.ErrConflict) {
+		return seq, fmt.Errorf("expected a conflict, got %v", err)
+	}
+	return seq, err
+}

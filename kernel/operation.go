@@ -1,0 +1,287 @@
+package kernel
+
+import "fmt"
+
+// Status is what a decision reply says about an operation. The zero value is
+// invalid.
+type Status string
+
+// Statuses of a decision reply (DESIGN section 5).
+const (
+	StatusRefused    Status = "refused"
+	StatusApplied    Status = "applied"
+	StatusNotApplied Status = "not_applied"
+	StatusPending    Status = "pending"
+	StatusUnknown    Status = "unknown"
+)
+
+// Operation is the state of one (tenant, run, operation key): the agent's
+// idempotency unit. It is claimed by an executor generation; only the current
+// generation may start or observe an attempt.
+type Operation struct {
+	OperationID  string         `json:"operation_id"`
+	Principal    string         `json:"principal"`
+	RunID        string         `json:"run_id"`
+	OperationKey string         `json:"operation_key"`
+	CapabilityID string         `json:"capability_id"`
+	ActionDigest string         `json:"action_digest"`
+	Executor     string         `json:"executor"`
+	Generation   uint64         `json:"generation"`
+	Attempts     []OpAttempt    `json:"attempts"`
+	Refusal      *RefusalRecord `json:"refusal,omitempty"`
+}
+
+// OpAttempt is one attempt of an operation.
+type OpAttempt struct {
+	AttemptID  string    `json:"attempt_id"`
+	Generation uint64    `json:"generation"`
+	Holds      []HoldRef `json:"holds"`
+	Started    bool      `json:"started"`
+	Outcome    Outcome   `json:"outcome,omitempty"`
+	Closed     bool      `json:"closed,omitempty"`
+}
+
+// HoldRef names one exposure ledger an attempt holds on.
+type HoldRef struct {
+	GuaranteeID string `json:"guarantee_id"`
+	Resource    string `json:"resource"`
+	Amount      int64  `json:"amount"`
+}
+
+// RefusalRecord is a refusal as recorded.
+type RefusalRecord struct {
+	Code   Code   `json:"code"`
+	Reason string `json:"reason"`
+}
+
+// Opened reports whether the operation exists.
+func (o *Operation) Opened() bool { return o.OperationID != "" }
+
+// Current returns the latest attempt, if any.
+func (o *Operation) Current() (OpAttempt, bool) {
+	if len(o.Attempts) == 0 {
+		return OpAttempt{}, false
+	}
+	return o.Attempts[len(o.Attempts)-1], true
+}
+
+// Status is the operation's status as a decision reply reports it.
+func (o *Operation) Status() Status {
+	if o.Refusal != nil {
+		return StatusRefused
+	}
+	a, ok := o.Current()
+	switch {
+	case !ok:
+		return StatusPending
+	case a.Outcome == OutcomeApplied:
+		return StatusApplied
+	case a.Outcome == OutcomeNotApplied || a.Closed:
+		return StatusNotApplied
+	case a.Outcome == OutcomeUnknown || a.Outcome == OutcomePartial:
+		return StatusUnknown
+	}
+	return StatusPending
+}
+
+// Resolved reports whether the operation needs nothing more: refused, or its
+// current attempt sealed or closed.
+func (o *Operation) Resolved() bool {
+	if o.Refusal != nil {
+		return true
+	}
+	a, ok := o.Current()
+	return ok && (a.Outcome.Definitive() || a.Closed)
+}
+
+// Operation event types.
+const (
+	TypeOperationOpened          = "operation.opened"
+	TypeOperationRefused         = "operation.refused"
+	TypeOperationReserved        = "operation.reserved"
+	TypeOperationDispatchStarted = "operation.dispatch_started"
+	TypeOperationObserved        = "operation.observed"
+	TypeOperationClaimed         = "operation.claimed"
+	TypeOperationClosed          = "operation.closed"
+)
+
+// OperationOpened opens an operation, claimed by its first executor.
+type OperationOpened struct {
+	OperationID  string `json:"operation_id"`
+	Principal    string `json:"principal"`
+	RunID        string `json:"run_id"`
+	OperationKey string `json:"operation_key"`
+	CapabilityID string `json:"capability_id"`
+	ActionDigest string `json:"action_digest"`
+	Executor     string `json:"executor"`
+	Generation   uint64 `json:"generation"`
+}
+
+// OperationRefused records that the operation was refused; it is final.
+type OperationRefused struct {
+	Code   Code   `json:"code"`
+	Reason string `json:"reason"`
+}
+
+// OperationReserved records a new attempt and the exposure it holds.
+type OperationReserved struct {
+	AttemptID  string    `json:"attempt_id"`
+	Generation uint64    `json:"generation"`
+	Holds      []HoldRef `json:"holds"`
+}
+
+// OperationDispatchStarted records the durable dispatch-start of an attempt.
+type OperationDispatchStarted struct {
+	AttemptID  string `json:"attempt_id"`
+	Generation uint64 `json:"generation"`
+}
+
+// OperationObserved records an observation of an attempt.
+type OperationObserved struct {
+	AttemptID  string  `json:"attempt_id"`
+	Generation uint64  `json:"generation"`
+	Outcome    Outcome `json:"outcome"`
+	Source     string  `json:"source"`
+}
+
+// OperationClaimed raises the executor generation: recovery or another
+// replica takes the operation over and fences every older executor.
+type OperationClaimed struct {
+	Executor   string `json:"executor"`
+	Generation uint64 `json:"generation"`
+}
+
+// OperationClosed records that an unstarted attempt was closed.
+type OperationClosed struct {
+	AttemptID string `json:"attempt_id"`
+	Reason    string `json:"reason"`
+}
+
+// EventType implements Event.
+func (OperationOpened) EventType() string { return TypeOperationOpened }
+
+// EventType implements Event.
+func (OperationRefused) EventType() string { return TypeOperationRefused }
+
+// EventType implements Event.
+func (OperationReserved) EventType() string { return TypeOperationReserved }
+
+// EventType implements Event.
+func (OperationDispatchStarted) EventType() string { return TypeOperationDispatchStarted }
+
+// EventType implements Event.
+func (OperationObserved) EventType() string { return TypeOperationObserved }
+
+// EventType implements Event.
+func (OperationClaimed) EventType() string { return TypeOperationClaimed }
+
+// EventType implements Event.
+func (OperationClosed) EventType() string { return TypeOperationClosed }
+
+func init() {
+	register[OperationOpened](TypeOperationOpened)
+	register[OperationRefused](TypeOperationRefused)
+	register[OperationReserved](TypeOperationReserved)
+	register[OperationDispatchStarted](TypeOperationDispatchStarted)
+	register[OperationObserved](TypeOperationObserved)
+	register[OperationClaimed](TypeOperationClaimed)
+	register[OperationClosed](TypeOperationClosed)
+}
+
+// OpenResult says what DecideOpen found.
+type OpenResult uint8
+
+// Results of DecideOpen.
+const (
+	OpenNew      OpenResult = iota + 1 // a new operation: append the events
+	OpenExisting                       // the same proposal again: reply with its status
+)
+
+// DecideOpen decides whether a proposal opens a new operation. The same
+// operation key with the same action digest is the same operation (never a
+// second reservation); with another digest it is refused.
+func DecideOpen(o *Operation, opened OperationOpened) (OpenResult, Decision) {
+	if o.Opened() {
+		if o.ActionDigest != opened.ActionDigest || o.CapabilityID != opened.CapabilityID || o.Principal != opened.Principal {
+			return 0, no(CodeOperationConflict, "operation key %q of run %q is bound to another action (%s)", o.OperationKey, o.RunID, short(o.ActionDigest))
+		}
+		return OpenExisting, Decision{}
+	}
+	opened.Generation = 1
+	return OpenNew, Decision{Events: []Event{opened}}
+}
+
+// CheckFence refuses an executor whose generation is not the operation's
+// current one: it was taken over and must not start or observe anything.
+func CheckFence(o *Operation, generation uint64) *Refusal {
+	if !o.Opened() {
+		return refuse(CodeAttemptUnknown, "operation does not exist")
+	}
+	if generation != o.Generation {
+		return refuse(CodeExecutorFenced, "executor generation %d is fenced; operation %s is at generation %d (%s)", generation, o.OperationID, o.Generation, o.Executor)
+	}
+	return nil
+}
+
+// DecideClaim raises the generation for a new executor.
+func DecideClaim(o *Operation, executor string) Decision {
+	if !o.Opened() {
+		return no(CodeAttemptUnknown, "operation does not exist")
+	}
+	return Decision{Events: []Event{OperationClaimed{Executor: executor, Generation: o.Generation + 1}}}
+}
+
+// Apply folds an operation event.
+func (o *Operation) Apply(ev Event) error {
+	find := func(id string) (*OpAttempt, error) {
+		for i := range o.Attempts {
+			if o.Attempts[i].AttemptID == id {
+				return &o.Attempts[i], nil
+			}
+		}
+		return nil, fmt.Errorf("operation %s has no attempt %s", o.OperationID, id)
+	}
+	if _, isOpen := ev.(OperationOpened); !isOpen && !o.Opened() {
+		return fmt.Errorf("%s before operation.opened", ev.EventType())
+	}
+	switch e := ev.(type) {
+	case OperationOpened:
+		if o.Opened() {
+			return fmt.Errorf("operation %s opened twice", o.OperationID)
+		}
+		*o = Operation{OperationID: e.OperationID, Principal: e.Principal, RunID: e.RunID, OperationKey: e.OperationKey,
+			CapabilityID: e.CapabilityID, ActionDigest: e.ActionDigest, Executor: e.Executor, Generation: e.Generation}
+	case OperationRefused:
+		o.Refusal = &RefusalRecord{Code: e.Code, Reason: e.Reason}
+	case OperationReserved:
+		o.Attempts = append(o.Attempts, OpAttempt{AttemptID: e.AttemptID, Generation: e.Generation, Holds: e.Holds})
+	case OperationDispatchStarted:
+		a, err := find(e.AttemptID)
+		if err != nil {
+			return err
+		}
+		a.Started = true
+	case OperationObserved:
+		a, err := find(e.AttemptID)
+		if err != nil {
+			return err
+		}
+		if !a.Outcome.Definitive() {
+			a.Outcome = e.Outcome
+		}
+	case OperationClosed:
+		a, err := find(e.AttemptID)
+		if err != nil {
+			return err
+		}
+		a.Closed = true
+	case OperationClaimed:
+		if e.Generation <= o.Generation {
+			return fmt.Errorf("claim of generation %d does not raise %d", e.Generation, o.Generation)
+		}
+		o.Generation, o.Executor = e.Generation, e.Executor
+	default:
+		return fmt.Errorf("event %T does not belong to an operation", ev)
+	}
+	return nil
+}
