@@ -1,0 +1,393 @@
+package events
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/contextos/ledger/kernel"
+	"github.com/oklog/ulid/v2"
+)
+
+// Envelope is one immutable, versioned, signed domain event. Its canonical
+// encoding (Encode) is the wire and stored form; the signature covers every
+// field except Sig itself (SigningBytes).
+type Envelope struct {
+	Type    string          `json:"type"`     // e.g. "exposure.reserved"; see ValidType
+	V       int             `json:"v"`        // schema version, >= 1
+	EventID string          `json:"event_id"` // ULID, 26 chars, uppercase Crockford base32
+	Tenant  string          `json:"tenant"`   // a ValidToken
+	Time    string          `json:"time"`     // TimeLayout (RFC 3339 UTC, 9 fraction digits); an input, never read from a clock here
+	Body    json.RawMessage `json:"body"`     // canonical (JCS) JSON object
+	KeyID   string          `json:"key_id"`   // the signing key, see KeyIDFor
+	Sig     string          `json:"sig"`      // base64url (no padding) Ed25519 over SigningBytes
+}
+
+// unsigned is Envelope without Sig: the value whose canonical encoding is signed.
+type unsigned struct {
+	Type    string          `json:"type"`
+	V       int             `json:"v"`
+	EventID string          `json:"event_id"`
+	Tenant  string          `json:"tenant"`
+	Time    string          `json:"time"`
+	Body    json.RawMessage `json:"body"`
+	KeyID   string          `json:"key_id"`
+}
+
+// TimeLayout is the one accepted form of Envelope.Time: RFC 3339 in UTC with
+// exactly nine fraction digits, so that every instant has one spelling and the
+// strings sort like the instants.
+const TimeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// MaxEnvelopeSize bounds the encoded size of an envelope in bytes. It stays
+// below NATS' default max_payload (1 MiB) so that a valid envelope is always
+// publishable.
+const MaxEnvelopeSize = 512 * 1024
+
+// FormatTime returns t in TimeLayout (converted to UTC). The caller owns the
+// clock; this package never reads one.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// ErrInvalidEnvelope is matched (errors.Is) by every *EnvelopeError.
+var ErrInvalidEnvelope = errors.New("events: invalid envelope")
+
+// Reason is a stable, machine-readable cause of an *EnvelopeError.
+type Reason string
+
+// The reasons an envelope is refused. They are persisted in logs and tests;
+// never change the meaning of one.
+const (
+	ReasonTooLarge      Reason = "too_large"       // input longer than MaxEnvelopeSize
+	ReasonMalformed     Reason = "malformed_json"  // not a JSON object of the envelope shape
+	ReasonUnknownField  Reason = "unknown_field"   // a field not in Envelope
+	ReasonTrailingData  Reason = "trailing_data"   // anything after the first JSON value
+	ReasonMissingField  Reason = "missing_field"   // a required field is absent or empty
+	ReasonInvalidField  Reason = "invalid_field"   // a field is present but not valid
+	ReasonBodyNotObject Reason = "body_not_object" // body is not a JSON object
+	ReasonUnregistered  Reason = "unregistered"    // (type, v) was never Registered
+	ReasonNonCanonical  Reason = "non_canonical"   // input is not the canonical encoding
+)
+
+// EnvelopeError reports why an envelope (or its bytes) was refused.
+type EnvelopeError struct {
+	Reason Reason // stable cause
+	Field  string // JSON field name when one is at fault, else ""
+	Detail string // human-readable detail; not stable
+}
+
+func (e *EnvelopeError) Error() string {
+	s := "events: invalid envelope: " + string(e.Reason)
+	if e.Field != "" {
+		s += " (" + e.Field + ")"
+	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Is reports whether target is ErrInvalidEnvelope.
+func (e *EnvelopeError) Is(target error) bool { return target == ErrInvalidEnvelope }
+
+func envErr(r Reason, field, format string, args ...any) error {
+	return &EnvelopeError{Reason: r, Field: field, Detail: fmt.Sprintf(format, args...)}
+}
+
+// registry holds the (type, version) pairs Decode accepts.
+var registry struct {
+	sync.RWMutex
+	m map[typeVersion]struct{}
+}
+
+type typeVersion struct {
+	typ string
+	v   int
+}
+
+// init registers every event type of the kernel at kernel.EventVersion, so
+// that stored kernel events decode without further setup.
+func init() {
+	for _, t := range kernel.EventTypes() {
+		Register(t, kernel.EventVersion)
+	}
+}
+
+// Register makes (typ, v) acceptable to Decode, Encode and Seal. It is meant to
+// be called from init functions or test setup with constant arguments and
+// panics if typ is not a ValidType or v < 1 (a programming error, like
+// regexp.MustCompile). Registering a pair twice is a no-op.
+func Register(typ string, v int) {
+	if err := ValidType(typ); err != nil {
+		panic(err)
+	}
+	if v < 1 {
+		panic(fmt.Sprintf("events: Register(%q, %d): version must be >= 1", typ, v))
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	if registry.m == nil {
+		registry.m = make(map[typeVersion]struct{})
+	}
+	registry.m[typeVersion{typ, v}] = struct{}{}
+}
+
+// Registered reports whether (typ, v) was registered.
+func Registered(typ string, v int) bool {
+	registry.RLock()
+	defer registry.RUnlock()
+	_, ok := registry.m[typeVersion{typ, v}]
+	return ok
+}
+
+// ValidType checks an event type name: 1 to 64 bytes, dot-separated segments
+// of [a-z0-9_], no empty segment (e.g. "exposure.reserved").
+func ValidType(typ string) error {
+	if typ == "" || len(typ) > 64 {
+		return envErr(ReasonInvalidField, "type", "length must be 1..64")
+	}
+	prevDot := true
+	for i := 0; i < len(typ); i++ {
+		c := typ[i]
+		switch {
+		case c == '.':
+			if prevDot {
+				return envErr(ReasonInvalidField, "type", "empty segment")
+			}
+			prevDot = true
+			continue
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_':
+		default:
+			return envErr(ReasonInvalidField, "type", "byte %q not in [a-z0-9_.]", c)
+		}
+		prevDot = false
+	}
+	if prevDot {
+		return envErr(ReasonInvalidField, "type", "empty segment")
+	}
+	return nil
+}
+
+// ValidEventID checks that id is a ULID in its canonical spelling (26
+// uppercase Crockford base32 characters, first one <= '7').
+func ValidEventID(id string) error {
+	u, err := ulid.ParseStrict(id)
+	if err != nil || u.String() != id {
+		return envErr(ReasonInvalidField, "event_id", "not a canonical ULID")
+	}
+	return nil
+}
+
+// ValidTime checks that s is an instant written in TimeLayout.
+func ValidTime(s string) error {
+	t, err := time.Parse(TimeLayout, s)
+	if err != nil || t.Format(TimeLayout) != s {
+		return envErr(ReasonInvalidField, "time", "not RFC 3339 UTC with 9 fraction digits")
+	}
+	return nil
+}
+
+// validKeyID checks the shape of a key id: 1..128 bytes of [A-Za-z0-9:_.-].
+func validKeyID(s string) error {
+	if s == "" || len(s) > 128 {
+		return envErr(ReasonInvalidField, "key_id", "length must be 1..128")
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == ':' || c == '_' || c == '.' || c == '-') {
+			return envErr(ReasonInvalidField, "key_id", "byte %q not allowed", c)
+		}
+	}
+	return nil
+}
+
+// validSig checks that s is unpadded base64url of exactly 64 bytes.
+func validSig(s string) error {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != 64 {
+		return envErr(ReasonInvalidField, "sig", "not unpadded base64url of 64 bytes")
+	}
+	return nil
+}
+
+// validBody checks that b is a canonical JSON object.
+func validBody(b json.RawMessage) error {
+	if len(b) == 0 {
+		return envErr(ReasonMissingField, "body", "")
+	}
+	if b[0] != '{' {
+		return envErr(ReasonBodyNotObject, "body", "")
+	}
+	c, err := kernel.Canonical(b)
+	if err != nil {
+		return envErr(ReasonInvalidField, "body", "%v", err)
+	}
+	if !bytes.Equal(c, b) {
+		return envErr(ReasonNonCanonical, "body", "body is not in canonical (JCS) form")
+	}
+	return nil
+}
+
+// validateUnsigned checks every field but Sig.
+func validateUnsigned(e Envelope) error {
+	if e.Type == "" {
+		return envErr(ReasonMissingField, "type", "")
+	}
+	if err := ValidType(e.Type); err != nil {
+		return err
+	}
+	if e.V < 1 {
+		return envErr(ReasonInvalidField, "v", "must be >= 1")
+	}
+	if e.EventID == "" {
+		return envErr(ReasonMissingField, "event_id", "")
+	}
+	if err := ValidEventID(e.EventID); err != nil {
+		return err
+	}
+	if e.Tenant == "" {
+		return envErr(ReasonMissingField, "tenant", "")
+	}
+	if err := ValidToken(e.Tenant); err != nil {
+		return envErr(ReasonInvalidField, "tenant", "%v", err)
+	}
+	if e.Time == "" {
+		return envErr(ReasonMissingField, "time", "")
+	}
+	if err := ValidTime(e.Time); err != nil {
+		return err
+	}
+	if err := validBody(e.Body); err != nil {
+		return err
+	}
+	if e.KeyID == "" {
+		return envErr(ReasonMissingField, "key_id", "")
+	}
+	if err := validKeyID(e.KeyID); err != nil {
+		return err
+	}
+	if !Registered(e.Type, e.V) {
+		return envErr(ReasonUnregistered, "type", "%s v%d", e.Type, e.V)
+	}
+	return nil
+}
+
+// Validate checks every field of e, the shape of its signature and that
+// (Type, V) is registered. It does not verify the signature: see
+// Keyring.Verify.
+func Validate(e Envelope) error {
+	if err := validateUnsigned(e); err != nil {
+		return err
+	}
+	if e.Sig == "" {
+		return envErr(ReasonMissingField, "sig", "")
+	}
+	return validSig(e.Sig)
+}
+
+// SigningBytes returns the bytes an Ed25519 signature of e covers: the
+// canonical (JCS) encoding of e without its sig field. It refuses an envelope
+// whose other fields are not valid.
+func SigningBytes(e Envelope) ([]byte, error) {
+	if err := validateUnsigned(e); err != nil {
+		return nil, err
+	}
+	return kernel.Canonical(unsigned{e.Type, e.V, e.EventID, e.Tenant, e.Time, e.Body, e.KeyID})
+}
+
+// Encode returns the canonical (JCS) encoding of the whole envelope: the wire
+// and stored form. It refuses an envelope that is not Valid, so everything
+// Encode returns is accepted by Decode, which returns the same envelope.
+func Encode(e Envelope) ([]byte, error) {
+	if err := Validate(e); err != nil {
+		return nil, err
+	}
+	b, err := kernel.Canonical(e)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxEnvelopeSize {
+		return nil, envErr(ReasonTooLarge, "", "%d bytes > %d", len(b), MaxEnvelopeSize)
+	}
+	return b, nil
+}
+
+// Decode parses the canonical encoding of an envelope. It is strict: one JSON
+// object with exactly the Envelope fields (unknown ones refused), nothing
+// after it, every field valid, (type, v) registered, and b equal byte for byte
+// to Encode of the result. Errors are *EnvelopeError. Decode never panics.
+func Decode(b []byte) (Envelope, error) {
+	if len(b) > MaxEnvelopeSize {
+		return Envelope{}, envErr(ReasonTooLarge, "", "%d bytes > %d", len(b), MaxEnvelopeSize)
+	}
+	var raw struct {
+		Type    *string         `json:"type"`
+		V       *int            `json:"v"`
+		EventID *string         `json:"event_id"`
+		Tenant  *string         `json:"tenant"`
+		Time    *string         `json:"time"`
+		Body    json.RawMessage `json:"body"`
+		KeyID   *string         `json:"key_id"`
+		Sig     *string         `json:"sig"`
+	}
+	if len(bytes.TrimSpace(b)) == 0 || bytes.TrimSpace(b)[0] != '{' {
+		return Envelope{}, envErr(ReasonMalformed, "", "not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+			return Envelope{}, envErr(ReasonUnknownField, "", "%s", strings.TrimPrefix(msg, "json: unknown field "))
+		}
+		return Envelope{}, envErr(ReasonMalformed, "", "%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Envelope{}, envErr(ReasonTrailingData, "", "")
+	}
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"type", raw.Type != nil}, {"v", raw.V != nil}, {"event_id", raw.EventID != nil},
+		{"tenant", raw.Tenant != nil}, {"time", raw.Time != nil}, {"body", raw.Body != nil},
+		{"key_id", raw.KeyID != nil}, {"sig", raw.Sig != nil},
+	} {
+		if !f.ok {
+			return Envelope{}, envErr(ReasonMissingField, f.name, "")
+		}
+	}
+	e := Envelope{
+		Type: *raw.Type, V: *raw.V, EventID: *raw.EventID, Tenant: *raw.Tenant,
+		Time: *raw.Time, Body: raw.Body, KeyID: *raw.KeyID, Sig: *raw.Sig,
+	}
+	if bytes.Equal(e.Body, []byte("null")) || e.Body[0] != '{' {
+		return Envelope{}, envErr(ReasonBodyNotObject, "body", "")
+	}
+	c, err := Encode(e)
+	if err != nil {
+		return Envelope{}, err
+	}
+	if !bytes.Equal(c, b) {
+		return Envelope{}, envErr(ReasonNonCanonical, "", "input differs from its canonical encoding")
+	}
+	return e, nil
+}
+
+// DecodeBody decodes e.Body into into, strictly: unknown fields and trailing
+// data are refused.
+func DecodeBody(e Envelope, into any) error {
+	dec := json.NewDecoder(bytes.NewReader(e.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("events: body of %s v%d: %w", e.Type, e.V, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("events: body of %s v%d: trailing data", e.Type, e.V)
+	}
+	return nil
+}

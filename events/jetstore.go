@@ -1,0 +1,568 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// StreamName is the default name of the one domain-event stream.
+const StreamName = "CTX_EVENTS"
+
+// DefaultDuplicateWindow is the stream's Nats-Msg-Id de-duplication window: a
+// single-event append retried within it is recognised by the server even on
+// paths where it checks the message id before the expected sequence. Two
+// minutes covers any client retry loop; a longer window costs server memory
+// (one entry per message in the window). Retries after the window are still
+// safe: the expected sequence refuses them and the store recognises the stored
+// copy (see Store).
+const DefaultDuplicateWindow = 2 * time.Minute
+
+// JetStream headers used by the store (ADR-50 for the batch ones).
+const (
+	hdrMsgID            = "Nats-Msg-Id"
+	hdrExpectedLastSubj = "Nats-Expected-Last-Subject-Sequence"
+	hdrBatchID          = "Nats-Batch-Id"
+	hdrBatchSeq         = "Nats-Batch-Sequence"
+	hdrBatchCommit      = "Nats-Batch-Commit"
+	hdrStatus           = "Status"
+	hdrSequence         = "Nats-Sequence"
+	hdrSubject          = "Nats-Subject"
+	hdrNumPending       = "Nats-Num-Pending"
+)
+
+// JetStream API error codes the store interprets.
+const (
+	errCodeWrongLastSeq         = 10071 // "wrong last sequence: {seq}"
+	errCodeWrongLastSeqConstant = 10164 // "wrong last sequence" (replicated and batch paths)
+)
+
+// StreamOptions configures EnsureStream. Zero fields take the defaults.
+type StreamOptions struct {
+	Name       string        // default StreamName
+	Subjects   []string      // default [SubjectPrefix + ">"]
+	Replicas   int           // default 1; 3 on a JetStream cluster
+	Duplicates time.Duration // default DefaultDuplicateWindow
+}
+
+// EnsureStream creates the event stream, or updates an existing one to this
+// configuration: file storage, limits retention with no limits, discard new,
+// DenyDelete, DenyPurge, AllowDirect (reads without a consumer), AllowAtomicPublish
+// (batches) and the duplicate window. It fails if the server does not keep
+// one of the settings the store depends on (for example a server older than
+// 2.12 without atomic batches).
+func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) (jetstream.Stream, error) {
+	if o.Name == "" {
+		o.Name = StreamName
+	}
+	if len(o.Subjects) == 0 {
+		o.Subjects = []string{SubjectPrefix + ">"}
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.Duplicates == 0 {
+		o.Duplicates = DefaultDuplicateWindow
+	}
+	cfg := jetstream.StreamConfig{
+		Name:               o.Name,
+		Description:        "ContextOS domain events (append-only)",
+		Subjects:           o.Subjects,
+		Retention:          jetstream.LimitsPolicy,
+		MaxConsumers:       -1,
+		MaxMsgs:            -1,
+		MaxBytes:           -1,
+		MaxAge:             0,
+		MaxMsgsPerSubject:  -1,
+		Discard:            jetstream.DiscardNew,
+		Storage:            jetstream.FileStorage,
+		Replicas:           o.Replicas,
+		Duplicates:         o.Duplicates,
+		DenyDelete:         true,
+		DenyPurge:          true,
+		AllowRollup:        false,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
+	}
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("events: ensure stream %s: %w", o.Name, err)
+	}
+	got := s.CachedInfo().Config
+	switch {
+	case got.Storage != jetstream.FileStorage:
+		err = errors.New("storage is not file")
+	case !got.DenyDelete || !got.DenyPurge:
+		err = errors.New("deny_delete/deny_purge not kept")
+	case !got.AllowDirect:
+		err = errors.New("allow_direct not kept")
+	case !got.AllowAtomicPublish:
+		err = errors.New("allow_atomic not kept (atomic batch publish needs nats-server >= 2.12)")
+	case got.PersistMode != jetstream.DefaultPersistMode:
+		err = errors.New("persist_mode is not default (acks before persisting)")
+	case got.NoAck:
+		err = errors.New("no_ack is set")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events: ensure stream %s: %w", o.Name, err)
+	}
+	return s, nil
+}
+
+// JetStore is the JetStream Store. Appends are publishes carrying
+// Nats-Expected-Last-Subject-Sequence; a single event also carries Nats-Msg-Id
+// = its event id; several events go as one ADR-50 atomic batch. Reads use
+// Direct Get (no consumer). Safe for concurrent use.
+type JetStore struct {
+	js        jetstream.JetStream
+	nc        *nats.Conn
+	stream    string
+	directGet string        // $JS.API.DIRECT.GET.<stream> (with the context's prefix)
+	timeout   time.Duration // for calls whose context has no deadline
+	// ReadBatch is the number of messages asked per Direct Get batch request
+	// (default 256). Set before first use.
+	ReadBatch int
+}
+
+var _ Store = (*JetStore)(nil)
+
+// NewJetStore returns a Store on the stream named stream (see EnsureStream),
+// using js for its connection, API prefix or domain and default timeout.
+func NewJetStore(js jetstream.JetStream, stream string) *JetStore {
+	o := js.Options()
+	prefix := jetstream.DefaultAPIPrefix
+	switch {
+	case o.Domain != "":
+		prefix = "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		prefix = strings.TrimSuffix(o.APIPrefix, ".") + "."
+	}
+	timeout := o.DefaultTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return &JetStore{
+		js: js, nc: js.Conn(), stream: stream,
+		directGet: prefix + "DIRECT.GET." + stream,
+		timeout:   timeout,
+		ReadBatch: 256,
+	}
+}
+
+func (s *JetStore) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// pubAck is a JetStream publish acknowledgement (single or batch commit).
+type pubAck struct {
+	Error     *jetstream.APIError `json:"error,omitempty"`
+	Stream    string              `json:"stream"`
+	Seq       uint64              `json:"seq"`
+	Duplicate bool                `json:"duplicate,omitempty"`
+	Batch     string              `json:"batch,omitempty"`
+	Count     int                 `json:"count,omitempty"`
+}
+
+func (s *JetStore) request(ctx context.Context, m *nats.Msg) (*pubAck, error) {
+	resp, err := s.nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, fmt.Errorf("events: no stream is listening on %q: %w", m.Subject, err)
+		}
+		return nil, err
+	}
+	var ack pubAck
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return nil, fmt.Errorf("events: invalid JetStream ack %q: %w", resp.Data, err)
+	}
+	if ack.Error == nil && (ack.Stream != s.stream || ack.Seq == 0) {
+		return nil, fmt.Errorf("events: unexpected JetStream ack %q (want stream %s)", resp.Data, s.stream)
+	}
+	return &ack, nil
+}
+
+// conflictActual returns the actual sequence stated by a wrong-last-sequence
+// API error, and whether the error is one.
+func conflictActual(e *jetstream.APIError) (uint64, bool) {
+	switch e.ErrorCode {
+	case errCodeWrongLastSeq:
+		_, n, _ := strings.Cut(e.Description, ":")
+		v, _ := strconv.ParseUint(strings.TrimSpace(n), 10, 64)
+		return v, true
+	case errCodeWrongLastSeqConstant:
+		return 0, true
+	}
+	return 0, false
+}
+
+// Append implements Store.
+func (s *JetStore) Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...Envelope) (uint64, error) {
+	seqs, err := s.AppendBatch(ctx, []AppendItem{{Subject: subject, ExpectedLastSeq: expectedLastSeq, Envs: envs}})
+	if err != nil {
+		return 0, err
+	}
+	return seqs[0], nil
+}
+
+// AppendBatch implements Store. One event goes as a plain publish with
+// Nats-Msg-Id; more as one atomic batch whose first message per subject
+// carries that subject's expected sequence.
+func (s *JetStore) AppendBatch(ctx context.Context, items []AppendItem) ([]uint64, error) {
+	enc, err := prepareAppend(items)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if len(enc) == 1 && len(enc[0].raws) == 1 {
+		seq, err := s.appendOne(ctx, enc[0])
+		if err != nil {
+			return nil, err
+		}
+		return []uint64{seq}, nil
+	}
+	return s.appendAtomic(ctx, enc)
+}
+
+func (s *JetStore) appendOne(ctx context.Context, it encodedItem) (uint64, error) {
+	m := nats.NewMsg(it.subject)
+	m.Data = it.raws[0]
+	m.Header.Set(hdrMsgID, it.envs[0].EventID)
+	m.Header.Set(hdrExpectedLastSubj, strconv.FormatUint(it.expected, 10))
+	ack, err := s.request(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	if ack.Error != nil {
+		actual, isConflict := conflictActual(ack.Error)
+		if !isConflict {
+			return 0, fmt.Errorf("events: append to %q: %w", it.subject, ack.Error)
+		}
+		// A standalone server checks the expected sequence before the message
+		// id, so a retry after a lost ack lands here: look for our event.
+		if seq, ok, err := s.retried(ctx, it); err != nil {
+			return 0, err
+		} else if ok {
+			return seq, nil
+		}
+		return 0, &ConflictError{Subject: it.subject, Expected: it.expected, Actual: actual}
+	}
+	if ack.Duplicate {
+		// The message id was seen within the window (the clustered path checks
+		// it first): make sure the stored message is this very event.
+		st, err := s.getSeq(ctx, ack.Seq)
+		if err != nil {
+			return 0, err
+		}
+		if st.Subject != it.subject || !bytes.Equal(st.Raw, it.raws[0]) {
+			return 0, fmt.Errorf("%w: %s (stored at %d on %q)", ErrEventIDReused, it.envs[0].EventID, ack.Seq, st.Subject)
+		}
+	}
+	return ack.Seq, nil
+}
+
+func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint64, error) {
+	total := 0
+	for _, it := range enc {
+		total += len(it.raws)
+	}
+	batchID := nuid.Next()
+	var ack *pubAck
+	k := 0
+	for _, it := range enc {
+		for j, raw := range it.raws {
+			k++
+			m := nats.NewMsg(it.subject)
+			m.Data = raw
+			m.Header.Set(hdrBatchID, batchID)
+			m.Header.Set(hdrBatchSeq, strconv.Itoa(k))
+			if j == 0 {
+				m.Header.Set(hdrExpectedLastSubj, strconv.FormatUint(it.expected, 10))
+			}
+			if k < total {
+				// Staged without a reply; the commit's reply reports any gap.
+				if err := s.nc.PublishMsg(m); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			m.Header.Set(hdrBatchCommit, "1")
+			var err error
+			if ack, err = s.request(ctx, m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if ack.Error != nil {
+		actual, isConflict := conflictActual(ack.Error)
+		if !isConflict {
+			return nil, fmt.Errorf("events: atomic batch of %d: %w", total, ack.Error)
+		}
+		return s.batchConflict(ctx, enc, actual)
+	}
+	if ack.Batch != batchID || ack.Count != total {
+		return nil, fmt.Errorf("events: unexpected batch ack: batch %q count %d, want %q %d", ack.Batch, ack.Count, batchID, total)
+	}
+	// The server commits a batch as one contiguous run of sequences in
+	// publish order, acknowledging the last.
+	seqs := make([]uint64, len(enc))
+	seq := ack.Seq - uint64(total)
+	for i, it := range enc {
+		seq += uint64(len(it.raws))
+		seqs[i] = seq
+	}
+	return seqs, nil
+}
+
+// batchConflict handles a batch refused for a wrong last sequence. An exact
+// retry of a batch that was committed is a success: it returns the committed
+// sequences. Otherwise the server's error does not say which subject
+// conflicted, so it attributes the conflict to the first subject whose last
+// sequence is not the expected one (read now: sequences only grow, so a
+// subject that mismatched at commit still does).
+func (s *JetStore) batchConflict(ctx context.Context, enc []encodedItem, actual uint64) ([]uint64, error) {
+	seqs := make([]uint64, len(enc))
+	all := true
+	for i, it := range enc {
+		seq, ok, err := s.retried(ctx, it)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			all = false
+			break
+		}
+		seqs[i] = seq
+	}
+	if all {
+		return seqs, nil
+	}
+	if len(enc) == 1 {
+		return nil, &ConflictError{Subject: enc[0].subject, Expected: enc[0].expected, Actual: actual}
+	}
+	for _, it := range enc {
+		last, err := s.LastSeq(ctx, it.subject)
+		if err != nil {
+			return nil, err
+		}
+		if last != it.expected {
+			return nil, &ConflictError{Subject: it.subject, Expected: it.expected, Actual: last}
+		}
+	}
+	return nil, &ConflictError{Actual: 0}
+}
+
+// retried reports whether the events right after it.expected on it.subject
+// are exactly it.raws, and the sequence of the last of them.
+func (s *JetStore) retried(ctx context.Context, it encodedItem) (uint64, bool, error) {
+	var got []Stored
+	err := s.directBatch(ctx, directReq{Seq: it.expected + 1, NextFor: it.subject, Batch: len(it.raws)}, func(st Stored) error {
+		got = append(got, st)
+		return nil
+	}, len(it.raws))
+	if err != nil {
+		return 0, false, err
+	}
+	if len(got) != len(it.raws) {
+		return 0, false, nil
+	}
+	for i, st := range got {
+		if !bytes.Equal(st.Raw, it.raws[i]) {
+			return 0, false, nil
+		}
+	}
+	return got[len(got)-1].Seq, true, nil
+}
+
+// directReq is a Direct Get request ($JS.API.DIRECT.GET.<stream>).
+type directReq struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	NextFor string `json:"next_by_subj,omitempty"`
+	LastFor string `json:"last_by_subj,omitempty"`
+	Batch   int    `json:"batch,omitempty"`
+}
+
+// directBatch runs batch Direct Get requests from req.Seq on, calling fn for
+// each message in order, until the server reports nothing pending or limit
+// messages (0 = no limit) were delivered.
+func (s *JetStore) directBatch(ctx context.Context, req directReq, fn func(Stored) error, limit int) error {
+	if req.Seq == 0 {
+		req.Seq = 1
+	}
+	if req.Batch <= 0 {
+		req.Batch = s.ReadBatch
+		if req.Batch <= 0 {
+			req.Batch = 256
+		}
+	}
+	delivered := 0
+	for {
+		if limit > 0 && limit-delivered < req.Batch {
+			req.Batch = limit - delivered
+		}
+		next, pending, n, err := s.directOnce(ctx, req, fn)
+		if err != nil {
+			return err
+		}
+		delivered += n
+		if n == 0 || pending == 0 || (limit > 0 && delivered >= limit) {
+			return nil
+		}
+		req.Seq = next
+	}
+}
+
+// directOnce sends one batch request and returns the sequence after the last
+// message delivered, the number still pending and the number delivered.
+func (s *JetStore) directOnce(ctx context.Context, req directReq, fn func(Stored) error) (next, pending uint64, n int, err error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	inbox := s.nc.NewRespInbox()
+	sub, err := s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.nc.PublishRequest(s.directGet, inbox, body); err != nil {
+		return 0, 0, 0, err
+	}
+	next = req.Seq
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("events: direct get on %s: %w", s.stream, err)
+		}
+		if len(m.Data) == 0 {
+			switch st := m.Header.Get(hdrStatus); st {
+			case "204": // end of batch
+				p, _ := strconv.ParseUint(m.Header.Get(hdrNumPending), 10, 64)
+				return next, p, n, nil
+			case "404": // nothing (more) to deliver
+				return next, 0, n, nil
+			case "503":
+				return 0, 0, 0, fmt.Errorf("events: direct get on %s: no responders (stream missing or allow_direct off)", s.stream)
+			case "":
+				// An empty stored message: handled below as a corrupt event.
+			default:
+				return 0, 0, 0, fmt.Errorf("events: direct get on %s: status %s %s", s.stream, st, m.Header.Get("Description"))
+			}
+		}
+		seq, perr := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
+		if perr != nil || seq == 0 {
+			return 0, 0, 0, fmt.Errorf("events: direct get on %s: reply without a sequence", s.stream)
+		}
+		st := Stored{Seq: seq, Subject: m.Header.Get(hdrSubject), Raw: m.Data}
+		if st.Envelope, err = Decode(m.Data); err != nil {
+			return 0, 0, 0, &CorruptError{Seq: seq, Subject: st.Subject, Err: err}
+		}
+		n++
+		next = seq + 1
+		if err := fn(st); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+}
+
+// getSeq returns the message at sequence seq.
+func (s *JetStore) getSeq(ctx context.Context, seq uint64) (Stored, error) {
+	var out []Stored
+	if err := s.directBatch(ctx, directReq{Seq: seq, Batch: 1}, func(st Stored) error {
+		out = append(out, st)
+		return nil
+	}, 1); err != nil {
+		return Stored{}, err
+	}
+	if len(out) != 1 || out[0].Seq != seq {
+		return Stored{}, fmt.Errorf("events: message %d not found in %s", seq, s.stream)
+	}
+	return out[0], nil
+}
+
+// Read implements Store with batched Direct Get requests by next_by_subj: no
+// consumer is created and the cost is proportional to the subject's events,
+// not the stream's.
+func (s *JetStore) Read(ctx context.Context, subject string, fromSeq uint64) ([]Stored, error) {
+	if err := ValidSubject(subject); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var out []Stored
+	err := s.directBatch(ctx, directReq{Seq: fromSeq, NextFor: subject}, func(st Stored) error {
+		out = append(out, st)
+		return nil
+	}, 0)
+	return out, err
+}
+
+// LastSeq implements Store with a Direct Get of the subject's last message.
+func (s *JetStore) LastSeq(ctx context.Context, subject string) (uint64, error) {
+	if err := ValidSubject(subject); err != nil {
+		return 0, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	body, _ := json.Marshal(directReq{LastFor: subject})
+	m, err := s.nc.RequestWithContext(ctx, s.directGet, body)
+	if err != nil {
+		return 0, fmt.Errorf("events: last sequence of %q: %w", subject, err)
+	}
+	if len(m.Data) == 0 {
+		switch st := m.Header.Get(hdrStatus); st {
+		case "404":
+			return 0, nil
+		case "":
+		default:
+			return 0, fmt.Errorf("events: last sequence of %q: status %s %s", subject, st, m.Header.Get("Description"))
+		}
+	}
+	seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
+	if err != nil || seq == 0 {
+		return 0, fmt.Errorf("events: last sequence of %q: reply without a sequence", subject)
+	}
+	return seq, nil
+}
+
+// Replay implements Store with batched Direct Get requests over the whole
+// stream. Each request has the default timeout when ctx has no deadline; the
+// whole replay is bounded only by ctx.
+func (s *JetStore) Replay(ctx context.Context, fromSeq uint64, fn func(Stored) error) error {
+	req := directReq{Seq: fromSeq}
+	if req.Seq == 0 {
+		req.Seq = 1
+	}
+	for {
+		rctx, cancel := s.withTimeout(ctx)
+		next, pending, n, err := s.directOnce(rctx, directReqBatch(req, s.ReadBatch), fn)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if n == 0 || pending == 0 {
+			return nil
+		}
+		req.Seq = next
+	}
+}
+
+func directReqBatch(r directReq, n int) directReq {
+	if n <= 0 {
+		n = 256
+	}
+	r.Batch = n
+	return r
+}
