@@ -95,7 +95,8 @@ const (
 // rank must hold exactly one ref). An authoritative_refresh rule selects the
 // single newest observation among the marker's refs when it comes from
 // SystemOfRecord. Either rule needs every ref of the marker to be a known
-// candidate; otherwise it does not apply.
+// candidate and the selected one to be eligible; otherwise it does not
+// decide and the marker stays unresolved.
 type ResolutionRule struct {
 	RuleID         string         `json:"rule_id"`
 	Kind           ResolutionKind `json:"kind"`

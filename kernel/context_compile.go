@@ -21,8 +21,9 @@ import (
 //     valid_until), the principal's allowed sources, pack trust, data_only
 //     treatment, content hash and bucket;
 //  2. conflicts: markers are validated against the pack and run, unresolved
-//     ones are offered to the pack's deterministic rules, and the refs a
-//     resolution did not select become superseded_by_resolution;
+//     ones are offered to the pack's deterministic rules (a rule decides only
+//     for an eligible winner), and the refs a resolution did not select
+//     become superseded_by_resolution;
 //  3. budgeting: eligible, non-superseded candidates fill their bucket in
 //     order (covers a required obligation first, then rank, then ref); a
 //     candidate that does not fit is omitted whole and recorded;
@@ -56,6 +57,10 @@ func CompileContext(pack ContextPack, run RunContext, candidates []EvidenceCandi
 	if err != nil {
 		return CompiledContext{}, err
 	}
+	elig := eligibilityStage(ix)
+	for ref, e := range elig {
+		ix.eligible[ref] = e.Eligible
+	}
 	if err := checkMarkersAgainst(ms, ix); err != nil {
 		return CompiledContext{}, err
 	}
@@ -68,7 +73,6 @@ func CompileContext(pack ContextPack, run RunContext, candidates []EvidenceCandi
 		return CompiledContext{}, err
 	}
 
-	elig := eligibilityStage(ix)
 	out.Eligibility = make([]EligibilityDecision, 0, len(ix.sorted))
 	out.Negative.Rejected = []RejectedCandidate{}
 	for _, c := range ix.sorted {
@@ -111,6 +115,7 @@ type compileIndex struct {
 	cands       map[string]*EvidenceCandidate
 	sorted      []*EvidenceCandidate // by ref
 	allowed     map[string]bool
+	eligible    map[string]bool // filled after the eligibility stage
 }
 
 func newCompileIndex(pack ContextPack, run RunContext, cands []EvidenceCandidate) (*compileIndex, error) {
@@ -124,6 +129,7 @@ func newCompileIndex(pack ContextPack, run RunContext, cands []EvidenceCandidate
 		rules:      map[string]ResolutionRule{},
 		cands:      map[string]*EvidenceCandidate{},
 		allowed:    map[string]bool{},
+		eligible:   map[string]bool{},
 	}
 	found := false
 	for _, d := range pack.Decisions {

@@ -160,7 +160,9 @@ func ruleApplies(rule ResolutionRule, m EvidenceConflictMarker) bool {
 }
 
 // applyRule evaluates a deterministic rule on a marker and returns the single
-// selected ref, or false when the rule does not apply or does not decide.
+// selected ref, or false when the rule does not apply, does not decide (a
+// tie at the top) or would select an ineligible candidate (a stale,
+// unverified or foreign "refresh" is no refresh).
 func applyRule(rule ResolutionRule, m EvidenceConflictMarker, ix *compileIndex) ([]string, bool) {
 	if !ruleApplies(rule, m) {
 		return nil, false
@@ -205,8 +207,8 @@ func applyRule(rule ResolutionRule, m EvidenceConflictMarker, ix *compileIndex) 
 	default:
 		return nil, false
 	}
-	if best == nil || tie {
-		return nil, false
+	if best == nil || tie || !ix.eligible[best.Ref] {
+		return nil, false // no rule resolves towards evidence that could not satisfy anything
 	}
 	return []string{best.Ref}, true
 }

@@ -235,6 +235,33 @@ func TestRuleResolution(t *testing.T) {
 	}
 }
 
+// TestRefreshNeedsEligibleRecord: an authoritative refresh that is stale,
+// unverified or from another tenant does not resolve the conflict.
+func TestRefreshNeedsEligibleRecord(t *testing.T) {
+	in := loadContextInputs(t, filepath.Join(contextVectors, "conflict_resolved_refresh"))
+	for name, mut := range map[string]func(c *EvidenceCandidate){
+		"eligible":   func(*EvidenceCandidate) {},
+		"unverified": func(c *EvidenceCandidate) { c.Verified = false },
+		"foreign":    func(c *EvidenceCandidate) { c.Tenant = "globex" },
+		"stale":      func(c *EvidenceCandidate) { c.ValidUntil = in.run.DecisionTime },
+	} {
+		ev := append([]EvidenceCandidate(nil), in.evidence...)
+		for i := range ev {
+			if ev[i].Ref == refLedger {
+				mut(&ev[i])
+			}
+		}
+		got, err := CompileContext(in.pack, in.run, ev, in.markers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resolved := got.Conflicts[0].Status == ConflictResolved
+		if resolved != (name == "eligible") || got.Gate.CommitAllowed != resolved {
+			t.Errorf("%s: marker %+v gate %+v", name, got.Conflicts[0], got.Gate)
+		}
+	}
+}
+
 // TestSupersededNeverSatisfies: evidence superseded by one resolution does
 // not satisfy any requirement, even one the resolved marker does not name.
 func TestSupersededNeverSatisfies(t *testing.T) {

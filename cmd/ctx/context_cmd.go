@@ -21,7 +21,7 @@ func newContextCmd() *cobra.Command {
 		Short: "Compile proof-carrying context and evaluate its evidence gate",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return &ExitError{Code: 2, Err: fmt.Errorf("missing subcommand\n\n%s", c.UsageString())}
+			return usageError("missing subcommand\n\n%s", c.UsageString())
 		},
 	}
 	var packPath, runPath, evidencePath, markersPath string
@@ -41,7 +41,7 @@ Exit codes: 0 when the gate's commit_allowed is true, 1 when it is false,
 				{"--pack", packPath}, {"--run", runPath}, {"--evidence", evidencePath},
 			} {
 				if req.value == "" {
-					return invalid(fmt.Errorf("%s is required\n\n%s", req.flag, c.UsageString()))
+					return usageError("%s is required\n\n%s", req.flag, c.UsageString())
 				}
 			}
 			read := func(path string) ([]byte, error) {
