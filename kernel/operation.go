@@ -1,6 +1,9 @@
 package kernel
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Status is what a decision reply says about an operation. The zero value is
 // invalid.
@@ -275,6 +278,8 @@ func (o *Operation) Apply(ev Event) error {
 			return err
 		}
 		a.Closed = true
+	case DecisionRecorded:
+		// The record changes nothing; it is there for the audit.
 	case OperationClaimed:
 		if e.Generation <= o.Generation {
 			return fmt.Errorf("claim of generation %d does not raise %d", e.Generation, o.Generation)
@@ -285,3 +290,51 @@ func (o *Operation) Apply(ev Event) error {
 	}
 	return nil
 }
+
+// TypeDecisionRecorded is the type of DecisionRecorded.
+const TypeDecisionRecorded = "decision.recorded"
+
+// DecisionRecorded is the signed record of one decided proposal: what was
+// decided and every control that was active when it was.
+type DecisionRecorded struct {
+	OperationID  string   `json:"operation_id"`
+	Principal    string   `json:"principal"`
+	RunID        string   `json:"run_id"`
+	CapabilityID string   `json:"capability_id"`
+	ActionDigest string   `json:"action_digest"`
+	AttemptID    string   `json:"attempt_id,omitempty"`
+	Status       Status   `json:"status"`
+	Code         Code     `json:"code,omitempty"`
+	Reason       string   `json:"reason,omitempty"`
+	Controls     Controls `json:"controls_active"`
+}
+
+// Controls are the controls a decision was made under.
+type Controls struct {
+	Authority         string            `json:"authority"`
+	CapabilityVersion string            `json:"capability_version"`
+	Risk              string            `json:"risk"`
+	PolicyDigest      string            `json:"policy_digest,omitempty"`
+	ApprovalID        string            `json:"approval_id,omitempty"`
+	RunBudget         string            `json:"run_budget,omitempty"`
+	Executor          string            `json:"executor"`
+	Generation        uint64            `json:"generation"`
+	Guarantees        []GuaranteeHold   `json:"guarantees,omitempty"`
+	EvidenceGate      json.RawMessage   `json:"evidence_gate,omitempty"`
+	Extra             map[string]string `json:"extra,omitempty"`
+}
+
+// GuaranteeHold is one guarantee a decision held or was refused on, with
+// the balances after the decision.
+type GuaranteeHold struct {
+	GuaranteeID      string `json:"guarantee_id"`
+	DefinitionDigest string `json:"definition_digest"`
+	Resource         string `json:"resource"`
+	Amount           int64  `json:"amount"`
+	Balance
+}
+
+// EventType implements Event.
+func (DecisionRecorded) EventType() string { return TypeDecisionRecorded }
+
+func init() { register[DecisionRecorded](TypeDecisionRecorded) }

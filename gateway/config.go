@@ -1,0 +1,356 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/contextos/ledger/kernel"
+)
+
+// Config is the daemon's configuration: one TOML file (docs/config.md).
+type Config struct {
+	NATS         NATSConfig         `toml:"nats"`
+	Runtime      RuntimeConfig      `toml:"runtime"`
+	Tenants      []TenantConfig     `toml:"tenants"`
+	Capabilities []CapabilityConfig `toml:"capabilities"`
+	RawGuarantee []GuaranteeConfig  `toml:"guarantees"`
+	// Guarantees are the validated definitions of RawGuarantee.
+	Guarantees []kernel.Definition `toml:"-"`
+}
+
+// NATSConfig says where the event store lives.
+type NATSConfig struct {
+	// URL of an existing NATS deployment; empty starts the embedded server.
+	URL string `toml:"url"`
+	// DataDir holds the embedded server's JetStream files and the runtime key.
+	DataDir string `toml:"data_dir"`
+	// Listen is the embedded server's loopback address (host:port, port 0 = random).
+	Listen string `toml:"listen"`
+	// Sync is "always" (fsync before every acknowledgement, the default) or
+	// "relaxed" (development only).
+	Sync string `toml:"sync"`
+	// Replicas of the streams: 1 embedded, 3 on a JetStream cluster.
+	Replicas int `toml:"replicas"`
+	// User and Password are the runtime's own NATS credentials on an
+	// external deployment (the embedded server generates its own).
+	User     string `toml:"user"`
+	Password string `toml:"password"`
+	// Creds is a NATS credentials file for an external deployment.
+	Creds string `toml:"creds"`
+}
+
+// RuntimeConfig tunes the runtime.
+type RuntimeConfig struct {
+	// KeyFile holds the runtime's Ed25519 signing key (created 0600 on
+	// first start); default <data_dir>/runtime.key.
+	KeyFile string `toml:"key_file"`
+	// Executor names this replica in operation claims; default host-pid.
+	Executor string `toml:"executor"`
+	// ReconcileInterval is how often pending and unknown attempts are
+	// queried; 0 disables the background reconciler.
+	ReconcileInterval duration `toml:"reconcile_interval"`
+	// MaxProposalBytes bounds a proposal body (default 65536).
+	MaxProposalBytes int `toml:"max_proposal_bytes"`
+	// Workers bounds proposals handled at once (default 256).
+	Workers int `toml:"workers"`
+}
+
+// TenantConfig declares a tenant's principals.
+type TenantConfig struct {
+	ID        string            `toml:"id"`
+	Agents    []PrincipalConfig `toml:"agents"`
+	Operators []PrincipalConfig `toml:"operators"`
+}
+
+// PrincipalConfig is an agent or operator and the credentials the NATS
+// server checks.
+type PrincipalConfig struct {
+	ID       string `toml:"id"`
+	Password string `toml:"password"`
+	// Capabilities granted to an agent (authority). Operators need none.
+	Capabilities []string `toml:"capabilities"`
+}
+
+// CapabilityConfig is one pinned capability manifest.
+type CapabilityConfig struct {
+	ID        string         `toml:"id"`
+	Version   string         `toml:"version"`
+	Risk      string         `toml:"risk"`
+	Effectful bool           `toml:"effectful"`
+	Adapter   string         `toml:"adapter"`
+	HTTP      HTTPConfig     `toml:"http"`
+	Recovery  RecoveryConfig `toml:"recovery"`
+}
+
+// HTTPConfig is how the HTTP adapter calls the provider.
+type HTTPConfig struct {
+	URL     string   `toml:"url"`
+	Method  string   `toml:"method"`
+	Timeout duration `toml:"timeout"`
+	// IdempotencyHeader carries the attempt id (default "Idempotency-Key").
+	IdempotencyHeader string `toml:"idempotency_header"`
+}
+
+// RecoveryConfig is an effectful capability's recovery contract.
+type RecoveryConfig struct {
+	// Completion is the JSON pointer in the provider's reply where the
+	// completion state is read.
+	Completion string   `toml:"completion"`
+	Applied    []string `toml:"applied"`
+	NotApplied []string `toml:"not_applied"`
+	Pending    []string `toml:"pending"`
+	// NotAppliedStatuses are HTTP statuses that prove the effect did not
+	// happen; any other non-2xx status is unknown.
+	NotAppliedStatuses []int `toml:"not_applied_statuses"`
+	// QueryURL looks an attempt up later; "{idempotency_key}" is replaced
+	// by the attempt id (path-escaped).
+	QueryURL string `toml:"query_url"`
+}
+
+// GuaranteeConfig is a [[guarantees]] table.
+type GuaranteeConfig struct {
+	ID              string   `toml:"id"`
+	CapabilityIDs   []string `toml:"capability_ids"`
+	ResourcePointer string   `toml:"resource_pointer"`
+	AmountPointer   string   `toml:"amount_pointer"`
+	Limit           int64    `toml:"limit"`
+	Unit            string   `toml:"unit"`
+}
+
+type duration struct{ time.Duration }
+
+func (d *duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return errors.New("duration must not be negative")
+	}
+	d.Duration = v
+	return nil
+}
+
+// LoadConfig reads and validates a configuration file.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(b)
+}
+
+// ParseConfig decodes a configuration strictly: unknown keys are errors,
+// and every section is validated.
+func ParseConfig(b []byte) (*Config, error) {
+	var c Config
+	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&c)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return nil, fmt.Errorf("config: unknown keys: %s", strings.Join(keys, ", "))
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return &c, nil
+}
+
+func (c *Config) validate() error {
+	switch c.NATS.Sync {
+	case "":
+		c.NATS.Sync = "always"
+	case "always", "relaxed":
+	default:
+		return fmt.Errorf("nats.sync must be \"always\" or \"relaxed\", not %q", c.NATS.Sync)
+	}
+	if c.NATS.URL == "" && c.NATS.DataDir == "" {
+		return errors.New("nats.data_dir is required for the embedded server")
+	}
+	if c.NATS.URL != "" {
+		if _, err := url.Parse(c.NATS.URL); err != nil {
+			return fmt.Errorf("nats.url: %w", err)
+		}
+	}
+	if c.NATS.Replicas == 0 {
+		c.NATS.Replicas = 1
+	}
+	if c.Runtime.MaxProposalBytes == 0 {
+		c.Runtime.MaxProposalBytes = 64 << 10
+	}
+	if c.Runtime.Workers == 0 {
+		c.Runtime.Workers = 256
+	}
+	if len(c.Tenants) == 0 {
+		return errors.New("at least one [[tenants]] is required")
+	}
+	caps := map[string]*CapabilityConfig{}
+	for i := range c.Capabilities {
+		cp := &c.Capabilities[i]
+		if cp.ID == "" {
+			return fmt.Errorf("capabilities[%d]: id is required", i)
+		}
+		if caps[cp.ID] != nil {
+			return fmt.Errorf("capability %s declared twice", cp.ID)
+		}
+		caps[cp.ID] = cp
+		if err := cp.validate(); err != nil {
+			return fmt.Errorf("capability %s: %w", cp.ID, err)
+		}
+	}
+	seenTenant := map[string]bool{}
+	for _, t := range c.Tenants {
+		if err := kernel.ValidToken(t.ID); err != nil {
+			return fmt.Errorf("tenant id %q: %w", t.ID, err)
+		}
+		if seenTenant[t.ID] {
+			return fmt.Errorf("tenant %s declared twice", t.ID)
+		}
+		seenTenant[t.ID] = true
+		seen := map[string]bool{"ops": true}
+		for _, p := range append(slices.Clone(t.Agents), t.Operators...) {
+			if err := kernel.ValidToken(p.ID); err != nil {
+				return fmt.Errorf("tenant %s principal %q: %w", t.ID, p.ID, err)
+			}
+			if seen[p.ID] {
+				return fmt.Errorf("tenant %s principal %s declared twice (or named \"ops\", which is reserved)", t.ID, p.ID)
+			}
+			seen[p.ID] = true
+			if p.Password == "" && c.NATS.URL == "" {
+				return fmt.Errorf("tenant %s principal %s needs a password for the embedded server", t.ID, p.ID)
+			}
+			for _, capID := range p.Capabilities {
+				if caps[capID] == nil {
+					return fmt.Errorf("tenant %s principal %s is granted unknown capability %s", t.ID, p.ID, capID)
+				}
+			}
+		}
+	}
+	seenG := map[string]bool{}
+	for _, g := range c.RawGuarantee {
+		def := kernel.Definition{ID: g.ID, CapabilityIDs: g.CapabilityIDs, ResourcePointer: g.ResourcePointer,
+			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit}
+		if r := def.Validate(); r != nil {
+			return r
+		}
+		if seenG[g.ID] {
+			return fmt.Errorf("guarantee %s declared twice", g.ID)
+		}
+		seenG[g.ID] = true
+		for _, capID := range g.CapabilityIDs {
+			if caps[capID] == nil {
+				return fmt.Errorf("guarantee %s covers unknown capability %s", g.ID, capID)
+			}
+		}
+		c.Guarantees = append(c.Guarantees, def)
+	}
+	return nil
+}
+
+func (cp *CapabilityConfig) validate() error {
+	if cp.Version == "" {
+		cp.Version = "1"
+	}
+	switch cp.Risk {
+	case "":
+		cp.Risk = "low"
+	case "low", "medium", "high":
+	default:
+		return fmt.Errorf("risk must be low, medium or high, not %q", cp.Risk)
+	}
+	switch cp.Adapter {
+	case "http":
+		if cp.HTTP.URL == "" {
+			return errors.New("http.url is required for the http adapter")
+		}
+		if cp.HTTP.Method == "" {
+			cp.HTTP.Method = "POST"
+		}
+		if cp.HTTP.Timeout.Duration == 0 {
+			cp.HTTP.Timeout.Duration = 5 * time.Second
+		}
+		if cp.HTTP.IdempotencyHeader == "" {
+			cp.HTTP.IdempotencyHeader = "Idempotency-Key"
+		}
+	case "noop":
+		if cp.Effectful {
+			return errors.New("an effectful capability cannot use the noop adapter")
+		}
+	default:
+		return fmt.Errorf("adapter must be \"http\" or \"noop\", not %q", cp.Adapter)
+	}
+	if cp.Effectful && cp.Adapter == "http" {
+		r := cp.Recovery
+		if r.Completion == "" {
+			return errors.New("an effectful http capability must declare recovery.completion")
+		}
+		if _, err := kernel.ParsePointer(r.Completion); err != nil {
+			return fmt.Errorf("recovery.completion: %w", err)
+		}
+		if len(r.Applied) == 0 || len(r.NotApplied) == 0 {
+			return errors.New("recovery must list applied and not_applied states")
+		}
+		if r.QueryURL == "" {
+			return errors.New("recovery.query_url is required to reconcile attempts")
+		}
+		for _, s := range r.NotAppliedStatuses {
+			if s < 400 || s > 599 {
+				return fmt.Errorf("recovery.not_applied_statuses: %d is not a 4xx/5xx status", s)
+			}
+		}
+	}
+	return nil
+}
+
+// Capability returns the manifest of a capability id.
+func (c *Config) Capability(id string) (*CapabilityConfig, bool) {
+	for i := range c.Capabilities {
+		if c.Capabilities[i].ID == id {
+			return &c.Capabilities[i], true
+		}
+	}
+	return nil, false
+}
+
+// Tenant returns a tenant's configuration.
+func (c *Config) Tenant(id string) (*TenantConfig, bool) {
+	for i := range c.Tenants {
+		if c.Tenants[i].ID == id {
+			return &c.Tenants[i], true
+		}
+	}
+	return nil, false
+}
+
+// Agent returns an agent of a tenant.
+func (t *TenantConfig) Agent(id string) (*PrincipalConfig, bool) {
+	for i := range t.Agents {
+		if t.Agents[i].ID == id {
+			return &t.Agents[i], true
+		}
+	}
+	return nil, false
+}
+
+// GuaranteesFor returns the guarantees that cover a capability.
+func (c *Config) GuaranteesFor(capabilityID string) []kernel.Definition {
+	var out []kernel.Definition
+	for _, g := range c.Guarantees {
+		if g.Covers(capabilityID) {
+			out = append(out, g)
+		}
+	}
+	return out
+}

@@ -1,0 +1,252 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+	"github.com/nats-io/nats.go"
+)
+
+// Gateway is the request path: it serves proposals and operator verbs over
+// NATS and runs every decision through the kernel via the aggregates engine.
+type Gateway struct {
+	cfg          *Config
+	store        events.Store
+	engine       *aggregates.Engine
+	ids          *aggregates.IDs
+	clock        aggregates.Clock
+	executor     string
+	policyDigest string
+	log          *slog.Logger
+	hooks        Hooks
+
+	adapters map[string]Adapter
+	index    *index
+	inflight inflight
+	extraOps map[string]OpHandler
+
+	mu      sync.RWMutex
+	pins    map[string]*kernel.Refusal // tenant/guarantee -> refusal when the pin failed
+	kill    map[string]bool
+	subs    []*nats.Subscription
+	workers chan struct{}
+}
+
+// Hooks let tests and the chaos harness stop a process at exact points of
+// the dispatch sequence. Nil functions do nothing.
+type Hooks struct {
+	AfterDispatchStart func(attemptID string)
+	AfterProviderCall  func(attemptID string)
+}
+
+func (h Hooks) afterDispatchStart(id string) {
+	if h.AfterDispatchStart != nil {
+		h.AfterDispatchStart(id)
+	}
+}
+
+func (h Hooks) afterProviderCall(id string) {
+	if h.AfterProviderCall != nil {
+		h.AfterProviderCall(id)
+	}
+}
+
+// Options are the parts a Gateway is built from.
+type Options struct {
+	Config   *Config
+	Store    events.Store
+	Sealer   *aggregates.Sealer
+	Executor string
+	Logger   *slog.Logger
+	Hooks    Hooks
+	// Adapters overrides the adapter of a capability id (tests).
+	Adapters map[string]Adapter
+}
+
+// New builds a gateway. Call Start to pin definitions and serve.
+func New(o Options) *Gateway {
+	g := &Gateway{
+		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
+		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
+		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{}, kill: map[string]bool{},
+		workers: make(chan struct{}, o.Config.Runtime.Workers),
+	}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	for i := range o.Config.Capabilities {
+		cp := &o.Config.Capabilities[i]
+		if cp.Adapter == "http" {
+			g.adapters[cp.ID] = NewHTTPAdapter(cp)
+		} else {
+			g.adapters[cp.ID] = noopAdapter{}
+		}
+	}
+	for id, a := range o.Adapters {
+		g.adapters[id] = a
+	}
+	g.policyDigest, _ = kernel.Digest(o.Config.Capabilities)
+	g.engine.OnContention = func(tenant string, subjects []string) {
+		g.log.Warn("contention exhausted", "tenant", tenant, "subjects", strings.Join(subjects, ","))
+	}
+	return g
+}
+
+// OpHandler serves an operator verb mounted by another package (audit
+// export, approvals).
+type OpHandler func(ctx context.Context, tenant, operator string, body []byte) any
+
+// Mount adds an operator verb.
+func (g *Gateway) Mount(verb string, h OpHandler) { g.extraOps[verb] = h }
+
+// Engine exposes the aggregates engine (recovery tools, tests).
+func (g *Gateway) Engine() *aggregates.Engine { return g.engine }
+
+func (g *Gateway) adapter(cp *CapabilityConfig) Adapter {
+	if a, ok := g.adapters[cp.ID]; ok {
+		return a
+	}
+	return noopAdapter{}
+}
+
+// PinAll pins every configured guarantee for every tenant. A guarantee whose
+// pin fails (its definition changed) is remembered: every proposal it
+// covers is refused, also for resources never seen.
+func (g *Gateway) PinAll(ctx context.Context) error {
+	for _, t := range g.cfg.Tenants {
+		for _, def := range g.cfg.Guarantees {
+			r, err := g.engine.Pin(ctx, t.ID, def)
+			if err != nil {
+				return fmt.Errorf("pin %s/%s: %w", t.ID, def.ID, err)
+			}
+			g.mu.Lock()
+			g.pins[t.ID+"/"+def.ID] = r
+			g.mu.Unlock()
+			if r != nil {
+				g.log.Error("guarantee definition differs from its pin; proposals it covers will be refused", "tenant", t.ID, "guarantee", def.ID, "reason", r.Reason)
+			}
+		}
+	}
+	return nil
+}
+
+func (g *Gateway) pinRefusal(tenant, guaranteeID string) *kernel.Refusal {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	r, ok := g.pins[tenant+"/"+guaranteeID]
+	if !ok {
+		return &kernel.Refusal{Code: kernel.CodeDefinitionMismatch, Reason: "guarantee " + guaranteeID + " is not pinned"}
+	}
+	return r
+}
+
+func (g *Gateway) killed(tenant string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.kill[tenant]
+}
+
+// authorize checks the principal's authority over the capability.
+func (g *Gateway) authorize(tc *TenantConfig, principal string, cp *CapabilityConfig) *kernel.Refusal {
+	agent, ok := tc.Agent(principal)
+	if !ok {
+		return &kernel.Refusal{Code: kernel.CodeAuthorityDenied, Reason: fmt.Sprintf("%s is not an agent of tenant %s", principal, tc.ID)}
+	}
+	for _, c := range agent.Capabilities {
+		if c == cp.ID {
+			return nil
+		}
+	}
+	return &kernel.Refusal{Code: kernel.CodeAuthorityDenied, Reason: fmt.Sprintf("%s holds no grant for %s", principal, cp.ID)}
+}
+
+// refuseUnbound records a refusal that cannot be tied to an operation on the
+// principal's refusal subject, and replies with it.
+func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, body []byte, r *kernel.Refusal) Reply {
+	sum := sha256.Sum256(body)
+	ev := kernel.ProposalRefused{Principal: principal, Code: r.Code, Reason: r.Reason, BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
+	subject, err := events.Subject(tenant, "refusal", principal)
+	if err == nil {
+		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{{Subject: subject, New: func() aggregates.State { return &kernel.RefusalLog{} }}},
+			Decide: func([]aggregates.State) ([][]kernel.Event, *kernel.Refusal) { return [][]kernel.Event{{ev}}, nil }})
+	}
+	if err != nil {
+		g.log.Error("refusal could not be recorded", "tenant", tenant, "principal", principal, "code", r.Code, "err", err)
+	}
+	return Reply{Status: kernel.StatusRefused, Code: r.Code, Reason: r.Reason}
+}
+
+// incident logs an incident; the signed record of it is the refused event
+// itself or the incident event the kernel decided.
+func (g *Gateway) incident(tenant, kind, attemptID string, r *kernel.Refusal) {
+	g.log.Warn("incident", "tenant", tenant, "kind", kind, "attempt", attemptID, "code", r.Code, "reason", r.Reason)
+}
+
+// Serve subscribes to the proposal and operator subjects on nc (the
+// runtime's own connection). Replicas share the load through a queue group.
+func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
+	handle := func(fn func(m *nats.Msg)) nats.MsgHandler {
+		return func(m *nats.Msg) {
+			select {
+			case g.workers <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				defer func() { <-g.workers }()
+				fn(m)
+			}()
+		}
+	}
+	sub, err := nc.QueueSubscribe("ctx.v1.*.*.propose", "contextosd", handle(func(m *nats.Msg) {
+		tok := strings.Split(m.Subject, ".")
+		tenant, principal := tok[2], tok[3]
+		var reply Reply
+		if principal == "ops" {
+			reply = Reply{Status: kernel.StatusRefused, Code: kernel.CodeAuthorityDenied, Reason: "ops is not a principal"}
+		} else {
+			reply = g.Propose(ctx, tenant, principal, m.Data)
+		}
+		respond(m, reply)
+	}))
+	if err != nil {
+		return err
+	}
+	g.subs = append(g.subs, sub)
+	sub, err = nc.QueueSubscribe("ctx.v1.*.ops.*.*", "contextosd", handle(func(m *nats.Msg) {
+		tok := strings.Split(m.Subject, ".")
+		respond(m, g.Op(ctx, tok[2], tok[4], tok[5], m.Data))
+	}))
+	if err != nil {
+		return err
+	}
+	g.subs = append(g.subs, sub)
+	return nc.Flush()
+}
+
+// Stop unsubscribes; in-flight requests finish.
+func (g *Gateway) Stop() {
+	for _, s := range g.subs {
+		_ = s.Drain()
+	}
+}
+
+func respond(m *nats.Msg, v any) {
+	if m.Reply == "" {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(`{"status":"refused","code":"request_malformed","reason":"reply encoding failed"}`)
+	}
+	_ = m.Respond(b)
+}

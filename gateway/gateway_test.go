@@ -1,0 +1,382 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/provider"
+	"github.com/nats-io/nats.go"
+)
+
+var passwords = map[string]string{"acme.agent_email": "email-secret", "acme.agent_chat": "chat-secret", "acme.agent_third": "third-secret",
+	"acme.agent_readonly": "ro-secret", "acme.ops_alice": "alice-secret", "globex.agent_email": "globex-secret"}
+
+type env struct {
+	t    *testing.T
+	rt   *Runtime
+	prov *provider.Server
+	dir  string
+	cfg  string
+}
+
+// testConfig renders testdata/gateway.toml for a data dir and provider.
+func testConfig(t testing.TB, dir, providerURL string) *Config {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/gateway.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", providerURL).Replace(string(raw))
+	cfg, err := ParseConfig([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func startEnv(t *testing.T) *env {
+	t.Helper()
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	e := &env{t: t, prov: prov, dir: t.TempDir()}
+	e.boot(hs.URL)
+	return e
+}
+
+func (e *env) boot(providerURL string) {
+	e.t.Helper()
+	rt, err := Boot(testConfig(e.t, e.dir, providerURL), BootOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.rt = rt
+	e.t.Cleanup(rt.Close)
+}
+
+// client connects as a principal with its own inbox prefix.
+func (e *env) client(tenant, principal string) *nats.Conn {
+	e.t.Helper()
+	user := UserName(tenant, principal)
+	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(InboxPrefix(tenant, principal)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(nc.Close)
+	return nc
+}
+
+func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) Reply {
+	e.t.Helper()
+	b, _ := json.Marshal(body)
+	msg, err := nc.Request(ProposeSubject(tenant, principal), b, 10*time.Second)
+	if err != nil {
+		e.t.Fatalf("propose: %v", err)
+	}
+	var r Reply
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) op(verb string, req OpRequest) OpReply {
+	e.t.Helper()
+	nc := e.client("acme", "ops_alice")
+	b, _ := json.Marshal(req)
+	msg, err := nc.Request(OpSubject("acme", verb, "ops_alice"), b, 10*time.Second)
+	if err != nil {
+		e.t.Fatalf("op %s: %v", verb, err)
+	}
+	var r OpReply
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func refund(run, key, order string, amount int64) map[string]any {
+	return map[string]any{"run_id": run, "operation_key": key, "capability_id": "adp_payments.issue_refund",
+		"arguments": map[string]any{"order_id": order, "amount_minor": amount, "currency": "INR"}}
+}
+
+func wantBalance(t *testing.T, r Reply, committed, held, available int64) {
+	t.Helper()
+	if r.Committed == nil || *r.Committed != committed || *r.Held != held || *r.Available != available {
+		got, _ := json.Marshal(r)
+		t.Fatalf("balances: got %s, want committed=%d held=%d available=%d", got, committed, held, available)
+	}
+}
+
+// TestSeedRace: two agents propose 80000 on ord_881 (limit 100000) at the
+// same time: exactly one provider call, one applied, one refused exceeded.
+func TestSeedRace(t *testing.T) {
+	e := startEnv(t)
+	email, chat := e.client("acme", "agent_email"), e.client("acme", "agent_chat")
+	var wg sync.WaitGroup
+	replies := make([]Reply, 2)
+	for i, c := range []struct {
+		nc        *nats.Conn
+		principal string
+	}{{email, "agent_email"}, {chat, "agent_chat"}} {
+		wg.Add(1)
+		go func(i int, nc *nats.Conn, p string) {
+			defer wg.Done()
+			replies[i] = e.propose(nc, "acme", p, refund("run_"+p, "refund-881", "ord_881", 80000))
+		}(i, c.nc, c.principal)
+	}
+	wg.Wait()
+	statuses := map[kernel.Status]int{}
+	for _, r := range replies {
+		statuses[r.Status]++
+		if r.Status == kernel.StatusRefused && r.Code != kernel.CodeExceeded {
+			t.Fatalf("refused with %s: %s", r.Code, r.Reason)
+		}
+	}
+	if statuses[kernel.StatusApplied] != 1 || statuses[kernel.StatusRefused] != 1 {
+		t.Fatalf("statuses %v, want one applied and one refused", statuses)
+	}
+	if st := e.prov.Stats(); st.Calls != 1 || st.Applied != 1 {
+		t.Fatalf("provider saw %+v, want exactly one call", st)
+	}
+	for _, r := range replies {
+		wantBalance(t, r, map[kernel.Status]int64{kernel.StatusApplied: 80000, kernel.StatusRefused: 0}[r.Status],
+			map[kernel.Status]int64{kernel.StatusApplied: 0, kernel.StatusRefused: 80000}[r.Status], 20000)
+	}
+}
+
+// TestProviderContract: pending, timeout, listed 409 and a 2xx with an
+// unlisted state give the holds and statuses of the recovery contract, and
+// reconciliation later settles the pending and the unknown ones.
+func TestProviderContract(t *testing.T) {
+	e := startEnv(t)
+	e.prov.Delay = 2 * time.Second
+	nc := e.client("acme", "agent_email")
+	cases := []struct {
+		mode      provider.Mode
+		order     string
+		status    kernel.Status
+		held      int64
+		committed int64
+	}{
+		{provider.Pending, "ord_p", kernel.StatusPending, 1000, 0},
+		{provider.Timeout, "ord_t", kernel.StatusUnknown, 1000, 0},
+		{provider.Conflict, "ord_c", kernel.StatusNotApplied, 0, 0},
+		{provider.Weird, "ord_w", kernel.StatusUnknown, 1000, 0},
+	}
+	attempts := map[string]string{}
+	for _, c := range cases {
+		e.prov.Script(c.mode)
+		r := e.propose(nc, "acme", "agent_email", refund("run_1", "k_"+c.order, c.order, 1000))
+		if r.Status != c.status {
+			t.Fatalf("%s: status %s (%s %s), want %s", c.mode, r.Status, r.Code, r.Reason, c.status)
+		}
+		wantBalance(t, r, c.committed, c.held, 100000-c.held-c.committed)
+		attempts[c.order] = r.AttemptID
+	}
+	open := e.op("attempts", OpRequest{})
+	if len(open.Attempts) != 3 {
+		t.Fatalf("open attempts %+v, want 3", open.Attempts)
+	}
+	for _, a := range open.Attempts {
+		if a.NextStep == "" || a.State != "held" {
+			t.Fatalf("attempt row %+v", a)
+		}
+	}
+	// The provider finishes the pending refund and decides the weird one.
+	e.prov.Settle(attempts["ord_p"], "succeeded")
+	e.prov.Settle(attempts["ord_w"], "failed")
+	rec := e.op("reconcile", OpRequest{All: true})
+	got := map[string]kernel.Outcome{}
+	for _, s := range rec.Settled {
+		got[s.AttemptID] = s.Outcome
+		if s.Code != "" {
+			t.Fatalf("reconcile %s: %s %s", s.AttemptID, s.Code, s.Reason)
+		}
+	}
+	want := map[string]kernel.Outcome{attempts["ord_p"]: kernel.OutcomeApplied, attempts["ord_t"]: kernel.OutcomeApplied, attempts["ord_w"]: kernel.OutcomeNotApplied}
+	for id, o := range want {
+		if got[id] != o {
+			t.Fatalf("reconcile outcomes %v, want %v", got, want)
+		}
+	}
+	rows := e.op("exposure", OpRequest{})
+	bal := map[string]kernel.Balance{}
+	for _, r := range rows.Exposure {
+		bal[r.Resource] = r.Balance
+	}
+	for order, b := range map[string]kernel.Balance{"ord_p": {Limit: 100000, Committed: 1000, Available: 99000}, "ord_t": {Limit: 100000, Committed: 1000, Available: 99000},
+		"ord_c": {Limit: 100000, Available: 100000}, "ord_w": {Limit: 100000, Available: 100000}} {
+		if bal[order] != b {
+			t.Fatalf("%s: %+v, want %+v", order, bal[order], b)
+		}
+	}
+	if n := len(e.op("attempts", OpRequest{}).Attempts); n != 0 {
+		t.Fatalf("%d attempts still open after reconciliation", n)
+	}
+	// Resending a proposal returns the settled status without a second call.
+	calls := e.prov.Stats().Calls
+	r := e.propose(nc, "acme", "agent_email", refund("run_1", "k_ord_p", "ord_p", 1000))
+	if r.Status != kernel.StatusApplied || e.prov.Stats().Calls != calls {
+		t.Fatalf("resend: %s, calls %d -> %d", r.Status, calls, e.prov.Stats().Calls)
+	}
+}
+
+// TestIdentityFromSubject: an agent cannot publish on another agent's or
+// tenant's subject (the server denies it), and a body that claims another
+// tenant is refused and changes nothing.
+func TestIdentityFromSubject(t *testing.T) {
+	e := startEnv(t)
+	errs := make(chan error, 4)
+	user := UserName("acme", "agent_chat")
+	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(InboxPrefix("acme", "agent_chat")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	b, _ := json.Marshal(refund("r", "k", "ord_881", 80000))
+	for _, subj := range []string{ProposeSubject("acme", "agent_email"), ProposeSubject("globex", "agent_email"), "ctx.ev.acme.exposure.x.y", "$JS.API.STREAM.LIST"} {
+		if _, err := nc.Request(subj, b, 300*time.Millisecond); err == nil {
+			t.Fatalf("publish on %s was answered", subj)
+		}
+		select {
+		case err := <-errs:
+			if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+				t.Fatalf("publish on %s: %v", subj, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no permissions violation for %s", subj)
+		}
+	}
+	// Another principal's inbox cannot be subscribed to.
+	if _, err := nc.SubscribeSync(InboxPrefix("acme", "agent_email") + ".>"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+			t.Fatalf("subscribe: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("subscribing to another inbox was not denied")
+	}
+	claim := refund("r", "k2", "ord_881", 80000)
+	claim["tenant"] = "globex"
+	r := e.propose(e.client("acme", "agent_chat"), "acme", "agent_chat", claim)
+	if r.Status != kernel.StatusRefused || r.Code != kernel.CodeRequestMalformed {
+		t.Fatalf("tenant claim: %+v", r)
+	}
+	if rows := e.op("exposure", OpRequest{}).Exposure; len(rows) != 0 || e.prov.Stats().Calls != 0 {
+		t.Fatalf("a refused claim changed something: %+v, %d calls", rows, e.prov.Stats().Calls)
+	}
+}
+
+// TestResendAfterLostReply: the same operation key again returns the same
+// operation and makes no second provider call; the same key with other
+// arguments is refused.
+func TestResendAfterLostReply(t *testing.T) {
+	e := startEnv(t)
+	nc := e.client("acme", "agent_email")
+	p := refund("run_9", "op-1", "ord_5", 30000)
+	first := e.propose(nc, "acme", "agent_email", p)
+	// A lost reply: publish without waiting, then resend.
+	b, _ := json.Marshal(p)
+	if err := nc.Publish(ProposeSubject("acme", "agent_email"), b); err != nil {
+		t.Fatal(err)
+	}
+	second := e.propose(nc, "acme", "agent_email", p)
+	if first.Status != kernel.StatusApplied || second.Status != kernel.StatusApplied || first.OperationID != second.OperationID || first.AttemptID != second.AttemptID {
+		t.Fatalf("first %+v second %+v", first, second)
+	}
+	if st := e.prov.Stats(); st.Calls != 1 {
+		t.Fatalf("provider calls %d, want 1", st.Calls)
+	}
+	wantBalance(t, second, 30000, 0, 70000)
+	changed := refund("run_9", "op-1", "ord_5", 30001)
+	r := e.propose(nc, "acme", "agent_email", changed)
+	if r.Code != kernel.CodeOperationConflict {
+		t.Fatalf("same key, other amount: %+v", r)
+	}
+}
+
+// TestRefusalsChangeNothing walks the refusals that need no ledger and checks
+// each one leaves every balance as it was.
+func TestRefusalsChangeNothing(t *testing.T) {
+	e := startEnv(t)
+	email := e.client("acme", "agent_email")
+	base := e.propose(email, "acme", "agent_email", refund("run_b", "base", "ord_1", 10000))
+	wantBalance(t, base, 10000, 0, 90000)
+	cases := []struct {
+		name      string
+		principal string
+		body      any
+		code      kernel.Code
+	}{
+		{"not surfaced", "agent_email", map[string]any{"run_id": "r", "operation_key": "a", "capability_id": "adp_payments.wire_money", "arguments": map[string]any{}}, kernel.CodeCapabilityNotSurfaced},
+		{"no authority", "agent_readonly", refund("r", "b", "ord_1", 100), kernel.CodeAuthorityDenied},
+		{"amount string", "agent_email", map[string]any{"run_id": "r", "operation_key": "c", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"order_id": "ord_1", "amount_minor": "100"}}, kernel.CodeAmountInvalid},
+		{"amount zero", "agent_email", refund("r", "d", "ord_1", 0), kernel.CodeAmountInvalid},
+		{"no resource", "agent_email", map[string]any{"run_id": "r", "operation_key": "e", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"amount_minor": 5}}, kernel.CodeResourceInvalid},
+		{"exceeded", "agent_email", refund("r", "f", "ord_1", 90001), kernel.CodeExceeded},
+		{"unknown field", "agent_email", map[string]any{"run_id": "r", "operation_key": "g", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{}, "limit": 1e9}, kernel.CodeRequestMalformed},
+		{"deep", "agent_email", map[string]any{"run_id": "r", "operation_key": "h", "capability_id": "adp_payments.issue_refund", "arguments": deep(40)}, kernel.CodeRequestMalformed},
+		{"oversize", "agent_email", map[string]any{"run_id": "r", "operation_key": "i", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"pad": strings.Repeat("x", 70000)}}, kernel.CodeRequestMalformed},
+	}
+	for _, c := range cases {
+		r := e.propose(e.client("acme", c.principal), "acme", c.principal, c.body)
+		if r.Status != kernel.StatusRefused || r.Code != c.code || r.Reason == "" {
+			t.Fatalf("%s: %+v, want refused %s with a reason", c.name, r, c.code)
+		}
+	}
+	rows := e.op("exposure", OpRequest{}).Exposure
+	if len(rows) != 1 || rows[0].Balance != (kernel.Balance{Limit: 100000, Committed: 10000, Available: 90000}) {
+		t.Fatalf("refusals changed balances: %+v", rows)
+	}
+	if st := e.prov.Stats(); st.Calls != 1 {
+		t.Fatalf("refusals reached the provider: %+v", st)
+	}
+}
+
+func deep(n int) map[string]any {
+	m := map[string]any{"order_id": "ord_1", "amount_minor": 1}
+	for i := 0; i < n; i++ {
+		m = map[string]any{"x": m}
+	}
+	m["order_id"], m["amount_minor"] = "ord_1", 1
+	return m
+}
+
+// TestKillSwitch: engaged, new proposals are refused; settlement of an
+// existing attempt goes on.
+func TestKillSwitch(t *testing.T) {
+	e := startEnv(t)
+	nc := e.client("acme", "agent_email")
+	e.prov.Script(provider.Pending)
+	pending := e.propose(nc, "acme", "agent_email", refund("run_k", "p", "ord_k", 500))
+	on, off := true, false
+	if r := e.op("kill-switch", OpRequest{Engaged: &on, Reason: "incident 42"}); !r.OK {
+		t.Fatalf("engage: %+v", r)
+	}
+	r := e.propose(nc, "acme", "agent_email", refund("run_k", "q", "ord_k", 500))
+	if r.Code != kernel.CodeKillSwitchEngaged {
+		t.Fatalf("while engaged: %+v", r)
+	}
+	e.prov.Settle(pending.AttemptID, "succeeded")
+	rec := e.op("reconcile", OpRequest{AttemptID: pending.AttemptID})
+	if len(rec.Settled) != 1 || rec.Settled[0].Status != kernel.StatusApplied {
+		t.Fatalf("reconcile under kill switch: %+v", rec)
+	}
+	e.op("kill-switch", OpRequest{Engaged: &off})
+	if r := e.propose(nc, "acme", "agent_email", refund("run_k", "s", "ord_k", 500)); r.Status != kernel.StatusApplied {
+		t.Fatalf("after release: %+v", r)
+	}
+	_ = fmt.Sprint()
+}

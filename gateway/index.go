@@ -1,0 +1,218 @@
+package gateway
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+)
+
+// index folds the whole event stream into what operators and the
+// reconciler look at: every resource ledger and every operation. It catches
+// up from the store on demand, so every replica sees what every other one
+// appended. Balances come only from kernel.Ledger.
+type index struct {
+	mu       sync.Mutex
+	seq      uint64
+	ledgers  map[string]*ledgerEntry
+	ops      map[string]*opEntry
+	attempts map[string]string // attempt id -> operation subject
+	control  map[string]*kernel.Control
+}
+
+type ledgerEntry struct {
+	tenant  string
+	subject string
+	l       kernel.Ledger
+}
+
+type opEntry struct {
+	tenant     string
+	subject    string
+	op         kernel.Operation
+	startedAt  map[string]time.Time // attempt -> time of its dispatch-start
+	reservedAt map[string]time.Time
+}
+
+func newIndex() *index {
+	return &index{ledgers: map[string]*ledgerEntry{}, ops: map[string]*opEntry{}, attempts: map[string]string{}, control: map[string]*kernel.Control{}}
+}
+
+// catchUp folds every event appended since the last call.
+func (x *index) catchUp(ctx context.Context, store events.Store) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return store.Replay(ctx, x.seq+1, func(st events.Stored) error {
+		x.seq = st.Seq
+		tok := strings.Split(st.Subject, ".")
+		if len(tok) < 4 {
+			return nil
+		}
+		ev, err := kernel.DecodeEvent(st.Envelope.Type, st.Envelope.V, st.Envelope.Body)
+		if err != nil {
+			return nil // not a kernel event (another writer's); the verifier reports it
+		}
+		at, _ := time.Parse(events.TimeLayout, st.Envelope.Time)
+		tenant := tok[2]
+		switch tok[3] {
+		case "exposure":
+			e := x.ledgers[st.Subject]
+			if e == nil {
+				e = &ledgerEntry{tenant: tenant, subject: st.Subject}
+				x.ledgers[st.Subject] = e
+			}
+			_ = e.l.Apply(ev)
+		case "operation":
+			e := x.ops[st.Subject]
+			if e == nil {
+				e = &opEntry{tenant: tenant, subject: st.Subject, startedAt: map[string]time.Time{}, reservedAt: map[string]time.Time{}}
+				x.ops[st.Subject] = e
+			}
+			if e.op.Apply(ev) != nil {
+				return nil
+			}
+			switch o := ev.(type) {
+			case kernel.OperationReserved:
+				x.attempts[o.AttemptID] = st.Subject
+				e.reservedAt[o.AttemptID] = at
+			case kernel.OperationDispatchStarted:
+				e.startedAt[o.AttemptID] = at
+			}
+		case "control":
+			c := x.control[tenant]
+			if c == nil {
+				c = &kernel.Control{}
+				x.control[tenant] = c
+			}
+			_ = c.Apply(ev)
+		}
+		return nil
+	})
+}
+
+// ExposureRow is one resource's balances in the operator view.
+type ExposureRow struct {
+	Tenant       string `json:"tenant"`
+	GuaranteeID  string `json:"guarantee_id"`
+	Resource     string `json:"resource"`
+	OpenAttempts int    `json:"open_attempts"`
+	kernel.Balance
+}
+
+// AttemptRow is an open attempt with its next safe step. It carries no tool
+// arguments.
+type AttemptRow struct {
+	AttemptID   string         `json:"attempt_id"`
+	OperationID string         `json:"operation_id"`
+	Principal   string         `json:"principal"`
+	RunID       string         `json:"run_id"`
+	GuaranteeID string         `json:"guarantee_id"`
+	Resource    string         `json:"resource"`
+	Amount      int64          `json:"amount"`
+	State       string         `json:"state"`
+	Last        kernel.Outcome `json:"last_observation,omitempty"`
+	NextStep    string         `json:"next_safe_step"`
+}
+
+// NextStep says what may safely be done about an open receipt.
+func NextStep(s kernel.ReceiptState) string {
+	switch s {
+	case kernel.StateReserved:
+		return "dispatch has not started: close-attempt releases the hold"
+	case kernel.StateStarted:
+		return "the effect may exist: reconcile with the provider by the attempt's idempotency key"
+	case kernel.StateHeld:
+		return "reconcile; an operator may assert absence with an artifact reference"
+	}
+	return "none: sealed"
+}
+
+func (x *index) exposure(tenant, guaranteeID, resource string) []ExposureRow {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var rows []ExposureRow
+	for _, e := range x.ledgers {
+		if e.tenant != tenant || e.l.Limit == 0 || (guaranteeID != "" && e.l.GuaranteeID != guaranteeID) || (resource != "" && e.l.Resource != resource) {
+			continue
+		}
+		open := 0
+		for _, r := range e.l.Receipts {
+			if r.State.Open() {
+				open++
+			}
+		}
+		rows = append(rows, ExposureRow{Tenant: tenant, GuaranteeID: e.l.GuaranteeID, Resource: e.l.Resource, OpenAttempts: open, Balance: e.l.Balance()})
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].GuaranteeID != rows[j].GuaranteeID {
+			return rows[i].GuaranteeID < rows[j].GuaranteeID
+		}
+		return rows[i].Resource < rows[j].Resource
+	})
+	return rows
+}
+
+func (x *index) openAttempts(tenant string) []AttemptRow {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var rows []AttemptRow
+	for _, e := range x.ledgers {
+		if e.tenant != tenant {
+			continue
+		}
+		for _, r := range e.l.Receipts {
+			if !r.State.Open() {
+				continue
+			}
+			row := AttemptRow{AttemptID: r.AttemptID, OperationID: r.OperationID, GuaranteeID: e.l.GuaranteeID, Resource: e.l.Resource,
+				Amount: r.Amount, State: r.State.String(), Last: r.Last, NextStep: NextStep(r.State)}
+			if oe := x.ops[x.attempts[r.AttemptID]]; oe != nil {
+				row.Principal, row.RunID = oe.op.Principal, oe.op.RunID
+			}
+			rows = append(rows, row)
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].AttemptID < rows[j].AttemptID })
+	return rows
+}
+
+// operationOf returns a copy of the operation that made an attempt.
+func (x *index) operationOf(attemptID string) (opEntry, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.ops[x.attempts[attemptID]]
+	if e == nil {
+		return opEntry{}, false
+	}
+	c := *e
+	c.op.Attempts = append([]kernel.OpAttempt(nil), e.op.Attempts...)
+	return c, true
+}
+
+// unresolved lists the operations whose current attempt is neither sealed
+// nor closed.
+func (x *index) unresolved() []opEntry {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []opEntry
+	for _, e := range x.ops {
+		if _, ok := e.op.Current(); ok && !e.op.Resolved() {
+			c := *e
+			c.op.Attempts = append([]kernel.OpAttempt(nil), e.op.Attempts...)
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].subject < out[j].subject })
+	return out
+}
+
+func (x *index) killEngaged(tenant string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	c := x.control[tenant]
+	return c != nil && c.Engaged
+}

@@ -1,0 +1,225 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/events"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// RuntimeUser is the NATS user of the runtime itself on the embedded server:
+// the only user that may touch $JS.API.>, $JS.ACK.>, $KV.> and ctx.ev.>.
+const RuntimeUser = "contextosd"
+
+// UserName is the NATS user name of a principal: "<tenant>.<principal>".
+func UserName(tenant, principal string) string { return tenant + "." + principal }
+
+// InboxPrefix is the only inbox a principal may subscribe to; its clients
+// must use it as their custom inbox prefix.
+func InboxPrefix(tenant, principal string) string { return "_INBOX." + tenant + "." + principal }
+
+// ProposeSubject is where an agent publishes proposals.
+func ProposeSubject(tenant, principal string) string {
+	return "ctx.v1." + tenant + "." + principal + ".propose"
+}
+
+// OpSubject is where an operator sends a verb.
+func OpSubject(tenant, verb, operator string) string {
+	return "ctx.v1." + tenant + ".ops." + verb + "." + operator
+}
+
+// ServerUsers returns the users and permissions of the embedded server: an
+// agent may publish only its own propose subject, an operator only its own
+// ops subjects, and each may subscribe only to its own inbox. Nobody but the
+// runtime reaches JetStream or the event subjects.
+func ServerUsers(cfg *Config, runtimePassword string) []*server.User {
+	users := []*server.User{{Username: RuntimeUser, Password: runtimePassword}}
+	for _, t := range cfg.Tenants {
+		for _, a := range t.Agents {
+			users = append(users, &server.User{Username: UserName(t.ID, a.ID), Password: a.Password, Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: []string{ProposeSubject(t.ID, a.ID)}},
+				Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(t.ID, a.ID) + ".>"}},
+			}})
+		}
+		for _, o := range t.Operators {
+			users = append(users, &server.User{Username: UserName(t.ID, o.ID), Password: o.Password, Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: []string{"ctx.v1." + t.ID + ".ops.*." + o.ID}},
+				Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(t.ID, o.ID) + ".>"}},
+			}})
+		}
+	}
+	return users
+}
+
+// Runtime is a running contextosd: the embedded server (unless an external
+// URL is configured), the runtime's connection, the store and the gateway.
+type Runtime struct {
+	Config   *Config
+	Embedded *events.Embedded
+	NC       *nats.Conn
+	Store    *events.JetStore
+	Gateway  *Gateway
+	Signer   events.Signer
+	URL      string
+	cancel   context.CancelFunc
+}
+
+// BootOptions are the parts of a runtime a test or the chaos harness may
+// replace.
+type BootOptions struct {
+	Logger   *slog.Logger
+	Hooks    Hooks
+	Adapters map[string]Adapter
+	Clock    aggregates.Clock
+}
+
+// Boot starts a runtime from a validated configuration.
+func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
+	if o.Clock == nil {
+		o.Clock = aggregates.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	rt := &Runtime{Config: cfg}
+	ctx, cancel := context.WithCancel(context.Background())
+	rt.cancel = cancel
+	ok := false
+	defer func() {
+		if !ok {
+			rt.Close()
+		}
+	}()
+	var opts []nats.Option
+	opts = append(opts, nats.Name("contextosd"), nats.MaxReconnects(-1))
+	if cfg.NATS.URL == "" {
+		pw := make([]byte, 24)
+		if _, err := rand.Read(pw); err != nil {
+			return nil, err
+		}
+		password := hex.EncodeToString(pw)
+		host, port, err := listenAddr(cfg.NATS.Listen)
+		if err != nil {
+			return nil, err
+		}
+		sync := cfg.NATS.Sync != "relaxed"
+		emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: cfg.NATS.DataDir, Host: host, Port: port, SyncAlways: &sync,
+			Configure: func(so *server.Options) { so.Users = ServerUsers(cfg, password) }})
+		if err != nil {
+			return nil, err
+		}
+		rt.Embedded, rt.URL = emb, emb.ClientURL()
+		opts = append(opts, nats.UserInfo(RuntimeUser, password))
+	} else {
+		rt.URL = cfg.NATS.URL
+		if cfg.NATS.Creds != "" {
+			opts = append(opts, nats.UserCredentials(cfg.NATS.Creds))
+		} else if cfg.NATS.User != "" {
+			opts = append(opts, nats.UserInfo(cfg.NATS.User, cfg.NATS.Password))
+		}
+	}
+	nc, err := events.Connect(rt.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", rt.URL, err)
+	}
+	rt.NC = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamOptions{Replicas: cfg.NATS.Replicas}); err != nil {
+		return nil, err
+	}
+	rt.Store = events.NewJetStore(js, events.StreamName)
+	key, err := loadOrCreateKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rt.Signer = events.NewSigner(key)
+	executor := cfg.Runtime.Executor
+	if executor == "" {
+		h, _ := os.Hostname()
+		executor = h + "-" + strconv.Itoa(os.Getpid())
+	}
+	sealer := &aggregates.Sealer{Signer: rt.Signer, Clock: o.Clock, IDs: aggregates.NewIDs(o.Clock, nil)}
+	rt.Gateway = New(Options{Config: cfg, Store: rt.Store, Sealer: sealer, Executor: executor, Logger: o.Logger, Hooks: o.Hooks, Adapters: o.Adapters})
+	if err := rt.Gateway.Start(ctx, nc); err != nil {
+		return nil, err
+	}
+	ok = true
+	return rt, nil
+}
+
+// Close stops serving and shuts the embedded server down.
+func (rt *Runtime) Close() {
+	if rt.cancel != nil {
+		rt.cancel()
+	}
+	if rt.Gateway != nil {
+		rt.Gateway.Stop()
+	}
+	if rt.NC != nil {
+		rt.NC.Close()
+	}
+	if rt.Embedded != nil {
+		rt.Embedded.Shutdown()
+	}
+}
+
+func listenAddr(s string) (string, int, error) {
+	if s == "" {
+		return "127.0.0.1", 4222, nil
+	}
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("nats.listen: %w", err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("nats.listen: %w", err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", 0, fmt.Errorf("nats.listen: the embedded server listens on loopback only, not %q", host)
+	}
+	if port == 0 {
+		port = -1
+	}
+	return host, port, nil
+}
+
+func loadOrCreateKey(cfg *Config) ([]byte, error) {
+	path := cfg.Runtime.KeyFile
+	if path == "" {
+		if cfg.NATS.DataDir == "" {
+			return nil, errors.New("runtime.key_file is required with an external NATS")
+		}
+		path = filepath.Join(cfg.NATS.DataDir, "runtime.key")
+	}
+	key, err := events.LoadPrivateKey(path)
+	if err == nil {
+		return key, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	key, err = events.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	return key, events.SavePrivateKey(path, key)
+}

@@ -1,0 +1,64 @@
+package kernel
+
+import "fmt"
+
+// TypeProposalRefused is the type of ProposalRefused.
+const TypeProposalRefused = "proposal.refused"
+
+// ProposalRefused records a proposal refused before it could name an
+// operation (malformed, oversized, unknown principal): nothing is dropped
+// silently.
+type ProposalRefused struct {
+	Principal  string `json:"principal"`
+	Code       Code   `json:"code"`
+	Reason     string `json:"reason"`
+	BodyDigest string `json:"body_digest"`
+	BodyBytes  int    `json:"body_bytes"`
+}
+
+// EventType implements Event.
+func (ProposalRefused) EventType() string { return TypeProposalRefused }
+
+// RefusalLog is the state of a principal's refusal subject: only a count,
+// since refusals change nothing but the record.
+type RefusalLog struct{ Count int }
+
+// Apply folds a refusal.
+func (l *RefusalLog) Apply(ev Event) error {
+	if _, ok := ev.(ProposalRefused); !ok {
+		return fmt.Errorf("event %T does not belong to a refusal log", ev)
+	}
+	l.Count++
+	return nil
+}
+
+func init() { register[ProposalRefused](TypeProposalRefused) }
+
+// TypeKillSwitchSet is the type of KillSwitchSet.
+const TypeKillSwitchSet = "control.kill_switch"
+
+// KillSwitchSet engages or releases a tenant's kill switch. While engaged,
+// every new proposal is refused; settlement and reconciliation go on.
+type KillSwitchSet struct {
+	Engaged  bool   `json:"engaged"`
+	Operator string `json:"operator"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// EventType implements Event.
+func (KillSwitchSet) EventType() string { return TypeKillSwitchSet }
+
+// Control is the state of a tenant's control subject.
+type Control struct{ Engaged bool }
+
+// Apply folds a control event.
+func (c *Control) Apply(ev Event) error {
+	k, ok := ev.(KillSwitchSet)
+	if !ok {
+		return fmt.Errorf("event %T does not belong to a control subject", ev)
+	}
+	c.Engaged = k.Engaged
+	return nil
+}
+
+func init() { register[KillSwitchSet](TypeKillSwitchSet) }
