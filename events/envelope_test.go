@@ -1,0 +1,411 @@
+package events_test
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+const (
+	testType  = "test.thing_happened"
+	testType2 = "test.other"
+)
+
+func init() {
+	events.Register(testType, 1)
+	events.Register(testType, 2)
+	events.Register(testType2, 1)
+}
+
+// goldenSeed is the fixed Ed25519 seed of the golden vector: bytes 0..31.
+func goldenSeed() []byte {
+	s := make([]byte, ed25519.SeedSize)
+	for i := range s {
+		s[i] = byte(i)
+	}
+	return s
+}
+
+func goldenSigner(t testing.TB) events.Signer {
+	t.Helper()
+	key, err := events.GenerateKey(bytes.NewReader(goldenSeed()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events.NewSigner(key)
+}
+
+func goldenEnvelope(t testing.TB) events.Envelope {
+	t.Helper()
+	e, err := goldenSigner(t).Seal(testType, 1, "01HZY7Q3J5R8N2B4C6D8E0F1G2", "acme",
+		events.FormatTime(time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)),
+		map[string]any{"resource": "ord.881 é", "amount": 800, "z": []int{3, 1}, "a": map[string]bool{"y": true, "b": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+type golden struct {
+	Seed         string          `json:"seed_hex"`
+	KeyID        string          `json:"key_id"`
+	PublicKey    string          `json:"public_key_hex"`
+	SigningBytes string          `json:"signing_bytes"`
+	Encoded      string          `json:"encoded"`
+	Envelope     json.RawMessage `json:"envelope"`
+}
+
+func TestGoldenEnvelope(t *testing.T) {
+	s := goldenSigner(t)
+	e := goldenEnvelope(t)
+	enc, err := events.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := events.SigningBytes(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := golden{
+		Seed:         hex.EncodeToString(goldenSeed()),
+		KeyID:        s.KeyID,
+		PublicKey:    hex.EncodeToString(s.Key.Public().(ed25519.PublicKey)),
+		SigningBytes: string(sb),
+		Encoded:      string(enc),
+		Envelope:     enc,
+	}
+	got, err := json.MarshalIndent(g, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	path := filepath.Join("testdata", "golden_envelope.json")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("golden vector changed:\n got %s\nwant %s", got, want)
+	}
+	var w golden
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	d, err := events.Decode([]byte(w.Encoded))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := hex.DecodeString(w.PublicKey)
+	kr := events.Keyring{}
+	if kr.Add(pub) != w.KeyID {
+		t.Fatal("key id of golden public key differs")
+	}
+	if err := kr.Verify(d); err != nil {
+		t.Fatalf("golden envelope does not verify: %v", err)
+	}
+	if !strings.Contains(w.Encoded, `"body":{"a":{"b":false,"y":true},"amount":800,"resource":"ord.881 é","z":[3,1]}`) {
+		t.Fatalf("body not canonical in %s", w.Encoded)
+	}
+}
+
+func TestSealVerifyRoundTrip(t *testing.T) {
+	s := goldenSigner(t)
+	kr := events.Keyring{}
+	kr.Add(s.Key.Public().(ed25519.PublicKey))
+	e := goldenEnvelope(t)
+	if err := kr.Verify(e); err != nil {
+		t.Fatal(err)
+	}
+	b, err := events.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := events.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kr.Verify(d); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Resource string          `json:"resource"`
+		Amount   int64           `json:"amount"`
+		Z        []int           `json:"z"`
+		A        map[string]bool `json:"a"`
+	}
+	if err := events.DecodeBody(d, &body); err != nil || body.Amount != 800 || body.Resource != "ord.881 é" {
+		t.Fatalf("DecodeBody = %+v, %v", body, err)
+	}
+	var narrow struct {
+		Amount int64 `json:"amount"`
+	}
+	if err := events.DecodeBody(d, &narrow); err == nil {
+		t.Fatal("DecodeBody accepted unknown fields")
+	}
+}
+
+func TestTamperingFailsVerification(t *testing.T) {
+	s := goldenSigner(t)
+	other, err := events.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{9}, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr := events.Keyring{}
+	kr.Add(s.Key.Public().(ed25519.PublicKey))
+	otherID := kr.Add(other.Public().(ed25519.PublicKey))
+	base := goldenEnvelope(t)
+	tampers := map[string]func(e *events.Envelope){
+		"type":     func(e *events.Envelope) { e.Type = testType2 },
+		"v":        func(e *events.Envelope) { e.V = 2 },
+		"event_id": func(e *events.Envelope) { e.EventID = "01HZY7Q3J5R8N2B4C6D8E0F1G3" },
+		"tenant":   func(e *events.Envelope) { e.Tenant = "globex" },
+		"time":     func(e *events.Envelope) { e.Time = "2026-01-02T03:04:05.000000007Z" },
+		"body":     func(e *events.Envelope) { e.Body = json.RawMessage(`{"amount":801}`) },
+		"key_id":   func(e *events.Envelope) { e.KeyID = otherID },
+		"sig": func(e *events.Envelope) {
+			b := []byte(e.Sig)
+			b[3] ^= 'A' ^ 'B'
+			if b[3] == e.Sig[3] {
+				b[3] = 'C'
+			}
+			e.Sig = string(b)
+		},
+	}
+	for field, tamper := range tampers {
+		e := base
+		tamper(&e)
+		if err := kr.Verify(e); !errors.Is(err, events.ErrBadSignature) {
+			t.Errorf("tampered %s: Verify = %v, want ErrBadSignature", field, err)
+		}
+	}
+	e := base
+	e.KeyID = "ed25519:0000000000000000"
+	var uk *events.UnknownKeyError
+	if err := kr.Verify(e); !errors.Is(err, events.ErrUnknownKey) || !errors.As(err, &uk) || uk.KeyID != e.KeyID {
+		t.Errorf("unknown key: %v", err)
+	}
+	var se *events.SignatureError
+	e = base
+	e.Tenant = "globex"
+	if err := kr.Verify(e); !errors.As(err, &se) || se.EventID != e.EventID {
+		t.Errorf("SignatureError not typed: %v", err)
+	}
+}
+
+// TestEveryByteChangeRejected: any one-byte change to the golden encoding
+// fails to decode or fails to verify (age/sumdb-style mangling).
+func TestEveryByteChangeRejected(t *testing.T) {
+	s := goldenSigner(t)
+	kr := events.Keyring{}
+	kr.Add(s.Key.Public().(ed25519.PublicKey))
+	b, err := events.Encode(goldenEnvelope(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		for _, repl := range []byte{b[i] ^ 0x01, b[i] ^ 0x20, ' ', '0', 'A'} {
+			if repl == b[i] {
+				continue
+			}
+			m := bytes.Clone(b)
+			m[i] = repl
+			e, err := events.Decode(m)
+			if err == nil {
+				err = kr.Verify(e)
+			}
+			if err == nil {
+				t.Fatalf("byte %d %q -> %q accepted: %s", i, b[i], repl, m)
+			}
+		}
+	}
+}
+
+func reasonOf(err error) events.Reason {
+	var ee *events.EnvelopeError
+	if errors.As(err, &ee) {
+		return ee.Reason
+	}
+	return ""
+}
+
+func TestDecodeStrict(t *testing.T) {
+	e := goldenEnvelope(t)
+	good, err := events.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := string(good)
+	reseal := func(typ string, v int) string {
+		x, err := goldenSigner(t).Seal(typ, v, e.EventID, e.Tenant, e.Time, e.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Type = typ
+		b, err := json.Marshal(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := kernel.Canonical(json.RawMessage(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(c)
+	}
+	unregType := strings.Replace(reseal(testType, 1), testType, "test.unregistered", 1)
+	unregVersion := strings.Replace(g, `"v":1`, `"v":3`, 1)
+	cases := []struct {
+		name string
+		in   string
+		want events.Reason
+	}{
+		{"unknown type", unregType, events.ReasonUnregistered},
+		{"unknown version", unregVersion, events.ReasonUnregistered},
+		{"trailing object", g + "{}", events.ReasonTrailingData},
+		{"trailing garbage", g + "x", events.ReasonTrailingData},
+		{"trailing newline", g + "\n", events.ReasonNonCanonical},
+		{"leading space", " " + g, events.ReasonNonCanonical},
+		{"indented", indent(t, good), events.ReasonNonCanonical},
+		{"keys reordered", `{"v":1,` + strings.Replace(g[1:], `"v":1,`, "", 1), events.ReasonNonCanonical},
+		{"escaped char", strings.Replace(g, `"acme"`, `"\u0061cme"`, 1), events.ReasonNonCanonical},
+		{"duplicate key", strings.Replace(g, `"tenant":"acme"`, `"tenant":"acme","tenant":"acme"`, 1), events.ReasonNonCanonical},
+		{"number form", strings.Replace(g, `"v":1`, `"v":1.0`, 1), events.ReasonMalformed},
+		{"unknown field", strings.Replace(g, `"v":1`, `"v":1,"x":1`, 1), events.ReasonUnknownField},
+		{"case-folded field", strings.Replace(g, `"tenant"`, `"Tenant"`, 1), events.ReasonNonCanonical},
+		{"missing field", strings.Replace(g, `"tenant":"acme",`, "", 1), events.ReasonMissingField},
+		{"empty tenant", strings.Replace(g, `"tenant":"acme"`, `"tenant":""`, 1), events.ReasonMissingField},
+		{"bad tenant", strings.Replace(g, `"tenant":"acme"`, `"tenant":"ac.me"`, 1), events.ReasonInvalidField},
+		{"lowercase ulid", strings.Replace(g, e.EventID, strings.ToLower(e.EventID), 1), events.ReasonInvalidField},
+		{"short time", strings.Replace(g, e.Time, "2026-01-02T03:04:05Z", 1), events.ReasonInvalidField},
+		{"offset time", strings.Replace(g, e.Time, "2026-01-02T03:04:05.000000006+00:00", 1), events.ReasonInvalidField},
+		{"body array", strings.Replace(g, string(e.Body), "[1]", 1), events.ReasonBodyNotObject},
+		{"body null", strings.Replace(g, string(e.Body), "null", 1), events.ReasonBodyNotObject},
+		{"padded sig", strings.Replace(g, e.Sig, e.Sig+"==", 1), events.ReasonInvalidField},
+		{"v zero", strings.Replace(g, `"v":1`, `"v":0`, 1), events.ReasonInvalidField},
+		{"not an object", `[1,2]`, events.ReasonMalformed},
+		{"empty", ``, events.ReasonMalformed},
+		{"null", `null`, events.ReasonMalformed},
+		{"too large", `{"type":"` + strings.Repeat("a", events.MaxEnvelopeSize) + `"}`, events.ReasonTooLarge},
+	}
+	for _, c := range cases {
+		_, err := events.Decode([]byte(c.in))
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		if !errors.Is(err, events.ErrInvalidEnvelope) || reasonOf(err) != c.want {
+			t.Errorf("%s: %v (reason %q), want reason %q", c.name, err, reasonOf(err), c.want)
+		}
+	}
+	if _, err := events.Decode(good); err != nil {
+		t.Fatalf("good envelope refused: %v", err)
+	}
+}
+
+func indent(t *testing.T, b []byte) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, b, "", " "); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func TestSealRefusesInvalid(t *testing.T) {
+	s := goldenSigner(t)
+	const id, tm = "01HZY7Q3J5R8N2B4C6D8E0F1G2", "2026-01-02T03:04:05.000000006Z"
+	for name, call := range map[string]func() error{
+		"unregistered": func() error { _, err := s.Seal("test.nope", 1, id, "acme", tm, map[string]int{}); return err },
+		"bad type":     func() error { _, err := s.Seal("Test", 1, id, "acme", tm, map[string]int{}); return err },
+		"version 0":    func() error { _, err := s.Seal(testType, 0, id, "acme", tm, map[string]int{}); return err },
+		"body array":   func() error { _, err := s.Seal(testType, 1, id, "acme", tm, []int{1}); return err },
+		"body nil":     func() error { _, err := s.Seal(testType, 1, id, "acme", tm, nil); return err },
+		"bad id":       func() error { _, err := s.Seal(testType, 1, "x", "acme", tm, map[string]int{}); return err },
+		"bad time":     func() error { _, err := s.Seal(testType, 1, id, "acme", "yesterday", map[string]int{}); return err },
+		"bad tenant":   func() error { _, err := s.Seal(testType, 1, id, "a b", tm, map[string]int{}); return err },
+		"wrong key id": func() error {
+			_, err := events.Signer{KeyID: "ed25519:0", Key: s.Key}.Seal(testType, 1, id, "acme", tm, map[string]int{})
+			return err
+		},
+	} {
+		if err := call(); err == nil {
+			t.Errorf("%s: sealed", name)
+		}
+	}
+	// A raw body is canonicalized before signing.
+	e, err := s.Seal(testType, 1, id, "acme", tm, json.RawMessage(` { "b" : 1 , "a" : 2 } `))
+	if err != nil || string(e.Body) != `{"a":2,"b":1}` {
+		t.Fatalf("raw body: %s %v", e.Body, err)
+	}
+}
+
+func TestRegister(t *testing.T) {
+	if !events.Registered(testType, 2) || events.Registered(testType, 3) {
+		t.Fatal("Registered wrong")
+	}
+	if !events.Registered(kernel.TypeExposureReserved, kernel.EventVersion) {
+		t.Fatal("kernel event types are not registered")
+	}
+	for _, bad := range []struct {
+		typ string
+		v   int
+	}{{"", 1}, {"A.b", 1}, {"a..b", 1}, {"a.", 1}, {"a", 0}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register(%q, %d) did not panic", bad.typ, bad.v)
+				}
+			}()
+			events.Register(bad.typ, bad.v)
+		}()
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	good, err := events.Encode(goldenEnvelope(f))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"type":"test.thing_happened","v":1}`))
+	f.Add(append(bytes.Clone(good), '{', '}'))
+	f.Add(bytes.Replace(good, []byte(`"v":1`), []byte(`"v":2`), 1))
+	f.Add([]byte(`{"body":{"a":1e400}}`))
+	f.Add([]byte("\xff\xfe"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := events.Decode(b)
+		if err != nil {
+			if !errors.Is(err, events.ErrInvalidEnvelope) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		again, err := events.Encode(e)
+		if err != nil {
+			t.Fatalf("decoded envelope does not encode: %v", err)
+		}
+		if !bytes.Equal(again, b) {
+			t.Fatalf("decode-encode changed the bytes:\n in %q\nout %q", b, again)
+		}
+	})
+}
