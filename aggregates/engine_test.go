@@ -12,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
@@ -21,10 +20,6 @@ import (
 
 var testDef = kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string{"adp_payments.issue_refund"},
 	ResourcePointer: "/order_id", AmountPointer: "/amount_minor", Limit: 100000, Unit: "INR_minor"}
-
-type fixedClock struct{}
-
-func (fixedClock) Now() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
 
 func testSealer() *Sealer {
 	key := ed25519.NewKeyFromSeed(make([]byte, 32))

@@ -23,7 +23,6 @@ type env struct {
 	rt   *Runtime
 	prov *provider.Server
 	dir  string
-	cfg  string
 }
 
 // testConfig renders testdata/gateway.toml for a data dir and provider.
