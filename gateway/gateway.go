@@ -250,3 +250,6 @@ func respond(m *nats.Msg, v any) {
 	}
 	_ = m.Respond(b)
 }
+
+// Executor names this replica in operation claims.
+func (g *Gateway) Executor() string { return g.executor }
