@@ -28,14 +28,14 @@ type OpRequest struct {
 
 // OpReply is the reply to an operator verb.
 type OpReply struct {
-	OK        bool           `json:"ok"`
-	Code      kernel.Code    `json:"code,omitempty"`
-	Reason    string         `json:"reason,omitempty"`
-	Exposure  []ExposureRow  `json:"exposure,omitempty"`
-	Attempts  []AttemptRow   `json:"attempts,omitempty"`
-	Settled   []SettleRow    `json:"settled,omitempty"`
-	KillSwith *bool          `json:"kill_switch,omitempty"`
-	Data      map[string]any `json:"data,omitempty"`
+	OK         bool           `json:"ok"`
+	Code       kernel.Code    `json:"code,omitempty"`
+	Reason     string         `json:"reason,omitempty"`
+	Exposure   []ExposureRow  `json:"exposure,omitempty"`
+	Attempts   []AttemptRow   `json:"attempts,omitempty"`
+	Settled    []SettleRow    `json:"settled,omitempty"`
+	KillSwitch *bool          `json:"kill_switch,omitempty"`
+	Data       map[string]any `json:"data,omitempty"`
 }
 
 // SettleRow reports what reconciliation or an operator action did to one
@@ -344,7 +344,7 @@ func (g *Gateway) opAssertAbsence(ctx context.Context, tenant, operator string, 
 func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req OpRequest) OpReply {
 	if req.Engaged == nil {
 		v := g.index.killEngaged(tenant)
-		return OpReply{OK: true, KillSwith: &v}
+		return OpReply{OK: true, KillSwitch: &v}
 	}
 	subject, err := events.Subject(tenant, "control")
 	if err != nil {
@@ -362,7 +362,7 @@ func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req
 		return opRefused(kernel.CodeContention, "%v", err)
 	}
 	g.setKill(tenant, engaged)
-	return OpReply{OK: true, KillSwith: &engaged}
+	return OpReply{OK: true, KillSwitch: &engaged}
 }
 
 func (g *Gateway) setKill(tenant string, engaged bool) {
