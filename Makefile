@@ -45,8 +45,8 @@ fuzz-smoke: ## run every fuzz target for $(FUZZTIME)
 bench: ## benchmarks (see BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-demo: ## the shared-refund race on the embedded default
-	@echo "make demo: not yet (the demo lands with the gateway issue)"
+demo: build ## the shared-refund race on the embedded default, end to end
+	$(GO) run ./examples/shared-guarantees --bin $(BIN)
 
 clean:
 	rm -rf $(BIN)
