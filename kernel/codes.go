@@ -37,6 +37,8 @@ const (
 	CodeObservationContradictsSeal Code = "observation_contradicts_seal"
 	CodeOperationConflict          Code = "operation_key_conflict"
 	CodeContextInvalid             Code = "context_invalid"
+	CodeRunAlreadyAdmitted         Code = "run_already_admitted"
+	CodeEvidenceRecordConflict     Code = "evidence_record_conflict"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -48,7 +50,7 @@ var Codes = []Code{
 	CodeDefinitionInvalid, CodeContention, CodeReceiptsSaturated, CodeAttemptClosed,
 	CodeAttemptKnown, CodeAttemptUnknown, CodeDispatchActive, CodeUnresolvedAttempt,
 	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
-	CodeContextInvalid,
+	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a
