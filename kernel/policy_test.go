@@ -84,7 +84,10 @@ func TestAuthorizationTable(t *testing.T) {
 	resolved := seedResolved(t, records)
 	runCtx := RunContext{Tenant: "acme", Principal: "agent_email", RunID: "run_01", DecisionKey: "support.refund.execute", DecisionTime: t0,
 		AllowedSources: []string{"kg", "crm", "ledger", "policy_store", "idp", "memory"}, Capabilities: []string{"adp_payments.issue_refund"}}
-	evidence := func(run RunContext, recs []*EvidenceRecord) *Refusal { _, r := CheckEvidence(pack, run, recs); return r }
+	evidence := func(run RunContext, recs []*EvidenceRecord) *Refusal {
+		_, r := CheckEvidence(pack, run, recs)
+		return r
+	}
 	late := runCtx
 	late.DecisionTime = t0.Add(2 * time.Hour)
 
