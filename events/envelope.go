@@ -215,13 +215,18 @@ func validSig(s string) error {
 	return nil
 }
 
-// validBody checks that b is a canonical JSON object.
-func validBody(b json.RawMessage) error {
+// validBody checks that b is a JSON object, and canonical unless the caller
+// compares the canonical encoding of the whole envelope anyway (which holds
+// the canonical body).
+func validBody(b json.RawMessage, canonical bool) error {
 	if len(b) == 0 {
 		return envErr(ReasonMissingField, "body", "")
 	}
 	if b[0] != '{' {
 		return envErr(ReasonBodyNotObject, "body", "")
+	}
+	if !canonical {
+		return nil
 	}
 	c, err := kernel.Canonical(b)
 	if err != nil {
@@ -233,8 +238,9 @@ func validBody(b json.RawMessage) error {
 	return nil
 }
 
-// validateUnsigned checks every field but Sig.
-func validateUnsigned(e Envelope) error {
+// validateUnsigned checks every field but Sig; bodyCanonical says whether to
+// check that the body is canonical on its own.
+func validateUnsigned(e Envelope, bodyCanonical bool) error {
 	if e.Type == "" {
 		return envErr(ReasonMissingField, "type", "")
 	}
@@ -262,7 +268,7 @@ func validateUnsigned(e Envelope) error {
 	if err := ValidTime(e.Time); err != nil {
 		return err
 	}
-	if err := validBody(e.Body); err != nil {
+	if err := validBody(e.Body, bodyCanonical); err != nil {
 		return err
 	}
 	if e.KeyID == "" {
@@ -280,8 +286,10 @@ func validateUnsigned(e Envelope) error {
 // Validate checks every field of e, the shape of its signature and that
 // (Type, V) is registered. It does not verify the signature: see
 // Keyring.Verify.
-func Validate(e Envelope) error {
-	if err := validateUnsigned(e); err != nil {
+func Validate(e Envelope) error { return validate(e, true) }
+
+func validate(e Envelope, bodyCanonical bool) error {
+	if err := validateUnsigned(e, bodyCanonical); err != nil {
 		return err
 	}
 	if e.Sig == "" {
@@ -294,7 +302,7 @@ func Validate(e Envelope) error {
 // canonical (JCS) encoding of e without its sig field. It refuses an envelope
 // whose other fields are not valid.
 func SigningBytes(e Envelope) ([]byte, error) {
-	if err := validateUnsigned(e); err != nil {
+	if err := validateUnsigned(e, true); err != nil {
 		return nil, err
 	}
 	return kernel.Canonical(unsigned{e.Type, e.V, e.EventID, e.Tenant, e.Time, e.Body, e.KeyID})
@@ -303,13 +311,16 @@ func SigningBytes(e Envelope) ([]byte, error) {
 // Encode returns the canonical (JCS) encoding of the whole envelope: the wire
 // and stored form. It refuses an envelope that is not Valid, so everything
 // Encode returns is accepted by Decode, which returns the same envelope.
-func Encode(e Envelope) ([]byte, error) {
-	if err := Validate(e); err != nil {
+func Encode(e Envelope) ([]byte, error) { return encode(e, true) }
+
+func encode(e Envelope, bodyCanonical bool) ([]byte, error) {
+	if err := validate(e, bodyCanonical); err != nil {
 		return nil, err
 	}
 	b, err := kernel.Canonical(e)
 	if err != nil {
-		return nil, err
+		// Only the body can fail to canonicalize (for example a duplicate key).
+		return nil, envErr(ReasonInvalidField, "body", "%v", err)
 	}
 	if len(b) > MaxEnvelopeSize {
 		return nil, envErr(ReasonTooLarge, "", "%d bytes > %d", len(b), MaxEnvelopeSize)
@@ -368,7 +379,9 @@ func Decode(b []byte) (Envelope, error) {
 	if bytes.Equal(e.Body, []byte("null")) || e.Body[0] != '{' {
 		return Envelope{}, envErr(ReasonBodyNotObject, "body", "")
 	}
-	c, err := Encode(e)
+	// The body's own canonical check is skipped: the whole input must equal
+	// the canonical encoding, which holds the canonical body.
+	c, err := encode(e, false)
 	if err != nil {
 		return Envelope{}, err
 	}

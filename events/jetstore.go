@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,12 @@ const (
 	hdrSequence         = "Nats-Sequence"
 	hdrSubject          = "Nats-Subject"
 	hdrNumPending       = "Nats-Num-Pending"
+	// hdrPrevSeq holds the subject's previous sequence (0 = none), written by
+	// every append: the expected sequence on a subject's first message of an
+	// append, prevAdjacent (= this sequence - 1) on the following ones, which
+	// an atomic batch stores right after it.
+	hdrPrevSeq   = "Ctx-Prev-Seq"
+	prevAdjacent = "adjacent"
 )
 
 // JetStream API error codes the store interprets.
@@ -131,6 +138,11 @@ type JetStore struct {
 	// ReadBatch is the number of messages asked per Direct Get batch request
 	// (default 256). Set before first use.
 	ReadBatch int
+	// ScanPerRoundTrip is how many stream messages a server-side scan may
+	// step over per round trip saved before Read walks a subject backwards
+	// instead (0 means DefaultScanPerRoundTrip; negative, always when the
+	// links are there). Set before first use.
+	ScanPerRoundTrip int
 }
 
 var _ Store = (*JetStore)(nil)
@@ -241,6 +253,7 @@ func (s *JetStore) appendOne(ctx context.Context, it encodedItem) (uint64, error
 	m.Data = it.raws[0]
 	m.Header.Set(hdrMsgID, it.envs[0].EventID)
 	m.Header.Set(hdrExpectedLastSubj, strconv.FormatUint(it.expected, 10))
+	m.Header.Set(hdrPrevSeq, strconv.FormatUint(it.expected, 10))
 	ack, err := s.request(ctx, m)
 	if err != nil {
 		return 0, err
@@ -290,6 +303,9 @@ func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint6
 			m.Header.Set(hdrBatchSeq, strconv.Itoa(k))
 			if j == 0 {
 				m.Header.Set(hdrExpectedLastSubj, strconv.FormatUint(it.expected, 10))
+				m.Header.Set(hdrPrevSeq, strconv.FormatUint(it.expected, 10))
+			} else {
+				m.Header.Set(hdrPrevSeq, prevAdjacent)
 			}
 			if k < total {
 				// Staged without a reply; the commit's reply reports any gap.
@@ -368,8 +384,8 @@ func (s *JetStore) batchConflict(ctx context.Context, enc []encodedItem, actual 
 // are exactly it.raws, and the sequence of the last of them.
 func (s *JetStore) retried(ctx context.Context, it encodedItem) (uint64, bool, error) {
 	var got []Stored
-	err := s.directBatch(ctx, directReq{Seq: it.expected + 1, NextFor: it.subject, Batch: len(it.raws)}, func(st Stored) error {
-		got = append(got, st)
+	err := s.directBatch(ctx, directReq{Seq: it.expected + 1, NextFor: it.subject, Batch: len(it.raws)}, func(f fetched) error {
+		got = append(got, f.Stored)
 		return nil
 	}, len(it.raws))
 	if err != nil {
@@ -394,18 +410,79 @@ type directReq struct {
 	Batch   int    `json:"batch,omitempty"`
 }
 
+// fetched is a message returned by Direct Get, decoded.
+type fetched struct {
+	Stored
+	prev    uint64 // the subject's previous sequence, from hdrPrevSeq
+	hasPrev bool
+}
+
+// toFetched decodes a Direct Get reply message.
+func toFetched(m *nats.Msg) (fetched, error) {
+	seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
+	if err != nil || seq == 0 {
+		return fetched{}, errors.New("events: direct get reply without a sequence")
+	}
+	f := fetched{Stored: Stored{Seq: seq, Subject: m.Header.Get(hdrSubject), Raw: m.Data}}
+	if f.Envelope, err = Decode(m.Data); err != nil {
+		return fetched{}, &CorruptError{Seq: seq, Subject: f.Subject, Err: err}
+	}
+	switch p := m.Header.Get(hdrPrevSeq); p {
+	case "":
+	case prevAdjacent:
+		f.prev, f.hasPrev = seq-1, true
+	default:
+		if v, err := strconv.ParseUint(p, 10, 64); err == nil && v < seq {
+			f.prev, f.hasPrev = v, true
+		}
+	}
+	return f, nil
+}
+
+// directStatus interprets an empty Direct Get reply: found is false for 404
+// (no such message), err is set for any other status.
+func (s *JetStore) directStatus(m *nats.Msg) (found bool, err error) {
+	if len(m.Data) > 0 {
+		return true, nil
+	}
+	switch st := m.Header.Get(hdrStatus); st {
+	case "":
+		return true, nil // an empty stored message: Decode reports it
+	case "404":
+		return false, nil
+	case "503":
+		return false, fmt.Errorf("events: direct get on %s: no responders (stream missing or allow_direct off)", s.stream)
+	default:
+		return false, fmt.Errorf("events: direct get on %s: status %s %s", s.stream, st, m.Header.Get("Description"))
+	}
+}
+
+// directOne runs a single-message Direct Get (by seq or last_by_subj).
+func (s *JetStore) directOne(ctx context.Context, req directReq) (fetched, bool, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fetched{}, false, err
+	}
+	m, err := s.nc.RequestWithContext(ctx, s.directGet, body)
+	if err != nil {
+		return fetched{}, false, fmt.Errorf("events: direct get on %s: %w", s.stream, err)
+	}
+	if found, err := s.directStatus(m); !found || err != nil {
+		return fetched{}, false, err
+	}
+	f, err := toFetched(m)
+	return f, err == nil, err
+}
+
 // directBatch runs batch Direct Get requests from req.Seq on, calling fn for
 // each message in order, until the server reports nothing pending or limit
 // messages (0 = no limit) were delivered.
-func (s *JetStore) directBatch(ctx context.Context, req directReq, fn func(Stored) error, limit int) error {
+func (s *JetStore) directBatch(ctx context.Context, req directReq, fn func(fetched) error, limit int) error {
 	if req.Seq == 0 {
 		req.Seq = 1
 	}
 	if req.Batch <= 0 {
-		req.Batch = s.ReadBatch
-		if req.Batch <= 0 {
-			req.Batch = 256
-		}
+		req.Batch = s.readBatch()
 	}
 	delivered := 0
 	for {
@@ -424,9 +501,17 @@ func (s *JetStore) directBatch(ctx context.Context, req directReq, fn func(Store
 	}
 }
 
-// directOnce sends one batch request and returns the sequence after the last
-// message delivered, the number still pending and the number delivered.
-func (s *JetStore) directOnce(ctx context.Context, req directReq, fn func(Stored) error) (next, pending uint64, n int, err error) {
+func (s *JetStore) readBatch() int {
+	if s.ReadBatch > 0 {
+		return s.ReadBatch
+	}
+	return 256
+}
+
+// directOnce sends one batch request (req.Batch >= 1) and returns the
+// sequence after the last message delivered, the number of matching messages
+// still pending after it and the number delivered.
+func (s *JetStore) directOnce(ctx context.Context, req directReq, fn func(fetched) error) (next, pending uint64, n int, err error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return 0, 0, 0, err
@@ -446,32 +531,22 @@ func (s *JetStore) directOnce(ctx context.Context, req directReq, fn func(Stored
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("events: direct get on %s: %w", s.stream, err)
 		}
-		if len(m.Data) == 0 {
-			switch st := m.Header.Get(hdrStatus); st {
-			case "204": // end of batch
-				p, _ := strconv.ParseUint(m.Header.Get(hdrNumPending), 10, 64)
-				return next, p, n, nil
-			case "404": // nothing (more) to deliver
-				return next, 0, n, nil
-			case "503":
-				return 0, 0, 0, fmt.Errorf("events: direct get on %s: no responders (stream missing or allow_direct off)", s.stream)
-			case "":
-				// An empty stored message: handled below as a corrupt event.
-			default:
-				return 0, 0, 0, fmt.Errorf("events: direct get on %s: status %s %s", s.stream, st, m.Header.Get("Description"))
-			}
+		if len(m.Data) == 0 && m.Header.Get(hdrStatus) == "204" { // end of batch
+			p, _ := strconv.ParseUint(m.Header.Get(hdrNumPending), 10, 64)
+			return next, p, n, nil
 		}
-		seq, perr := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
-		if perr != nil || seq == 0 {
-			return 0, 0, 0, fmt.Errorf("events: direct get on %s: reply without a sequence", s.stream)
+		if found, err := s.directStatus(m); err != nil {
+			return 0, 0, 0, err
+		} else if !found {
+			return next, 0, n, nil
 		}
-		st := Stored{Seq: seq, Subject: m.Header.Get(hdrSubject), Raw: m.Data}
-		if st.Envelope, err = Decode(m.Data); err != nil {
-			return 0, 0, 0, &CorruptError{Seq: seq, Subject: st.Subject, Err: err}
+		f, err := toFetched(m)
+		if err != nil {
+			return 0, 0, 0, err
 		}
 		n++
-		next = seq + 1
-		if err := fn(st); err != nil {
+		next = f.Seq + 1
+		if err := fn(f); err != nil {
 			return 0, 0, 0, err
 		}
 	}
@@ -479,34 +554,105 @@ func (s *JetStore) directOnce(ctx context.Context, req directReq, fn func(Stored
 
 // getSeq returns the message at sequence seq.
 func (s *JetStore) getSeq(ctx context.Context, seq uint64) (Stored, error) {
-	var out []Stored
-	if err := s.directBatch(ctx, directReq{Seq: seq, Batch: 1}, func(st Stored) error {
-		out = append(out, st)
-		return nil
-	}, 1); err != nil {
+	f, found, err := s.directOne(ctx, directReq{Seq: seq})
+	if err != nil {
 		return Stored{}, err
 	}
-	if len(out) != 1 || out[0].Seq != seq {
+	if !found || f.Seq != seq {
 		return Stored{}, fmt.Errorf("events: message %d not found in %s", seq, s.stream)
 	}
-	return out[0], nil
+	return f.Stored, nil
 }
 
-// Read implements Store with batched Direct Get requests by next_by_subj: no
-// consumer is created and the cost is proportional to the subject's events,
-// not the stream's.
+// DefaultScanPerRoundTrip is the default of JetStore.ScanPerRoundTrip.
+const DefaultScanPerRoundTrip = 2000
+
+// Read implements Store without a consumer, choosing between two Direct Get
+// strategies by what the subject's last and first messages tell:
+//
+//   - forward: batched next_by_subj requests. nats-server finds a subject's
+//     first message in each file block from its per-block subject index, but
+//     reaches each further one by scanning the block's messages, so the cost
+//     grows with the stream traffic between the subject's events;
+//   - backward: from the last message, one Direct Get by sequence per event,
+//     following the Ctx-Prev-Seq header every append writes (the subject's
+//     previous sequence, exact because the expected-sequence check made it
+//     so). The cost grows with the subject's events only.
+//
+// Backward is chosen when the span between first and last exceeds
+// ScanPerRoundTrip stream messages per event to fetch.
 func (s *JetStore) Read(ctx context.Context, subject string, fromSeq uint64) ([]Stored, error) {
 	if err := ValidSubject(subject); err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	var out []Stored
-	err := s.directBatch(ctx, directReq{Seq: fromSeq, NextFor: subject}, func(st Stored) error {
-		out = append(out, st)
+	if fromSeq == 0 {
+		fromSeq = 1
+	}
+	last, found, err := s.directOne(ctx, directReq{LastFor: subject})
+	if err != nil || !found || last.Seq < fromSeq {
+		return nil, err
+	}
+	if last.hasPrev && last.prev < fromSeq {
+		return []Stored{last.Stored}, nil
+	}
+	// The first message from fromSeq on, and how many follow it.
+	var first fetched
+	var pending uint64
+	var n int
+	if _, pending, n, err = s.directOnce(ctx, directReq{Seq: fromSeq, NextFor: subject, Batch: 1}, func(f fetched) error {
+		first = f
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if n == 0 || first.Seq >= last.Seq {
+		return []Stored{last.Stored}, nil
+	}
+	scan := s.ScanPerRoundTrip
+	if scan == 0 {
+		scan = DefaultScanPerRoundTrip
+	}
+	if last.hasPrev && pending > 0 && (scan < 0 || (last.Seq-first.Seq)/pending > uint64(scan)) {
+		if out, ok, err := s.readBackward(ctx, subject, first, last); err != nil || ok {
+			return out, err
+		}
+	}
+	out := []Stored{first.Stored}
+	err = s.directBatch(ctx, directReq{Seq: first.Seq + 1, NextFor: subject}, func(f fetched) error {
+		out = append(out, f.Stored)
 		return nil
 	}, 0)
 	return out, err
+}
+
+// readBackward walks from last to first by the Ctx-Prev-Seq links; ok is
+// false when a link is missing or inconsistent (then the caller reads forward).
+func (s *JetStore) readBackward(ctx context.Context, subject string, first, last fetched) ([]Stored, bool, error) {
+	rev := []Stored{last.Stored}
+	cur := last
+	for cur.Seq != first.Seq {
+		if !cur.hasPrev || cur.prev < first.Seq {
+			return nil, false, nil
+		}
+		var f fetched
+		if cur.prev == first.Seq {
+			f = first
+		} else {
+			var found bool
+			var err error
+			if f, found, err = s.directOne(ctx, directReq{Seq: cur.prev}); err != nil {
+				return nil, false, err
+			} else if !found || f.Seq != cur.prev || f.Subject != subject {
+				return nil, false, nil
+			}
+		}
+		rev = append(rev, f.Stored)
+		cur = f
+	}
+	slices.Reverse(rev)
+	return rev, true, nil
 }
 
 // LastSeq implements Store with a Direct Get of the subject's last message.
@@ -521,14 +667,8 @@ func (s *JetStore) LastSeq(ctx context.Context, subject string) (uint64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("events: last sequence of %q: %w", subject, err)
 	}
-	if len(m.Data) == 0 {
-		switch st := m.Header.Get(hdrStatus); st {
-		case "404":
-			return 0, nil
-		case "":
-		default:
-			return 0, fmt.Errorf("events: last sequence of %q: status %s %s", subject, st, m.Header.Get("Description"))
-		}
+	if found, err := s.directStatus(m); err != nil || !found {
+		return 0, err
 	}
 	seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
 	if err != nil || seq == 0 {
@@ -538,16 +678,13 @@ func (s *JetStore) LastSeq(ctx context.Context, subject string) (uint64, error) 
 }
 
 // Replay implements Store with batched Direct Get requests over the whole
-// stream. Each request has the default timeout when ctx has no deadline; the
-// whole replay is bounded only by ctx.
+// stream (no consumer). Each request has the default timeout when ctx has no
+// deadline; the whole replay is bounded only by ctx.
 func (s *JetStore) Replay(ctx context.Context, fromSeq uint64, fn func(Stored) error) error {
-	req := directReq{Seq: fromSeq}
-	if req.Seq == 0 {
-		req.Seq = 1
-	}
+	req := directReq{Seq: max(fromSeq, 1), Batch: s.readBatch()}
 	for {
 		rctx, cancel := s.withTimeout(ctx)
-		next, pending, n, err := s.directOnce(rctx, directReqBatch(req, s.ReadBatch), fn)
+		next, pending, n, err := s.directOnce(rctx, req, func(f fetched) error { return fn(f.Stored) })
 		cancel()
 		if err != nil {
 			return err
@@ -557,12 +694,4 @@ func (s *JetStore) Replay(ctx context.Context, fromSeq uint64, fn func(Stored) e
 		}
 		req.Seq = next
 	}
-}
-
-func directReqBatch(r directReq, n int) directReq {
-	if n <= 0 {
-		n = 256
-	}
-	r.Batch = n
-	return r
 }

@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,4 +100,120 @@ func TestJetStoreConformanceInProcess(t *testing.T) {
 		}
 		return events.NewJetStore(js, events.StreamName)
 	})
+}
+
+// TestJetStoreConformanceBackwardRead runs the suite with Read always
+// walking subjects backwards by their Ctx-Prev-Seq links.
+func TestJetStoreConformanceBackwardRead(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) events.Store {
+		s, _, _ := newJetStore(t, false)
+		s.ScanPerRoundTrip = -1
+		return s
+	})
+}
+
+// TestJetStoreReadLinks: both Read strategies return the same events, and the
+// backward walk falls back to reading forward when a message lacks its link
+// or a link does not lead to the subject.
+func TestJetStoreReadLinks(t *testing.T) {
+	store, srv, _ := newJetStore(t, false)
+	nc, _ := connect(t, srv)
+	ctx := testCtx(t)
+	sub, other := storetest.Subject(t, "linked"), storetest.Subject(t, "noise")
+	var want []string
+	var last, olast uint64
+	appendOne := func(e events.Envelope) {
+		t.Helper()
+		var err error
+		if last, err = store.Append(ctx, sub, last, e); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, e.EventID)
+		for i := range 3 {
+			if olast, err = store.Append(ctx, other, olast, storetest.Event(t, 100+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range 4 {
+		appendOne(storetest.Event(t, i))
+	}
+	seqs, err := store.AppendBatch(ctx, []events.AppendItem{
+		{Subject: other, ExpectedLastSeq: olast, Envs: []events.Envelope{storetest.Event(t, 50)}},
+		{Subject: sub, ExpectedLastSeq: last, Envs: []events.Envelope{storetest.Event(t, 51), storetest.Event(t, 52)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	olast, last = seqs[0], seqs[1]
+	_, _ = olast, last
+	want = append(want, "", "")
+	check := func(name string, s *events.JetStore, from uint64, n int) {
+		t.Helper()
+		got, err := s.Read(ctx, sub, from)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(got) != n {
+			t.Fatalf("%s: %d events, want %d", name, len(got), n)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].Seq <= got[i-1].Seq || got[i].Subject != sub {
+				t.Fatalf("%s: out of order at %d", name, i)
+			}
+		}
+		for i, id := range want[len(want)-n:] {
+			if id != "" && got[i].Envelope.EventID != id {
+				t.Fatalf("%s: event %d is %s, want %s", name, i, got[i].Envelope.EventID, id)
+			}
+		}
+	}
+	forward := events.NewJetStore(jsOf(t, nc), events.StreamName)
+	forward.ScanPerRoundTrip = 1 << 30
+	backward := events.NewJetStore(jsOf(t, nc), events.StreamName)
+	backward.ScanPerRoundTrip = -1
+	all, err := forward.Read(ctx, sub, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*events.JetStore{forward, backward} {
+		check("all", s, 0, 6)
+		check("from 3rd", s, all[2].Seq, 4)
+		check("from between", s, all[2].Seq-1, 4)
+		check("from last", s, all[5].Seq, 1)
+		check("past end", s, all[5].Seq+1, 0)
+	}
+
+	// A valid event appended without the link header (another writer).
+	e := storetest.Event(t, 60)
+	raw, _ := events.Encode(e)
+	m := nats.NewMsg(sub)
+	m.Data = raw
+	m.Header.Set("Nats-Expected-Last-Subject-Sequence", fmt.Sprint(all[5].Seq))
+	if _, err := nc.RequestMsg(m, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, e.EventID)
+	check("unlinked last", backward, 0, 7)
+	// And one whose link points at another subject's message.
+	e = storetest.Event(t, 61)
+	raw, _ = events.Encode(e)
+	m = nats.NewMsg(sub)
+	m.Data = raw
+	last, _ = store.LastSeq(ctx, sub)
+	m.Header.Set("Nats-Expected-Last-Subject-Sequence", fmt.Sprint(last))
+	m.Header.Set("Ctx-Prev-Seq", fmt.Sprint(olast))
+	if _, err := nc.RequestMsg(m, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, e.EventID)
+	check("bad link", backward, 0, 8)
+}
+
+func jsOf(t *testing.T, nc *nats.Conn) jetstream.JetStream {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
