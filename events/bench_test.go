@@ -178,6 +178,13 @@ func readWithConsumer(b *testing.B, ctx context.Context, js jetstream.JetStream,
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Delete the server-side consumer when done, as a reader must (the
+	// server limits how many may exist); the delete is part of the cost.
+	defer func() {
+		if info := c.CachedInfo(); info != nil {
+			_ = js.DeleteConsumer(ctx, events.StreamName, info.Name)
+		}
+	}()
 	n := 0
 	for {
 		msgs, err := c.Fetch(100, jetstream.FetchMaxWait(time.Second))

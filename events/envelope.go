@@ -63,15 +63,24 @@ type Reason string
 // The reasons an envelope is refused. They are persisted in logs and tests;
 // never change the meaning of one.
 const (
-	ReasonTooLarge      Reason = "too_large"       // input longer than MaxEnvelopeSize
-	ReasonMalformed     Reason = "malformed_json"  // not a JSON object of the envelope shape
-	ReasonUnknownField  Reason = "unknown_field"   // a field not in Envelope
-	ReasonTrailingData  Reason = "trailing_data"   // anything after the first JSON value
-	ReasonMissingField  Reason = "missing_field"   // a required field is absent or empty
-	ReasonInvalidField  Reason = "invalid_field"   // a field is present but not valid
-	ReasonBodyNotObject Reason = "body_not_object" // body is not a JSON object
-	ReasonUnregistered  Reason = "unregistered"    // (type, v) was never Registered
-	ReasonNonCanonical  Reason = "non_canonical"   // input is not the canonical encoding
+	// ReasonTooLarge is an input longer than MaxEnvelopeSize.
+	ReasonTooLarge Reason = "too_large"
+	// ReasonMalformed is an input that is not a JSON object of the envelope shape.
+	ReasonMalformed Reason = "malformed_json"
+	// ReasonUnknownField is a field that Envelope does not have.
+	ReasonUnknownField Reason = "unknown_field"
+	// ReasonTrailingData is anything after the first JSON value.
+	ReasonTrailingData Reason = "trailing_data"
+	// ReasonMissingField is a required field that is absent or empty.
+	ReasonMissingField Reason = "missing_field"
+	// ReasonInvalidField is a field that is present but not valid.
+	ReasonInvalidField Reason = "invalid_field"
+	// ReasonBodyNotObject is a body that is not a JSON object.
+	ReasonBodyNotObject Reason = "body_not_object"
+	// ReasonUnregistered is a (type, v) pair that was never Registered.
+	ReasonUnregistered Reason = "unregistered"
+	// ReasonNonCanonical is an input that is not its own canonical encoding.
+	ReasonNonCanonical Reason = "non_canonical"
 )
 
 // EnvelopeError reports why an envelope (or its bytes) was refused.
@@ -81,6 +90,7 @@ type EnvelopeError struct {
 	Detail string // human-readable detail; not stable
 }
 
+// Error returns the reason, field and detail.
 func (e *EnvelopeError) Error() string {
 	s := "events: invalid envelope: " + string(e.Reason)
 	if e.Field != "" {

@@ -83,6 +83,7 @@ var ErrBadSignature = errors.New("events: bad signature")
 // UnknownKeyError reports an envelope signed by a key the keyring does not hold.
 type UnknownKeyError struct{ KeyID, EventID string }
 
+// Error names the event and the unknown key.
 func (e *UnknownKeyError) Error() string {
 	return fmt.Sprintf("events: event %s: unknown signing key %q", e.EventID, e.KeyID)
 }
@@ -94,6 +95,7 @@ func (e *UnknownKeyError) Is(target error) bool { return target == ErrUnknownKey
 // key it names.
 type SignatureError struct{ KeyID, EventID string }
 
+// Error names the event and the key.
 func (e *SignatureError) Error() string {
 	return fmt.Sprintf("events: event %s: signature does not verify under %q", e.EventID, e.KeyID)
 }

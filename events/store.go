@@ -66,6 +66,7 @@ type ConflictError struct {
 	Actual   uint64 // the subject's last sequence as the server reported it; 0 when it did not say
 }
 
+// Error describes the conflict.
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("events: conflict on %q: expected last subject sequence %d, actual %d", e.Subject, e.Expected, e.Actual)
 }
@@ -90,10 +91,12 @@ type CorruptError struct {
 	Err     error
 }
 
+// Error describes the corrupt message.
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("events: stored message %d on %q is not a valid event: %v", e.Seq, e.Subject, e.Err)
 }
 
+// Unwrap returns the decoding error.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
 // MaxBatch is the largest number of events one Append or AppendBatch may carry:
