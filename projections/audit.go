@@ -1,0 +1,393 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/verifier"
+	"github.com/nats-io/nats.go"
+	"golang.org/x/mod/sumdb/note"
+)
+
+// Clock gives the projections their time (checkpoint intervals). Tests
+// inject a fake one.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns the current time.
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Defaults of AuditConfig.
+const (
+	DefaultCheckpointEvery    = 256
+	DefaultCheckpointInterval = 10 * time.Second
+	DefaultPollInterval       = time.Second
+)
+
+// AuditConfig configures an AuditProjector.
+type AuditConfig struct {
+	Tenant string       // the tenant whose events are recorded
+	Events events.Store // the event stream (source)
+	Log    *AuditLog    // the audit stream (destination)
+	Signer events.Signer
+	// CheckpointEvery publishes a checkpoint once this many records are not
+	// covered by one (default DefaultCheckpointEvery).
+	CheckpointEvery int
+	// CheckpointInterval publishes a checkpoint of uncovered records once
+	// this much time (by Clock) has passed since the last one (default
+	// DefaultCheckpointInterval).
+	CheckpointInterval time.Duration
+	Clock              Clock // default SystemClock
+	// PollInterval is the longest Run waits between two Syncs (default
+	// DefaultPollInterval); Notify wakes it earlier.
+	PollInterval time.Duration
+	// Notify, when set, is subscribed (core NATS) to the tenant's event
+	// subjects so that Run syncs as soon as an event is published. Lost or
+	// repeated notifications are harmless: Sync reads the stream itself.
+	Notify *nats.Conn
+	// Logf, when set, receives Run's errors before it retries.
+	Logf func(format string, args ...any)
+}
+
+// AuditProjector appends one audit record per event of a tenant to the
+// audit stream, in stream order, exactly once, and publishes signed
+// checkpoints of the Merkle tree over the records.
+//
+// The cursor is the audit log itself: the last record names the last event
+// recorded (event_seq), so a projector resumes exactly where the log ends,
+// whoever wrote it. Each record is appended with the expected last sequence
+// of the record subject; when another replica appended first, the projector
+// reads the records it missed and skips the events they cover. Any number of
+// replicas may run at once; the chain never forks and no event is recorded
+// twice or skipped.
+type AuditProjector struct {
+	cfg        AuditConfig
+	noteSigner note.Signer
+
+	mu     sync.Mutex // guards the fields below against Status
+	loaded bool
+	chain  chain
+	ckSize int64     // size of the last checkpoint on the log
+	ckSeq  uint64    // its stream sequence (0 = none)
+	ckTime time.Time // when it was published or seen
+
+	appended, conflicts int64
+}
+
+// NewAuditProjector checks cfg and returns a projector.
+func NewAuditProjector(cfg AuditConfig) (*AuditProjector, error) {
+	if err := events.ValidToken(cfg.Tenant); err != nil {
+		return nil, fmt.Errorf("projections: audit tenant: %w", err)
+	}
+	if cfg.Events == nil || cfg.Log == nil {
+		return nil, errors.New("projections: audit projector needs Events and Log")
+	}
+	ns, err := verifier.NewNoteSigner(verifier.Origin(cfg.Tenant), cfg.Signer.Key)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if cfg.CheckpointInterval <= 0 {
+		cfg.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	return &AuditProjector{cfg: cfg, noteSigner: ns}, nil
+}
+
+// AuditStatus is a projector's position.
+type AuditStatus struct {
+	Records        int64  // records in the log as this projector knows it
+	LastEventSeq   uint64 // event sequence of the last record
+	CheckpointSize int64  // size of the last checkpoint
+	Appended       int64  // records this projector appended
+	Conflicts      int64  // appends refused because another writer appended first
+}
+
+// Status returns the projector's position.
+func (p *AuditProjector) Status() AuditStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return AuditStatus{Records: p.chain.tree.Size(), LastEventSeq: p.chain.lastEventSeq, CheckpointSize: p.ckSize,
+		Appended: p.appended, Conflicts: p.conflicts}
+}
+
+// Sync records every event of the tenant stored after the log's last record,
+// up to the end of the event stream, and publishes the checkpoints that are
+// due. It returns the first error; calling it again resumes where the log
+// ends.
+func (p *AuditProjector) Sync(ctx context.Context) error {
+	if !p.isLoaded() {
+		if err := p.load(ctx); err != nil {
+			return err
+		}
+	}
+	prefix := events.SubjectPrefix + p.cfg.Tenant + "."
+	err := p.cfg.Events.Replay(ctx, p.lastEventSeq()+1, func(st events.Stored) error {
+		if len(st.Subject) < len(prefix) || st.Subject[:len(prefix)] != prefix || st.Seq <= p.lastEventSeq() {
+			return nil
+		}
+		return p.record(ctx, st)
+	})
+	if err != nil {
+		return err
+	}
+	return p.checkpoint(ctx, false)
+}
+
+// Checkpoint publishes a checkpoint of every record now, unless the last
+// checkpoint already covers them all (for example at shutdown).
+func (p *AuditProjector) Checkpoint(ctx context.Context) error {
+	if !p.isLoaded() {
+		if err := p.load(ctx); err != nil {
+			return err
+		}
+	}
+	return p.checkpoint(ctx, true)
+}
+
+// Run syncs until ctx is done: at start, on each notification and at least
+// every PollInterval. Errors are logged (Logf) and retried at the next
+// tick. It returns ctx's error.
+func (p *AuditProjector) Run(ctx context.Context) error {
+	return runLoop(ctx, p.cfg.Notify, events.SubjectPrefix+p.cfg.Tenant+".>", p.cfg.PollInterval, p.cfg.Logf, p.Sync)
+}
+
+func (p *AuditProjector) isLoaded() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.loaded
+}
+
+func (p *AuditProjector) lastEventSeq() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.chain.lastEventSeq
+}
+
+// load reads the whole log (to rebuild the Merkle tree) and its last
+// checkpoint, which must match the tree.
+func (p *AuditProjector) load(ctx context.Context) error {
+	if err := p.catchUp(ctx); err != nil {
+		return err
+	}
+	cp, ok, err := p.cfg.Log.LastCheckpoint(ctx, p.cfg.Tenant)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ok {
+		if err := p.chain.checkCheckpoint(cp.Checkpoint); err != nil {
+			return err
+		}
+		p.ckSize, p.ckSeq = cp.Checkpoint.Size, cp.Seq
+	}
+	p.ckTime = p.cfg.Clock.Now()
+	p.loaded = true
+	return nil
+}
+
+// catchUp folds the records appended after the last one known.
+func (p *AuditProjector) catchUp(ctx context.Context) error {
+	p.mu.Lock()
+	from := p.chain.lastSubjSeq + 1
+	p.mu.Unlock()
+	return p.cfg.Log.Records(ctx, p.cfg.Tenant, from, 0, func(r StoredRecord) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.chain.apply(r)
+	})
+}
+
+// record appends the record of st, or finds that another replica did.
+func (p *AuditProjector) record(ctx context.Context, st events.Stored) error {
+	for {
+		p.mu.Lock()
+		index, prev, expected := p.chain.tree.Size(), p.chain.lastHash(), p.chain.lastSubjSeq
+		p.mu.Unlock()
+		raw, err := verifier.SealRecord(p.cfg.Signer, p.cfg.Tenant, index, prev, st.Seq, st.Subject, st.Raw)
+		if err != nil {
+			return fmt.Errorf("projections: audit record of event %d: %w", st.Seq, err)
+		}
+		seq, err := p.cfg.Log.Append(ctx, p.cfg.Tenant, expected, raw)
+		if err == nil {
+			r, perr := verifier.ParseRecord(raw)
+			if perr != nil {
+				return perr
+			}
+			p.mu.Lock()
+			err = p.chain.apply(StoredRecord{Seq: seq, Raw: raw, Record: r})
+			p.appended++
+			p.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return p.checkpoint(ctx, false)
+		}
+		// A conflict (another replica appended first) or an unknown outcome
+		// (our append may have been stored): read what the log holds now.
+		if errors.Is(err, events.ErrConflict) {
+			p.mu.Lock()
+			p.conflicts++
+			p.mu.Unlock()
+		}
+		if cerr := p.catchUp(ctx); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		if p.lastEventSeq() >= st.Seq {
+			return nil // recorded, by another replica or by our lost append
+		}
+		if !errors.Is(err, events.ErrConflict) {
+			return err
+		}
+	}
+}
+
+// checkpoint publishes a checkpoint of the whole log when one is due (or
+// always when force is set and records are uncovered).
+func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
+	p.mu.Lock()
+	size := p.chain.tree.Size()
+	due := size > p.ckSize && (force || size-p.ckSize >= int64(p.cfg.CheckpointEvery) ||
+		p.cfg.Clock.Now().Sub(p.ckTime) >= p.cfg.CheckpointInterval)
+	if !due {
+		p.mu.Unlock()
+		return nil
+	}
+	root, err := p.chain.tree.Root(size)
+	expected := p.ckSeq
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	msg, err := verifier.SignCheckpoint(verifier.Checkpoint{Origin: verifier.Origin(p.cfg.Tenant), Size: size, Root: root}, p.noteSigner)
+	if err != nil {
+		return err
+	}
+	seq, err := p.cfg.Log.AppendCheckpoint(ctx, p.cfg.Tenant, expected, msg)
+	if err == nil {
+		p.mu.Lock()
+		p.ckSize, p.ckSeq, p.ckTime = size, seq, p.cfg.Clock.Now()
+		p.mu.Unlock()
+		return nil
+	}
+	// Another replica published one (or ours was stored and its ack lost):
+	// adopt the log's last checkpoint after checking it against our tree
+	// where it can be checked.
+	cp, ok, cerr := p.cfg.Log.LastCheckpoint(ctx, p.cfg.Tenant)
+	if cerr != nil || !ok {
+		return errors.Join(err, cerr)
+	}
+	if cp.Checkpoint.Size > size {
+		if cerr := p.catchUp(ctx); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cerr := p.chain.checkCheckpoint(cp.Checkpoint); cerr != nil {
+		return cerr
+	}
+	if cp.Seq != p.ckSeq {
+		p.ckSize, p.ckSeq, p.ckTime = cp.Checkpoint.Size, cp.Seq, p.cfg.Clock.Now()
+	}
+	if errors.Is(err, events.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// chain is a tenant's audit log as read: its Merkle tree and its tail.
+type chain struct {
+	tree         verifier.Tree
+	tail         []byte // the last record's canonical bytes
+	lastSubjSeq  uint64 // stream sequence of the last record (0 = none)
+	lastEventSeq uint64 // event_seq of the last record
+}
+
+func (c *chain) lastHash() string {
+	if c.tail == nil {
+		return verifier.GenesisPrevHash
+	}
+	return verifier.HexHash(verifier.RecordHash(c.tail))
+}
+
+// apply appends the next record of the log after checking that it continues
+// the chain (index, prev_hash, increasing event sequence, tenant).
+func (c *chain) apply(r StoredRecord) error {
+	switch {
+	case r.Seq <= c.lastSubjSeq:
+		return fmt.Errorf("projections: audit record at %d read after %d", r.Seq, c.lastSubjSeq)
+	case r.Record.Index != c.tree.Size():
+		return fmt.Errorf("projections: audit log corrupt: record %d at sequence %d, want index %d", r.Record.Index, r.Seq, c.tree.Size())
+	case r.Record.PrevHash != c.lastHash():
+		return fmt.Errorf("projections: audit log corrupt: record %d does not chain to record %d", r.Record.Index, r.Record.Index-1)
+	case c.tail != nil && r.Record.EventSeq <= c.lastEventSeq:
+		return fmt.Errorf("projections: audit log corrupt: record %d has event_seq %d after %d", r.Record.Index, r.Record.EventSeq, c.lastEventSeq)
+	}
+	if err := c.tree.Append(verifier.RecordHash(r.Raw)); err != nil {
+		return err
+	}
+	c.tail, c.lastSubjSeq, c.lastEventSeq = r.Raw, r.Seq, r.Record.EventSeq
+	return nil
+}
+
+// checkCheckpoint checks a checkpoint read from the log against the tree,
+// when the tree is large enough to know its root.
+func (c *chain) checkCheckpoint(cp verifier.Checkpoint) error {
+	if cp.Size > c.tree.Size() {
+		return nil
+	}
+	root, err := c.tree.Root(cp.Size)
+	if err != nil {
+		return err
+	}
+	if root != cp.Root {
+		return fmt.Errorf("projections: audit log corrupt: checkpoint of size %d has root %s, the records hash to %s", cp.Size, cp.Root, root)
+	}
+	return nil
+}
+
+// runLoop calls sync at start, on each message on subject (when nc is set)
+// and every interval, until ctx is done.
+func runLoop(ctx context.Context, nc *nats.Conn, subject string, interval time.Duration, logf func(string, ...any), sync func(context.Context) error) error {
+	wake := make(chan struct{}, 1)
+	if nc != nil {
+		sub, err := nc.Subscribe(subject, func(*nats.Msg) {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("projections: subscribe %q: %w", subject, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := sync(ctx); err != nil && ctx.Err() == nil && logf != nil {
+			logf("projections: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-t.C:
+		}
+	}
+}

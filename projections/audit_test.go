@@ -1,0 +1,416 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/verifier"
+)
+
+// checkExactlyOnce exports tenant's audit log through the ops verbs (as the
+// CLI does), verifies it offline and checks that its records are exactly the
+// tenant's events, each once, in stream order.
+func checkExactlyOnce(t *testing.T, e *env, tenant string) verifier.Entries {
+	t.Helper()
+	entries := exportAudit(t, e, tenant)
+	b, err := verifier.MarshalEntries(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := verifier.VerifyEntries(b, e.keys(t, tenant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() {
+		t.Fatalf("exported chain does not verify: %v", res.Failure)
+	}
+	want := tenantEvents(t, e.store, tenant)
+	if len(entries.Records) != len(want) {
+		t.Fatalf("%d records for %d events", len(entries.Records), len(want))
+	}
+	for i, raw := range entries.Records {
+		r, err := verifier.ParseRecord(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.EventSeq != want[i].Seq || r.Subject != want[i].Subject || !bytes.Equal(r.Event, want[i].Raw) {
+			t.Fatalf("record %d holds event %d on %q, want event %d on %q", i, r.EventSeq, r.Subject, want[i].Seq, want[i].Subject)
+		}
+	}
+	return entries
+}
+
+// serveOps mounts the ops verbs on a real connection and returns a client.
+func serveOps(t *testing.T, e *env, tenant string, view *ExposureView) *OpsClient {
+	t.Helper()
+	nc, js := e.connect(t)
+	ops := NewOps(OpsConfig{Log: NewAuditLog(js, AuditStreamName), Events: events.NewJetStore(js, events.StreamName), Keys: e.keys(t, tenant), View: view, MaxReply: 64 * 1024})
+	subs, err := ops.Serve(context.Background(), nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	})
+	cnc, _ := e.connect(t)
+	return &OpsClient{NC: cnc, Tenant: tenant, Operator: "ops_alice", PageSize: 50}
+}
+
+func exportAudit(t *testing.T, e *env, tenant string) verifier.Entries {
+	t.Helper()
+	c := serveOps(t, e, tenant, nil)
+	entries, err := c.ExportAudit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
+}
+
+func TestAuditSyncRecordsEveryEventOnce(t *testing.T) {
+	e := newEnv(t)
+	acme := newDriver(e, "acme", 1, []string{"ord_1", "ord.2*>", "ord 3"})
+	other := newDriver(e, "globex", 2, []string{"ord_1"})
+	for i := 0; i < 5; i++ {
+		acme.appendN(t, 12)
+		other.appendN(t, 5)
+	}
+	p := e.projector(t, "acme", e.log, nil)
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A second Sync with nothing new appends nothing.
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	entries := checkExactlyOnce(t, e, "acme")
+	if len(entries.Checkpoints) == 0 {
+		t.Fatal("no checkpoint published")
+	}
+	// A fresh projector (a restart) resumes at the end and records the rest.
+	acme.appendN(t, 7)
+	p2 := e.projector(t, "acme", e.log, nil)
+	if err := p2.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyOnce(t, e, "acme")
+	if st := p2.Status(); st.Records != int64(len(tenantEvents(t, e.store, "acme"))) {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestAuditTwoReplicasNeverFork runs two projectors of the same tenant at
+// once, each on its own connection, while events keep arriving: one chain,
+// every event exactly once, and checkpoints that agree.
+func TestAuditTwoReplicasNeverFork(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(e, "acme", 3, []string{"r1", "r2", "r3", "r4"})
+	d.appendN(t, 40)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var replicas []*AuditProjector
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		nc, js := e.connect(t)
+		p := e.projector(t, "acme", NewAuditLog(js, AuditStreamName), func(c *AuditConfig) {
+			c.Events = events.NewJetStore(js, events.StreamName)
+			c.Notify = nc
+			c.CheckpointEvery = 7
+			c.Logf = t.Logf
+		})
+		replicas = append(replicas, p)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = p.Run(ctx) }()
+	}
+	n := 300
+	if testing.Short() {
+		n = 100
+	}
+	d.appendN(t, n)
+	last := tenantEvents(t, e.store, "acme")
+	lastSeq := last[len(last)-1].Seq
+	for _, p := range replicas {
+		waitFor(t, 30*time.Second, "replicas to catch up", func() bool { return p.Status().LastEventSeq == lastSeq })
+	}
+	cancel()
+	wg.Wait()
+	for i, p := range replicas {
+		st := p.Status()
+		t.Logf("replica %d: appended %d records, lost %d races", i, st.Appended, st.Conflicts)
+	}
+	entries := checkExactlyOnce(t, e, "acme")
+	if len(entries.Checkpoints) < 2 {
+		t.Fatalf("%d checkpoints", len(entries.Checkpoints))
+	}
+}
+
+// TestAuditResumeAfterAbruptClose closes a running projector's connection at
+// a random point mid-stream, several times: each successor resumes with no
+// event skipped and none recorded twice.
+func TestAuditResumeAfterAbruptClose(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(e, "acme", 4, []string{"r1", "r2"})
+	d.appendN(t, 150)
+	total := len(tenantEvents(t, e.store, "acme"))
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for round := 0; round < 4; round++ {
+		nc, js := e.connect(t)
+		p := e.projector(t, "acme", NewAuditLog(js, AuditStreamName), func(c *AuditConfig) {
+			c.Events = events.NewJetStore(js, events.StreamName)
+		})
+		before := p.Status().Records
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Sync(ctx) }()
+		stopAt := int64(rng.Intn(total/4) + 1)
+		tail := func() int64 {
+			r, ok, err := e.log.Tail(context.Background(), "acme")
+			if err != nil || !ok {
+				return 0
+			}
+			return r.Record.Index + 1
+		}
+		waitFor(t, 30*time.Second, "some progress", func() bool { return tail() >= before+stopAt || tail() == int64(total) })
+		nc.Close() // abrupt: in-flight appends are lost or stored without an ack
+		cancel()
+		<-done
+		d.appendN(t, 20)
+		total = len(tenantEvents(t, e.store, "acme"))
+	}
+	p := e.projector(t, "acme", e.log, nil)
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyOnce(t, e, "acme")
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// TestAuditCheckpointEveryNOrT publishes a checkpoint every N records and,
+// by the injected clock, T after the last one when records are uncovered.
+func TestAuditCheckpointEveryNOrT(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(e, "acme", 5, []string{"r1"})
+	clock := &fakeClock{now: time.Unix(1767225600, 0)}
+	p := e.projector(t, "acme", e.log, func(c *AuditConfig) {
+		c.CheckpointEvery = 10
+		c.CheckpointInterval = time.Minute
+		c.Clock = clock
+	})
+	d.appendN(t, 25)
+	n := int64(len(tenantEvents(t, e.store, "acme")))
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cp, ok, err := e.log.LastCheckpoint(context.Background(), "acme")
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if want := n / 10 * 10; cp.Checkpoint.Size != want {
+		t.Fatalf("checkpoint of size %d after %d records, want %d", cp.Checkpoint.Size, n, want)
+	}
+	clock.Advance(59 * time.Second)
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if cp2, _, _ := e.log.LastCheckpoint(context.Background(), "acme"); cp2.Seq != cp.Seq {
+		t.Fatal("checkpoint published before the interval")
+	}
+	clock.Advance(time.Second)
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cp3, _, _ := e.log.LastCheckpoint(context.Background(), "acme")
+	if cp3.Checkpoint.Size != n {
+		t.Fatalf("checkpoint of size %d after the interval, want %d", cp3.Checkpoint.Size, n)
+	}
+	clock.Advance(time.Hour)
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if cp4, _, _ := e.log.LastCheckpoint(context.Background(), "acme"); cp4.Seq != cp3.Seq {
+		t.Fatal("checkpoint published with no new record")
+	}
+}
+
+// TestAuditRefusesCorruptCheckpoint: a checkpoint on the log that disagrees
+// with the records stops the projector instead of extending a forked log.
+func TestAuditRefusesCorruptCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(e, "acme", 6, []string{"r1"})
+	d.appendN(t, 5)
+	p := e.projector(t, "acme", e.log, func(c *AuditConfig) { c.CheckpointEvery = 1000 })
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := verifier.NewNoteSigner(verifier.Origin("acme"), e.signer.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bogus, err := verifier.SignCheckpoint(verifier.Checkpoint{Origin: verifier.Origin("acme"), Size: 2}, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.log.AppendCheckpoint(context.Background(), "acme", 0, bogus); err != nil {
+		t.Fatal(err)
+	}
+	p2 := e.projector(t, "acme", e.log, nil)
+	if err := p2.Sync(context.Background()); err == nil {
+		t.Fatal("projector accepted a log whose checkpoint disagrees with its records")
+	}
+}
+
+func TestAuditLogAppendConflicts(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	seq, err := e.log.AppendCheckpoint(ctx, "acme", 0, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.log.AppendCheckpoint(ctx, "acme", 0, []byte("y"))
+	var ce *events.ConflictError
+	if !errors.As(err, &ce) || ce.Actual != seq {
+		t.Fatalf("got %v, want a conflict naming %d", err, seq)
+	}
+	if _, err := e.log.Append(ctx, "not a token", 0, []byte("{}")); err == nil {
+		t.Fatal("append to an invalid tenant accepted")
+	}
+}
+
+// TestAuditOpsProveAndKeys proves an event's record through the ops verbs
+// and verifies the proof offline with the published keys.
+func TestAuditOpsProveAndKeys(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(e, "acme", 7, []string{"r1", "r2"})
+	d.appendN(t, 30)
+	p := e.projector(t, "acme", e.log, func(c *AuditConfig) { c.CheckpointEvery = 10 })
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := serveOps(t, e, "acme", nil)
+	ctx := context.Background()
+	keysJSON, err := c.File(ctx, VerbAuditKeys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := verifier.ParseKeys(keysJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := tenantEvents(t, e.store, "acme")
+	st := p.Status()
+	for _, i := range []int{0, 3, int(st.CheckpointSize) - 1} {
+		proof, err := c.File(ctx, VerbAuditProve, ProveRequest{EventID: evs[i].Envelope.EventID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr, rec, err := verifier.VerifyProof(proof, keys)
+		if err != nil {
+			t.Fatalf("proof of record %d: %v", i, err)
+		}
+		if pr.Index != int64(i) || rec.EventSeq != evs[i].Seq {
+			t.Fatalf("proof of record %d names record %d event %d", i, pr.Index, rec.EventSeq)
+		}
+	}
+	var oe *OpsError
+	if st.CheckpointSize < int64(len(evs)) {
+		_, err = c.File(ctx, VerbAuditProve, ProveRequest{EventID: evs[len(evs)-1].Envelope.EventID})
+		if !errors.As(err, &oe) || oe.Code != CodeNotCheckpointed {
+			t.Fatalf("uncheckpointed record: got %v", err)
+		}
+	}
+	_, err = c.File(ctx, VerbAuditProve, ProveRequest{EventID: nextID()})
+	if !errors.As(err, &oe) || oe.Code != CodeNotFound {
+		t.Fatalf("unknown event: got %v", err)
+	}
+	_, err = c.Call(ctx, VerbAuditExport, map[string]any{"from": 0, "tenant": "globex"})
+	if !errors.As(err, &oe) || oe.Code != "request_malformed" {
+		t.Fatalf("a body naming a tenant must be refused, got %v", err)
+	}
+}
+
+// TestAuditExportPaging pages through an export whose pages are cut by the
+// item limit and by the reply budget, from the start and from the middle.
+func TestAuditExportPaging(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(e, "acme", 8, []string{"r1", "r2"})
+	d.appendN(t, 120)
+	p := e.projector(t, "acme", e.log, nil)
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ops := NewOps(OpsConfig{Log: e.log, Events: e.store, MaxReply: 8 * 1024})
+	ctx := context.Background()
+	var got [][]byte
+	pages := 0
+	for from := uint64(0); ; pages++ {
+		r := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":`+strconv.FormatUint(from, 10)+`,"limit":50}`))
+		if !r.OK {
+			t.Fatalf("%s: %s", r.Code, r.Reason)
+		}
+		got = append(got, r.Items...)
+		if r.Done {
+			break
+		}
+		from = r.Next
+	}
+	want := tenantEvents(t, e.store, "acme")
+	if len(got) != len(want) || pages < 3 {
+		t.Fatalf("%d records in %d pages for %d events", len(got), pages, len(want))
+	}
+	mid := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":57,"limit":1}`))
+	if !mid.OK || len(mid.Items) != 1 || !bytes.Equal(mid.Items[0], got[57]) || mid.Next != 58 {
+		t.Fatalf("page from 57: %+v", mid)
+	}
+	end := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":`+strconv.Itoa(len(got))+`}`))
+	if !end.OK || !end.Done || len(end.Items) != 0 {
+		t.Fatalf("page at the end: %+v", end)
+	}
+	if r := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":`+strconv.Itoa(len(got)+5)+`}`)); r.OK {
+		t.Fatal("page beyond the end accepted")
+	}
+	if r := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"limit":100000}`)); r.OK {
+		t.Fatal("oversized limit accepted")
+	}
+	var lines int
+	for from := uint64(0); ; {
+		r := ops.Handle(ctx, "acme", VerbEventsExport, []byte(`{"from":`+strconv.FormatUint(from, 10)+`,"limit":7}`))
+		if !r.OK {
+			t.Fatalf("%s: %s", r.Code, r.Reason)
+		}
+		lines += len(r.Items)
+		if r.Done {
+			break
+		}
+		from = r.Next
+	}
+	if lines != len(want) {
+		t.Fatalf("%d event lines for %d events", lines, len(want))
+	}
+	if r := ops.Handle(ctx, "acme", "bogus", nil); r.OK || ops.Handler("bogus") != nil {
+		t.Fatal("unknown verb accepted")
+	}
+}

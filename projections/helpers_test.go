@@ -1,0 +1,268 @@
+package projections
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/verifier"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+)
+
+// testKey is the runtime key of every test (fixed, so child processes can
+// rebuild it).
+func testKey() ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte("contextos projections tests: runtime key"))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+// env is a real embedded JetStream server with the event and audit streams.
+type env struct {
+	emb    *events.Embedded
+	url    string
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	store  *events.JetStore
+	log    *AuditLog
+	signer events.Signer
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	sync := false // the server runs in this process: a projector crash cannot lose its acks
+	emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: t.TempDir(), Port: -1, SyncAlways: &sync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	e := &env{emb: emb, url: emb.ClientURL(), signer: events.NewSigner(testKey())}
+	e.nc, e.js = e.connect(t)
+	ctx := context.Background()
+	if _, err := events.EnsureStream(ctx, e.js, events.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureAuditStream(ctx, e.js, AuditStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.store = events.NewJetStore(e.js, events.StreamName)
+	e.log = NewAuditLog(e.js, AuditStreamName)
+	return e
+}
+
+// connect opens a new connection (a replica has its own).
+func (e *env) connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+func (e *env) keys(t testing.TB, tenant string) verifier.Keys {
+	t.Helper()
+	k, err := KeysFor(tenant, e.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (e *env) projector(t testing.TB, tenant string, log *AuditLog, mod func(*AuditConfig)) *AuditProjector {
+	t.Helper()
+	cfg := AuditConfig{Tenant: tenant, Events: e.store, Log: log, Signer: e.signer, CheckpointEvery: 16, PollInterval: 5 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := NewAuditProjector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitFor polls cond every few milliseconds until it holds or d passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// ids makes unique, valid ULIDs without a clock: a millisecond counter and
+// a sequence number.
+var idCounter atomic.Uint64
+
+func nextID() string {
+	n := idCounter.Add(1)
+	var u ulid.ULID
+	_ = u.SetTime(1_767_225_600_000 + n)
+	binary.BigEndian.PutUint64(u[8:], n)
+	return u.String()
+}
+
+// driver decides random exposure commands with the kernel and appends the
+// signed events to a real store, like the gateway does: load, decide, append
+// with the expected sequence, re-read and re-decide on conflict.
+type driver struct {
+	store   events.Store
+	signer  events.Signer
+	tenant  string
+	rng     *rand.Rand
+	ledgers map[string]*resState // by subject: this writer's view
+	subs    []string
+	names   map[string]string // subject -> resource
+	stats   map[string]int
+}
+
+type resState struct {
+	ledger kernel.Ledger
+	seq    uint64
+}
+
+func newDriver(e *env, tenant string, seed int64, resources []string) *driver {
+	d := &driver{store: e.store, signer: e.signer, tenant: tenant, rng: rand.New(rand.NewSource(seed)),
+		ledgers: map[string]*resState{}, names: map[string]string{}, stats: map[string]int{}}
+	for _, r := range resources {
+		s, err := events.ExposureSubject(tenant, "refunds", r)
+		if err != nil {
+			panic(err)
+		}
+		d.subs = append(d.subs, s)
+		d.names[s] = r
+		d.ledgers[s] = &resState{}
+	}
+	return d
+}
+
+var outcomes = []kernel.Outcome{kernel.OutcomeApplied, kernel.OutcomeNotApplied, kernel.OutcomePending, kernel.OutcomeUnknown, kernel.OutcomePartial}
+
+// step decides and appends one random command; it returns the number of
+// events appended.
+func (d *driver) step(ctx context.Context) (int, error) {
+	subject := d.subs[d.rng.Intn(len(d.subs))]
+	st := d.ledgers[subject]
+	a := fmt.Sprintf("a%d", d.rng.Intn(400))
+	var cmd kernel.Command
+	switch k := d.rng.Intn(10); {
+	case k < 3:
+		cmd = kernel.Reserve{GuaranteeID: "refunds", Resource: d.names[subject], AttemptID: a, OperationID: "op-" + a,
+			Amount: int64(1 + d.rng.Intn(400)), Limit: 20000, DefinitionDigest: "def1"}
+	case k < 5:
+		cmd = kernel.StartDispatch{AttemptID: a}
+	case k < 8:
+		cmd = kernel.Observe{AttemptID: a, Outcome: outcomes[d.rng.Intn(len(outcomes))], Source: "provider"}
+	case k < 9:
+		cmd = kernel.Close{AttemptID: a, Reason: "test"}
+	default:
+		cmd = kernel.AssertAbsence{AttemptID: a, Operator: "ops", ArtifactRef: "ticket-1"}
+	}
+	for try := 0; try < 20; try++ {
+		dec := kernel.DecideExposure(&st.ledger, cmd)
+		if dec.Refusal != nil {
+			d.stats[string(dec.Refusal.Code)]++
+		}
+		if len(dec.Events) == 0 {
+			return 0, nil
+		}
+		envs := make([]events.Envelope, len(dec.Events))
+		for i, ev := range dec.Events {
+			env, err := d.signer.Seal(ev.EventType(), kernel.EventVersion, nextID(), d.tenant, events.FormatTime(time.Unix(1767225600, int64(i)).UTC()), ev)
+			if err != nil {
+				return 0, err
+			}
+			envs[i] = env
+		}
+		seq, err := d.store.Append(ctx, subject, st.seq, envs...)
+		if errors.Is(err, events.ErrConflict) {
+			if err := d.reload(ctx, subject); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		for _, ev := range dec.Events {
+			if err := st.ledger.Apply(ev); err != nil {
+				return 0, err
+			}
+			d.stats[ev.EventType()]++
+		}
+		st.seq = seq
+		return len(dec.Events), nil
+	}
+	return 0, errors.New("driver: contention exhausted")
+}
+
+// reload folds the subject's events this writer has not seen.
+func (d *driver) reload(ctx context.Context, subject string) error {
+	st := d.ledgers[subject]
+	sts, err := d.store.Read(ctx, subject, st.seq+1)
+	if err != nil {
+		return err
+	}
+	for _, s := range sts {
+		ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
+		if err != nil {
+			return err
+		}
+		if err := st.ledger.Apply(ev); err != nil {
+			return err
+		}
+		st.seq = s.Seq
+	}
+	return nil
+}
+
+// appendN appends at least n events of the driver's tenant.
+func (d *driver) appendN(t testing.TB, n int) {
+	t.Helper()
+	for got := 0; got < n; {
+		k, err := d.step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += k
+	}
+}
+
+// tenantEvents returns the stored events of tenant, in stream order.
+func tenantEvents(t testing.TB, store events.Store, tenant string) []events.Stored {
+	t.Helper()
+	var out []events.Stored
+	var mu sync.Mutex
+	prefix := events.SubjectPrefix + tenant + "."
+	if err := store.Replay(context.Background(), 1, func(st events.Stored) error {
+		if len(st.Subject) > len(prefix) && st.Subject[:len(prefix)] == prefix {
+			mu.Lock()
+			out = append(out, st)
+			mu.Unlock()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

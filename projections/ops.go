@@ -1,0 +1,437 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/verifier"
+	"github.com/nats-io/nats.go"
+)
+
+// The operator verbs served by Ops, on "ctx.v1.<tenant>.ops.<verb>.<operator>".
+const (
+	VerbAuditExport      = "audit-export"      // records by index, paged
+	VerbAuditCheckpoints = "audit-checkpoints" // signed checkpoints, paged
+	VerbAuditKeys        = "audit-keys"        // keys.json
+	VerbAuditProve       = "audit-prove"       // proof.json of one event's record
+	VerbEventsExport     = "events-export"     // events.jsonl lines, paged
+	VerbExposureView     = "exposure-view"     // view.json
+)
+
+// Verbs lists the operator verbs of Ops.
+var Verbs = []string{VerbAuditExport, VerbAuditCheckpoints, VerbAuditKeys, VerbAuditProve, VerbEventsExport, VerbExposureView}
+
+// Stable codes of refused ops replies, besides kernel.CodeRequestMalformed.
+const (
+	CodeNotFound        kernel.Code = "audit_not_found"        // no record holds the event
+	CodeNotCheckpointed kernel.Code = "audit_not_checkpointed" // the record is not covered by a checkpoint yet; retry later
+	CodeUnavailable     kernel.Code = "projection_unavailable" // the log or stream could not be read, or the view is stopped
+)
+
+// PageRequest is the body of a paged verb. From is a record index
+// (audit-export) or a stream sequence (events-export, audit-checkpoints; 0 =
+// the start); Limit caps the items per page (0 = DefaultPageLimit, at most
+// MaxPageLimit). A reply is also cut before it would exceed the reply budget.
+type PageRequest struct {
+	From  uint64 `json:"from"`
+	Limit int    `json:"limit"`
+}
+
+// ProveRequest is the body of audit-prove.
+type ProveRequest struct {
+	EventID string `json:"event_id"`
+}
+
+// Page sizes.
+const (
+	DefaultPageLimit = 256
+	MaxPageLimit     = 4096
+	// DefaultMaxReply is the default reply budget in bytes, under NATS'
+	// default max_payload of 1 MiB.
+	DefaultMaxReply = 900 * 1024
+)
+
+// OpsReply is the reply of every verb of Ops. Exported files travel as
+// standard base64 of their exact bytes, so that no JSON re-encoding on the way
+// (HTML escaping, say) can alter a canonical record.
+type OpsReply struct {
+	OK     bool        `json:"ok"`
+	Code   kernel.Code `json:"code,omitempty"`
+	Reason string      `json:"reason,omitempty"`
+	// Items are the page's records (audit-export), signed checkpoints
+	// (audit-checkpoints) or events.jsonl lines without their newline
+	// (events-export).
+	Items [][]byte `json:"items,omitempty"`
+	Next  uint64   `json:"next,omitempty"` // the From of the next page
+	Done  bool     `json:"done,omitempty"` // no more items now
+	// File is keys.json (audit-keys), proof.json (audit-prove) or view.json
+	// (exposure-view).
+	File []byte `json:"file,omitempty"`
+}
+
+// OpsConfig configures Ops.
+type OpsConfig struct {
+	Log    *AuditLog
+	Events events.Store
+	Keys   verifier.Keys // published by audit-keys
+	View   *ExposureView // serves exposure-view; nil refuses it
+	// MaxReply is the reply budget in bytes (default DefaultMaxReply).
+	MaxReply int
+}
+
+// Ops serves the audit and export verbs. The tenant always comes from the
+// subject, never from a body. Safe for concurrent use.
+type Ops struct {
+	cfg OpsConfig
+
+	mu     sync.Mutex
+	proofs map[string]*proofIndex
+}
+
+// NewOps returns the verbs' handlers.
+func NewOps(cfg OpsConfig) *Ops {
+	if cfg.MaxReply <= 0 {
+		cfg.MaxReply = DefaultMaxReply
+	}
+	return &Ops{cfg: cfg, proofs: map[string]*proofIndex{}}
+}
+
+// Handler returns the handler of verb, in the shape of the gateway's
+// OpHandler (the gateway checks that operator is one of tenant's operators
+// and mounts it: g.Mount(verb, gateway.OpHandler(ops.Handler(verb)))). It
+// returns nil for an unknown verb.
+func (o *Ops) Handler(verb string) func(ctx context.Context, tenant, operator string, body []byte) any {
+	known := false
+	for _, v := range Verbs {
+		known = known || v == verb
+	}
+	if !known {
+		return nil
+	}
+	return func(ctx context.Context, tenant, _ string, body []byte) any {
+		return o.Handle(ctx, tenant, verb, body)
+	}
+}
+
+// Handle serves one verb for tenant. It never returns an error: a refusal is
+// a reply with OK false and a stable code.
+func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsReply {
+	if err := events.ValidToken(tenant); err != nil {
+		return refusedReply(kernel.CodeRequestMalformed, "tenant: %v", err)
+	}
+	switch verb {
+	case VerbAuditExport, VerbAuditCheckpoints, VerbEventsExport:
+		var req PageRequest
+		if err := decodeRequest(body, &req); err != nil {
+			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
+		}
+		if req.Limit < 0 || req.Limit > MaxPageLimit {
+			return refusedReply(kernel.CodeRequestMalformed, "limit must be 0..%d", MaxPageLimit)
+		}
+		if req.Limit == 0 {
+			req.Limit = DefaultPageLimit
+		}
+		switch verb {
+		case VerbAuditExport:
+			return o.auditExport(ctx, tenant, req)
+		case VerbAuditCheckpoints:
+			return o.auditCheckpoints(ctx, tenant, req)
+		}
+		return o.eventsExport(ctx, tenant, req)
+	case VerbAuditKeys:
+		if err := decodeRequest(body, &struct{}{}); err != nil {
+			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
+		}
+		b, err := verifier.MarshalKeys(o.cfg.Keys)
+		if err != nil {
+			return refusedReply(CodeUnavailable, "%v", err)
+		}
+		return OpsReply{OK: true, File: b}
+	case VerbAuditProve:
+		var req ProveRequest
+		if err := decodeRequest(body, &req); err != nil {
+			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
+		}
+		if err := events.ValidEventID(req.EventID); err != nil {
+			return refusedReply(kernel.CodeRequestMalformed, "event_id: %v", err)
+		}
+		return o.prove(ctx, tenant, req.EventID)
+	case VerbExposureView:
+		if err := decodeRequest(body, &struct{}{}); err != nil {
+			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
+		}
+		if o.cfg.View == nil {
+			return refusedReply(CodeUnavailable, "no exposure view runs here")
+		}
+		if err := o.cfg.View.Sync(ctx); err != nil {
+			return refusedReply(CodeUnavailable, "%v", err)
+		}
+		b, err := verifier.MarshalView(o.cfg.View.View(tenant))
+		if err != nil {
+			return refusedReply(CodeUnavailable, "%v", err)
+		}
+		return OpsReply{OK: true, File: b}
+	}
+	return refusedReply(kernel.CodeRequestMalformed, "unknown verb %q", verb)
+}
+
+func refusedReply(code kernel.Code, format string, args ...any) OpsReply {
+	return OpsReply{Code: code, Reason: fmt.Sprintf(format, args...)}
+}
+
+// decodeRequest decodes a request body strictly; an empty body is {}.
+func decodeRequest(body []byte, into any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("request has trailing data")
+	}
+	return nil
+}
+
+// budget tracks a reply's size: base64 of each item plus a little framing.
+type budget struct{ left int }
+
+func (b *budget) fits(n int) bool {
+	need := (n+2)/3*4 + 4
+	if need > b.left {
+		return false
+	}
+	b.left -= need
+	return true
+}
+
+func (o *Ops) auditExport(ctx context.Context, tenant string, req PageRequest) OpsReply {
+	if req.From > verifier.MaxIndex {
+		return refusedReply(kernel.CodeRequestMalformed, "from out of range")
+	}
+	from := int64(req.From)
+	tail, ok, err := o.cfg.Log.Tail(ctx, tenant)
+	if err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	if !ok || from > tail.Record.Index {
+		if (!ok && from == 0) || (ok && from == tail.Record.Index+1) {
+			return OpsReply{OK: true, Items: [][]byte{}, Next: req.From, Done: true}
+		}
+		return refusedReply(kernel.CodeRequestMalformed, "from %d is beyond the log's end", from)
+	}
+	seq, ok, err := o.cfg.Log.SeqOfIndex(ctx, tenant, from)
+	if err != nil || !ok {
+		return refusedReply(CodeUnavailable, "record %d: %v", from, err)
+	}
+	b := budget{left: o.cfg.MaxReply - 256}
+	reply := OpsReply{OK: true, Items: [][]byte{}}
+	next := from
+	err = o.cfg.Log.Records(ctx, tenant, seq, req.Limit, func(r StoredRecord) error {
+		if r.Record.Index != next {
+			return fmt.Errorf("audit log of %q: record %d where %d was expected", tenant, r.Record.Index, next)
+		}
+		if len(reply.Items) > 0 && !b.fits(len(r.Raw)) {
+			return errStop
+		}
+		reply.Items = append(reply.Items, r.Raw)
+		next++
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	reply.Next = uint64(next)
+	reply.Done = next > tail.Record.Index
+	return reply
+}
+
+func (o *Ops) auditCheckpoints(ctx context.Context, tenant string, req PageRequest) OpsReply {
+	b := budget{left: o.cfg.MaxReply - 256}
+	reply := OpsReply{OK: true, Items: [][]byte{}, Next: req.From}
+	stopped := false
+	err := o.cfg.Log.Checkpoints(ctx, tenant, req.From, req.Limit, func(c StoredCheckpoint) error {
+		if len(reply.Items) > 0 && !b.fits(len(c.Note)) {
+			stopped = true
+			return errStop
+		}
+		reply.Items = append(reply.Items, c.Note)
+		reply.Next = c.Seq + 1
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	reply.Done = !stopped && len(reply.Items) < req.Limit
+	return reply
+}
+
+func (o *Ops) eventsExport(ctx context.Context, tenant string, req PageRequest) OpsReply {
+	if o.cfg.Events == nil {
+		return refusedReply(CodeUnavailable, "no event store here")
+	}
+	from := req.From
+	if from == 0 {
+		from = 1
+	}
+	b := budget{left: o.cfg.MaxReply - 256}
+	reply := OpsReply{OK: true, Items: [][]byte{}, Next: from}
+	prefix := events.SubjectPrefix + tenant + "."
+	err := o.cfg.Events.Replay(ctx, from, func(st events.Stored) error {
+		if len(reply.Items) == req.Limit {
+			return errStop
+		}
+		if !strings.HasPrefix(st.Subject, prefix) {
+			reply.Next = st.Seq + 1
+			return nil
+		}
+		line, err := verifier.MarshalEventLine(st.Seq, st.Subject, st.Raw)
+		if err != nil {
+			return fmt.Errorf("event %d: %w", st.Seq, err)
+		}
+		line = line[:len(line)-1]
+		if len(reply.Items) > 0 && !b.fits(len(line)) {
+			return errStop
+		}
+		reply.Items = append(reply.Items, line)
+		reply.Next = st.Seq + 1
+		return nil
+	})
+	switch {
+	case errors.Is(err, errStop):
+	case err != nil:
+		return refusedReply(CodeUnavailable, "%v", err)
+	default:
+		reply.Done = true
+	}
+	return reply
+}
+
+// proofIndex is a tenant's log as read for proofs: the Merkle tree, and
+// where each event's record is.
+type proofIndex struct {
+	mu    sync.Mutex
+	chain chain
+	seqs  []uint64         // record index -> stream sequence
+	by    map[string]int64 // event id -> record index
+}
+
+func (o *Ops) proofIndex(tenant string) *proofIndex {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.proofs[tenant]
+	if p == nil {
+		p = &proofIndex{by: map[string]int64{}}
+		o.proofs[tenant] = p
+	}
+	return p
+}
+
+func (p *proofIndex) catchUp(ctx context.Context, log *AuditLog, tenant string) error {
+	return log.Records(ctx, tenant, p.chain.lastSubjSeq+1, 0, func(r StoredRecord) error {
+		if err := p.chain.apply(r); err != nil {
+			return err
+		}
+		p.seqs = append(p.seqs, r.Seq)
+		env, err := events.Decode(r.Record.Event)
+		if err != nil {
+			return fmt.Errorf("audit record %d: %w", r.Record.Index, err)
+		}
+		if _, dup := p.by[env.EventID]; !dup {
+			p.by[env.EventID] = r.Record.Index
+		}
+		return nil
+	})
+}
+
+func (o *Ops) prove(ctx context.Context, tenant, eventID string) OpsReply {
+	p := o.proofIndex(tenant)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cp, ok, err := o.cfg.Log.LastCheckpoint(ctx, tenant)
+	if err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	if err := p.catchUp(ctx, o.cfg.Log, tenant); err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	index, found := p.by[eventID]
+	switch {
+	case !found:
+		return refusedReply(CodeNotFound, "no audit record of tenant %s holds event %s", tenant, eventID)
+	case !ok || cp.Checkpoint.Size <= index:
+		return refusedReply(CodeNotCheckpointed, "record %d of event %s is not covered by a checkpoint yet; retry later", index, eventID)
+	}
+	if err := p.chain.checkCheckpoint(cp.Checkpoint); err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	var raw []byte
+	if err := o.cfg.Log.Records(ctx, tenant, p.seqs[index], 1, func(r StoredRecord) error { raw = r.Raw; return nil }); err != nil || raw == nil {
+		return refusedReply(CodeUnavailable, "record %d: %v", index, err)
+	}
+	proof, err := verifier.NewProof(&p.chain.tree, tenant, index, raw, cp.Note)
+	if err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	b, err := verifier.MarshalProof(proof)
+	if err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	return OpsReply{OK: true, File: b}
+}
+
+// Serve subscribes the verbs on nc for every tenant
+// ("ctx.v1.*.ops.<verb>.*", queue group "contextos-projections"), without the
+// gateway: the NATS server's permissions must let only a tenant's operators
+// publish there (as gateway.ServerUsers does). The gateway mounts Handler
+// instead. Stop the returned subscriptions with Drain.
+func (o *Ops) Serve(ctx context.Context, nc *nats.Conn) ([]*nats.Subscription, error) {
+	var subs []*nats.Subscription
+	for _, verb := range Verbs {
+		verb := verb
+		sub, err := nc.QueueSubscribe("ctx.v1.*.ops."+verb+".*", "contextos-projections", func(m *nats.Msg) {
+			tok := strings.Split(m.Subject, ".")
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			b, err := json.Marshal(o.Handle(rctx, tok[2], verb, m.Data))
+			if err != nil {
+				b = []byte(`{"ok":false,"code":"projection_unavailable","reason":"reply encoding failed"}`)
+			}
+			_ = m.Respond(b)
+		})
+		if err != nil {
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+			return nil, err
+		}
+		subs = append(subs, sub)
+	}
+	return subs, nc.Flush()
+}
+
+// KeysFor returns the keys an auditor of tenant needs when events, records
+// and checkpoints are signed by the given runtime signers: what audit-keys
+// publishes.
+func KeysFor(tenant string, signers ...events.Signer) (verifier.Keys, error) {
+	pubs := make([]ed25519.PublicKey, 0, len(signers))
+	for _, s := range signers {
+		if len(s.Key) != ed25519.PrivateKeySize {
+			return verifier.Keys{}, errors.New("projections: KeysFor: signer without an Ed25519 key")
+		}
+		pubs = append(pubs, s.Key.Public().(ed25519.PublicKey))
+	}
+	return verifier.KeysFor(tenant, pubs...)
+}

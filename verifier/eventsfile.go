@@ -1,0 +1,163 @@
+package verifier
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+)
+
+// EventLine is one line of events.jsonl, the export of a tenant's raw events
+// (ctx events export): the event with where the stream stored it. Each line
+// is the canonical (JCS) encoding of
+//
+//	{"event":<canonical envelope>,"seq":<stream sequence>,"subject":"ctx.ev.<tenant>...."}
+//
+// followed by "\n"; sequences strictly increase from line to line. The
+// subject is part of the line because events that name only an attempt
+// (dispatch_started, observed, ...) are routed to their resource ledger by
+// the subject they were appended to.
+type EventLine struct {
+	Seq      uint64
+	Subject  string
+	Envelope events.Envelope
+	Raw      []byte // the canonical envelope
+}
+
+type eventLineFile struct {
+	Event   json.RawMessage `json:"event"`
+	Seq     uint64          `json:"seq"`
+	Subject string          `json:"subject"`
+}
+
+type eventLineFields struct {
+	Event   json.RawMessage `json:"event"`
+	Seq     *uint64         `json:"seq"`
+	Subject *string         `json:"subject"`
+}
+
+// MarshalEventLine returns the events.jsonl line (newline included) of the
+// event raw (its canonical envelope) stored at seq on subject. It refuses an
+// event that does not decode strictly or does not belong to the subject's
+// tenant.
+func MarshalEventLine(seq uint64, subject string, raw []byte) ([]byte, error) {
+	l := EventLine{Seq: seq, Subject: subject, Raw: raw}
+	env, err := events.Decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	l.Envelope = env
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	b, err := kernel.Canonical(eventLineFile{Event: raw, Seq: seq, Subject: subject})
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+func (l EventLine) validate() error {
+	if l.Seq < 1 || l.Seq > MaxIndex {
+		return fmt.Errorf("seq %d out of range", l.Seq)
+	}
+	if err := events.ValidSubject(l.Subject); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(l.Subject, events.SubjectPrefix+l.Envelope.Tenant+".") {
+		return fmt.Errorf("event of tenant %q on subject %q", l.Envelope.Tenant, l.Subject)
+	}
+	return nil
+}
+
+// ParseEventLine parses one line of events.jsonl (without its newline)
+// strictly: exactly the three fields, a strictly decodable event
+// (events.Decode) of the subject's tenant, and the canonical encoding.
+func ParseEventLine(line []byte) (EventLine, error) {
+	var f eventLineFields
+	if err := strictJSON(line, &f); err != nil {
+		return EventLine{}, err
+	}
+	if f.Event == nil || f.Seq == nil || f.Subject == nil {
+		return EventLine{}, errors.New("a field is missing")
+	}
+	env, err := events.Decode(f.Event)
+	if err != nil {
+		return EventLine{}, err
+	}
+	l := EventLine{Seq: *f.Seq, Subject: *f.Subject, Envelope: env, Raw: f.Event}
+	if err := l.validate(); err != nil {
+		return EventLine{}, err
+	}
+	c, err := kernel.Canonical(json.RawMessage(line))
+	if err != nil {
+		return EventLine{}, err
+	}
+	if !bytes.Equal(c, line) {
+		return EventLine{}, errors.New("line is not canonical (JCS)")
+	}
+	return l, nil
+}
+
+// maxLine bounds one events.jsonl line: an envelope of
+// events.MaxEnvelopeSize plus the line's own fields.
+const maxLine = events.MaxEnvelopeSize + 2048
+
+// ReadEvents reads events.jsonl and calls fn for each line, in order. It is
+// strict: every line ends with "\n", parses (ParseEventLine) and has a larger
+// sequence than the line before; errors name the line number (from 1).
+func ReadEvents(r io.Reader, fn func(EventLine) error) error {
+	br := bufio.NewReaderSize(r, 64*1024)
+	var last uint64
+	for n := 1; ; n++ {
+		line, err := readLine(br)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("verifier: events line %d: %w", n, err)
+		}
+		l, err := ParseEventLine(line)
+		if err != nil {
+			return fmt.Errorf("verifier: events line %d: %w", n, err)
+		}
+		if l.Seq <= last {
+			return fmt.Errorf("verifier: events line %d: seq %d does not follow %d", n, l.Seq, last)
+		}
+		last = l.Seq
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+}
+
+// readLine returns the next line without its "\n", io.EOF at a clean end, or
+// an error for a last line without "\n" or a line longer than maxLine.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > maxLine+1 {
+			return nil, errors.New("line too long")
+		}
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF && len(line) == 0:
+			return nil, io.EOF
+		case err == io.EOF:
+			return nil, errors.New("last line does not end with a newline")
+		default:
+			return nil, err
+		}
+	}
+}

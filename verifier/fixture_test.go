@@ -1,0 +1,219 @@
+package verifier
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+	"github.com/oklog/ulid/v2"
+	"golang.org/x/mod/sumdb/note"
+)
+
+// fixedKey returns the Ed25519 key made from SHA-256(label): vectors are
+// deterministic.
+func fixedKey(label string) ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte(label))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+// storedEvent is an event as the stream holds it.
+type storedEvent struct {
+	seq     uint64
+	subject string
+	raw     []byte
+}
+
+// fixture is a deterministic tenant log: events decided by the kernel and
+// signed, their audit records and checkpoints.
+type fixture struct {
+	tenant      string
+	key         ed25519.PrivateKey
+	signer      events.Signer
+	noteSigner  note.Signer
+	stored      []storedEvent
+	records     [][]byte
+	tree        Tree
+	checkpoints [][]byte
+	keys        Keys
+	view        View
+}
+
+// fixedID returns a canonical ULID made from i alone.
+func fixedID(i int) string {
+	var ent [10]byte
+	binary.BigEndian.PutUint64(ent[2:], uint64(i)*0x9E3779B97F4A7C15)
+	return ulid.MustNew(uint64(1767225600000+i), bytes.NewReader(ent[:])).String()
+}
+
+func fixedTime(i int) string {
+	return events.FormatTime(time.Unix(1767225600+int64(i), 0).UTC())
+}
+
+// newFixture decides a scripted exposure history over two resources, seals
+// its events (n at most), records them and checkpoints every cpEvery records
+// and at the end.
+func newFixture(tb testing.TB, n, cpEvery int) *fixture {
+	tb.Helper()
+	f := &fixture{tenant: "acme", key: fixedKey("contextos verifier vectors: runtime key")}
+	f.signer = events.NewSigner(f.key)
+	keys, err := KeysFor(f.tenant, f.key.Public().(ed25519.PublicKey))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.keys = keys
+	type res struct {
+		name    string
+		subject string
+		ledger  kernel.Ledger
+	}
+	rs := []*res{{name: "ord_881"}, {name: "ord 992.*>/é"}}
+	for _, r := range rs {
+		if r.subject, err = events.ExposureSubject(f.tenant, "refunds-per-order", r.name); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	outcomes := []kernel.Outcome{kernel.OutcomePending, kernel.OutcomeApplied, kernel.OutcomeUnknown, kernel.OutcomeNotApplied}
+	seq := uint64(0)
+	for i := 0; len(f.stored) < n; i++ {
+		k := i / 4
+		r := rs[k%len(rs)]
+		a := fmt.Sprintf("att_%d", k)
+		var cmd kernel.Command
+		switch i % 4 {
+		case 0:
+			cmd = kernel.Reserve{GuaranteeID: "refunds-per-order", Resource: r.name, AttemptID: a, OperationID: "op_" + a,
+				Amount: int64(100 + 10*(k%20)), Limit: 100000000, DefinitionDigest: "d1"}
+		case 1:
+			cmd = kernel.StartDispatch{AttemptID: a}
+		case 2:
+			cmd = kernel.Observe{AttemptID: a, Outcome: outcomes[k%len(outcomes)], Source: "provider"}
+		case 3:
+			cmd = kernel.Observe{AttemptID: a, Outcome: outcomes[(k+1)%len(outcomes)], Source: "reconcile"}
+		}
+		if i > 8*n+8 {
+			tb.Fatalf("fixture script stalled at %d events", len(f.stored))
+		}
+		dec := kernel.DecideExposure(&r.ledger, cmd)
+		for _, ev := range dec.Events {
+			if len(f.stored) == n {
+				break
+			}
+			if err := r.ledger.Apply(ev); err != nil {
+				tb.Fatal(err)
+			}
+			k := len(f.stored)
+			env, err := f.signer.Seal(ev.EventType(), kernel.EventVersion, fixedID(k), f.tenant, fixedTime(k), ev)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			raw, err := events.Encode(env)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			seq += 1 + uint64(k%3) // other tenants' events interleave
+			f.stored = append(f.stored, storedEvent{seq: seq, subject: r.subject, raw: raw})
+		}
+	}
+	ns, err := NewNoteSigner(Origin(f.tenant), f.key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.noteSigner = ns
+	prev := GenesisPrevHash
+	for i, st := range f.stored {
+		rec, err := SealRecord(f.signer, f.tenant, int64(i), prev, st.seq, st.subject, st.raw)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		f.records = append(f.records, rec)
+		if err := f.tree.Append(RecordHash(rec)); err != nil {
+			tb.Fatal(err)
+		}
+		prev = HexHash(RecordHash(rec))
+		if size := int64(i + 1); size%int64(cpEvery) == 0 || i == len(f.stored)-1 {
+			root, err := f.tree.Root(size)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			cp, err := SignCheckpoint(Checkpoint{Origin: Origin(f.tenant), Size: size, Root: root}, ns)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			f.checkpoints = append(f.checkpoints, cp)
+		}
+	}
+	fold := NewFold(f.tenant)
+	for _, st := range f.stored {
+		env, err := events.Decode(st.raw)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := fold.Apply(st.seq, st.subject, env); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	f.view = fold.View()
+	return f
+}
+
+func (f *fixture) entries(tb testing.TB) []byte {
+	tb.Helper()
+	b, err := MarshalEntries(Entries{Tenant: f.tenant, Records: f.records, Checkpoints: f.checkpoints})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func (f *fixture) eventsJSONL(tb testing.TB) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	for _, st := range f.stored {
+		line, err := MarshalEventLine(st.seq, st.subject, st.raw)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		b.Write(line)
+	}
+	return b.Bytes()
+}
+
+func (f *fixture) keysJSON(tb testing.TB) []byte {
+	tb.Helper()
+	b, err := MarshalKeys(f.keys)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// reseal signs a record again after edit changed it (with the fixture's key
+// unless signer is given).
+func reseal(tb testing.TB, raw []byte, signer events.Signer, edit func(*Record)) []byte {
+	tb.Helper()
+	r, err := ParseRecord(raw)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	edit(&r)
+	r.KeyID = signer.KeyID
+	msg, err := RecordSigningBytes(r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.Sig = b64url(ed25519.Sign(signer.Key, msg))
+	out, err := kernel.Canonical(r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+func b64url(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }

@@ -1,0 +1,117 @@
+package verifier
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/contextos/ledger/events"
+	"golang.org/x/mod/sumdb/note"
+)
+
+// KeysVersion is the version of the keys.json format.
+const KeysVersion = 1
+
+// Keys are the public keys an auditor trusts: the Ed25519 keys that sign
+// events and audit records, and the note verifier keys of the checkpoints.
+// Their file form, keys.json, is
+//
+//	{"v":1,"keyring":{"keys":[{"key_id":...,"public_key":...}]},"checkpoint_keys":["<origin>+<hash>+<key>"]}
+//
+// where keyring is the events keyring file (events.MarshalKeyring).
+type Keys struct {
+	Keyring        events.Keyring
+	CheckpointKeys []string // note verifier keys, one per (origin, key)
+}
+
+type keysFile struct {
+	V              *int            `json:"v"`
+	Keyring        json.RawMessage `json:"keyring"`
+	CheckpointKeys []string        `json:"checkpoint_keys"`
+}
+
+// KeysFor returns the keys of one tenant's log whose events, records and
+// checkpoints are signed with the given runtime keys.
+func KeysFor(tenant string, pubs ...ed25519.PublicKey) (Keys, error) {
+	k := Keys{Keyring: events.Keyring{}}
+	for _, pub := range pubs {
+		if len(pub) != ed25519.PublicKeySize {
+			return Keys{}, fmt.Errorf("verifier: KeysFor: not an Ed25519 public key")
+		}
+		k.Keyring.Add(pub)
+		vkey, err := NoteVerifierKey(Origin(tenant), pub)
+		if err != nil {
+			return Keys{}, err
+		}
+		k.CheckpointKeys = append(k.CheckpointKeys, vkey)
+	}
+	sort.Strings(k.CheckpointKeys)
+	return k, nil
+}
+
+// Verifiers returns the checkpoint verifiers.
+func (k Keys) Verifiers() (note.Verifiers, error) {
+	vs := make([]note.Verifier, 0, len(k.CheckpointKeys))
+	for _, s := range k.CheckpointKeys {
+		v, err := note.NewVerifier(s)
+		if err != nil {
+			return nil, fmt.Errorf("verifier: checkpoint key %q: %w", s, err)
+		}
+		vs = append(vs, v)
+	}
+	return note.VerifierList(vs...), nil
+}
+
+// MarshalKeys returns the keys.json form of k (indented, checkpoint keys
+// sorted).
+func MarshalKeys(k Keys) ([]byte, error) {
+	kr := k.Keyring
+	if kr == nil {
+		kr = events.Keyring{}
+	}
+	ring, err := events.MarshalKeyring(kr)
+	if err != nil {
+		return nil, err
+	}
+	cks := append([]string{}, k.CheckpointKeys...)
+	sort.Strings(cks)
+	v := KeysVersion
+	b, err := json.MarshalIndent(keysFile{V: &v, Keyring: ring, CheckpointKeys: cks}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ParseKeys parses keys.json strictly: unknown fields and trailing data are
+// refused, every field is required, the keyring must parse
+// (events.ParseKeyring) and every checkpoint key must be a valid note
+// verifier key, without duplicates.
+func ParseKeys(b []byte) (Keys, error) {
+	var f keysFile
+	if err := strictJSON(b, &f); err != nil {
+		return Keys{}, fmt.Errorf("verifier: keys: %w", err)
+	}
+	if f.V == nil || *f.V != KeysVersion {
+		return Keys{}, fmt.Errorf("verifier: keys: want \"v\": %d", KeysVersion)
+	}
+	if f.Keyring == nil || f.CheckpointKeys == nil {
+		return Keys{}, fmt.Errorf("verifier: keys: keyring and checkpoint_keys are required")
+	}
+	ring, err := events.ParseKeyring(f.Keyring)
+	if err != nil {
+		return Keys{}, fmt.Errorf("verifier: keys: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, s := range f.CheckpointKeys {
+		if seen[s] {
+			return Keys{}, fmt.Errorf("verifier: keys: duplicate checkpoint key %q", s)
+		}
+		seen[s] = true
+		if _, err := note.NewVerifier(s); err != nil {
+			return Keys{}, fmt.Errorf("verifier: keys: checkpoint key %q: %w", s, err)
+		}
+	}
+	return Keys{Keyring: ring, CheckpointKeys: f.CheckpointKeys}, nil
+}

@@ -1,0 +1,206 @@
+package verifier
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// ProofVersion is the version of the proof.json format.
+const ProofVersion = 1
+
+// Proof shows that one record is in a tenant's log as committed to by a
+// signed checkpoint, without the rest of the log. Its file form, proof.json,
+// is one canonical (JCS) object and a newline:
+//
+//	{"checkpoint":"<signed note>","index":5,"proof":["<base64 hash>",...],"record":{...},"tenant":"acme","v":1}
+type Proof struct {
+	Tenant     string
+	Index      int64
+	Record     []byte           // the canonical record
+	Checkpoint []byte           // the signed checkpoint note; its size is greater than Index
+	Hashes     tlog.RecordProof // tlog.ProveRecord(size, Index)
+}
+
+type proofFile struct {
+	V          int             `json:"v"`
+	Tenant     string          `json:"tenant"`
+	Index      int64           `json:"index"`
+	Record     json.RawMessage `json:"record"`
+	Checkpoint string          `json:"checkpoint"`
+	Proof      []string        `json:"proof"`
+}
+
+type proofFields struct {
+	V          *int            `json:"v"`
+	Tenant     *string         `json:"tenant"`
+	Index      *int64          `json:"index"`
+	Record     json.RawMessage `json:"record"`
+	Checkpoint *string         `json:"checkpoint"`
+	Proof      []string        `json:"proof"`
+}
+
+// MarshalProof returns the proof.json form of p.
+func MarshalProof(p Proof) ([]byte, error) {
+	f := proofFile{V: ProofVersion, Tenant: p.Tenant, Index: p.Index, Record: p.Record, Checkpoint: string(p.Checkpoint), Proof: []string{}}
+	for _, h := range p.Hashes {
+		f.Proof = append(f.Proof, h.String())
+	}
+	b, err := kernel.Canonical(f)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ParseProof parses proof.json strictly: every field present, nothing
+// unknown, valid hashes, and b equal to MarshalProof of the result. It does
+// not verify the proof (VerifyProof does).
+func ParseProof(b []byte) (Proof, error) {
+	if len(b) > maxRecordSize+64*1024 {
+		return Proof{}, errors.New("verifier: proof: file too large")
+	}
+	var f proofFields
+	if err := strictJSON(b, &f); err != nil {
+		return Proof{}, fmt.Errorf("verifier: proof: %w", err)
+	}
+	if f.V == nil || *f.V != ProofVersion {
+		return Proof{}, fmt.Errorf("verifier: proof: want \"v\": %d", ProofVersion)
+	}
+	if f.Tenant == nil || f.Index == nil || f.Record == nil || f.Checkpoint == nil || f.Proof == nil {
+		return Proof{}, errors.New("verifier: proof: a field is missing")
+	}
+	if len(f.Proof) > 64 {
+		return Proof{}, errors.New("verifier: proof: more than 64 hashes")
+	}
+	p := Proof{Tenant: *f.Tenant, Index: *f.Index, Record: f.Record, Checkpoint: []byte(*f.Checkpoint)}
+	for _, s := range f.Proof {
+		h, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil || len(h) != tlog.HashSize {
+			return Proof{}, errors.New("verifier: proof: a hash is not base64 of 32 bytes")
+		}
+		var x tlog.Hash
+		copy(x[:], h)
+		p.Hashes = append(p.Hashes, x)
+	}
+	again, err := MarshalProof(p)
+	if err != nil {
+		return Proof{}, fmt.Errorf("verifier: proof: %w", err)
+	}
+	if !bytes.Equal(again, b) {
+		return Proof{}, errors.New("verifier: proof: not canonical")
+	}
+	return p, nil
+}
+
+// NewProof proves record index (whose canonical bytes are record) of tenant's
+// log in the signed checkpoint, using the stored hashes of t, which must hold
+// at least the checkpoint's size.
+func NewProof(t *Tree, tenant string, index int64, record, signedCheckpoint []byte) (Proof, error) {
+	c, err := ReadCheckpoint(signedCheckpoint)
+	if err != nil {
+		return Proof{}, err
+	}
+	hashes, err := t.Prove(index, c.Size)
+	if err != nil {
+		return Proof{}, err
+	}
+	return Proof{Tenant: tenant, Index: index, Record: record, Checkpoint: signedCheckpoint, Hashes: hashes}, nil
+}
+
+// ErrNotFound is returned by ProveEntries when no record holds the event.
+var ErrNotFound = errors.New("verifier: no record holds the event")
+
+// ErrNotCheckpointed is returned when a record is not yet covered by any
+// checkpoint: retry after the next checkpoint.
+var ErrNotCheckpointed = errors.New("verifier: the record is not covered by a checkpoint yet")
+
+// ProveEntries proves the record holding event eventID in an export, against
+// the export's largest checkpoint. The export is not verified here.
+func ProveEntries(e Entries, eventID string) (Proof, error) {
+	var t Tree
+	index := int64(-1)
+	for i, raw := range e.Records {
+		if err := t.Append(RecordHash(raw)); err != nil {
+			return Proof{}, err
+		}
+		if index >= 0 {
+			continue
+		}
+		r, err := ParseRecord(raw)
+		if err != nil {
+			return Proof{}, fmt.Errorf("verifier: record %d: %w", i, err)
+		}
+		env, err := events.Decode(r.Event)
+		if err == nil && env.EventID == eventID {
+			index = int64(i)
+		}
+	}
+	if index < 0 {
+		return Proof{}, ErrNotFound
+	}
+	var best []byte
+	var bestSize int64
+	for _, msg := range e.Checkpoints {
+		c, err := ReadCheckpoint(msg)
+		if err != nil {
+			return Proof{}, err
+		}
+		if c.Size > index && c.Size <= t.Size() && c.Size > bestSize {
+			best, bestSize = msg, c.Size
+		}
+	}
+	if best == nil {
+		return Proof{}, ErrNotCheckpointed
+	}
+	return NewProof(&t, e.Tenant, index, e.Records[index], best)
+}
+
+// VerifyProof verifies a proof.json against trusted keys, offline and without
+// the rest of the log: the checkpoint's signature and origin, the record on
+// its own (VerifyRecord: its signature, its event's signature and hash), that
+// the record is the proof's index of the proof's tenant, and its inclusion in
+// the checkpoint's tree (tlog.CheckRecord). Errors are *Failure, or a parse
+// error.
+func VerifyProof(b []byte, keys Keys) (Proof, Record, error) {
+	p, err := ParseProof(b)
+	if err != nil {
+		return Proof{}, Record{}, err
+	}
+	verifiers, err := keys.Verifiers()
+	if err != nil {
+		return Proof{}, Record{}, err
+	}
+	fail := func(reason Reason, format string, args ...any) (Proof, Record, error) {
+		return p, Record{}, &Failure{Index: p.Index, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	}
+	c, err := OpenCheckpoint(p.Checkpoint, verifiers)
+	if err != nil {
+		f := failureOf(err)
+		return fail(f.Reason, "checkpoint: %s", f.Detail)
+	}
+	if c.Origin != Origin(p.Tenant) {
+		return fail(ReasonHashBreak, "checkpoint of %q, proof of tenant %q", c.Origin, p.Tenant)
+	}
+	r, err := VerifyRecord(p.Record, keys.Keyring)
+	if err != nil {
+		f := failureOf(err)
+		return fail(f.Reason, "%s", f.Detail)
+	}
+	if r.Tenant != p.Tenant || r.Index != p.Index {
+		return fail(ReasonHashBreak, "record %d of %q, proof of record %d of %q", r.Index, r.Tenant, p.Index, p.Tenant)
+	}
+	if p.Index >= c.Size {
+		return fail(ReasonGap, "checkpoint of size %d does not cover record %d", c.Size, p.Index)
+	}
+	if err := tlog.CheckRecord(p.Hashes, c.Size, c.Root, p.Index, RecordHash(p.Record)); err != nil {
+		return fail(ReasonHashBreak, "inclusion proof: %v", err)
+	}
+	return p, r, nil
+}

@@ -1,0 +1,390 @@
+package verifier
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+)
+
+// ViewVersion is the version of the view.json format.
+const ViewVersion = 1
+
+// View is a tenant's exposure view: every resource ledger's balances and open
+// attempts, and the incidents, after folding the tenant's events up to Seq.
+// The live projection exports it as view.json (MarshalView: indented JSON,
+// fields in this order) and Replay recomputes it offline from events.jsonl.
+type View struct {
+	V         int            `json:"v"`
+	Tenant    string         `json:"tenant"`
+	Seq       uint64         `json:"seq"`       // stream sequence of the last event of the tenant folded; 0 for none
+	Resources []ResourceView `json:"resources"` // sorted by guarantee_id, resource, subject
+	Incidents []Incident     `json:"incidents"` // stream order
+}
+
+// ResourceView is one resource ledger. The balances are kernel.Ledger.Balance.
+type ResourceView struct {
+	GuaranteeID  string        `json:"guarantee_id"` // "" while the ledger holds no reservation (tombstones only)
+	Resource     string        `json:"resource"`     // idem
+	Subject      string        `json:"subject"`
+	Limit        int64         `json:"limit"`
+	Committed    int64         `json:"committed"`
+	Held         int64         `json:"held"`
+	Available    int64         `json:"available"`
+	Receipts     int           `json:"receipts"`      // receipts held, released ones included (at most kernel.MaxReceipts)
+	OpenAttempts []OpenAttempt `json:"open_attempts"` // receipts still holding exposure, in reservation order
+}
+
+// OpenAttempt is a receipt that still holds exposure, with the next safe step.
+type OpenAttempt struct {
+	AttemptID   string `json:"attempt_id"`
+	OperationID string `json:"operation_id"`
+	Amount      int64  `json:"amount"`
+	State       string `json:"state"`          // reserved, started or held
+	Last        string `json:"last,omitempty"` // the last observation, if any
+	NextStep    string `json:"next_step"`
+}
+
+// Incident is an incident or refusal event: an exposure.incident, or any
+// event whose type starts with "incident." or "refusal.".
+type Incident struct {
+	Seq       uint64 `json:"seq"`
+	EventID   string `json:"event_id"`
+	Type      string `json:"type"`
+	Time      string `json:"time"`
+	Subject   string `json:"subject"`
+	AttemptID string `json:"attempt_id,omitempty"`
+	Kind      string `json:"kind,omitempty"` // the incident kind or refusal code, when the body names one
+}
+
+// The next safe step of an open attempt, by state.
+const (
+	NextStepReserved = "close-attempt or dispatch"
+	NextStepStarted  = "reconcile with the provider"
+	NextStepHeld     = "reconcile; operator may assert absence with evidence"
+)
+
+// NextStep returns the next safe step of an attempt in state s ("" for a
+// sealed one).
+func NextStep(s kernel.ReceiptState) string {
+	switch s {
+	case kernel.StateReserved:
+		return NextStepReserved
+	case kernel.StateStarted:
+		return NextStepStarted
+	case kernel.StateHeld:
+		return NextStepHeld
+	}
+	return ""
+}
+
+// Fold builds one tenant's View by folding its events in stream order: events
+// on an exposure subject ("ctx.ev.<tenant>.exposure.<guarantee>.<token>") are
+// decoded with kernel.DecodeEvent and applied with kernel.Ledger.Apply to
+// that subject's ledger; incidents are collected; other events only advance
+// the sequence. It never computes a balance itself. Not safe for concurrent
+// use.
+type Fold struct {
+	tenant    string
+	seq       uint64
+	ledgers   map[string]*kernel.Ledger
+	incidents []Incident
+}
+
+// NewFold returns an empty fold of tenant's events.
+func NewFold(tenant string) *Fold {
+	return &Fold{tenant: tenant, ledgers: map[string]*kernel.Ledger{}}
+}
+
+// Seq returns the sequence of the last event applied (0 for none).
+func (f *Fold) Seq() uint64 { return f.seq }
+
+// Apply folds the event stored at seq on subject. Sequences must increase; an
+// event of another tenant, an exposure event the kernel does not know or
+// refuses (a corrupt or foreign stream), or a reservation whose guarantee and
+// resource are not its subject's are errors, and leave the fold unchanged.
+func (f *Fold) Apply(seq uint64, subject string, env events.Envelope) error {
+	if seq <= f.seq {
+		return fmt.Errorf("verifier: fold: seq %d does not follow %d", seq, f.seq)
+	}
+	if env.Tenant != f.tenant || !strings.HasPrefix(subject, events.SubjectPrefix+f.tenant+".") {
+		return fmt.Errorf("verifier: fold: event %s of tenant %q on %q in the fold of %q", env.EventID, env.Tenant, subject, f.tenant)
+	}
+	if strings.HasPrefix(subject, events.SubjectPrefix+f.tenant+"."+events.KindExposure+".") {
+		if err := f.applyExposure(subject, env); err != nil {
+			return fmt.Errorf("verifier: fold: seq %d event %s (%s) on %q: %w", seq, env.EventID, env.Type, subject, err)
+		}
+	}
+	if in, ok := incidentOf(seq, subject, env); ok {
+		f.incidents = append(f.incidents, in)
+	}
+	f.seq = seq
+	return nil
+}
+
+func (f *Fold) applyExposure(subject string, env events.Envelope) error {
+	ev, err := kernel.DecodeEvent(env.Type, env.V, env.Body)
+	if err != nil {
+		return err
+	}
+	if r, ok := ev.(kernel.ExposureReserved); ok {
+		want, err := events.ExposureSubject(f.tenant, r.GuaranteeID, r.Resource)
+		if err != nil {
+			return err
+		}
+		if want != subject {
+			return fmt.Errorf("reservation of %s/%q belongs on %q", r.GuaranteeID, r.Resource, want)
+		}
+	}
+	l := f.ledgers[subject]
+	if l == nil {
+		l = &kernel.Ledger{}
+	}
+	if err := l.Apply(ev); err != nil {
+		return err
+	}
+	f.ledgers[subject] = l
+	return nil
+}
+
+// incidentOf returns the incident an event records, if it is one.
+func incidentOf(seq uint64, subject string, env events.Envelope) (Incident, bool) {
+	if env.Type != kernel.TypeExposureIncident && !strings.HasPrefix(env.Type, "incident.") && !strings.HasPrefix(env.Type, "refusal.") {
+		return Incident{}, false
+	}
+	in := Incident{Seq: seq, EventID: env.EventID, Type: env.Type, Time: env.Time, Subject: subject}
+	var body map[string]any
+	if json.Unmarshal(env.Body, &body) == nil {
+		in.AttemptID, _ = body["attempt_id"].(string)
+		if k, ok := body["kind"].(string); ok {
+			in.Kind = k
+		} else if c, ok := body["code"].(string); ok {
+			in.Kind = c
+		}
+	}
+	return in, true
+}
+
+// View returns the fold's current view.
+func (f *Fold) View() View {
+	v := View{V: ViewVersion, Tenant: f.tenant, Seq: f.seq, Resources: []ResourceView{}, Incidents: append([]Incident{}, f.incidents...)}
+	for subject, l := range f.ledgers {
+		b := l.Balance()
+		rv := ResourceView{
+			GuaranteeID: l.GuaranteeID, Resource: l.Resource, Subject: subject,
+			Limit: b.Limit, Committed: b.Committed, Held: b.Held, Available: b.Available,
+			Receipts: len(l.Receipts), OpenAttempts: []OpenAttempt{},
+		}
+		for _, r := range l.Receipts {
+			if !r.State.Open() {
+				continue
+			}
+			rv.OpenAttempts = append(rv.OpenAttempts, OpenAttempt{
+				AttemptID: r.AttemptID, OperationID: r.OperationID, Amount: r.Amount,
+				State: r.State.String(), Last: string(r.Last), NextStep: NextStep(r.State),
+			})
+		}
+		v.Resources = append(v.Resources, rv)
+	}
+	sort.Slice(v.Resources, func(i, j int) bool {
+		a, b := v.Resources[i], v.Resources[j]
+		if a.GuaranteeID != b.GuaranteeID {
+			return a.GuaranteeID < b.GuaranteeID
+		}
+		if a.Resource != b.Resource {
+			return a.Resource < b.Resource
+		}
+		return a.Subject < b.Subject
+	})
+	return v
+}
+
+// MarshalView returns the view.json form of v: indented JSON (two spaces,
+// no HTML escaping) and a newline.
+func MarshalView(v View) ([]byte, error) {
+	if v.Resources == nil {
+		v.Resources = []ResourceView{}
+	}
+	if v.Incidents == nil {
+		v.Incidents = []Incident{}
+	}
+	for i := range v.Resources {
+		if v.Resources[i].OpenAttempts == nil {
+			v.Resources[i].OpenAttempts = []OpenAttempt{}
+		}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// ParseView parses view.json strictly: unknown fields and trailing data are
+// refused, version 1, and b must be exactly MarshalView of the result.
+func ParseView(b []byte) (View, error) {
+	if len(b) > maxEntriesSize {
+		return View{}, errors.New("verifier: view: file too large")
+	}
+	var v View
+	if err := strictJSON(b, &v); err != nil {
+		return View{}, fmt.Errorf("verifier: view: %w", err)
+	}
+	if v.V != ViewVersion {
+		return View{}, fmt.Errorf("verifier: view: want \"v\": %d", ViewVersion)
+	}
+	seen := map[string]bool{}
+	for _, r := range v.Resources {
+		if seen[r.Subject] {
+			return View{}, fmt.Errorf("verifier: view: subject %q appears twice", r.Subject)
+		}
+		seen[r.Subject] = true
+	}
+	again, err := MarshalView(v)
+	if err != nil {
+		return View{}, err
+	}
+	if !bytes.Equal(again, b) {
+		return View{}, errors.New("verifier: view: not in the form MarshalView writes")
+	}
+	return v, nil
+}
+
+// Replay reads events.jsonl (see ReadEvents), verifies every event's
+// signature when keyring is not nil, and folds the events (Fold) into the
+// View of their tenant. All lines must belong to one tenant; an empty input
+// gives an empty view with no tenant.
+func Replay(r io.Reader, keyring events.Keyring) (View, error) {
+	var f *Fold
+	err := ReadEvents(r, func(l EventLine) error {
+		if keyring != nil {
+			if err := keyring.Verify(l.Envelope); err != nil {
+				return fmt.Errorf("verifier: replay: seq %d: %w", l.Seq, err)
+			}
+		}
+		if f == nil {
+			f = NewFold(l.Envelope.Tenant)
+		}
+		return f.Apply(l.Seq, l.Subject, l.Envelope)
+	})
+	if err != nil {
+		return View{}, err
+	}
+	if f == nil {
+		return View{V: ViewVersion, Resources: []ResourceView{}, Incidents: []Incident{}}, nil
+	}
+	return f.View(), nil
+}
+
+// ReplayEntries folds the events held by an audit export's records (Fold)
+// into the View of its tenant. Unlike events.jsonl, whose seq and subject
+// are not signed, a record signs the event's sequence and subject too: verify
+// the export first (VerifyEntries), then replay it here.
+func ReplayEntries(e Entries) (View, error) {
+	f := NewFold(e.Tenant)
+	for i, raw := range e.Records {
+		r, err := ParseRecord(raw)
+		if err != nil {
+			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
+		}
+		env, err := events.Decode(r.Event)
+		if err != nil {
+			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
+		}
+		if err := f.Apply(r.EventSeq, r.Subject, env); err != nil {
+			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
+		}
+	}
+	return f.View(), nil
+}
+
+// Diff is one difference between two views.
+type Diff struct {
+	Subject string // the resource ledger's subject; "" for view-level fields
+	Field   string
+	Got     string
+	Want    string
+}
+
+// String formats the difference for humans.
+func (d Diff) String() string {
+	if d.Subject == "" {
+		return fmt.Sprintf("%s: got %s, want %s", d.Field, d.Got, d.Want)
+	}
+	return fmt.Sprintf("%s %s: got %s, want %s", d.Subject, d.Field, d.Got, d.Want)
+}
+
+// Compare returns every difference between got (for example recomputed by
+// Replay) and want (for example the live view.json), in a stable order; none
+// means the views are equal.
+func Compare(got, want View) []Diff {
+	var out []Diff
+	add := func(subject, field string, g, w any) {
+		gs, ws := fmt.Sprint(g), fmt.Sprint(w)
+		if gs != ws {
+			out = append(out, Diff{Subject: subject, Field: field, Got: gs, Want: ws})
+		}
+	}
+	add("", "tenant", strconv.Quote(got.Tenant), strconv.Quote(want.Tenant))
+	add("", "seq", got.Seq, want.Seq)
+	gr, wr := bySubject(got.Resources), bySubject(want.Resources)
+	subjects := map[string]bool{}
+	for s := range gr {
+		subjects[s] = true
+	}
+	for s := range wr {
+		subjects[s] = true
+	}
+	keys := make([]string, 0, len(subjects))
+	for s := range subjects {
+		keys = append(keys, s)
+	}
+	sort.Strings(keys)
+	for _, s := range keys {
+		g, gok := gr[s]
+		w, wok := wr[s]
+		if !gok || !wok {
+			add(s, "present", gok, wok)
+			continue
+		}
+		add(s, "guarantee_id", g.GuaranteeID, w.GuaranteeID)
+		add(s, "resource", strconv.Quote(g.Resource), strconv.Quote(w.Resource))
+		add(s, "limit", g.Limit, w.Limit)
+		add(s, "committed", g.Committed, w.Committed)
+		add(s, "held", g.Held, w.Held)
+		add(s, "available", g.Available, w.Available)
+		add(s, "receipts", g.Receipts, w.Receipts)
+		add(s, "open_attempts", jsonString(g.OpenAttempts), jsonString(w.OpenAttempts))
+	}
+	add("", "incidents", jsonString(got.Incidents), jsonString(want.Incidents))
+	return out
+}
+
+func bySubject(rs []ResourceView) map[string]ResourceView {
+	m := make(map[string]ResourceView, len(rs))
+	for _, r := range rs {
+		m[r.Subject] = r
+	}
+	return m
+}
+
+func jsonString(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	if string(b) == "null" {
+		return "[]"
+	}
+	return string(b)
+}
