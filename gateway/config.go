@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -67,7 +68,15 @@ type TenantConfig struct {
 	ID        string            `toml:"id"`
 	Agents    []PrincipalConfig `toml:"agents"`
 	Operators []PrincipalConfig `toml:"operators"`
+	// UnadmittedRuns says what a proposal may do in a run no operator
+	// admitted: "unlimited" (the default, kept for configurations written
+	// before run budgets; usage is still recorded) or "refuse"
+	// (run_budget_exhausted). docs/authorization.md.
+	UnadmittedRuns string `toml:"unadmitted_runs"`
 }
+
+// allowsUnadmitted reports whether runs without an admission may propose.
+func (t *TenantConfig) allowsUnadmitted() bool { return t.UnadmittedRuns != "refuse" }
 
 // PrincipalConfig is an agent or operator and the credentials the NATS
 // server checks.
@@ -75,7 +84,11 @@ type PrincipalConfig struct {
 	ID       string `toml:"id"`
 	Password string `toml:"password"`
 	// Capabilities granted to an agent (authority). Operators need none.
+	// Operators' grant and revoke verbs override them per capability.
 	Capabilities []string `toml:"capabilities"`
+	// EvidenceSources are the evidence sources an agent may rely on: the
+	// RunContext.allowed_sources of its evidence gates. Empty grants none.
+	EvidenceSources []string `toml:"evidence_sources"`
 }
 
 // CapabilityConfig is one pinned capability manifest.
@@ -87,6 +100,44 @@ type CapabilityConfig struct {
 	Adapter   string         `toml:"adapter"`
 	HTTP      HTTPConfig     `toml:"http"`
 	Recovery  RecoveryConfig `toml:"recovery"`
+	// Approval is "required", "none", or empty: required exactly when the
+	// risk is high.
+	Approval string `toml:"approval"`
+	// AmountPointer is where a proposal's amount is read: what it consumes
+	// from its run budget (and what policy.max_amount bounds, unless the
+	// policy names its own pointer). Empty: proposals consume calls only.
+	AmountPointer string       `toml:"amount_pointer"`
+	Policy        PolicyConfig `toml:"policy"`
+	// DecisionKey names the decision of ContextPack whose evidence gate
+	// must allow commit before the capability is dispatched.
+	DecisionKey string `toml:"decision_key"`
+	// ContextPack is the path of the context pack (JSON) of DecisionKey,
+	// relative to the configuration file.
+	ContextPack string `toml:"context_pack"`
+
+	policy *kernel.CompiledPolicy
+	pack   *kernel.ContextPack
+}
+
+// PolicyConfig is a capability's [capabilities.policy] table: the
+// declarative argument constraints kernel.Policy evaluates.
+type PolicyConfig struct {
+	MaxAmount     int64           `toml:"max_amount"`
+	AmountPointer string          `toml:"amount_pointer"`
+	Allowed       []AllowedConfig `toml:"allowed"`
+	Pattern       []PatternConfig `toml:"pattern"`
+}
+
+// AllowedConfig is a [[capabilities.policy.allowed]] constraint.
+type AllowedConfig struct {
+	Pointer string   `toml:"pointer"`
+	Values  []string `toml:"values"`
+}
+
+// PatternConfig is a [[capabilities.policy.pattern]] constraint.
+type PatternConfig struct {
+	Pointer string `toml:"pointer"`
+	Regexp  string `toml:"regexp"`
 }
 
 // HTTPConfig is how the HTTP adapter calls the provider.
@@ -144,12 +195,15 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseConfig(b)
+	return parseConfig(b, filepath.Dir(path))
 }
 
 // ParseConfig decodes a configuration strictly: unknown keys are errors,
-// and every section is validated.
-func ParseConfig(b []byte) (*Config, error) {
+// and every section is validated. Relative file paths in it (context
+// packs) are taken from the working directory.
+func ParseConfig(b []byte) (*Config, error) { return parseConfig(b, "") }
+
+func parseConfig(b []byte, dir string) (*Config, error) {
 	var c Config
 	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&c)
 	if err != nil {
@@ -162,13 +216,13 @@ func ParseConfig(b []byte) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config: unknown keys: %s", strings.Join(keys, ", "))
 	}
-	if err := c.validate(); err != nil {
+	if err := c.validate(dir); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return &c, nil
 }
 
-func (c *Config) validate() error {
+func (c *Config) validate(dir string) error {
 	switch c.NATS.Sync {
 	case "":
 		c.NATS.Sync = "always"
@@ -206,7 +260,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("capability %s declared twice", cp.ID)
 		}
 		caps[cp.ID] = cp
-		if err := cp.validate(); err != nil {
+		if err := cp.validate(dir); err != nil {
 			return fmt.Errorf("capability %s: %w", cp.ID, err)
 		}
 	}
@@ -219,6 +273,11 @@ func (c *Config) validate() error {
 			return fmt.Errorf("tenant %s declared twice", t.ID)
 		}
 		seenTenant[t.ID] = true
+		switch t.UnadmittedRuns {
+		case "", "unlimited", "refuse":
+		default:
+			return fmt.Errorf("tenant %s unadmitted_runs must be \"unlimited\" or \"refuse\", not %q", t.ID, t.UnadmittedRuns)
+		}
 		seen := map[string]bool{"ops": true}
 		for _, p := range append(slices.Clone(t.Agents), t.Operators...) {
 			if err := kernel.ValidToken(p.ID); err != nil {
@@ -259,7 +318,7 @@ func (c *Config) validate() error {
 	return nil
 }
 
-func (cp *CapabilityConfig) validate() error {
+func (cp *CapabilityConfig) validate(dir string) error {
 	if cp.Version == "" {
 		cp.Version = "1"
 	}
@@ -269,6 +328,9 @@ func (cp *CapabilityConfig) validate() error {
 	case "low", "medium", "high":
 	default:
 		return fmt.Errorf("risk must be low, medium or high, not %q", cp.Risk)
+	}
+	if err := cp.validateControls(dir); err != nil {
+		return err
 	}
 	switch cp.Adapter {
 	case "http":

@@ -53,7 +53,7 @@ func opRefused(code kernel.Code, format string, args ...any) OpReply {
 }
 
 // OpVerbs are the operator verbs, ctx.v1.<tenant>.ops.<verb>.<operator>.
-var OpVerbs = []string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}
+var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, authzVerbs...)
 
 // Op serves one operator verb. The operator's identity comes from the
 // subject's last token, which the NATS server lets only that operator use.
@@ -64,6 +64,9 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 	}
 	if h, ok := g.extraOps[verb]; ok {
 		return h(ctx, tenant, operator, body)
+	}
+	if reply, ok := g.authzOp(ctx, tenant, verb, operator, body); ok {
+		return reply
 	}
 	var req OpRequest
 	if len(bytes.TrimSpace(body)) > 0 {
@@ -156,7 +159,11 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 			}
 			gen := op.Generation + 1
 			out, refusal := settleEvents(op, s, attemptID, gen, obs, source, func(h []kernel.GuaranteeHold) kernel.Controls {
-				return kernel.Controls{Authority: "reconciliation", Executor: g.executor, Generation: gen, Guarantees: h, PolicyDigest: g.policyDigest}
+				c := kernel.Controls{Authority: "reconciliation", Executor: g.executor, Generation: gen, Guarantees: h}
+				if cp, ok := g.cfg.Capability(op.CapabilityID); ok {
+					c.CapabilityVersion, c.Risk, c.PolicyDigest = cp.Version, cp.Risk, cp.compiledPolicy().Digest()
+				}
+				return c
 			}, bs)
 			if refusal != nil || countEvents(out) == 0 {
 				return out, refusal

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/kernel"
@@ -40,7 +41,18 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	if err != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
 	}
-	pc := &proposalCtx{g: g, tenant: tenant, principal: principal, p: p, opRef: opRef}
+	rref, err := runRef(tenant, p.RunID)
+	if err != nil {
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
+	}
+	pc := &proposalCtx{g: g, tenant: tenant, principal: principal, p: p, opRef: opRef, runRef: rref, tc: tc, now: g.clock.Now()}
+	if p.ApprovalID != "" {
+		ref, err := approvalRef(tenant, p.ApprovalID)
+		if err != nil {
+			return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
+		}
+		pc.approvalRef = &ref
+	}
 	cp, surfaced := g.cfg.Capability(p.CapabilityID)
 	pc.cp = cp
 	args, argRefusal := kernel.DecodeArguments(p.Arguments)
@@ -51,9 +63,9 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 		}
 	}
 	binding := kernel.ActionBinding{Tenant: tenant, Principal: principal, RunID: p.RunID, CapabilityID: p.CapabilityID,
-		Arguments: canonArgs, EvidenceRefs: p.EvidenceRefs, PolicyDigest: g.policyDigest}
+		Arguments: canonArgs, EvidenceRefs: p.EvidenceRefs}
 	if cp != nil {
-		binding.CapabilityVersion = cp.Version
+		binding.CapabilityVersion, binding.PolicyDigest = cp.Version, cp.compiledPolicy().Digest()
 	}
 	if argRefusal == nil {
 		pc.digest, _ = kernel.ActionDigest(binding)
@@ -74,7 +86,12 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	case argRefusal != nil:
 		refusal = argRefusal
 	default:
-		refusal = g.authorize(tc, principal, cp)
+		// Authority, policy and evidence, from fresh reads; approval and
+		// the run budget are decided in the reserve transaction below.
+		refusal, err = pc.checkControls(ctx, tc, args)
+		if err != nil {
+			return pc.unknownReply(err)
+		}
 	}
 	if refusal == nil {
 		for _, def := range g.cfg.GuaranteesFor(p.CapabilityID) {
@@ -109,6 +126,15 @@ type proposalCtx struct {
 	digest    string
 	opRef     aggregates.Ref
 	bound     []bound
+
+	tc          *TenantConfig
+	now         time.Time // the decision time, from the gateway's clock
+	runRef      aggregates.Ref
+	approvalRef *aggregates.Ref
+	authority   string          // the source of the principal's authority
+	runAmount   int64           // what the proposal consumes from its run
+	runBudget   string          // the run's budget after the decision
+	gate        json.RawMessage // the evidence gate, for gated capabilities
 }
 
 func (pc *proposalCtx) refs() []aggregates.Ref {
@@ -120,10 +146,13 @@ func (pc *proposalCtx) refs() []aggregates.Ref {
 }
 
 func (pc *proposalCtx) controls(op *kernel.Operation, holds []kernel.GuaranteeHold) kernel.Controls {
-	c := kernel.Controls{Authority: "grant:" + pc.principal + ":" + pc.p.CapabilityID, PolicyDigest: pc.g.policyDigest,
-		ApprovalID: pc.p.ApprovalID, Executor: pc.g.executor, Guarantees: holds}
+	c := kernel.Controls{Authority: pc.authority, ApprovalID: pc.p.ApprovalID, RunBudget: pc.runBudget,
+		Executor: pc.g.executor, Guarantees: holds, EvidenceGate: pc.gate}
+	if c.Authority == "" {
+		c.Authority = "none"
+	}
 	if pc.cp != nil {
-		c.CapabilityVersion, c.Risk = pc.cp.Version, pc.cp.Risk
+		c.CapabilityVersion, c.Risk, c.PolicyDigest = pc.cp.Version, pc.cp.Risk, pc.cp.compiledPolicy().Digest()
 	}
 	if op != nil {
 		c.Generation = op.Generation
@@ -167,7 +196,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 	var generation uint64
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
-		Refs:   pc.refs(),
+		Refs:   pc.reserveRefs(),
 		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
 			op := s[0].(*kernel.Operation)
 			out := make([][]kernel.Event, len(s))
@@ -178,6 +207,12 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 			}
 			out[0] = d.Events
 			refusal := pre
+			if refusal == nil {
+				// Approval, then run budget, then exposure: a refusal by
+				// any drops every event but the operation's record, so
+				// nothing is redeemed, consumed or held.
+				refusal = pc.decideControls(s, out, pc.tc, opened.OperationID, attemptID)
+			}
 			if refusal == nil {
 				for i, b := range pc.bound {
 					rd := kernel.DecideExposure(s[i+1].(*kernel.Ledger), kernel.Reserve{GuaranteeID: b.def.ID, Resource: b.resource,
@@ -221,10 +256,16 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		// principal's refusal subject instead.
 		return g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, res.Refusal)
 	}
-	if res.Refusal != nil || existing {
+	if existing {
 		return reply
 	}
-	return pc.dispatch(ctx, attemptID, generation)
+	if res.Refusal != nil {
+		reply.Gate = pc.gate
+		return reply
+	}
+	reply = pc.dispatch(ctx, attemptID, generation)
+	reply.Gate = pc.gate
+	return reply
 }
 
 // statusReply describes an operation as it stands.
@@ -249,6 +290,7 @@ func (pc *proposalCtx) unknownReply(err error) Reply {
 // generation), calls the provider once, and settles.
 func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generation uint64) Reply {
 	g := pc.g
+	g.beforeDispatchStart(attemptID)
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
 		Refs:   pc.refs(),
@@ -276,6 +318,11 @@ func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generatio
 	}
 	if res.Refusal != nil {
 		g.incident(pc.tenant, "dispatch_start_refused", attemptID, res.Refusal)
+		// The operation now belongs to another executor generation, which
+		// this one may not write: the refusal is recorded on the
+		// principal's refusal subject.
+		g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, &kernel.Refusal{Code: res.Refusal.Code,
+			Reason: "attempt " + attemptID + ": " + res.Refusal.Reason})
 		return Reply{Status: kernel.StatusRefused, Code: res.Refusal.Code, Reason: res.Refusal.Reason, ActionDigest: pc.digest, AttemptID: attemptID}
 	}
 	g.hooks.afterDispatchStart(attemptID)

@@ -1,0 +1,589 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+)
+
+// This file holds the gateway side of authorization (issue 5) and of the
+// evidence gate (issue 7): the capability controls of the configuration,
+// the subjects they live on, the per-proposal checks that run before the
+// reserve transaction and the operator verbs that write them. Every rule is
+// a kernel call; docs/authorization.md describes the contract.
+
+// validateControls checks and prepares a capability's approval, policy,
+// amount pointer and decision gate.
+func (cp *CapabilityConfig) validateControls(dir string) error {
+	switch cp.Approval {
+	case "", "required", "none":
+	default:
+		return fmt.Errorf("approval must be \"required\" or \"none\", not %q", cp.Approval)
+	}
+	if cp.AmountPointer != "" {
+		p, err := kernel.ParsePointer(cp.AmountPointer)
+		if err != nil || len(p) == 0 {
+			return fmt.Errorf("amount_pointer %q must select a member of the arguments", cp.AmountPointer)
+		}
+	}
+	pol := kernel.Policy{MaxAmount: cp.Policy.MaxAmount, AmountPointer: cp.Policy.AmountPointer}
+	if pol.AmountPointer == "" && pol.MaxAmount > 0 {
+		pol.AmountPointer = cp.AmountPointer
+	}
+	for _, a := range cp.Policy.Allowed {
+		pol.Allowed = append(pol.Allowed, kernel.AllowedValues{Pointer: a.Pointer, Values: a.Values})
+	}
+	for _, p := range cp.Policy.Pattern {
+		pol.Patterns = append(pol.Patterns, kernel.PatternRule{Pointer: p.Pointer, Regexp: p.Regexp})
+	}
+	compiled, err := kernel.CompilePolicy(pol)
+	if err != nil {
+		return err
+	}
+	cp.policy = compiled
+	if (cp.DecisionKey == "") != (cp.ContextPack == "") {
+		return errors.New("decision_key and context_pack go together")
+	}
+	if cp.DecisionKey == "" {
+		return nil
+	}
+	path := cp.ContextPack
+	if !filepath.IsAbs(path) && dir != "" {
+		path = filepath.Join(dir, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("context_pack: %w", err)
+	}
+	pack, err := kernel.ParseContextPack(b)
+	if err != nil {
+		return fmt.Errorf("context_pack %s: %w", path, err)
+	}
+	if !slices.ContainsFunc(pack.Decisions, func(d kernel.DecisionSpec) bool { return d.DecisionKey == cp.DecisionKey }) {
+		return fmt.Errorf("decision_key %s is not a decision of context pack %s", cp.DecisionKey, pack.PackID)
+	}
+	for _, tr := range pack.Tools {
+		if tr.CapabilityID == cp.ID && tr.GatedBy != "" && tr.GatedBy != cp.DecisionKey {
+			return fmt.Errorf("context pack %s gates %s by %s, the manifest by %s", pack.PackID, cp.ID, tr.GatedBy, cp.DecisionKey)
+		}
+	}
+	cp.pack = &pack
+	return nil
+}
+
+// approvalRequired reports whether proposals of the capability need an
+// operator's approval.
+func (cp *CapabilityConfig) approvalRequired() bool {
+	switch cp.Approval {
+	case "required":
+		return true
+	case "none":
+		return false
+	}
+	return cp.Risk == "high"
+}
+
+// compiledPolicy returns the capability's policy (an empty one for a
+// manifest that was never validated).
+func (cp *CapabilityConfig) compiledPolicy() *kernel.CompiledPolicy {
+	if cp.policy == nil {
+		p, _ := kernel.CompilePolicy(kernel.Policy{})
+		return p
+	}
+	return cp.policy
+}
+
+// runAmount is what a proposal of the capability consumes from its run's
+// amount budget: the exact positive integer at the capability's amount
+// pointer (or at its policy's), or 0 when it declares none.
+func (cp *CapabilityConfig) runAmount(args map[string]any) (int64, *kernel.Refusal) {
+	ptr := cp.AmountPointer
+	if ptr == "" {
+		ptr = cp.Policy.AmountPointer
+	}
+	if ptr == "" {
+		return 0, nil
+	}
+	p, err := kernel.ParsePointer(ptr)
+	if err != nil {
+		return 0, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()}
+	}
+	v, _ := p.Eval(args)
+	amt, r := kernel.ParseAmount(v)
+	if r != nil {
+		return 0, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: "the run budget reads the amount at " + ptr + ": " + r.Reason}
+	}
+	return amt, nil
+}
+
+// Subjects of the authorization aggregates.
+
+func authorityRef(tenant string) (aggregates.Ref, error) {
+	s, err := events.Subject(tenant, "authority")
+	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.Authority{} }}, err
+}
+
+func approvalRef(tenant, id string) (aggregates.Ref, error) {
+	s, err := events.Subject(tenant, "approval", id)
+	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.Approval{} },
+		Check: func(ev kernel.Event) error {
+			var got string
+			switch e := ev.(type) {
+			case kernel.ApprovalGranted:
+				got = e.ApprovalID
+			case kernel.ApprovalRedeemed:
+				got = e.ApprovalID
+			}
+			if got != id {
+				return fmt.Errorf("approval event for %q on the subject of %q", got, id)
+			}
+			return nil
+		}}, err
+}
+
+func runRef(tenant, runID string) (aggregates.Ref, error) {
+	s, err := events.Subject(tenant, "run", runID)
+	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.Run{} },
+		Check: func(ev kernel.Event) error {
+			if got := kernel.RunIDOf(ev); got != runID {
+				return fmt.Errorf("run event for %q on the subject of %q", got, runID)
+			}
+			return nil
+		}}, err
+}
+
+func evidenceRef(tenant, ref string) (aggregates.Ref, error) {
+	s, err := events.Subject(tenant, "evidence", ref)
+	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.EvidenceRecord{} },
+		Check: func(ev kernel.Event) error {
+			if got := kernel.EvidenceRefOf(ev); got != ref {
+				return fmt.Errorf("evidence event for %q on the subject of %q", got, ref)
+			}
+			return nil
+		}}, err
+}
+
+// load folds a subject straight from the store. Authority and evidence are
+// read this way for every proposal, not from the engine's warm state: they
+// are read-only in the reserve transaction, where a stale cache would never
+// be caught by a sequence conflict, so a change appended by any replica
+// takes effect for the next proposal everywhere.
+func (g *Gateway) load(ctx context.Context, ref aggregates.Ref) (aggregates.State, error) {
+	st := ref.New()
+	stored, err := g.store.Read(ctx, ref.Subject, 1)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range stored {
+		ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
+		if err == nil && ref.Check != nil {
+			err = ref.Check(ev)
+		}
+		if err == nil {
+			err = st.Apply(ev)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s seq %d: %w", ref.Subject, s.Seq, err)
+		}
+	}
+	return st, nil
+}
+
+// checkControls runs the controls that need no write, in the order of
+// DESIGN section 1: authority, policy, evidence. It fills pc's authority
+// source, run amount and gate. An error means a subject could not be read.
+func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args map[string]any) (*kernel.Refusal, error) {
+	g, cp := pc.g, pc.cp
+	if _, ok := tc.Agent(pc.principal); !ok {
+		return g.authorize(tc, pc.principal, cp), nil
+	}
+	ref, err := authorityRef(pc.tenant)
+	if err != nil {
+		return &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()}, nil
+	}
+	st, err := g.load(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	src, r := kernel.CheckAuthority(st.(*kernel.Authority), pc.principal, cp.ID, g.authorize(tc, pc.principal, cp) == nil)
+	pc.authority = src
+	if r != nil {
+		return r, nil
+	}
+	if r := cp.compiledPolicy().Evaluate(args); r != nil {
+		return r, nil
+	}
+	if pc.runAmount, r = cp.runAmount(args); r != nil {
+		return r, nil
+	}
+	if cp.pack == nil {
+		return nil, nil
+	}
+	records := make([]*kernel.EvidenceRecord, 0, len(pc.p.EvidenceRefs))
+	for _, name := range pc.p.EvidenceRefs {
+		ref, err := evidenceRef(pc.tenant, name)
+		if err != nil {
+			return &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()}, nil
+		}
+		st, err := g.load(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, st.(*kernel.EvidenceRecord))
+	}
+	agent, _ := tc.Agent(pc.principal)
+	run := kernel.RunContext{Tenant: pc.tenant, Principal: pc.principal, RunID: pc.p.RunID, DecisionKey: cp.DecisionKey,
+		DecisionTime: pc.now, AllowedSources: agent.EvidenceSources, Capabilities: []string{cp.ID}}
+	gate, r := kernel.CheckEvidence(*cp.pack, run, records)
+	if gate != nil {
+		if b, err := json.Marshal(gate); err == nil {
+			pc.gate = b
+		}
+	}
+	return r, nil
+}
+
+// reserveRefs are the subjects of the reserve transaction: the operation,
+// every resource ledger, the run and, when the proposal names one, the
+// approval. Redemption, run consumption and reservation commit together
+// or not at all.
+func (pc *proposalCtx) reserveRefs() []aggregates.Ref {
+	refs := pc.refs()
+	refs = append(refs, pc.runRef)
+	if pc.approvalRef != nil {
+		refs = append(refs, *pc.approvalRef)
+	}
+	return refs
+}
+
+// decideControls decides approval and run budget inside the reserve
+// transaction, on the states of reserveRefs (s), writing their events into
+// out. It returns the first refusal.
+func (pc *proposalCtx) decideControls(s []aggregates.State, out [][]kernel.Event, tc *TenantConfig, operationID, attemptID string) *kernel.Refusal {
+	runIdx := 1 + len(pc.bound)
+	run := s[runIdx].(*kernel.Run)
+	pc.runBudget = run.Describe()
+	var ap *kernel.Approval
+	if pc.approvalRef != nil {
+		ap = s[runIdx+1].(*kernel.Approval)
+	}
+	d := kernel.DecideApproval(ap, kernel.RedeemApproval{Required: pc.cp.approvalRequired(), ApprovalID: pc.p.ApprovalID,
+		ActionDigest: pc.digest, Risk: pc.cp.Risk, OperationID: operationID, Now: pc.now})
+	if d.Refusal != nil {
+		return d.Refusal
+	}
+	if ap != nil {
+		out[runIdx+1] = d.Events
+	}
+	d = kernel.DecideConsume(run, kernel.ConsumeRun{RunID: pc.p.RunID, Principal: pc.principal, OperationID: operationID,
+		AttemptID: attemptID, Amount: pc.runAmount, AllowUnadmitted: tc.allowsUnadmitted()})
+	if d.Refusal != nil {
+		return d.Refusal
+	}
+	out[runIdx] = d.Events
+	after := *run
+	for _, ev := range d.Events {
+		if after.Apply(ev) == nil {
+			pc.runBudget = after.Describe()
+		}
+	}
+	return nil
+}
+
+// dispatchGates holds, per gateway, a function run right before an
+// executor decides its dispatch-start: tests pause a worker there to let
+// another executor take the operation over.
+var dispatchGates sync.Map // *Gateway -> func(attemptID string)
+
+func (g *Gateway) beforeDispatchStart(attemptID string) {
+	if f, ok := dispatchGates.Load(g); ok {
+		f.(func(string))(attemptID)
+	}
+}
+
+// Operator verbs of authorization and evidence.
+
+// GrantRequest is the body of the grant and revoke verbs.
+type GrantRequest struct {
+	Principal    string `json:"principal"`
+	CapabilityID string `json:"capability_id"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// ApproveRequest is the body of the approve verb: the exact action digest
+// (from an approval_required reply), the capability's risk and how long the
+// approval stays redeemable (a Go duration, at most 24h).
+type ApproveRequest struct {
+	ActionDigest string `json:"action_digest"`
+	Risk         string `json:"risk"`
+	ExpiresIn    string `json:"expires_in"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// AdmitRunRequest is the body of the admit-run verb.
+type AdmitRunRequest struct {
+	RunID       string `json:"run_id"`
+	ParentRunID string `json:"parent_run_id,omitempty"`
+	Principal   string `json:"principal"`
+	Calls       int64  `json:"calls"`
+	Amount      int64  `json:"amount"`
+}
+
+// RunRequest is the body of the run verb (read a run's budget).
+type RunRequest struct {
+	RunID string `json:"run_id"`
+}
+
+// EvidenceRequest is the body of the evidence verb: exactly one evidence
+// candidate or one conflict marker (or its resolution), in the kernel's
+// JSON form.
+type EvidenceRequest struct {
+	Candidate json.RawMessage `json:"candidate,omitempty"`
+	Marker    json.RawMessage `json:"marker,omitempty"`
+}
+
+// authzVerbs are the verbs served by authzOp.
+var authzVerbs = []string{"grant", "revoke", "approve", "admit-run", "run", "evidence"}
+
+// authzOp serves an authorization or evidence verb; ok is false for any
+// other verb.
+func (g *Gateway) authzOp(ctx context.Context, tenant, verb, operator string, body []byte) (any, bool) {
+	tc, _ := g.cfg.Tenant(tenant)
+	switch verb {
+	case "grant", "revoke":
+		var req GrantRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		return g.opGrant(ctx, tc, operator, verb == "grant", req), true
+	case "approve":
+		var req ApproveRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		return g.opApprove(ctx, tenant, operator, req), true
+	case "admit-run":
+		var req AdmitRunRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		return g.opAdmitRun(ctx, tc, operator, req), true
+	case "run":
+		var req RunRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		ref, err := runRef(tenant, req.RunID)
+		if err != nil || req.RunID == "" {
+			return opRefused(kernel.CodeRequestMalformed, "run_id is required"), true
+		}
+		st, err := g.load(ctx, ref)
+		if err != nil {
+			return opRefused(kernel.CodeContention, "the run could not be read: %v", err), true
+		}
+		return OpReply{OK: true, Data: map[string]any{"run": st}}, true
+	case "evidence":
+		var req EvidenceRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		return g.opEvidence(ctx, tenant, operator, req), true
+	}
+	return nil, false
+}
+
+func decodeOp(body []byte, into any) *OpReply {
+	if err := strictDecode(body, into); err != nil {
+		r := opRefused(kernel.CodeRequestMalformed, "request: %v", err)
+		return &r
+	}
+	return nil
+}
+
+func strictDecode(body []byte, into any) error {
+	if len(body) == 0 {
+		return errors.New("empty request")
+	}
+	_, r := kernel.DecodeArguments(body) // one JSON object, bounded depth, exact numbers
+	if r != nil {
+		return errors.New(r.Reason)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
+func (g *Gateway) opGrant(ctx context.Context, tc *TenantConfig, operator string, grant bool, req GrantRequest) OpReply {
+	if _, ok := tc.Agent(req.Principal); !ok {
+		return opRefused(kernel.CodeRequestMalformed, "%q is not an agent of tenant %s", req.Principal, tc.ID)
+	}
+	if _, ok := g.cfg.Capability(req.CapabilityID); !ok {
+		return opRefused(kernel.CodeCapabilityNotSurfaced, "capability %q is not in the manifest", req.CapabilityID)
+	}
+	ref, err := authorityRef(tc.ID)
+	if err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+	}
+	var recorded bool
+	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Refs: []aggregates.Ref{ref},
+		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
+			d := kernel.DecideAuthorityChange(s[0].(*kernel.Authority), kernel.ChangeAuthority{Principal: req.Principal,
+				CapabilityID: req.CapabilityID, Grant: grant, Operator: operator, Reason: req.Reason})
+			recorded = len(d.Events) > 0
+			return [][]kernel.Event{d.Events}, d.Refusal
+		}})
+	if err != nil {
+		return opRefused(kernel.CodeContention, "%v", err)
+	}
+	if res.Refusal != nil {
+		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	}
+	return OpReply{OK: true, Data: map[string]any{"principal": req.Principal, "capability_id": req.CapabilityID, "granted": grant, "recorded": recorded}}
+}
+
+func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req ApproveRequest) OpReply {
+	ttl, err := time.ParseDuration(req.ExpiresIn)
+	if err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "expires_in: %v", err)
+	}
+	id := g.ids.New()
+	ref, err := approvalRef(tenant, id)
+	if err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+	}
+	var granted kernel.ApprovalGranted
+	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{ref},
+		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
+			d := kernel.DecideApprovalGrant(s[0].(*kernel.Approval), kernel.GrantApproval{ApprovalID: id, ActionDigest: req.ActionDigest,
+				Risk: req.Risk, Operator: operator, Reason: req.Reason, Now: g.clock.Now(), TTL: ttl})
+			if len(d.Events) == 1 {
+				granted = d.Events[0].(kernel.ApprovalGranted)
+			}
+			return [][]kernel.Event{d.Events}, d.Refusal
+		}})
+	if err != nil {
+		return opRefused(kernel.CodeContention, "%v", err)
+	}
+	if res.Refusal != nil {
+		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	}
+	return OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": granted.ActionDigest, "risk": granted.Risk,
+		"expires_at": granted.ExpiresAt.Format(time.RFC3339Nano)}}
+}
+
+func (g *Gateway) opAdmitRun(ctx context.Context, tc *TenantConfig, operator string, req AdmitRunRequest) OpReply {
+	if _, ok := tc.Agent(req.Principal); !ok {
+		return opRefused(kernel.CodeRequestMalformed, "%q is not an agent of tenant %s", req.Principal, tc.ID)
+	}
+	if req.RunID == "" || len(req.RunID) > maxIDBytes || len(req.ParentRunID) > maxIDBytes {
+		return opRefused(kernel.CodeRequestMalformed, "run_id is required and ids are at most %d bytes", maxIDBytes)
+	}
+	child, err := runRef(tc.ID, req.RunID)
+	if err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+	}
+	refs := []aggregates.Ref{child}
+	if req.ParentRunID != "" && req.ParentRunID != req.RunID {
+		parent, err := runRef(tc.ID, req.ParentRunID)
+		if err != nil {
+			return opRefused(kernel.CodeRequestMalformed, "%v", err)
+		}
+		refs = append(refs, parent)
+	}
+	var after kernel.Run
+	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Refs: refs,
+		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
+			var parent *kernel.Run
+			if len(s) > 1 {
+				parent = s[1].(*kernel.Run)
+			}
+			d := kernel.DecideAdmit(s[0].(*kernel.Run), parent, kernel.AdmitRun{RunID: req.RunID, ParentRunID: req.ParentRunID,
+				Principal: req.Principal, Operator: operator, Calls: req.Calls, Amount: req.Amount})
+			out := [][]kernel.Event{d.Child}
+			if len(s) > 1 {
+				out = append(out, d.Parent)
+			}
+			return out, d.Refusal
+		},
+		Done: func(s []aggregates.State) { after = *s[0].(*kernel.Run) }})
+	if err != nil {
+		return opRefused(kernel.CodeContention, "%v", err)
+	}
+	if res.Refusal != nil {
+		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	}
+	return OpReply{OK: true, Data: map[string]any{"run": after}}
+}
+
+func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req EvidenceRequest) OpReply {
+	switch {
+	case len(req.Candidate) > 0 && len(req.Marker) == 0:
+		cands, err := kernel.ParseEvidence(append(append([]byte("["), req.Candidate...), ']'))
+		if err != nil {
+			return opRefused(kernel.CodeContextInvalid, "%v", err)
+		}
+		ref, err := evidenceRef(tenant, cands[0].Ref)
+		if err != nil {
+			return opRefused(kernel.CodeRequestMalformed, "%v", err)
+		}
+		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{ref},
+			Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
+				d := kernel.DecidePublishEvidence(s[0].(*kernel.EvidenceRecord), kernel.PublishEvidence{Tenant: tenant, Operator: operator, Candidate: cands[0]})
+				return [][]kernel.Event{d.Events}, d.Refusal
+			}})
+		if err != nil {
+			return opRefused(kernel.CodeContention, "%v", err)
+		}
+		if res.Refusal != nil {
+			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		}
+		return OpReply{OK: true, Data: map[string]any{"ref": cands[0].Ref}}
+	case len(req.Marker) > 0 && len(req.Candidate) == 0:
+		ms, err := kernel.ParseMarkers(append(append([]byte("["), req.Marker...), ']'))
+		if err != nil {
+			return opRefused(kernel.CodeContextInvalid, "%v", err)
+		}
+		m := ms[0]
+		var refs []aggregates.Ref
+		for _, name := range m.EvidenceRefs {
+			ref, err := evidenceRef(tenant, name)
+			if err != nil {
+				return opRefused(kernel.CodeRequestMalformed, "%v", err)
+			}
+			refs = append(refs, ref)
+		}
+		// One atomic batch over every ref the marker names: the marker
+		// (and later its resolution) is found through any of them.
+		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: refs,
+			Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
+				out := make([][]kernel.Event, len(s))
+				for i, st := range s {
+					d := kernel.DecideMarkEvidence(st.(*kernel.EvidenceRecord), kernel.MarkEvidence{Ref: m.EvidenceRefs[i], Operator: operator, Marker: m})
+					if d.Refusal != nil {
+						return nil, d.Refusal
+					}
+					out[i] = d.Events
+				}
+				return out, nil
+			}})
+		if err != nil {
+			return opRefused(kernel.CodeContention, "%v", err)
+		}
+		if res.Refusal != nil {
+			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		}
+		return OpReply{OK: true, Data: map[string]any{"conflict_id": m.ConflictID, "status": m.Status}}
+	}
+	return opRefused(kernel.CodeRequestMalformed, "name exactly one of candidate and marker")
+}
