@@ -134,6 +134,8 @@ type driver struct {
 	subs    []string
 	names   map[string]string // subject -> resource
 	stats   map[string]int
+	seed    int64
+	n       int
 }
 
 type resState struct {
@@ -142,7 +144,7 @@ type resState struct {
 }
 
 func newDriver(e *env, tenant string, seed int64, resources []string) *driver {
-	d := &driver{store: e.store, signer: e.signer, tenant: tenant, rng: rand.New(rand.NewSource(seed)),
+	d := &driver{store: e.store, signer: e.signer, tenant: tenant, rng: rand.New(rand.NewSource(seed)), seed: seed,
 		ledgers: map[string]*resState{}, names: map[string]string{}, stats: map[string]int{}}
 	for _, r := range resources {
 		s, err := events.ExposureSubject(tenant, "refunds", r)
@@ -163,20 +165,32 @@ var outcomes = []kernel.Outcome{kernel.OutcomeApplied, kernel.OutcomeNotApplied,
 func (d *driver) step(ctx context.Context) (int, error) {
 	subject := d.subs[d.rng.Intn(len(d.subs))]
 	st := d.ledgers[subject]
-	a := fmt.Sprintf("a%d", d.rng.Intn(400))
+	recs := st.ledger.Receipts
+	pick := func() string {
+		if len(recs) == 0 || d.rng.Intn(10) == 0 {
+			return fmt.Sprintf("x%d-%d", d.seed, d.rng.Intn(1000)) // most likely unknown here
+		}
+		return recs[d.rng.Intn(len(recs))].AttemptID
+	}
 	var cmd kernel.Command
-	switch k := d.rng.Intn(10); {
-	case k < 3:
-		cmd = kernel.Reserve{GuaranteeID: "refunds", Resource: d.names[subject], AttemptID: a, OperationID: "op-" + a,
-			Amount: int64(1 + d.rng.Intn(400)), Limit: 20000, DefinitionDigest: "def1"}
+	switch k := d.rng.Intn(20); {
 	case k < 5:
-		cmd = kernel.StartDispatch{AttemptID: a}
-	case k < 8:
-		cmd = kernel.Observe{AttemptID: a, Outcome: outcomes[d.rng.Intn(len(outcomes))], Source: "provider"}
+		d.n++
+		a := fmt.Sprintf("w%d-%d", d.seed, d.n)
+		op := "op-" + a
+		if len(recs) > 0 && d.rng.Intn(10) == 0 {
+			op = recs[d.rng.Intn(len(recs))].OperationID // a new attempt of an earlier operation
+		}
+		cmd = kernel.Reserve{GuaranteeID: "refunds", Resource: d.names[subject], AttemptID: a, OperationID: op,
+			Amount: int64(1 + d.rng.Intn(2000)), Limit: 100000, DefinitionDigest: "def1"}
 	case k < 9:
-		cmd = kernel.Close{AttemptID: a, Reason: "test"}
+		cmd = kernel.StartDispatch{AttemptID: pick()}
+	case k < 15:
+		cmd = kernel.Observe{AttemptID: pick(), Outcome: outcomes[d.rng.Intn(len(outcomes))], Source: "provider"}
+	case k < 17:
+		cmd = kernel.Close{AttemptID: pick(), Reason: "test"}
 	default:
-		cmd = kernel.AssertAbsence{AttemptID: a, Operator: "ops", ArtifactRef: "ticket-1"}
+		cmd = kernel.AssertAbsence{AttemptID: pick(), Operator: "ops", ArtifactRef: "ticket-1"}
 	}
 	for try := 0; try < 20; try++ {
 		dec := kernel.DecideExposure(&st.ledger, cmd)
