@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,6 +52,7 @@ const (
 const (
 	errCodeWrongLastSeq         = 10071 // "wrong last sequence: {seq}"
 	errCodeWrongLastSeqConstant = 10164 // "wrong last sequence" (replicated and batch paths)
+	errCodeNoMessageFound       = 10037 // "no message found"
 )
 
 // StreamOptions configures EnsureStream. Zero fields take the defaults.
@@ -134,7 +136,11 @@ type JetStore struct {
 	nc        *nats.Conn
 	stream    string
 	directGet string        // $JS.API.DIRECT.GET.<stream> (with the context's prefix)
+	msgGet    string        // $JS.API.STREAM.MSG.GET.<stream>: answered by the stream leader only
 	timeout   time.Duration // for calls whose context has no deadline
+
+	mu         sync.Mutex
+	replicated int // 0 unknown, 1 single replica, 2 replicated (see leaderReads)
 	// ReadBatch is the number of messages asked per Direct Get batch request
 	// (default 256). Set before first use.
 	ReadBatch int
@@ -165,6 +171,7 @@ func NewJetStore(js jetstream.JetStream, stream string) *JetStore {
 	return &JetStore{
 		js: js, nc: js.Conn(), stream: stream,
 		directGet: prefix + "DIRECT.GET." + stream,
+		msgGet:    prefix + "STREAM.MSG.GET." + stream,
 		timeout:   timeout,
 		ReadBatch: 256,
 	}
@@ -384,11 +391,24 @@ func (s *JetStore) batchConflict(ctx context.Context, enc []encodedItem, actual 
 // are exactly it.raws, and the sequence of the last of them.
 func (s *JetStore) retried(ctx context.Context, it encodedItem) (uint64, bool, error) {
 	var got []Stored
-	err := s.directBatch(ctx, directReq{Seq: it.expected + 1, NextFor: it.subject, Batch: len(it.raws)}, func(f fetched) error {
+	if s.leaderReads(ctx) {
+		// A follower may lag: ask the leader, one message at a time (a rare path).
+		from := it.expected + 1
+		for range it.raws {
+			f, found, err := s.leaderGet(ctx, directReq{Seq: from, NextFor: it.subject})
+			if err != nil {
+				return 0, false, err
+			}
+			if !found {
+				break
+			}
+			got = append(got, f.Stored)
+			from = f.Seq + 1
+		}
+	} else if err := s.directBatch(ctx, directReq{Seq: it.expected + 1, NextFor: it.subject, Batch: len(it.raws)}, func(f fetched) error {
 		got = append(got, f.Stored)
 		return nil
-	}, len(it.raws))
-	if err != nil {
+	}, len(it.raws)); err != nil {
 		return 0, false, err
 	}
 	if len(got) != len(it.raws) {
@@ -423,11 +443,19 @@ func toFetched(m *nats.Msg) (fetched, error) {
 	if err != nil || seq == 0 {
 		return fetched{}, errors.New("events: direct get reply without a sequence")
 	}
-	f := fetched{Stored: Stored{Seq: seq, Subject: m.Header.Get(hdrSubject), Raw: m.Data}}
-	if f.Envelope, err = Decode(m.Data); err != nil {
-		return fetched{}, &CorruptError{Seq: seq, Subject: f.Subject, Err: err}
+	return makeFetched(seq, m.Header.Get(hdrSubject), m.Header, m.Data, true)
+}
+
+// makeFetched decodes a stored message.
+func makeFetched(seq uint64, subject string, hdr nats.Header, data []byte, decode bool) (fetched, error) {
+	f := fetched{Stored: Stored{Seq: seq, Subject: subject, Raw: data}}
+	var err error
+	if !decode {
+		// Only the position is wanted (LastSeq).
+	} else if f.Envelope, err = Decode(data); err != nil {
+		return fetched{}, &CorruptError{Seq: seq, Subject: subject, Err: err}
 	}
-	switch p := m.Header.Get(hdrPrevSeq); p {
+	switch p := hdr.Get(hdrPrevSeq); p {
 	case "":
 	case prevAdjacent:
 		f.prev, f.hasPrev = seq-1, true
@@ -437,6 +465,94 @@ func toFetched(m *nats.Msg) (fetched, error) {
 		}
 	}
 	return f, nil
+}
+
+// leaderReads reports whether reads that must be current go to the stream
+// leader. Direct Get is answered by any replica, and a follower may not yet
+// have applied an acknowledged message; on a replicated stream the store
+// therefore takes the last message of a subject (and anything a replica
+// lacks) from the leader. The replica count is looked up once; if the lookup
+// fails the leader is used.
+func (s *JetStore) leaderReads(ctx context.Context) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.replicated == 0 {
+		st, err := s.js.Stream(ctx, s.stream)
+		if err != nil {
+			return true
+		}
+		s.replicated = 1
+		if st.CachedInfo().Config.Replicas > 1 {
+			s.replicated = 2
+		}
+	}
+	return s.replicated == 2
+}
+
+// leaderGet gets one message through the stream leader
+// ($JS.API.STREAM.MSG.GET), which is current.
+func (s *JetStore) leaderGet(ctx context.Context, req directReq) (fetched, bool, error) {
+	return s.leaderGetDecode(ctx, req, true)
+}
+
+func (s *JetStore) leaderGetDecode(ctx context.Context, req directReq, decode bool) (fetched, bool, error) {
+	req.Batch = 0
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fetched{}, false, err
+	}
+	m, err := s.nc.RequestWithContext(ctx, s.msgGet, body)
+	if err != nil {
+		return fetched{}, false, fmt.Errorf("events: message get on %s: %w", s.stream, err)
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Header  []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return fetched{}, false, fmt.Errorf("events: message get on %s: %w", s.stream, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == errCodeNoMessageFound {
+			return fetched{}, false, nil
+		}
+		return fetched{}, false, fmt.Errorf("events: message get on %s: %w", s.stream, resp.Error)
+	}
+	if resp.Message == nil || resp.Message.Seq == 0 {
+		return fetched{}, false, fmt.Errorf("events: message get on %s: empty reply", s.stream)
+	}
+	var hdr nats.Header
+	if len(resp.Message.Header) > 0 {
+		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return fetched{}, false, fmt.Errorf("events: message get on %s: %w", s.stream, err)
+		}
+	}
+	f, err := makeFetched(resp.Message.Seq, resp.Message.Subject, hdr, resp.Message.Data, decode)
+	return f, err == nil, err
+}
+
+// currentGet gets one message so that the answer is current: from the
+// leader on a replicated stream, else by Direct Get.
+func (s *JetStore) currentGet(ctx context.Context, req directReq) (fetched, bool, error) {
+	if s.leaderReads(ctx) {
+		return s.leaderGet(ctx, req)
+	}
+	return s.directOne(ctx, req)
+}
+
+// seqGet gets the message at seq: by Direct Get, and from the leader when the
+// answering replica does not have it yet.
+func (s *JetStore) seqGet(ctx context.Context, seq uint64) (fetched, bool, error) {
+	f, found, err := s.directOne(ctx, directReq{Seq: seq})
+	if err != nil || found || !s.leaderReads(ctx) {
+		return f, found, err
+	}
+	return s.leaderGet(ctx, directReq{Seq: seq})
 }
 
 // directStatus interprets an empty Direct Get reply: found is false for 404
@@ -459,6 +575,10 @@ func (s *JetStore) directStatus(m *nats.Msg) (found bool, err error) {
 
 // directOne runs a single-message Direct Get (by seq or last_by_subj).
 func (s *JetStore) directOne(ctx context.Context, req directReq) (fetched, bool, error) {
+	return s.directOneDecode(ctx, req, true)
+}
+
+func (s *JetStore) directOneDecode(ctx context.Context, req directReq, decode bool) (fetched, bool, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return fetched{}, false, err
@@ -470,7 +590,11 @@ func (s *JetStore) directOne(ctx context.Context, req directReq) (fetched, bool,
 	if found, err := s.directStatus(m); !found || err != nil {
 		return fetched{}, false, err
 	}
-	f, err := toFetched(m)
+	seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
+	if err != nil || seq == 0 {
+		return fetched{}, false, errors.New("events: direct get reply without a sequence")
+	}
+	f, err := makeFetched(seq, m.Header.Get(hdrSubject), m.Header, m.Data, decode)
 	return f, err == nil, err
 }
 
@@ -554,7 +678,7 @@ func (s *JetStore) directOnce(ctx context.Context, req directReq, fn func(fetche
 
 // getSeq returns the message at sequence seq.
 func (s *JetStore) getSeq(ctx context.Context, seq uint64) (Stored, error) {
-	f, found, err := s.directOne(ctx, directReq{Seq: seq})
+	f, found, err := s.seqGet(ctx, seq)
 	if err != nil {
 		return Stored{}, err
 	}
@@ -590,7 +714,9 @@ func (s *JetStore) Read(ctx context.Context, subject string, fromSeq uint64) ([]
 	if fromSeq == 0 {
 		fromSeq = 1
 	}
-	last, found, err := s.directOne(ctx, directReq{LastFor: subject})
+	// The last message comes from a current source, so the result holds at
+	// least everything acknowledged before Read was called.
+	last, found, err := s.currentGet(ctx, directReq{LastFor: subject})
 	if err != nil || !found || last.Seq < fromSeq {
 		return nil, err
 	}
@@ -607,24 +733,45 @@ func (s *JetStore) Read(ctx context.Context, subject string, fromSeq uint64) ([]
 	}); err != nil {
 		return nil, err
 	}
-	if n == 0 || first.Seq >= last.Seq {
+	if n > 0 && first.Seq == last.Seq {
 		return []Stored{last.Stored}, nil
 	}
 	scan := s.ScanPerRoundTrip
 	if scan == 0 {
 		scan = DefaultScanPerRoundTrip
 	}
-	if last.hasPrev && pending > 0 && (scan < 0 || (last.Seq-first.Seq)/pending > uint64(scan)) {
+	if n > 0 && last.hasPrev && pending > 0 && (scan < 0 || (last.Seq-first.Seq)/pending > uint64(scan)) {
 		if out, ok, err := s.readBackward(ctx, subject, first, last); err != nil || ok {
 			return out, err
 		}
 	}
-	out := []Stored{first.Stored}
-	err = s.directBatch(ctx, directReq{Seq: first.Seq + 1, NextFor: subject}, func(f fetched) error {
+	var out []Stored
+	next := fromSeq
+	if n > 0 {
+		out = append(out, first.Stored)
+		next = first.Seq + 1
+		if err := s.directBatch(ctx, directReq{Seq: next, NextFor: subject}, func(f fetched) error {
+			out = append(out, f.Stored)
+			return nil
+		}, 0); err != nil {
+			return nil, err
+		}
+		next = out[len(out)-1].Seq + 1
+	}
+	// A replica that answered the Direct Gets may lag behind the last
+	// message: fetch what it lacked from the leader.
+	for next <= last.Seq {
+		f, found, err := s.leaderGet(ctx, directReq{Seq: next, NextFor: subject})
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, fmt.Errorf("events: read %q: message %d vanished", subject, last.Seq)
+		}
 		out = append(out, f.Stored)
-		return nil
-	}, 0)
-	return out, err
+		next = f.Seq + 1
+	}
+	return out, nil
 }
 
 // readBackward walks from last to first by the Ctx-Prev-Seq links; ok is
@@ -642,7 +789,7 @@ func (s *JetStore) readBackward(ctx context.Context, subject string, first, last
 		} else {
 			var found bool
 			var err error
-			if f, found, err = s.directOne(ctx, directReq{Seq: cur.prev}); err != nil {
+			if f, found, err = s.seqGet(ctx, cur.prev); err != nil {
 				return nil, false, err
 			} else if !found || f.Seq != cur.prev || f.Subject != subject {
 				return nil, false, nil
@@ -662,19 +809,15 @@ func (s *JetStore) LastSeq(ctx context.Context, subject string) (uint64, error) 
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	body, _ := json.Marshal(directReq{LastFor: subject})
-	m, err := s.nc.RequestWithContext(ctx, s.directGet, body)
-	if err != nil {
-		return 0, fmt.Errorf("events: last sequence of %q: %w", subject, err)
+	get := s.directOneDecode
+	if s.leaderReads(ctx) {
+		get = s.leaderGetDecode
 	}
-	if found, err := s.directStatus(m); err != nil || !found {
+	f, found, err := get(ctx, directReq{LastFor: subject}, false)
+	if err != nil || !found {
 		return 0, err
 	}
-	seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
-	if err != nil || seq == 0 {
-		return 0, fmt.Errorf("events: last sequence of %q: reply without a sequence", subject)
-	}
-	return seq, nil
+	return f.Seq, nil
 }
 
 // Replay implements Store with batched Direct Get requests over the whole

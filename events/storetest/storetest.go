@@ -469,6 +469,7 @@ func testConcurrent(t *testing.T, s events.Store) {
 	sub := Subject(t, "hot")
 	const writers, each = 4, 8
 	var wg sync.WaitGroup
+	var conflicts, unstated atomic.Int64
 	errs := make(chan error, writers)
 	for w := range writers {
 		wg.Add(1)
@@ -490,8 +491,16 @@ func testConcurrent(t *testing.T, s events.Store) {
 					if err == nil {
 						break
 					}
-					if !errors.Is(err, events.ErrConflict) {
-						errs <- err
+					var ce *events.ConflictError
+					if !errors.As(err, &ce) || ce.Subject != sub || ce.Expected != last {
+						errs <- fmt.Errorf("writer %d: %v, want a conflict on %s expecting %d", w, err, sub, last)
+						return
+					}
+					conflicts.Add(1)
+					if ce.Actual == 0 {
+						unstated.Add(1) // the server did not say (10164)
+					} else if ce.Actual <= last {
+						errs <- fmt.Errorf("writer %d: conflict with actual %d <= expected %d", w, ce.Actual, last)
 						return
 					}
 				}
@@ -499,6 +508,7 @@ func testConcurrent(t *testing.T, s events.Store) {
 		}()
 	}
 	wg.Wait()
+	t.Logf("%d conflicts, %d without an actual sequence", conflicts.Load(), unstated.Load())
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
