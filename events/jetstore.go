@@ -130,7 +130,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 // JetStore is the JetStream Store. Appends are publishes carrying
 // Nats-Expected-Last-Subject-Sequence; a single event also carries Nats-Msg-Id
 // = its event id; several events go as one ADR-50 atomic batch. Reads use
-// Direct Get (no consumer). Safe for concurrent use.
+// Direct Get (no consumer), and the stream leader where a replica could be
+// behind. Safe for concurrent use. See docs/storage.md.
 type JetStore struct {
 	js        jetstream.JetStream
 	nc        *nats.Conn
@@ -691,8 +692,11 @@ func (s *JetStore) getSeq(ctx context.Context, seq uint64) (Stored, error) {
 // DefaultScanPerRoundTrip is the default of JetStore.ScanPerRoundTrip.
 const DefaultScanPerRoundTrip = 2000
 
-// Read implements Store without a consumer, choosing between two Direct Get
-// strategies by what the subject's last and first messages tell:
+// Read implements Store without a consumer. The subject's last message is
+// read first from a current source (Direct Get on a single-replica stream,
+// the stream leader on a replicated one), so the result holds everything
+// acknowledged before the call. The rest is read by one of two Direct Get
+// strategies, chosen from the subject's first and last messages:
 //
 //   - forward: batched next_by_subj requests. nats-server finds a subject's
 //     first message in each file block from its per-block subject index, but
@@ -704,7 +708,8 @@ const DefaultScanPerRoundTrip = 2000
 //     so). The cost grows with the subject's events only.
 //
 // Backward is chosen when the span between first and last exceeds
-// ScanPerRoundTrip stream messages per event to fetch.
+// ScanPerRoundTrip stream messages per event to fetch. Whatever a lagging
+// replica did not have is fetched from the leader.
 func (s *JetStore) Read(ctx context.Context, subject string, fromSeq uint64) ([]Stored, error) {
 	if err := ValidSubject(subject); err != nil {
 		return nil, err
@@ -741,7 +746,9 @@ func (s *JetStore) Read(ctx context.Context, subject string, fromSeq uint64) ([]
 		scan = DefaultScanPerRoundTrip
 	}
 	if n > 0 && last.hasPrev && pending > 0 && (scan < 0 || (last.Seq-first.Seq)/pending > uint64(scan)) {
-		if out, ok, err := s.readBackward(ctx, subject, first, last); err != nil || ok {
+		// The walk must meet exactly the messages the server counted, or a
+		// link skipped one (or appends raced the probes): then read forward.
+		if out, ok, err := s.readBackward(ctx, subject, first, last); err != nil || (ok && uint64(len(out)) == pending+1) {
 			return out, err
 		}
 	}

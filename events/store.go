@@ -6,7 +6,8 @@ import (
 	"fmt"
 )
 
-// Stored is one event as the store holds it.
+// Stored is one event as the store holds it. Raw (and Envelope.Body) may be
+// shared with the store: do not modify them.
 type Stored struct {
 	Seq      uint64   // stream sequence, >= 1, strictly increasing across the whole stream
 	Subject  string   // the subject it was appended to
