@@ -707,9 +707,10 @@ const DefaultScanPerRoundTrip = 2000
 //     previous sequence, exact because the expected-sequence check made it
 //     so). The cost grows with the subject's events only.
 //
-// Backward is chosen when the span between first and last exceeds
-// ScanPerRoundTrip stream messages per event to fetch. Whatever a lagging
-// replica did not have is fetched from the leader.
+// Backward is chosen when at most two events remain between first and last
+// (no more round trips than forward), or when the span between first and last
+// exceeds ScanPerRoundTrip stream messages per event to fetch. Whatever a
+// lagging replica did not have is fetched from the leader.
 func (s *JetStore) Read(ctx context.Context, subject string, fromSeq uint64) ([]Stored, error) {
 	if err := ValidSubject(subject); err != nil {
 		return nil, err
@@ -745,7 +746,9 @@ func (s *JetStore) Read(ctx context.Context, subject string, fromSeq uint64) ([]
 	if scan == 0 {
 		scan = DefaultScanPerRoundTrip
 	}
-	if n > 0 && last.hasPrev && pending > 0 && (scan < 0 || (last.Seq-first.Seq)/pending > uint64(scan)) {
+	// Backward costs pending-1 round trips (the first and last are in hand),
+	// forward one plus the scan: backward wins outright for up to two more.
+	if n > 0 && last.hasPrev && pending > 0 && (scan < 0 || pending <= 2 || (last.Seq-first.Seq)/pending > uint64(scan)) {
 		// The walk must meet exactly the messages the server counted, or a
 		// link skipped one (or appends raced the probes): then read forward.
 		if out, ok, err := s.readBackward(ctx, subject, first, last); err != nil || (ok && uint64(len(out)) == pending+1) {
