@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
@@ -16,6 +16,14 @@ import (
 // State is a kernel aggregate folded from one subject's events.
 type State interface {
 	Apply(kernel.Event) error
+}
+
+// Snapshotter is a State that can be restored from a snapshot: its exported
+// fields are its JSON form, and Rebuild restores what is private and checks
+// the decoded state's internal consistency (kernel.Ledger is one).
+type Snapshotter interface {
+	State
+	Rebuild() error
 }
 
 // Ref names one subject a transaction decides on and how to make its empty
@@ -27,20 +35,32 @@ type Ref struct {
 	// is folded (for example that a reservation names the expected
 	// resource, which guards the hashed long form of resource tokens).
 	Check func(kernel.Event) error
+	// Snapshot marks a subject whose state is worth snapshotting (a
+	// resource ledger, which may hold thousands of events). It takes effect
+	// when the engine has a SnapshotStore and New returns a Snapshotter.
+	Snapshot bool
+	// CheckState, when set, validates a state decoded from a snapshot
+	// (for example that a ledger is the one of this resource); a snapshot
+	// it refuses is ignored and the subject is folded in full.
+	CheckState func(State) error
 }
 
 // Tx is one load-decide-append transaction over one or more subjects.
 type Tx struct {
 	Tenant string
 	Refs   []Ref
-	// Decide is called with the current state of every ref, in Refs order,
-	// while the refs are locked. It returns the events to append per ref
-	// (nil for none) and an optional refusal; events are appended even with
-	// a refusal (an incident is recorded). It must be a pure function of
-	// the states: it may run several times.
+	// Decide is called with the current state of every ref, in Refs order.
+	// It returns the events to append per ref (nil for none) and an
+	// optional refusal; events are appended even with a refusal (an
+	// incident is recorded). It must be a pure function of the states: it
+	// may run several times, and it runs on the engine's committer
+	// goroutine, so it must not call the engine.
 	Decide func(states []State) ([][]kernel.Event, *kernel.Refusal)
-	// Done, when set, is called once with the states after the decision
-	// took effect (events folded), still under the lock: read balances here.
+	// Done, when set, is called with the states right after the decision
+	// was folded into them, before any later transaction touches them:
+	// read balances here. Like Decide it runs on the committer goroutine
+	// and may run again when the decision is made again after a conflict;
+	// the last call describes the decision that took effect.
 	Done func(states []State)
 }
 
@@ -48,13 +68,28 @@ type Tx struct {
 type Result struct {
 	Refusal   *kernel.Refusal
 	Envelopes [][]events.Envelope // per ref, what was appended
-	Seqs      []uint64            // per ref, the subject's last sequence after the decision
+	Seqs      []uint64            // per ref, the subject's last sequence right after this decision's events
 }
 
-// Engine runs transactions against a Store with optimistic concurrency. It
-// keeps warm state per subject, keyed by the subject's last sequence, and
-// serializes transactions on one subject inside this process, so that
-// replicas conflict only with each other.
+// Engine runs transactions against a Store with optimistic concurrency.
+//
+// It keeps warm state per subject, keyed by the subject's last stored
+// sequence, and decides every transaction of this process on one committer
+// goroutine, in arrival order per subject (FIFO: no transaction overtakes an
+// earlier one on a subject it shares). Decisions are folded into the warm
+// state at once, so the next transaction on a subject decides on top of the
+// previous one even before it is stored; the decided events of many
+// transactions are appended together as one atomic batch (group commit),
+// with one expected last sequence per distinct subject, while the previous
+// batch is in flight (natural batching: one batch at a time, as large as
+// what arrived meanwhile). A batch that conflicts stores nothing: the
+// transactions that rest on the conflicting subject are decided again on
+// the refreshed state, the others are appended again as they were. Replicas
+// therefore conflict only with each other.
+//
+// Cold loads read a snapshot of the subject's state (see SnapshotStore) and
+// the events after it; a missing, stale or invalid snapshot falls back to
+// folding the whole subject.
 type Engine struct {
 	Store  events.Store
 	Sealer *Sealer
@@ -64,133 +99,198 @@ type Engine struct {
 	// OnContention, when set, is told about exhausted contention (an
 	// incident worth recording).
 	OnContention func(tenant string, subjects []string)
+	// Snapshots, when set, stores snapshots of the subjects whose Ref asks
+	// for them. Set before first use.
+	Snapshots SnapshotStore
+	// SnapshotEvery is the number of events folded into a subject's state
+	// after which a new snapshot is written (default DefaultSnapshotEvery).
+	SnapshotEvery int
+	// MaxBatchEvents bounds the events of one group commit (default and
+	// maximum events.MaxBatch); MaxBatchTxs bounds its transactions
+	// (default 256).
+	MaxBatchEvents int
+	MaxBatchTxs    int
 
 	mu      sync.Mutex
 	entries map[string]*entry
+	queue   []*txn
+	running bool
+	c       *committer
+	snapw   snapWriter
+	// submitted counts transactions handed to the committer, not counting
+	// their resubmissions after a verification (tests).
+	submitted atomic.Uint64
+	stats     engineStats
 }
 
-type entry struct {
-	mu     sync.Mutex
-	state  State
-	seq    uint64
-	loaded bool
-}
+// DefaultSnapshotEvery is Engine.SnapshotEvery's default: a cold load folds
+// at most this many events after the snapshot.
+const DefaultSnapshotEvery = 64
 
 // NewEngine returns an engine over store that signs with sealer.
 func NewEngine(store events.Store, sealer *Sealer) *Engine {
 	return &Engine{Store: store, Sealer: sealer, MaxAttempts: 16, entries: map[string]*entry{}}
 }
 
-func (e *Engine) entry(subject string) *entry {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	en, ok := e.entries[subject]
-	if !ok {
-		en = &entry{}
-		e.entries[subject] = en
-	}
-	return en
+// entry is the warm state of one subject. state, status, pending and
+// sinceSnap belong to the committer goroutine; seq, minSeq and forget are
+// also used by callers.
+type entry struct {
+	subject string
+	seq     atomic.Uint64 // the subject's last sequence known stored
+	minSeq  atomic.Uint64 // the store holds this sequence: refresh before deciding while seq < minSeq
+	forget  atomic.Bool   // drop and reload before deciding
+
+	state     State
+	status    entryStatus
+	pending   int // decided transactions on this subject not yet finished
+	sinceSnap int // events folded since the last snapshot
+	delay     int // conflict count: back off before the next reload
 }
+
+type entryStatus uint8
+
+const (
+	entryUnloaded entryStatus = iota
+	entryLoading
+	entryReady
+)
 
 // Forget drops warm state (used by tests and after errors that leave the
-// cache in doubt).
+// cache in doubt): the next transaction on the subject reloads it.
 func (e *Engine) Forget(subject string) {
 	e.mu.Lock()
-	delete(e.entries, subject)
+	en := e.entries[subject]
 	e.mu.Unlock()
+	if en != nil {
+		en.forget.Store(true)
+	}
 }
 
-// Do runs tx: lock the refs in subject order, decide on warm state, append
-// with the sequences decided on; on conflict read the tails and decide again.
+// Do runs tx: decide on warm state (after the transactions before it on the
+// same subjects), append with the sequences decided on, as part of a group
+// commit; on conflict read the tails and decide again, bounded. Before a
+// refusal or a no-op decided on warm state is appended or returned, the
+// store's last sequences of every ref are read, and the decision is made
+// again on the refreshed state if any subject moved.
 func (e *Engine) Do(ctx context.Context, tx Tx) (Result, error) {
-	order := make([]int, len(tx.Refs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		switch {
-		case tx.Refs[a].Subject < tx.Refs[b].Subject:
-			return -1
-		case tx.Refs[a].Subject > tx.Refs[b].Subject:
-			return 1
+	subjects := make([]string, len(tx.Refs))
+	for i, r := range tx.Refs {
+		if err := checkRef(tx.Tenant, r); err != nil {
+			return Result{}, err
 		}
-		return 0
-	})
-	ens := make([]*entry, len(tx.Refs))
-	for i := 1; i < len(order); i++ {
-		if tx.Refs[order[i]].Subject == tx.Refs[order[i-1]].Subject {
-			return Result{}, fmt.Errorf("aggregates: subject %s appears twice in one transaction", tx.Refs[order[i]].Subject)
+		subjects[i] = r.Subject
+	}
+	slices.Sort(subjects)
+	for i := 1; i < len(subjects); i++ {
+		if subjects[i] == subjects[i-1] {
+			return Result{}, fmt.Errorf("aggregates: subject %s appears twice in one transaction", subjects[i])
 		}
 	}
-	for _, i := range order {
-		ens[i] = e.entry(tx.Refs[i].Subject)
-		ens[i].mu.Lock()
-		defer ens[i].mu.Unlock()
+	if len(tx.Refs) == 0 {
+		return Result{}, errors.New("aggregates: a transaction needs at least one ref")
 	}
-	for i, en := range ens {
-		if !en.loaded {
-			if err := e.refresh(ctx, tx.Refs[i], en); err != nil {
-				return Result{}, err
-			}
-		}
-	}
-	states := make([]State, len(ens))
-	verified := false
-	for attempt := 0; attempt < max(e.MaxAttempts, 1); attempt++ {
-		for i, en := range ens {
-			states[i] = en.state
-		}
-		evs, refusal := tx.Decide(states)
-		if len(evs) != len(tx.Refs) && evs != nil {
-			return Result{}, fmt.Errorf("aggregates: Decide returned %d event lists for %d refs", len(evs), len(tx.Refs))
-		}
-		if countEvents(evs) == 0 {
-			// A refusal or a no-op decided on warm state must not rest on
-			// a stale cache: another replica may have changed the subject.
-			if !verified {
-				stale, err := e.stale(ctx, tx.Refs, ens)
-				if err != nil {
-					return Result{}, err
-				}
-				verified = true
-				if stale {
-					continue
-				}
-			}
-			if tx.Done != nil {
-				tx.Done(states)
-			}
-			return Result{Refusal: refusal, Seqs: seqs(ens)}, nil
-		}
-		res, err := e.append(ctx, tx, ens, evs)
-		var conflict *events.ConflictError
-		if errors.As(err, &conflict) {
-			for i, en := range ens {
-				if err := e.refresh(ctx, tx.Refs[i], en); err != nil {
-					return Result{}, err
-				}
-			}
-			backoff(ctx, attempt)
-			continue
-		}
+	t := &txn{ctx: ctx, tx: tx, ens: e.entriesFor(tx.Refs)}
+	for {
+		r, err := e.submit(ctx, t)
 		if err != nil {
 			return Result{}, err
 		}
-		res.Refusal = refusal
-		if tx.Done != nil {
-			tx.Done(states)
+		if r.panicked != nil {
+			panic(r.panicked)
 		}
-		return res, nil
-	}
-	if e.OnContention != nil {
-		subs := make([]string, len(tx.Refs))
-		for i, r := range tx.Refs {
-			subs[i] = r.Subject
+		if r.err != nil {
+			return Result{}, r.err
 		}
-		e.OnContention(tx.Tenant, subs)
+		if r.verify {
+			for i, ref := range tx.Refs {
+				last, err := e.Store.LastSeq(ctx, ref.Subject)
+				if err != nil {
+					return Result{}, err
+				}
+				storeMax(&t.ens[i].minSeq, last) // refresh first if the store is ahead
+			}
+			t = &txn{ctx: ctx, tx: tx, ens: t.ens, attempts: t.attempts, verified: true}
+			continue
+		}
+		return r.res, nil
 	}
-	return Result{Refusal: &kernel.Refusal{Code: kernel.CodeContention,
-		Reason: fmt.Sprintf("gave up after %d conflicting attempts; nothing was reserved or dispatched", e.MaxAttempts)}, Seqs: seqs(ens)}, nil
+}
+
+// checkRef refuses refs an append would refuse, before they can fail a
+// whole group commit.
+func checkRef(tenant string, r Ref) error {
+	if r.New == nil {
+		return fmt.Errorf("aggregates: ref %s has no New", r.Subject)
+	}
+	if err := events.ValidSubject(r.Subject); err != nil {
+		return fmt.Errorf("aggregates: %w", err)
+	}
+	if rest, ok := strings.CutPrefix(r.Subject, events.SubjectPrefix); ok {
+		if tok, _, _ := strings.Cut(rest, "."); tok != tenant {
+			return fmt.Errorf("aggregates: subject %s is not of tenant %q", r.Subject, tenant)
+		}
+	}
+	return nil
+}
+
+func storeMax(v *atomic.Uint64, x uint64) {
+	for {
+		cur := v.Load()
+		if cur >= x || v.CompareAndSwap(cur, x) {
+			return
+		}
+	}
+}
+
+func (e *Engine) entriesFor(refs []Ref) []*entry {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.entries == nil {
+		e.entries = map[string]*entry{}
+	}
+	out := make([]*entry, len(refs))
+	for i, r := range refs {
+		en, ok := e.entries[r.Subject]
+		if !ok {
+			en = &entry{subject: r.Subject}
+			e.entries[r.Subject] = en
+		}
+		out[i] = en
+	}
+	return out
+}
+
+// submit queues t for the committer and waits for its outcome.
+func (e *Engine) submit(ctx context.Context, t *txn) (txResult, error) {
+	t.done = make(chan txResult, 1)
+	e.mu.Lock()
+	e.queue = append(e.queue, t)
+	if !t.verified {
+		e.submitted.Add(1)
+	}
+	if e.c == nil {
+		e.c = newCommitter(e)
+	}
+	if !e.running {
+		e.running = true
+		go e.c.run()
+	} else {
+		select {
+		case e.c.kick <- struct{}{}:
+		default:
+		}
+	}
+	e.mu.Unlock()
+	select {
+	case r := <-t.done:
+		return r, nil
+	case <-ctx.Done():
+		// The committer drops t if it has not decided it yet; otherwise
+		// its outcome is unknown to this caller, as with any append whose
+		// acknowledgement was not awaited.
+		return txResult{}, ctx.Err()
+	}
 }
 
 func countEvents(evs [][]kernel.Event) int {
@@ -201,130 +301,28 @@ func countEvents(evs [][]kernel.Event) int {
 	return n
 }
 
-func seqs(ens []*entry) []uint64 {
-	out := make([]uint64, len(ens))
-	for i, en := range ens {
-		out[i] = en.seq
-	}
-	return out
+// EngineStats are counters of an engine's work since it was made.
+type EngineStats struct {
+	Batches       uint64 // appends made (each one atomic batch or single append)
+	BatchedTxs    uint64 // transactions whose events those appends carried
+	BatchedEvents uint64 // events appended
+	Conflicts     uint64 // appends refused for a wrong expected sequence
+	Redecided     uint64 // decisions made again after a conflict
+	ColdLoads     uint64 // subjects loaded from the store
+	SnapshotLoads uint64 // cold loads that started from a valid snapshot
+	SnapshotMiss  uint64 // cold loads of snapshot subjects that found no usable snapshot
+	SnapshotsPut  uint64 // snapshots handed to the SnapshotStore
 }
 
-// append seals and stores the decided events, retrying the very same
-// envelopes after an unknown outcome (the store de-duplicates exact
-// retries), then folds them into the warm state.
-func (e *Engine) append(ctx context.Context, tx Tx, ens []*entry, evs [][]kernel.Event) (Result, error) {
-	res := Result{Envelopes: make([][]events.Envelope, len(ens)), Seqs: make([]uint64, len(ens))}
-	var items []events.AppendItem
-	var idx []int
-	for i, l := range evs {
-		if len(l) == 0 {
-			continue
-		}
-		envs, err := e.Sealer.Seal(tx.Tenant, l)
-		if err != nil {
-			return Result{}, err
-		}
-		res.Envelopes[i] = envs
-		items = append(items, events.AppendItem{Subject: tx.Refs[i].Subject, ExpectedLastSeq: ens[i].seq, Envs: envs})
-		idx = append(idx, i)
-	}
-	var got []uint64
-	var err error
-	for try := 0; try < 5; try++ {
-		if len(items) == 1 {
-			var s uint64
-			s, err = e.Store.Append(ctx, items[0].Subject, items[0].ExpectedLastSeq, items[0].Envs...)
-			got = []uint64{s}
-		} else {
-			got, err = e.Store.AppendBatch(ctx, items)
-		}
-		if err == nil || errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrInvalidAppend) || ctx.Err() != nil {
-			break
-		}
-		backoff(ctx, try)
-	}
-	if err != nil {
-		if !errors.Is(err, events.ErrConflict) {
-			// The outcome is unknown: drop the warm state so the next
-			// transaction reads what the store really holds.
-			for _, i := range idx {
-				ens[i].loaded = false
-			}
-		}
-		return Result{}, err
-	}
-	for k, i := range idx {
-		for _, ev := range evs[i] {
-			if err := ens[i].state.Apply(ev); err != nil {
-				ens[i].loaded = false
-				return Result{}, fmt.Errorf("aggregates: decided event does not fold on %s: %w", tx.Refs[i].Subject, err)
-			}
-		}
-		ens[i].seq = got[k]
-	}
-	for i := range ens {
-		res.Seqs[i] = ens[i].seq
-	}
-	return res, nil
+type engineStats struct {
+	batches, batchedTxs, batchedEvents, conflicts, redecided atomic.Uint64
+	coldLoads, snapshotLoads, snapshotMiss, snapshotsPut     atomic.Uint64
 }
 
-// refresh brings a subject's warm state up to the store: the tail after the
-// known sequence, or the whole subject on a cold load.
-func (e *Engine) refresh(ctx context.Context, ref Ref, en *entry) error {
-	if !en.loaded {
-		en.state, en.seq = ref.New(), 0
-	}
-	tail, err := e.Store.Read(ctx, ref.Subject, en.seq+1)
-	if err != nil {
-		en.loaded = false
-		return err
-	}
-	for _, st := range tail {
-		ev, err := kernel.DecodeEvent(st.Envelope.Type, st.Envelope.V, st.Envelope.Body)
-		if err == nil && ref.Check != nil {
-			err = ref.Check(ev)
-		}
-		if err == nil {
-			err = en.state.Apply(ev)
-		}
-		if err != nil {
-			en.loaded = false
-			return fmt.Errorf("aggregates: %s seq %d: %w", ref.Subject, st.Seq, err)
-		}
-		en.seq = st.Seq
-	}
-	en.loaded = true
-	return nil
-}
-
-// stale reports whether any ref's subject moved past the warm state, and
-// refreshes those that did.
-func (e *Engine) stale(ctx context.Context, refs []Ref, ens []*entry) (bool, error) {
-	moved := false
-	for i, en := range ens {
-		last, err := e.Store.LastSeq(ctx, refs[i].Subject)
-		if err != nil {
-			return false, err
-		}
-		if last != en.seq {
-			moved = true
-			if err := e.refresh(ctx, refs[i], en); err != nil {
-				return false, err
-			}
-		}
-	}
-	return moved, nil
-}
-
-// backoff sleeps a jittered, growing interval (capped at ~20 ms): enough to
-// let a competing replica's append land, short enough to keep p99 low.
-func backoff(ctx context.Context, attempt int) {
-	base := time.Duration(1<<min(attempt, 5)) * 300 * time.Microsecond
-	d := base/2 + time.Duration(rand.Int64N(int64(base)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+// Stats returns the engine's counters.
+func (e *Engine) Stats() EngineStats {
+	s := &e.stats
+	return EngineStats{Batches: s.batches.Load(), BatchedTxs: s.batchedTxs.Load(), BatchedEvents: s.batchedEvents.Load(),
+		Conflicts: s.conflicts.Load(), Redecided: s.redecided.Load(), ColdLoads: s.coldLoads.Load(),
+		SnapshotLoads: s.snapshotLoads.Load(), SnapshotMiss: s.snapshotMiss.Load(), SnapshotsPut: s.snapshotsPut.Load()}
 }

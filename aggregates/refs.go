@@ -26,6 +26,14 @@ func ExposureRef(tenant, guaranteeID, resource string) (Ref, error) {
 			}
 			return nil
 		},
+		Snapshot: true,
+		CheckState: func(s State) error {
+			// A snapshot must be of this very ledger (or of an empty one).
+			if l := s.(*kernel.Ledger); l.Limit != 0 && (l.Resource != resource || l.GuaranteeID != guaranteeID) {
+				return fmt.Errorf("snapshot of %q/%q on the subject of %q/%q", l.GuaranteeID, l.Resource, guaranteeID, resource)
+			}
+			return nil
+		},
 	}, nil
 }
 

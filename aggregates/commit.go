@@ -1,0 +1,736 @@
+package aggregates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+)
+
+// Group commit. One committer goroutine per engine (started on demand, gone
+// when idle) owns the warm states and every decision:
+//
+//	waiting  transactions not decided yet, in arrival order
+//	forming  decided (folded into the warm states), being sealed or sealed,
+//	         not sent: the next batch
+//	inflight the one batch being appended
+//
+// A transaction is decided as soon as every subject it names is loaded and no
+// earlier waiting transaction names one of them (FIFO per subject). Its
+// events are sealed on their own goroutine (signing is the costly part), and
+// whenever no batch is in flight the sealed prefix of forming is sent as one
+// append. A transaction's result is delivered when the batch holding it is
+// stored, never before: a later decision may rest on it only inside this
+// process, and if it fails the later one is made again.
+
+// txn is one Do call inside the committer.
+type txn struct {
+	ctx context.Context
+	tx  Tx
+	ens []*entry
+
+	// set by the committer
+	evs      [][]kernel.Event
+	refusal  *kernel.Refusal
+	nevents  int
+	decision int // bumped on each decision; stale seal results are ignored
+	envs     [][]events.Envelope
+	sealed   bool
+	sealErr  error
+	snaps    []snapCandidate
+	attempts int
+	verified bool // a refusal or no-op may be acted on: the caller checked the store's last sequences
+	dirty    bool
+	done     chan txResult
+}
+
+type txResult struct {
+	res      Result
+	err      error
+	panicked any
+	// verify asks the caller to check the store's last sequences of the
+	// refs before a refusal or no-op decided on warm state is acted on.
+	verify bool
+}
+
+type snapCandidate struct {
+	ref  int
+	data []byte // the state right after this transaction's events on the ref
+}
+
+type committer struct {
+	e             *Engine
+	kick          chan struct{}
+	sealDone      chan sealResult
+	batchDone     chan batchResult
+	loadDone      chan loadResult
+	waiting       []*txn
+	forming       []*txn
+	formingEvents int
+	inflight      []*txn
+	loads, seals  int
+}
+
+type sealResult struct {
+	t        *txn
+	decision int
+	envs     [][]events.Envelope
+	err      error
+}
+
+type batchResult struct {
+	txs   []*txn
+	items []events.AppendItem
+	ens   []*entry // per item
+	seqs  []uint64
+	err   error
+}
+
+type loadResult struct {
+	en    *entry
+	state State
+	seq   uint64
+	since int // events folded since the state's last snapshot
+	err   error
+}
+
+func newCommitter(e *Engine) *committer {
+	return &committer{e: e, kick: make(chan struct{}, 1), sealDone: make(chan sealResult, 64),
+		batchDone: make(chan batchResult, 1), loadDone: make(chan loadResult, 64)}
+}
+
+func (c *committer) maxEvents() int {
+	if n := c.e.MaxBatchEvents; n > 0 && n <= events.MaxBatch {
+		return n
+	}
+	return events.MaxBatch
+}
+
+func (c *committer) maxTxs() int {
+	if n := c.e.MaxBatchTxs; n > 0 {
+		return n
+	}
+	return 256
+}
+
+func (c *committer) maxAttempts() int { return max(c.e.MaxAttempts, 1) }
+
+func (c *committer) run() {
+	e := c.e
+	for {
+		e.mu.Lock()
+		c.waiting = append(c.waiting, e.queue...)
+		e.queue = nil
+		if len(c.waiting) == 0 && len(c.forming) == 0 && c.inflight == nil && c.loads == 0 && c.seals == 0 {
+			e.running = false
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+		c.decideReady()
+		c.maybeSend()
+		select {
+		case <-c.kick:
+		case r := <-c.sealDone:
+			c.onSeal(r)
+		case r := <-c.batchDone:
+			c.onBatch(r)
+		case r := <-c.loadDone:
+			c.onLoad(r)
+		}
+	}
+}
+
+func (c *committer) finish(t *txn, r txResult) {
+	t.done <- r
+}
+
+// decideReady decides the waiting transactions that can be, in order.
+func (c *committer) decideReady() {
+	if len(c.waiting) == 0 {
+		return
+	}
+	var blocked map[*entry]bool
+	block := func(t *txn) {
+		if blocked == nil {
+			blocked = map[*entry]bool{}
+		}
+		for _, en := range t.ens {
+			blocked[en] = true
+		}
+	}
+	keep := make([]*txn, 0, len(c.waiting))
+	for _, t := range c.waiting {
+		if c.formingEvents >= c.maxEvents() || len(c.forming) >= c.maxTxs() {
+			keep = append(keep, t)
+			continue
+		}
+		if err := t.ctx.Err(); err != nil {
+			c.finish(t, txResult{err: err})
+			continue
+		}
+		ready := true
+		for i, en := range t.ens {
+			if blocked[en] {
+				ready = false
+			} else if !c.usable(en, t.tx.Refs[i]) {
+				ready = false
+			}
+		}
+		if !ready {
+			block(t)
+			keep = append(keep, t)
+			continue
+		}
+		c.decide(t)
+	}
+	c.waiting = keep
+}
+
+// usable reports whether en can be decided on now, starting a load when
+// it needs one.
+func (c *committer) usable(en *entry, ref Ref) bool {
+	switch en.status {
+	case entryLoading:
+		return false
+	case entryUnloaded:
+		c.startLoad(en, ref, true)
+		return false
+	}
+	forget := en.forget.Load()
+	if forget || en.minSeq.Load() > en.seq.Load() {
+		if en.pending == 0 {
+			en.forget.Store(false)
+			c.startLoad(en, ref, forget)
+		}
+		return false
+	}
+	return true
+}
+
+// decide makes t's decision on the warm states and folds it in.
+func (c *committer) decide(t *txn) {
+	states := make([]State, len(t.ens))
+	for i, en := range t.ens {
+		states[i] = en.state
+	}
+	evs, refusal, panicked := callDecide(t.tx.Decide, states)
+	if panicked != nil {
+		c.finish(t, txResult{panicked: panicked})
+		return
+	}
+	if evs != nil && len(evs) != len(t.ens) {
+		c.finish(t, txResult{err: fmt.Errorf("aggregates: Decide returned %d event lists for %d refs", len(evs), len(t.ens))})
+		return
+	}
+	if !t.verified && (refusal != nil || countEvents(evs) == 0) {
+		// A refusal (often appended only to the operation subject, where
+		// no expected sequence guards the ledger it read) or a no-op must
+		// not rest on a stale cache: another replica may have changed a
+		// subject. The caller checks, then it is decided again.
+		c.finish(t, txResult{verify: true})
+		return
+	}
+	for i, l := range evs {
+		for _, ev := range l {
+			if err := t.ens[i].state.Apply(ev); err != nil {
+				// A kernel bug: the warm states may hold part of this
+				// decision. Reload them once the decisions before are done.
+				for j := 0; j <= i; j++ {
+					t.ens[j].forget.Store(true)
+				}
+				c.finish(t, txResult{err: fmt.Errorf("aggregates: decided event does not fold on %s: %w", t.tx.Refs[i].Subject, err)})
+				return
+			}
+		}
+	}
+	if t.tx.Done != nil {
+		if p := callDone(t.tx.Done, states); p != nil {
+			for _, en := range t.ens {
+				en.forget.Store(true)
+			}
+			c.finish(t, txResult{panicked: p})
+			return
+		}
+	}
+	t.evs, t.refusal, t.nevents = evs, refusal, countEvents(evs)
+	idle := true
+	for _, en := range t.ens {
+		if en.pending > 0 {
+			idle = false
+		}
+	}
+	if t.nevents == 0 && idle {
+		// Nothing to append and nothing undecided under it: done now.
+		seqs := make([]uint64, len(t.ens))
+		for i, en := range t.ens {
+			seqs[i] = en.seq.Load()
+		}
+		c.finish(t, txResult{res: Result{Refusal: refusal, Seqs: seqs}})
+		return
+	}
+	t.decision++
+	t.snaps = nil
+	for i, en := range t.ens {
+		en.pending++
+		if len(evs) > 0 && len(evs[i]) > 0 && c.e.snapshots(t.tx.Refs[i], en.state) {
+			en.sinceSnap += len(evs[i])
+			if en.sinceSnap >= c.e.snapshotEvery() {
+				if data, err := marshalState(en.state); err == nil {
+					t.snaps = append(t.snaps, snapCandidate{ref: i, data: data})
+					en.sinceSnap = 0
+				}
+			}
+		}
+	}
+	c.forming = append(c.forming, t)
+	c.formingEvents += t.nevents
+	if t.nevents == 0 {
+		t.sealed = true
+		return
+	}
+	t.sealed = false
+	c.seals++
+	go func(d int) {
+		envs := make([][]events.Envelope, len(evs))
+		var err error
+		for i, l := range evs {
+			if len(l) == 0 {
+				continue
+			}
+			if envs[i], err = c.e.Sealer.Seal(t.tx.Tenant, l); err != nil {
+				break
+			}
+		}
+		c.sealDone <- sealResult{t: t, decision: d, envs: envs, err: err}
+	}(t.decision)
+}
+
+func callDecide(f func([]State) ([][]kernel.Event, *kernel.Refusal), s []State) (evs [][]kernel.Event, r *kernel.Refusal, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+		}
+	}()
+	evs, r = f(s)
+	return evs, r, nil
+}
+
+func callDone(f func([]State), s []State) (panicked any) {
+	defer func() { panicked = recover() }()
+	f(s)
+	return nil
+}
+
+func (c *committer) onSeal(r sealResult) {
+	c.seals--
+	t := r.t
+	if t.decision != r.decision || t.sealed {
+		return // decided again since
+	}
+	// A failed seal is handled when the batch is cut (maybeSend), when no
+	// batch is in flight that could rest on the same subjects.
+	t.envs, t.sealErr, t.sealed = r.envs, r.err, true
+}
+
+// maybeSend sends the sealed prefix of forming when no batch is in flight.
+func (c *committer) maybeSend() {
+	if c.inflight != nil || len(c.forming) == 0 {
+		return
+	}
+	n := 0
+	for n < len(c.forming) && c.forming[n].sealed {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	var bad []*txn
+	for _, t := range c.forming[:n] {
+		if t.sealErr != nil {
+			bad = append(bad, t)
+		}
+	}
+	if len(bad) > 0 {
+		c.rollback(nil, bad, bad[0].sealErr, false)
+		c.maybeSend()
+		return
+	}
+	batch := c.forming[:n:n]
+	c.forming = append([]*txn(nil), c.forming[n:]...)
+	c.formingEvents = 0
+	for _, t := range c.forming {
+		c.formingEvents += t.nevents
+	}
+	idx := map[*entry]int{}
+	var items []events.AppendItem
+	var ens []*entry
+	for _, t := range batch {
+		for i, envs := range t.envs {
+			if len(envs) == 0 {
+				continue
+			}
+			en := t.ens[i]
+			k, ok := idx[en]
+			if !ok {
+				k = len(items)
+				idx[en] = k
+				items = append(items, events.AppendItem{Subject: en.subject, ExpectedLastSeq: en.seq.Load()})
+				ens = append(ens, en)
+			}
+			items[k].Envs = append(items[k].Envs, envs...)
+		}
+	}
+	c.inflight = batch
+	if len(items) == 0 {
+		c.onBatch(batchResult{txs: batch})
+		return
+	}
+	go func() {
+		seqs, err := c.e.appendItems(items)
+		c.batchDone <- batchResult{txs: batch, items: items, ens: ens, seqs: seqs, err: err}
+	}()
+}
+
+// appendItems stores one batch, retrying the very same envelopes after an
+// unknown outcome (the store recognises an exact retry).
+func (e *Engine) appendItems(items []events.AppendItem) ([]uint64, error) {
+	var got []uint64
+	var err error
+	ctx := context.Background()
+	for try := 0; try < 5; try++ {
+		if len(items) == 1 {
+			var s uint64
+			s, err = e.Store.Append(ctx, items[0].Subject, items[0].ExpectedLastSeq, items[0].Envs...)
+			got = []uint64{s}
+		} else {
+			got, err = e.Store.AppendBatch(ctx, items)
+		}
+		if err == nil || errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrInvalidAppend) {
+			break
+		}
+		backoff(ctx, try)
+	}
+	e.stats.batches.Add(1)
+	if err != nil {
+		return nil, err
+	}
+	if len(got) != len(items) {
+		return nil, fmt.Errorf("aggregates: store returned %d sequences for %d items", len(got), len(items))
+	}
+	return got, nil
+}
+
+func (c *committer) onBatch(r batchResult) {
+	c.inflight = nil
+	var conflict *events.ConflictError
+	switch {
+	case r.err == nil:
+		c.committed(r)
+	case errors.As(r.err, &conflict):
+		c.e.stats.conflicts.Add(1)
+		var bad []*entry
+		for k, it := range r.items {
+			if conflict.Subject == "" || it.Subject == conflict.Subject {
+				bad = append(bad, r.ens[k])
+			}
+		}
+		if len(bad) == 0 {
+			bad = r.ens
+		}
+		c.rollback(bad, r.txs, nil, true)
+	default:
+		// Invalid, or unknown after retries: fail the batch, reload its
+		// subjects and decide again whatever rested on them.
+		c.rollback(r.ens, r.txs, r.err, false)
+	}
+}
+
+// committed delivers the results of a stored batch.
+func (c *committer) committed(r batchResult) {
+	e := c.e
+	next := map[*entry]uint64{} // sequence of the next event of the batch per subject
+	cur := map[*entry]uint64{}  // last sequence per subject so far in batch order
+	for k, it := range r.items {
+		en := r.ens[k]
+		next[en] = r.seqs[k] - uint64(len(it.Envs)) + 1
+		cur[en] = it.ExpectedLastSeq
+		en.seq.Store(r.seqs[k])
+	}
+	e.stats.batchedTxs.Add(uint64(len(r.txs)))
+	for _, it := range r.items {
+		e.stats.batchedEvents.Add(uint64(len(it.Envs)))
+	}
+	for _, t := range r.txs {
+		seqs := make([]uint64, len(t.ens))
+		for i, en := range t.ens {
+			en.pending--
+			if _, in := next[en]; !in {
+				seqs[i] = en.seq.Load()
+				continue
+			}
+			if n := len(envsAt(t.envs, i)); n > 0 {
+				cur[en] = next[en] + uint64(n) - 1
+				next[en] += uint64(n)
+			}
+			seqs[i] = cur[en]
+		}
+		for _, s := range t.snaps {
+			envs := t.envs[s.ref]
+			e.putSnapshot(t.ens[s.ref].subject, seqs[s.ref], envs[len(envs)-1].EventID, s.data)
+		}
+		envs := t.envs
+		if envs == nil {
+			envs = make([][]events.Envelope, len(t.ens))
+		}
+		c.finish(t, txResult{res: Result{Refusal: t.refusal, Envelopes: envs, Seqs: seqs}})
+	}
+}
+
+// rollback undoes the decisions that rest on the subjects in bad, or on
+// the transactions in failed: every undecided (forming) or failed
+// transaction that names such a subject is taken out, and so, transitively,
+// is every one that names a subject one of those names. Their subjects are
+// reloaded from the store. Failed transactions are finished with err when it
+// is set; the others go back to the front of the waiting line, in order
+// (conflict: counted against MaxAttempts). Transactions not affected stay as
+// they are, sealed or being sealed, and are sent again.
+func (c *committer) rollback(bad []*entry, failed []*txn, err error, conflict bool) {
+	in := map[*txn]bool{}
+	all := append([]*txn(nil), failed...)
+	for _, t := range failed {
+		in[t] = true
+	}
+	for _, t := range c.forming {
+		if !in[t] {
+			all = append(all, t)
+		}
+	}
+	dirty := map[*entry]bool{}
+	for _, en := range bad {
+		dirty[en] = true
+	}
+	if err != nil {
+		for _, t := range failed {
+			t.dirty = true
+			for _, en := range t.ens {
+				dirty[en] = true
+			}
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, t := range all {
+			if !t.dirty {
+				for _, en := range t.ens {
+					if dirty[en] {
+						t.dirty = true
+						break
+					}
+				}
+			}
+			if t.dirty {
+				for _, en := range t.ens {
+					if !dirty[en] {
+						dirty[en] = true
+						changed = true
+					}
+				}
+			}
+		}
+	}
+	for en := range dirty {
+		en.status = entryUnloaded
+		en.state = nil
+		en.sinceSnap = 0
+	}
+	var again, keep []*txn
+	delay := 0
+	for _, t := range all {
+		if !t.dirty {
+			keep = append(keep, t)
+			continue
+		}
+		t.dirty = false
+		t.decision++
+		t.sealed, t.sealErr, t.envs, t.snaps, t.evs = false, nil, nil, nil, nil
+		for _, en := range t.ens {
+			en.pending--
+		}
+		switch {
+		case err != nil && in[t]:
+			c.finish(t, txResult{err: err})
+		case conflict:
+			t.attempts++
+			c.e.stats.redecided.Add(1)
+			if t.attempts >= c.maxAttempts() {
+				c.contention(t)
+				continue
+			}
+			delay = max(delay, t.attempts)
+			again = append(again, t)
+		default:
+			again = append(again, t)
+		}
+	}
+	for _, en := range bad {
+		en.delay = delay // back off before reading the competing writer's tail
+	}
+	c.forming = keep
+	c.formingEvents = 0
+	for _, t := range keep {
+		c.formingEvents += t.nevents
+	}
+	c.waiting = append(again, c.waiting...)
+}
+
+func envsAt(envs [][]events.Envelope, i int) []events.Envelope {
+	if i < len(envs) {
+		return envs[i]
+	}
+	return nil
+}
+
+func (c *committer) contention(t *txn) {
+	subs := make([]string, len(t.tx.Refs))
+	seqs := make([]uint64, len(t.ens))
+	for i, r := range t.tx.Refs {
+		subs[i] = r.Subject
+		seqs[i] = t.ens[i].seq.Load()
+	}
+	if c.e.OnContention != nil {
+		c.e.OnContention(t.tx.Tenant, subs)
+	}
+	c.finish(t, txResult{res: Result{Refusal: &kernel.Refusal{Code: kernel.CodeContention,
+		Reason: fmt.Sprintf("gave up after %d conflicting attempts; nothing was reserved or dispatched", c.maxAttempts())}, Seqs: seqs}})
+}
+
+// startLoad loads en from the store on its own goroutine: the whole subject
+// (from a snapshot when there is one), or only its tail when full is false.
+func (c *committer) startLoad(en *entry, ref Ref, full bool) {
+	en.status = entryLoading
+	c.loads++
+	var base State
+	var from uint64
+	since := 0
+	if !full && en.state != nil {
+		base, from, since = en.state, en.seq.Load(), en.sinceSnap
+	}
+	en.state = nil
+	delay := en.delay
+	en.delay = 0
+	go func() {
+		if delay > 0 {
+			backoff(context.Background(), delay-1)
+		}
+		st, seq, since, err := c.e.load(context.Background(), ref, base, from, since)
+		c.loadDone <- loadResult{en: en, state: st, seq: seq, since: since, err: err}
+	}()
+}
+
+func (c *committer) onLoad(r loadResult) {
+	c.loads--
+	en := r.en
+	if r.err != nil {
+		en.status = entryUnloaded
+		keep := c.waiting[:0]
+		for _, t := range c.waiting {
+			if names(t, en) {
+				c.finish(t, txResult{err: r.err})
+				continue
+			}
+			keep = append(keep, t)
+		}
+		c.waiting = keep
+		return
+	}
+	en.state, en.status, en.sinceSnap = r.state, entryReady, r.since
+	en.seq.Store(r.seq)
+}
+
+func names(t *txn, en *entry) bool {
+	for _, x := range t.ens {
+		if x == en {
+			return true
+		}
+	}
+	return false
+}
+
+// load folds a subject from the store: on top of base from sequence from
+// (a refresh; since is the number of events base holds after its last
+// snapshot), or cold (base nil) from its snapshot or from the start. It
+// returns the state, its last sequence and the events it holds after its
+// last snapshot, writing a snapshot when those reach SnapshotEvery.
+func (e *Engine) load(ctx context.Context, ref Ref, base State, from uint64, since int) (State, uint64, int, error) {
+	if base != nil {
+		seq, n, last, err := e.fold(ctx, ref, base, from+1, from)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		return base, seq, e.snapshotLoaded(ref, base, seq, last, since+n, n), nil
+	}
+	e.stats.coldLoads.Add(1)
+	st := ref.New()
+	if e.snapshots(ref, st) {
+		if s, seq, n, last, ok := e.fromSnapshot(ctx, ref); ok {
+			e.stats.snapshotLoads.Add(1)
+			return s, seq, e.snapshotLoaded(ref, s, seq, last, n, n), nil
+		}
+		e.stats.snapshotMiss.Add(1)
+	}
+	seq, n, last, err := e.fold(ctx, ref, st, 1, 0)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return st, seq, e.snapshotLoaded(ref, st, seq, last, n, n), nil
+}
+
+// fold applies the subject's events with seq >= fromSeq to st and returns
+// the last sequence (seq when there are none), the number folded and the
+// last one's event id.
+func (e *Engine) fold(ctx context.Context, ref Ref, st State, fromSeq, seq uint64) (uint64, int, string, error) {
+	tail, err := e.Store.Read(ctx, ref.Subject, fromSeq)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	last := ""
+	for _, s := range tail {
+		if err := foldOne(ref, st, s); err != nil {
+			return 0, 0, "", err
+		}
+		seq, last = s.Seq, s.Envelope.EventID
+	}
+	return seq, len(tail), last, nil
+}
+
+func foldOne(ref Ref, st State, s events.Stored) error {
+	ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
+	if err == nil && ref.Check != nil {
+		err = ref.Check(ev)
+	}
+	if err == nil {
+		err = st.Apply(ev)
+	}
+	if err != nil {
+		return fmt.Errorf("aggregates: %s seq %d: %w", ref.Subject, s.Seq, err)
+	}
+	return nil
+}
+
+// backoff sleeps a jittered, growing interval (capped at ~20 ms): enough to
+// let a competing replica's append land, short enough to keep p99 low.
+func backoff(ctx context.Context, attempt int) {
+	base := time.Duration(1<<min(attempt, 5)) * 300 * time.Microsecond
+	d := base/2 + time.Duration(rand.Int64N(int64(base)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,228 @@
+package aggregates
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+)
+
+// slowStore delays its first append and, once, lets a rival writer append
+// to the first subject of a batch of several items just before it is
+// stored, so that the batch conflicts on that subject only.
+type slowStore struct {
+	events.Store
+	first   time.Duration
+	calls   atomic.Int32
+	rivaled atomic.Bool
+	rival   string // subject that was made to conflict
+}
+
+func (s *slowStore) delay() {
+	if s.calls.Add(1) == 1 {
+		time.Sleep(s.first)
+	}
+}
+
+func (s *slowStore) Append(ctx context.Context, subject string, expected uint64, envs ...events.Envelope) (uint64, error) {
+	s.delay()
+	return s.Store.Append(ctx, subject, expected, envs...)
+}
+
+func (s *slowStore) AppendBatch(ctx context.Context, items []events.AppendItem) ([]uint64, error) {
+	s.delay()
+	if len(items) > 1 && s.rivaled.CompareAndSwap(false, true) {
+		it := items[len(items)/2]
+		s.rival = it.Subject
+		other, err := testSealer().Seal("acme", []kernel.Event{kernel.ExposureTombstoned{AttemptID: "rival", Reason: "rival"}})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.Store.Append(ctx, it.Subject, it.ExpectedLastSeq, other...); err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.AppendBatch(ctx, items)
+}
+
+// TestGroupCommitConflictRedecidesOnlyConflicting: transactions on 24
+// resources queue behind a slow first append and go out as one batch; a
+// rival writer moves one subject first. The batch stores nothing; the
+// transaction on that subject is decided again on the refreshed ledger, the
+// others are appended again as they were (decided once), none is lost, and
+// a full replay gives every reservation exactly once.
+func TestGroupCommitConflictRedecidesOnlyConflicting(t *testing.T) {
+	mem := events.NewMemStore()
+	store := &slowStore{Store: mem, first: 100 * time.Millisecond}
+	eng := NewEngine(store, testSealer())
+	ctx := context.Background()
+	const n = 24
+	decisions := make([]atomic.Int32, n+1)
+	do := func(i int) error {
+		res := fmt.Sprint("ord_g", i)
+		ref, _ := ExposureRef("acme", testDef.ID, res)
+		r, err := eng.Do(ctx, Tx{Tenant: "acme", Refs: []Ref{ref}, Decide: func(s []State) ([][]kernel.Event, *kernel.Refusal) {
+			decisions[i].Add(1)
+			d := kernel.DecideExposure(s[0].(*kernel.Ledger), kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o",
+				Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
+			return [][]kernel.Event{d.Events}, d.Refusal
+		}})
+		if err == nil && r.Refusal != nil {
+			err = fmt.Errorf("refused %s", r.Refusal.Code)
+		}
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n+1)
+	wg.Add(1)
+	go func() { defer wg.Done(); errs <- do(n) }() // the slow first append
+	time.Sleep(20 * time.Millisecond)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); errs <- do(i) }(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if store.rival == "" {
+		t.Fatal("no batch of several items was appended")
+	}
+	twice := 0
+	for i := 0; i <= n; i++ {
+		sub, _ := events.ExposureSubject("acme", testDef.ID, fmt.Sprint("ord_g", i))
+		switch d := decisions[i].Load(); {
+		case sub == store.rival && d == 2:
+			twice++
+		case sub != store.rival && d != 1:
+			t.Fatalf("ord_g%d decided %d times; only the conflicting one may be decided again", i, d)
+		}
+		if got := replayBalance(t, mem, fmt.Sprint("ord_g", i)); got.Held != 10 {
+			t.Fatalf("ord_g%d: replay %+v", i, got)
+		}
+	}
+	st := eng.Stats()
+	if twice != 1 || st.Conflicts != 1 || st.Batches < 3 || st.Batches > 4 {
+		t.Fatalf("conflicting decided again: %d; stats %+v (want 1 conflict; appends: the slow one, the conflicting batch, "+
+			"the retry of the others, and the one decided again, alone or with them)", twice, st)
+	}
+}
+
+// gateStore holds every append until released.
+type gateStore struct {
+	events.Store
+	gate chan struct{}
+}
+
+func (g *gateStore) Append(ctx context.Context, subject string, expected uint64, envs ...events.Envelope) (uint64, error) {
+	<-g.gate
+	return g.Store.Append(ctx, subject, expected, envs...)
+}
+
+func (g *gateStore) AppendBatch(ctx context.Context, items []events.AppendItem) ([]uint64, error) {
+	<-g.gate
+	return g.Store.AppendBatch(ctx, items)
+}
+
+// TestHotResourceFIFO: proposals on one resource are decided in the order
+// they arrived, one on top of the other before any is stored, and appended
+// together with one expected sequence: the 40 reservations that queue while
+// the first append is held go out as one more append, their events in
+// arrival order, and the ones that no longer fit are refused, never the
+// earlier ones.
+func TestHotResourceFIFO(t *testing.T) {
+	mem := events.NewMemStore()
+	store := &gateStore{Store: mem, gate: make(chan struct{})}
+	eng := NewEngine(store, testSealer())
+	ctx := context.Background()
+	var mu sync.Mutex
+	var order []int
+	results := make([]string, 41)
+	var wg sync.WaitGroup
+	reserve := func(i int) {
+		defer wg.Done()
+		ref, _ := ExposureRef("acme", testDef.ID, "ord_hot")
+		att := fmt.Sprintf("h%02d", i)
+		r, err := eng.Do(ctx, Tx{Tenant: "acme", Refs: []Ref{ref}, Decide: func(s []State) ([][]kernel.Event, *kernel.Refusal) {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			d := kernel.DecideExposure(s[0].(*kernel.Ledger), kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_hot", AttemptID: att, OperationID: "o" + att,
+				Amount: 3000, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
+			return [][]kernel.Event{d.Events}, d.Refusal
+		}})
+		switch {
+		case err != nil:
+			results[i] = err.Error()
+		case r.Refusal != nil:
+			results[i] = string(r.Refusal.Code)
+		default:
+			results[i] = "reserved"
+		}
+	}
+	for i := 0; i <= 40; i++ {
+		wg.Add(1)
+		before := eng.submitted.Load()
+		go reserve(i)
+		for eng.submitted.Load() == before {
+			time.Sleep(50 * time.Microsecond)
+		}
+		for i == 0 && decided(&mu, &order) == 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	close(store.gate)
+	wg.Wait()
+	// Decisions in arrival order; the refused ones (limit 100000 / 3000 =
+	// 33 fit) are the last, and a refusal is verified and decided again.
+	var firsts []int
+	seen := map[int]bool{}
+	for _, i := range order {
+		if !seen[i] {
+			seen[i] = true
+			firsts = append(firsts, i)
+		}
+	}
+	for k, i := range firsts {
+		if k != i {
+			t.Fatalf("decision order %v, want arrival order", firsts)
+		}
+	}
+	for i, r := range results {
+		want := "reserved"
+		if i >= 33 {
+			want = string(kernel.CodeExceeded)
+		}
+		if r != want {
+			t.Fatalf("proposal %d: %s, want %s (all: %v)", i, r, want, results)
+		}
+	}
+	sub, _ := events.ExposureSubject("acme", testDef.ID, "ord_hot")
+	all, err := mem.Read(ctx, sub, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, st := range all {
+		ev, _ := kernel.DecodeEvent(st.Envelope.Type, st.Envelope.V, st.Envelope.Body)
+		if got, want := ev.(kernel.ExposureReserved).AttemptID, fmt.Sprintf("h%02d", k); got != want {
+			t.Fatalf("event %d is %s, want %s", k, got, want)
+		}
+	}
+	if st := eng.Stats(); st.Batches > 3 {
+		t.Fatalf("stats %+v: want the first append and the queued ones in one or two more", st)
+	}
+}
+
+func decided(mu *sync.Mutex, order *[]int) int {
+	mu.Lock()
+	defer mu.Unlock()
+	return len(*order)
+}
