@@ -379,3 +379,43 @@ func TestKillSwitch(t *testing.T) {
 	}
 	_ = fmt.Sprint()
 }
+
+// TestBackgroundReconciler: with reconcile_interval set, a pending hold
+// settles without any operator once the provider decides it.
+func TestBackgroundReconciler(t *testing.T) {
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	defer hs.Close()
+	cfg := testConfig(t, t.TempDir(), hs.URL)
+	cfg.Runtime.ReconcileInterval.Duration = 50 * time.Millisecond
+	rt, err := Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	e := &env{t: t, rt: rt, prov: prov}
+	prov.Script(provider.Pending, provider.Pending)
+	nc := e.client("acme", "agent_email")
+	applied := e.propose(nc, "acme", "agent_email", refund("run_bg", "bg-1", "ord_bg", 40000))
+	failed := e.propose(nc, "acme", "agent_email", refund("run_bg", "bg-2", "ord_bg", 30000))
+	if applied.Status != kernel.StatusPending || failed.Status != kernel.StatusPending {
+		t.Fatalf("want two pending, got %s and %s", applied.Status, failed.Status)
+	}
+	prov.Settle(applied.AttemptID, "succeeded")
+	prov.Settle(failed.AttemptID, "failed")
+	want := kernel.Balance{Limit: 100000, Committed: 40000, Available: 60000}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		rows := e.op("exposure", OpRequest{Resource: "ord_bg"}).Exposure
+		if len(rows) == 1 && rows[0].Balance == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reconciler did not settle the holds: %+v", rows)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the operator view
+	}
+	if st := prov.Stats(); st.Calls != 2 || st.Queries < 2 {
+		t.Fatalf("provider %+v", st)
+	}
+}
