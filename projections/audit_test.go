@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"math/rand"
 	"strconv"
@@ -51,7 +52,7 @@ func checkExactlyOnce(t *testing.T, e *env, tenant string) verifier.Entries {
 func serveOps(t *testing.T, e *env, tenant string, view *ExposureView) *OpsClient {
 	t.Helper()
 	nc, js := e.connect(t)
-	ops := NewOps(OpsConfig{Log: NewAuditLog(js, AuditStreamName), Events: events.NewJetStore(js, events.StreamName), Keys: e.keys(t, tenant), View: view, MaxReply: 64 * 1024})
+	ops := NewOps(OpsConfig{Log: NewAuditLog(js, AuditStreamName), Events: events.NewJetStore(js, events.StreamName), PublicKeys: []ed25519.PublicKey{e.signer.Key.Public().(ed25519.PublicKey)}, View: view, MaxReply: 64 * 1024})
 	subs, err := ops.Serve(context.Background(), nc)
 	if err != nil {
 		t.Fatal(err)
@@ -412,5 +413,66 @@ func TestAuditExportPaging(t *testing.T) {
 	}
 	if r := ops.Handle(ctx, "acme", "bogus", nil); r.OK || ops.Handler("bogus") != nil {
 		t.Fatal("unknown verb accepted")
+	}
+}
+
+// TestServiceRecordsAndServes starts the whole service for two tenants: both
+// logs fill, and the verbs serve each tenant its own log, keys and view.
+func TestServiceRecordsAndServes(t *testing.T) {
+	e := newEnv(t)
+	svc, err := StartService(context.Background(), ServiceConfig{NC: e.nc, JS: e.js, Store: e.store, Signer: e.signer,
+		Tenants: []string{"acme", "globex"}, PollInterval: 5 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	newDriver(e, "acme", 41, []string{"r1", "r2"}).appendN(t, 40)
+	newDriver(e, "globex", 42, []string{"r1"}).appendN(t, 20)
+	for _, tenant := range []string{"acme", "globex"} {
+		evs := tenantEvents(t, e.store, tenant)
+		p := svc.Projectors[tenant]
+		waitFor(t, 30*time.Second, tenant+"'s log", func() bool { return p.Status().LastEventSeq == evs[len(evs)-1].Seq })
+		if err := p.Checkpoint(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc, _ := e.connect(t)
+	subs, err := svc.Ops.Serve(context.Background(), nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}()
+	cnc, _ := e.connect(t)
+	for _, tenant := range []string{"acme", "globex"} {
+		c := &OpsClient{NC: cnc, Tenant: tenant, Operator: "ops"}
+		keysJSON, err := c.File(context.Background(), VerbAuditKeys, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := verifier.ParseKeys(keysJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := c.ExportAudit(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := verifier.MarshalEntries(entries)
+		res, err := verifier.VerifyEntries(b, keys)
+		if err != nil || !res.OK() || res.Checkpoints == 0 || res.Records != int64(len(tenantEvents(t, e.store, tenant))) {
+			t.Fatalf("%s: %v %+v", tenant, err, res)
+		}
+		viewJSON, err := c.File(context.Background(), VerbExposureView, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := verifier.ParseView(viewJSON)
+		if err != nil || v.Tenant != tenant {
+			t.Fatalf("%s view: %v %+v", tenant, err, v)
+		}
 	}
 }

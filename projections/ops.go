@@ -83,8 +83,11 @@ type OpsReply struct {
 type OpsConfig struct {
 	Log    *AuditLog
 	Events events.Store
-	Keys   verifier.Keys // published by audit-keys
-	View   *ExposureView // serves exposure-view; nil refuses it
+	// PublicKeys are the runtime's Ed25519 public keys (the current one and
+	// any retired one that signed records still in the log): audit-keys
+	// publishes them as the tenant's keys.json (verifier.KeysFor).
+	PublicKeys []ed25519.PublicKey
+	View       *ExposureView // serves exposure-view; nil refuses it
 	// MaxReply is the reply budget in bytes (default DefaultMaxReply).
 	MaxReply int
 }
@@ -152,7 +155,11 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsR
 		if err := decodeRequest(body, &struct{}{}); err != nil {
 			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
 		}
-		b, err := verifier.MarshalKeys(o.cfg.Keys)
+		keys, err := verifier.KeysFor(tenant, o.cfg.PublicKeys...)
+		if err != nil {
+			return refusedReply(CodeUnavailable, "%v", err)
+		}
+		b, err := verifier.MarshalKeys(keys)
 		if err != nil {
 			return refusedReply(CodeUnavailable, "%v", err)
 		}
@@ -393,10 +400,12 @@ func (o *Ops) prove(ctx context.Context, tenant, eventID string) OpsReply {
 }
 
 // Serve subscribes the verbs on nc for every tenant
-// ("ctx.v1.*.ops.<verb>.*", queue group "contextos-projections"), without the
-// gateway: the NATS server's permissions must let only a tenant's operators
-// publish there (as gateway.ServerUsers does). The gateway mounts Handler
-// instead. Stop the returned subscriptions with Drain.
+// ("ctx.v1.*.ops.<verb>.*", queue group "contextos-projections") where no
+// gateway runs: the NATS server's permissions must let only a tenant's
+// operators publish there (as gateway.ServerUsers does). Do not Serve next
+// to a gateway, which answers every ops verb itself (an unknown one with a
+// refusal): mount Handler on it instead. Stop the returned subscriptions with
+// Unsubscribe or Drain.
 func (o *Ops) Serve(ctx context.Context, nc *nats.Conn) ([]*nats.Subscription, error) {
 	var subs []*nats.Subscription
 	for _, verb := range Verbs {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/contextos/ledger/events"
 )
 
 // seedVectors adds every file of testdata/verifier whose name ends with
@@ -42,11 +44,18 @@ func mustReadF(f *testing.F, name string) []byte {
 	return b
 }
 
+// smallFixture is a 3-record log: small seeds keep each fuzz execution (and
+// the minimization of new inputs) fast.
+func smallFixture(f *testing.F) *fixture { return newFixture(f, 3, 2) }
+
 // FuzzVerifyEntries: entries.json never panics the parser or the verifier,
 // and whatever parses re-encodes to the same bytes.
 func FuzzVerifyEntries(f *testing.F) {
-	seedVectors(f, ".entries.json")
-	keys := fuzzKeys(f)
+	fx := smallFixture(f)
+	f.Add(fx.entries(f))
+	cut, _ := MarshalEntries(Entries{Tenant: fx.tenant, Records: fx.records[:1], Checkpoints: fx.checkpoints[:1]})
+	f.Add(cut)
+	keys := fx.keys
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := ParseEntries(b)
 		if err != nil {
@@ -89,9 +98,17 @@ func FuzzRecord(f *testing.F) {
 
 // FuzzVerifyProof: proof.json never panics, and parses round-trip.
 func FuzzVerifyProof(f *testing.F) {
-	seedVectors(f, "proof.json")
-	seedVectors(f, "proof-hash-break.json")
-	keys := fuzzKeys(f)
+	fx := smallFixture(f)
+	p, err := ProveEntries(Entries{Tenant: fx.tenant, Records: fx.records, Checkpoints: fx.checkpoints}, mustEventIDF(f, fx.records[1]))
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, err := MarshalProof(p)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	keys := fx.keys
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParseProof(b)
 		if err != nil {
@@ -129,8 +146,9 @@ func FuzzParseKeys(f *testing.F) {
 // FuzzReplay: events.jsonl never panics the reader or the fold, and every
 // parsed line re-encodes to the same bytes.
 func FuzzReplay(f *testing.F) {
-	seedVectors(f, "events.jsonl")
-	keys := fuzzKeys(f)
+	fx := smallFixture(f)
+	f.Add(fx.eventsJSONL(f))
+	keys := fx.keys
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_ = ReadEvents(bytes.NewReader(b), func(l EventLine) error {
 			again, err := MarshalEventLine(l.Seq, l.Subject, l.Raw)
@@ -187,4 +205,17 @@ func FuzzOpenCheckpoint(f *testing.F) {
 			t.Fatalf("checkpoint text does not round-trip: %v", err)
 		}
 	})
+}
+
+func mustEventIDF(f *testing.F, rec []byte) string {
+	f.Helper()
+	r, err := ParseRecord(rec)
+	if err != nil {
+		f.Fatal(err)
+	}
+	env, err := events.Decode(r.Event)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return env.EventID
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,8 +53,8 @@ type OpenAttempt struct {
 	NextStep    string `json:"next_step"`
 }
 
-// Incident is an incident or refusal event: an exposure.incident, or any
-// event whose type starts with "incident." or "refusal.".
+// Incident is an incident event: see IncidentCodes for which refusals
+// count.
 type Incident struct {
 	Seq       uint64 `json:"seq"`
 	EventID   string `json:"event_id"`
@@ -154,22 +155,30 @@ func (f *Fold) applyExposure(subject string, env events.Envelope) error {
 	return nil
 }
 
-// incidentOf returns the incident an event records, if it is one.
+// IncidentCodes are the refusal codes that make a refusal event (a type
+// ending in ".refused", such as operation.refused) an incident: contention
+// exhausted, a fenced executor, an observation contradicting a seal.
+var IncidentCodes = []kernel.Code{kernel.CodeContention, kernel.CodeExecutorFenced, kernel.CodeObservationContradictsSeal}
+
+// incidentOf returns the incident an event records, if it is one: an
+// exposure.incident, any event whose type starts with "incident." or
+// "refusal.", and a refusal event (type ending in ".refused") whose code is
+// one of IncidentCodes.
 func incidentOf(seq uint64, subject string, env events.Envelope) (Incident, bool) {
-	if env.Type != kernel.TypeExposureIncident && !strings.HasPrefix(env.Type, "incident.") && !strings.HasPrefix(env.Type, "refusal.") {
+	var body map[string]any
+	_ = json.Unmarshal(env.Body, &body)
+	kind, _ := body["kind"].(string)
+	if kind == "" {
+		kind, _ = body["code"].(string)
+	}
+	switch {
+	case env.Type == kernel.TypeExposureIncident, strings.HasPrefix(env.Type, "incident."), strings.HasPrefix(env.Type, "refusal."):
+	case strings.HasSuffix(env.Type, ".refused") && slices.Contains(IncidentCodes, kernel.Code(kind)):
+	default:
 		return Incident{}, false
 	}
-	in := Incident{Seq: seq, EventID: env.EventID, Type: env.Type, Time: env.Time, Subject: subject}
-	var body map[string]any
-	if json.Unmarshal(env.Body, &body) == nil {
-		in.AttemptID, _ = body["attempt_id"].(string)
-		if k, ok := body["kind"].(string); ok {
-			in.Kind = k
-		} else if c, ok := body["code"].(string); ok {
-			in.Kind = c
-		}
-	}
-	return in, true
+	attempt, _ := body["attempt_id"].(string)
+	return Incident{Seq: seq, EventID: env.EventID, Type: env.Type, Time: env.Time, Subject: subject, AttemptID: attempt, Kind: kind}, true
 }
 
 // View returns the fold's current view.

@@ -1,0 +1,468 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/verifier"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	register(newAuditCmd)
+	register(newAuditVerifyCmd)
+	register(newEventsCmd)
+	register(func() *cobra.Command { return newExposureExportCmd("exposure-export") })
+}
+
+// auditClient connects with the command's flags and returns an ops client
+// that reports progress on stderr when stderr is a terminal.
+func auditClient(c *connFlags) (*projections.OpsClient, func(), error) {
+	nc, err := c.dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	oc := &projections.OpsClient{NC: nc, Tenant: c.tenant, Operator: c.user, Timeout: c.timeout}
+	if auditIsTerminal(os.Stderr) {
+		oc.Progress = func(verb string, n int) { fmt.Fprintf(os.Stderr, "\r%s: %d", verb, n) }
+	}
+	done := func() {
+		if oc.Progress != nil {
+			fmt.Fprintln(os.Stderr)
+		}
+		nc.Close()
+	}
+	return oc, done, nil
+}
+
+// auditIsTerminal reports whether f is a character device (a terminal).
+func auditIsTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// auditOpsError turns a refused ops reply into exit code 1.
+func auditOpsError(err error) error {
+	var oe *projections.OpsError
+	if errors.As(err, &oe) {
+		return &ExitError{Code: 1, Err: err}
+	}
+	return err
+}
+
+// auditWriteFile writes b to path through a temporary file and a rename, so
+// that a reader never sees half an export.
+func auditWriteFile(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(b); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func auditReadKeys(path string) (verifier.Keys, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return verifier.Keys{}, &ExitError{Code: 1, Err: err}
+	}
+	k, err := verifier.ParseKeys(b)
+	if err != nil {
+		return verifier.Keys{}, &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", path, err)}
+	}
+	return k, nil
+}
+
+func newAuditCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Export the signed audit log, prove one event's record, verify a proof",
+		Long: `The audit log holds one signed record per event of the tenant, hash-chained and
+covered by signed Merkle checkpoints. Export it with "ctx audit export", check it
+offline with "ctx audit-verify", and prove a single event with "ctx audit prove"
+and "ctx audit verify-proof". See docs/audit.md for the file formats.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newAuditExportCmd(), newAuditProveCmd(), newAuditVerifyProofCmd())
+	return cmd
+}
+
+func newAuditExportCmd() *cobra.Command {
+	var out, keysOut string
+	cmd := &cobra.Command{
+		Use:   "export --out entries.json",
+		Short: "Write the tenant's audit log (records and checkpoints) and the public keys",
+		Long: `Fetch every audit record of the tenant from contextosd, page by page, with the
+signed checkpoints they cover, and write them to --out (entries.json). The runtime's
+public keys go to --keys-out (default keys.json beside --out). The export is verified
+against those keys before the command returns; an auditor should verify it again
+against keys obtained out of band (ctx audit-verify).`,
+		Args: cobra.NoArgs,
+	}
+	c := addConnFlags(cmd)
+	cmd.Flags().StringVar(&out, "out", "", "entries file to write (required)")
+	cmd.Flags().StringVar(&keysOut, "keys-out", "", "keys file to write (default: keys.json beside --out)")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if out == "" {
+			return usageError("--out is required")
+		}
+		if keysOut == "" {
+			keysOut = filepath.Join(filepath.Dir(out), "keys.json")
+		}
+		oc, done, err := auditClient(c)
+		if err != nil {
+			return err
+		}
+		defer done()
+		ctx := context.Background()
+		keysJSON, err := oc.File(ctx, projections.VerbAuditKeys, nil)
+		if err != nil {
+			return auditOpsError(err)
+		}
+		keys, err := verifier.ParseKeys(keysJSON)
+		if err != nil {
+			return fmt.Errorf("keys from contextosd: %w", err)
+		}
+		entries, err := oc.ExportAudit(ctx)
+		if err != nil {
+			return auditOpsError(err)
+		}
+		b, err := verifier.MarshalEntries(entries)
+		if err != nil {
+			return err
+		}
+		if err := auditWriteFile(out, b); err != nil {
+			return err
+		}
+		if err := auditWriteFile(keysOut, keysJSON); err != nil {
+			return err
+		}
+		res, err := verifier.VerifyEntries(b, keys)
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		if c.json {
+			if err := printJSON(auditResultJSON(res)); err != nil {
+				return err
+			}
+		} else {
+			fmt.Printf("wrote %d records and %d checkpoints to %s, keys to %s\n", res.Records, res.Checkpoints, out, keysOut)
+		}
+		if !res.OK() {
+			return &ExitError{Code: 1, Err: fmt.Errorf("the export does not verify: %v", res.Failure)}
+		}
+		return nil
+	}
+	return cmd
+}
+
+// auditResult is the --json form of a verification.
+type auditResult struct {
+	OK          bool   `json:"ok"`
+	Tenant      string `json:"tenant"`
+	Records     int64  `json:"records"`
+	Checkpoints int    `json:"checkpoints"`
+	Root        string `json:"root,omitempty"`
+	Index       *int64 `json:"index,omitempty"`
+	Checkpoint  *int   `json:"checkpoint,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Detail      string `json:"detail,omitempty"`
+}
+
+func auditResultJSON(res verifier.Result) auditResult {
+	r := auditResult{OK: res.OK(), Tenant: res.Tenant, Records: res.Records, Checkpoints: res.Checkpoints}
+	if res.OK() {
+		r.Root = res.Root.String()
+		return r
+	}
+	f := res.Failure
+	if f.Index >= 0 {
+		r.Index = &f.Index
+	}
+	if f.Checkpoint >= 0 {
+		r.Checkpoint = &f.Checkpoint
+	}
+	r.Reason, r.Detail = string(f.Reason), f.Detail
+	return r
+}
+
+func newAuditVerifyCmd() *cobra.Command {
+	var entriesPath, keysPath string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "audit-verify --entries entries.json --keys keys.json",
+		Short: "Verify an exported audit log offline (exit 0 valid, 1 with the first bad index)",
+		Long: `Check every record of entries.json in order: canonical form, a trusted key, the
+record's and its event's signatures, the event hash, the hash chain (prev_hash),
+index continuity and order; then every checkpoint's signature and Merkle root.
+Exit 0 when all hold; otherwise exit 1 printing the first bad record index (or
+checkpoint) and one reason of: bad-signature, hash-break, gap, reorder,
+non-canonical, unknown-key. No network is used.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.Flags().StringVar(&entriesPath, "entries", "", "entries.json to verify (required)")
+	cmd.Flags().StringVar(&keysPath, "keys", "", "trusted keys.json (required)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if entriesPath == "" || keysPath == "" {
+			return usageError("--entries and --keys are required")
+		}
+		keys, err := auditReadKeys(keysPath)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(entriesPath)
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		res, err := verifier.VerifyEntries(b, keys)
+		if err != nil {
+			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", entriesPath, err)}
+		}
+		if asJSON {
+			if err := printJSON(auditResultJSON(res)); err != nil {
+				return err
+			}
+		}
+		if !res.OK() {
+			f := res.Failure
+			where := fmt.Sprintf("first bad index %d", f.Index)
+			if f.Index < 0 {
+				where = fmt.Sprintf("checkpoint %d", f.Checkpoint)
+			} else if f.Checkpoint >= 0 {
+				where += fmt.Sprintf(" (checkpoint %d)", f.Checkpoint)
+			}
+			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %s: %s", where, f.Reason, f.Detail)}
+		}
+		if !asJSON {
+			fmt.Printf("ok: %d records of %s, %d checkpoints, root %s\n", res.Records, res.Tenant, res.Checkpoints, res.Root)
+			if res.Checkpoints == 0 {
+				fmt.Println("note: no checkpoint covers these records; only the chain was checked")
+			}
+		}
+		return nil
+	}
+	return cmd
+}
+
+func newAuditProveCmd() *cobra.Command {
+	var eventID, out string
+	cmd := &cobra.Command{
+		Use:   "prove --event ID --out proof.json",
+		Short: "Fetch the inclusion proof of one event's audit record in the latest checkpoint",
+		Args:  cobra.NoArgs,
+	}
+	c := addConnFlags(cmd)
+	cmd.Flags().StringVar(&eventID, "event", "", "event id (ULID) whose record to prove (required)")
+	cmd.Flags().StringVar(&out, "out", "", "proof file to write (required)")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if eventID == "" || out == "" {
+			return usageError("--event and --out are required")
+		}
+		if err := events.ValidEventID(eventID); err != nil {
+			return usageError("--event: %v", err)
+		}
+		oc, done, err := auditClient(c)
+		if err != nil {
+			return err
+		}
+		defer done()
+		b, err := oc.File(context.Background(), projections.VerbAuditProve, projections.ProveRequest{EventID: eventID})
+		if err != nil {
+			return auditOpsError(err)
+		}
+		p, err := verifier.ParseProof(b)
+		if err != nil {
+			return fmt.Errorf("proof from contextosd: %w", err)
+		}
+		if err := auditWriteFile(out, b); err != nil {
+			return err
+		}
+		if c.json {
+			return printJSON(map[string]any{"index": p.Index, "tenant": p.Tenant, "out": out})
+		}
+		fmt.Printf("wrote the proof of record %d to %s\n", p.Index, out)
+		return nil
+	}
+	return cmd
+}
+
+func newAuditVerifyProofCmd() *cobra.Command {
+	var keysPath string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify-proof proof.json --keys keys.json",
+		Short: "Verify one record's inclusion proof offline (exit 0 valid, 1 invalid)",
+		Long: `Check a proof.json without the rest of the log: the checkpoint's signature, the
+record's and its event's signatures, and the record's inclusion in the checkpoint's
+Merkle tree. No network is used.`,
+		Args: cobra.ExactArgs(1),
+	}
+	cmd.Flags().StringVar(&keysPath, "keys", "", "trusted keys.json (required)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		if keysPath == "" {
+			return usageError("--keys is required")
+		}
+		keys, err := auditReadKeys(keysPath)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(args[0])
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		p, r, err := verifier.VerifyProof(b, keys)
+		if err != nil {
+			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", args[0], err)}
+		}
+		env, err := events.Decode(r.Event)
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		cp, err := verifier.ReadCheckpoint(p.Checkpoint)
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		if asJSON {
+			return printJSON(map[string]any{"ok": true, "tenant": p.Tenant, "index": p.Index, "event_id": env.EventID,
+				"event_type": env.Type, "event_seq": r.EventSeq, "checkpoint_size": cp.Size, "root": cp.Root.String()})
+		}
+		fmt.Printf("ok: record %d (event %s %s, seq %d) is in the checkpoint of %d records, root %s\n",
+			p.Index, env.EventID, env.Type, r.EventSeq, cp.Size, cp.Root)
+		return nil
+	}
+	return cmd
+}
+
+func newEventsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "Export the tenant's raw signed events",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newEventsExportCmd())
+	return cmd
+}
+
+func newEventsExportCmd() *cobra.Command {
+	var out string
+	var from uint64
+	cmd := &cobra.Command{
+		Use:   "export --out events.jsonl",
+		Short: "Write the tenant's events as events.jsonl (input of ctx replay)",
+		Long: `Fetch the tenant's events from contextosd, page by page, and write one canonical
+line per event: {"event":<signed envelope>,"seq":<stream sequence>,"subject":...}.
+--from continues an earlier export at a stream sequence.`,
+		Args: cobra.NoArgs,
+	}
+	c := addConnFlags(cmd)
+	cmd.Flags().StringVar(&out, "out", "", "events file to write (required)")
+	cmd.Flags().Uint64Var(&from, "from", 0, "first stream sequence to export (0: the start)")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if out == "" {
+			return usageError("--out is required")
+		}
+		oc, done, err := auditClient(c)
+		if err != nil {
+			return err
+		}
+		defer done()
+		tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = os.Remove(tmp.Name()) }()
+		w := bufio.NewWriter(tmp)
+		lines, next, err := oc.ExportEvents(context.Background(), w, from)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return auditOpsError(err)
+		}
+		if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp.Name(), out); err != nil {
+			return err
+		}
+		if c.json {
+			return printJSON(map[string]any{"events": lines, "next": next, "out": out})
+		}
+		fmt.Printf("wrote %d events to %s (continue with --from %d)\n", lines, out, next)
+		return nil
+	}
+	return cmd
+}
+
+// newExposureExportCmd is "export view.json" of the exposure view. It is
+// registered as "ctx exposure-export"; the exposure command may also add it
+// as its "export" subcommand.
+func newExposureExportCmd(use string) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   use + " --out view.json",
+		Short: "Write the live exposure view (balances, open attempts, incidents) as view.json",
+		Long: `Fetch the exposure view of the tenant from contextosd: every resource ledger's
+limit, committed, held and available, the open attempts with their next safe step,
+and the incidents. "ctx replay --events events.jsonl --compare view.json" recomputes it
+offline and reports any difference.`,
+		Args: cobra.NoArgs,
+	}
+	c := addConnFlags(cmd)
+	cmd.Flags().StringVar(&out, "out", "", "view file to write (required)")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if out == "" {
+			return usageError("--out is required")
+		}
+		oc, done, err := auditClient(c)
+		if err != nil {
+			return err
+		}
+		defer done()
+		b, err := oc.File(context.Background(), projections.VerbExposureView, nil)
+		if err != nil {
+			return auditOpsError(err)
+		}
+		v, err := verifier.ParseView(b)
+		if err != nil {
+			return fmt.Errorf("view from contextosd: %w", err)
+		}
+		if err := auditWriteFile(out, b); err != nil {
+			return err
+		}
+		if c.json {
+			return printJSON(map[string]any{"resources": len(v.Resources), "incidents": len(v.Incidents), "seq": v.Seq, "out": out})
+		}
+		fmt.Printf("wrote %d resources and %d incidents (as of seq %d) to %s\n", len(v.Resources), len(v.Incidents), v.Seq, out)
+		return nil
+	}
+	return cmd
+}

@@ -1,0 +1,87 @@
+package projections
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ServiceConfig configures StartService.
+type ServiceConfig struct {
+	NC     *nats.Conn          // the runtime's connection: wake-ups on new events
+	JS     jetstream.JetStream // the runtime's JetStream context (audit stream)
+	Store  events.Store        // the event stream
+	Signer events.Signer       // the runtime key: signs records and checkpoints
+	// RetiredKeys are earlier runtime public keys whose records are still in
+	// the log; audit-keys publishes them with the current one.
+	RetiredKeys        []ed25519.PublicKey
+	Tenants            []string
+	AuditStream        AuditStreamOptions
+	CheckpointEvery    int           // see AuditConfig
+	CheckpointInterval time.Duration // see AuditConfig
+	PollInterval       time.Duration // see AuditConfig
+	Clock              Clock
+	Logf               func(format string, args ...any)
+}
+
+// Service runs the projections of a daemon: one audit projector per tenant,
+// the exposure view, and the ops verbs over them.
+type Service struct {
+	Log        *AuditLog
+	View       *ExposureView
+	Ops        *Ops
+	Projectors map[string]*AuditProjector
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// StartService ensures the audit stream and starts the projectors and the
+// view in the background; mount Service.Ops on the gateway
+// (gw.Mount(verb, gateway.OpHandler(svc.Ops.Handler(verb))) for each of
+// Verbs). Close stops them.
+func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
+	if cfg.JS == nil || cfg.Store == nil {
+		return nil, errors.New("projections: StartService needs JS and Store")
+	}
+	name := cfg.AuditStream.Name
+	if name == "" {
+		name = AuditStreamName
+	}
+	if _, err := EnsureAuditStream(ctx, cfg.JS, cfg.AuditStream); err != nil {
+		return nil, err
+	}
+	s := &Service{Log: NewAuditLog(cfg.JS, name), View: NewExposureView(cfg.Store), Projectors: map[string]*AuditProjector{}}
+	for _, t := range cfg.Tenants {
+		p, err := NewAuditProjector(AuditConfig{Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
+			CheckpointEvery: cfg.CheckpointEvery, CheckpointInterval: cfg.CheckpointInterval, Clock: cfg.Clock,
+			PollInterval: cfg.PollInterval, Notify: cfg.NC, Logf: cfg.Logf})
+		if err != nil {
+			return nil, err
+		}
+		s.Projectors[t] = p
+	}
+	pubs := []ed25519.PublicKey{cfg.Signer.Key.Public().(ed25519.PublicKey)}
+	s.Ops = NewOps(OpsConfig{Log: s.Log, Events: cfg.Store, PublicKeys: append(pubs, cfg.RetiredKeys...), View: s.View})
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	for _, p := range s.Projectors {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); _ = p.Run(rctx) }()
+	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); _ = s.View.Run(rctx, cfg.NC, cfg.PollInterval, cfg.Logf) }()
+	return s, nil
+}
+
+// Close stops the projectors and the view and waits for them.
+func (s *Service) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
