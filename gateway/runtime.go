@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/aggregates/jetsnap"
 	"github.com/contextos/ledger/events"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -155,6 +156,11 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	}
 	sealer := &aggregates.Sealer{Signer: rt.Signer, Clock: o.Clock, IDs: aggregates.NewIDs(o.Clock, nil)}
 	rt.Gateway = New(Options{Config: cfg, Store: rt.Store, Sealer: sealer, Executor: executor, Logger: o.Logger, Hooks: o.Hooks, Adapters: o.Adapters})
+	snaps, err := jetsnap.Ensure(ctx, js, cfg.NATS.Replicas) // cold loads of resource ledgers start from a snapshot
+	if err != nil {
+		return nil, err
+	}
+	rt.Gateway.Engine().Snapshots = snaps
 	if err := rt.Gateway.Start(ctx, nc); err != nil {
 		return nil, err
 	}
