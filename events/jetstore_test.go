@@ -231,3 +231,26 @@ func jsOf(t *testing.T, nc *nats.Conn) jetstream.JetStream {
 	}
 	return js
 }
+
+// TestEnsureStream: EnsureStream creates the stream with the settings the
+// store depends on, brings an existing stream that lacks them up to date, and
+// is idempotent.
+func TestEnsureStream(t *testing.T) {
+	srv := startServer(t, t.TempDir(), false)
+	_, js := connect(t, srv)
+	ctx := testCtx(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: events.StreamName, Subjects: []string{"ctx.ev.>"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		st, err := events.EnsureStream(ctx, js, events.StreamOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := st.CachedInfo().Config
+		if !c.AllowDirect || !c.AllowAtomicPublish || !c.DenyDelete || !c.DenyPurge || c.Duplicates != events.DefaultDuplicateWindow ||
+			c.Discard != jetstream.DiscardNew || c.Storage != jetstream.FileStorage || c.MaxAge != 0 || c.AllowRollup {
+			t.Fatalf("stream config %+v", c)
+		}
+	}
+}
