@@ -5,7 +5,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-short verify fuzz-smoke bench demo chaos clean tools
+.PHONY: help build test test-short verify fuzz-smoke bench bench-postgres demo chaos clean tools
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -42,8 +42,12 @@ fuzz-smoke: ## run every fuzz target for $(FUZZTIME)
 		done; \
 	done
 
-bench: ## benchmarks (see BENCHMARKS.md)
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: ## comparative benchmarks (JetStream, engine, gateway, PostgreSQL peer): writes BENCHMARKS.md and docs/benchmarks.png
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || $(MAKE) bench-postgres
+	$(GO) run ./cmd/bench -out BENCHMARKS.md -chart docs/benchmarks.png $(BENCHFLAGS)
+
+bench-postgres: # PostgreSQL from Debian's packages for the bench's peer (needs root)
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql
 
 demo: build ## the shared-refund race on the embedded default, end to end
 	$(GO) run ./examples/shared-guarantees --bin $(BIN)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/contextos/ledger/events"
@@ -73,6 +74,11 @@ type committer struct {
 	formingEvents int
 	inflight      []*txn
 	loads, seals  int
+	// Cost model of the two ways to append a group, moving averages in
+	// seconds: one single-event append (pipelined with others) and one
+	// atomic batch. See maybeSend.
+	single, batch float64
+	sends         int
 }
 
 type sealResult struct {
@@ -88,6 +94,10 @@ type batchResult struct {
 	ens   []*entry // per item
 	seqs  []uint64
 	err   error
+	// split holds the results of a group sent as independent single
+	// appends (see maybeSend), one per transaction.
+	split   []batchResult
+	elapsed time.Duration
 }
 
 type loadResult struct {
@@ -100,7 +110,7 @@ type loadResult struct {
 
 func newCommitter(e *Engine) *committer {
 	return &committer{e: e, kick: make(chan struct{}, 1), sealDone: make(chan sealResult, 64),
-		batchDone: make(chan batchResult, 1), loadDone: make(chan loadResult, 64)}
+		batchDone: make(chan batchResult, 1), loadDone: make(chan loadResult, 64), single: 0.001, batch: 0.003}
 }
 
 func (c *committer) maxEvents() int {
@@ -390,10 +400,69 @@ func (c *committer) maybeSend() {
 		c.onBatch(batchResult{txs: batch})
 		return
 	}
+	if c.preferSingles(batch, items) {
+		go func() {
+			t0 := time.Now()
+			split := make([]batchResult, len(items))
+			var wg sync.WaitGroup
+			for k := range items {
+				wg.Add(1)
+				go func(k int) {
+					defer wg.Done()
+					seqs, err := c.e.appendItems(items[k : k+1])
+					split[k] = batchResult{txs: batch[k : k+1], items: items[k : k+1], ens: ens[k : k+1], seqs: seqs, err: err}
+				}(k)
+			}
+			wg.Wait()
+			c.batchDone <- batchResult{split: split, elapsed: time.Since(t0)}
+		}()
+		return
+	}
 	go func() {
+		t0 := time.Now()
 		seqs, err := c.e.appendItems(items)
-		c.batchDone <- batchResult{txs: batch, items: items, ens: ens, seqs: seqs, err: err}
+		c.batchDone <- batchResult{txs: batch, items: items, ens: ens, seqs: seqs, err: err, elapsed: time.Since(t0)}
 	}()
+}
+
+// preferSingles reports whether a group is better appended as independent
+// single-event appends, pipelined on the connection, than as one atomic
+// batch. That is possible when every transaction of the group appends
+// exactly one event (one subject, distinct across the group): each append
+// is then the whole of its transaction and needs no atomicity with the
+// others. It pays when the server's fixed cost of an atomic batch (on a
+// single server it stages the batch in a store of its own, created and
+// removed on disk for each batch) exceeds that many single appends, which
+// the moving averages of both, measured here, decide. Every 50th group that
+// could go either way goes as a batch, to keep that average current.
+func (c *committer) preferSingles(batch []*txn, items []events.AppendItem) bool {
+	if len(items) < 2 || len(items) != len(batch) {
+		return false
+	}
+	for k, t := range batch {
+		if t.nevents != 1 || len(items[k].Envs) != 1 {
+			return false
+		}
+	}
+	c.sends++
+	if c.sends%50 == 0 {
+		return false
+	}
+	return float64(len(items))*c.single < c.batch
+}
+
+// observe updates the cost model with a finished append.
+func (c *committer) observe(r batchResult) {
+	const a = 0.2
+	switch {
+	case r.elapsed <= 0:
+	case r.split != nil:
+		c.single = (1-a)*c.single + a*r.elapsed.Seconds()/float64(len(r.split))
+	case len(r.items) == 1 && len(r.items[0].Envs) == 1:
+		c.single = (1-a)*c.single + a*r.elapsed.Seconds()
+	case len(r.items) > 0:
+		c.batch = (1-a)*c.batch + a*r.elapsed.Seconds()
+	}
 }
 
 // appendItems stores one batch, retrying the very same envelopes after an
@@ -427,6 +496,11 @@ func (e *Engine) appendItems(items []events.AppendItem) ([]uint64, error) {
 
 func (c *committer) onBatch(r batchResult) {
 	c.inflight = nil
+	c.observe(r)
+	if r.split != nil {
+		c.onSplit(r.split)
+		return
+	}
 	var conflict *events.ConflictError
 	switch {
 	case r.err == nil:
@@ -447,6 +521,34 @@ func (c *committer) onBatch(r batchResult) {
 		// Invalid, or unknown after retries: fail the batch, reload its
 		// subjects and decide again whatever rested on them.
 		c.rollback(r.ens, r.txs, r.err, false)
+	}
+}
+
+// onSplit handles a group appended as independent single appends: each
+// transaction succeeded, conflicted (decided again) or failed on its own.
+func (c *committer) onSplit(split []batchResult) {
+	var bad []*entry
+	var conflicted, failed []*txn
+	var failErr error
+	for _, r := range split {
+		var conflict *events.ConflictError
+		switch {
+		case r.err == nil:
+			c.committed(r)
+		case errors.As(r.err, &conflict):
+			c.e.stats.conflicts.Add(1)
+			bad = append(bad, r.ens...)
+			conflicted = append(conflicted, r.txs...)
+		default:
+			failed = append(failed, r.txs...)
+			failErr = r.err
+		}
+	}
+	if len(failed) > 0 {
+		c.rollback(nil, failed, failErr, false)
+	}
+	if len(conflicted) > 0 {
+		c.rollback(bad, conflicted, nil, true)
 	}
 }
 

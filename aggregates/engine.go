@@ -125,7 +125,7 @@ type Engine struct {
 
 // DefaultSnapshotEvery is Engine.SnapshotEvery's default: a cold load folds
 // at most this many events after the snapshot.
-const DefaultSnapshotEvery = 64
+const DefaultSnapshotEvery = 16
 
 // NewEngine returns an engine over store that signs with sealer.
 func NewEngine(store events.Store, sealer *Sealer) *Engine {

@@ -289,3 +289,12 @@ func (m *MemSnapshots) Put(_ context.Context, snaps []Snapshot) error {
 	}
 	return nil
 }
+
+// Load folds ref's subject from the store as a cold load does (from its
+// snapshot when there is a usable one, then the tail) without using or
+// changing warm state, and returns the state and its last sequence
+// (recovery tools, benchmarks).
+func (e *Engine) Load(ctx context.Context, ref Ref) (State, uint64, error) {
+	st, seq, _, err := e.load(ctx, ref, nil, 0, 0)
+	return st, seq, err
+}

@@ -77,6 +77,7 @@ func coldLedger(t testing.TB, store events.Store, snaps SnapshotStore, resource 
 	if err != nil {
 		t.Fatal(err)
 	}
+	eng.FlushSnapshots() // a fallback writes a fresh snapshot: let it land before the caller changes the store
 	return got, res.Seqs[0], eng.Stats()
 }
 

@@ -1,0 +1,368 @@
+// Command bench measures, in one run, raw JetStream appends (one at a time
+// and atomic batches), kernel decisions, reservations through the
+// aggregates engine (10k resources uniform and one hot resource), full
+// governed proposals over NATS, cold loads in a large stream, and a
+// PostgreSQL peer doing the same reservations by hand, for the durable
+// (fsync before ack) and relaxed settings. It prints progress and ratios and
+// writes BENCHMARKS.md with a chart.
+//
+//	go run ./cmd/bench [-duration 4s] [-out BENCHMARKS.md] [-chart docs/benchmarks.png]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"image/color"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/bench"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+func main() {
+	var (
+		duration   = flag.Duration("duration", 4*time.Second, "measured time per point")
+		warmup     = flag.Duration("warmup", time.Second, "warm-up per point")
+		out        = flag.String("out", "BENCHMARKS.md", "report to write")
+		chart      = flag.String("chart", "docs/benchmarks.png", "chart to write")
+		coldEvents = flag.Int("cold-events", 1_000_000, "events in the cold-load stream (0 skips)")
+		skipPG     = flag.Bool("skip-postgres", false, "skip the PostgreSQL peer")
+		relaxed    = flag.Bool("relaxed", true, "also measure the relaxed setting")
+	)
+	flag.Parse()
+	ctx := context.Background()
+	start := time.Now()
+	progress := func(format string, args ...any) {
+		fmt.Printf("[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	cfg := bench.Config{Warmup: *warmup, Duration: *duration}
+	tmp, err := bench.TempDir()
+	if err != nil {
+		fail(err)
+	}
+	defer bench.Cleanup(tmp)
+	r := &report{cfg: cfg, started: start, load: loadavg()}
+
+	modes := []bool{true}
+	if *relaxed {
+		modes = append(modes, false)
+	}
+	for _, durable := range modes {
+		d := bench.Durability(durable)
+		progress("== JetStream (%s): raw appends and reservations", d)
+		n, err := bench.StartNATS(tmp, durable)
+		if err != nil {
+			fail(err)
+		}
+		for _, c := range []int{1, 8, 64} {
+			r.add(bench.Measure(ctx, cfg, bench.Point{Group: gRawOne, Name: "jetstream", Durability: d, Concurrency: c, Unit: "append"},
+				n.RawAppend(c), progress))
+		}
+		for _, c := range []int{1, 8} {
+			p := bench.Measure(ctx, cfg, bench.Point{Group: gRawBatch, Name: "jetstream", Durability: d, Concurrency: c, Unit: "batch"},
+				n.RawBatch(c, 100), progress)
+			p.PerOp, p.Unit = 100, "event"
+			r.add(p)
+		}
+		eng := n.Engine()
+		for _, c := range []int{1, 8, 64} {
+			r.add(measureEngine(ctx, cfg, eng, bench.Point{Group: gUniform, Name: "ours", Durability: d, Concurrency: c, Unit: "reservation"},
+				bench.Reservations(eng, bench.Uniform(d)), progress))
+		}
+		for _, c := range []int{1, 8, 32, 64} {
+			r.add(measureEngine(ctx, cfg, eng, bench.Point{Group: gHot, Name: "ours", Durability: d, Concurrency: c, Unit: "reservation"},
+				bench.Reservations(eng, bench.Hot(fmt.Sprint(d, c))), progress))
+		}
+		n.Close()
+
+		progress("== governed proposals over NATS (%s)", d)
+		g, err := bench.StartGateway(tmp, durable, 64)
+		if err != nil {
+			fail(err)
+		}
+		for _, c := range []int{1, 8, 64} {
+			r.add(measureEngine(ctx, cfg, g.RT.Gateway.Engine(), bench.Point{Group: gProposals, Name: "ours", Durability: d, Concurrency: c, Unit: "proposal"},
+				g.Proposals(bench.Uniform("p"+d)), progress))
+		}
+		r.add(measureEngine(ctx, cfg, g.RT.Gateway.Engine(), bench.Point{Group: gProposalsHot, Name: "ours", Durability: d, Concurrency: 32, Unit: "proposal"},
+			g.Proposals(bench.Hot("p"+d)), progress))
+		g.Close()
+	}
+
+	progress("== kernel decisions alone")
+	for _, c := range []int{1, 2} {
+		r.add(bench.Measure(ctx, cfg, bench.Point{Group: gKernel, Name: "kernel", Durability: "-", Concurrency: c, Unit: "decision"}, bench.KernelDecisions(), progress))
+	}
+
+	if !*skipPG {
+		progress("== PostgreSQL peer")
+		pg, err := bench.StartPostgres(ctx, tmp)
+		if err != nil {
+			progress("PostgreSQL peer skipped: %v", err)
+			r.pgSkipped = err.Error()
+		} else {
+			r.pgVersion = pg.Version
+			for _, durable := range modes {
+				d := bench.Durability(durable)
+				for _, c := range []int{1, 8, 64} {
+					if err := pg.SetSynchronousCommit(ctx, durable, c); err != nil {
+						fail(err)
+					}
+					r.add(bench.Measure(ctx, cfg, bench.Point{Group: gUniform, Name: "postgres", Durability: d, Concurrency: c, Unit: "reservation"},
+						pg.Reservations(bench.Uniform(d)), progress))
+				}
+				for _, c := range []int{1, 8, 32, 64} {
+					if err := pg.SetSynchronousCommit(ctx, durable, c); err != nil {
+						fail(err)
+					}
+					r.add(bench.Measure(ctx, cfg, bench.Point{Group: gHot, Name: "postgres", Durability: d, Concurrency: c, Unit: "reservation"},
+						pg.Reservations(bench.Hot(fmt.Sprint(d, c))), progress))
+				}
+			}
+			pg.Stop()
+		}
+	}
+
+	if *coldEvents > 0 {
+		progress("== cold loads in a %d-event stream", *coldEvents)
+		n, err := bench.StartNATS(tmp, false)
+		if err != nil {
+			fail(err)
+		}
+		refs, err := n.ColdLoads(ctx, *coldEvents, 20, 300, progress)
+		if err != nil {
+			fail(err)
+		}
+		r.coldEvents = *coldEvents
+		r.add(bench.Measure(ctx, cfg, bench.Point{Group: gCold, Name: "snapshot+tail", Durability: "-", Concurrency: 1, Unit: "load"}, n.ColdLoad(refs, true), progress))
+		r.add(bench.Measure(ctx, cfg, bench.Point{Group: gCold, Name: "full fold", Durability: "-", Concurrency: 1, Unit: "load"}, n.ColdLoad(refs, false), progress))
+		n.Close()
+	}
+
+	md, summary := r.markdown(*chart)
+	if err := os.WriteFile(*out, md, 0o644); err != nil {
+		fail(err)
+	}
+	var png bytes.Buffer
+	if err := bench.WriteChart(&png, r.panels()); err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(*chart, png.Bytes(), 0o644); err != nil {
+		fail(err)
+	}
+	fmt.Println()
+	fmt.Print(summary)
+	progress("wrote %s and %s", *out, *chart)
+}
+
+// measureEngine measures and notes the engine's average group commit.
+func measureEngine(ctx context.Context, cfg bench.Config, eng *aggregates.Engine, p bench.Point, op bench.Op, progress bench.Progress) bench.Point {
+	before := eng.Stats()
+	p = bench.Measure(ctx, cfg, p, op, progress)
+	after := eng.Stats()
+	if b := after.Batches - before.Batches; b > 0 {
+		p.Note = fmt.Sprintf("%.1f tx/append", float64(after.BatchedTxs-before.BatchedTxs)/float64(b))
+		if c := after.Conflicts - before.Conflicts; c > 0 {
+			p.Note += fmt.Sprintf(", %d conflicts", c)
+		}
+	}
+	return p
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+const (
+	gRawOne       = "raw append, 1 event, expected seq"
+	gRawBatch     = "raw atomic batch of 100 (ceiling)"
+	gKernel       = "kernel decision + fold"
+	gUniform      = "reservations, 10k resources"
+	gHot          = "reservations, one hot resource"
+	gProposals    = "governed proposals over NATS, 10k resources"
+	gProposalsHot = "governed proposals over NATS, one hot resource"
+	gCold         = "cold load of one resource"
+)
+
+type report struct {
+	cfg        bench.Config
+	started    time.Time
+	load       string
+	points     []bench.Point
+	pgVersion  string
+	pgSkipped  string
+	coldEvents int
+}
+
+func (r *report) add(p bench.Point) { r.points = append(r.points, p) }
+
+func (r *report) find(group, name, d string, c int) (bench.Point, bool) {
+	for _, p := range r.points {
+		if p.Group == group && p.Name == name && p.Durability == d && p.Concurrency == c {
+			return p, true
+		}
+	}
+	return bench.Point{}, false
+}
+
+func (r *report) rate(group, name, d string, c int) float64 {
+	p, _ := r.find(group, name, d, c)
+	return p.Rate()
+}
+
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	if d < 100*time.Microsecond {
+		return fmt.Sprintf("%.3f", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.2f", float64(d)/1e6)
+}
+
+func (r *report) markdown(chart string) ([]byte, string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `make bench` (`go run ./cmd/bench`) on %s. Every figure below comes from this one run, on\nthis machine, so ratios between rows are meaningful; absolute numbers move with the machine and with\nwhatever else it runs (it is shared: load average %s at the start).\n\n", r.started.UTC().Format("2006-01-02 15:04 UTC"), r.load)
+	fmt.Fprintf(&b, "## Machine and settings\n\n| | |\n| --- | --- |\n| CPUs (nproc) | %d |\n| CPU | %s |\n| Go | %s |\n| nats-server (embedded) | %s |\n| PostgreSQL | %s |\n",
+		runtime.NumCPU(), cpuModel(), runtime.Version(), server.VERSION, or(r.pgVersion, "not measured: "+r.pgSkipped))
+	fmt.Fprintf(&b, "| per point | %s warm-up, then %s measured; closed loop: each client starts its next operation when the previous returned |\n", r.cfg.Warmup, r.cfg.Duration)
+	b.WriteString("| durable | JetStream `sync_interval: always` (fsync before every ack; the default); PostgreSQL `synchronous_commit = on`, `fsync = on` |\n")
+	b.WriteString("| relaxed | JetStream flushes to the OS, periodic fsync; PostgreSQL `synchronous_commit = off` |\n")
+	b.WriteString("| reservation | ours: `aggregates.Engine.Exposure` with `kernel.Reserve` (decide, Ed25519-sign the event, append with expected sequence, group commit); PostgreSQL: one transaction `SELECT ... FOR UPDATE` on the resource row, check `committed + held + amount <= limit`, `INSERT` receipt, `UPDATE` held (pgx v5, one connection per client) |\n")
+	b.WriteString("| hot resource | every client on one resource; a new one after 1,000 reservations (a ledger holds at most 1,024 receipts) |\n")
+	b.WriteString("| proposal | an agent's request over NATS (own user and inbox) to the applied reply: reserve (operation + ledger), dispatch-start, loopback HTTP provider call (answers at once), settle; `gateway.Boot` with the embedded server |\n")
+	if r.coldEvents > 0 {
+		fmt.Fprintf(&b, "| cold load | a fresh engine loads one of 20 resources, each with ~300 events spread through a %d-event stream (other subjects between them); snapshots every %d events |\n", r.coldEvents, aggregates.DefaultSnapshotEvery)
+	}
+	fmt.Fprintf(&b, "\n## Results\n\n![throughput and p99 against concurrency](%s)\n\n", chart)
+	b.WriteString("| workload | system | setting | clients | throughput /s | p50 ms | p99 ms | errors | note |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	for _, p := range r.points {
+		unit := p.Unit + "s"
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f %s | %s | %s | %d | %s |\n", p.Group, p.Name, p.Durability, p.Concurrency, p.Rate(), unit, ms(p.P50), ms(p.P99), p.Errors, p.Note)
+	}
+	var s strings.Builder
+	s.WriteString("Ratios (same run):\n")
+	ratio := func(what string, num, den float64) {
+		if num > 0 && den > 0 {
+			fmt.Fprintf(&s, "- %s: %.2f\n", what, num/den)
+		}
+	}
+	for _, d := range []string{"durable", "relaxed"} {
+		ceil := r.rate(gRawBatch, "jetstream", d, 1)
+		one := r.rate(gRawOne, "jetstream", d, 64)
+		for _, c := range []int{1, 8, 64} {
+			ratio(fmt.Sprintf("%s, 10k resources, %d clients: ours / raw batch ceiling (events/s)", d, c), r.rate(gUniform, "ours", d, c), ceil)
+		}
+		ratio(d+", 10k resources, 64 clients: ours / raw one-at-a-time append (64 clients)", r.rate(gUniform, "ours", d, 64), one)
+		for _, c := range []int{1, 8, 64} {
+			ratio(fmt.Sprintf("%s, 10k resources, %d clients: ours / PostgreSQL", d, c), r.rate(gUniform, "ours", d, c), r.rate(gUniform, "postgres", d, c))
+		}
+		for _, c := range []int{1, 8, 32, 64} {
+			ratio(fmt.Sprintf("%s, hot resource, %d clients: ours / PostgreSQL", d, c), r.rate(gHot, "ours", d, c), r.rate(gHot, "postgres", d, c))
+		}
+		ratio(d+": hot resource (32 clients) / 10k resources (64 clients)", r.rate(gHot, "ours", d, 32), r.rate(gUniform, "ours", d, 64))
+		ratio(d+": proposals (64 clients) / reservations (64 clients)", r.rate(gProposals, "ours", d, 64), r.rate(gUniform, "ours", d, 64))
+	}
+	s.WriteString("\nGoals (durable):\n")
+	goal := func(name string, ok bool, got string) {
+		mark := "met"
+		if !ok {
+			mark = "NOT met"
+		}
+		fmt.Fprintf(&s, "- %s: %s (%s)\n", name, mark, got)
+	}
+	u64, _ := r.find(gUniform, "ours", "durable", 64)
+	goal(">= 10k reservations/s over 10k resources with 64 agents", u64.Rate() >= 10_000, fmt.Sprintf("%.0f/s", u64.Rate()))
+	pg64 := r.rate(gUniform, "postgres", "durable", 64)
+	if pg64 > 0 {
+		goal(">= 2x the PostgreSQL peer on the same workload (64 clients)", u64.Rate() >= 2*pg64, fmt.Sprintf("%.2fx", u64.Rate()/pg64))
+	}
+	p64, _ := r.find(gProposals, "ours", "durable", 64)
+	goal(">= 2.5k governed proposals/s with p99 < 20 ms (64 agents)", p64.Rate() >= 2500 && p64.P99 < 20*time.Millisecond,
+		fmt.Sprintf("%.0f/s, p99 %s ms", p64.Rate(), ms(p64.P99)))
+	h32, _ := r.find(gHot, "ours", "durable", 32)
+	goal("hot resource, 32 agents: >= 50% of the uniform rate and p99 < 25 ms", h32.Rate() >= u64.Rate()/2 && h32.P99 < 25*time.Millisecond,
+		fmt.Sprintf("%.0f%% of %.0f/s, p99 %s ms", 100*h32.Rate()/max(u64.Rate(), 1), u64.Rate(), ms(h32.P99)))
+	if cl, ok := r.find(gCold, "snapshot+tail", "-", 1); ok {
+		goal(fmt.Sprintf("cold load of one resource in a %d-event stream: p99 < 5 ms", r.coldEvents), cl.P99 < 5*time.Millisecond, fmt.Sprintf("p99 %s ms", ms(cl.P99)))
+	}
+	b.WriteString("\n## Ratios and goals\n\n")
+	b.WriteString(s.String())
+	b.WriteString("\nSee docs/performance.md for the design behind these figures and the profiles of any goal not met.\n")
+	return []byte(b.String()), s.String()
+}
+
+func (r *report) panels() []bench.Panel {
+	type line struct {
+		group, name, d string
+		c              color.RGBA
+		dashed         bool
+		label          string
+	}
+	lines := []line{
+		{gUniform, "ours", "durable", color.RGBA{31, 119, 180, 255}, false, "ours, 10k resources"},
+		{gHot, "ours", "durable", color.RGBA{255, 127, 14, 255}, false, "ours, hot resource"},
+		{gProposals, "ours", "durable", color.RGBA{44, 160, 44, 255}, false, "ours, governed proposals"},
+		{gUniform, "postgres", "durable", color.RGBA{31, 119, 180, 255}, true, "PostgreSQL, 10k resources"},
+		{gHot, "postgres", "durable", color.RGBA{255, 127, 14, 255}, true, "PostgreSQL, hot resource"},
+		{gRawOne, "jetstream", "durable", color.RGBA{127, 127, 127, 255}, true, "raw JetStream append, 1 at a time"},
+	}
+	var tput, p99 []bench.Series
+	for _, l := range lines {
+		var ts, ps bench.Series
+		ts.Name, ts.Color, ts.Dashed = l.label, l.c, l.dashed
+		ps.Name, ps.Color, ps.Dashed = l.label, l.c, l.dashed
+		for _, p := range r.points {
+			if p.Group == l.group && p.Name == l.name && p.Durability == l.d {
+				ts.X, ts.Y = append(ts.X, p.Concurrency), append(ts.Y, p.Rate())
+				ps.X, ps.Y = append(ps.X, p.Concurrency), append(ps.Y, float64(p.P99)/1e6)
+			}
+		}
+		if len(ts.X) > 0 {
+			tput, p99 = append(tput, ts), append(p99, ps)
+		}
+	}
+	return []bench.Panel{{Title: "Throughput (durable)", YLabel: "operations/s", Series: tput}, {Title: "p99 latency (durable)", YLabel: "ms", Series: p99}}
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
