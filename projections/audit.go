@@ -69,6 +69,7 @@ type AuditConfig struct {
 type AuditProjector struct {
 	cfg        AuditConfig
 	noteSigner note.Signer
+	syncMu     sync.Mutex // one Sync or Checkpoint at a time
 
 	mu     sync.Mutex // guards the fields below against Status
 	loaded bool
@@ -127,8 +128,10 @@ func (p *AuditProjector) Status() AuditStatus {
 // Sync records every event of the tenant stored after the log's last record,
 // up to the end of the event stream, and publishes the checkpoints that are
 // due. It returns the first error; calling it again resumes where the log
-// ends.
+// ends. Calls of Sync and Checkpoint on one projector are serialized.
 func (p *AuditProjector) Sync(ctx context.Context) error {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
 	if !p.isLoaded() {
 		if err := p.load(ctx); err != nil {
 			return err
@@ -150,6 +153,8 @@ func (p *AuditProjector) Sync(ctx context.Context) error {
 // Checkpoint publishes a checkpoint of every record now, unless the last
 // checkpoint already covers them all (for example at shutdown).
 func (p *AuditProjector) Checkpoint(ctx context.Context) error {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
 	if !p.isLoaded() {
 		if err := p.load(ctx); err != nil {
 			return err

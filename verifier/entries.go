@@ -150,21 +150,19 @@ func VerifyEntries(b []byte, keys Keys) (Result, error) {
 		res.Failure = &Failure{Index: i, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 		return res, nil
 	}
-	// Indexes as found, to tell a gap from a reorder. A record that does not
-	// parse has no index (-1).
-	found := make(map[int64]int, len(e.Records))
-	indexes := make([]int64, len(e.Records))
-	for i, raw := range e.Records {
-		indexes[i] = -1
-		var probe struct {
-			Index *int64 `json:"index"`
-		}
-		if json.Unmarshal(raw, &probe) == nil && probe.Index != nil {
-			indexes[i] = *probe.Index
-			if _, dup := found[*probe.Index]; !dup {
-				found[*probe.Index] = i
+	// appearsLater reports whether a record after position i carries index
+	// want: a missing index found later is a reorder, not a gap. Only run on
+	// the first misplaced record.
+	appearsLater := func(i int, want int64) bool {
+		for _, raw := range e.Records[i+1:] {
+			var probe struct {
+				Index *int64 `json:"index"`
+			}
+			if json.Unmarshal(raw, &probe) == nil && probe.Index != nil && *probe.Index == want {
+				return true
 			}
 		}
+		return false
 	}
 	var tree Tree
 	var prev []byte
@@ -177,7 +175,7 @@ func VerifyEntries(b []byte, keys Keys) (Result, error) {
 			return at(pos, f.Reason, "%s", f.Detail)
 		}
 		if r.Index != pos {
-			if j, ok := found[pos]; r.Index < pos || (ok && j > i) {
+			if r.Index < pos || appearsLater(i, pos) {
 				return at(pos, ReasonReorder, "record %d found at position %d", r.Index, i)
 			}
 			return at(pos, ReasonGap, "record %d missing (found record %d)", pos, r.Index)

@@ -89,8 +89,14 @@ func FuzzRecord(f *testing.F) {
 	}
 	keys := fuzzKeys(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := ParseRecord(b); err != nil {
+		r, err := ParseRecord(b)
+		if err != nil {
 			return
+		}
+		fast, err1 := signingBytes(r)
+		slow, err2 := RecordSigningBytes(r)
+		if (err1 == nil) != (err2 == nil) || !bytes.Equal(fast, slow) {
+			t.Fatalf("signing bytes differ: %q vs %q", fast, slow)
 		}
 		_, _ = VerifyRecord(b, keys.Keyring)
 	})

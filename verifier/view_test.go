@@ -71,3 +71,34 @@ func TestFoldRefusesForeignEvents(t *testing.T) {
 		t.Fatalf("view %+v", v)
 	}
 }
+
+// TestReasonsDistinct: the fixed reason set has no duplicate.
+func TestReasonsDistinct(t *testing.T) {
+	seen := map[Reason]bool{}
+	for _, r := range Reasons {
+		if seen[r] || r == "" || r == "ok" {
+			t.Fatalf("reason %q repeated or reserved", r)
+		}
+		seen[r] = true
+	}
+	if len(seen) != 6 {
+		t.Fatalf("%d reasons, want the fixed 6", len(seen))
+	}
+}
+
+// TestSigningBytesFastPath: the signing bytes built around the canonical
+// event equal the canonical encoding of the whole unsigned record.
+func TestSigningBytesFastPath(t *testing.T) {
+	f := newFixture(t, 12, 5)
+	for i, raw := range f.records {
+		r, err := ParseRecord(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, err1 := signingBytes(r)
+		slow, err2 := RecordSigningBytes(r)
+		if err1 != nil || err2 != nil || string(fast) != string(slow) {
+			t.Fatalf("record %d: fast %q (%v) != canonical %q (%v)", i, fast, err1, slow, err2)
+		}
+	}
+}
