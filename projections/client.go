@@ -25,6 +25,7 @@ type OpsError struct {
 	Reason string
 }
 
+// Error implements error.
 func (e *OpsError) Error() string { return fmt.Sprintf("%s refused: %s: %s", e.Verb, e.Code, e.Reason) }
 
 // OpsClient calls the verbs of Ops as an operator and pages through

@@ -84,8 +84,13 @@ type noteSigner struct {
 	key  ed25519.PrivateKey
 }
 
-func (s noteSigner) Name() string                    { return s.name }
-func (s noteSigner) KeyHash() uint32                 { return s.hash }
+// Name implements note.Signer.
+func (s noteSigner) Name() string { return s.name }
+
+// KeyHash implements note.Signer.
+func (s noteSigner) KeyHash() uint32 { return s.hash }
+
+// Sign implements note.Signer.
 func (s noteSigner) Sign(msg []byte) ([]byte, error) { return ed25519.Sign(s.key, msg), nil }
 
 // NewNoteSigner returns the note signer of origin's checkpoints made from the
