@@ -15,6 +15,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/aggregates/jetsnap"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,6 +73,7 @@ type Runtime struct {
 	NC       *nats.Conn
 	Store    *events.JetStore
 	Gateway  *Gateway
+	Service  *projections.Service
 	Signer   events.Signer
 	URL      string
 	cancel   context.CancelFunc
@@ -161,6 +163,22 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		return nil, err
 	}
 	rt.Gateway.Engine().Snapshots = snaps
+	// The projections: one signed audit chain per tenant, the exposure view
+	// and the operator verbs that export them (the only way a client reaches
+	// them: nobody but the runtime touches JetStream).
+	tenants := make([]string, len(cfg.Tenants))
+	for i, t := range cfg.Tenants {
+		tenants[i] = t.ID
+	}
+	rt.Service, err = projections.StartService(ctx, projections.ServiceConfig{NC: nc, JS: js, Store: rt.Store, Signer: rt.Signer,
+		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas},
+		Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range projections.Verbs {
+		rt.Gateway.Mount(v, OpHandler(rt.Service.Ops.Handler(v)))
+	}
 	if err := rt.Gateway.Start(ctx, nc); err != nil {
 		return nil, err
 	}
@@ -175,6 +193,9 @@ func (rt *Runtime) Close() {
 	}
 	if rt.Gateway != nil {
 		rt.Gateway.Stop()
+	}
+	if rt.Service != nil {
+		rt.Service.Close()
 	}
 	if rt.NC != nil {
 		rt.NC.Close()

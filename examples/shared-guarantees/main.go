@@ -173,7 +173,11 @@ func (d *demo) run() error {
 	d.check(r4.Status == first.Status && r4.Code == first.Code && r4.OperationID == first.OperationID,
 		"agent_email resends its operation key: the same operation %s, still %s %s", r4.OperationID, r4.Status, r4.Code)
 	d.check(d.providerStats().Calls == 2, "still two provider calls")
-	return d.auditStory()
+	winner := replies["agent_email"]
+	if winner.Status != kernel.StatusApplied {
+		winner = replies["agent_chat"]
+	}
+	return d.auditStory(winner.AttemptID)
 }
 
 func describe(r gateway.Reply) string {
