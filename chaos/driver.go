@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -130,6 +131,11 @@ func (c *Client) Propose(p *Proposal, timeout time.Duration) (gateway.Reply, err
 	call := c.d.H.Now()
 	msg, err := c.nc.Request(gateway.ProposeSubject(c.d.Tenant, c.principal), body, timeout)
 	var r gateway.Reply
+	if errors.Is(err, nats.ErrNoResponders) {
+		// The server delivered the request to nobody: nothing happened.
+		c.d.count("no responders")
+		return r, err
+	}
 	if err == nil {
 		err = json.Unmarshal(msg.Data, &r)
 	}
@@ -348,7 +354,9 @@ func (d *Driver) Run(ctx context.Context, l Load) error {
 					if rng.Float64() < l.ShortRate {
 						to = l.Short
 					}
-					_, _ = c.Propose(p, to)
+					if _, err := c.Propose(p, to); err != nil {
+						time.Sleep(time.Duration(100+rng.IntN(200)) * time.Millisecond) // NATS or a daemon is down
+					}
 				}
 			}(ai, w, c)
 		}
@@ -364,8 +372,10 @@ func (d *Driver) Run(ctx context.Context, l Load) error {
 			defer c.Close()
 			rng := rand.New(rand.NewPCG(l.Seed, uint64(900000+w)))
 			for i := 0; i < l.Reads && ctx.Err() == nil; i++ {
-				_, _ = c.Read(l.Resources[rng.IntN(len(l.Resources))], l.Timeout)
-				time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+				if _, err := c.Read(l.Resources[rng.IntN(len(l.Resources))], l.Timeout); err != nil {
+					time.Sleep(200 * time.Millisecond)
+				}
+				time.Sleep(time.Duration(20+rng.IntN(50)) * time.Millisecond)
 			}
 		}(w, c)
 	}

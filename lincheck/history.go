@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,9 +88,12 @@ func (r Result) String() string {
 	return fmt.Sprintf("linearizable (%d operations, %d pending, %d resources)", r.Operations, r.Pending, r.Partitions)
 }
 
-// Check checks ops against Model, each resource within timeout. When a
-// resource's history is not linearizable, porcupine's visualization of it
-// is written to dir (a temporary directory is made when dir is empty).
+// Check checks ops against Model, all resources in parallel within
+// timeout. When the history is not linearizable (or the checker runs out of
+// time) each resource is checked again on its own, two at a time, to name
+// the failing ones, and porcupine's visualization of each illegal one is
+// written to dir (a temporary directory is made when dir is empty), with a
+// text listing beside it.
 func Check(ops []porcupine.Operation, timeout time.Duration, dir string) Result {
 	res := Result{Operations: len(ops)}
 	for _, op := range ops {
@@ -100,23 +104,26 @@ func Check(ops []porcupine.Operation, timeout time.Duration, dir string) Result 
 	parts := partition(ops)
 	res.Partitions = len(parts)
 	model := Model()
+	if porcupine.CheckOperationsTimeout(model, ops, timeout) == porcupine.Ok {
+		res.OK = true
+		return res
+	}
 	single := model
 	single.Partition = nil
-	// Two at a time: the machine is shared.
 	type verdict struct {
 		resource string
 		r        porcupine.CheckResult
 	}
 	verdicts := make([]verdict, len(parts))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 2)
+	sem := make(chan struct{}, 2) // the machine is shared
 	for i, p := range parts {
 		wg.Add(1)
 		go func(i int, p []porcupine.Operation) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			verdicts[i] = verdict{p[0].Input.(Input).Resource, porcupine.CheckOperationsTimeout(single, p, timeout)}
+			verdicts[i] = verdict{p[0].Input.(Input).Resource, porcupine.CheckOperationsTimeout(single, p, timeout/4)}
 		}(i, p)
 	}
 	wg.Wait()
@@ -127,11 +134,12 @@ func Check(ops []porcupine.Operation, timeout time.Duration, dir string) Result 
 			if dir == "" {
 				dir, _ = os.MkdirTemp("", "lincheck-")
 			}
-			_, info := porcupine.CheckOperationsVerbose(single, parts[i], timeout)
+			_, info := porcupine.CheckOperationsVerbose(single, parts[i], timeout/4)
 			path := filepath.Join(dir, fmt.Sprintf("lin-%03d.html", len(res.Illegal)))
 			if err := porcupine.VisualizePath(single, info, path); err == nil {
 				res.Visualizations = append(res.Visualizations, path)
 			}
+			_ = os.WriteFile(strings.TrimSuffix(path, ".html")+".txt", []byte(Describe(parts[i])), 0o644)
 		case porcupine.Unknown:
 			res.Undecided = append(res.Undecided, v.resource)
 		}
@@ -139,6 +147,22 @@ func Check(ops []porcupine.Operation, timeout time.Duration, dir string) Result 
 	sort.Strings(res.Undecided)
 	res.OK = len(res.Illegal) == 0 && len(res.Undecided) == 0
 	return res
+}
+
+// Describe lists ops by invocation time, one line each: client, window in
+// milliseconds, operation and output.
+func Describe(ops []porcupine.Operation) string {
+	ops = append([]porcupine.Operation(nil), ops...)
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+	var b strings.Builder
+	for _, op := range ops {
+		ret := fmt.Sprintf("%.3f", float64(op.Return)/1e6)
+		if op.Output.(Output).Unknown {
+			ret = "?"
+		}
+		fmt.Fprintf(&b, "client %3d [%10.3f, %10s] %s\n", op.ClientId, float64(op.Call)/1e6, ret, describeOperation(op.Input, op.Output))
+	}
+	return b.String()
 }
 
 // BalanceViolations checks every balance a client saw: committed and held
@@ -160,4 +184,42 @@ func BalanceViolations(ops []porcupine.Operation) []string {
 		}
 	}
 	return out
+}
+
+type savedOp struct {
+	Client int    `json:"client"`
+	Call   int64  `json:"call"`
+	Return int64  `json:"return"`
+	Input  Input  `json:"input"`
+	Output Output `json:"output"`
+}
+
+// Save writes ops as JSON (to check again later with Load and Check).
+func Save(path string, ops []porcupine.Operation) error {
+	out := make([]savedOp, len(ops))
+	for i, op := range ops {
+		out[i] = savedOp{op.ClientId, op.Call, op.Return, op.Input.(Input), op.Output.(Output)}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// Load reads ops written by Save.
+func Load(path string) ([]porcupine.Operation, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var in []savedOp
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, err
+	}
+	ops := make([]porcupine.Operation, len(in))
+	for i, o := range in {
+		ops[i] = porcupine.Operation{ClientId: o.Client, Call: o.Call, Return: o.Return, Input: o.Input, Output: o.Output}
+	}
+	return ops, nil
 }

@@ -1,8 +1,9 @@
 package lincheck
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strings"
 
@@ -87,41 +88,55 @@ var phaseNames = [...]string{"none", "refused", "held", "committed", "released"}
 
 type keyState struct {
 	phase  phase
-	obs    string // last non-definitive observation of a held attempt
 	amount int64
 }
 
 // state is one resource: its balances and each proposal's attempt. States
-// are values: a step copies the map.
+// are values: a step copies the map. canon is the state's canonical
+// spelling, which identifies it.
 type state struct {
-	c, h int64
-	keys map[string]keyState
+	c, h  int64
+	keys  map[string]keyState
+	canon string
+}
+
+func newState(c, h int64, keys map[string]keyState) state {
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%d", c, h)
+	for _, k := range names {
+		fmt.Fprintf(&b, "|%s=%d", k, keys[k].phase)
+	}
+	return state{c: c, h: h, keys: keys, canon: b.String()}
 }
 
 func (s state) with(key string, ks keyState, dc, dh int64) state {
-	n := state{c: s.c + dc, h: s.h + dh, keys: make(map[string]keyState, len(s.keys)+1)}
+	keys := make(map[string]keyState, len(s.keys)+1)
 	for k, v := range s.keys {
-		n.keys[k] = v
+		keys[k] = v
 	}
-	n.keys[key] = ks
-	return n
+	keys[key] = ks
+	return newState(s.c+dc, s.h+dh, keys)
 }
 
-func statusOf(ks keyState) string {
+// statusMatches says whether a reply status describes the attempt's state.
+// Pending and unknown both describe a hold that stays.
+func statusMatches(ks keyState, status string) bool {
 	switch ks.phase {
 	case phaseRefused:
-		return StatusRefused
+		return status == StatusRefused
 	case phaseHeld:
-		if ks.obs == OutcomeUnknown || ks.obs == OutcomePartial {
-			return StatusUnknown
-		}
-		return StatusPending
+		return status == StatusPending || status == StatusUnknown
 	case phaseCommitted:
-		return StatusApplied
+		return status == StatusApplied
 	case phaseReleased:
-		return StatusNotApplied
+		return status == StatusNotApplied
 	}
-	return ""
+	return false
 }
 
 func balanceMatches(out Output, in Input, s state) bool {
@@ -146,10 +161,7 @@ func settleTo(s state, key string, outcome string) (state, bool) {
 	case OutcomeNotApplied:
 		return s.with(key, keyState{phase: phaseReleased, amount: ks.amount}, 0, -ks.amount), true
 	case OutcomePending, OutcomeUnknown, OutcomePartial:
-		if ks.obs == outcome {
-			return s, true
-		}
-		return s.with(key, keyState{phase: phaseHeld, obs: outcome, amount: ks.amount}, 0, 0), true
+		return s, true
 	}
 	return s, false
 }
@@ -158,7 +170,7 @@ func settleTo(s state, key string, outcome string) (state, bool) {
 // or any observation.
 func anySettle(s state, key string) []state {
 	out := []state{s}
-	for _, o := range []string{OutcomeApplied, OutcomeNotApplied, OutcomePending, OutcomeUnknown} {
+	for _, o := range []string{OutcomeApplied, OutcomeNotApplied} {
 		if n, ok := settleTo(s, key, o); ok {
 			out = append(out, n)
 		}
@@ -180,10 +192,7 @@ func outcomeOfStatus(status string) string {
 	return ""
 }
 
-func step(st any, input any, output any) []any {
-	s := st.(state)
-	in := input.(Input)
-	out := output.(Output)
+func step(s state, in Input, out Output) []state {
 	ks := s.keys[in.Key]
 	var next []state
 	fits := s.c+s.h+in.Amount <= in.Limit
@@ -230,10 +239,9 @@ func step(st any, input any, output any) []any {
 			next = anySettle(s, in.Key)
 			break
 		}
-		if n, ok := settleTo(s, in.Key, outcomeOfStatus(out.Status)); ok && ks.phase == phaseHeld && balanceMatches(out, in, n) {
+		if n, ok := settleTo(s, in.Key, outcomeOfStatus(out.Status)); ok && balanceMatches(out, in, n) {
 			next = append(next, n)
-		}
-		if statusOf(ks) == out.Status && balanceMatches(out, in, s) {
+		} else if statusMatches(ks, out.Status) && balanceMatches(out, in, s) {
 			next = append(next, s) // a resend or a fenced settlement reads the state
 		}
 	case KindRead:
@@ -247,21 +255,14 @@ func step(st any, input any, output any) []any {
 		case out.Code == "" && out.Outcome != "":
 			if n, ok := settleTo(s, in.Key, out.Outcome); ok {
 				next = append(next, n)
-			}
-			if !(out.Outcome == OutcomeApplied || out.Outcome == OutcomeNotApplied) && ks.phase == phaseHeld {
-				next = append(next, s) // the provider reports no change
-			}
-			if (out.Outcome == OutcomeApplied && ks.phase == phaseCommitted) || (out.Outcome == OutcomeNotApplied && ks.phase == phaseReleased) {
-				next = append(next, s) // the same seal again
-			}
-			if ks.phase == phaseCommitted || ks.phase == phaseReleased {
-				// A contradicting or non-definitive report after the seal
-				// changes nothing.
+			} else if ks.phase == phaseCommitted || ks.phase == phaseReleased {
+				// The same seal again, or a report after the seal (a
+				// contradiction is refused): nothing changes.
 				next = append(next, s)
 			}
 		case out.Code == "":
 			// "already resolved": a read of the attempt's status.
-			if out.Status == "" || statusOf(ks) == out.Status {
+			if out.Status == "" || statusMatches(ks, out.Status) {
 				next = append(next, s)
 			}
 		case knownNoChange(out.Code):
@@ -284,11 +285,7 @@ func step(st any, input any, output any) []any {
 			next = append(next, s)
 		}
 	}
-	res := make([]any, len(next))
-	for i, n := range next {
-		res[i] = n
-	}
-	return res
+	return next
 }
 
 // knownNoChange are refusal codes of reconciliation that change nothing.
@@ -301,49 +298,61 @@ func knownNoChange(code string) bool {
 	return false
 }
 
-func equal(a, b any) bool {
-	x, y := a.(state), b.(state)
-	if x.c != y.c || x.h != y.h || len(x.keys) != len(y.keys) {
-		return false
-	}
-	for k, v := range x.keys {
-		if w, ok := y.keys[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+// stateSet is the model's state: every state the resource may be in after
+// the operations linearized so far (unknown outcomes branch). fp
+// identifies the set.
+type stateSet struct {
+	states []state
+	fp     [sha256.Size]byte
 }
 
-func hash(a any) uint64 {
-	s := a.(state)
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/%d/%d", s.c, s.h, len(s.keys))
-	var sum uint64
-	for k, v := range s.keys {
-		kh := fnv.New64a()
-		fmt.Fprintf(kh, "%s=%d/%s/%d", k, v.phase, v.obs, v.amount)
-		sum += kh.Sum64() // order-independent
-	}
-	return h.Sum64() ^ sum
-}
-
-func describeState(a any) string {
-	s := a.(state)
-	keys := make([]string, 0, len(s.keys))
-	for k := range s.keys {
+func newSet(states map[string]state) stateSet {
+	keys := make([]string, 0, len(states))
+	for k := range states {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var b strings.Builder
-	fmt.Fprintf(&b, "committed=%d held=%d", s.c, s.h)
-	for _, k := range keys {
-		v := s.keys[k]
-		fmt.Fprintf(&b, " %s:%s", k, phaseNames[v.phase])
-		if v.obs != "" {
-			fmt.Fprintf(&b, "(%s)", v.obs)
+	out := stateSet{states: make([]state, len(keys))}
+	h := sha256.New()
+	for i, k := range keys {
+		out.states[i] = states[k]
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+	}
+	copy(out.fp[:], h.Sum(nil))
+	return out
+}
+
+func setStep(st, input, output any) (bool, any) {
+	next := map[string]state{}
+	for _, s := range st.(stateSet).states {
+		for _, n := range step(s, input.(Input), output.(Output)) {
+			next[n.canon] = n
 		}
 	}
-	return b.String()
+	if len(next) == 0 {
+		return false, st
+	}
+	return true, newSet(next)
+}
+
+func describeState(a any) string {
+	set := a.(stateSet)
+	var parts []string
+	for _, s := range set.states {
+		keys := make([]string, 0, len(s.keys))
+		for k := range s.keys {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var b strings.Builder
+		fmt.Fprintf(&b, "committed=%d held=%d", s.c, s.h)
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s:%s", k, phaseNames[s.keys[k].phase])
+		}
+		parts = append(parts, b.String())
+	}
+	return "{" + strings.Join(parts, " | ") + "}"
 }
 
 func describeOperation(input, output any) string {
@@ -398,19 +407,20 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 // Model is the sequential specification of the exposure ledgers: per
 // resource, committed and held and each proposal's attempt, with the
 // ceiling checked on every reservation and every reported balance compared
-// to the model's.
+// to the model's. It is nondeterministic (an unknown outcome branches); its
+// state is the set of states the resource may be in, deduplicated by each
+// state's canonical spelling.
 func Model() porcupine.Model {
-	nm := porcupine.NondeterministicModel{
-		Partition:         partition,
-		Init:              func() []any { return []any{state{keys: map[string]keyState{}}} },
-		Step:              step,
-		Equal:             equal,
-		Hash:              hash,
-		DescribeOperation: describeOperation,
-		DescribeState: func(a any) string {
-			return describeState(a)
+	return porcupine.Model{
+		Partition: partition,
+		Init: func() any {
+			s := newState(0, 0, map[string]keyState{})
+			return newSet(map[string]state{s.canon: s})
 		},
+		Step:              setStep,
+		Equal:             func(a, b any) bool { return a.(stateSet).fp == b.(stateSet).fp },
+		Hash:              func(a any) uint64 { fp := a.(stateSet).fp; return binary.LittleEndian.Uint64(fp[:8]) },
+		DescribeOperation: describeOperation,
+		DescribeState:     describeState,
 	}
-	m := nm.ToModel()
-	return m
 }
