@@ -38,7 +38,7 @@ verify: $(STATICCHECK) ## gofmt, go vet, staticcheck, go mod tidy leaves no diff
 fuzz-smoke: ## run every fuzz target for $(FUZZTIME)
 	@for pkg in $$($(GO) list ./...); do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s $$pkg || exit 1; \
 		done; \
 	done
 

@@ -39,6 +39,9 @@ const (
 	CodeContextInvalid             Code = "context_invalid"
 	CodeRunAlreadyAdmitted         Code = "run_already_admitted"
 	CodeEvidenceRecordConflict     Code = "evidence_record_conflict"
+	CodeAuditNotFound              Code = "audit_not_found"
+	CodeAuditNotCheckpointed       Code = "audit_not_checkpointed"
+	CodeProjectionUnavailable      Code = "projection_unavailable"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -51,6 +54,7 @@ var Codes = []Code{
 	CodeAttemptKnown, CodeAttemptUnknown, CodeDispatchActive, CodeUnresolvedAttempt,
 	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
 	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
+	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

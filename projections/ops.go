@@ -33,9 +33,9 @@ var Verbs = []string{VerbAuditExport, VerbAuditCheckpoints, VerbAuditKeys, VerbA
 
 // Stable codes of refused ops replies, besides kernel.CodeRequestMalformed.
 const (
-	CodeNotFound        kernel.Code = "audit_not_found"        // no record holds the event
-	CodeNotCheckpointed kernel.Code = "audit_not_checkpointed" // the record is not covered by a checkpoint yet; retry later
-	CodeUnavailable     kernel.Code = "projection_unavailable" // the log or stream could not be read, or the view is stopped
+	CodeNotFound        = kernel.CodeAuditNotFound         // no record holds the event
+	CodeNotCheckpointed = kernel.CodeAuditNotCheckpointed  // the record is not covered by a checkpoint yet; retry later
+	CodeUnavailable     = kernel.CodeProjectionUnavailable // the log or stream could not be read, or the view is stopped
 )
 
 // PageRequest is the body of a paged verb. From is a record index

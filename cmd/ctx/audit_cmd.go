@@ -19,6 +19,7 @@ func init() {
 	register(newAuditVerifyCmd)
 	register(newEventsCmd)
 	register(func() *cobra.Command { return newExposureExportCmd("exposure-export") })
+	exposureSubcommands = append(exposureSubcommands, func() *cobra.Command { return newExposureExportCmd("export") })
 }
 
 // auditClient connects with the command's flags and returns an ops client

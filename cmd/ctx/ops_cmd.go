@@ -34,6 +34,9 @@ func table(header string, rows func(w *tabwriter.Writer)) {
 	_ = w.Flush()
 }
 
+// exposureSubcommands are added under "ctx exposure" (ctx exposure export).
+var exposureSubcommands []func() *cobra.Command
+
 func newExposureCmd() *cobra.Command {
 	var guarantee, resource string
 	cmd := &cobra.Command{
@@ -58,6 +61,9 @@ func newExposureCmd() *cobra.Command {
 			}
 		})
 		return refused(r)
+	}
+	for _, f := range exposureSubcommands {
+		cmd.AddCommand(f())
 	}
 	return cmd
 }
