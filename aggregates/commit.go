@@ -97,6 +97,7 @@ type batchResult struct {
 	// split holds the results of a group sent as independent single
 	// appends (see maybeSend), one per transaction.
 	split   []batchResult
+	events  int // events of a split group
 	elapsed time.Duration
 }
 
@@ -366,7 +367,11 @@ func (c *committer) maybeSend() {
 		}
 	}
 	if len(bad) > 0 {
-		c.rollback(nil, bad, bad[0].sealErr, false)
+		fail := map[*txn]error{}
+		for _, t := range bad {
+			fail[t] = t.sealErr
+		}
+		c.rollback(nil, bad, fail, false)
 		c.maybeSend()
 		return
 	}
@@ -400,21 +405,36 @@ func (c *committer) maybeSend() {
 		c.onBatch(batchResult{txs: batch})
 		return
 	}
-	if c.preferSingles(batch, items) {
+	if chains := c.preferSingles(batch, items, ens); chains != nil {
 		go func() {
 			t0 := time.Now()
-			split := make([]batchResult, len(items))
+			per := make([][]batchResult, len(items))
 			var wg sync.WaitGroup
 			for k := range items {
 				wg.Add(1)
 				go func(k int) {
 					defer wg.Done()
-					seqs, err := c.e.appendItems(items[k : k+1])
-					split[k] = batchResult{txs: batch[k : k+1], items: items[k : k+1], ens: ens[k : k+1], seqs: seqs, err: err}
+					expected := items[k].ExpectedLastSeq
+					for j, env := range items[k].Envs {
+						it := []events.AppendItem{{Subject: items[k].Subject, ExpectedLastSeq: expected, Envs: []events.Envelope{env}}}
+						seqs, err := c.e.appendItems(it)
+						r := batchResult{txs: chains[k][j : j+1], items: it, ens: ens[k : k+1], seqs: seqs, err: err}
+						if err != nil {
+							r.txs = chains[k][j:] // not stored: this one and the ones chained after it
+							per[k] = append(per[k], r)
+							return
+						}
+						per[k] = append(per[k], r)
+						expected = seqs[0]
+					}
 				}(k)
 			}
 			wg.Wait()
-			c.batchDone <- batchResult{split: split, elapsed: time.Since(t0)}
+			var split []batchResult
+			for _, l := range per {
+				split = append(split, l...)
+			}
+			c.batchDone <- batchResult{split: split, elapsed: time.Since(t0), events: len(batch)}
 		}()
 		return
 	}
@@ -425,30 +445,47 @@ func (c *committer) maybeSend() {
 	}()
 }
 
-// preferSingles reports whether a group is better appended as independent
-// single-event appends, pipelined on the connection, than as one atomic
-// batch. That is possible when every transaction of the group appends
-// exactly one event (one subject, distinct across the group): each append
-// is then the whole of its transaction and needs no atomicity with the
-// others. It pays when the server's fixed cost of an atomic batch (on a
-// single server it stages the batch in a store of its own, created and
-// removed on disk for each batch) exceeds that many single appends, which
-// the moving averages of both, measured here, decide. Every 50th group that
-// could go either way goes as a batch, to keep that average current.
-func (c *committer) preferSingles(batch []*txn, items []events.AppendItem) bool {
-	if len(items) < 2 || len(items) != len(batch) {
-		return false
+// preferSingles decides whether a group is better appended as single-event
+// appends than as one atomic batch, and returns then, per item, the
+// transactions whose events it carries, in order. That is possible when
+// every transaction of the group appends exactly one event: each append is
+// then the whole of its transaction and needs no atomicity with the others.
+// Appends to distinct subjects are pipelined on the connection; the events
+// of one subject (a hot resource's chain) go one after the other, each
+// expecting the sequence the previous one got. It pays when the server's
+// fixed cost of an atomic batch (on a single server it stages every batch
+// in a store of its own, created and removed on disk) exceeds that many
+// single appends, which the moving averages of both, measured here, decide.
+// Every 50th group that could go either way goes as a batch, to keep that
+// average current.
+func (c *committer) preferSingles(batch []*txn, items []events.AppendItem, ens []*entry) [][]*txn {
+	if len(batch) < 2 {
+		return nil
 	}
-	for k, t := range batch {
-		if t.nevents != 1 || len(items[k].Envs) != 1 {
-			return false
+	idx := make(map[*entry]int, len(ens))
+	for k, en := range ens {
+		idx[en] = k
+	}
+	chains := make([][]*txn, len(items))
+	for _, t := range batch {
+		if t.nevents != 1 {
+			return nil
+		}
+		for i, envs := range t.envs {
+			if len(envs) == 1 {
+				k := idx[t.ens[i]]
+				chains[k] = append(chains[k], t)
+			}
 		}
 	}
 	c.sends++
 	if c.sends%50 == 0 {
-		return false
+		return nil
 	}
-	return float64(len(items))*c.single < c.batch
+	if float64(len(batch))*c.single >= c.batch {
+		return nil
+	}
+	return chains
 }
 
 // observe updates the cost model with a finished append.
@@ -457,7 +494,7 @@ func (c *committer) observe(r batchResult) {
 	switch {
 	case r.elapsed <= 0:
 	case r.split != nil:
-		c.single = (1-a)*c.single + a*r.elapsed.Seconds()/float64(len(r.split))
+		c.single = (1-a)*c.single + a*r.elapsed.Seconds()/float64(max(r.events, 1))
 	case len(r.items) == 1 && len(r.items[0].Envs) == 1:
 		c.single = (1-a)*c.single + a*r.elapsed.Seconds()
 	case len(r.items) > 0:
@@ -520,16 +557,22 @@ func (c *committer) onBatch(r batchResult) {
 	default:
 		// Invalid, or unknown after retries: fail the batch, reload its
 		// subjects and decide again whatever rested on them.
-		c.rollback(r.ens, r.txs, r.err, false)
+		fail := map[*txn]error{}
+		for _, t := range r.txs {
+			fail[t] = r.err
+		}
+		c.rollback(r.ens, r.txs, fail, false)
 	}
 }
 
 // onSplit handles a group appended as independent single appends: each
-// transaction succeeded, conflicted (decided again) or failed on its own.
+// transaction succeeded, conflicted (decided again, with the ones chained
+// after it on its subject) or failed on its own (the ones chained after it
+// were not sent: decided again).
 func (c *committer) onSplit(split []batchResult) {
 	var bad []*entry
-	var conflicted, failed []*txn
-	var failErr error
+	var conflicted, involved []*txn
+	fail := map[*txn]error{}
 	for _, r := range split {
 		var conflict *events.ConflictError
 		switch {
@@ -540,12 +583,12 @@ func (c *committer) onSplit(split []batchResult) {
 			bad = append(bad, r.ens...)
 			conflicted = append(conflicted, r.txs...)
 		default:
-			failed = append(failed, r.txs...)
-			failErr = r.err
+			fail[r.txs[0]] = r.err
+			involved = append(involved, r.txs...)
 		}
 	}
-	if len(failed) > 0 {
-		c.rollback(nil, failed, failErr, false)
+	if len(involved) > 0 {
+		c.rollback(nil, involved, fail, false)
 	}
 	if len(conflicted) > 0 {
 		c.rollback(bad, conflicted, nil, true)
@@ -594,17 +637,17 @@ func (c *committer) committed(r batchResult) {
 }
 
 // rollback undoes the decisions that rest on the subjects in bad, or on
-// the transactions in failed: every undecided (forming) or failed
-// transaction that names such a subject is taken out, and so, transitively,
-// is every one that names a subject one of those names. Their subjects are
-// reloaded from the store. Failed transactions are finished with err when it
-// is set; the others go back to the front of the waiting line, in order
-// (conflict: counted against MaxAttempts). Transactions not affected stay as
-// they are, sealed or being sealed, and are sent again.
-func (c *committer) rollback(bad []*entry, failed []*txn, err error, conflict bool) {
+// the transactions in fail: every involved (sent) or forming transaction
+// that names such a subject is taken out, and so, transitively, is every
+// one that names a subject one of those names. Their subjects are reloaded
+// from the store. Transactions in fail are finished with their error; the
+// others go back to the front of the waiting line, in order (conflict:
+// counted against MaxAttempts). Transactions not affected stay as they are,
+// sealed or being sealed, and are sent again.
+func (c *committer) rollback(bad []*entry, involved []*txn, fail map[*txn]error, conflict bool) {
 	in := map[*txn]bool{}
-	all := append([]*txn(nil), failed...)
-	for _, t := range failed {
+	all := append([]*txn(nil), involved...)
+	for _, t := range involved {
 		in[t] = true
 	}
 	for _, t := range c.forming {
@@ -616,12 +659,10 @@ func (c *committer) rollback(bad []*entry, failed []*txn, err error, conflict bo
 	for _, en := range bad {
 		dirty[en] = true
 	}
-	if err != nil {
-		for _, t := range failed {
-			t.dirty = true
-			for _, en := range t.ens {
-				dirty[en] = true
-			}
+	for t := range fail {
+		t.dirty = true
+		for _, en := range t.ens {
+			dirty[en] = true
 		}
 	}
 	for changed := true; changed; {
@@ -664,8 +705,8 @@ func (c *committer) rollback(bad []*entry, failed []*txn, err error, conflict bo
 			en.pending--
 		}
 		switch {
-		case err != nil && in[t]:
-			c.finish(t, txResult{err: err})
+		case fail[t] != nil:
+			c.finish(t, txResult{err: fail[t]})
 		case conflict:
 			t.attempts++
 			c.e.stats.redecided.Add(1)

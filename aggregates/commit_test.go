@@ -140,9 +140,20 @@ func (g *gateStore) AppendBatch(ctx context.Context, items []events.AppendItem) 
 // arrival order, and the ones that no longer fit are refused, never the
 // earlier ones.
 func TestHotResourceFIFO(t *testing.T) {
+	t.Run("atomic batch", func(t *testing.T) { hotFIFO(t, false) })
+	t.Run("chained single appends", func(t *testing.T) { hotFIFO(t, true) })
+}
+
+func hotFIFO(t *testing.T, singles bool) {
 	mem := events.NewMemStore()
 	store := &gateStore{Store: mem, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
+	eng.c = newCommitter(eng)
+	if singles {
+		eng.c.single, eng.c.batch = 1e-9, 1
+	} else {
+		eng.c.single, eng.c.batch = 1, 1e-9
+	}
 	ctx := context.Background()
 	var mu sync.Mutex
 	var order []int
@@ -217,7 +228,7 @@ func TestHotResourceFIFO(t *testing.T) {
 			t.Fatalf("event %d is %s, want %s", k, got, want)
 		}
 	}
-	if st := eng.Stats(); st.BatchedEvents <= st.Batches {
+	if st := eng.Stats(); !singles && st.BatchedEvents <= st.Batches {
 		t.Fatalf("stats %+v: no append carried several reservations", st)
 	}
 }
@@ -233,6 +244,8 @@ func decided(mu *sync.Mutex, order *[]int) int {
 type rivalStore struct {
 	events.Store
 	subject string
+	after   int32 // the rival moves before this append to subject (0: the first)
+	n       atomic.Int32
 	done    atomic.Bool
 	gate    chan struct{}
 }
@@ -241,7 +254,7 @@ func (s *rivalStore) Append(ctx context.Context, subject string, expected uint64
 	if s.gate != nil {
 		<-s.gate
 	}
-	if subject == s.subject && s.done.CompareAndSwap(false, true) {
+	if subject == s.subject && s.n.Add(1) > s.after && s.done.CompareAndSwap(false, true) {
 		other, _ := testSealer().Seal("acme", []kernel.Event{kernel.ExposureTombstoned{AttemptID: "rival", Reason: "rival"}})
 		if _, err := s.Store.Append(ctx, subject, expected, other...); err != nil {
 			return 0, err
@@ -300,6 +313,46 @@ func TestSplitGroupConflict(t *testing.T) {
 		}
 	}
 	if st := eng.Stats(); st.Conflicts != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestChainConflict: a hot resource's chain sent as single appends, one
+// after the other; a rival moves the subject in the middle. The appends
+// before it are stored once; the conflicting one and the ones chained after
+// it are decided again on the refreshed ledger; all end up reserved once.
+func TestChainConflict(t *testing.T) {
+	mem := events.NewMemStore()
+	sub, _ := events.ExposureSubject("acme", testDef.ID, "ord_chain")
+	store := &rivalStore{Store: mem, subject: sub, after: 4, gate: make(chan struct{})}
+	eng := NewEngine(store, testSealer())
+	eng.c = newCommitter(eng)
+	eng.c.single, eng.c.batch = 1e-9, 1
+	ctx := context.Background()
+	const n = 12
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		before := eng.submitted.Load()
+		go func(i int) {
+			defer wg.Done()
+			res, _, err := eng.Exposure(ctx, "acme", testDef.ID, "ord_chain", kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_chain",
+				AttemptID: fmt.Sprint("c", i), OperationID: fmt.Sprint("o", i), Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
+			if err != nil || res.Refusal != nil {
+				t.Errorf("c%d: %v %v", i, err, res.Refusal)
+			}
+		}(i)
+		for eng.submitted.Load() == before {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	close(store.gate)
+	wg.Wait()
+	if got := replayBalance(t, mem, "ord_chain"); got.Held != 10*n {
+		t.Fatalf("replay %+v, want %d held", got, 10*n)
+	}
+	if st := eng.Stats(); st.Conflicts != 1 || st.Redecided == 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }

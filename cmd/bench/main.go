@@ -18,6 +18,7 @@ import (
 	"image/color"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -35,8 +36,19 @@ func main() {
 		coldEvents = flag.Int("cold-events", 1_000_000, "events in the cold-load stream (0 skips)")
 		skipPG     = flag.Bool("skip-postgres", false, "skip the PostgreSQL peer")
 		relaxed    = flag.Bool("relaxed", true, "also measure the relaxed setting")
+		cpuprof    = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
 	)
 	flag.Parse()
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx := context.Background()
 	start := time.Now()
 	progress := func(format string, args ...any) {
@@ -142,7 +154,8 @@ func main() {
 		}
 		r.coldEvents = *coldEvents
 		r.add(bench.Measure(ctx, cfg, bench.Point{Group: gCold, Name: "snapshot+tail", Durability: "-", Concurrency: 1, Unit: "load"}, n.ColdLoad(refs, true), progress))
-		r.add(bench.Measure(ctx, cfg, bench.Point{Group: gCold, Name: "full fold", Durability: "-", Concurrency: 1, Unit: "load"}, n.ColdLoad(refs, false), progress))
+		long := bench.Config{Warmup: 0, Duration: 3 * cfg.Duration} // a full fold takes long: give it time for a few
+		r.add(bench.Measure(ctx, long, bench.Point{Group: gCold, Name: "full fold", Durability: "-", Concurrency: 1, Unit: "load"}, n.ColdLoad(refs, false), progress))
 		n.Close()
 	}
 
