@@ -54,3 +54,29 @@ demo: build ## the shared-refund race on the embedded default, end to end
 
 clean:
 	rm -rf $(BIN)
+
+.PHONY: chaos-short fuzz
+
+chaos: ## long chaos run: 3 contextosd vs one nats-server, then vs a 3-node R3 cluster, with faults; prints the tables, fails on any violation
+	CHAOS_LONG=1 $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 60m ./chaos/
+
+chaos-short: ## the short chaos run CI does inside `make test` (about 3 minutes)
+	$(GO) test -count=1 -v -run '^TestChaos$$' -timeout 15m ./chaos/
+
+# fuzz runs every fuzz target of FUZZ_PKGS for FUZZTIME each (30s unless
+# FUZZTIME is given on the command line or in the environment) and prints
+# the executions and the result of each; a finding is kept by go test in the
+# package's testdata/fuzz/<FuzzName>/ and fails the target.
+FUZZ_PKGS ?= ./gateway ./events ./kernel ./verifier
+fuzz: ## each fuzz target for FUZZTIME (default 30s here), with executions and findings
+	@t=$(if $(filter command line environment,$(origin FUZZTIME)),$(FUZZTIME),30s); fail=0; summary=""; \
+	for pkg in $(FUZZ_PKGS); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$f ($$t)"; \
+			out=$$($(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $$t -parallel 2 $$pkg 2>&1); rc=$$?; \
+			execs=$$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2); \
+			if [ $$rc -eq 0 ]; then res="no findings"; else res="FINDING (see $$pkg/testdata/fuzz/$$f)"; fail=1; echo "$$out" | tail -20; fi; \
+			summary="$$summary$$(printf '%-12s %-28s %12s  %s' $$pkg $$f "$${execs:-0}" "$$res")\n"; \
+		done; \
+	done; \
+	printf '\n%-12s %-28s %12s  %s\n' package target executions result; printf "$$summary"; exit $$fail

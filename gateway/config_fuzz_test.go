@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"os"
+	"testing"
+
+	"github.com/contextos/ledger/kernel"
+)
+
+// FuzzParseConfig: never panics; an accepted configuration has a tenant,
+// positive bounds, and only valid guarantee definitions (limit within
+// 1..2^53-1) over declared capabilities; every principal's grants are
+// declared capabilities.
+func FuzzParseConfig(f *testing.F) {
+	for _, p := range []string{"testdata/gateway.toml", "testdata/authz.toml", "testdata/authz_evidence.toml", "../examples/shared-guarantees/contextos.toml"} {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("[nats]\ndata_dir = \"d\"\n[[tenants]]\nid = \"t\"\n"))
+	f.Add([]byte("[nats]\nurl = \"nats://127.0.0.1:4222\"\n[[tenants]]\nid = \"t\"\n[[guarantees]]\nid = \"g\"\nlimit = 9007199254740992\n"))
+	f.Add([]byte("[nats]\ndata_dir = \"d\"\nbogus = 1\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cfg, err := ParseConfig(b)
+		if err != nil {
+			return
+		}
+		if len(cfg.Tenants) == 0 || cfg.Runtime.MaxProposalBytes <= 0 || cfg.Runtime.Workers <= 0 || cfg.NATS.Replicas <= 0 {
+			t.Fatalf("accepted bounds: %+v %+v", cfg.Runtime, cfg.NATS)
+		}
+		if cfg.NATS.URL == "" && cfg.NATS.DataDir == "" {
+			t.Fatal("accepted an embedded server without a data dir")
+		}
+		for _, g := range cfg.Guarantees {
+			if r := g.Validate(); r != nil || g.Limit <= 0 || g.Limit > kernel.MaxAmount {
+				t.Fatalf("accepted guarantee %+v: %v", g, r)
+			}
+			for _, c := range g.CapabilityIDs {
+				if _, ok := cfg.Capability(c); !ok {
+					t.Fatalf("guarantee %s covers undeclared %s", g.ID, c)
+				}
+			}
+		}
+		for _, tc := range cfg.Tenants {
+			for _, a := range tc.Agents {
+				for _, c := range a.Capabilities {
+					if _, ok := cfg.Capability(c); !ok {
+						t.Fatalf("agent %s granted undeclared %s", a.ID, c)
+					}
+				}
+			}
+		}
+	})
+}
