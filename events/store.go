@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/events/codec"
 )
 
 // Stored is one event as the store holds it. Raw (and Envelope.Body) may be
@@ -139,7 +140,7 @@ func prepareAppend(items []AppendItem) ([]encodedItem, error) {
 		if total > MaxBatch {
 			return nil, fmt.Errorf("%w: more than %d events in one append", ErrInvalidAppend, MaxBatch)
 		}
-		tenant, scoped := subjectTenant(it.Subject)
+		tenant, scoped := codec.SubjectTenant(it.Subject)
 		raws := make([][]byte, len(it.Envs))
 		for j, e := range it.Envs {
 			if scoped && e.Tenant != tenant {

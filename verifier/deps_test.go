@@ -9,7 +9,7 @@ import (
 // TestDepsOffline runs go list -deps on this package and fails on any
 // nats-io package or the net package: the verifier works offline. Its
 // direct imports are checked first, so that a regression in this package is
-// caught even while the split of package events is pending (see the skip).
+// caught.
 func TestDepsOffline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
@@ -47,14 +47,6 @@ func TestDepsOffline(t *testing.T) {
 				break
 			}
 		}
-	}
-	if len(via) == 1 && via[0] == "github.com/contextos/ledger/events" {
-		// Known debt, owned by package events: its codec (envelope, signing,
-		// subjects) shares a package with the JetStream store and the embedded
-		// server. Once the codec is importable without them this test
-		// enforces itself; until then it says so loudly instead of failing
-		// every build.
-		t.Skipf("KNOWN DEBT: verifier reaches %d nats/net packages only through package events (codec and JetStream store in one package); split the events codec to make this test enforcing", len(bad))
 	}
 	t.Errorf("verifier depends on %v through %v", bad, via)
 }

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -93,7 +93,7 @@ func ParseEntries(b []byte) (Entries, error) {
 	if f.Tenant == nil || f.Records == nil || f.Checkpoints == nil {
 		return Entries{}, errors.New("verifier: entries: tenant, records and checkpoints are required")
 	}
-	if err := events.ValidToken(*f.Tenant); err != nil {
+	if err := codec.ValidToken(*f.Tenant); err != nil {
 		return Entries{}, fmt.Errorf("verifier: entries: tenant: %w", err)
 	}
 	e := Entries{Tenant: *f.Tenant, Records: make([][]byte, len(f.Records)), Checkpoints: make([][]byte, len(f.Checkpoints))}

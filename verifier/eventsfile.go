@@ -9,11 +9,11 @@ import (
 	"io"
 	"strings"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
-// EventLine is one line of events.jsonl, the export of a tenant's raw events
+// EventLine is one line of codec.jsonl, the export of a tenant's raw events
 // (ctx events export): the event with where the stream stored it. Each line
 // is the canonical (JCS) encoding of
 //
@@ -26,7 +26,7 @@ import (
 type EventLine struct {
 	Seq      uint64
 	Subject  string
-	Envelope events.Envelope
+	Envelope codec.Envelope
 	Raw      []byte // the canonical envelope
 }
 
@@ -42,13 +42,13 @@ type eventLineFields struct {
 	Subject *string         `json:"subject"`
 }
 
-// MarshalEventLine returns the events.jsonl line (newline included) of the
+// MarshalEventLine returns the codec.jsonl line (newline included) of the
 // event raw (its canonical envelope) stored at seq on subject. It refuses an
 // event that does not decode strictly or does not belong to the subject's
 // tenant.
 func MarshalEventLine(seq uint64, subject string, raw []byte) ([]byte, error) {
 	l := EventLine{Seq: seq, Subject: subject, Raw: raw}
-	env, err := events.Decode(raw)
+	env, err := codec.Decode(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -67,18 +67,18 @@ func (l EventLine) validate() error {
 	if l.Seq < 1 || l.Seq > MaxIndex {
 		return fmt.Errorf("seq %d out of range", l.Seq)
 	}
-	if err := events.ValidSubject(l.Subject); err != nil {
+	if err := codec.ValidSubject(l.Subject); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(l.Subject, events.SubjectPrefix+l.Envelope.Tenant+".") {
+	if !strings.HasPrefix(l.Subject, codec.SubjectPrefix+l.Envelope.Tenant+".") {
 		return fmt.Errorf("event of tenant %q on subject %q", l.Envelope.Tenant, l.Subject)
 	}
 	return nil
 }
 
-// ParseEventLine parses one line of events.jsonl (without its newline)
+// ParseEventLine parses one line of codec.jsonl (without its newline)
 // strictly: exactly the three fields, a strictly decodable event
-// (events.Decode) of the subject's tenant, and the canonical encoding.
+// (codec.Decode) of the subject's tenant, and the canonical encoding.
 func ParseEventLine(line []byte) (EventLine, error) {
 	var f eventLineFields
 	if err := strictJSON(line, &f); err != nil {
@@ -87,7 +87,7 @@ func ParseEventLine(line []byte) (EventLine, error) {
 	if f.Event == nil || f.Seq == nil || f.Subject == nil {
 		return EventLine{}, errors.New("a field is missing")
 	}
-	env, err := events.Decode(f.Event)
+	env, err := codec.Decode(f.Event)
 	if err != nil {
 		return EventLine{}, err
 	}
@@ -105,11 +105,11 @@ func ParseEventLine(line []byte) (EventLine, error) {
 	return l, nil
 }
 
-// maxLine bounds one events.jsonl line: an envelope of
-// events.MaxEnvelopeSize plus the line's own fields.
-const maxLine = events.MaxEnvelopeSize + 2048
+// maxLine bounds one codec.jsonl line: an envelope of
+// codec.MaxEnvelopeSize plus the line's own fields.
+const maxLine = codec.MaxEnvelopeSize + 2048
 
-// ReadEvents reads events.jsonl and calls fn for each line, in order. It is
+// ReadEvents reads codec.jsonl and calls fn for each line, in order. It is
 // strict: every line ends with "\n", parses (ParseEventLine) and has a larger
 // sequence than the line before; errors name the line number (from 1).
 func ReadEvents(r io.Reader, fn func(EventLine) error) error {

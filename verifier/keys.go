@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -19,9 +19,9 @@ const KeysVersion = 1
 //
 //	{"v":1,"keyring":{"keys":[{"key_id":...,"public_key":...}]},"checkpoint_keys":["<origin>+<hash>+<key>"]}
 //
-// where keyring is the events keyring file (events.MarshalKeyring).
+// where keyring is the events keyring file (codec.MarshalKeyring).
 type Keys struct {
-	Keyring        events.Keyring
+	Keyring        codec.Keyring
 	CheckpointKeys []string // note verifier keys, one per (origin, key)
 }
 
@@ -34,7 +34,7 @@ type keysFile struct {
 // KeysFor returns the keys of one tenant's log whose events, records and
 // checkpoints are signed with the given runtime keys.
 func KeysFor(tenant string, pubs ...ed25519.PublicKey) (Keys, error) {
-	k := Keys{Keyring: events.Keyring{}}
+	k := Keys{Keyring: codec.Keyring{}}
 	for _, pub := range pubs {
 		if len(pub) != ed25519.PublicKeySize {
 			return Keys{}, fmt.Errorf("verifier: KeysFor: not an Ed25519 public key")
@@ -68,9 +68,9 @@ func (k Keys) Verifiers() (note.Verifiers, error) {
 func MarshalKeys(k Keys) ([]byte, error) {
 	kr := k.Keyring
 	if kr == nil {
-		kr = events.Keyring{}
+		kr = codec.Keyring{}
 	}
-	ring, err := events.MarshalKeyring(kr)
+	ring, err := codec.MarshalKeyring(kr)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func MarshalKeys(k Keys) ([]byte, error) {
 
 // ParseKeys parses keys.json strictly: unknown fields and trailing data are
 // refused, every field is required, the keyring must parse
-// (events.ParseKeyring) and every checkpoint key must be a valid note
+// (codec.ParseKeyring) and every checkpoint key must be a valid note
 // verifier key, without duplicates.
 func ParseKeys(b []byte) (Keys, error) {
 	var f keysFile
@@ -99,7 +99,7 @@ func ParseKeys(b []byte) (Keys, error) {
 	if f.Keyring == nil || f.CheckpointKeys == nil {
 		return Keys{}, fmt.Errorf("verifier: keys: keyring and checkpoint_keys are required")
 	}
-	ring, err := events.ParseKeyring(f.Keyring)
+	ring, err := codec.ParseKeyring(f.Keyring)
 	if err != nil {
 		return Keys{}, fmt.Errorf("verifier: keys: %w", err)
 	}

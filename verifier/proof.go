@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -137,7 +137,7 @@ func ProveEntries(e Entries, eventID string) (Proof, error) {
 		if err != nil {
 			return Proof{}, fmt.Errorf("verifier: record %d: %w", i, err)
 		}
-		env, err := events.Decode(r.Event)
+		env, err := codec.Decode(r.Event)
 		if err == nil && env.EventID == eventID {
 			index = int64(i)
 		}

@@ -12,7 +12,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -38,10 +38,10 @@ type Record struct {
 	Tenant    string          `json:"tenant"`     // the log's tenant
 	EventSeq  uint64          `json:"event_seq"`  // stream sequence of the event in the event stream; strictly increasing along the log
 	Subject   string          `json:"subject"`    // the subject the event was stored on ("ctx.ev.<tenant>....")
-	Event     json.RawMessage `json:"event"`      // the signed event envelope, canonical (events.Encode)
+	Event     json.RawMessage `json:"event"`      // the signed event envelope, canonical (codec.Encode)
 	EventHash string          `json:"event_hash"` // lowercase hex SHA-256 of Event's bytes
 	PrevHash  string          `json:"prev_hash"`  // lowercase hex RecordHash of record Index-1; GenesisPrevHash for index 0
-	KeyID     string          `json:"key_id"`     // key of Sig (events.KeyIDFor)
+	KeyID     string          `json:"key_id"`     // key of Sig (codec.KeyIDFor)
 	Sig       string          `json:"sig"`        // unpadded base64url Ed25519 signature over RecordSigningBytes
 }
 
@@ -79,7 +79,7 @@ type unsignedTail struct {
 
 // signingBytes is RecordSigningBytes for a record whose event bytes are known
 // to be canonical (a record that passed ParseRecord, or an event that passed
-// events.Decode). "event" sorts before every other field, so the canonical
+// codec.Decode). "event" sorts before every other field, so the canonical
 // record is "{"event":" + event + "," + the rest's canonical members; this
 // spares canonicalizing the event again. TestSigningBytesFastPath and
 // FuzzRecord check it equals RecordSigningBytes.
@@ -114,11 +114,11 @@ func EventHash(raw []byte) string {
 // stored at eventSeq on subject (raw is its canonical envelope, as the store
 // holds it), chained to the record whose RecordHash is prevHash. It returns
 // the record's canonical bytes, which are what the log stores and exports.
-func SealRecord(s events.Signer, tenant string, index int64, prevHash string, eventSeq uint64, subject string, raw []byte) ([]byte, error) {
+func SealRecord(s codec.Signer, tenant string, index int64, prevHash string, eventSeq uint64, subject string, raw []byte) ([]byte, error) {
 	if len(s.Key) != ed25519.PrivateKeySize {
 		return nil, errors.New("verifier: SealRecord: signer has no Ed25519 private key")
 	}
-	if want := events.KeyIDFor(s.Key.Public().(ed25519.PublicKey)); s.KeyID != want {
+	if want := codec.KeyIDFor(s.Key.Public().(ed25519.PublicKey)); s.KeyID != want {
 		return nil, fmt.Errorf("verifier: SealRecord: signer key id %q, key has %q", s.KeyID, want)
 	}
 	r := Record{
@@ -128,7 +128,7 @@ func SealRecord(s events.Signer, tenant string, index int64, prevHash string, ev
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
-	env, err := events.Decode(raw)
+	env, err := codec.Decode(raw)
 	if err != nil {
 		return nil, fmt.Errorf("verifier: SealRecord: event: %w", err)
 	}
@@ -197,9 +197,9 @@ func ParseRecord(raw []byte) (Record, error) {
 	return r, nil
 }
 
-// maxRecordSize bounds a record: an envelope of events.MaxEnvelopeSize plus
+// maxRecordSize bounds a record: an envelope of codec.MaxEnvelopeSize plus
 // the record's own fields, well below NATS' 1 MiB max_payload.
-const maxRecordSize = events.MaxEnvelopeSize + 4096
+const maxRecordSize = codec.MaxEnvelopeSize + 4096
 
 // validate checks the form of every field but the signature.
 func (r Record) validate() error {
@@ -221,13 +221,13 @@ func (r Record) validate() error {
 	case len(r.Event) == 0 || r.Event[0] != '{':
 		return errors.New("record: event is not a JSON object")
 	}
-	if err := events.ValidToken(r.Tenant); err != nil {
+	if err := codec.ValidToken(r.Tenant); err != nil {
 		return fmt.Errorf("record: tenant: %w", err)
 	}
-	if err := events.ValidSubject(r.Subject); err != nil {
+	if err := codec.ValidSubject(r.Subject); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
-	if !strings.HasPrefix(r.Subject, events.SubjectPrefix+r.Tenant+".") {
+	if !strings.HasPrefix(r.Subject, codec.SubjectPrefix+r.Tenant+".") {
 		return fmt.Errorf("record: subject %q is not in tenant %q's stream", r.Subject, r.Tenant)
 	}
 	return nil
@@ -235,7 +235,7 @@ func (r Record) validate() error {
 
 // matchesEvent checks that the record describes env: same tenant and the
 // event hash of its bytes.
-func (r Record) matchesEvent(env events.Envelope) error {
+func (r Record) matchesEvent(env codec.Envelope) error {
 	if env.Tenant != r.Tenant {
 		return fmt.Errorf("record of tenant %q holds an event of tenant %q", r.Tenant, env.Tenant)
 	}
@@ -259,7 +259,7 @@ func isHex64(s string) bool {
 // signature under keyring) and that event_hash and tenant match the event. It
 // does not check the record's place in a chain. Errors are *Failure with
 // Index set to the record's index when it could be read.
-func VerifyRecord(raw []byte, keyring events.Keyring) (Record, error) {
+func VerifyRecord(raw []byte, keyring codec.Keyring) (Record, error) {
 	r, err := ParseRecord(raw)
 	if err != nil {
 		return Record{}, err
@@ -268,7 +268,7 @@ func VerifyRecord(raw []byte, keyring events.Keyring) (Record, error) {
 }
 
 // verifyParsed is VerifyRecord after ParseRecord.
-func verifyParsed(r Record, keyring events.Keyring) error {
+func verifyParsed(r Record, keyring codec.Keyring) error {
 	fail := func(reason Reason, format string, args ...any) error {
 		return &Failure{Index: r.Index, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -287,7 +287,7 @@ func verifyParsed(r Record, keyring events.Keyring) error {
 	if EventHash(r.Event) != r.EventHash {
 		return fail(ReasonHashBreak, "event_hash does not match the event's bytes")
 	}
-	env, err := events.Decode(r.Event)
+	env, err := codec.Decode(r.Event)
 	if err != nil {
 		return fail(ReasonNonCanonical, "event: %v", err)
 	}
@@ -295,10 +295,10 @@ func verifyParsed(r Record, keyring events.Keyring) error {
 		return fail(ReasonHashBreak, "%v", err)
 	}
 	if err := keyring.Verify(env); err != nil {
-		if errors.Is(err, events.ErrUnknownKey) {
+		if errors.Is(err, codec.ErrUnknownKey) {
 			return fail(ReasonUnknownKey, "event %s: %v", env.EventID, err)
 		}
-		if errors.Is(err, events.ErrBadSignature) {
+		if errors.Is(err, codec.ErrBadSignature) {
 			return fail(ReasonBadSignature, "event %s: %v", env.EventID, err)
 		}
 		return fail(ReasonNonCanonical, "event %s: %v", env.EventID, err)

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -111,14 +111,14 @@ func (f *Fold) Seq() uint64 { return f.seq }
 // event of another tenant, an exposure event the kernel does not know or
 // refuses (a corrupt or foreign stream), or a reservation whose guarantee and
 // resource are not its subject's are errors, and leave the fold unchanged.
-func (f *Fold) Apply(seq uint64, subject string, env events.Envelope) error {
+func (f *Fold) Apply(seq uint64, subject string, env codec.Envelope) error {
 	if seq <= f.seq {
 		return fmt.Errorf("verifier: fold: seq %d does not follow %d", seq, f.seq)
 	}
-	if env.Tenant != f.tenant || !strings.HasPrefix(subject, events.SubjectPrefix+f.tenant+".") {
+	if env.Tenant != f.tenant || !strings.HasPrefix(subject, codec.SubjectPrefix+f.tenant+".") {
 		return fmt.Errorf("verifier: fold: event %s of tenant %q on %q in the fold of %q", env.EventID, env.Tenant, subject, f.tenant)
 	}
-	if strings.HasPrefix(subject, events.SubjectPrefix+f.tenant+"."+events.KindExposure+".") {
+	if strings.HasPrefix(subject, codec.SubjectPrefix+f.tenant+"."+codec.KindExposure+".") {
 		if err := f.applyExposure(subject, env); err != nil {
 			return fmt.Errorf("verifier: fold: seq %d event %s (%s) on %q: %w", seq, env.EventID, env.Type, subject, err)
 		}
@@ -130,13 +130,13 @@ func (f *Fold) Apply(seq uint64, subject string, env events.Envelope) error {
 	return nil
 }
 
-func (f *Fold) applyExposure(subject string, env events.Envelope) error {
+func (f *Fold) applyExposure(subject string, env codec.Envelope) error {
 	ev, err := kernel.DecodeEvent(env.Type, env.V, env.Body)
 	if err != nil {
 		return err
 	}
 	if r, ok := ev.(kernel.ExposureReserved); ok {
-		want, err := events.ExposureSubject(f.tenant, r.GuaranteeID, r.Resource)
+		want, err := codec.ExposureSubject(f.tenant, r.GuaranteeID, r.Resource)
 		if err != nil {
 			return err
 		}
@@ -164,7 +164,7 @@ var IncidentCodes = []kernel.Code{kernel.CodeContention, kernel.CodeExecutorFenc
 // exposure.incident, any event whose type starts with "incident." or
 // "refusal.", and a refusal event (type ending in ".refused") whose code is
 // one of IncidentCodes.
-func incidentOf(seq uint64, subject string, env events.Envelope) (Incident, bool) {
+func incidentOf(seq uint64, subject string, env codec.Envelope) (Incident, bool) {
 	var body map[string]any
 	_ = json.Unmarshal(env.Body, &body)
 	kind, _ := body["kind"].(string)
@@ -273,7 +273,7 @@ func ParseView(b []byte) (View, error) {
 // signature when keyring is not nil, and folds the events (Fold) into the
 // View of their tenant. All lines must belong to one tenant; an empty input
 // gives an empty view with no tenant.
-func Replay(r io.Reader, keyring events.Keyring) (View, error) {
+func Replay(r io.Reader, keyring codec.Keyring) (View, error) {
 	var f *Fold
 	err := ReadEvents(r, func(l EventLine) error {
 		if keyring != nil {
@@ -306,7 +306,7 @@ func ReplayEntries(e Entries) (View, error) {
 		if err != nil {
 			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
 		}
-		env, err := events.Decode(r.Event)
+		env, err := codec.Decode(r.Event)
 		if err != nil {
 			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
 		}

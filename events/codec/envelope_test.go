@@ -1,4 +1,4 @@
-package events_test
+package codec_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package events
+package codec
 
 import (
 	"crypto/sha256"
@@ -200,8 +200,8 @@ func ValidSubject(s string) error {
 	return nil
 }
 
-// subjectTenant returns the tenant token of a "ctx.ev.<tenant>...." subject.
-func subjectTenant(subject string) (string, bool) {
+// SubjectTenant returns the tenant token of a "ctx.ev.<tenant>...." subject.
+func SubjectTenant(subject string) (string, bool) {
 	rest, ok := strings.CutPrefix(subject, SubjectPrefix)
 	if !ok {
 		return "", false
