@@ -60,11 +60,38 @@ func main() {
 		fail(err)
 	}
 	defer bench.Cleanup(tmp)
+	onFail = append(onFail, func() { bench.Cleanup(tmp) })
 	r := &report{cfg: cfg, started: start, load: loadavg()}
 
 	modes := []bool{true}
 	if *relaxed {
 		modes = append(modes, false)
+	}
+	// The PostgreSQL peer runs beside the NATS server, and each of its
+	// points is measured right after ours at the same concurrency, so that
+	// the machine's load (it is shared) drifts as little as possible
+	// between the two figures of a ratio.
+	var pg *bench.Postgres
+	if !*skipPG {
+		progress("== starting the PostgreSQL peer")
+		if pg, err = bench.StartPostgres(ctx, tmp); err != nil {
+			progress("PostgreSQL peer skipped: %v", err)
+			r.pgSkipped, pg = err.Error(), nil
+		} else {
+			r.pgVersion = pg.Version
+			defer pg.Stop()
+			onFail = append(onFail, pg.Stop)
+		}
+	}
+	peer := func(group, d string, durable bool, c int, pick func(w, i int) string) {
+		if pg == nil {
+			return
+		}
+		if err := pg.SetSynchronousCommit(ctx, durable, c); err != nil {
+			fail(err)
+		}
+		r.add(bench.Measure(ctx, cfg, bench.Point{Group: group, Name: "postgres", Durability: d, Concurrency: c, Unit: "reservation"},
+			pg.Reservations(pick), progress))
 	}
 	for _, durable := range modes {
 		d := bench.Durability(durable)
@@ -87,10 +114,12 @@ func main() {
 		for _, c := range []int{1, 8, 64} {
 			r.add(measureEngine(ctx, cfg, eng, bench.Point{Group: gUniform, Name: "ours", Durability: d, Concurrency: c, Unit: "reservation"},
 				bench.Reservations(eng, bench.Uniform(d)), progress))
+			peer(gUniform, d, durable, c, bench.Uniform(d))
 		}
 		for _, c := range []int{1, 8, 32, 64} {
 			r.add(measureEngine(ctx, cfg, eng, bench.Point{Group: gHot, Name: "ours", Durability: d, Concurrency: c, Unit: "reservation"},
 				bench.Reservations(eng, bench.Hot(fmt.Sprint(d, c))), progress))
+			peer(gHot, d, durable, c, bench.Hot(fmt.Sprint(d, c)))
 		}
 		n.Close()
 
@@ -111,35 +140,6 @@ func main() {
 	progress("== kernel decisions alone")
 	for _, c := range []int{1, 2} {
 		r.add(bench.Measure(ctx, cfg, bench.Point{Group: gKernel, Name: "kernel", Durability: "-", Concurrency: c, Unit: "decision"}, bench.KernelDecisions(), progress))
-	}
-
-	if !*skipPG {
-		progress("== PostgreSQL peer")
-		pg, err := bench.StartPostgres(ctx, tmp)
-		if err != nil {
-			progress("PostgreSQL peer skipped: %v", err)
-			r.pgSkipped = err.Error()
-		} else {
-			r.pgVersion = pg.Version
-			for _, durable := range modes {
-				d := bench.Durability(durable)
-				for _, c := range []int{1, 8, 64} {
-					if err := pg.SetSynchronousCommit(ctx, durable, c); err != nil {
-						fail(err)
-					}
-					r.add(bench.Measure(ctx, cfg, bench.Point{Group: gUniform, Name: "postgres", Durability: d, Concurrency: c, Unit: "reservation"},
-						pg.Reservations(bench.Uniform(d)), progress))
-				}
-				for _, c := range []int{1, 8, 32, 64} {
-					if err := pg.SetSynchronousCommit(ctx, durable, c); err != nil {
-						fail(err)
-					}
-					r.add(bench.Measure(ctx, cfg, bench.Point{Group: gHot, Name: "postgres", Durability: d, Concurrency: c, Unit: "reservation"},
-						pg.Reservations(bench.Hot(fmt.Sprint(d, c))), progress))
-				}
-			}
-			pg.Stop()
-		}
 	}
 
 	if *coldEvents > 0 {
@@ -189,8 +189,14 @@ func measureEngine(ctx context.Context, cfg bench.Config, eng *aggregates.Engine
 	return p
 }
 
+// onFail is run before a failure exits: it stops the PostgreSQL server.
+var onFail []func()
+
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "bench:", err)
+	for _, f := range onFail {
+		f()
+	}
 	os.Exit(1)
 }
 
