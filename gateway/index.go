@@ -118,19 +118,6 @@ type AttemptRow struct {
 	NextStep    string         `json:"next_safe_step"`
 }
 
-// NextStep says what may safely be done about an open receipt.
-func NextStep(s kernel.ReceiptState) string {
-	switch s {
-	case kernel.StateReserved:
-		return "dispatch has not started: close-attempt releases the hold"
-	case kernel.StateStarted:
-		return "the effect may exist: reconcile with the provider by the attempt's idempotency key"
-	case kernel.StateHeld:
-		return "reconcile; an operator may assert absence with an artifact reference"
-	}
-	return "none: sealed"
-}
-
 func (x *index) exposure(tenant, guaranteeID, resource string) []ExposureRow {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -169,7 +156,7 @@ func (x *index) openAttempts(tenant string) []AttemptRow {
 				continue
 			}
 			row := AttemptRow{AttemptID: r.AttemptID, OperationID: r.OperationID, GuaranteeID: e.l.GuaranteeID, Resource: e.l.Resource,
-				Amount: r.Amount, State: r.State.String(), Last: r.Last, NextStep: NextStep(r.State)}
+				Amount: r.Amount, State: r.State.String(), Last: r.Last, NextStep: r.State.NextSafeStep()}
 			if oe := x.ops[x.attempts[r.AttemptID]]; oe != nil {
 				row.Principal, row.RunID = oe.op.Principal, oe.op.RunID
 			}

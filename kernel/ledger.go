@@ -48,6 +48,30 @@ func (s *ReceiptState) UnmarshalText(b []byte) error {
 	return fmt.Errorf("invalid receipt state %q", b)
 }
 
+// The next safe step of an open receipt, by state. They are persisted in
+// exported views; never change one.
+const (
+	NextStepReserved = "close-attempt or dispatch"
+	NextStepStarted  = "reconcile with the provider"
+	NextStepHeld     = "reconcile; operator may assert absence with evidence"
+)
+
+// NextSafeStep says what may safely be done about a receipt in this state:
+// an unstarted one may be closed; a started one may hold an effect, so only
+// the provider's answer settles it; a held one was observed, so an
+// operator's accountable assertion may also release it. Sealed: "".
+func (s ReceiptState) NextSafeStep() string {
+	switch s {
+	case StateReserved:
+		return NextStepReserved
+	case StateStarted:
+		return NextStepStarted
+	case StateHeld:
+		return NextStepHeld
+	}
+	return ""
+}
+
 // Open reports whether the receipt still holds exposure.
 func (s ReceiptState) Open() bool { return s == StateReserved || s == StateStarted || s == StateHeld }
 

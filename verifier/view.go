@@ -65,26 +65,16 @@ type Incident struct {
 	Kind      string `json:"kind,omitempty"` // the incident kind or refusal code, when the body names one
 }
 
-// The next safe step of an open attempt, by state.
+// The next safe step of an open attempt, by state (kernel.NextSafeStep).
 const (
-	NextStepReserved = "close-attempt or dispatch"
-	NextStepStarted  = "reconcile with the provider"
-	NextStepHeld     = "reconcile; operator may assert absence with evidence"
+	NextStepReserved = kernel.NextStepReserved
+	NextStepStarted  = kernel.NextStepStarted
+	NextStepHeld     = kernel.NextStepHeld
 )
 
 // NextStep returns the next safe step of an attempt in state s ("" for a
 // sealed one).
-func NextStep(s kernel.ReceiptState) string {
-	switch s {
-	case kernel.StateReserved:
-		return NextStepReserved
-	case kernel.StateStarted:
-		return NextStepStarted
-	case kernel.StateHeld:
-		return NextStepHeld
-	}
-	return ""
-}
+func NextStep(s kernel.ReceiptState) string { return s.NextSafeStep() }
 
 // Fold builds one tenant's View by folding its events in stream order: events
 // on an exposure subject ("ctx.ev.<tenant>.exposure.<guarantee>.<token>") are
