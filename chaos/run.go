@@ -530,16 +530,10 @@ func (r *run) heal(ctx context.Context) error {
 // injectFaults injects one fault at a time, about every FaultEvery, until
 // ctx ends; every process it takes down is back up when it returns.
 func (r *run) injectFaults(ctx context.Context) {
-	kinds := []string{FaultKillRandom, FaultKillDispatchStart, FaultKillProviderCall, FaultPause}
-	weights := []int{25, 20, 20, 25}
-	kinds, weights = append(kinds, FaultNATSRestart), append(weights, 10)
-	if r.o.Mode == ModeCluster {
-		weights[4] = 25
-	}
-	total := 0
-	for _, w := range weights {
-		total += w
-	}
+	// Every kind in turn, in a new random order each round, so that even a
+	// short run injects each kind.
+	kinds := []string{FaultKillRandom, FaultKillDispatchStart, FaultKillProviderCall, FaultPause, FaultNATSRestart}
+	var cycle []string
 	for {
 		wait := time.Duration(float64(r.o.FaultEvery) * (0.5 + r.rng.Float64()))
 		select {
@@ -547,14 +541,12 @@ func (r *run) injectFaults(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		x, kind := r.rng.IntN(total), ""
-		for i, w := range weights {
-			if x < w {
-				kind = kinds[i]
-				break
-			}
-			x -= w
+		if len(cycle) == 0 {
+			cycle = append(cycle, kinds...)
+			r.rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
 		}
+		kind := cycle[0]
+		cycle = cycle[1:]
 		var healthy []*Proc
 		for _, d := range r.daemons {
 			r.mu.Lock()
@@ -625,16 +617,22 @@ func (r *run) injectFaults(ctx context.Context) {
 			r.later(ctx, pause, func() { _ = d.Signal(syscall.SIGCONT) })
 		case FaultNATSRestart:
 			n := r.nats[r.rng.IntN(len(r.nats))]
-			if !n.Running() {
+			for _, m := range r.nats {
+				if !m.Running() {
+					n = nil // one node down at a time: a cluster keeps its quorum
+				}
+			}
+			if n == nil {
 				continue
 			}
 			n.Kill()
 			r.fault(kind)
 			r.logf("fault: %s (%s)", kind, n.Name)
-			time.Sleep(time.Duration(300+r.rng.IntN(1200)) * time.Millisecond)
-			if err := n.Start(); err != nil {
-				r.logf("restart %s: %v", n.Name, err)
-			}
+			r.later(ctx, time.Duration(300+r.rng.IntN(1200))*time.Millisecond, func() {
+				if err := n.Start(); err != nil {
+					r.logf("restart %s: %v", n.Name, err)
+				}
+			})
 		}
 	}
 }
