@@ -406,6 +406,7 @@ func (c *committer) maybeSend() {
 		return
 	}
 	if chains := c.preferSingles(batch, items, ens); chains != nil {
+		c.e.stats.singleGroups.Add(1)
 		go func() {
 			t0 := time.Now()
 			per := make([][]batchResult, len(items))

@@ -304,6 +304,7 @@ func countEvents(evs [][]kernel.Event) int {
 // EngineStats are counters of an engine's work since it was made.
 type EngineStats struct {
 	Batches       uint64 // appends made (each one atomic batch or single append)
+	SingleGroups  uint64 // groups sent as single appends rather than one atomic batch
 	BatchedTxs    uint64 // transactions whose events those appends carried
 	BatchedEvents uint64 // events appended
 	Conflicts     uint64 // appends refused for a wrong expected sequence
@@ -315,14 +316,14 @@ type EngineStats struct {
 }
 
 type engineStats struct {
-	batches, batchedTxs, batchedEvents, conflicts, redecided atomic.Uint64
-	coldLoads, snapshotLoads, snapshotMiss, snapshotsPut     atomic.Uint64
+	batches, batchedTxs, batchedEvents, conflicts, redecided, singleGroups atomic.Uint64
+	coldLoads, snapshotLoads, snapshotMiss, snapshotsPut                   atomic.Uint64
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() EngineStats {
 	s := &e.stats
-	return EngineStats{Batches: s.batches.Load(), BatchedTxs: s.batchedTxs.Load(), BatchedEvents: s.batchedEvents.Load(),
+	return EngineStats{Batches: s.batches.Load(), SingleGroups: s.singleGroups.Load(), BatchedTxs: s.batchedTxs.Load(), BatchedEvents: s.batchedEvents.Load(),
 		Conflicts: s.conflicts.Load(), Redecided: s.redecided.Load(), ColdLoads: s.coldLoads.Load(),
 		SnapshotLoads: s.snapshotLoads.Load(), SnapshotMiss: s.snapshotMiss.Load(), SnapshotsPut: s.snapshotsPut.Load()}
 }

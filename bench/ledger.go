@@ -212,8 +212,8 @@ func Reservations(eng *aggregates.Engine, pick func(w, i int) string) Op {
 
 // KernelDecisions decides and folds reservations on in-memory ledgers:
 // the kernel's share of a reservation.
-func KernelDecisions() Op {
-	ledgers := map[int]*kernel.Ledger{}
+func KernelDecisions(workers int) Op {
+	ledgers := make([]*kernel.Ledger, workers) // one per worker: no sharing
 	return func(_ context.Context, w, i int) error {
 		l := ledgers[w]
 		if l == nil || i%HotSpan == 0 {

@@ -139,7 +139,7 @@ func main() {
 
 	progress("== kernel decisions alone")
 	for _, c := range []int{1, 2} {
-		r.add(bench.Measure(ctx, cfg, bench.Point{Group: gKernel, Name: "kernel", Durability: "-", Concurrency: c, Unit: "decision"}, bench.KernelDecisions(), progress))
+		r.add(bench.Measure(ctx, cfg, bench.Point{Group: gKernel, Name: "kernel", Durability: "-", Concurrency: c, Unit: "decision"}, bench.KernelDecisions(c), progress))
 	}
 
 	if *coldEvents > 0 {
@@ -182,6 +182,9 @@ func measureEngine(ctx context.Context, cfg bench.Config, eng *aggregates.Engine
 	after := eng.Stats()
 	if b := after.Batches - before.Batches; b > 0 {
 		p.Note = fmt.Sprintf("%.1f tx/append", float64(after.BatchedTxs-before.BatchedTxs)/float64(b))
+		if g := after.SingleGroups - before.SingleGroups; g > 0 {
+			p.Note += fmt.Sprintf(", %d groups as single appends", g)
+		}
 		if c := after.Conflicts - before.Conflicts; c > 0 {
 			p.Note += fmt.Sprintf(", %d conflicts", c)
 		}
