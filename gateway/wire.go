@@ -59,6 +59,12 @@ func ParseProposal(b []byte) (Proposal, *kernel.Refusal) {
 	if !utf8.Valid(b) {
 		return bad("proposal is not valid UTF-8")
 	}
+	if name, err := kernel.DuplicateKey(b); err != nil || name != "" {
+		if err != nil {
+			return bad("proposal is not valid JSON: %v", err)
+		}
+		return bad("proposal names %q twice", name)
+	}
 	var p Proposal
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

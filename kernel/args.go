@@ -24,6 +24,12 @@ func DecodeArguments(raw []byte) (map[string]any, *Refusal) {
 	if d := jsonDepth(raw); d > MaxArgumentDepth {
 		return nil, refuse(CodeRequestMalformed, "arguments nest deeper than %d", MaxArgumentDepth)
 	}
+	if name, err := DuplicateKey(raw); err != nil || name != "" {
+		if err != nil {
+			return nil, refuse(CodeRequestMalformed, "arguments are not valid JSON: %v", err)
+		}
+		return nil, refuse(CodeRequestMalformed, "arguments name %q twice", clip(name))
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
