@@ -210,6 +210,11 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 	sub, err := nc.QueueSubscribe("ctx.v1.*.*.propose", "contextosd", handle(func(m *nats.Msg) {
 		tok := strings.Split(m.Subject, ".")
 		tenant, principal := tok[2], tok[3]
+		if !replyAllowed(m.Reply, tenant, principal) {
+			g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: kernel.CodeRequestMalformed,
+				Reason: "reply subject outside the principal's inbox " + InboxPrefix(tenant, principal) + ".>"})
+			return
+		}
 		var reply Reply
 		if principal == "ops" {
 			reply = Reply{Status: kernel.StatusRefused, Code: kernel.CodeAuthorityDenied, Reason: "ops is not a principal"}
@@ -224,6 +229,10 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 	g.subs = append(g.subs, sub)
 	sub, err = nc.QueueSubscribe("ctx.v1.*.ops.*.*", "contextosd", handle(func(m *nats.Msg) {
 		tok := strings.Split(m.Subject, ".")
+		if !replyAllowed(m.Reply, tok[2], tok[5]) {
+			g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tok[2], "operator", tok[5])
+			return
+		}
 		respond(m, g.Op(ctx, tok[2], tok[4], tok[5], m.Data))
 	}))
 	if err != nil {
@@ -238,6 +247,16 @@ func (g *Gateway) Stop() {
 	for _, s := range g.subs {
 		_ = s.Drain()
 	}
+}
+
+// replyAllowed reports whether the runtime may publish a reply to subject
+// for (tenant, principal): only inside the principal's own inbox. The
+// runtime's user may publish anywhere (it appends to ctx.ev.>), so a reply
+// subject chosen by a requester must never be trusted: one naming an event
+// subject would make the runtime store a reply as if it were an event.
+// An empty reply (a publish without request) is allowed: nothing is sent.
+func replyAllowed(subject, tenant, principal string) bool {
+	return subject == "" || strings.HasPrefix(subject, InboxPrefix(tenant, principal)+".")
 }
 
 func respond(m *nats.Msg, v any) {
