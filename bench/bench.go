@@ -52,8 +52,9 @@ type Config struct {
 }
 
 // Run runs op on n workers for cfg.Warmup, then measures for cfg.Duration.
-// Each worker runs its own operations back to back. Latencies of operations
-// that started in the measured window and ended before its close count.
+// Each worker runs its own operations back to back. The operations that
+// complete inside the measured window count, with their whole latency
+// (throughput = completions in the window / the window).
 func Run(ctx context.Context, cfg Config, n int, op Op) (ops, errs int, elapsed, p50, p99 time.Duration) {
 	var measuring, stopping atomic.Bool
 	lat := make([][]time.Duration, n)
@@ -65,11 +66,10 @@ func Run(ctx context.Context, cfg Config, n int, op Op) (ops, errs int, elapsed,
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; !stopping.Load() && ctx.Err() == nil; i++ {
-				in := measuring.Load()
 				t0 := time.Now()
 				err := op(ctx, w, i)
 				d := time.Since(t0)
-				if !in || stopping.Load() {
+				if !measuring.Load() || stopping.Load() {
 					continue
 				}
 				if err != nil {

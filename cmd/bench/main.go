@@ -224,7 +224,18 @@ type report struct {
 	coldEvents int
 }
 
-func (r *report) add(p bench.Point) { r.points = append(r.points, p) }
+// add records a point with the machine's 1-minute load average at its end
+// (the machine is shared: a busy neighbour shows there).
+func (r *report) add(p bench.Point) {
+	l := strings.Fields(loadavg())
+	if len(l) > 0 {
+		if p.Note != "" {
+			p.Note += "; "
+		}
+		p.Note += "load " + l[0]
+	}
+	r.points = append(r.points, p)
+}
 
 func (r *report) find(group, name, d string, c int) (bench.Point, bool) {
 	for _, p := range r.points {
