@@ -99,6 +99,7 @@ func (p *Proc) Start(extraEnv ...string) error {
 	fmt.Fprintf(f, "=== start %d %v\n", p.starts+1, extraEnv)
 	cmd := exec.Command(p.path, p.args...)
 	cmd.Env = append(append(os.Environ(), p.env...), extraEnv...)
+	orphanProof(cmd)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
