@@ -442,3 +442,26 @@ func TestReplyAllowed(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexSkipsNonEvents: a stored message that is not a valid event (only
+// the runtime's own user can write one) is skipped by the operator view and
+// the reconciler instead of blinding them for good.
+func TestIndexSkipsNonEvents(t *testing.T) {
+	e := startEnv(t)
+	nc := e.client("acme", "agent_email")
+	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_x", "x1", "ord_x", 100)), 100, 0, 99900)
+	if _, err := e.rt.NC.Request("ctx.ev.acme.control", []byte(`{"not":"an event"}`), 5*time.Second); err != nil {
+		t.Fatalf("store a non-event: %v", err)
+	}
+	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_x", "x2", "ord_x", 200)), 300, 0, 99700)
+	r := e.op("exposure", OpRequest{Resource: "ord_x"})
+	if !r.OK || len(r.Exposure) != 1 || r.Exposure[0].Committed != 300 {
+		t.Fatalf("exposure after a non-event: %+v", r)
+	}
+	e.rt.Gateway.index.mu.Lock()
+	skipped := len(e.rt.Gateway.index.skipped)
+	e.rt.Gateway.index.mu.Unlock()
+	if skipped != 1 {
+		t.Fatalf("skipped %d messages, want 1", skipped)
+	}
+}

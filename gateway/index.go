@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ type index struct {
 	ops      map[string]*opEntry
 	attempts map[string]string // attempt id -> operation subject
 	control  map[string]*kernel.Control
+	skipped  []uint64 // sequences of stored messages that are not valid events
 }
 
 type ledgerEntry struct {
@@ -46,6 +48,23 @@ func newIndex() *index {
 func (x *index) catchUp(ctx context.Context, store events.Store) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	for {
+		err := x.replay(ctx, store)
+		var corrupt *events.CorruptError
+		if !errors.As(err, &corrupt) || corrupt.Seq <= x.seq {
+			return err
+		}
+		// A stored message that is not a valid event (nobody but the
+		// runtime may write the stream, so this is a defect or an attack
+		// already stopped elsewhere): skip it and say so, rather than
+		// blinding every operator verb and the reconciler for good. The
+		// audit verifier reports it.
+		x.skipped = append(x.skipped, corrupt.Seq)
+		x.seq = corrupt.Seq
+	}
+}
+
+func (x *index) replay(ctx context.Context, store events.Store) error {
 	return store.Replay(ctx, x.seq+1, func(st events.Stored) error {
 		x.seq = st.Seq
 		tok := strings.Split(st.Subject, ".")

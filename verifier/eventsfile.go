@@ -95,12 +95,15 @@ func ParseEventLine(line []byte) (EventLine, error) {
 	if err := l.validate(); err != nil {
 		return EventLine{}, err
 	}
-	c, err := kernel.Canonical(json.RawMessage(line))
+	// Re-encode the parsed line: a line is accepted only as its own
+	// encoding, which also refuses key spellings encoding/json matches
+	// case-insensitively ("suBjeCt" for "subject").
+	c, err := MarshalEventLine(l.Seq, l.Subject, l.Raw)
 	if err != nil {
 		return EventLine{}, err
 	}
-	if !bytes.Equal(c, line) {
-		return EventLine{}, errors.New("line is not canonical (JCS)")
+	if !bytes.Equal(bytes.TrimRight(c, "\n"), line) {
+		return EventLine{}, errors.New("line is not the canonical encoding of its fields (JCS, exact key names)")
 	}
 	return l, nil
 }
