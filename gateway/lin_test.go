@@ -146,7 +146,7 @@ func TestLinearizableAcrossReplicas(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		orders = append(orders, "ord_"+string(rune('a'+i)))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a guard, not a speed limit: CI runs packages in parallel on 2 cores
 	defer cancel()
 	load := chaos.Load{Agents: linAgents, Resources: orders, Amounts: []int64{5000, 10000, 20000, 30000, 50000},
 		PerAgent: 30, Workers: 2, Timeout: 10 * time.Second, Short: 150 * time.Millisecond, ShortRate: 0.1, ResendRate: 0.1,
