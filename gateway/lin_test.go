@@ -160,7 +160,7 @@ func TestLinearizableAcrossReplicas(t *testing.T) {
 	}
 	defer op.Close()
 	time.Sleep(2500 * time.Millisecond) // calls left behind by short client timeouts finish
-	if _, err := d.Finalize(ctx, op, r.prov, 3*time.Second, time.Now().Add(90*time.Second)); err != nil {
+	if _, err := d.Finalize(ctx, op, r.prov, 3*time.Second, time.Now().Add(4*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range orders {
