@@ -61,6 +61,9 @@ type RuntimeConfig struct {
 	MaxProposalBytes int `toml:"max_proposal_bytes"`
 	// Workers bounds proposals handled at once (default 256).
 	Workers int `toml:"workers"`
+	// MetricsListen, when set, serves the exposure view in the Prometheus
+	// text format at http://<addr>/metrics (loopback only).
+	MetricsListen string `toml:"metrics_listen"`
 }
 
 // TenantConfig declares a tenant's principals.

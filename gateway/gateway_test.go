@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -463,5 +465,47 @@ func TestIndexSkipsNonEvents(t *testing.T) {
 	e.rt.Gateway.index.mu.Unlock()
 	if skipped != 1 {
 		t.Fatalf("skipped %d messages, want 1", skipped)
+	}
+}
+
+// TestMetricsEndpoint: the daemon serves held and committed per guarantee and
+// resource in the Prometheus text format.
+func TestMetricsEndpoint(t *testing.T) {
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	defer hs.Close()
+	cfg := testConfig(t, t.TempDir(), hs.URL)
+	cfg.Runtime.MetricsListen = "127.0.0.1:0"
+	rt, err := Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	e := &env{t: t, rt: rt, prov: prov}
+	prov.Script(provider.Pending)
+	nc := e.client("acme", "agent_email")
+	e.propose(nc, "acme", "agent_email", refund("run_m", "m1", "ord_m", 1500))
+	e.propose(nc, "acme", "agent_email", refund("run_m", "m2", "ord_m", 2500))
+	want := []string{`contextos_exposure_held{tenant="acme",guarantee="refunds-per-order",resource="ord_m"} 1500`,
+		`contextos_exposure_committed{tenant="acme",guarantee="refunds-per-order",resource="ord_m"} 2500`}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(rt.MetricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(string(b), w)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never showed %v:\n%s", want, b)
+		}
+		time.Sleep(100 * time.Millisecond) // the view follows the stream
 	}
 }

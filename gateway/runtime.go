@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/aggregates/jetsnap"
@@ -74,9 +76,12 @@ type Runtime struct {
 	Store    *events.JetStore
 	Gateway  *Gateway
 	Service  *projections.Service
-	Signer   events.Signer
-	URL      string
-	cancel   context.CancelFunc
+	// MetricsURL is where the Prometheus endpoint listens, if configured.
+	MetricsURL string
+	metrics    *http.Server
+	Signer     events.Signer
+	URL        string
+	cancel     context.CancelFunc
 }
 
 // BootOptions are the parts of a runtime a test or the chaos harness may
@@ -179,6 +184,11 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	for _, v := range projections.Verbs {
 		rt.Gateway.Mount(v, OpHandler(rt.Service.Ops.Handler(v)))
 	}
+	if cfg.Runtime.MetricsListen != "" {
+		if err := rt.serveMetrics(cfg.Runtime.MetricsListen); err != nil {
+			return nil, err
+		}
+	}
 	if err := rt.Gateway.Start(ctx, nc); err != nil {
 		return nil, err
 	}
@@ -194,6 +204,9 @@ func (rt *Runtime) Close() {
 	if rt.Gateway != nil {
 		rt.Gateway.Stop()
 	}
+	if rt.metrics != nil {
+		_ = rt.metrics.Close()
+	}
 	if rt.Service != nil {
 		rt.Service.Close()
 	}
@@ -203,6 +216,25 @@ func (rt *Runtime) Close() {
 	if rt.Embedded != nil {
 		rt.Embedded.Shutdown()
 	}
+}
+
+// serveMetrics serves the exposure view's held/committed/available gauges
+// on a loopback address.
+func (rt *Runtime) serveMetrics(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("runtime.metrics_listen: %w", err)
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		ln.Close()
+		return fmt.Errorf("runtime.metrics_listen: loopback only, not %s", ip)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", rt.Service.View.MetricsHandler())
+	rt.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	rt.MetricsURL = "http://" + ln.Addr().String() + "/metrics"
+	go func() { _ = rt.metrics.Serve(ln) }()
+	return nil
 }
 
 func listenAddr(s string) (string, int, error) {
