@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
 )
 
 // Snapshots. A snapshot is the folded state of one subject at one of its
@@ -140,17 +141,8 @@ func decodeSnapshot(ref Ref, pub ed25519.PublicKey, data []byte) (State, snapsho
 	return sn, doc, nil
 }
 
-func strictJSON(b []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
-		return err
-	}
-	if d.More() {
-		return errors.New("trailing data")
-	}
-	return nil
-}
+// strictJSON is kernel.StrictJSON: the one strict decoder.
+func strictJSON(b []byte, v any) error { return kernel.StrictJSON(b, v) }
 
 // fromSnapshot restores ref's state from its latest snapshot and the tail
 // after it. ok is false when there is no usable snapshot.

@@ -83,7 +83,7 @@ func (d Definition) Digest() string {
 // data and invalid values are refused) and validates it.
 func ParseDefinition(b []byte) (Definition, error) {
 	var d Definition
-	if err := strictJSON(b, &d); err != nil {
+	if err := StrictJSON(b, &d); err != nil {
 		return Definition{}, fmt.Errorf("guarantee definition: %w", err)
 	}
 	if r := d.Validate(); r != nil {

@@ -16,7 +16,7 @@ var eventFactories = map[string]func([]byte) (Event, error){}
 func register[T Event](typ string) {
 	eventFactories[typ] = func(b []byte) (Event, error) {
 		var v T
-		if err := strictJSON(b, &v); err != nil {
+		if err := StrictJSON(b, &v); err != nil {
 			return nil, err
 		}
 		return v, nil
@@ -50,10 +50,18 @@ func DecodeEvent(typ string, v int, body []byte) (Event, error) {
 	return ev, nil
 }
 
-func strictJSON(b []byte, into any) error {
+// StrictJSON decodes exactly one JSON value into v: unknown fields, a
+// member named twice and trailing data are refused. It is the one strict
+// decoder of the project's own formats (events, snapshots, keys, exports).
+func StrictJSON(b []byte, v any) error {
+	if name, err := DuplicateKey(b); err != nil {
+		return err
+	} else if name != "" {
+		return fmt.Errorf("member %q appears twice", clip(name))
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
+	if err := dec.Decode(v); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/contextos/ledger/events/codec"
@@ -306,16 +305,5 @@ func verifyParsed(r Record, keyring codec.Keyring) error {
 	return nil
 }
 
-// strictJSON decodes one JSON value into v, refusing unknown fields and
-// trailing data.
-func strictJSON(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data")
-	}
-	return nil
-}
+// strictJSON is kernel.StrictJSON: the one strict decoder.
+func strictJSON(b []byte, v any) error { return kernel.StrictJSON(b, v) }

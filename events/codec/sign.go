@@ -1,7 +1,6 @@
 package codec
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -259,19 +258,8 @@ func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
 	return key, nil
 }
 
-// strictUnmarshal decodes one JSON value into v, refusing unknown fields and
-// trailing data.
-func strictUnmarshal(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data")
-	}
-	return nil
-}
+// strictUnmarshal is kernel.StrictJSON: the one strict decoder.
+func strictUnmarshal(b []byte, v any) error { return kernel.StrictJSON(b, v) }
 
 // writeFileSync writes b to path with perm and fsyncs it; exclusive refuses an
 // existing file.
