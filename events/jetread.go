@@ -426,17 +426,51 @@ func (s *JetStore) LastSeq(ctx context.Context, subject string) (uint64, error) 
 // stream (no consumer). Each request has the default timeout when ctx has no
 // deadline; the whole replay is bounded only by ctx.
 func (s *JetStore) Replay(ctx context.Context, fromSeq uint64, fn func(Stored) error) error {
-	req := directReq{Seq: max(fromSeq, 1), Batch: s.readBatch()}
+	// On a replicated stream Direct Get may be answered by a follower that
+	// has not applied everything the leader acknowledged: learn the
+	// leader's last sequence first and fetch from the leader whatever the
+	// replica lacked, so a replay reads every event acknowledged before it
+	// began (read-your-writes across replicas).
+	var upTo uint64
+	if s.leaderReads(ctx) {
+		rctx, cancel := s.withTimeout(ctx)
+		st, err := s.js.Stream(rctx, s.stream)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("events: stream info of %s: %w", s.stream, err)
+		}
+		upTo = st.CachedInfo().State.LastSeq
+	}
+	next := max(fromSeq, 1)
+	deliver := func(f fetched) error {
+		next = f.Seq + 1
+		return fn(f.Stored)
+	}
+	req := directReq{Seq: next, Batch: s.readBatch()}
 	for {
 		rctx, cancel := s.withTimeout(ctx)
-		next, pending, n, err := s.directOnce(rctx, req, func(f fetched) error { return fn(f.Stored) })
+		nxt, pending, n, err := s.directOnce(rctx, req, deliver)
 		cancel()
 		if err != nil {
 			return err
 		}
 		if n == 0 || pending == 0 {
-			return nil
+			break
 		}
-		req.Seq = next
+		req.Seq = nxt
 	}
+	for ; next <= upTo; next++ {
+		rctx, cancel := s.withTimeout(ctx)
+		f, found, err := s.leaderGet(rctx, directReq{Seq: next})
+		cancel()
+		if err != nil {
+			return err
+		}
+		if found {
+			if err := fn(f.Stored); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
