@@ -54,8 +54,10 @@ type txResult struct {
 	err      error
 	panicked any
 	// verify asks the caller to check the store's last sequences of the
-	// refs before a refusal or no-op decided on warm state is acted on.
+	// refs before a refusal or no-op decided on warm state is acted on:
+	// those of the refs the decision reads without appending to (check).
 	verify bool
+	check  []bool
 }
 
 type snapCandidate struct {
@@ -134,9 +136,15 @@ func (c *committer) run() {
 	e := c.e
 	for {
 		e.mu.Lock()
+		if len(e.front) > 0 {
+			// Verified transactions take back their place in line.
+			c.waiting = append(e.front, c.waiting...)
+			e.front = nil
+		}
 		c.waiting = append(c.waiting, e.queue...)
 		e.queue = nil
 		if len(c.waiting) == 0 && len(c.forming) == 0 && c.inflight == nil && c.loads == 0 && c.seals == 0 {
+			// (e.front and e.queue were just emptied under the lock)
 			e.running = false
 			e.mu.Unlock()
 			return
@@ -243,7 +251,11 @@ func (c *committer) decide(t *txn) {
 		// no expected sequence guards the ledger it read) or a no-op must
 		// not rest on a stale cache: another replica may have changed a
 		// subject. The caller checks, then it is decided again.
-		c.finish(t, txResult{verify: true})
+		check := make([]bool, len(t.ens))
+		for i := range check {
+			check[i] = i >= len(evs) || len(evs[i]) == 0 // an append is guarded by its own expected sequence
+		}
+		c.finish(t, txResult{verify: true, check: check})
 		return
 	}
 	for i, l := range evs {

@@ -114,6 +114,7 @@ type Engine struct {
 	mu      sync.Mutex
 	entries map[string]*entry
 	queue   []*txn
+	front   []*txn // verified transactions going back to their place in line
 	running bool
 	c       *committer
 	snapw   snapWriter
@@ -203,18 +204,39 @@ func (e *Engine) Do(ctx context.Context, tx Tx) (Result, error) {
 			return Result{}, r.err
 		}
 		if r.verify {
-			for i, ref := range tx.Refs {
-				last, err := e.Store.LastSeq(ctx, ref.Subject)
-				if err != nil {
-					return Result{}, err
-				}
-				storeMax(&t.ens[i].minSeq, last) // refresh first if the store is ahead
+			if err := e.verify(ctx, tx.Refs, t.ens, r.check); err != nil {
+				return Result{}, err
 			}
 			t = &txn{ctx: ctx, tx: tx, ens: t.ens, attempts: t.attempts, verified: true}
 			continue
 		}
 		return r.res, nil
 	}
+}
+
+// verify reads, in parallel, the store's last sequence of every ref to
+// check, and asks for a refresh of the subjects the store holds more of
+// than the warm state.
+func (e *Engine) verify(ctx context.Context, refs []Ref, ens []*entry, check []bool) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(refs))
+	for i, ref := range refs {
+		if i < len(check) && !check[i] {
+			continue
+		}
+		wg.Add(1)
+		go func(i int, subject string) {
+			defer wg.Done()
+			last, err := e.Store.LastSeq(ctx, subject)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			storeMax(&ens[i].minSeq, last) // refresh first if the store is ahead
+		}(i, ref.Subject)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // checkRef refuses refs an append would refuse, before they can fail a
@@ -265,8 +287,10 @@ func (e *Engine) entriesFor(refs []Ref) []*entry {
 func (e *Engine) submit(ctx context.Context, t *txn) (txResult, error) {
 	t.done = make(chan txResult, 1)
 	e.mu.Lock()
-	e.queue = append(e.queue, t)
-	if !t.verified {
+	if t.verified {
+		e.front = append(e.front, t)
+	} else {
+		e.queue = append(e.queue, t)
 		e.submitted.Add(1)
 	}
 	if e.c == nil {
