@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -379,7 +378,6 @@ func TestKillSwitch(t *testing.T) {
 	if r := e.propose(nc, "acme", "agent_email", refund("run_k", "s", "ord_k", 500)); r.Status != kernel.StatusApplied {
 		t.Fatalf("after release: %+v", r)
 	}
-	_ = fmt.Sprint()
 }
 
 // TestBackgroundReconciler: with reconcile_interval set, a pending hold

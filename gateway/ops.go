@@ -143,7 +143,7 @@ func (g *Gateway) opTarget(tenant, attemptID string) (opEntry, []aggregates.Ref,
 // the claim fences whoever held the operation before, atomically with the
 // observation.
 func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source string, obs Observation) SettleRow {
-	oe, refs, bs, err := g.opTarget(tenant, attemptID)
+	_, refs, bs, err := g.opTarget(tenant, attemptID)
 	if err != nil {
 		return SettleRow{AttemptID: attemptID, Code: kernel.CodeAttemptUnknown, Reason: err.Error()}
 	}
@@ -180,7 +180,6 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 	if res.Refusal != nil {
 		row.Code, row.Reason = res.Refusal.Code, res.Refusal.Reason
 	}
-	_ = oe
 	return row
 }
 
@@ -210,7 +209,7 @@ func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req 
 	}
 	reply := OpReply{OK: true}
 	for _, id := range targets {
-		reply.Settled = append(reply.Settled, g.reconcileOne(ctx, tenant, id, "reconcile:"+operator, true))
+		reply.Settled = append(reply.Settled, g.reconcileOne(ctx, tenant, id, "reconcile:"+operator))
 	}
 	return reply
 }
@@ -218,7 +217,7 @@ func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req 
 // reconcileOne queries the provider about one attempt and records the
 // answer. Unstarted attempts are left alone here (close them instead);
 // started ones without an observation wait out the grace period.
-func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source string, explicit bool) SettleRow {
+func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source string) SettleRow {
 	oe, ok := g.index.operationOf(attemptID)
 	if !ok || oe.tenant != tenant {
 		return SettleRow{AttemptID: attemptID, Code: kernel.CodeAttemptUnknown, Reason: "no operation holds this attempt"}
@@ -249,7 +248,6 @@ func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source st
 	if !obs.Outcome.Definitive() && att.Outcome == obs.Outcome {
 		return SettleRow{AttemptID: attemptID, Outcome: obs.Outcome, Status: oe.op.Status(), Reason: "provider reports no change"}
 	}
-	_ = explicit
 	return g.settleAttempt(ctx, tenant, attemptID, source, obs)
 }
 
@@ -261,7 +259,7 @@ func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req OpRe
 	if reason == "" {
 		reason = "closed by operator " + operator
 	}
-	oe, refs, _, err := g.opTarget(tenant, req.AttemptID)
+	_, refs, _, err := g.opTarget(tenant, req.AttemptID)
 	if err != nil {
 		// An attempt no operation knows: tombstone it on the named ledger
 		// so that a late reservation for it is refused.
@@ -298,7 +296,6 @@ func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req OpRe
 			return out, nil
 		},
 	})
-	_ = oe
 	if err != nil {
 		return opRefused(kernel.CodeContention, "%v", err)
 	}

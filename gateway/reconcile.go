@@ -97,7 +97,7 @@ func (g *Gateway) ReconcileOnce(ctx context.Context) []SettleRow {
 			rows = append(rows, SettleRow{AttemptID: a.AttemptID, Status: kernel.StatusNotApplied, Code: r.Code, Reason: r.Reason})
 			continue
 		}
-		row := g.reconcileOne(ctx, oe.tenant, a.AttemptID, "reconciler", false)
+		row := g.reconcileOne(ctx, oe.tenant, a.AttemptID, "reconciler")
 		if row.Code != kernel.CodeDispatchActive {
 			rows = append(rows, row)
 		}
