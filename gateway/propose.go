@@ -394,11 +394,7 @@ func settleEvents(op *kernel.Operation, s []aggregates.State, attemptID string, 
 		bal := previewBalance(s[i+1].(*kernel.Ledger), out[i+1])
 		holds = append(holds, kernel.GuaranteeHold{GuaranteeID: b.def.ID, DefinitionDigest: b.digest, Resource: b.resource, Amount: b.amount, Balance: bal})
 	}
-	status := map[kernel.Outcome]kernel.Status{kernel.OutcomeApplied: kernel.StatusApplied, kernel.OutcomeNotApplied: kernel.StatusNotApplied,
-		kernel.OutcomePending: kernel.StatusPending}[obs.Outcome]
-	if status == "" {
-		status = kernel.StatusUnknown
-	}
+	status := obs.Outcome.Status()
 	out[0] = append(out[0], kernel.DecisionRecorded{OperationID: op.OperationID, Principal: op.Principal, RunID: op.RunID,
 		CapabilityID: op.CapabilityID, ActionDigest: op.ActionDigest, AttemptID: attemptID, Status: status, Reason: source + ": " + obs.Ref,
 		Controls: controls(holds)})

@@ -75,16 +75,29 @@ func (o *Operation) Status() Status {
 	}
 	a, ok := o.Current()
 	switch {
-	case !ok:
+	case !ok || a.Outcome == "":
+		if ok && a.Closed {
+			return StatusNotApplied
+		}
 		return StatusPending
-	case a.Outcome == OutcomeApplied:
-		return StatusApplied
-	case a.Outcome == OutcomeNotApplied || a.Closed:
+	case a.Closed && !a.Outcome.Definitive():
 		return StatusNotApplied
-	case a.Outcome == OutcomeUnknown || a.Outcome == OutcomePartial:
-		return StatusUnknown
 	}
-	return StatusPending
+	return a.Outcome.Status()
+}
+
+// Status is the reply status an observation of this outcome gives: applied,
+// not_applied and pending as such; unknown and partial are unknown.
+func (o Outcome) Status() Status {
+	switch o {
+	case OutcomeApplied:
+		return StatusApplied
+	case OutcomeNotApplied:
+		return StatusNotApplied
+	case OutcomePending:
+		return StatusPending
+	}
+	return StatusUnknown
 }
 
 // Resolved reports whether the operation needs nothing more: refused, or its
