@@ -216,27 +216,46 @@ func (e *Engine) Do(ctx context.Context, tx Tx) (Result, error) {
 
 // verify reads, in parallel, the store's last sequence of every ref to
 // check, and asks for a refresh of the subjects the store holds more of
-// than the warm state.
+// than the warm state. Parallel reads of several subjects are not one
+// snapshot (an atomic batch may land between two of them), so the reads are
+// repeated until a pass sees nothing move: then one instant between the two
+// passes had exactly these sequences, and the decision rests on a
+// consistent state of all its subjects.
 func (e *Engine) verify(ctx context.Context, refs []Ref, ens []*entry, check []bool) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(refs))
-	for i, ref := range refs {
-		if i < len(check) && !check[i] {
-			continue
+	checked := 0
+	for i := range refs {
+		if i >= len(check) || check[i] {
+			checked++
 		}
-		wg.Add(1)
-		go func(i int, subject string) {
-			defer wg.Done()
-			last, err := e.Store.LastSeq(ctx, subject)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			storeMax(&ens[i].minSeq, last) // refresh first if the store is ahead
-		}(i, ref.Subject)
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	prev := make([]uint64, len(refs))
+	for pass := 0; pass < 8; pass++ {
+		cur := make([]uint64, len(refs))
+		var wg sync.WaitGroup
+		errs := make([]error, len(refs))
+		for i, ref := range refs {
+			if i < len(check) && !check[i] {
+				continue
+			}
+			wg.Add(1)
+			go func(i int, subject string) {
+				defer wg.Done()
+				cur[i], errs[i] = e.Store.LastSeq(ctx, subject)
+			}(i, ref.Subject)
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		for i := range cur {
+			storeMax(&ens[i].minSeq, cur[i]) // refresh first if the store is ahead
+		}
+		if checked <= 1 || pass > 0 && slices.Equal(prev, cur) {
+			return nil
+		}
+		prev = cur
+	}
+	return nil
 }
 
 // checkRef refuses refs an append would refuse, before they can fail a
