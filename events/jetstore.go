@@ -196,6 +196,19 @@ type pubAck struct {
 
 func (s *JetStore) request(ctx context.Context, m *nats.Msg) (*pubAck, error) {
 	resp, err := s.nc.RequestMsgWithContext(ctx, m)
+	// No responders means no stream took the message (nothing is stored),
+	// as while a replicated stream elects its leader: wait briefly and ask
+	// again rather than fail the append.
+	for wait := 10 * time.Millisecond; errors.Is(err, nats.ErrNoResponders) && wait <= 640*time.Millisecond; wait *= 2 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		resp, err = s.nc.RequestMsgWithContext(ctx, m)
+	}
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return nil, fmt.Errorf("events: no stream is listening on %q: %w", m.Subject, err)
