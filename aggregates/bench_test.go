@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
@@ -85,21 +86,42 @@ func BenchmarkReservations(b *testing.B) {
 		}
 		return err
 	}
-	eng := NewEngine(store, sealer)
-	for _, c := range conc {
-		b.Run(fmt.Sprint("uniform10k/c", c), func(b *testing.B) {
-			tag := rand.Uint64()
-			runParallel(b, c, "reservations", func(w, i int) error {
-				return reserve(eng, fmt.Sprint("ord-", rand.IntN(10_000)), w, i, tag)
+	// The engine as configured, and without its linger (the group commit
+	// sends whatever is ready the moment an append returns), side by side.
+	for _, mode := range []struct {
+		name   string
+		linger time.Duration
+	}{{"", 0}, {"nolinger_", -1}} {
+		eng := NewEngine(store, sealer)
+		eng.Linger = mode.linger
+		for _, c := range conc {
+			b.Run(fmt.Sprint(mode.name, "uniform10k/c", c), func(b *testing.B) {
+				tag := rand.Uint64()
+				before := eng.Stats()
+				runParallel(b, c, "reservations", func(w, i int) error {
+					return reserve(eng, fmt.Sprint(mode.name, "ord-", rand.IntN(10_000)), w, i, tag)
+				})
+				reportGroups(b, before, eng.Stats())
 			})
-		})
-	}
-	for _, c := range conc {
-		b.Run(fmt.Sprint("hot/c", c), func(b *testing.B) {
-			tag := rand.Uint64()
-			runParallel(b, c, "reservations", func(w, i int) error {
-				return reserve(eng, fmt.Sprintf("hot-%x-%d", tag, i/1000), w, i, tag)
+		}
+		for _, c := range conc {
+			b.Run(fmt.Sprint(mode.name, "hot/c", c), func(b *testing.B) {
+				tag := rand.Uint64()
+				before := eng.Stats()
+				runParallel(b, c, "reservations", func(w, i int) error {
+					return reserve(eng, fmt.Sprintf("hot-%x-%d", tag, i/1000), w, i, tag)
+				})
+				reportGroups(b, before, eng.Stats())
 			})
-		})
+		}
 	}
+}
+
+// reportGroups reports the engine's average group commit between two
+// readings of its statistics.
+func reportGroups(b *testing.B, before, after EngineStats) {
+	if n := after.Batches - before.Batches; n > 0 {
+		b.ReportMetric(float64(after.BatchedTxs-before.BatchedTxs)/float64(n), "tx/append")
+	}
+	b.ReportMetric(float64(after.ColdLoads-before.ColdLoads), "coldloads")
 }

@@ -81,6 +81,11 @@ type committer struct {
 	// atomic batch. See maybeSend.
 	single, batch float64
 	sends         int
+	// Linger (see linger): how many transactions the last append
+	// delivered, when it returned, and whether a wake-up is armed.
+	lastTxs  int
+	lastDone time.Time
+	lingerAt time.Time // the wake-up armed last
 }
 
 type sealResult struct {
@@ -369,7 +374,7 @@ func (c *committer) maybeSend() {
 	for n < len(c.forming) && c.forming[n].sealed {
 		n++
 	}
-	if n == 0 {
+	if n == 0 || c.linger(n) {
 		return
 	}
 	var bad []*txn
@@ -456,6 +461,48 @@ func (c *committer) maybeSend() {
 		seqs, err := c.e.appendItems(items)
 		c.batchDone <- batchResult{txs: batch, items: items, ens: ens, seqs: seqs, err: err, elapsed: time.Since(t0)}
 	}()
+}
+
+// DefaultLinger is Engine.Linger's default.
+const DefaultLinger = 5 * time.Millisecond
+
+// linger reports whether a ready group of n transactions should wait a
+// little before it is sent. The callers of the append that just returned
+// usually come back at once with their next transaction (a closed loop:
+// agents, the gateway's next step); sending the n that are ready now would
+// leave those to wait behind a whole append, and with a fixed cost per
+// atomic batch, concurrent callers would split into two half-size groups
+// that alternate. So the group waits, for at most half of an atomic
+// batch's measured cost and Engine.Linger, until it holds as many transactions
+// as the last append delivered. Never when the group would go as single
+// appends (they are cheap one by one) or is full.
+func (c *committer) linger(n int) bool {
+	limit := c.e.Linger
+	if limit == 0 {
+		limit = DefaultLinger
+	}
+	if limit < 0 || n >= c.lastTxs || n >= c.maxTxs() || c.formingEvents >= c.maxEvents() || c.lastDone.IsZero() {
+		return false
+	}
+	if float64(c.lastTxs)*c.single < c.batch {
+		return false
+	}
+	wait := min(time.Duration(c.batch*float64(time.Second)/2), limit)
+	deadline := c.lastDone.Add(wait)
+	left := time.Until(deadline)
+	if left <= 0 {
+		return false
+	}
+	if c.lingerAt.Before(deadline) {
+		c.lingerAt = deadline
+		time.AfterFunc(left, func() {
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+		})
+	}
+	return true
 }
 
 // preferSingles decides whether a group is better appended as single-event
@@ -547,6 +594,10 @@ func (e *Engine) appendItems(items []events.AppendItem) ([]uint64, error) {
 func (c *committer) onBatch(r batchResult) {
 	c.inflight = nil
 	c.observe(r)
+	c.lastTxs, c.lastDone = len(r.txs), time.Now()
+	if r.split != nil {
+		c.lastTxs = len(r.split)
+	}
 	if r.split != nil {
 		c.onSplit(r.split)
 		return

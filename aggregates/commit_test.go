@@ -356,3 +356,43 @@ func TestChainConflict(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestLingerPolicy: a ready group waits for the callers of the append that
+// just returned only while it holds fewer transactions than that append
+// delivered, would go as an atomic batch, and half of a batch's
+// cost (at most Engine.Linger) has not passed since the append returned.
+func TestLingerPolicy(t *testing.T) {
+	cases := []struct {
+		name          string
+		n, lastTxs    int
+		single, batch float64 // seconds
+		since         time.Duration
+		linger        time.Duration
+		want          bool
+	}{
+		{"fewer ready than delivered", 10, 40, 0.001, 0.008, 0, 0, true},
+		{"as many as delivered", 40, 40, 0.001, 0.008, 0, 0, false},
+		{"more than delivered", 50, 40, 0.001, 0.008, 0, 0, false},
+		{"would go as singles", 1, 4, 0.001, 0.008, 0, 0, false},
+		{"half the batch cost passed", 10, 40, 0.01, 0.2, 100 * time.Millisecond, time.Second, false},
+		{"inside half the batch cost", 10, 40, 0.01, 0.2, 20 * time.Millisecond, time.Second, true},
+		{"default bound passed", 10, 40, 0.001, 0.100, DefaultLinger, 0, false},
+		{"own bound passed", 10, 40, 0.01, 0.2, 30 * time.Millisecond, 20 * time.Millisecond, false},
+		{"disabled", 10, 40, 0.001, 0.008, 0, -1, false},
+		{"no append yet", 10, 0, 0.001, 0.008, 0, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := NewEngine(events.NewMemStore(), testSealer())
+			e.Linger = c.linger
+			cm := newCommitter(e)
+			cm.single, cm.batch, cm.lastTxs = c.single, c.batch, c.lastTxs
+			if c.lastTxs > 0 {
+				cm.lastDone = time.Now().Add(-c.since)
+			}
+			if got := cm.linger(c.n); got != c.want {
+				t.Fatalf("linger(%d) = %v, want %v", c.n, got, c.want)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
@@ -110,6 +111,10 @@ type Engine struct {
 	// (default 256).
 	MaxBatchEvents int
 	MaxBatchTxs    int
+	// Linger bounds how long a ready group may wait for the callers of the
+	// append that just returned (see committer.linger): 0 is DefaultLinger,
+	// a negative value never waits.
+	Linger time.Duration
 
 	mu      sync.Mutex
 	entries map[string]*entry

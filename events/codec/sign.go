@@ -65,7 +65,7 @@ func (s Signer) Seal(typ string, v int, eventID, tenant, time string, body any) 
 		return Envelope{}, fmt.Errorf("events: Seal: body: %w", err)
 	}
 	e := Envelope{Type: typ, V: v, EventID: eventID, Tenant: tenant, Time: time, Body: b, KeyID: s.KeyID}
-	msg, err := SigningBytes(e)
+	msg, err := signingBytes(e, false) // b is canonical: just made
 	if err != nil {
 		return Envelope{}, err
 	}
@@ -123,7 +123,7 @@ func (k Keyring) Verify(e Envelope) error {
 	if !ok || len(pub) != ed25519.PublicKeySize {
 		return &UnknownKeyError{KeyID: e.KeyID, EventID: e.EventID}
 	}
-	msg, err := SigningBytes(e)
+	msg, err := signingBytes(e, false) // b is canonical: just made
 	if err != nil {
 		return err
 	}
