@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
@@ -299,17 +298,6 @@ func (pc *proposalCtx) decideControls(s []aggregates.State, out [][]kernel.Event
 		}
 	}
 	return nil
-}
-
-// dispatchGates holds, per gateway, a function run right before an
-// executor decides its dispatch-start: tests pause a worker there to let
-// another executor take the operation over.
-var dispatchGates sync.Map // *Gateway -> func(attemptID string)
-
-func (g *Gateway) beforeDispatchStart(attemptID string) {
-	if f, ok := dispatchGates.Load(g); ok {
-		f.(func(string))(attemptID)
-	}
 }
 
 // Operator verbs of authorization and evidence.

@@ -541,55 +541,6 @@ func TestAuthzChildRunsRace(t *testing.T) {
 	}
 }
 
-// TestAuthzFencedWorker: a worker paused right before its dispatch-start
-// wakes after an operator's close-attempt took the operation over; its
-// dispatch-start is refused executor_fenced (recorded, signed), the
-// provider is never called and the hold is released.
-func TestAuthzFencedWorker(t *testing.T) {
-	e, _ := authzEnv(t, "authz.toml")
-	e.admit("run_f", "agent_email", 10, 100000)
-	paused, wake := make(chan string, 1), make(chan struct{})
-	dispatchGates.Store(e.rt.Gateway, func(attemptID string) {
-		paused <- attemptID
-		<-wake
-	})
-	t.Cleanup(func() { dispatchGates.Delete(e.rt.Gateway) })
-	done := make(chan Reply, 1)
-	nc := e.client("acme", "agent_email")
-	go func() { done <- e.propose(nc, "acme", "agent_email", refund("run_f", "f1", "ord_f", 5000)) }()
-	var attempt string
-	select {
-	case attempt = <-paused:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the worker never reached its dispatch-start")
-	}
-	if b := e.exposure()["ord_f"]; b.Held != 5000 {
-		t.Fatalf("before takeover: %+v", b)
-	}
-	if r := e.op("close-attempt", OpRequest{AttemptID: attempt, Reason: "executor presumed dead"}); !r.OK {
-		t.Fatalf("close-attempt: %+v", r)
-	}
-	close(wake)
-	r := <-done
-	wantRefused(t, "woken worker", r, kernel.CodeExecutorFenced)
-	if st := e.prov.Stats(); st.Calls != 0 {
-		t.Fatalf("a fenced worker called the provider: %+v", st)
-	}
-	if b := e.exposure()["ord_f"]; b != (kernel.Balance{Limit: 100000, Available: 100000}) {
-		t.Fatalf("after takeover: %+v", b)
-	}
-	subject, _ := events.Subject("acme", "refusal", "agent_email")
-	var found bool
-	for _, ev := range e.signed(subject) {
-		if pr, ok := ev.(kernel.ProposalRefused); ok && pr.Code == kernel.CodeExecutorFenced && strings.Contains(pr.Reason, attempt) {
-			found = true
-		}
-	}
-	if !found {
-		t.Fatal("the fenced dispatch-start left no signed record")
-	}
-}
-
 // TestAuthzEvidenceGate is the seed's ord_881/ord_992 conflict end to end:
 // evidence comes only from the operator registry; with the conflict
 // unresolved the refund is refused evidence_insufficient with the gate in

@@ -181,9 +181,13 @@ func rowsOf(holds []kernel.GuaranteeHold) []GuaranteeRow {
 	return rows
 }
 
-// run opens the operation and reserves (or records the refusal) in one
-// atomic append over the operation and every resource ledger, then gates,
-// dispatches and settles.
+// run opens the operation, reserves and makes the dispatch-start (or
+// records the refusal) in one atomic append over the operation, every
+// resource ledger, the run and the approval, then calls the provider and
+// settles. The dispatch-start is durable before the provider is called, as
+// a separate append would make it, one durable round trip sooner; and a
+// crash can no longer leave an attempt reserved but unstarted
+// (docs/decisions.md).
 func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 	g := pc.g
 	opened := kernel.OperationOpened{OperationID: g.ids.New(), Principal: pc.principal, RunID: pc.p.RunID,
@@ -215,8 +219,8 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 			}
 			if refusal == nil {
 				for i, b := range pc.bound {
-					rd := kernel.DecideExposure(s[i+1].(*kernel.Ledger), kernel.Reserve{GuaranteeID: b.def.ID, Resource: b.resource,
-						AttemptID: attemptID, OperationID: opened.OperationID, Amount: b.amount, Limit: b.def.Limit, DefinitionDigest: b.digest})
+					rd := kernel.DecideExposure(s[i+1].(*kernel.Ledger), kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: b.def.ID, Resource: b.resource,
+						AttemptID: attemptID, OperationID: opened.OperationID, Amount: b.amount, Limit: b.def.Limit, DefinitionDigest: b.digest}})
 					if rd.Refusal != nil {
 						refusal = rd.Refusal
 						break
@@ -239,7 +243,8 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 			for _, b := range pc.bound {
 				hr = append(hr, kernel.HoldRef{GuaranteeID: b.def.ID, Resource: b.resource, Amount: b.amount})
 			}
-			out[0] = append(out[0], kernel.OperationReserved{AttemptID: attemptID, Generation: 1, Holds: hr})
+			out[0] = append(out[0], kernel.OperationReserved{AttemptID: attemptID, Generation: 1, Holds: hr},
+				kernel.OperationDispatchStarted{AttemptID: attemptID, Generation: 1})
 			return out, nil
 		},
 		Done: func(s []aggregates.State) {
@@ -286,45 +291,10 @@ func (pc *proposalCtx) unknownReply(err error) Reply {
 		Reason: "the ledger could not be reached; resend the same proposal to learn its outcome: " + err.Error()}
 }
 
-// dispatch makes the durable dispatch-start (fenced by the executor
-// generation), calls the provider once, and settles.
+// dispatch calls the provider once for an attempt whose dispatch-start is
+// stored, and settles.
 func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generation uint64) Reply {
 	g := pc.g
-	g.beforeDispatchStart(attemptID)
-	res, err := g.engine.Do(ctx, aggregates.Tx{
-		Tenant: pc.tenant,
-		Refs:   pc.refs(),
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			op := s[0].(*kernel.Operation)
-			if r := kernel.CheckFence(op, generation); r != nil {
-				return nil, r
-			}
-			out := make([][]kernel.Event, len(s))
-			for i := range pc.bound {
-				d := kernel.DecideExposure(s[i+1].(*kernel.Ledger), kernel.StartDispatch{AttemptID: attemptID})
-				if d.Refusal != nil {
-					return nil, d.Refusal
-				}
-				out[i+1] = d.Events
-			}
-			out[0] = []kernel.Event{kernel.OperationDispatchStarted{AttemptID: attemptID, Generation: generation}}
-			return out, nil
-		},
-	})
-	if err != nil {
-		// The dispatch-start may or may not be stored: do not call the
-		// provider. The reconciler resolves the attempt either way.
-		return pc.unknownReply(err)
-	}
-	if res.Refusal != nil {
-		g.incident(pc.tenant, "dispatch_start_refused", attemptID, res.Refusal)
-		// The operation now belongs to another executor generation, which
-		// this one may not write: the refusal is recorded on the
-		// principal's refusal subject.
-		g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, &kernel.Refusal{Code: res.Refusal.Code,
-			Reason: "attempt " + attemptID + ": " + res.Refusal.Reason})
-		return Reply{Status: kernel.StatusRefused, Code: res.Refusal.Code, Reason: res.Refusal.Reason, ActionDigest: pc.digest, AttemptID: attemptID}
-	}
 	g.hooks.afterDispatchStart(attemptID)
 	obs := g.adapter(pc.cp).Dispatch(ctx, attemptID, pc.args)
 	g.hooks.afterProviderCall(attemptID)

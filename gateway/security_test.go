@@ -385,35 +385,63 @@ func TestSecurityApprovalReplay(t *testing.T) {
 }
 
 // TestSecurityStaleExecutor: an executor whose operation was taken over
-// cannot act. (1) Paused before its dispatch-start while an operator
-// closes the attempt, it is refused executor_fenced, never calls the
-// provider, and the refusal is signed. (2) Paused after its dispatch-start
-// (the provider call is already allowed) while reconciliation takes the
-// operation over, its own observation is refused executor_fenced: only the
-// current generation records outcomes, and the hold stays until
-// reconciliation reads the provider.
+// cannot act. (1) The provider is called only once the reservation and the
+// dispatch-start are stored together: paused right after its dispatch-start,
+// the executor's attempt is already started on the operation and the
+// ledger, and nothing reached the provider; there is no moment at which an
+// operator could close the attempt as unstarted while the executor goes on
+// to dispatch it (close-attempt is refused dispatch_active). (2) Paused
+// after its dispatch-start (the provider call is already allowed) while
+// reconciliation takes the operation over, its own observation is refused
+// executor_fenced: only the current generation records outcomes, and the
+// hold stays until reconciliation reads the provider.
 func TestSecurityStaleExecutor(t *testing.T) {
-	t.Run("before-dispatch-start", func(t *testing.T) {
-		e := startEnv(t)
+	t.Run("started-before-dispatch", func(t *testing.T) {
+		prov := provider.New()
+		hs := httptest.NewServer(prov.Handler())
+		t.Cleanup(hs.Close)
+		dir := t.TempDir()
 		paused, wake := make(chan string, 1), make(chan struct{})
-		dispatchGates.Store(e.rt.Gateway, func(id string) { paused <- id; <-wake })
-		t.Cleanup(func() { dispatchGates.Delete(e.rt.Gateway) })
+		rt, err := Boot(testConfig(t, dir, hs.URL), BootOptions{Hooks: Hooks{AfterDispatchStart: func(id string) { paused <- id; <-wake }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rt.Close)
+		e := &env{t: t, rt: rt, prov: prov, dir: dir}
 		done := make(chan Reply, 1)
 		nc := e.client("acme", "agent_email")
 		go func() { done <- e.propose(nc, "acme", "agent_email", refund("run_s", "s1", "ord_s", 5000)) }()
 		attempt := <-paused
-		if r := e.op("close-attempt", OpRequest{AttemptID: attempt, Reason: "executor presumed dead"}); !r.OK {
-			t.Fatalf("close-attempt: %+v", r)
+		opSubject, _ := events.Subject("acme", "operation", "run_s", "s1")
+		var reserved, started bool
+		for _, ev := range e.signed(opSubject) {
+			switch ev := ev.(type) {
+			case kernel.OperationReserved:
+				reserved = reserved || ev.AttemptID == attempt
+			case kernel.OperationDispatchStarted:
+				started = started || (ev.AttemptID == attempt && reserved)
+			}
+		}
+		ledger, _ := events.ExposureSubject("acme", "refunds-per-order", "ord_s")
+		var ledgerStarted bool
+		for _, ev := range e.signed(ledger) {
+			if ds, ok := ev.(kernel.ExposureDispatchStarted); ok && ds.AttemptID == attempt {
+				ledgerStarted = true
+			}
+		}
+		if !started || !ledgerStarted || prov.Stats().Calls != 0 {
+			t.Fatalf("before the provider call: operation started %v, ledger started %v, provider %+v", started, ledgerStarted, prov.Stats())
+		}
+		if r := e.op("close-attempt", OpRequest{AttemptID: attempt, Reason: "executor presumed dead"}); r.Code != kernel.CodeDispatchActive {
+			t.Fatalf("close-attempt of a started attempt: %+v", r)
 		}
 		close(wake)
-		r := <-done
-		if r.Status != kernel.StatusRefused || r.Code != kernel.CodeExecutorFenced {
-			t.Fatalf("stale executor: %+v", r)
+		if r := <-done; r.Status != kernel.StatusApplied {
+			t.Fatalf("the executor's own dispatch: %+v", r)
 		}
-		if e.prov.Stats().Calls != 0 {
-			t.Fatal("a fenced executor called the provider")
+		if bal := e.op("exposure", OpRequest{Resource: "ord_s"}).Exposure[0].Balance; bal.Committed != 5000 || bal.Held != 0 {
+			t.Fatalf("after the dispatch: %+v", bal)
 		}
-		wantSignedRefusal(t, e.rt, "acme", "agent_email", "", "", kernel.CodeExecutorFenced)
 	})
 	t.Run("after-dispatch-start", func(t *testing.T) {
 		prov := provider.New()

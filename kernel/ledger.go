@@ -182,6 +182,15 @@ type Reserve struct {
 // StartDispatch asks to open the dispatch gate for an attempt.
 type StartDispatch struct{ AttemptID string }
 
+// ReserveStarted is a Reserve whose dispatch gate opens in the same
+// decision: the reservation's events, then the dispatch-start. A runtime
+// that makes both durable in one atomic append before it calls the provider
+// (the gateway) saves a whole durable round trip per proposal, and no
+// attempt is ever left reserved but unstarted by a crash between the two.
+// It decides exactly what Reserve then StartDispatch decide one after the
+// other (TestReserveStartedIsReserveThenStart).
+type ReserveStarted struct{ Reserve }
+
 // Observe records a provider or reconciliation report for an attempt.
 type Observe struct {
 	AttemptID string
@@ -203,11 +212,12 @@ type AssertAbsence struct {
 	ArtifactRef string
 }
 
-func (Reserve) command()       {}
-func (StartDispatch) command() {}
-func (Observe) command()       {}
-func (Close) command()         {}
-func (AssertAbsence) command() {}
+func (Reserve) command()        {}
+func (ReserveStarted) command() {}
+func (StartDispatch) command()  {}
+func (Observe) command()        {}
+func (Close) command()          {}
+func (AssertAbsence) command()  {}
 
 // DecideExposure decides a command against the ledger of one resource. It
 // does not change l; the caller appends the events and folds them with Apply.
@@ -215,6 +225,17 @@ func DecideExposure(l *Ledger, cmd Command) Decision {
 	switch c := cmd.(type) {
 	case Reserve:
 		return decideReserve(l, c)
+	case ReserveStarted:
+		d := decideReserve(l, c.Reserve)
+		if d.Refusal != nil {
+			return d
+		}
+		if len(d.Events) == 0 {
+			// The attempt already holds its reservation: start it as is.
+			return DecideExposure(l, StartDispatch{AttemptID: c.AttemptID})
+		}
+		// A new receipt is reserved, so its gate opens.
+		return Decision{Events: append(d.Events, ExposureDispatchStarted{AttemptID: c.AttemptID})}
 	case StartDispatch:
 		r, ok := l.Receipt(c.AttemptID)
 		switch {

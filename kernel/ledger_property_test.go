@@ -127,3 +127,79 @@ func TestApplyRefusesForeignEvents(t *testing.T) {
 		t.Fatalf("refused events changed the ledger: %+v", l.Balance())
 	}
 }
+
+// TestReserveStartedIsReserveThenStart: over random ledgers (reservations
+// of all kinds, starts, observations, closes, absence assertions), the one
+// decision ReserveStarted is exactly Reserve then StartDispatch decided one
+// after the other: the same events in the same order, or the same refusal
+// (the reservation's, or the start's when the reservation decided nothing).
+func TestReserveStartedIsReserveThenStart(t *testing.T) {
+	outcomes := []Outcome{OutcomeApplied, OutcomeNotApplied, OutcomePending, OutcomeUnknown}
+	compared := map[string]int{}
+	for seed := int64(1); seed <= 100; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		var l Ledger
+		limit := int64(1 + rng.Intn(3000))
+		attempt := func() string { return fmt.Sprintf("a%d", rng.Intn(40)) }
+		reserve := func() Reserve {
+			return Reserve{GuaranteeID: "g", Resource: "r", AttemptID: attempt(), OperationID: fmt.Sprintf("o%d", rng.Intn(20)),
+				Amount: int64(rng.Intn(900)) - 5, Limit: limit, DefinitionDigest: []string{"d", "d", "d", "other"}[rng.Intn(4)]}
+		}
+		for step := 0; step < 300; step++ {
+			r := reserve()
+			if n := len(l.Receipts); n > 0 && rng.Intn(3) == 0 {
+				// The exact reservation of a receipt again (a retry).
+				rc := l.Receipts[rng.Intn(n)]
+				r.AttemptID, r.OperationID, r.Amount, r.DefinitionDigest = rc.AttemptID, rc.OperationID, rc.Amount, "d"
+			}
+			got := DecideExposure(&l, ReserveStarted{r})
+			want := DecideExposure(&l, r)
+			kind := "refused"
+			if want.Refusal == nil {
+				c := l.Clone()
+				for _, ev := range want.Events {
+					if err := c.Apply(ev); err != nil {
+						t.Fatal(err)
+					}
+				}
+				start := DecideExposure(c, StartDispatch{AttemptID: r.AttemptID})
+				if start.Refusal != nil {
+					want = start
+					kind = "start refused"
+				} else {
+					want.Events = append(want.Events, start.Events...)
+					kind = fmt.Sprint(len(want.Events), " events")
+				}
+			}
+			compared[kind]++
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("seed %d step %d: ReserveStarted %+v\nReserve then StartDispatch %+v", seed, step, got, want)
+			}
+			// Move the ledger on with a random command.
+			var cmd Command
+			switch rng.Intn(5) {
+			case 0:
+				cmd = reserve()
+			case 1:
+				cmd = StartDispatch{AttemptID: attempt()}
+			case 2:
+				cmd = Observe{AttemptID: attempt(), Outcome: outcomes[rng.Intn(len(outcomes))], Source: "provider"}
+			case 3:
+				cmd = Close{AttemptID: attempt(), Reason: "test"}
+			case 4:
+				cmd = AssertAbsence{AttemptID: attempt(), Operator: "op", ArtifactRef: "ref"}
+			}
+			for _, ev := range DecideExposure(&l, cmd).Events {
+				if err := l.Apply(ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	// Every branch was compared, not only refusals.
+	for _, k := range []string{"refused", "start refused", "2 events", "1 events", "0 events"} {
+		if compared[k] == 0 {
+			t.Fatalf("no case of %q among %v", k, compared)
+		}
+	}
+}
