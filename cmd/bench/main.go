@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"image/color"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -37,8 +38,16 @@ func main() {
 		skipPG     = flag.Bool("skip-postgres", false, "skip the PostgreSQL peer")
 		relaxed    = flag.Bool("relaxed", true, "also measure the relaxed setting")
 		cpuprof    = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
+		onlyRe     = flag.String("only", "", "measure only the workloads whose name matches this regular expression (the report then holds only those)")
 	)
 	flag.Parse()
+	if *onlyRe != "" {
+		re, err := regexp.Compile(*onlyRe)
+		if err != nil {
+			fail(err)
+		}
+		only = re
+	}
 	if *cpuprof != "" {
 		f, err := os.Create(*cpuprof)
 		if err != nil {
@@ -95,16 +104,25 @@ func main() {
 	}
 	for _, durable := range modes {
 		d := bench.Durability(durable)
+		if skip(gRawOne, gRawBatch, gUniform, gHot) && skip(gProposals, gProposalsHot) {
+			continue
+		}
 		progress("== JetStream (%s): raw appends and reservations", d)
 		n, err := bench.StartNATS(tmp, durable)
 		if err != nil {
 			fail(err)
 		}
 		for _, c := range []int{1, 8, 64} {
+			if skip(gRawOne) {
+				break
+			}
 			r.add(bench.Measure(ctx, cfg, bench.Point{Group: gRawOne, Name: "jetstream", Durability: d, Concurrency: c, Unit: "append"},
 				n.RawAppend(c), progress))
 		}
 		for _, c := range []int{1, 8} {
+			if skip(gRawBatch) {
+				break
+			}
 			p := bench.Measure(ctx, cfg, bench.Point{Group: gRawBatch, Name: "jetstream", Durability: d, Concurrency: c, Unit: "batch"},
 				n.RawBatch(c, 100), progress)
 			p.PerOp, p.Unit = 100, "event"
@@ -112,37 +130,54 @@ func main() {
 		}
 		eng := n.Engine()
 		for _, c := range []int{1, 8, 64} {
+			if skip(gUniform) {
+				break
+			}
 			r.add(measureEngine(ctx, cfg, eng, bench.Point{Group: gUniform, Name: "ours", Durability: d, Concurrency: c, Unit: "reservation"},
 				bench.Reservations(eng, bench.Uniform(d)), progress))
 			peer(gUniform, d, durable, c, bench.Uniform(d))
 		}
 		for _, c := range []int{1, 8, 32, 64} {
+			if skip(gHot) {
+				break
+			}
 			r.add(measureEngine(ctx, cfg, eng, bench.Point{Group: gHot, Name: "ours", Durability: d, Concurrency: c, Unit: "reservation"},
 				bench.Reservations(eng, bench.Hot(fmt.Sprint(d, c))), progress))
 			peer(gHot, d, durable, c, bench.Hot(fmt.Sprint(d, c)))
 		}
 		n.Close()
 
+		if skip(gProposals, gProposalsHot) {
+			continue
+		}
 		progress("== governed proposals over NATS (%s)", d)
 		g, err := bench.StartGateway(tmp, durable, 64)
 		if err != nil {
 			fail(err)
 		}
 		for _, c := range []int{1, 8, 64} {
+			if skip(gProposals) {
+				break
+			}
 			r.add(measureEngine(ctx, cfg, g.RT.Gateway.Engine(), bench.Point{Group: gProposals, Name: "ours", Durability: d, Concurrency: c, Unit: "proposal"},
 				g.Proposals(bench.Uniform("p"+d)), progress))
 		}
-		r.add(measureEngine(ctx, cfg, g.RT.Gateway.Engine(), bench.Point{Group: gProposalsHot, Name: "ours", Durability: d, Concurrency: 32, Unit: "proposal"},
-			g.Proposals(bench.Hot("p"+d)), progress))
+		if !skip(gProposalsHot) {
+			r.add(measureEngine(ctx, cfg, g.RT.Gateway.Engine(), bench.Point{Group: gProposalsHot, Name: "ours", Durability: d, Concurrency: 32, Unit: "proposal"},
+				g.Proposals(bench.Hot("p"+d)), progress))
+		}
 		g.Close()
 	}
 
 	progress("== kernel decisions alone")
 	for _, c := range []int{1, 2} {
+		if skip(gKernel) {
+			break
+		}
 		r.add(bench.Measure(ctx, cfg, bench.Point{Group: gKernel, Name: "kernel", Durability: "-", Concurrency: c, Unit: "decision"}, bench.KernelDecisions(c), progress))
 	}
 
-	if *coldEvents > 0 {
+	if *coldEvents > 0 && !skip(gCold) {
 		progress("== cold loads in a %d-event stream", *coldEvents)
 		n, err := bench.StartNATS(tmp, false)
 		if err != nil {
@@ -190,6 +225,22 @@ func measureEngine(ctx context.Context, cfg bench.Config, eng *aggregates.Engine
 		}
 	}
 	return p
+}
+
+// only, when set, selects the workloads to measure (-only).
+var only *regexp.Regexp
+
+// skip reports whether none of the groups is selected.
+func skip(groups ...string) bool {
+	if only == nil {
+		return false
+	}
+	for _, g := range groups {
+		if only.MatchString(g) {
+			return false
+		}
+	}
+	return true
 }
 
 // onFail is run before a failure exits: it stops the PostgreSQL server.
@@ -312,18 +363,21 @@ func (r *report) markdown(chart string) ([]byte, string) {
 		}
 		fmt.Fprintf(&s, "- %s: %s (%s)\n", name, mark, got)
 	}
-	u64, _ := r.find(gUniform, "ours", "durable", 64)
-	goal(">= 10k reservations/s over 10k resources with 64 agents", u64.Rate() >= 10_000, fmt.Sprintf("%.0f/s", u64.Rate()))
-	pg64 := r.rate(gUniform, "postgres", "durable", 64)
-	if pg64 > 0 {
+	u64, uok := r.find(gUniform, "ours", "durable", 64)
+	if uok {
+		goal(">= 10k reservations/s over 10k resources with 64 agents", u64.Rate() >= 10_000, fmt.Sprintf("%.0f/s", u64.Rate()))
+	}
+	if pg64 := r.rate(gUniform, "postgres", "durable", 64); uok && pg64 > 0 {
 		goal(">= 2x the PostgreSQL peer on the same workload (64 clients)", u64.Rate() >= 2*pg64, fmt.Sprintf("%.2fx", u64.Rate()/pg64))
 	}
-	p64, _ := r.find(gProposals, "ours", "durable", 64)
-	goal(">= 2.5k governed proposals/s with p99 < 20 ms (64 agents)", p64.Rate() >= 2500 && p64.P99 < 20*time.Millisecond,
-		fmt.Sprintf("%.0f/s, p99 %s ms", p64.Rate(), ms(p64.P99)))
-	h32, _ := r.find(gHot, "ours", "durable", 32)
-	goal("hot resource, 32 agents: >= 50% of the uniform rate and p99 < 25 ms", h32.Rate() >= u64.Rate()/2 && h32.P99 < 25*time.Millisecond,
-		fmt.Sprintf("%.0f%% of %.0f/s, p99 %s ms", 100*h32.Rate()/max(u64.Rate(), 1), u64.Rate(), ms(h32.P99)))
+	if p64, ok := r.find(gProposals, "ours", "durable", 64); ok {
+		goal(">= 2.5k governed proposals/s with p99 < 20 ms (64 agents)", p64.Rate() >= 2500 && p64.P99 < 20*time.Millisecond,
+			fmt.Sprintf("%.0f/s, p99 %s ms", p64.Rate(), ms(p64.P99)))
+	}
+	if h32, ok := r.find(gHot, "ours", "durable", 32); ok && uok {
+		goal("hot resource, 32 agents: >= 50% of the uniform rate and p99 < 25 ms", h32.Rate() >= u64.Rate()/2 && h32.P99 < 25*time.Millisecond,
+			fmt.Sprintf("%.0f%% of %.0f/s, p99 %s ms", 100*h32.Rate()/max(u64.Rate(), 1), u64.Rate(), ms(h32.P99)))
+	}
 	if cl, ok := r.find(gCold, "snapshot+tail", "-", 1); ok {
 		goal(fmt.Sprintf("cold load of one resource in a %d-event stream: p99 < 5 ms", r.coldEvents), cl.P99 < 5*time.Millisecond, fmt.Sprintf("p99 %s ms", ms(cl.P99)))
 	}
