@@ -101,7 +101,10 @@ func EncodeSnapshot(signer events.Signer, subject string, seq uint64, eventID st
 // decodes its state.
 func decodeSnapshot(ref Ref, pub ed25519.PublicKey, data []byte) (State, snapshotDoc, error) {
 	var doc snapshotDoc
-	if err := strictJSON(data, &doc); err != nil {
+	// The fields decoded here are what the signature is checked against,
+	// and the state is decoded only once its checksum, which the signature
+	// covers, matches: kernel.KnownJSON (no duplicate-member walk) suffices.
+	if err := kernel.KnownJSON(data, &doc); err != nil {
 		return nil, doc, err
 	}
 	switch {
@@ -127,7 +130,7 @@ func decodeSnapshot(ref Ref, pub ed25519.PublicKey, data []byte) (State, snapsho
 	if !ok {
 		return nil, doc, fmt.Errorf("state %T cannot be restored from a snapshot", st)
 	}
-	if err := strictJSON(doc.State, sn); err != nil {
+	if err := kernel.KnownJSON(doc.State, sn); err != nil {
 		return nil, doc, err
 	}
 	if err := sn.Rebuild(); err != nil {
@@ -141,8 +144,6 @@ func decodeSnapshot(ref Ref, pub ed25519.PublicKey, data []byte) (State, snapsho
 	return sn, doc, nil
 }
 
-// strictJSON is kernel.StrictJSON: the one strict decoder.
-func strictJSON(b []byte, v any) error { return kernel.StrictJSON(b, v) }
 
 // fromSnapshot restores ref's state from its latest snapshot and the tail
 // after it. ok is false when there is no usable snapshot.

@@ -141,6 +141,7 @@ type JetStore struct {
 
 	mu         sync.Mutex
 	replicated int // 0 unknown, 1 single replica, 2 replicated (see leaderReads)
+	replies    batchReplies
 	// ReadBatch is the number of messages asked per Direct Get batch request
 	// (default 256). Set before first use.
 	ReadBatch int

@@ -160,3 +160,22 @@ func prepareAppend(items []AppendItem) ([]encodedItem, error) {
 	}
 	return out, nil
 }
+
+// ReplayValid is s.Replay for followers that must not be blinded for good
+// by one stored message that is not a valid event (nobody but the runtime
+// may write the stream, so such a message is a defect or an attack stopped
+// elsewhere): it skips each one, after calling skipped with its error, and
+// goes on. last returns the follower's last folded sequence (fn advances
+// it); the replay resumes after it, or after the skipped message.
+func ReplayValid(ctx context.Context, s Store, last func() uint64, fn func(Stored) error, skipped func(*CorruptError)) error {
+	from := last() + 1
+	for {
+		err := s.Replay(ctx, from, fn)
+		var corrupt *CorruptError
+		if !errors.As(err, &corrupt) || corrupt.Seq < from || corrupt.Seq <= last() {
+			return err
+		}
+		skipped(corrupt)
+		from = corrupt.Seq + 1
+	}
+}

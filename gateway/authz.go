@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -407,9 +406,7 @@ func strictDecode(body []byte, into any) error {
 	if r != nil {
 		return errors.New(r.Reason)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	return dec.Decode(into)
+	return kernel.DecodeRequest(body, into)
 }
 
 func (g *Gateway) opGrant(ctx context.Context, tc *TenantConfig, operator string, grant bool, req GrantRequest) OpReply {

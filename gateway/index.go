@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -48,69 +47,61 @@ func newIndex() *index {
 func (x *index) catchUp(ctx context.Context, store events.Store) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for {
-		err := x.replay(ctx, store)
-		var corrupt *events.CorruptError
-		if !errors.As(err, &corrupt) || corrupt.Seq <= x.seq {
-			return err
-		}
-		// A stored message that is not a valid event (nobody but the
-		// runtime may write the stream, so this is a defect or an attack
-		// already stopped elsewhere): skip it and say so, rather than
-		// blinding every operator verb and the reconciler for good. The
-		// audit verifier reports it.
-		x.skipped = append(x.skipped, corrupt.Seq)
-		x.seq = corrupt.Seq
-	}
+	// A stored message that is not a valid event is skipped and counted
+	// rather than blinding every operator verb and the reconciler for
+	// good; the audit verifier reports it.
+	return events.ReplayValid(ctx, store, func() uint64 { return x.seq }, x.apply, func(c *events.CorruptError) {
+		x.skipped = append(x.skipped, c.Seq)
+		x.seq = c.Seq
+	})
 }
 
-func (x *index) replay(ctx context.Context, store events.Store) error {
-	return store.Replay(ctx, x.seq+1, func(st events.Stored) error {
-		x.seq = st.Seq
-		tok := strings.Split(st.Subject, ".")
-		if len(tok) < 4 {
+// apply folds one stored event into the index.
+func (x *index) apply(st events.Stored) error {
+	x.seq = st.Seq
+	tok := strings.Split(st.Subject, ".")
+	if len(tok) < 4 {
+		return nil
+	}
+	ev, err := kernel.DecodeEvent(st.Envelope.Type, st.Envelope.V, st.Envelope.Body)
+	if err != nil {
+		return nil // not a kernel event (another writer's); the verifier reports it
+	}
+	at, _ := time.Parse(events.TimeLayout, st.Envelope.Time)
+	tenant := tok[2]
+	switch tok[3] {
+	case "exposure":
+		e := x.ledgers[st.Subject]
+		if e == nil {
+			e = &ledgerEntry{tenant: tenant, subject: st.Subject}
+			x.ledgers[st.Subject] = e
+		}
+		_ = e.l.Apply(ev)
+	case "operation":
+		e := x.ops[st.Subject]
+		if e == nil {
+			e = &opEntry{tenant: tenant, subject: st.Subject, startedAt: map[string]time.Time{}, reservedAt: map[string]time.Time{}}
+			x.ops[st.Subject] = e
+		}
+		if e.op.Apply(ev) != nil {
 			return nil
 		}
-		ev, err := kernel.DecodeEvent(st.Envelope.Type, st.Envelope.V, st.Envelope.Body)
-		if err != nil {
-			return nil // not a kernel event (another writer's); the verifier reports it
+		switch o := ev.(type) {
+		case kernel.OperationReserved:
+			x.attempts[o.AttemptID] = st.Subject
+			e.reservedAt[o.AttemptID] = at
+		case kernel.OperationDispatchStarted:
+			e.startedAt[o.AttemptID] = at
 		}
-		at, _ := time.Parse(events.TimeLayout, st.Envelope.Time)
-		tenant := tok[2]
-		switch tok[3] {
-		case "exposure":
-			e := x.ledgers[st.Subject]
-			if e == nil {
-				e = &ledgerEntry{tenant: tenant, subject: st.Subject}
-				x.ledgers[st.Subject] = e
-			}
-			_ = e.l.Apply(ev)
-		case "operation":
-			e := x.ops[st.Subject]
-			if e == nil {
-				e = &opEntry{tenant: tenant, subject: st.Subject, startedAt: map[string]time.Time{}, reservedAt: map[string]time.Time{}}
-				x.ops[st.Subject] = e
-			}
-			if e.op.Apply(ev) != nil {
-				return nil
-			}
-			switch o := ev.(type) {
-			case kernel.OperationReserved:
-				x.attempts[o.AttemptID] = st.Subject
-				e.reservedAt[o.AttemptID] = at
-			case kernel.OperationDispatchStarted:
-				e.startedAt[o.AttemptID] = at
-			}
-		case "control":
-			c := x.control[tenant]
-			if c == nil {
-				c = &kernel.Control{}
-				x.control[tenant] = c
-			}
-			_ = c.Apply(ev)
+	case "control":
+		c := x.control[tenant]
+		if c == nil {
+			c = &kernel.Control{}
+			x.control[tenant] = c
 		}
-		return nil
-	})
+		_ = c.Apply(ev)
+	}
+	return nil
 }
 
 // ExposureRow is one resource's balances in the operator view.

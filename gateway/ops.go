@@ -3,10 +3,8 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
@@ -70,13 +68,8 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 	}
 	var req OpRequest
 	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
+		if err := kernel.DecodeRequest(body, &req); err != nil {
 			return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
-		}
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			return opRefused(kernel.CodeRequestMalformed, "request has trailing data")
 		}
 	}
 	if err := g.index.catchUp(ctx, g.store); err != nil {

@@ -23,6 +23,7 @@ func FuzzParseProposal(f *testing.F) {
 		`{"run_id":"r","operation_key":"k","capability_id":"c","arguments":[]}`,
 		`{"run_id":"r","operation_key":"k","capability_id":"c","arguments":{"a":1e400}} trailing`,
 		`{"run_id":"r","run_id":"s","operation_key":"k","capability_id":"c","arguments":{}}`,
+		`{"RUN_ID":"r","operation_key":"k","capability_id":"c","arguments":{}}`,
 		"{\"run_id\":\"\xff\",\"operation_key\":\"k\",\"capability_id\":\"c\",\"arguments\":{}}",
 		`{"run_id":"r","operation_key":"k","capability_id":"c","arguments":{},"evidence_refs":[""],"approval_id":"a"}`} {
 		f.Add([]byte(s))
@@ -97,6 +98,7 @@ func TestHostileProposals(t *testing.T) {
 		{"trailing data", append(raw("t", `{"order_id":"ord_1","amount_minor":5}`), []byte(`{}`)...), []kernel.Code{kernel.CodeRequestMalformed}},
 		{"arguments not an object", raw("a", `"ord_1"`), []kernel.Code{kernel.CodeRequestMalformed}},
 		{"resource not a string", raw("r", `{"order_id":881,"amount_minor":5}`), []kernel.Code{kernel.CodeResourceInvalid}},
+		{"case-variant member name", []byte(`{"Run_ID":"r","operation_key":"k","capability_id":"adp_payments.issue_refund","arguments":{}}`), []kernel.Code{kernel.CodeRequestMalformed}},
 		{"duplicate keys in arguments", raw("dup", `{"order_id":"ord_2","amount_minor":100000,"order_id":"ord_1","amount_minor":1}`), []kernel.Code{kernel.CodeRequestMalformed}},
 	}
 	calls := e.prov.Stats().Calls

@@ -1,12 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"unicode/utf8"
 
 	"github.com/contextos/ledger/kernel"
 )
@@ -49,30 +45,17 @@ type GuaranteeRow struct {
 // maxIDBytes bounds run ids, operation keys and capability ids.
 const maxIDBytes = 256
 
-// ParseProposal decodes a proposal strictly: one JSON object, no unknown
-// fields, no trailing data, arguments an object, ids present and bounded.
+// ParseProposal decodes a proposal strictly (kernel.DecodeRequest: one JSON
+// object, no member twice, exact member names, no unknown fields, no
+// trailing data), with arguments an object and ids present and bounded.
 // Errors carry request_malformed.
 func ParseProposal(b []byte) (Proposal, *kernel.Refusal) {
 	bad := func(format string, args ...any) (Proposal, *kernel.Refusal) {
 		return Proposal{}, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: fmt.Sprintf(format, args...)}
 	}
-	if !utf8.Valid(b) {
-		return bad("proposal is not valid UTF-8")
-	}
-	if name, err := kernel.DuplicateKey(b); err != nil || name != "" {
-		if err != nil {
-			return bad("proposal is not valid JSON: %v", err)
-		}
-		return bad("proposal names %q twice", name)
-	}
 	var p Proposal
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return bad("proposal is not a valid JSON object: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return bad("proposal has trailing data")
+	if err := kernel.DecodeRequest(b, &p); err != nil {
+		return bad("proposal: %v", err)
 	}
 	for _, f := range []struct{ name, v string }{{"run_id", p.RunID}, {"operation_key", p.OperationKey}, {"capability_id", p.CapabilityID}} {
 		if f.v == "" {

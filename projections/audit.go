@@ -384,9 +384,17 @@ func runLoop(ctx context.Context, nc *nats.Conn, subject string, interval time.D
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var failing string // the error last logged: a lasting one is logged once
 	for {
-		if err := sync(ctx); err != nil && ctx.Err() == nil && logf != nil {
+		err := sync(ctx)
+		switch {
+		case ctx.Err() != nil || logf == nil:
+		case err != nil && err.Error() != failing:
+			failing = err.Error()
 			logf("projections: %v", err)
+		case err == nil && failing != "":
+			failing = ""
+			logf("projections: %s resumed", subject)
 		}
 		select {
 		case <-ctx.Done():

@@ -28,6 +28,9 @@ type ExposureView struct {
 	seq   uint64 // last stream sequence folded (any tenant)
 	folds map[string]*verifier.Fold
 	err   error // the error that stopped the fold, if any
+	// skipped holds the sequences of stored messages that are not valid
+	// events (see Sync).
+	skipped []uint64
 }
 
 // NewExposureView returns an empty view of the store's events; Sync or Run
@@ -79,9 +82,28 @@ func (v *ExposureView) Apply(st events.Stored) error {
 }
 
 // Sync folds every event stored after the view's sequence, up to the end of
-// the stream.
+// the stream. A stored message that is not a valid event is skipped and
+// counted (Skipped, and the metric contextos_exposure_view_skipped), as the
+// gateway's operator index does: the balances it shows are then those of the
+// valid events, which the engine (it refuses to load a subject holding such
+// a message) and the offline verifier (it reports it) agree on.
 func (v *ExposureView) Sync(ctx context.Context) error {
-	return v.store.Replay(ctx, v.Seq()+1, v.Apply)
+	return events.ReplayValid(ctx, v.store, v.Seq, v.Apply, func(c *events.CorruptError) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if c.Seq > v.seq {
+			v.skipped = append(v.skipped, c.Seq)
+			v.seq = c.Seq
+		}
+	})
+}
+
+// Skipped returns the sequences of stored messages Sync skipped because
+// they are not valid events.
+func (v *ExposureView) Skipped() []uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return append([]uint64(nil), v.skipped...)
 }
 
 // Run syncs until ctx is done: at start, on each event published under
@@ -163,6 +185,7 @@ func (v *ExposureView) metrics() []byte {
 		fmt.Fprintf(&b, "contextos_exposure_incidents{tenant=%s} %d\n", promLabel(vw.Tenant), len(vw.Incidents))
 	}
 	fmt.Fprintf(&b, "# HELP contextos_exposure_view_seq Last event stream sequence folded.\n# TYPE contextos_exposure_view_seq gauge\ncontextos_exposure_view_seq %d\n", v.Seq())
+	fmt.Fprintf(&b, "# HELP contextos_exposure_view_skipped Stored messages skipped because they are not valid events.\n# TYPE contextos_exposure_view_skipped gauge\ncontextos_exposure_view_skipped %d\n", len(v.Skipped()))
 	return []byte(b.String())
 }
 

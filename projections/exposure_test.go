@@ -3,6 +3,8 @@ package projections
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"net/http/httptest"
@@ -270,5 +272,91 @@ func TestExposureMetrics(t *testing.T) {
 		if !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "contextos_exposure_") {
 			t.Fatalf("malformed metrics line %q", line)
 		}
+	}
+}
+
+// TestExposureViewSkipsNonEvents: a stored message that is not a valid event
+// (only the runtime's own user can write one) is skipped and counted; the
+// view goes on folding the events after it, and its balances equal a fold
+// of the valid events alone.
+func TestExposureViewSkipsNonEvents(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(e, "acme", 41, []string{"ord_1", "ord_2"})
+	d.appendN(t, 30)
+	if _, err := e.js.Publish(context.Background(), "ctx.ev.acme.control", []byte(`{"not":"an event"}`)); err != nil {
+		t.Fatal(err)
+	}
+	d.appendN(t, 30)
+	v := NewExposureView(e.store)
+	if err := v.Sync(context.Background()); err != nil {
+		t.Fatalf("sync over a non-event: %v", err)
+	}
+	if got := v.Skipped(); len(got) != 1 {
+		t.Fatalf("skipped %v, want one message", got)
+	}
+	if err := v.Sync(context.Background()); err != nil || len(v.Skipped()) != 1 {
+		t.Fatalf("a second sync: %v, skipped %v", err, v.Skipped())
+	}
+	var all []events.Stored
+	if err := events.ReplayValid(context.Background(), e.store, func() uint64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return all[len(all)-1].Seq
+	}, func(s events.Stored) error { all = append(all, s); return nil }, func(*events.CorruptError) {}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := NewExposureView(e.store)
+	for _, s := range all {
+		if err := fresh.Apply(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(fresh.View("acme")) != fmt.Sprint(v.View("acme")) || v.Seq() != fresh.Seq() {
+		t.Fatalf("view over a skipped message %+v differs from the fold of the valid events %+v", v.View("acme"), fresh.View("acme"))
+	}
+	if !strings.Contains(string(v.metrics()), "contextos_exposure_view_skipped 1\n") {
+		t.Fatal("metrics do not count the skipped message")
+	}
+}
+
+// TestRunLoopLogsALastingErrorOnce: a sync that keeps failing the same way
+// is logged once, not at every poll; its end is logged too.
+func TestRunLoopLogsALastingErrorOnce(t *testing.T) {
+	var mu sync.Mutex
+	var logged []string
+	calls := 0
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = runLoop(ctx, nil, "ctx.ev.>", time.Millisecond, func(f string, a ...any) {
+			mu.Lock()
+			logged = append(logged, fmt.Sprintf(f, a...))
+			mu.Unlock()
+		}, func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			switch {
+			case calls <= 20:
+				return errors.New("stored message 7 is not a valid event")
+			case calls <= 25:
+				return nil
+			case calls <= 40:
+				return errors.New("store unreachable")
+			case calls <= 45:
+				return nil
+			}
+			cancel()
+			return nil
+		})
+	}()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"projections: stored message 7 is not a valid event", "projections: ctx.ev.> resumed", "projections: store unreachable", "projections: ctx.ev.> resumed"}
+	if fmt.Sprint(logged) != fmt.Sprint(want) {
+		t.Fatalf("logged %q, want %q", logged, want)
 	}
 }

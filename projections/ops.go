@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -201,13 +200,8 @@ func decodeRequest(body []byte, into any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
+	if err := kernel.DecodeRequest(body, into); err != nil {
 		return fmt.Errorf("request: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("request has trailing data")
 	}
 	return nil
 }
