@@ -144,7 +144,6 @@ func decodeSnapshot(ref Ref, pub ed25519.PublicKey, data []byte) (State, snapsho
 	return sn, doc, nil
 }
 
-
 // fromSnapshot restores ref's state from its latest snapshot and the tail
 // after it. ok is false when there is no usable snapshot.
 func (e *Engine) fromSnapshot(ctx context.Context, ref Ref) (st State, seq uint64, n int, last string, ok bool) {
