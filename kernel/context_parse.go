@@ -89,15 +89,7 @@ func decodeStrict(b []byte, kind byte, v any) error {
 	if err := checkKeys(b, kind); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
+	return KnownJSON(b, v)
 }
 
 // checkKeys walks the token stream of the first JSON value of b, checking

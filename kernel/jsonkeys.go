@@ -94,13 +94,8 @@ func DecodeRequest(b []byte, v any) error {
 	} else if name != "" {
 		return fmt.Errorf("member %q appears twice", clip(name))
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := KnownJSON(b, v); err != nil {
 		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the object")
 	}
 	return exactKeys(b, reflect.TypeOf(v))
 }

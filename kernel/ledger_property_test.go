@@ -19,20 +19,10 @@ func TestLedgerProperties(t *testing.T) {
 		limit := int64(1 + rng.Intn(5000))
 		attempt := func() string { return fmt.Sprintf("a%d", rng.Intn(60)) }
 		for step := 0; step < 400; step++ {
-			var cmd Command
-			switch rng.Intn(6) {
-			case 0, 1:
-				cmd = Reserve{GuaranteeID: "g", Resource: "r", AttemptID: attempt(), OperationID: fmt.Sprintf("o%d", rng.Intn(30)),
+			cmd := randomCommand(rng, 2, func() Reserve {
+				return Reserve{GuaranteeID: "g", Resource: "r", AttemptID: attempt(), OperationID: fmt.Sprintf("o%d", rng.Intn(30)),
 					Amount: int64(rng.Intn(1200)) - 10, Limit: limit, DefinitionDigest: "d"}
-			case 2:
-				cmd = StartDispatch{AttemptID: attempt()}
-			case 3:
-				cmd = Observe{AttemptID: attempt(), Outcome: outcomes[rng.Intn(len(outcomes))], Source: "provider"}
-			case 4:
-				cmd = Close{AttemptID: attempt(), Reason: "test"}
-			case 5:
-				cmd = AssertAbsence{AttemptID: attempt(), Operator: "op", ArtifactRef: "ref"}
-			}
+			}, attempt, outcomes)
 			before := l.Balance()
 			dec := DecideExposure(&l, cmd)
 			for _, ev := range dec.Events {
@@ -176,20 +166,7 @@ func TestReserveStartedIsReserveThenStart(t *testing.T) {
 				t.Fatalf("seed %d step %d: ReserveStarted %+v\nReserve then StartDispatch %+v", seed, step, got, want)
 			}
 			// Move the ledger on with a random command.
-			var cmd Command
-			switch rng.Intn(5) {
-			case 0:
-				cmd = reserve()
-			case 1:
-				cmd = StartDispatch{AttemptID: attempt()}
-			case 2:
-				cmd = Observe{AttemptID: attempt(), Outcome: outcomes[rng.Intn(len(outcomes))], Source: "provider"}
-			case 3:
-				cmd = Close{AttemptID: attempt(), Reason: "test"}
-			case 4:
-				cmd = AssertAbsence{AttemptID: attempt(), Operator: "op", ArtifactRef: "ref"}
-			}
-			for _, ev := range DecideExposure(&l, cmd).Events {
+			for _, ev := range DecideExposure(&l, randomCommand(rng, 1, reserve, attempt, outcomes)).Events {
 				if err := l.Apply(ev); err != nil {
 					t.Fatal(err)
 				}
@@ -201,5 +178,25 @@ func TestReserveStartedIsReserveThenStart(t *testing.T) {
 		if compared[k] == 0 {
 			t.Fatalf("no case of %q among %v", k, compared)
 		}
+	}
+}
+
+// randomCommand picks a reservation (reserveWeight chances in
+// reserveWeight+4) or a start, an observation, a close or an absence
+// assertion of a random attempt.
+func randomCommand(rng *rand.Rand, reserveWeight int, reserve func() Reserve, attempt func() string, outcomes []Outcome) Command {
+	n := rng.Intn(reserveWeight + 4)
+	if n < reserveWeight {
+		return reserve()
+	}
+	switch n - reserveWeight {
+	case 0:
+		return StartDispatch{AttemptID: attempt()}
+	case 1:
+		return Observe{AttemptID: attempt(), Outcome: outcomes[rng.Intn(len(outcomes))], Source: "provider"}
+	case 2:
+		return Close{AttemptID: attempt(), Reason: "test"}
+	default:
+		return AssertAbsence{AttemptID: attempt(), Operator: "op", ArtifactRef: "ref"}
 	}
 }
