@@ -543,7 +543,10 @@ func (c *committer) preferSingles(batch []*txn, items []events.AppendItem, ens [
 	}
 	c.sends++
 	singles := float64(len(batch))*c.single < c.batch
-	if c.sends%100 == 0 {
+	if c.sends%100 == 0 && (singles || len(batch) <= 8) {
+		// Explored as singles only when small: a large group, a hot
+		// resource's chain above all, would pay one round trip per event
+		// and put its transactions in the p99.
 		singles = !singles
 	}
 	if !singles {
