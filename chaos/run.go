@@ -351,7 +351,7 @@ func (r *run) config(provURL, urls, keyPath string, replicas int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[nats]\nurl = %q\nuser = %q\npassword = %q\nreplicas = %d\n\n", urls, gateway.RuntimeUser, r.pw, replicas)
 	fmt.Fprintf(&b, "[runtime]\nkey_file = %q\nreconcile_interval = \"0s\"\n\n", keyPath)
-	fmt.Fprintf(&b, "[[tenants]]\nid = \"acme\"\n")
+	fmt.Fprintf(&b, "[[tenants]]\nid = \"acme\"\nunadmitted_runs = \"unlimited\"\n")
 	for i := 1; i <= r.o.Agents; i++ {
 		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = %q\n  password = %q\n  capabilities = [%q]\n", agentID(i), "pw-"+agentID(i), Capability)
 	}

@@ -464,7 +464,7 @@ func TestAuthzRunBudget(t *testing.T) {
 		t.Fatalf("raising a budget: %+v", r)
 	}
 
-	// globex keeps the default: unadmitted runs are unbudgeted, and recorded.
+	// globex says "unlimited": unadmitted runs are unbudgeted, and recorded.
 	g := e.client("globex", "agent_email")
 	wantApplied(t, "globex unadmitted", e.propose(g, "globex", "agent_email", refund("run_g", "k", "ord_g", 100)))
 	ref, _ := runRef("globex", "run_g")

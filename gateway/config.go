@@ -72,14 +72,14 @@ type TenantConfig struct {
 	Agents    []PrincipalConfig `toml:"agents"`
 	Operators []PrincipalConfig `toml:"operators"`
 	// UnadmittedRuns says what a proposal may do in a run no operator
-	// admitted: "unlimited" (the default, kept for configurations written
-	// before run budgets; usage is still recorded) or "refuse"
-	// (run_budget_exhausted). docs/authorization.md.
+	// admitted: "refuse" (the default: run_budget_exhausted until an
+	// operator admits the run with a budget) or "unlimited" (said
+	// explicitly; usage is still recorded). docs/authorization.md.
 	UnadmittedRuns string `toml:"unadmitted_runs"`
 }
 
 // allowsUnadmitted reports whether runs without an admission may propose.
-func (t *TenantConfig) allowsUnadmitted() bool { return t.UnadmittedRuns != "refuse" }
+func (t *TenantConfig) allowsUnadmitted() bool { return t.UnadmittedRuns == "unlimited" }
 
 // PrincipalConfig is an agent or operator and the credentials the NATS
 // server checks.

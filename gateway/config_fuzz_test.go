@@ -52,3 +52,30 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestUnadmittedRunsDefault: a tenant that does not say what runs no
+// operator admitted may do refuses them (fail closed); "unlimited" must be
+// said, and anything else is a configuration error.
+func TestUnadmittedRunsDefault(t *testing.T) {
+	base := "[nats]\ndata_dir = \"d\"\n[[tenants]]\nid = \"t\"\n"
+	cases := []struct {
+		line  string
+		allow bool
+		bad   bool
+	}{
+		{"", false, false},
+		{"unadmitted_runs = \"refuse\"\n", false, false},
+		{"unadmitted_runs = \"unlimited\"\n", true, false},
+		{"unadmitted_runs = \"Unlimited\"\n", false, true},
+		{"unadmitted_runs = \"\"\n", false, false},
+	}
+	for _, c := range cases {
+		cfg, err := ParseConfig([]byte(base + c.line))
+		if (err != nil) != c.bad {
+			t.Fatalf("%q: %v", c.line, err)
+		}
+		if err == nil && cfg.Tenants[0].allowsUnadmitted() != c.allow {
+			t.Fatalf("%q: allows unadmitted runs %v, want %v", c.line, !c.allow, c.allow)
+		}
+	}
+}

@@ -92,6 +92,12 @@ func TestAgainstRuntime(t *testing.T) {
 	if c := as("ops_alice", "alice-secret", "close-attempt", "--attempt", "nope"); c != 1 {
 		t.Fatalf("close-attempt of an unknown attempt exited %d, want 1 (refused)", c)
 	}
+	if c := as("ops_alice", "alice-secret", "admit-run", "--run", "run_cli", "--principal", "agent_email", "--calls", "3", "--amount", "5000"); c != 0 {
+		t.Fatalf("admit-run exited %d", c)
+	}
+	if c := as("ops_alice", "alice-secret", "admit-run", "--run", "run_cli", "--principal", "agent_email", "--calls", "9", "--amount", "9000"); c != 1 {
+		t.Fatalf("a second admission exited %d, want 1 (refused)", c)
+	}
 	if c := as("ops_alice", "alice-secret", "kill-switch", "on"); c != 0 {
 		t.Fatalf("kill-switch on exited %d", c)
 	}

@@ -17,6 +17,7 @@ func init() {
 	register(newCloseAttemptCmd)
 	register(newAssertAbsenceCmd)
 	register(newKillSwitchCmd)
+	register(newAdmitRunCmd)
 }
 
 // refused turns a refused operator reply into exit code 1.
@@ -244,6 +245,46 @@ of existing attempts go on.`,
 			fmt.Printf("kill switch of %s: %s\n", c.tenant, state)
 		}
 		return refused(r)
+	}
+	return cmd
+}
+
+func newAdmitRunCmd() *cobra.Command {
+	var runID, parent, principal string
+	var calls, amount int64
+	cmd := &cobra.Command{
+		Use:   "admit-run --run RUN --principal AGENT --calls N --amount A",
+		Short: "Admit an agent's run with a budget of calls and amount",
+		Long: `admit-run gives a run its budget: how many effectful calls and how much amount
+(in the guarantee's minor unit) its proposals may consume. A tenant's runs
+that no operator admitted are refused run_budget_exhausted unless the tenant
+says unadmitted_runs = "unlimited". A budget is set once (a second admission
+is refused run_already_admitted); with --parent, the budget is carved out of
+the parent run's, which it may not exceed.`,
+		Args: cobra.NoArgs,
+	}
+	c := addConnFlags(cmd)
+	cmd.Flags().StringVar(&runID, "run", "", "the run id (required)")
+	cmd.Flags().StringVar(&principal, "principal", "", "the agent whose run it is (required)")
+	cmd.Flags().Int64Var(&calls, "calls", 0, "effectful calls the run may make")
+	cmd.Flags().Int64Var(&amount, "amount", 0, "amount the run may consume, in minor units")
+	cmd.Flags().StringVar(&parent, "parent", "", "a parent run whose budget this one is carved from")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if runID == "" || principal == "" {
+			return usageError("--run and --principal are required")
+		}
+		var r gateway.OpReply
+		if err := c.op("admit-run", gateway.AdmitRunRequest{RunID: runID, ParentRunID: parent, Principal: principal, Calls: calls, Amount: amount}, &r); err != nil {
+			return err
+		}
+		if c.json {
+			return errors.Join(printJSON(r), refused(r))
+		}
+		if err := refused(r); err != nil {
+			return err
+		}
+		fmt.Printf("admitted run %s of %s: %d calls, amount %d\n", runID, principal, calls, amount)
+		return nil
 	}
 	return cmd
 }

@@ -94,6 +94,12 @@ func (d *demo) run() error {
 		return err
 	}
 	fmt.Printf("   provider %s, contextosd NATS %s, data %s\n", d.provider, d.natsURL, d.dir)
+	fmt.Println("   the operator admits each agent's run with a budget (a run nobody admitted is refused):")
+	for _, a := range [][2]string{{"run_agent_email", "agent_email"}, {"run_agent_chat", "agent_chat"}, {"run_phone", "agent_phone"}} {
+		args := []string{"admit-run", "--run", a[0], "--principal", a[1], "--calls", "5", "--amount", "200000"}
+		fmt.Printf("   $ ctx %s\n", strings.Join(args, " "))
+		d.ctx(args...)
+	}
 
 	step(1, "Two agents race INR 800 refunds on ord_881 (ceiling INR 1,000)")
 	email, chat := d.agent("agent_email"), d.agent("agent_chat")
