@@ -1,10 +1,12 @@
 package aggregates
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,6 +88,7 @@ type committer struct {
 	lastTxs  int
 	lastDone time.Time
 	lingerAt time.Time // the wake-up armed last
+	evictAt  int       // entries above which evict scans again
 }
 
 type sealResult struct {
@@ -154,6 +157,7 @@ func (c *committer) run() {
 			e.mu.Unlock()
 			return
 		}
+		c.evict()
 		e.mu.Unlock()
 		c.decideReady()
 		c.maybeSend()
@@ -167,6 +171,37 @@ func (c *committer) run() {
 			c.onLoad(r)
 		}
 	}
+}
+
+// evict drops the least recently used idle entries once the engine holds
+// more than MaxWarm, down to nine tenths of it. Idle: no Do holds the entry
+// (so no transaction waiting, decided or in flight names it, but one whose
+// caller gave up, which pending and status cover), nothing decided on it is
+// unfinished, and no load is in flight. It runs on the committer, which
+// owns pending and status, with e.mu held. A scan that cannot free enough
+// waits until a tenth more entries exist before the next.
+func (c *committer) evict() {
+	e := c.e
+	limit := e.maxWarm()
+	if limit < 0 || len(e.entries) <= max(limit, c.evictAt) {
+		return
+	}
+	var idle []*entry
+	for _, en := range e.entries {
+		if en.users == 0 && en.pending == 0 && en.status != entryLoading {
+			idle = append(idle, en)
+		}
+	}
+	slices.SortFunc(idle, func(a, b *entry) int { return cmp.Compare(a.lastUsed, b.lastUsed) })
+	target := limit - limit/10
+	for _, en := range idle {
+		if len(e.entries) <= target {
+			break
+		}
+		delete(e.entries, en.subject)
+		e.stats.evicted.Add(1)
+	}
+	c.evictAt = len(e.entries) + max(limit/10, 1)
 }
 
 func (c *committer) finish(t *txn, r txResult) {

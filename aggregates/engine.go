@@ -115,9 +115,15 @@ type Engine struct {
 	// append that just returned (see committer.linger): 0 is DefaultLinger,
 	// a negative value never waits.
 	Linger time.Duration
+	// MaxWarm bounds the subjects whose state the engine keeps warm (0 is
+	// DefaultMaxWarm, negative is unbounded). Past it, the committer drops
+	// the least recently used idle ones; they load again (from their
+	// snapshot) when next named.
+	MaxWarm int
 
 	mu      sync.Mutex
 	entries map[string]*entry
+	tick    uint64 // counts entriesFor calls: the entries' clock for MaxWarm
 	queue   []*txn
 	front   []*txn // verified transactions going back to their place in line
 	running bool
@@ -128,6 +134,10 @@ type Engine struct {
 	submitted atomic.Uint64
 	stats     engineStats
 }
+
+// DefaultMaxWarm is Engine.MaxWarm's default: with ledgers of a few
+// receipts, some hundreds of megabytes at most.
+const DefaultMaxWarm = 100_000
 
 // DefaultSnapshotEvery is Engine.SnapshotEvery's default: a cold load folds
 // at most this many events after the snapshot.
@@ -152,6 +162,11 @@ type entry struct {
 	pending   int // decided transactions on this subject not yet finished
 	sinceSnap int // events folded since the last snapshot
 	delay     int // conflict count: back off before the next reload
+
+	// Under Engine.mu: how many Do calls hold the entry, and when one
+	// last took it (Engine.tick).
+	users    int
+	lastUsed uint64
 }
 
 type entryStatus uint8
@@ -197,6 +212,7 @@ func (e *Engine) Do(ctx context.Context, tx Tx) (Result, error) {
 		return Result{}, errors.New("aggregates: a transaction needs at least one ref")
 	}
 	t := &txn{ctx: ctx, tx: tx, ens: e.entriesFor(tx.Refs)}
+	defer e.release(t.ens)
 	for {
 		r, err := e.submit(ctx, t)
 		if err != nil {
@@ -295,6 +311,7 @@ func (e *Engine) entriesFor(refs []Ref) []*entry {
 	if e.entries == nil {
 		e.entries = map[string]*entry{}
 	}
+	e.tick++
 	out := make([]*entry, len(refs))
 	for i, r := range refs {
 		en, ok := e.entries[r.Subject]
@@ -302,9 +319,27 @@ func (e *Engine) entriesFor(refs []Ref) []*entry {
 			en = &entry{subject: r.Subject}
 			e.entries[r.Subject] = en
 		}
+		en.users++
+		en.lastUsed = e.tick
 		out[i] = en
 	}
 	return out
+}
+
+// release gives back entries taken by entriesFor.
+func (e *Engine) release(ens []*entry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, en := range ens {
+		en.users--
+	}
+}
+
+func (e *Engine) maxWarm() int {
+	if e.MaxWarm == 0 {
+		return DefaultMaxWarm
+	}
+	return e.MaxWarm
 }
 
 // submit queues t for the committer and waits for its outcome.
@@ -361,11 +396,13 @@ type EngineStats struct {
 	SnapshotLoads uint64 // cold loads that started from a valid snapshot
 	SnapshotMiss  uint64 // cold loads of snapshot subjects that found no usable snapshot
 	SnapshotsPut  uint64 // snapshots handed to the SnapshotStore
+	Evicted       uint64 // warm subjects dropped past MaxWarm
 }
 
 type engineStats struct {
 	batches, batchedTxs, batchedEvents, conflicts, redecided, singleGroups atomic.Uint64
 	coldLoads, snapshotLoads, snapshotMiss, snapshotsPut                   atomic.Uint64
+	evicted                                                                atomic.Uint64
 }
 
 // Stats returns the engine's counters.
@@ -373,5 +410,6 @@ func (e *Engine) Stats() EngineStats {
 	s := &e.stats
 	return EngineStats{Batches: s.batches.Load(), SingleGroups: s.singleGroups.Load(), BatchedTxs: s.batchedTxs.Load(), BatchedEvents: s.batchedEvents.Load(),
 		Conflicts: s.conflicts.Load(), Redecided: s.redecided.Load(), ColdLoads: s.coldLoads.Load(),
-		SnapshotLoads: s.snapshotLoads.Load(), SnapshotMiss: s.snapshotMiss.Load(), SnapshotsPut: s.snapshotsPut.Load()}
+		SnapshotLoads: s.snapshotLoads.Load(), SnapshotMiss: s.snapshotMiss.Load(), SnapshotsPut: s.snapshotsPut.Load(),
+		Evicted: s.evicted.Load()}
 }

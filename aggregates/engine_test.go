@@ -365,3 +365,69 @@ func (c *conflictingStore) Append(ctx context.Context, subject string, expected 
 	}
 	return seq, err
 }
+
+// TestEvictionKeepsDecisionsRight: with room for only 8 warm subjects, 8
+// writers reserve on 40 resources (each fits 10 reservations). Subjects are
+// dropped and loaded again all along; still, exactly 10 reservations
+// succeed per resource, the rest are refused shared_guarantee_exceeded, the
+// engine never keeps much more than its bound warm, and a fresh fold of the
+// store agrees with what the writers were told.
+func TestEvictionKeepsDecisionsRight(t *testing.T) {
+	_, store := startStore(t, t.TempDir())
+	eng := NewEngine(store, testSealer())
+	eng.MaxWarm = 8
+	const resources, fits, writers = 40, 10, 8
+	amount := testDef.Limit / fits
+	var mu sync.Mutex
+	applied := map[string]int{}
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < resources*(fits+2)/writers; i++ {
+				res := fmt.Sprint("ord-", (w*7+i*3)%resources)
+				att := fmt.Sprintf("a-%d-%d", w, i)
+				r, _, err := eng.Exposure(context.Background(), "acme", testDef.ID, res, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res,
+					AttemptID: att, OperationID: "o" + att, Amount: amount, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Refusal != nil && r.Refusal.Code != kernel.CodeExceeded {
+					t.Errorf("refused %s: %s", r.Refusal.Code, r.Refusal.Reason)
+				}
+				mu.Lock()
+				if r.Refusal == nil {
+					applied[res]++
+				}
+				mu.Unlock()
+				eng.mu.Lock()
+				n := len(eng.entries)
+				eng.mu.Unlock()
+				// The bound, the subjects in use and those named since the
+				// committer last looked.
+				if n > 2*8+writers+2 {
+					t.Errorf("%d subjects warm, bound 8", n)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	if st := eng.Stats(); st.Evicted == 0 {
+		t.Fatalf("nothing was evicted: %+v", st)
+	}
+	fresh := NewEngine(store, testSealer())
+	for i := 0; i < resources; i++ {
+		res := fmt.Sprint("ord-", i)
+		ref, _ := ExposureRef("acme", testDef.ID, res)
+		st, _, err := fresh.Load(context.Background(), ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bal := st.(*kernel.Ledger).Balance()
+		if applied[res] != fits || bal.Held != testDef.Limit {
+			t.Fatalf("%s: %d reservations told applied, store holds %+v", res, applied[res], bal)
+		}
+	}
+}
