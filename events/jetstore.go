@@ -81,29 +81,33 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 	if o.Duplicates == 0 {
 		o.Duplicates = DefaultDuplicateWindow
 	}
-	cfg := jetstream.StreamConfig{
-		Name:               o.Name,
-		Description:        "ContextOS domain events (append-only)",
-		Subjects:           o.Subjects,
-		Retention:          jetstream.LimitsPolicy,
-		MaxConsumers:       -1,
-		MaxMsgs:            -1,
-		MaxBytes:           -1,
-		MaxAge:             0,
-		MaxMsgsPerSubject:  -1,
-		Discard:            jetstream.DiscardNew,
-		Storage:            jetstream.FileStorage,
-		Replicas:           o.Replicas,
-		Duplicates:         o.Duplicates,
-		DenyDelete:         true,
-		DenyPurge:          true,
-		AllowRollup:        false,
-		AllowDirect:        true,
-		AllowAtomicPublish: true,
-	}
+	return EnsureAppendOnly(ctx, js, jetstream.StreamConfig{
+		Name:        o.Name,
+		Description: "ContextOS domain events (append-only)",
+		Subjects:    o.Subjects,
+		Replicas:    o.Replicas,
+		Duplicates:  o.Duplicates,
+	})
+}
+
+// EnsureAppendOnly creates the stream cfg names, or updates an existing one,
+// as an append-only log: cfg's name, description, subjects, replicas and
+// duplicate window, with file storage, limits retention without limits,
+// discard new, DenyDelete, DenyPurge, no rollup, AllowDirect (reads without
+// a consumer) and AllowAtomicPublish (batches). It fails if the server does
+// not keep one of the settings the logs depend on (for example a server
+// older than 2.12 without atomic batches). The event stream and the audit
+// stream are both made by it.
+func EnsureAppendOnly(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	cfg.Retention = jetstream.LimitsPolicy
+	cfg.MaxConsumers, cfg.MaxMsgs, cfg.MaxBytes, cfg.MaxAge, cfg.MaxMsgsPerSubject = -1, -1, -1, 0, -1
+	cfg.Discard = jetstream.DiscardNew
+	cfg.Storage = jetstream.FileStorage
+	cfg.DenyDelete, cfg.DenyPurge, cfg.AllowRollup = true, true, false
+	cfg.AllowDirect, cfg.AllowAtomicPublish = true, true
 	s, err := js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("events: ensure stream %s: %w", o.Name, err)
+		return nil, fmt.Errorf("events: ensure stream %s: %w", cfg.Name, err)
 	}
 	got := s.CachedInfo().Config
 	switch {
@@ -111,6 +115,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 		err = errors.New("storage is not file")
 	case !got.DenyDelete || !got.DenyPurge:
 		err = errors.New("deny_delete/deny_purge not kept")
+	case got.AllowRollup:
+		err = errors.New("allow_rollup is set")
 	case !got.AllowDirect:
 		err = errors.New("allow_direct not kept")
 	case !got.AllowAtomicPublish:
@@ -121,7 +127,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 		err = errors.New("no_ack is set")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("events: ensure stream %s: %w", o.Name, err)
+		return nil, fmt.Errorf("events: ensure stream %s: %w", cfg.Name, err)
 	}
 	return s, nil
 }
@@ -196,7 +202,13 @@ type pubAck struct {
 }
 
 func (s *JetStore) request(ctx context.Context, m *nats.Msg) (*pubAck, error) {
-	resp, err := s.nc.RequestMsgWithContext(ctx, m)
+	return requestAck(ctx, s.nc, s.stream, m)
+}
+
+// requestAck publishes m as a request and returns the JetStream ack of
+// stream.
+func requestAck(ctx context.Context, nc *nats.Conn, stream string, m *nats.Msg) (*pubAck, error) {
+	resp, err := nc.RequestMsgWithContext(ctx, m)
 	// No responders means no stream took the message (nothing is stored),
 	// as while a replicated stream elects its leader: wait briefly and ask
 	// again rather than fail the append.
@@ -208,7 +220,7 @@ func (s *JetStore) request(ctx context.Context, m *nats.Msg) (*pubAck, error) {
 			return nil, ctx.Err()
 		case <-t.C:
 		}
-		resp, err = s.nc.RequestMsgWithContext(ctx, m)
+		resp, err = nc.RequestMsgWithContext(ctx, m)
 	}
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
@@ -220,10 +232,73 @@ func (s *JetStore) request(ctx context.Context, m *nats.Msg) (*pubAck, error) {
 	if err := json.Unmarshal(resp.Data, &ack); err != nil {
 		return nil, fmt.Errorf("events: invalid JetStream ack %q: %w", resp.Data, err)
 	}
-	if ack.Error == nil && (ack.Stream != s.stream || ack.Seq == 0) {
-		return nil, fmt.Errorf("events: unexpected JetStream ack %q (want stream %s)", resp.Data, s.stream)
+	if ack.Error == nil && (ack.Stream != stream || ack.Seq == 0) {
+		return nil, fmt.Errorf("events: unexpected JetStream ack %q (want stream %s)", resp.Data, stream)
 	}
 	return &ack, nil
+}
+
+// publishAtomic sends msgs as one ADR-50 atomic batch: every message gets
+// the batch id and its place, the last the commit, and only the commit is
+// a request (a gap is reported in its reply). A successful ack is checked
+// to be this batch's, whole.
+func publishAtomic(ctx context.Context, nc *nats.Conn, stream string, msgs []*nats.Msg) (*pubAck, error) {
+	batchID := nuid.Next()
+	for k, m := range msgs {
+		m.Header.Set(hdrBatchID, batchID)
+		m.Header.Set(hdrBatchSeq, strconv.Itoa(k+1))
+		if k < len(msgs)-1 {
+			if err := nc.PublishMsg(m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	last := msgs[len(msgs)-1]
+	last.Header.Set(hdrBatchCommit, "1")
+	ack, err := requestAck(ctx, nc, stream, last)
+	if err != nil {
+		return nil, err
+	}
+	if ack.Error == nil && (ack.Batch != batchID || ack.Count != len(msgs)) {
+		return nil, fmt.Errorf("events: unexpected batch ack: batch %q count %d, want %q %d", ack.Batch, ack.Count, batchID, len(msgs))
+	}
+	return ack, nil
+}
+
+// AppendRaw stores raws, in order, on subject of stream iff the subject's
+// last sequence is expected (0 = empty): a plain publish for one message,
+// one atomic batch for more (the stream must allow atomic publish). It
+// returns the sequence of the last, or a *ConflictError. Any other error
+// leaves the outcome unknown: read the subject before trying again. It is
+// the append of logs that hold no events (the audit log), under the same
+// concurrency rule as the event store's.
+func AppendRaw(ctx context.Context, nc *nats.Conn, stream, subject string, expected uint64, raws [][]byte) (uint64, error) {
+	if len(raws) == 0 || len(raws) > MaxBatch {
+		return 0, fmt.Errorf("%w: %d messages for %q", ErrInvalidAppend, len(raws), subject)
+	}
+	msgs := make([]*nats.Msg, len(raws))
+	for i, raw := range raws {
+		msgs[i] = nats.NewMsg(subject)
+		msgs[i].Data = raw
+	}
+	msgs[0].Header.Set(hdrExpectedLastSubj, strconv.FormatUint(expected, 10))
+	var ack *pubAck
+	var err error
+	if len(msgs) == 1 {
+		ack, err = requestAck(ctx, nc, stream, msgs[0])
+	} else {
+		ack, err = publishAtomic(ctx, nc, stream, msgs)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if ack.Error != nil {
+		if actual, ok := conflictActual(ack.Error); ok {
+			return 0, &ConflictError{Subject: subject, Expected: expected, Actual: actual}
+		}
+		return 0, fmt.Errorf("events: append to %q: %w", subject, ack.Error)
+	}
+	return ack.Seq, nil
 }
 
 // conflictActual returns the actual sequence stated by a wrong-last-sequence
@@ -312,35 +387,23 @@ func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint6
 	for _, it := range enc {
 		total += len(it.raws)
 	}
-	batchID := nuid.Next()
-	var ack *pubAck
-	k := 0
+	msgs := make([]*nats.Msg, 0, total)
 	for _, it := range enc {
 		for j, raw := range it.raws {
-			k++
 			m := nats.NewMsg(it.subject)
 			m.Data = raw
-			m.Header.Set(hdrBatchID, batchID)
-			m.Header.Set(hdrBatchSeq, strconv.Itoa(k))
 			if j == 0 {
 				m.Header.Set(hdrExpectedLastSubj, strconv.FormatUint(it.expected, 10))
 				m.Header.Set(hdrPrevSeq, strconv.FormatUint(it.expected, 10))
 			} else {
 				m.Header.Set(hdrPrevSeq, prevAdjacent)
 			}
-			if k < total {
-				// Staged without a reply; the commit's reply reports any gap.
-				if err := s.nc.PublishMsg(m); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			m.Header.Set(hdrBatchCommit, "1")
-			var err error
-			if ack, err = s.request(ctx, m); err != nil {
-				return nil, err
-			}
+			msgs = append(msgs, m)
 		}
+	}
+	ack, err := publishAtomic(ctx, s.nc, s.stream, msgs)
+	if err != nil {
+		return nil, err
 	}
 	if ack.Error != nil {
 		actual, isConflict := conflictActual(ack.Error)
@@ -348,9 +411,6 @@ func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint6
 			return nil, fmt.Errorf("events: atomic batch of %d: %w", total, ack.Error)
 		}
 		return s.batchConflict(ctx, enc, actual)
-	}
-	if ack.Batch != batchID || ack.Count != total {
-		return nil, fmt.Errorf("events: unexpected batch ack: batch %q count %d, want %q %d", ack.Batch, ack.Count, batchID, total)
 	}
 	// The server commits a batch as one contiguous run of sequences in
 	// publish order, acknowledging the last.

@@ -36,11 +36,11 @@ type AuditStreamOptions struct {
 	Replicas int    // default 1; 3 on a JetStream cluster
 }
 
-// EnsureAuditStream creates the audit stream, or updates an existing one to
-// this configuration: subjects "ctx.audit.>", file storage, no limits,
-// discard new, DenyDelete, DenyPurge, no rollup and AllowDirect (reads
-// without a consumer). It fails if the server does not keep a setting the
-// log depends on.
+// EnsureAuditStream creates the audit stream on subjects "ctx.audit.>", or
+// updates an existing one, as an append-only log (events.EnsureAppendOnly:
+// file storage, no limits, discard new, DenyDelete, DenyPurge, no rollup,
+// AllowDirect, AllowAtomicPublish for batches of records). It fails if the
+// server does not keep a setting the log depends on.
 func EnsureAuditStream(ctx context.Context, js jetstream.JetStream, o AuditStreamOptions) (jetstream.Stream, error) {
 	if o.Name == "" {
 		o.Name = AuditStreamName
@@ -48,42 +48,12 @@ func EnsureAuditStream(ctx context.Context, js jetstream.JetStream, o AuditStrea
 	if o.Replicas == 0 {
 		o.Replicas = 1
 	}
-	cfg := jetstream.StreamConfig{
-		Name:              o.Name,
-		Description:       "ContextOS audit records and checkpoints (append-only)",
-		Subjects:          []string{AuditSubjectPrefix + ">"},
-		Retention:         jetstream.LimitsPolicy,
-		MaxConsumers:      -1,
-		MaxMsgs:           -1,
-		MaxBytes:          -1,
-		MaxMsgsPerSubject: -1,
-		Discard:           jetstream.DiscardNew,
-		Storage:           jetstream.FileStorage,
-		Replicas:          o.Replicas,
-		DenyDelete:        true,
-		DenyPurge:         true,
-		AllowRollup:       false,
-		AllowDirect:       true,
-	}
-	s, err := js.CreateOrUpdateStream(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("projections: ensure stream %s: %w", o.Name, err)
-	}
-	got := s.CachedInfo().Config
-	switch {
-	case got.Storage != jetstream.FileStorage:
-		err = errors.New("storage is not file")
-	case !got.DenyDelete || !got.DenyPurge:
-		err = errors.New("deny_delete/deny_purge not kept")
-	case !got.AllowDirect:
-		err = errors.New("allow_direct not kept")
-	case got.AllowRollup:
-		err = errors.New("allow_rollup is set")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("projections: ensure stream %s: %w", o.Name, err)
-	}
-	return s, nil
+	return events.EnsureAppendOnly(ctx, js, jetstream.StreamConfig{
+		Name:        o.Name,
+		Description: "ContextOS audit records and checkpoints (append-only)",
+		Subjects:    []string{AuditSubjectPrefix + ">"},
+		Replicas:    o.Replicas,
+	})
 }
 
 // StoredRecord is an audit record as the audit stream holds it.
@@ -147,6 +117,20 @@ func (l *AuditLog) withTimeout(ctx context.Context) (context.Context, context.Ca
 // leaves the outcome unknown (re-read the tail).
 func (l *AuditLog) Append(ctx context.Context, tenant string, expectedSeq uint64, raw []byte) (uint64, error) {
 	return l.publish(ctx, RecordSubject(tenant), expectedSeq, raw)
+}
+
+// AppendBatch stores records, in order, on tenant's record subject iff its
+// last sequence is expectedSeq, all or nothing (one atomic batch), and
+// returns the sequence of the last. A mismatch is an *events.ConflictError;
+// any other error leaves the outcome unknown.
+func (l *AuditLog) AppendBatch(ctx context.Context, tenant string, expectedSeq uint64, raws [][]byte) (uint64, error) {
+	subject := RecordSubject(tenant)
+	if err := events.ValidToken(tenant); err != nil {
+		return 0, fmt.Errorf("projections: audit subject %q: %w", subject, err)
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	return events.AppendRaw(ctx, l.nc, l.stream, subject, expectedSeq, raws)
 }
 
 // AppendCheckpoint stores a signed checkpoint note on tenant's checkpoint
