@@ -141,3 +141,21 @@ func (g *Gateway) Proposals(pick func(w, i int) string) Op {
 		return nil
 	}
 }
+
+// AuditLag returns how many stream sequences the tenant's audit projector
+// is behind the event stream right now: a runtime whose audit falls behind
+// under load would report a rate it cannot sustain.
+func (g *Gateway) AuditLag(ctx context.Context) (uint64, error) {
+	last, err := g.RT.Store.LastStreamSeq(ctx)
+	if err != nil {
+		return 0, err
+	}
+	p := g.RT.Service.Projectors[Tenant]
+	if p == nil {
+		return 0, fmt.Errorf("no audit projector for %s", Tenant)
+	}
+	if done := p.Status().LastEventSeq; done < last {
+		return last - done, nil
+	}
+	return 0, nil
+}

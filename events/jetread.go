@@ -528,3 +528,19 @@ func (s *JetStore) batchInbox(batch int) (string, <-chan *nats.Msg, func(), erro
 		r.mu.Unlock()
 	}, nil
 }
+
+// LastStreamSeq returns the stream's last sequence (0 when empty), from the
+// stream's info.
+func (s *JetStore) LastStreamSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}

@@ -87,11 +87,40 @@ func signingBytes(r Record) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(r.Event)+len(rest)+10)
+	return spliceEvent(r.Event, rest), nil
+}
+
+// signedTail is Record without the event.
+type signedTail struct {
+	V         int    `json:"v"`
+	Index     int64  `json:"index"`
+	Tenant    string `json:"tenant"`
+	EventSeq  uint64 `json:"event_seq"`
+	Subject   string `json:"subject"`
+	EventHash string `json:"event_hash"`
+	PrevHash  string `json:"prev_hash"`
+	KeyID     string `json:"key_id"`
+	Sig       string `json:"sig"`
+}
+
+// canonicalRecord is kernel.Canonical(r) for a record whose event bytes are
+// canonical, by the same splice as signingBytes ("sig" sorts after
+// "event" too). TestCanonicalRecordFastPath checks it.
+func canonicalRecord(r Record) ([]byte, error) {
+	rest, err := kernel.Canonical(signedTail{r.V, r.Index, r.Tenant, r.EventSeq, r.Subject, r.EventHash, r.PrevHash, r.KeyID, r.Sig})
+	if err != nil {
+		return nil, err
+	}
+	return spliceEvent(r.Event, rest), nil
+}
+
+// spliceEvent writes {"event":<event>,<members of rest>}.
+func spliceEvent(event, rest []byte) []byte {
+	out := make([]byte, 0, len(event)+len(rest)+10)
 	out = append(out, `{"event":`...)
-	out = append(out, r.Event...)
+	out = append(out, event...)
 	out = append(out, ',')
-	return append(out, rest[1:]...), nil
+	return append(out, rest[1:]...)
 }
 
 // RecordHash returns the hash that links a record into the chain (the next
@@ -114,32 +143,44 @@ func EventHash(raw []byte) string {
 // holds it), chained to the record whose RecordHash is prevHash. It returns
 // the record's canonical bytes, which are what the log stores and exports.
 func SealRecord(s codec.Signer, tenant string, index int64, prevHash string, eventSeq uint64, subject string, raw []byte) ([]byte, error) {
+	_, b, err := SealRecordValue(s, tenant, index, prevHash, eventSeq, subject, raw)
+	return b, err
+}
+
+// SealRecordValue is SealRecord that also returns the record it built, which
+// ParseRecord of its bytes would return (a writer that keeps the record
+// need not parse what it just encoded).
+func SealRecordValue(s codec.Signer, tenant string, index int64, prevHash string, eventSeq uint64, subject string, raw []byte) (Record, []byte, error) {
 	if len(s.Key) != ed25519.PrivateKeySize {
-		return nil, errors.New("verifier: SealRecord: signer has no Ed25519 private key")
+		return Record{}, nil, errors.New("verifier: SealRecord: signer has no Ed25519 private key")
 	}
 	if want := codec.KeyIDFor(s.Key.Public().(ed25519.PublicKey)); s.KeyID != want {
-		return nil, fmt.Errorf("verifier: SealRecord: signer key id %q, key has %q", s.KeyID, want)
+		return Record{}, nil, fmt.Errorf("verifier: SealRecord: signer key id %q, key has %q", s.KeyID, want)
 	}
 	r := Record{
 		V: RecordVersion, Index: index, Tenant: tenant, EventSeq: eventSeq, Subject: subject,
 		Event: raw, EventHash: EventHash(raw), PrevHash: prevHash, KeyID: s.KeyID,
 	}
 	if err := r.validate(); err != nil {
-		return nil, err
+		return Record{}, nil, err
 	}
-	env, err := codec.Decode(raw)
+	env, err := codec.Decode(raw) // also: raw is canonical, so the splices below are
 	if err != nil {
-		return nil, fmt.Errorf("verifier: SealRecord: event: %w", err)
+		return Record{}, nil, fmt.Errorf("verifier: SealRecord: event: %w", err)
 	}
 	if err := r.matchesEvent(env); err != nil {
-		return nil, err
+		return Record{}, nil, err
 	}
 	msg, err := signingBytes(r)
 	if err != nil {
-		return nil, err
+		return Record{}, nil, err
 	}
 	r.Sig = base64.RawURLEncoding.EncodeToString(ed25519.Sign(s.Key, msg))
-	return kernel.Canonical(r)
+	b, err := canonicalRecord(r)
+	if err != nil {
+		return Record{}, nil, err
+	}
+	return r, b, nil
 }
 
 // recordFields mirrors Record with pointers, to tell a missing field from a

@@ -159,8 +159,8 @@ func main() {
 			if skip(gProposals) {
 				break
 			}
-			r.add(measureEngine(ctx, cfg, g.RT.Gateway.Engine(), bench.Point{Group: gProposals, Name: "ours", Durability: d, Concurrency: c, Unit: "proposal"},
-				g.Proposals(bench.Uniform("p"+d)), progress))
+			r.add(auditLag(ctx, g, measureEngine(ctx, cfg, g.RT.Gateway.Engine(), bench.Point{Group: gProposals, Name: "ours", Durability: d, Concurrency: c, Unit: "proposal"},
+				g.Proposals(bench.Uniform("p"+d)), progress)))
 		}
 		if !skip(gProposalsHot) {
 			r.add(measureEngine(ctx, cfg, g.RT.Gateway.Engine(), bench.Point{Group: gProposalsHot, Name: "ours", Durability: d, Concurrency: 32, Unit: "proposal"},
@@ -241,6 +241,24 @@ func skip(groups ...string) bool {
 		}
 	}
 	return true
+}
+
+// auditLag notes how far the runtime's audit projector is behind the event
+// stream at the end of a proposals point, then waits (up to a minute) for it
+// to catch up, so that the next point starts level.
+func auditLag(ctx context.Context, g *bench.Gateway, p bench.Point) bench.Point {
+	lag, err := g.AuditLag(ctx)
+	if err != nil {
+		fail(err)
+	}
+	p.Note += fmt.Sprintf(", audit %d events behind at the end", lag)
+	for deadline := time.Now().Add(time.Minute); lag > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		if lag, err = g.AuditLag(ctx); err != nil {
+			fail(err)
+		}
+	}
+	return p
 }
 
 // onFail is run before a failure exits: it stops the PostgreSQL server.
