@@ -263,7 +263,7 @@ func (p *AuditProjector) record(ctx context.Context, sts []events.Stored) error 
 		raws := make([][]byte, n)
 		recs := make([]verifier.Record, n)
 		for i, st := range sts[:n] {
-			rec, raw, err := verifier.SealRecordValue(p.cfg.Signer, p.cfg.Tenant, index+int64(i), prev, st.Seq, st.Subject, st.Raw)
+			rec, raw, err := verifier.SealDecodedRecord(p.cfg.Signer, p.cfg.Tenant, index+int64(i), prev, st.Seq, st.Subject, st.Raw, st.Envelope)
 			if err != nil {
 				return fmt.Errorf("projections: audit record of event %d: %w", st.Seq, err)
 			}

@@ -151,6 +151,17 @@ func SealRecord(s codec.Signer, tenant string, index int64, prevHash string, eve
 // ParseRecord of its bytes would return (a writer that keeps the record
 // need not parse what it just encoded).
 func SealRecordValue(s codec.Signer, tenant string, index int64, prevHash string, eventSeq uint64, subject string, raw []byte) (Record, []byte, error) {
+	env, err := codec.Decode(raw) // also: raw is canonical, so the splices below hold
+	if err != nil {
+		return Record{}, nil, fmt.Errorf("verifier: SealRecord: event: %w", err)
+	}
+	return SealDecodedRecord(s, tenant, index, prevHash, eventSeq, subject, raw, env)
+}
+
+// SealDecodedRecord is SealRecordValue for an event already decoded from raw
+// (env is codec.Decode(raw), as a store's read returns both): the event is
+// not decoded a second time.
+func SealDecodedRecord(s codec.Signer, tenant string, index int64, prevHash string, eventSeq uint64, subject string, raw []byte, env codec.Envelope) (Record, []byte, error) {
 	if len(s.Key) != ed25519.PrivateKeySize {
 		return Record{}, nil, errors.New("verifier: SealRecord: signer has no Ed25519 private key")
 	}
@@ -163,10 +174,6 @@ func SealRecordValue(s codec.Signer, tenant string, index int64, prevHash string
 	}
 	if err := r.validate(); err != nil {
 		return Record{}, nil, err
-	}
-	env, err := codec.Decode(raw) // also: raw is canonical, so the splices below are
-	if err != nil {
-		return Record{}, nil, fmt.Errorf("verifier: SealRecord: event: %w", err)
 	}
 	if err := r.matchesEvent(env); err != nil {
 		return Record{}, nil, err
