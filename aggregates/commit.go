@@ -958,7 +958,8 @@ func (e *Engine) fold(ctx context.Context, ref Ref, st State, fromSeq, seq uint6
 }
 
 func foldOne(ref Ref, st State, s events.Stored) error {
-	ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
+	// A stored envelope passed the codec's canonical check.
+	ev, err := kernel.DecodeCanonicalEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
 	if err == nil && ref.Check != nil {
 		err = ref.Check(ev)
 	}

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -91,6 +92,40 @@ func FuzzDecodeArguments(f *testing.F) {
 		}
 		if _, err := Canonical(json.RawMessage(b)); err != nil {
 			t.Fatalf("accepted arguments do not canonicalize: %v", err)
+		}
+	})
+}
+
+// FuzzDecodeCanonicalEvent: on any body in canonical form (what every stored
+// envelope carries), DecodeCanonicalEvent decodes exactly what DecodeEvent
+// does, or refuses it with it; a body that is not canonical is DecodeEvent's
+// only.
+func FuzzDecodeCanonicalEvent(f *testing.F) {
+	types := EventTypes()
+	slices.Sort(types) // a corpus entry names the same type on every run
+	f.Add(0, []byte(`{"guarantee_id":"g","resource":"r","attempt_id":"a","operation_id":"o","amount":5,"limit":10,"definition_digest":"d"}`))
+	f.Add(1, []byte(`{"attempt_id":"a","outcome":"applied","source":"provider"}`))
+	f.Add(2, []byte(`{"a":1}`))
+	f.Fuzz(func(t *testing.T, k int, body []byte) {
+		if k < 0 {
+			k = -k
+		}
+		typ := types[k%len(types)]
+		c, err := Canonical(json.RawMessage(body))
+		if err != nil {
+			return
+		}
+		strict, err1 := DecodeEvent(typ, EventVersion, c)
+		fast, err2 := DecodeCanonicalEvent(typ, EventVersion, c)
+		if (err1 == nil) != (err2 == nil) {
+			t.Fatalf("%s %s: DecodeEvent %v, DecodeCanonicalEvent %v", typ, c, err1, err2)
+		}
+		if err1 == nil {
+			a, _ := json.Marshal(strict)
+			b, _ := json.Marshal(fast)
+			if string(a) != string(b) {
+				t.Fatalf("%s %s: %s != %s", typ, c, a, b)
+			}
 		}
 	})
 }
