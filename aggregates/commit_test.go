@@ -83,7 +83,9 @@ func TestGroupCommitConflictRedecidesOnlyConflicting(t *testing.T) {
 	errs := make(chan error, n+1)
 	wg.Add(1)
 	go func() { defer wg.Done(); errs <- do(n) }() // the slow first append
-	time.Sleep(20 * time.Millisecond)
+	for store.calls.Load() == 0 {
+		time.Sleep(50 * time.Microsecond) // until it is in the store
+	}
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) { defer wg.Done(); errs <- do(i) }(i)
