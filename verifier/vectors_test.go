@@ -21,7 +21,7 @@ const vectorDir = "../testdata/verifier"
 // expectation is one line of testdata/verifier/expected.json.
 type expectation struct {
 	File       string `json:"file"`                 // the file verified
-	Kind       string `json:"kind"`                 // "entries" or "proof"
+	Kind       string `json:"kind"`                 // "entries", "proof" or "consistency"
 	Keys       string `json:"keys"`                 // the keys.json used
 	Want       string `json:"want"`                 // "ok" or a Reason
 	Index      int64  `json:"index"`                // first bad record index, -1 for none
@@ -146,6 +146,46 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	}
 	exp = append(exp, expectation{File: "proof-hash-break.json", Kind: "proof", Keys: "keys.json", Want: string(ReasonHashBreak), Index: 6})
 
+	// The log of 5 records (the first checkpoint) is a prefix of the whole
+	// log (the last); a tampered proof, and a checkpoint of 5 records of
+	// another log signed by the same key (a fork), are caught.
+	c, err := ProveConsistency(e, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files["consistency.json"], err = MarshalConsistency(c); err != nil {
+		t.Fatal(err)
+	}
+	exp = append(exp, expectation{File: "consistency.json", Kind: "consistency", Keys: "keys.json", Want: "ok", Index: -1})
+	bad := c
+	bad.Hashes = append(tlog.TreeProof{}, c.Hashes...)
+	bad.Hashes[0][0] ^= 1
+	if files["consistency-hash-break.json"], err = MarshalConsistency(bad); err != nil {
+		t.Fatal(err)
+	}
+	exp = append(exp, expectation{File: "consistency-hash-break.json", Kind: "consistency", Keys: "keys.json", Want: string(ReasonHashBreak), Index: -1})
+	var ft Tree
+	for i, raw := range f.records[:5] {
+		if i == 3 {
+			raw = f.records[4] // another record where the fourth was: another tree
+		}
+		if err := ft.Append(RecordHash(raw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	froot, err := ft.Root(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := c
+	if fork.Old, err = SignCheckpoint(Checkpoint{Origin: Origin(f.tenant), Size: 5, Root: froot}, f.noteSigner); err != nil {
+		t.Fatal(err)
+	}
+	if files["consistency-fork.json"], err = MarshalConsistency(fork); err != nil {
+		t.Fatal(err)
+	}
+	exp = append(exp, expectation{File: "consistency-fork.json", Kind: "consistency", Keys: "keys.json", Want: string(ReasonHashBreak), Index: -1})
+
 	files["events.jsonl"] = f.eventsJSONL(t)
 	if files["view.json"], err = MarshalView(f.view); err != nil {
 		t.Fatal(err)
@@ -221,6 +261,11 @@ func TestVectors(t *testing.T) {
 				}
 			case "proof":
 				_, _, err := VerifyProof(mustRead(t, e.File), keys)
+				if err != nil {
+					f = failureOf(err)
+				}
+			case "consistency":
+				_, _, _, err := VerifyConsistency(mustRead(t, e.File), keys)
 				if err != nil {
 					f = failureOf(err)
 				}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -100,11 +101,14 @@ func newAuditCmd() *cobra.Command {
 		Short: "Export the signed audit log, prove one event's record, verify a proof",
 		Long: `The audit log holds one signed record per event of the tenant, hash-chained and
 covered by signed Merkle checkpoints. Export it with "ctx audit export", check it
-offline with "ctx audit-verify", and prove a single event with "ctx audit prove"
-and "ctx audit verify-proof". See docs/audit.md for the file formats.`,
+offline with "ctx audit-verify", prove a single event with "ctx audit prove"
+and "ctx audit verify-proof", and show that an older checkpoint is a prefix of
+the latest with "ctx audit prove-consistency" and "ctx audit verify-consistency".
+See docs/audit.md for the file formats.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newAuditExportCmd(), newAuditProveCmd(), newAuditVerifyProofCmd())
+	cmd.AddCommand(newAuditExportCmd(), newAuditProveCmd(), newAuditVerifyProofCmd(),
+		newAuditProveConsistencyCmd(), newAuditVerifyConsistencyCmd())
 	return cmd
 }
 
@@ -463,6 +467,100 @@ offline and reports any difference.`,
 			return printJSON(map[string]any{"resources": len(v.Resources), "incidents": len(v.Incidents), "seq": v.Seq, "out": out})
 		}
 		fmt.Printf("wrote %d resources and %d incidents (as of seq %d) to %s\n", len(v.Resources), len(v.Incidents), v.Seq, out)
+		return nil
+	}
+	return cmd
+}
+
+func newAuditProveConsistencyCmd() *cobra.Command {
+	var entriesPath, out string
+	var oldSize int64
+	cmd := &cobra.Command{
+		Use:   "prove-consistency --entries entries.json --old-size N --out consistency.json",
+		Short: "Prove from an export that its checkpoint of N records is a prefix of its latest",
+		Long: `prove-consistency writes consistency.json: the export's checkpoint of N records,
+its latest checkpoint, and the Merkle consistency proof between them. Whoever
+kept the older checkpoint checks, with the newer one and no records, that the
+log it committed to was only appended to since. No network is used.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.Flags().StringVar(&entriesPath, "entries", "", "an export (ctx audit export) (required)")
+	cmd.Flags().Int64Var(&oldSize, "old-size", 0, "size of the older checkpoint, one of the export's (required)")
+	cmd.Flags().StringVar(&out, "out", "", "consistency file to write (required)")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if entriesPath == "" || out == "" || oldSize <= 0 {
+			return usageError("--entries, --old-size and --out are required")
+		}
+		b, err := os.ReadFile(entriesPath)
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		e, err := verifier.ParseEntries(b)
+		if err != nil {
+			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", entriesPath, err)}
+		}
+		c, err := verifier.ProveConsistency(e, oldSize)
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		b, err = verifier.MarshalConsistency(c)
+		if err != nil {
+			return err
+		}
+		if err := auditWriteFile(out, b); err != nil {
+			return err
+		}
+		fmt.Printf("wrote the consistency proof of %d records in the latest checkpoint to %s\n", oldSize, out)
+		return nil
+	}
+	return cmd
+}
+
+func newAuditVerifyConsistencyCmd() *cobra.Command {
+	var keysPath, oldPath string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify-consistency consistency.json --keys keys.json [--old CHECKPOINT]",
+		Short: "Verify offline that an older checkpoint is a prefix of a newer one (exit 0 valid, 1 invalid)",
+		Long: `Check a consistency.json: both checkpoints' signatures under the trusted keys, and
+the Merkle proof that the older log is a prefix of the newer. With --old, the
+older checkpoint must also be byte for byte the signed note you kept. No
+network is used.`,
+		Args: cobra.ExactArgs(1),
+	}
+	cmd.Flags().StringVar(&keysPath, "keys", "", "trusted keys.json (required)")
+	cmd.Flags().StringVar(&oldPath, "old", "", "the signed checkpoint note you kept, to compare")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		if keysPath == "" {
+			return usageError("--keys is required")
+		}
+		keys, err := auditReadKeys(keysPath)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(args[0])
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		c, old, cur, err := verifier.VerifyConsistency(b, keys)
+		if err != nil {
+			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", args[0], err)}
+		}
+		if oldPath != "" {
+			kept, err := os.ReadFile(oldPath)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			if !bytes.Equal(kept, c.Old) {
+				return &ExitError{Code: 1, Err: fmt.Errorf("%s: the older checkpoint is not the one in %s", args[0], oldPath)}
+			}
+		}
+		if asJSON {
+			return printJSON(map[string]any{"ok": true, "tenant": c.Tenant, "old_size": old.Size, "old_root": old.Root.String(),
+				"new_size": cur.Size, "new_root": cur.Root.String()})
+		}
+		fmt.Printf("ok: the log of %d records (root %s) is a prefix of the log of %d records (root %s)\n", old.Size, old.Root, cur.Size, cur.Root)
 		return nil
 	}
 	return cmd

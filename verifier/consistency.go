@@ -1,0 +1,172 @@
+package verifier
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+
+	"github.com/contextos/ledger/kernel"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// ConsistencyVersion is the version of the consistency.json format.
+const ConsistencyVersion = 1
+
+// Consistency shows that a tenant's log, as committed to by an older signed
+// checkpoint, is a prefix of the log a newer signed checkpoint commits to:
+// nothing the older one covered was changed, removed or reordered since.
+// An auditor who kept an earlier checkpoint checks it against a later one
+// without the records. Its file form, consistency.json, is one canonical
+// (JCS) object and a newline:
+//
+//	{"new":"<signed note>","old":"<signed note>","proof":["<base64 hash>",...],"tenant":"acme","v":1}
+type Consistency struct {
+	Tenant string
+	Old    []byte         // the older signed checkpoint note
+	New    []byte         // the newer one; its size is at least the older's
+	Hashes tlog.TreeProof // tlog.ProveTree(new size, old size)
+}
+
+type consistencyFile struct {
+	V      int      `json:"v"`
+	Tenant string   `json:"tenant"`
+	Old    string   `json:"old"`
+	New    string   `json:"new"`
+	Proof  []string `json:"proof"`
+}
+
+type consistencyFields struct {
+	V      *int     `json:"v"`
+	Tenant *string  `json:"tenant"`
+	Old    *string  `json:"old"`
+	New    *string  `json:"new"`
+	Proof  []string `json:"proof"`
+}
+
+// MarshalConsistency returns the consistency.json form of c.
+func MarshalConsistency(c Consistency) ([]byte, error) {
+	f := consistencyFile{V: ConsistencyVersion, Tenant: c.Tenant, Old: string(c.Old), New: string(c.New), Proof: []string{}}
+	for _, h := range c.Hashes {
+		f.Proof = append(f.Proof, h.String())
+	}
+	b, err := kernel.Canonical(f)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ParseConsistency parses consistency.json strictly: every field present,
+// nothing unknown, valid hashes, and b equal to MarshalConsistency of the
+// result. It does not verify the proof (VerifyConsistency does).
+func ParseConsistency(b []byte) (Consistency, error) {
+	if len(b) > 64*1024 {
+		return Consistency{}, errors.New("verifier: consistency: file too large")
+	}
+	var f consistencyFields
+	if err := strictJSON(b, &f); err != nil {
+		return Consistency{}, fmt.Errorf("verifier: consistency: %w", err)
+	}
+	if f.V == nil || *f.V != ConsistencyVersion {
+		return Consistency{}, fmt.Errorf("verifier: consistency: want \"v\": %d", ConsistencyVersion)
+	}
+	if f.Tenant == nil || f.Old == nil || f.New == nil || f.Proof == nil {
+		return Consistency{}, errors.New("verifier: consistency: a field is missing")
+	}
+	if len(f.Proof) > 128 {
+		return Consistency{}, errors.New("verifier: consistency: more than 128 hashes")
+	}
+	c := Consistency{Tenant: *f.Tenant, Old: []byte(*f.Old), New: []byte(*f.New)}
+	for _, s := range f.Proof {
+		h, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil || len(h) != tlog.HashSize {
+			return Consistency{}, errors.New("verifier: consistency: a hash is not base64 of 32 bytes")
+		}
+		var x tlog.Hash
+		copy(x[:], h)
+		c.Hashes = append(c.Hashes, x)
+	}
+	again, err := MarshalConsistency(c)
+	if err != nil {
+		return Consistency{}, fmt.Errorf("verifier: consistency: %w", err)
+	}
+	if !bytes.Equal(again, b) {
+		return Consistency{}, errors.New("verifier: consistency: not canonical")
+	}
+	return c, nil
+}
+
+// ProveConsistency proves, from an export, that the export's checkpoint of
+// size oldSize is a prefix of its largest checkpoint. The export is not
+// verified here (VerifyEntries does); the proof is checked by whoever
+// holds the older checkpoint (VerifyConsistency).
+func ProveConsistency(e Entries, oldSize int64) (Consistency, error) {
+	var t Tree
+	for _, raw := range e.Records {
+		if err := t.Append(RecordHash(raw)); err != nil {
+			return Consistency{}, err
+		}
+	}
+	var oldNote, newNote []byte
+	var newSize int64 = -1
+	for _, msg := range e.Checkpoints {
+		c, err := ReadCheckpoint(msg)
+		if err != nil {
+			return Consistency{}, err
+		}
+		if c.Size == oldSize {
+			oldNote = msg
+		}
+		if c.Size > newSize && c.Size <= t.Size() {
+			newNote, newSize = msg, c.Size
+		}
+	}
+	if oldNote == nil {
+		return Consistency{}, fmt.Errorf("verifier: the export has no checkpoint of size %d", oldSize)
+	}
+	hashes, err := tlog.ProveTree(newSize, oldSize, &t)
+	if err != nil {
+		return Consistency{}, fmt.Errorf("verifier: consistency proof: %w", err)
+	}
+	return Consistency{Tenant: e.Tenant, Old: oldNote, New: newNote, Hashes: hashes}, nil
+}
+
+// VerifyConsistency verifies a consistency.json against trusted keys,
+// offline: both checkpoints' signatures and origin (the proof's tenant),
+// the older no larger than the newer, and that the older tree is a prefix
+// of the newer (tlog.CheckTree; equal sizes need equal roots). It returns
+// the two checkpoints. Errors are *Failure, or a parse error.
+func VerifyConsistency(b []byte, keys Keys) (Consistency, Checkpoint, Checkpoint, error) {
+	c, err := ParseConsistency(b)
+	if err != nil {
+		return Consistency{}, Checkpoint{}, Checkpoint{}, err
+	}
+	verifiers, err := keys.Verifiers()
+	if err != nil {
+		return Consistency{}, Checkpoint{}, Checkpoint{}, err
+	}
+	fail := func(reason Reason, format string, args ...any) (Consistency, Checkpoint, Checkpoint, error) {
+		return c, Checkpoint{}, Checkpoint{}, &Failure{Index: -1, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	}
+	var cps [2]Checkpoint
+	for i, note := range [][]byte{c.Old, c.New} {
+		cp, err := OpenCheckpoint(note, verifiers)
+		if err != nil {
+			f := failureOf(err)
+			return fail(f.Reason, "%s checkpoint: %s", []string{"old", "new"}[i], f.Detail)
+		}
+		if cp.Origin != Origin(c.Tenant) {
+			return fail(ReasonHashBreak, "checkpoint of %q, proof of tenant %q", cp.Origin, c.Tenant)
+		}
+		cps[i] = cp
+	}
+	old, cur := cps[0], cps[1]
+	if old.Size > cur.Size {
+		return fail(ReasonHashBreak, "old checkpoint of size %d is larger than the new one of %d", old.Size, cur.Size)
+	}
+	if err := tlog.CheckTree(c.Hashes, cur.Size, cur.Root, old.Size, old.Root); err != nil {
+		return fail(ReasonHashBreak, "the log of %d records is not a prefix of the log of %d: %v", old.Size, cur.Size, err)
+	}
+	return c, old, cur, nil
+}
