@@ -2,7 +2,6 @@ package verifier
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
 
@@ -78,15 +77,11 @@ func ParseConsistency(b []byte) (Consistency, error) {
 		return Consistency{}, errors.New("verifier: consistency: more than 128 hashes")
 	}
 	c := Consistency{Tenant: *f.Tenant, Old: []byte(*f.Old), New: []byte(*f.New)}
-	for _, s := range f.Proof {
-		h, err := base64.StdEncoding.Strict().DecodeString(s)
-		if err != nil || len(h) != tlog.HashSize {
-			return Consistency{}, errors.New("verifier: consistency: a hash is not base64 of 32 bytes")
-		}
-		var x tlog.Hash
-		copy(x[:], h)
-		c.Hashes = append(c.Hashes, x)
+	hashes, err := parseHashes(f.Proof)
+	if err != nil {
+		return Consistency{}, fmt.Errorf("verifier: consistency: %w", err)
 	}
+	c.Hashes = hashes
 	again, err := MarshalConsistency(c)
 	if err != nil {
 		return Consistency{}, fmt.Errorf("verifier: consistency: %w", err)

@@ -80,15 +80,11 @@ func ParseProof(b []byte) (Proof, error) {
 		return Proof{}, errors.New("verifier: proof: more than 64 hashes")
 	}
 	p := Proof{Tenant: *f.Tenant, Index: *f.Index, Record: f.Record, Checkpoint: []byte(*f.Checkpoint)}
-	for _, s := range f.Proof {
-		h, err := base64.StdEncoding.Strict().DecodeString(s)
-		if err != nil || len(h) != tlog.HashSize {
-			return Proof{}, errors.New("verifier: proof: a hash is not base64 of 32 bytes")
-		}
-		var x tlog.Hash
-		copy(x[:], h)
-		p.Hashes = append(p.Hashes, x)
+	hashes, err := parseHashes(f.Proof)
+	if err != nil {
+		return Proof{}, fmt.Errorf("verifier: proof: %w", err)
 	}
+	p.Hashes = hashes
 	again, err := MarshalProof(p)
 	if err != nil {
 		return Proof{}, fmt.Errorf("verifier: proof: %w", err)
@@ -203,4 +199,20 @@ func VerifyProof(b []byte, keys Keys) (Proof, Record, error) {
 		return fail(ReasonHashBreak, "inclusion proof: %v", err)
 	}
 	return p, r, nil
+}
+
+// parseHashes decodes the hashes of a proof file: standard base64 of 32
+// bytes each.
+func parseHashes(ss []string) ([]tlog.Hash, error) {
+	var out []tlog.Hash
+	for _, s := range ss {
+		h, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil || len(h) != tlog.HashSize {
+			return nil, errors.New("a hash is not base64 of 32 bytes")
+		}
+		var x tlog.Hash
+		copy(x[:], h)
+		out = append(out, x)
+	}
+	return out, nil
 }

@@ -83,31 +83,29 @@ type unsignedTail struct {
 // spares canonicalizing the event again. TestSigningBytesFastPath and
 // FuzzRecord check it equals RecordSigningBytes.
 func signingBytes(r Record) ([]byte, error) {
-	rest, err := kernel.Canonical(unsignedTail{r.V, r.Index, r.Tenant, r.EventSeq, r.Subject, r.EventHash, r.PrevHash, r.KeyID})
+	rest, err := kernel.Canonical(tailOf(r))
 	if err != nil {
 		return nil, err
 	}
 	return spliceEvent(r.Event, rest), nil
 }
 
-// signedTail is Record without the event.
+func tailOf(r Record) unsignedTail {
+	return unsignedTail{r.V, r.Index, r.Tenant, r.EventSeq, r.Subject, r.EventHash, r.PrevHash, r.KeyID}
+}
+
+// signedTail is Record without the event (encoding/json flattens the
+// embedded tail's members).
 type signedTail struct {
-	V         int    `json:"v"`
-	Index     int64  `json:"index"`
-	Tenant    string `json:"tenant"`
-	EventSeq  uint64 `json:"event_seq"`
-	Subject   string `json:"subject"`
-	EventHash string `json:"event_hash"`
-	PrevHash  string `json:"prev_hash"`
-	KeyID     string `json:"key_id"`
-	Sig       string `json:"sig"`
+	unsignedTail
+	Sig string `json:"sig"`
 }
 
 // canonicalRecord is kernel.Canonical(r) for a record whose event bytes are
 // canonical, by the same splice as signingBytes ("sig" sorts after
 // "event" too). TestCanonicalRecordFastPath checks it.
 func canonicalRecord(r Record) ([]byte, error) {
-	rest, err := kernel.Canonical(signedTail{r.V, r.Index, r.Tenant, r.EventSeq, r.Subject, r.EventHash, r.PrevHash, r.KeyID, r.Sig})
+	rest, err := kernel.Canonical(signedTail{tailOf(r), r.Sig})
 	if err != nil {
 		return nil, err
 	}

@@ -95,6 +95,23 @@ func auditReadKeys(path string) (verifier.Keys, error) {
 	return k, nil
 }
 
+// auditReadKeysAndFile reads the trusted keys (--keys, required) and the
+// file to verify offline.
+func auditReadKeysAndFile(keysPath, path string) (verifier.Keys, []byte, error) {
+	if keysPath == "" {
+		return verifier.Keys{}, nil, usageError("--keys is required")
+	}
+	keys, err := auditReadKeys(keysPath)
+	if err != nil {
+		return verifier.Keys{}, nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return verifier.Keys{}, nil, &ExitError{Code: 1, Err: err}
+	}
+	return keys, b, nil
+}
+
 func newAuditCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -326,16 +343,9 @@ Merkle tree. No network is used.`,
 	cmd.Flags().StringVar(&keysPath, "keys", "", "trusted keys.json (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
-		if keysPath == "" {
-			return usageError("--keys is required")
-		}
-		keys, err := auditReadKeys(keysPath)
+		keys, b, err := auditReadKeysAndFile(keysPath, args[0])
 		if err != nil {
 			return err
-		}
-		b, err := os.ReadFile(args[0])
-		if err != nil {
-			return &ExitError{Code: 1, Err: err}
 		}
 		p, r, err := verifier.VerifyProof(b, keys)
 		if err != nil {
@@ -532,16 +542,9 @@ network is used.`,
 	cmd.Flags().StringVar(&oldPath, "old", "", "the signed checkpoint note you kept, to compare")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
-		if keysPath == "" {
-			return usageError("--keys is required")
-		}
-		keys, err := auditReadKeys(keysPath)
+		keys, b, err := auditReadKeysAndFile(keysPath, args[0])
 		if err != nil {
 			return err
-		}
-		b, err := os.ReadFile(args[0])
-		if err != nil {
-			return &ExitError{Code: 1, Err: err}
 		}
 		c, old, cur, err := verifier.VerifyConsistency(b, keys)
 		if err != nil {
