@@ -111,13 +111,6 @@ func TestJetStoreConformanceR3(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) events.Store { return freshR3Store(t, js) })
 }
 
-// TestJetStoreReplaySubjectsR3: the filtered replay on a replicated stream,
-// where whatever a replica lacks is fetched from the leader.
-func TestJetStoreReplaySubjectsR3(t *testing.T) {
-	js, _ := startCluster(t)
-	testReplaySubjects(t, freshR3Store(t, js))
-}
-
 // TestServerR3RetryIsDuplicate records that on a replicated stream the
 // message id is checked before the expected sequence: a retried publish
 // (same Nats-Msg-Id and stale expectation) gets a duplicate ack naming the

@@ -429,21 +429,6 @@ func (s *JetStore) LastSeq(ctx context.Context, subject string) (uint64, error) 
 // stream (no consumer). Each request has the default timeout when ctx has no
 // deadline; the whole replay is bounded only by ctx.
 func (s *JetStore) Replay(ctx context.Context, fromSeq uint64, fn func(Stored) error) error {
-	return s.replay(ctx, "", fromSeq, fn)
-}
-
-// ReplaySubjects is Replay of the events whose subject matches filter (a
-// subject that may hold wildcards, "ctx.ev.acme.>" say): the server skips
-// the others, so a follower of one tenant neither fetches nor decodes the
-// rest of the stream.
-func (s *JetStore) ReplaySubjects(ctx context.Context, filter string, fromSeq uint64, fn func(Stored) error) error {
-	if filter == "" {
-		return errors.New("events: ReplaySubjects needs a filter")
-	}
-	return s.replay(ctx, filter, fromSeq, fn)
-}
-
-func (s *JetStore) replay(ctx context.Context, filter string, fromSeq uint64, fn func(Stored) error) error {
 	// On a replicated stream Direct Get may be answered by a follower that
 	// has not applied everything the leader acknowledged: learn the
 	// leader's last sequence first and fetch from the leader whatever the
@@ -464,7 +449,7 @@ func (s *JetStore) replay(ctx context.Context, filter string, fromSeq uint64, fn
 		next = f.Seq + 1
 		return fn(f.Stored)
 	}
-	req := directReq{Seq: next, NextFor: filter, Batch: s.readBatch()}
+	req := directReq{Seq: next, Batch: s.readBatch()}
 	for {
 		rctx, cancel := s.withTimeout(ctx)
 		nxt, pending, n, err := s.directOnce(rctx, req, deliver)
@@ -479,21 +464,16 @@ func (s *JetStore) replay(ctx context.Context, filter string, fromSeq uint64, fn
 	}
 	for ; next <= upTo; next++ {
 		rctx, cancel := s.withTimeout(ctx)
-		f, found, err := s.leaderGet(rctx, directReq{Seq: next, NextFor: filter})
+		f, found, err := s.leaderGet(rctx, directReq{Seq: next})
 		cancel()
 		if err != nil {
 			return err
 		}
-		if !found {
-			if filter != "" {
-				break // nothing matching after next
+		if found {
+			if err := fn(f.Stored); err != nil {
+				return err
 			}
-			continue
 		}
-		if err := fn(f.Stored); err != nil {
-			return err
-		}
-		next = f.Seq // the next matching message is after it
 	}
 	return nil
 }

@@ -140,14 +140,7 @@ func (p *AuditProjector) Sync(ctx context.Context) error {
 	}
 	prefix := events.SubjectPrefix + p.cfg.Tenant + "."
 	var pending []events.Stored
-	replay := p.cfg.Events.Replay
-	if fs, ok := p.cfg.Events.(subjectReplayer); ok {
-		// Only this tenant's events: the server skips the others'.
-		replay = func(ctx context.Context, from uint64, fn func(events.Stored) error) error {
-			return fs.ReplaySubjects(ctx, prefix+">", from, fn)
-		}
-	}
-	err := replay(ctx, p.lastEventSeq()+1, func(st events.Stored) error {
+	err := p.cfg.Events.Replay(ctx, p.lastEventSeq()+1, func(st events.Stored) error {
 		if len(st.Subject) < len(prefix) || st.Subject[:len(prefix)] != prefix || st.Seq <= p.lastEventSeq() {
 			return nil
 		}
@@ -167,12 +160,6 @@ func (p *AuditProjector) Sync(ctx context.Context) error {
 		return err
 	}
 	return p.checkpoint(ctx, false)
-}
-
-// subjectReplayer is a store that can replay the events of some subjects
-// only (events.JetStore).
-type subjectReplayer interface {
-	ReplaySubjects(ctx context.Context, filter string, fromSeq uint64, fn func(events.Stored) error) error
 }
 
 // MaxRecordBatch bounds the records appended as one atomic batch. Records
