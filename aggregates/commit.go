@@ -638,9 +638,7 @@ func (c *committer) onBatch(r batchResult) {
 	c.observe(r)
 	c.lastTxs, c.lastDone = len(r.txs), time.Now()
 	if r.split != nil {
-		c.lastTxs = len(r.split)
-	}
-	if r.split != nil {
+		c.lastTxs = r.events // the group's transactions, however its chains ended
 		c.onSplit(r.split)
 		return
 	}

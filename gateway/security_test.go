@@ -384,6 +384,28 @@ func TestSecurityApprovalReplay(t *testing.T) {
 	}
 }
 
+// pausedAfterDispatchStart boots a runtime whose executor pauses right after
+// its dispatch-start, sends p from agent_email, and returns once the executor
+// is paused: the attempt, the channel that wakes it, and the reply to come.
+func pausedAfterDispatchStart(t *testing.T, p map[string]any) (*env, string, chan struct{}, chan Reply) {
+	t.Helper()
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	dir := t.TempDir()
+	paused, wake := make(chan string, 1), make(chan struct{})
+	rt, err := Boot(testConfig(t, dir, hs.URL), BootOptions{Hooks: Hooks{AfterDispatchStart: func(id string) { paused <- id; <-wake }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	e := &env{t: t, rt: rt, prov: prov, dir: dir}
+	done := make(chan Reply, 1)
+	nc := e.client("acme", "agent_email")
+	go func() { done <- e.propose(nc, "acme", "agent_email", p) }()
+	return e, <-paused, wake, done
+}
+
 // TestSecurityStaleExecutor: an executor whose operation was taken over
 // cannot act. (1) The provider is called only once the reservation and the
 // dispatch-start are stored together: paused right after its dispatch-start,
@@ -397,21 +419,8 @@ func TestSecurityApprovalReplay(t *testing.T) {
 // hold stays until reconciliation reads the provider.
 func TestSecurityStaleExecutor(t *testing.T) {
 	t.Run("started-before-dispatch", func(t *testing.T) {
-		prov := provider.New()
-		hs := httptest.NewServer(prov.Handler())
-		t.Cleanup(hs.Close)
-		dir := t.TempDir()
-		paused, wake := make(chan string, 1), make(chan struct{})
-		rt, err := Boot(testConfig(t, dir, hs.URL), BootOptions{Hooks: Hooks{AfterDispatchStart: func(id string) { paused <- id; <-wake }}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(rt.Close)
-		e := &env{t: t, rt: rt, prov: prov, dir: dir}
-		done := make(chan Reply, 1)
-		nc := e.client("acme", "agent_email")
-		go func() { done <- e.propose(nc, "acme", "agent_email", refund("run_s", "s1", "ord_s", 5000)) }()
-		attempt := <-paused
+		e, attempt, wake, done := pausedAfterDispatchStart(t, refund("run_s", "s1", "ord_s", 5000))
+		prov := e.prov
 		opSubject, _ := events.Subject("acme", "operation", "run_s", "s1")
 		var reserved, started bool
 		for _, ev := range e.signed(opSubject) {
@@ -444,21 +453,7 @@ func TestSecurityStaleExecutor(t *testing.T) {
 		}
 	})
 	t.Run("after-dispatch-start", func(t *testing.T) {
-		prov := provider.New()
-		hs := httptest.NewServer(prov.Handler())
-		t.Cleanup(hs.Close)
-		dir := t.TempDir()
-		paused, wake := make(chan string, 1), make(chan struct{})
-		rt, err := Boot(testConfig(t, dir, hs.URL), BootOptions{Hooks: Hooks{AfterDispatchStart: func(id string) { paused <- id; <-wake }}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(rt.Close)
-		e := &env{t: t, rt: rt, prov: prov, dir: dir}
-		done := make(chan Reply, 1)
-		nc := e.client("acme", "agent_email")
-		go func() { done <- e.propose(nc, "acme", "agent_email", refund("run_t", "t1", "ord_t", 6000)) }()
-		attempt := <-paused
+		e, attempt, wake, done := pausedAfterDispatchStart(t, refund("run_t", "t1", "ord_t", 6000))
 		var rec OpReply
 		deadline := time.Now().Add(15 * time.Second)
 		for { // the grace period (2 x 500ms + 1s) is wall-clock time
@@ -486,6 +481,6 @@ func TestSecurityStaleExecutor(t *testing.T) {
 		if bal := e.op("exposure", OpRequest{Resource: "ord_t"}).Exposure[0].Balance; bal.Committed != 6000 || bal.Held != 0 {
 			t.Fatalf("after reconciliation: %+v", bal)
 		}
-		signedStream(t, rt)
+		signedStream(t, e.rt)
 	})
 }

@@ -95,6 +95,24 @@ func auditReadKeys(path string) (verifier.Keys, error) {
 	return k, nil
 }
 
+// auditFetch asks contextosd for the file of an audit verb, checks it with
+// parse, and writes it to out.
+func auditFetch(c *connFlags, verb string, req any, what, out string, parse func([]byte) error) error {
+	oc, done, err := auditClient(c)
+	if err != nil {
+		return err
+	}
+	defer done()
+	b, err := oc.File(context.Background(), verb, req)
+	if err != nil {
+		return auditOpsError(err)
+	}
+	if err := parse(b); err != nil {
+		return fmt.Errorf("%s from contextosd: %w", what, err)
+	}
+	return auditWriteFile(out, b)
+}
+
 // auditReadKeysAndFile reads the trusted keys (--keys, required) and the
 // file to verify offline.
 func auditReadKeysAndFile(keysPath, path string) (verifier.Keys, []byte, error) {
@@ -304,20 +322,11 @@ func newAuditProveCmd() *cobra.Command {
 		if err := events.ValidEventID(eventID); err != nil {
 			return usageError("--event: %v", err)
 		}
-		oc, done, err := auditClient(c)
-		if err != nil {
+		var p verifier.Proof
+		if err := auditFetch(c, projections.VerbAuditProve, projections.ProveRequest{EventID: eventID}, "proof", out, func(b []byte) (err error) {
+			p, err = verifier.ParseProof(b)
 			return err
-		}
-		defer done()
-		b, err := oc.File(context.Background(), projections.VerbAuditProve, projections.ProveRequest{EventID: eventID})
-		if err != nil {
-			return auditOpsError(err)
-		}
-		p, err := verifier.ParseProof(b)
-		if err != nil {
-			return fmt.Errorf("proof from contextosd: %w", err)
-		}
-		if err := auditWriteFile(out, b); err != nil {
+		}); err != nil {
 			return err
 		}
 		if c.json {
@@ -457,20 +466,11 @@ offline and reports any difference.`,
 		if out == "" {
 			return usageError("--out is required")
 		}
-		oc, done, err := auditClient(c)
-		if err != nil {
+		var v verifier.View
+		if err := auditFetch(c, projections.VerbExposureView, nil, "view", out, func(b []byte) (err error) {
+			v, err = verifier.ParseView(b)
 			return err
-		}
-		defer done()
-		b, err := oc.File(context.Background(), projections.VerbExposureView, nil)
-		if err != nil {
-			return auditOpsError(err)
-		}
-		v, err := verifier.ParseView(b)
-		if err != nil {
-			return fmt.Errorf("view from contextosd: %w", err)
-		}
-		if err := auditWriteFile(out, b); err != nil {
+		}); err != nil {
 			return err
 		}
 		if c.json {
