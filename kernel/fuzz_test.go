@@ -129,3 +129,79 @@ func FuzzDecodeCanonicalEvent(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCanonicalObject: an object put together by CanonicalObject from
+// canonical values and plain names, strings and integers is byte for byte
+// what Canonical makes of the same object.
+func FuzzCanonicalObject(f *testing.F) {
+	f.Add("body", `{"b":[1,2.5],"a":"\u00e9"}`, "event_id", "01JDQ8Z5X3N4R7T9V2W6Y8A0BC", "v", int64(1))
+	f.Add("z", `"x"`, "a", "<&>", "m", int64(-7))
+	f.Add("", `null`, "sig", "a\"b", "n", int64(1e15))
+	f.Fuzz(func(t *testing.T, n1, raw, n2, str, n3 string, num int64) {
+		v1, err := Canonical(json.RawMessage(raw))
+		if err != nil || n1 == n2 || n1 == n3 || n2 == n3 {
+			return
+		}
+		members := []Member{{Name: n1, Value: v1}}
+		v2, ok2 := CanonicalString(str)
+		v3, ok3 := CanonicalInt(num)
+		if ok2 {
+			members = append(members, Member{Name: n2, Value: v2})
+		}
+		if ok3 {
+			members = append(members, Member{Name: n3, Value: v3})
+		}
+		got, ok := CanonicalObject(members)
+		if !ok {
+			return
+		}
+		obj := map[string]json.RawMessage{}
+		for _, m := range members {
+			obj[m.Name] = m.Value
+		}
+		want, err := Canonical(obj)
+		if err != nil {
+			t.Fatalf("Canonical refused what CanonicalObject took: %v", err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("CanonicalObject %s\nCanonical       %s", got, want)
+		}
+	})
+}
+
+// TestCanonicalObject: what the composition takes and declines.
+func TestCanonicalObject(t *testing.T) {
+	cases := []struct {
+		name    string
+		members []Member
+		want    string // "" when declined
+	}{
+		{"sorted", []Member{{"v", []byte("1")}, {"body", []byte(`{"a":1}`)}, {"key_id", []byte(`"k"`)}}, `{"body":{"a":1},"key_id":"k","v":1}`},
+		{"empty object", nil, `{}`},
+		{"non-plain name", []Member{{"é", []byte("1")}}, ""},
+		{"quote in a name", []Member{{`a"b`, []byte("1")}}, ""},
+		{"empty value", []Member{{"a", nil}}, ""},
+	}
+	for _, c := range cases {
+		got, ok := CanonicalObject(c.members)
+		if (c.want == "") == ok || (ok && string(got) != c.want) {
+			t.Errorf("%s: %q %v, want %q", c.name, got, ok, c.want)
+		}
+	}
+	for _, c := range []struct {
+		s  string
+		ok bool
+	}{{"acme", true}, {"<&>/ ~", true}, {`a"b`, false}, {`a\b`, false}, {"a\x1fb", false}, {"a\x7fb", false}, {"é", false}} {
+		if _, ok := CanonicalString(c.s); ok != c.ok {
+			t.Errorf("CanonicalString(%q) ok %v, want %v", c.s, ok, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		v  int64
+		ok bool
+	}{{0, true}, {-5, true}, {1e15 - 1, true}, {1e15, false}, {-1e15, false}} {
+		if _, ok := CanonicalInt(c.v); ok != c.ok {
+			t.Errorf("CanonicalInt(%d) ok %v, want %v", c.v, ok, c.ok)
+		}
+	}
+}

@@ -64,61 +64,58 @@ func RecordSigningBytes(r Record) ([]byte, error) {
 	return kernel.Canonical(unsignedRecord{r.V, r.Index, r.Tenant, r.EventSeq, r.Subject, r.Event, r.EventHash, r.PrevHash, r.KeyID})
 }
 
-// unsignedTail is unsignedRecord without the event.
-type unsignedTail struct {
-	V         int    `json:"v"`
-	Index     int64  `json:"index"`
-	Tenant    string `json:"tenant"`
-	EventSeq  uint64 `json:"event_seq"`
-	Subject   string `json:"subject"`
-	EventHash string `json:"event_hash"`
-	PrevHash  string `json:"prev_hash"`
-	KeyID     string `json:"key_id"`
-}
-
 // signingBytes is RecordSigningBytes for a record whose event bytes are known
 // to be canonical (a record that passed ParseRecord, or an event that passed
-// codec.Decode). "event" sorts before every other field, so the canonical
-// record is "{"event":" + event + "," + the rest's canonical members; this
-// spares canonicalizing the event again. TestSigningBytesFastPath and
-// FuzzRecord check it equals RecordSigningBytes.
+// codec.Decode): put together around the event, which is not canonicalized
+// again. TestSigningBytesFastPath and FuzzRecord check it equals
+// RecordSigningBytes.
 func signingBytes(r Record) ([]byte, error) {
-	rest, err := kernel.Canonical(tailOf(r))
-	if err != nil {
-		return nil, err
+	if b, ok := recordObject(r, false); ok {
+		return b, nil
 	}
-	return spliceEvent(r.Event, rest), nil
-}
-
-func tailOf(r Record) unsignedTail {
-	return unsignedTail{r.V, r.Index, r.Tenant, r.EventSeq, r.Subject, r.EventHash, r.PrevHash, r.KeyID}
-}
-
-// signedTail is Record without the event (encoding/json flattens the
-// embedded tail's members).
-type signedTail struct {
-	unsignedTail
-	Sig string `json:"sig"`
+	return RecordSigningBytes(r)
 }
 
 // canonicalRecord is kernel.Canonical(r) for a record whose event bytes are
-// canonical, by the same splice as signingBytes ("sig" sorts after
-// "event" too). TestCanonicalRecordFastPath checks it.
+// canonical, put together the same way. TestCanonicalRecordFastPath checks
+// it.
 func canonicalRecord(r Record) ([]byte, error) {
-	rest, err := kernel.Canonical(signedTail{tailOf(r), r.Sig})
-	if err != nil {
-		return nil, err
+	if b, ok := recordObject(r, true); ok {
+		return b, nil
 	}
-	return spliceEvent(r.Event, rest), nil
+	return kernel.Canonical(r)
 }
 
-// spliceEvent writes {"event":<event>,<members of rest>}.
-func spliceEvent(event, rest []byte) []byte {
-	out := make([]byte, 0, len(event)+len(rest)+10)
-	out = append(out, `{"event":`...)
-	out = append(out, event...)
-	out = append(out, ',')
-	return append(out, rest[1:]...)
+// recordObject puts r's canonical encoding (with its sig when withSig)
+// together with kernel.CanonicalObject; ok is false when a field is not one
+// JCS writes as is, and the callers ask kernel.Canonical.
+func recordObject(r Record, withSig bool) ([]byte, bool) {
+	if r.EventSeq > MaxIndex {
+		return nil, false
+	}
+	members := []kernel.Member{{Name: "event", Value: r.Event}}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"v", int64(r.V)}, {"index", r.Index}, {"event_seq", int64(r.EventSeq)}} {
+		b, ok := kernel.CanonicalInt(f.v)
+		if !ok {
+			return nil, false
+		}
+		members = append(members, kernel.Member{Name: f.name, Value: b})
+	}
+	strs := [][2]string{{"tenant", r.Tenant}, {"subject", r.Subject}, {"event_hash", r.EventHash}, {"prev_hash", r.PrevHash}, {"key_id", r.KeyID}}
+	if withSig {
+		strs = append(strs, [2]string{"sig", r.Sig})
+	}
+	for _, f := range strs {
+		b, ok := kernel.CanonicalString(f[1])
+		if !ok {
+			return nil, false
+		}
+		members = append(members, kernel.Member{Name: f[0], Value: b})
+	}
+	return kernel.CanonicalObject(members)
 }
 
 // RecordHash returns the hash that links a record into the chain (the next

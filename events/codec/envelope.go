@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -326,64 +325,32 @@ func signingBytes(e Envelope, checkBody bool) ([]byte, error) {
 	return kernel.Canonical(unsigned{e.Type, e.V, e.EventID, e.Tenant, e.Time, e.Body, e.KeyID})
 }
 
-// assemble writes the canonical (JCS) encoding of an envelope whose body is
-// canonical, without parsing it again: the envelope's members in JCS order
-// (body, event_id, key_id, sig, tenant, time, type, v: their UTF-16 order is
-// their byte order), the body as is, the other strings verbatim. That is
-// exactly what kernel.Canonical produces when every string is plain (printable
-// ASCII without '"' or '\', which JCS writes unescaped) and v is an integer
-// JCS writes in plain decimal; ok is false otherwise, and the caller asks
-// kernel.Canonical. The validators admit only plain strings, so this is the
-// path every valid envelope takes; TestAssembleIsCanonical and
-// FuzzAssembleIsCanonical hold it to kernel.Canonical byte for byte.
-// Canonicalizing each event once (its body) instead of five times was the
-// largest share of the engine's CPU under load (docs/performance.md).
+// assemble returns the canonical encoding of an envelope whose body is
+// canonical, without parsing the body again (kernel.CanonicalObject); ok is
+// false when a field is not one JCS writes as is, and the caller asks
+// kernel.Canonical. The validators admit only such fields, so every valid
+// envelope goes this way; TestAssembleIsCanonical and
+// FuzzAssembleIsCanonical hold it to kernel.Canonical. Canonicalizing each
+// event once (its body) instead of five times was the largest share of the
+// engine's CPU under load (docs/performance.md).
 func assemble(e Envelope, withSig bool) ([]byte, bool) {
-	if e.V < 0 || e.V >= 1e15 || len(e.Body) == 0 {
+	v, ok := kernel.CanonicalInt(int64(e.V))
+	if !ok || e.V < 0 || len(e.Body) == 0 {
 		return nil, false
 	}
-	strs := []string{e.EventID, e.KeyID, e.Tenant, e.Time, e.Type}
+	members := []kernel.Member{{Name: "body", Value: e.Body}, {Name: "v", Value: v}}
+	strs := []kernel.Member{{Name: "event_id"}, {Name: "key_id"}, {Name: "tenant"}, {Name: "time"}, {Name: "type"}}
+	vals := []string{e.EventID, e.KeyID, e.Tenant, e.Time, e.Type}
 	if withSig {
-		strs = append(strs, e.Sig)
+		strs, vals = append(strs, kernel.Member{Name: "sig"}), append(vals, e.Sig)
 	}
-	n := len(e.Body) + 96
-	for _, s := range strs {
-		if !plain(s) {
+	for i, m := range strs {
+		if m.Value, ok = kernel.CanonicalString(vals[i]); !ok {
 			return nil, false
 		}
-		n += len(s)
+		members = append(members, m)
 	}
-	b := make([]byte, 0, n)
-	b = append(b, `{"body":`...)
-	b = append(b, e.Body...)
-	b = append(b, `,"event_id":"`...)
-	b = append(b, e.EventID...)
-	b = append(b, `","key_id":"`...)
-	b = append(b, e.KeyID...)
-	if withSig {
-		b = append(b, `","sig":"`...)
-		b = append(b, e.Sig...)
-	}
-	b = append(b, `","tenant":"`...)
-	b = append(b, e.Tenant...)
-	b = append(b, `","time":"`...)
-	b = append(b, e.Time...)
-	b = append(b, `","type":"`...)
-	b = append(b, e.Type...)
-	b = append(b, `","v":`...)
-	b = strconv.AppendInt(b, int64(e.V), 10)
-	b = append(b, '}')
-	return b, true
-}
-
-// plain reports whether JCS writes s as is between its quotes.
-func plain(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
+	return kernel.CanonicalObject(members)
 }
 
 // Encode returns the canonical (JCS) encoding of the whole envelope: the wire
