@@ -33,21 +33,21 @@ type fetched struct {
 }
 
 // toFetched decodes a Direct Get reply message.
-func toFetched(m *nats.Msg) (fetched, error) {
+func (s *JetStore) toFetched(m *nats.Msg) (fetched, error) {
 	seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
 	if err != nil || seq == 0 {
 		return fetched{}, errors.New("events: direct get reply without a sequence")
 	}
-	return makeFetched(seq, m.Header.Get(hdrSubject), m.Header, m.Data, true)
+	return s.makeFetched(seq, m.Header.Get(hdrSubject), m.Header, m.Data, true)
 }
 
 // makeFetched decodes a stored message.
-func makeFetched(seq uint64, subject string, hdr nats.Header, data []byte, decode bool) (fetched, error) {
+func (s *JetStore) makeFetched(seq uint64, subject string, hdr nats.Header, data []byte, decode bool) (fetched, error) {
 	f := fetched{Stored: Stored{Seq: seq, Subject: subject, Raw: data}}
 	var err error
 	if !decode {
 		// Only the position is wanted (LastSeq).
-	} else if f.Envelope, err = Decode(data); err != nil {
+	} else if f.Envelope, err = s.memo.decode(seq, data); err != nil {
 		return fetched{}, &CorruptError{Seq: seq, Subject: subject, Err: err}
 	}
 	switch p := hdr.Get(hdrPrevSeq); p {
@@ -127,7 +127,7 @@ func (s *JetStore) leaderGetDecode(ctx context.Context, req directReq, decode bo
 			return fetched{}, false, fmt.Errorf("events: message get on %s: %w", s.stream, err)
 		}
 	}
-	f, err := makeFetched(resp.Message.Seq, resp.Message.Subject, hdr, resp.Message.Data, decode)
+	f, err := s.makeFetched(resp.Message.Seq, resp.Message.Subject, hdr, resp.Message.Data, decode)
 	return f, err == nil, err
 }
 
@@ -189,7 +189,7 @@ func (s *JetStore) directOneDecode(ctx context.Context, req directReq, decode bo
 	if err != nil || seq == 0 {
 		return fetched{}, false, errors.New("events: direct get reply without a sequence")
 	}
-	f, err := makeFetched(seq, m.Header.Get(hdrSubject), m.Header, m.Data, decode)
+	f, err := s.makeFetched(seq, m.Header.Get(hdrSubject), m.Header, m.Data, decode)
 	return f, err == nil, err
 }
 
@@ -260,7 +260,7 @@ func (s *JetStore) directOnce(ctx context.Context, req directReq, fn func(fetche
 		} else if !found {
 			return next, 0, n, nil
 		}
-		f, err := toFetched(m)
+		f, err := s.toFetched(m)
 		if err != nil {
 			return 0, 0, 0, err
 		}

@@ -148,6 +148,7 @@ type JetStore struct {
 	mu         sync.Mutex
 	replicated int // 0 unknown, 1 single replica, 2 replicated (see leaderReads)
 	replies    batchReplies
+	memo       decodeMemo
 	// ReadBatch is the number of messages asked per Direct Get batch request
 	// (default 256). Set before first use.
 	ReadBatch int
@@ -379,6 +380,7 @@ func (s *JetStore) appendOne(ctx context.Context, it encodedItem) (uint64, error
 			return 0, fmt.Errorf("%w: %s (stored at %d on %q)", ErrEventIDReused, it.envs[0].EventID, ack.Seq, st.Subject)
 		}
 	}
+	s.memo.put(ack.Seq, it.raws[0], it.envs[0])
 	return ack.Seq, nil
 }
 
@@ -417,6 +419,9 @@ func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint6
 	seqs := make([]uint64, len(enc))
 	seq := ack.Seq - uint64(total)
 	for i, it := range enc {
+		for j, raw := range it.raws {
+			s.memo.put(seq+1+uint64(j), raw, it.envs[j])
+		}
 		seq += uint64(len(it.raws))
 		seqs[i] = seq
 	}

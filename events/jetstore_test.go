@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -253,4 +254,50 @@ func TestEnsureStream(t *testing.T) {
 			t.Fatalf("stream config %+v", c)
 		}
 	}
+}
+
+// TestDecodeMemoAnswersOnlyForItsBytes: the store remembers the envelopes it
+// appended and decoded by stream sequence. When the stream is deleted and
+// made again, sequence 1 holds another event; every read (replay, subject
+// read, direct get) through the same store returns the new one, decoded
+// from its own bytes.
+func TestDecodeMemoAnswersOnlyForItsBytes(t *testing.T) {
+	store, _, js := newJetStore(t, false)
+	ctx := testCtx(t)
+	sub := storetest.Subject(t, "memo")
+	first, second := storetest.Event(t, 1), storetest.Event(t, 2)
+	if _, err := store.Append(ctx, sub, 0, first); err != nil {
+		t.Fatal(err)
+	}
+	read := func(want events.Envelope) {
+		t.Helper()
+		var got []events.Stored
+		if err := store.Replay(ctx, 1, func(st events.Stored) error { got = append(got, st); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		byRead, err := store.Read(ctx, sub, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sts := range [][]events.Stored{got, byRead} {
+			if len(sts) != 1 || sts[0].Seq != 1 || !reflect.DeepEqual(sts[0].Envelope, want) {
+				t.Fatalf("stored %+v, want only %s at sequence 1", sts, want.EventID)
+			}
+			if d, err := events.Decode(sts[0].Raw); err != nil || !reflect.DeepEqual(d, sts[0].Envelope) {
+				t.Fatalf("envelope %+v is not its bytes' (%+v, %v)", sts[0].Envelope, d, err)
+			}
+		}
+	}
+	read(first)
+	if err := js.DeleteStream(ctx, events.StreamName); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := events.NewJetStore(js, events.StreamName)
+	if _, err := other.Append(ctx, sub, 0, second); err != nil {
+		t.Fatal(err)
+	}
+	read(second)
 }

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -406,6 +407,11 @@ func FuzzDecode(f *testing.F) {
 		}
 		if !bytes.Equal(again, b) {
 			t.Fatalf("decode-encode changed the bytes:\n in %q\nout %q", b, again)
+		}
+		// The store's decode memo rests on this: bytes Encode made decode
+		// to the very envelope they were made from.
+		if d, err := events.Decode(again); err != nil || !reflect.DeepEqual(d, e) {
+			t.Fatalf("encode-decode changed the envelope: %+v, %v", d, err)
 		}
 	})
 }
