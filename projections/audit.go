@@ -239,14 +239,23 @@ func (p *AuditProjector) catchUp(ctx context.Context) error {
 	})
 }
 
-// record appends the record of st, or finds that another replica did.
 // record appends one record per stored event, in order, chained to the
 // log's tail, in atomic batches of at most MaxRecordBatch that never cross
 // the next checkpoint's size (so checkpoints fall where they did when each
 // record was its own append), and publishes the checkpoints that are due.
 func (p *AuditProjector) record(ctx context.Context, sts []events.Stored) error {
-	for len(sts) > 0 {
+	for {
 		p.mu.Lock()
+		// The chain may have moved past some of sts since they were read:
+		// a lost race for an append or for a checkpoint reads the records
+		// another replica wrote. Those events are recorded already.
+		for len(sts) > 0 && p.chain.tail != nil && sts[0].Seq <= p.chain.lastEventSeq {
+			sts = sts[1:]
+		}
+		if len(sts) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
 		index, prev, expected := p.chain.tree.Size(), p.chain.lastHash(), p.chain.lastSubjSeq
 		n := min(len(sts), MaxRecordBatch)
 		if every := int64(p.cfg.CheckpointEvery); every > 0 {
@@ -307,15 +316,10 @@ func (p *AuditProjector) record(ctx context.Context, sts []events.Stored) error 
 		if cerr := p.catchUp(ctx); cerr != nil {
 			return errors.Join(err, cerr)
 		}
-		done := p.lastEventSeq()
-		for len(sts) > 0 && sts[0].Seq <= done {
-			sts = sts[1:]
-		}
-		if len(sts) > 0 && !errors.Is(err, events.ErrConflict) {
+		if !errors.Is(err, events.ErrConflict) && p.lastEventSeq() < sts[len(sts)-1].Seq {
 			return err
 		}
 	}
-	return nil
 }
 
 // checkpoint publishes a checkpoint of the whole log when one is due (or

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 )
 
@@ -105,6 +106,55 @@ func TestAuditSyncRecordsEveryEventOnce(t *testing.T) {
 	checkExactlyOnce(t, e, "acme")
 	if st := p2.Status(); st.Records != int64(len(tenantEvents(t, e.store, "acme"))) {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// hookClock runs hook at its call number at (once), and from then on
+// reads an hour later, which makes a time-based checkpoint due.
+type hookClock struct {
+	calls int
+	at    int
+	hook  func()
+	t     time.Time
+}
+
+func (c *hookClock) Now() time.Time {
+	c.calls++
+	if c.calls == c.at {
+		c.hook()
+	}
+	if c.calls >= c.at {
+		return c.t.Add(time.Hour)
+	}
+	return c.t
+}
+
+// TestAuditCheckpointRaceKeepsEventsOnce: replica A appends its first record
+// and, as it is about to publish a checkpoint, replica B records the rest of
+// the events and publishes checkpoints. A's checkpoint loses the race and
+// adopts B's, reading B's records; what A still had to record is now in the
+// log, and A must not record it again (CI once saw a chain with event
+// sequences going back: "record 123 has event_seq 120 after 123").
+func TestAuditCheckpointRaceKeepsEventsOnce(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(e, "acme", 11, []string{"r1", "r2"})
+	d.appendN(t, 20)
+	b := e.projector(t, "acme", e.log, func(c *AuditConfig) { c.CheckpointEvery = 7 })
+	clock := &hookClock{at: 2, t: time.Unix(1_700_000_000, 0), hook: func() {
+		if err := b.Sync(context.Background()); err != nil {
+			t.Errorf("replica B: %v", err)
+		}
+	}}
+	a := e.projector(t, "acme", e.log, func(c *AuditConfig) { c.CheckpointEvery = 7; c.Clock = clock })
+	if err := a.Sync(context.Background()); err != nil {
+		t.Fatalf("replica A: %v", err)
+	}
+	if clock.calls < 2 {
+		t.Fatal("replica B never ran inside A's checkpoint")
+	}
+	checkExactlyOnce(t, e, "acme")
+	if st := a.Status(); st.Appended != 1 || st.LastEventSeq != tenantEvents(t, e.store, "acme")[19].Seq {
+		t.Fatalf("replica A: %+v, want 1 record appended and the log caught up", st)
 	}
 }
 
@@ -350,6 +400,64 @@ func TestAuditOpsProveAndKeys(t *testing.T) {
 	_, err = c.Call(ctx, VerbAuditExport, map[string]any{"from": 0, "tenant": "globex"})
 	if !errors.As(err, &oe) || oe.Code != "request_malformed" {
 		t.Fatalf("a body naming a tenant must be refused, got %v", err)
+	}
+}
+
+// TestAuditOpsProveConsistency proves through the ops verb that each of the
+// log's checkpoints is a prefix of the latest, verifies every proof offline
+// with the published keys, and refuses sizes no checkpoint has.
+func TestAuditOpsProveConsistency(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(e, "acme", 9, []string{"r1", "r2"})
+	d.appendN(t, 30)
+	p := e.projector(t, "acme", e.log, func(c *AuditConfig) { c.CheckpointEvery = 10 })
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := serveOps(t, e, "acme", nil)
+	ctx := context.Background()
+	keysJSON, err := c.File(ctx, VerbAuditKeys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := verifier.ParseKeys(keysJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes [][]byte
+	if err := e.log.Checkpoints(ctx, "acme", 0, 0, func(c StoredCheckpoint) error { notes = append(notes, c.Note); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	latest := p.Status().CheckpointSize
+	if len(notes) < 2 {
+		t.Fatalf("%d checkpoints, want several", len(notes))
+	}
+	for _, note := range notes {
+		cp, err := verifier.ReadCheckpoint(note)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.File(ctx, VerbAuditProveConsistency, ConsistencyRequest{OldSize: cp.Size})
+		if err != nil {
+			t.Fatalf("size %d: %v", cp.Size, err)
+		}
+		got, old, cur, err := verifier.VerifyConsistency(b, keys)
+		if err != nil {
+			t.Fatalf("size %d: %v", cp.Size, err)
+		}
+		if old.Size != cp.Size || !bytes.Equal(got.Old, note) || cur.Size != latest {
+			t.Fatalf("size %d: proof of %d against %d (latest %d)", cp.Size, old.Size, cur.Size, latest)
+		}
+	}
+	var oe *OpsError
+	for _, c2 := range []struct {
+		size int64
+		code kernel.Code
+	}{{latest - 1, CodeNotFound}, {latest + 10, CodeNotCheckpointed}, {0, kernel.CodeRequestMalformed}, {-3, kernel.CodeRequestMalformed}} {
+		_, err := c.File(ctx, VerbAuditProveConsistency, ConsistencyRequest{OldSize: c2.size})
+		if !errors.As(err, &oe) || oe.Code != c2.code {
+			t.Fatalf("old size %d: got %v, want %s", c2.size, err, c2.code)
+		}
 	}
 }
 

@@ -23,12 +23,15 @@ const (
 	VerbAuditCheckpoints = "audit-checkpoints" // signed checkpoints, paged
 	VerbAuditKeys        = "audit-keys"        // keys.json
 	VerbAuditProve       = "audit-prove"       // proof.json of one event's record
-	VerbEventsExport     = "events-export"     // events.jsonl lines, paged
-	VerbExposureView     = "exposure-view"     // view.json
+	// consistency.json: an older checkpoint is a prefix of the latest
+	VerbAuditProveConsistency = "audit-prove-consistency"
+	VerbEventsExport          = "events-export" // events.jsonl lines, paged
+	VerbExposureView          = "exposure-view" // view.json
 )
 
 // Verbs lists the operator verbs of Ops.
-var Verbs = []string{VerbAuditExport, VerbAuditCheckpoints, VerbAuditKeys, VerbAuditProve, VerbEventsExport, VerbExposureView}
+var Verbs = []string{VerbAuditExport, VerbAuditCheckpoints, VerbAuditKeys, VerbAuditProve, VerbAuditProveConsistency,
+	VerbEventsExport, VerbExposureView}
 
 // Stable codes of refused ops replies, besides kernel.CodeRequestMalformed.
 const (
@@ -49,6 +52,12 @@ type PageRequest struct {
 // ProveRequest is the body of audit-prove.
 type ProveRequest struct {
 	EventID string `json:"event_id"`
+}
+
+// ConsistencyRequest is the body of audit-prove-consistency: the size of
+// the older checkpoint, one the log holds.
+type ConsistencyRequest struct {
+	OldSize int64 `json:"old_size"`
 }
 
 // Page sizes.
@@ -73,7 +82,8 @@ type OpsReply struct {
 	Items [][]byte `json:"items,omitempty"`
 	Next  uint64   `json:"next,omitempty"` // the From of the next page
 	Done  bool     `json:"done,omitempty"` // no more items now
-	// File is keys.json (audit-keys), proof.json (audit-prove) or view.json
+	// File is keys.json (audit-keys), proof.json (audit-prove),
+	// consistency.json (audit-prove-consistency) or view.json
 	// (exposure-view).
 	File []byte `json:"file,omitempty"`
 }
@@ -172,6 +182,15 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsR
 			return refusedReply(kernel.CodeRequestMalformed, "event_id: %v", err)
 		}
 		return o.prove(ctx, tenant, req.EventID)
+	case VerbAuditProveConsistency:
+		var req ConsistencyRequest
+		if err := decodeRequest(body, &req); err != nil {
+			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
+		}
+		if req.OldSize <= 0 || req.OldSize > verifier.MaxIndex {
+			return refusedReply(kernel.CodeRequestMalformed, "old_size must be a checkpoint's size, 1..%d", int64(verifier.MaxIndex))
+		}
+		return o.proveConsistency(ctx, tenant, req.OldSize)
 	case VerbExposureView:
 		if err := decodeRequest(body, &struct{}{}); err != nil {
 			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
@@ -387,6 +406,53 @@ func (o *Ops) prove(ctx context.Context, tenant, eventID string) OpsReply {
 		return refusedReply(CodeUnavailable, "%v", err)
 	}
 	b, err := verifier.MarshalProof(proof)
+	if err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	return OpsReply{OK: true, File: b}
+}
+
+// proveConsistency proves that the tenant's checkpoint of oldSize records is
+// a prefix of its latest checkpoint, from the records as the log holds them
+// (both checkpoints are first checked against those records).
+func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64) OpsReply {
+	p := o.proofIndex(tenant)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur, ok, err := o.cfg.Log.LastCheckpoint(ctx, tenant)
+	if err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	if !ok || cur.Checkpoint.Size < oldSize {
+		return refusedReply(CodeNotCheckpointed, "no checkpoint of tenant %s covers %d records yet; retry later", tenant, oldSize)
+	}
+	if err := p.catchUp(ctx, o.cfg.Log, tenant); err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	var old *StoredCheckpoint
+	err = o.cfg.Log.Checkpoints(ctx, tenant, 0, 0, func(c StoredCheckpoint) error {
+		if c.Checkpoint.Size == oldSize {
+			old = &c
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	if old == nil {
+		return refusedReply(CodeNotFound, "tenant %s has no checkpoint of %d records", tenant, oldSize)
+	}
+	for _, c := range []verifier.Checkpoint{old.Checkpoint, cur.Checkpoint} {
+		if err := p.chain.checkCheckpoint(c); err != nil {
+			return refusedReply(CodeUnavailable, "%v", err)
+		}
+	}
+	c, err := verifier.NewConsistency(&p.chain.tree, tenant, old.Note, cur.Note)
+	if err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	b, err := verifier.MarshalConsistency(c)
 	if err != nil {
 		return refusedReply(CodeUnavailable, "%v", err)
 	}

@@ -120,11 +120,31 @@ func ProveConsistency(e Entries, oldSize int64) (Consistency, error) {
 	if oldNote == nil {
 		return Consistency{}, fmt.Errorf("verifier: the export has no checkpoint of size %d", oldSize)
 	}
-	hashes, err := tlog.ProveTree(newSize, oldSize, &t)
+	return NewConsistency(&t, e.Tenant, oldNote, newNote)
+}
+
+// NewConsistency proves, over the record hashes in t, that the checkpoint
+// note old is a prefix of the checkpoint note cur (both read, unverified, from
+// their notes; cur no larger than t and at least as large as old). It is the
+// one way a proof is made, from an export (ProveConsistency) or from the
+// live log (the audit-prove-consistency verb).
+func NewConsistency(t *Tree, tenant string, old, cur []byte) (Consistency, error) {
+	o, err := ReadCheckpoint(old)
+	if err != nil {
+		return Consistency{}, err
+	}
+	n, err := ReadCheckpoint(cur)
+	if err != nil {
+		return Consistency{}, err
+	}
+	if o.Size > n.Size || n.Size > t.Size() {
+		return Consistency{}, fmt.Errorf("verifier: consistency of a checkpoint of %d records with one of %d over %d records", o.Size, n.Size, t.Size())
+	}
+	hashes, err := tlog.ProveTree(n.Size, o.Size, t)
 	if err != nil {
 		return Consistency{}, fmt.Errorf("verifier: consistency proof: %w", err)
 	}
-	return Consistency{Tenant: e.Tenant, Old: oldNote, New: newNote, Hashes: hashes}, nil
+	return Consistency{Tenant: tenant, Old: old, New: cur, Hashes: hashes}, nil
 }
 
 // VerifyConsistency verifies a consistency.json against trusted keys,

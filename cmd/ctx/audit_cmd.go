@@ -486,41 +486,60 @@ func newAuditProveConsistencyCmd() *cobra.Command {
 	var entriesPath, out string
 	var oldSize int64
 	cmd := &cobra.Command{
-		Use:   "prove-consistency --entries entries.json --old-size N --out consistency.json",
-		Short: "Prove from an export that its checkpoint of N records is a prefix of its latest",
-		Long: `prove-consistency writes consistency.json: the export's checkpoint of N records,
+		Use:   "prove-consistency --old-size N --out consistency.json [--entries entries.json]",
+		Short: "Prove that the checkpoint of N records is a prefix of the latest checkpoint",
+		Long: `prove-consistency writes consistency.json: the log's checkpoint of N records,
 its latest checkpoint, and the Merkle consistency proof between them. Whoever
 kept the older checkpoint checks, with the newer one and no records, that the
-log it committed to was only appended to since. No network is used.`,
+log it committed to was only appended to since. The proof comes from the
+running contextosd (the audit-prove-consistency verb), or, with --entries,
+from an export, offline.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.Flags().StringVar(&entriesPath, "entries", "", "an export (ctx audit export) (required)")
-	cmd.Flags().Int64Var(&oldSize, "old-size", 0, "size of the older checkpoint, one of the export's (required)")
+	c := addConnFlags(cmd)
+	cmd.Flags().StringVar(&entriesPath, "entries", "", "prove from this export (ctx audit export) instead of the running daemon")
+	cmd.Flags().Int64Var(&oldSize, "old-size", 0, "size of the older checkpoint, one the log holds (required)")
 	cmd.Flags().StringVar(&out, "out", "", "consistency file to write (required)")
 	cmd.RunE = func(*cobra.Command, []string) error {
-		if entriesPath == "" || out == "" || oldSize <= 0 {
-			return usageError("--entries, --old-size and --out are required")
+		if out == "" || oldSize <= 0 {
+			return usageError("--old-size and --out are required")
 		}
-		b, err := os.ReadFile(entriesPath)
-		if err != nil {
-			return &ExitError{Code: 1, Err: err}
+		var proof verifier.Consistency
+		if entriesPath == "" {
+			if err := auditFetch(c, projections.VerbAuditProveConsistency, projections.ConsistencyRequest{OldSize: oldSize}, "consistency proof", out,
+				func(b []byte) (err error) {
+					proof, err = verifier.ParseConsistency(b)
+					return err
+				}); err != nil {
+				return err
+			}
+		} else {
+			b, err := os.ReadFile(entriesPath)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			e, err := verifier.ParseEntries(b)
+			if err != nil {
+				return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", entriesPath, err)}
+			}
+			if proof, err = verifier.ProveConsistency(e, oldSize); err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			if b, err = verifier.MarshalConsistency(proof); err != nil {
+				return err
+			}
+			if err := auditWriteFile(out, b); err != nil {
+				return err
+			}
 		}
-		e, err := verifier.ParseEntries(b)
-		if err != nil {
-			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", entriesPath, err)}
-		}
-		c, err := verifier.ProveConsistency(e, oldSize)
-		if err != nil {
-			return &ExitError{Code: 1, Err: err}
-		}
-		b, err = verifier.MarshalConsistency(c)
+		cur, err := verifier.ReadCheckpoint(proof.New)
 		if err != nil {
 			return err
 		}
-		if err := auditWriteFile(out, b); err != nil {
-			return err
+		if c.json {
+			return printJSON(map[string]any{"tenant": proof.Tenant, "old_size": oldSize, "new_size": cur.Size, "out": out})
 		}
-		fmt.Printf("wrote the consistency proof of %d records in the latest checkpoint to %s\n", oldSize, out)
+		fmt.Printf("wrote the proof that the checkpoint of %d records is a prefix of the checkpoint of %d to %s\n", oldSize, cur.Size, out)
 		return nil
 	}
 	return cmd

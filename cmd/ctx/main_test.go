@@ -100,6 +100,11 @@ func TestAgainstRuntime(t *testing.T) {
 	if c := as("ops_alice", "alice-secret", "admit-run", "--run", "run_cli", "--principal", "agent_email", "--calls", "9", "--amount", "9000"); c != 1 {
 		t.Fatalf("a second admission exited %d, want 1 (refused)", c)
 	}
+	// The live proof path reaches the runtime's verb: no checkpoint covers a
+	// million records, which is a refusal (exit 1), not a usage error.
+	if c := as("ops_alice", "alice-secret", "audit", "prove-consistency", "--old-size", "1000000", "--out", filepath.Join(t.TempDir(), "c.json")); c != 1 {
+		t.Fatalf("prove-consistency beyond the log exited %d, want 1 (refused)", c)
+	}
 	if c := as("ops_alice", "alice-secret", "kill-switch", "on"); c != 0 {
 		t.Fatalf("kill-switch on exited %d", c)
 	}
