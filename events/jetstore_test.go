@@ -292,9 +292,13 @@ func TestDecodeMemoAnswersOnlyForItsBytes(t *testing.T) {
 	if err := js.DeleteStream(ctx, events.StreamName); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := events.EnsureStream(ctx, js, events.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The server removes the deleted stream's files in the background; until
+	// it has, creating the stream again fails.
+	var err error
+	eventually(t, 10*time.Second, "the stream to be made again", func() bool {
+		_, err = events.EnsureStream(ctx, js, events.StreamOptions{})
+		return err == nil
+	})
 	other := events.NewJetStore(js, events.StreamName)
 	if _, err := other.Append(ctx, sub, 0, second); err != nil {
 		t.Fatal(err)
