@@ -351,19 +351,18 @@ func TestAuditLogAppendConflicts(t *testing.T) {
 	}
 }
 
-// TestAuditOpsProveAndKeys proves an event's record through the ops verbs
-// and verifies the proof offline with the published keys.
-func TestAuditOpsProveAndKeys(t *testing.T) {
+// auditOpsEnv records 30 events of acme (checkpoints every 10 records),
+// serves the ops verbs and returns the keys they publish.
+func auditOpsEnv(t *testing.T, seed int64) (*env, *AuditProjector, *OpsClient, verifier.Keys) {
+	t.Helper()
 	e := newEnv(t)
-	d := newDriver(e, "acme", 7, []string{"r1", "r2"})
-	d.appendN(t, 30)
+	newDriver(e, "acme", seed, []string{"r1", "r2"}).appendN(t, 30)
 	p := e.projector(t, "acme", e.log, func(c *AuditConfig) { c.CheckpointEvery = 10 })
 	if err := p.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	c := serveOps(t, e, "acme", nil)
-	ctx := context.Background()
-	keysJSON, err := c.File(ctx, VerbAuditKeys, nil)
+	keysJSON, err := c.File(context.Background(), VerbAuditKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,6 +370,14 @@ func TestAuditOpsProveAndKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, p, c, keys
+}
+
+// TestAuditOpsProveAndKeys proves an event's record through the ops verbs
+// and verifies the proof offline with the published keys.
+func TestAuditOpsProveAndKeys(t *testing.T) {
+	e, p, c, keys := auditOpsEnv(t, 7)
+	ctx := context.Background()
 	evs := tenantEvents(t, e.store, "acme")
 	st := p.Status()
 	for _, i := range []int{0, 3, int(st.CheckpointSize) - 1} {
@@ -387,6 +394,7 @@ func TestAuditOpsProveAndKeys(t *testing.T) {
 		}
 	}
 	var oe *OpsError
+	var err error
 	if st.CheckpointSize < int64(len(evs)) {
 		_, err = c.File(ctx, VerbAuditProve, ProveRequest{EventID: evs[len(evs)-1].Envelope.EventID})
 		if !errors.As(err, &oe) || oe.Code != CodeNotCheckpointed {
@@ -407,23 +415,8 @@ func TestAuditOpsProveAndKeys(t *testing.T) {
 // log's checkpoints is a prefix of the latest, verifies every proof offline
 // with the published keys, and refuses sizes no checkpoint has.
 func TestAuditOpsProveConsistency(t *testing.T) {
-	e := newEnv(t)
-	d := newDriver(e, "acme", 9, []string{"r1", "r2"})
-	d.appendN(t, 30)
-	p := e.projector(t, "acme", e.log, func(c *AuditConfig) { c.CheckpointEvery = 10 })
-	if err := p.Sync(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	c := serveOps(t, e, "acme", nil)
+	e, p, c, keys := auditOpsEnv(t, 9)
 	ctx := context.Background()
-	keysJSON, err := c.File(ctx, VerbAuditKeys, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := verifier.ParseKeys(keysJSON)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var notes [][]byte
 	if err := e.log.Checkpoints(ctx, "acme", 0, 0, func(c StoredCheckpoint) error { notes = append(notes, c.Note); return nil }); err != nil {
 		t.Fatal(err)

@@ -168,11 +168,7 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsR
 		if err != nil {
 			return refusedReply(CodeUnavailable, "%v", err)
 		}
-		b, err := verifier.MarshalKeys(keys)
-		if err != nil {
-			return refusedReply(CodeUnavailable, "%v", err)
-		}
-		return OpsReply{OK: true, File: b}
+		return fileReply(verifier.MarshalKeys(keys))
 	case VerbAuditProve:
 		var req ProveRequest
 		if err := decodeRequest(body, &req); err != nil {
@@ -201,17 +197,22 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsR
 		if err := o.cfg.View.Sync(ctx); err != nil {
 			return refusedReply(CodeUnavailable, "%v", err)
 		}
-		b, err := verifier.MarshalView(o.cfg.View.View(tenant))
-		if err != nil {
-			return refusedReply(CodeUnavailable, "%v", err)
-		}
-		return OpsReply{OK: true, File: b}
+		return fileReply(verifier.MarshalView(o.cfg.View.View(tenant)))
 	}
 	return refusedReply(kernel.CodeRequestMalformed, "unknown verb %q", verb)
 }
 
 func refusedReply(code kernel.Code, format string, args ...any) OpsReply {
 	return OpsReply{Code: code, Reason: fmt.Sprintf(format, args...)}
+}
+
+// fileReply is the reply carrying a file, or the refusal of a file that
+// could not be made.
+func fileReply(b []byte, err error) OpsReply {
+	if err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	return OpsReply{OK: true, File: b}
 }
 
 // decodeRequest decodes a request body strictly; an empty body is {}.
@@ -405,11 +406,7 @@ func (o *Ops) prove(ctx context.Context, tenant, eventID string) OpsReply {
 	if err != nil {
 		return refusedReply(CodeUnavailable, "%v", err)
 	}
-	b, err := verifier.MarshalProof(proof)
-	if err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
-	}
-	return OpsReply{OK: true, File: b}
+	return fileReply(verifier.MarshalProof(proof))
 }
 
 // proveConsistency proves that the tenant's checkpoint of oldSize records is
@@ -452,11 +449,7 @@ func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64
 	if err != nil {
 		return refusedReply(CodeUnavailable, "%v", err)
 	}
-	b, err := verifier.MarshalConsistency(c)
-	if err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
-	}
-	return OpsReply{OK: true, File: b}
+	return fileReply(verifier.MarshalConsistency(c))
 }
 
 // Serve subscribes the verbs on nc for every tenant

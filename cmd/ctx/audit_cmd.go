@@ -83,16 +83,21 @@ func auditWriteFile(path string, b []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-func auditReadKeys(path string) (verifier.Keys, error) {
+func auditReadKeys(path string) (verifier.Keys, error) { return readFileAs(path, verifier.ParseKeys) }
+
+// readFileAs reads the file at path and parses it; either failure is exit 1,
+// a parse error named after the file.
+func readFileAs[T any](path string, parse func([]byte) (T, error)) (T, error) {
+	var zero T
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return verifier.Keys{}, &ExitError{Code: 1, Err: err}
+		return zero, &ExitError{Code: 1, Err: err}
 	}
-	k, err := verifier.ParseKeys(b)
+	v, err := parse(b)
 	if err != nil {
-		return verifier.Keys{}, &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", path, err)}
+		return zero, &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", path, err)}
 	}
-	return k, nil
+	return v, nil
 }
 
 // auditFetch asks contextosd for the file of an audit verb, checks it with
@@ -514,18 +519,15 @@ from an export, offline.`,
 				return err
 			}
 		} else {
-			b, err := os.ReadFile(entriesPath)
+			e, err := readFileAs(entriesPath, verifier.ParseEntries)
 			if err != nil {
-				return &ExitError{Code: 1, Err: err}
-			}
-			e, err := verifier.ParseEntries(b)
-			if err != nil {
-				return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", entriesPath, err)}
+				return err
 			}
 			if proof, err = verifier.ProveConsistency(e, oldSize); err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
-			if b, err = verifier.MarshalConsistency(proof); err != nil {
+			b, err := verifier.MarshalConsistency(proof)
+			if err != nil {
 				return err
 			}
 			if err := auditWriteFile(out, b); err != nil {

@@ -76,13 +76,9 @@ is required and the export is verified before it is replayed. No network is used
 		if comparePath == "" {
 			return nil
 		}
-		b, err := os.ReadFile(comparePath)
+		want, err := readFileAs(comparePath, verifier.ParseView)
 		if err != nil {
-			return &ExitError{Code: 1, Err: err}
-		}
-		want, err := verifier.ParseView(b)
-		if err != nil {
-			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", comparePath, err)}
+			return err
 		}
 		diffs := verifier.Compare(view, want)
 		if len(diffs) == 0 {
