@@ -122,13 +122,14 @@ type Result struct {
 	StrandedAfter     [2]int64
 	FinalizeRounds    int
 	FinalizeErr       error
+	AuditLog          AuditLogCheck // the signed audit log, read and verified at the end
 	Dir               string
 }
 
 // OK reports whether every check held.
 func (r *Result) OK() bool {
 	return len(r.CeilingViolations) == 0 && r.Lin.OK && len(r.Acct.Violations()) == 0 && len(r.BadSignatures) == 0 &&
-		len(r.FoldErrors) == 0 && r.StrandedAfter[0] == 0 && r.FinalizeErr == nil
+		len(r.FoldErrors) == 0 && r.StrandedAfter[0] == 0 && r.FinalizeErr == nil && r.AuditLog.Err == nil
 }
 
 type run struct {
@@ -480,6 +481,12 @@ func (r *run) exercise(ctx context.Context) (*Result, error) {
 	res.Lin = lincheck.Check(ops, 2*time.Minute, r.dir)
 	r.logf("linearizability: %s", res.Lin)
 	res.Acct = Account(after, r.prov, d.Acks(), "acme", guaranteeID, limit)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	r.logf("waiting for the audit log to record every event, then verifying it")
+	res.AuditLog = checkAuditLog(ctx, store, js, "acme", r.key.Public().(ed25519.PublicKey), time.Now().Add(3*time.Minute))
 	res.Replies = d.Counts()
 	r.mu.Lock()
 	for k, v := range r.faults {
@@ -745,6 +752,7 @@ func (r *Result) Table(w io.Writer) {
 	row("  reconciliation rounds", r.FinalizeRounds, ok(r.FinalizeErr == nil))
 	row("stream events / bad signatures / fold errors", fmt.Sprintf("%d / %d / %d", r.StreamEvents, len(r.BadSignatures), len(r.FoldErrors)), ok(len(r.BadSignatures)+len(r.FoldErrors) == 0))
 	row("incidents (contradicting observations)", r.Incidents, "")
+	row("audit log: records / checkpoints, verified", fmt.Sprintf("%d / %d", r.AuditLog.Records, r.AuditLog.Checkpoints), ok(r.AuditLog.Err == nil))
 	verdict := "PASS"
 	if !r.OK() {
 		verdict = "FAIL"
@@ -761,5 +769,8 @@ func (r *Result) Table(w io.Writer) {
 	}
 	if r.FinalizeErr != nil {
 		fmt.Fprintf(w, "    reconciliation: %v\n", r.FinalizeErr)
+	}
+	if r.AuditLog.Err != nil {
+		fmt.Fprintf(w, "    audit log: %v\n", r.AuditLog.Err)
 	}
 }
