@@ -350,7 +350,8 @@ func (r *run) startDaemon(ctx context.Context, d *Proc, env ...string) error {
 
 func (r *run) config(provURL, urls, keyPath string, replicas int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[nats]\nurl = %q\nuser = %q\npassword = %q\nreplicas = %d\n\n", urls, gateway.RuntimeUser, r.pw, replicas)
+	fmt.Fprintf(&b, "[nats]\nurl = %q\nuser = %q\npassword = %q\nreply_user = %q\nreply_password = %q\nreplicas = %d\n\n",
+		urls, gateway.RuntimeUser, r.pw, gateway.ReplyUser, r.pw, replicas)
 	fmt.Fprintf(&b, "[runtime]\nkey_file = %q\nreconcile_interval = \"0s\"\n\n", keyPath)
 	fmt.Fprintf(&b, "[[tenants]]\nid = \"acme\"\nunadmitted_runs = \"unlimited\"\n")
 	for i := 1; i <= r.o.Agents; i++ {

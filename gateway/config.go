@@ -45,6 +45,14 @@ type NATSConfig struct {
 	Password string `toml:"password"`
 	// Creds is a NATS credentials file for an external deployment.
 	Creds string `toml:"creds"`
+	// ReplyUser and ReplyPassword, or ReplyCreds, are the credentials of a
+	// second connection through which the runtime publishes its replies on
+	// an external deployment: a user that may publish only to _INBOX.>
+	// (the embedded server makes one). Without them replies go through the
+	// runtime's own connection, guarded by the reply-subject check alone.
+	ReplyUser     string `toml:"reply_user"`
+	ReplyPassword string `toml:"reply_password"`
+	ReplyCreds    string `toml:"reply_creds"`
 }
 
 // RuntimeConfig tunes the runtime.
@@ -240,6 +248,14 @@ func (c *Config) validate(dir string) error {
 		if _, err := url.Parse(c.NATS.URL); err != nil {
 			return fmt.Errorf("nats.url: %w", err)
 		}
+	}
+	switch {
+	case c.NATS.URL == "" && (c.NATS.ReplyUser != "" || c.NATS.ReplyPassword != "" || c.NATS.ReplyCreds != ""):
+		return errors.New("nats.reply_user, reply_password and reply_creds are for an external deployment (nats.url); the embedded server makes its own")
+	case c.NATS.ReplyCreds != "" && c.NATS.ReplyUser != "":
+		return errors.New("nats.reply_creds and nats.reply_user exclude each other")
+	case (c.NATS.ReplyUser == "") != (c.NATS.ReplyPassword == ""):
+		return errors.New("nats.reply_user and nats.reply_password go together")
 	}
 	if c.NATS.Replicas == 0 {
 		c.NATS.Replicas = 1

@@ -79,3 +79,30 @@ func TestUnadmittedRunsDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyCredentials: the reply connection's credentials belong to an
+// external deployment (the embedded server makes its own), a user comes
+// with its password, and a user excludes a credentials file.
+func TestReplyCredentials(t *testing.T) {
+	tenant := "[[tenants]]\nid = \"t\"\n"
+	cases := []struct {
+		nats string
+		ok   bool
+	}{
+		{"data_dir = \"d\"\n", true},
+		{"url = \"nats://127.0.0.1:4222\"\n", true},
+		{"url = \"nats://127.0.0.1:4222\"\nreply_user = \"r\"\nreply_password = \"p\"\n", true},
+		{"url = \"nats://127.0.0.1:4222\"\nreply_creds = \"r.creds\"\n", true},
+		{"url = \"nats://127.0.0.1:4222\"\nreply_user = \"r\"\n", false},
+		{"url = \"nats://127.0.0.1:4222\"\nreply_password = \"p\"\n", false},
+		{"url = \"nats://127.0.0.1:4222\"\nreply_creds = \"r.creds\"\nreply_user = \"r\"\nreply_password = \"p\"\n", false},
+		{"data_dir = \"d\"\nreply_user = \"r\"\nreply_password = \"p\"\n", false},
+		{"data_dir = \"d\"\nreply_creds = \"r.creds\"\n", false},
+	}
+	for _, c := range cases {
+		_, err := ParseConfig([]byte("[nats]\n" + c.nats + tenant))
+		if (err == nil) != c.ok {
+			t.Errorf("%q: err %v, want ok=%v", c.nats, err, c.ok)
+		}
+	}
+}

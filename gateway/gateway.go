@@ -39,6 +39,7 @@ type Gateway struct {
 	kill    map[string]bool
 	subs    []*nats.Subscription
 	workers chan struct{}
+	replies *nats.Conn // publishes replies; nil: the serving connection
 }
 
 // Hooks let tests and the chaos harness stop a process at exact points of
@@ -70,6 +71,10 @@ type Options struct {
 	Hooks    Hooks
 	// Adapters overrides the adapter of a capability id (tests).
 	Adapters map[string]Adapter
+	// Replies, when set, is the connection replies are published through:
+	// one whose user may publish only to inboxes (ReplyUser), so that no
+	// reply can land anywhere else even if replyAllowed let one through.
+	Replies *nats.Conn
 }
 
 // New builds a gateway. Call Start to pin definitions and serve.
@@ -78,7 +83,7 @@ func New(o Options) *Gateway {
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
 		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{}, kill: map[string]bool{},
-		workers: make(chan struct{}, o.Config.Runtime.Workers),
+		workers: make(chan struct{}, o.Config.Runtime.Workers), replies: o.Replies,
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -221,7 +226,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		} else {
 			reply = g.Propose(ctx, tenant, principal, m.Data)
 		}
-		respond(m, reply)
+		g.respond(m, reply)
 	}))
 	if err != nil {
 		return err
@@ -233,7 +238,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tok[2], "operator", tok[5])
 			return
 		}
-		respond(m, g.Op(ctx, tok[2], tok[4], tok[5], m.Data))
+		g.respond(m, g.Op(ctx, tok[2], tok[4], tok[5], m.Data))
 	}))
 	if err != nil {
 		return err
@@ -259,13 +264,17 @@ func replyAllowed(subject, tenant, principal string) bool {
 	return subject == "" || strings.HasPrefix(subject, InboxPrefix(tenant, principal)+".")
 }
 
-func respond(m *nats.Msg, v any) {
+func (g *Gateway) respond(m *nats.Msg, v any) {
 	if m.Reply == "" {
 		return
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		b = []byte(`{"status":"refused","code":"request_malformed","reason":"reply encoding failed"}`)
+	}
+	if g.replies != nil {
+		_ = g.replies.Publish(m.Reply, b)
+		return
 	}
 	_ = m.Respond(b)
 }

@@ -44,12 +44,24 @@ func OpSubject(tenant, verb, operator string) string {
 	return "ctx.v1." + tenant + ".ops." + verb + "." + operator
 }
 
+// ReplyUser is the NATS user the runtime publishes its replies through. It
+// may publish only to _INBOX.> and subscribe to nothing, so a reply can never
+// reach the streams or the JetStream API, whatever subject a requester named
+// and even if the reply-subject check (replyAllowed) had a hole: the server
+// refuses it.
+const ReplyUser = "contextosd-replies"
+
 // ServerUsers returns the users and permissions of the embedded server: an
 // agent may publish only its own propose subject, an operator only its own
 // ops subjects, and each may subscribe only to its own inbox. Nobody but the
-// runtime reaches JetStream or the event subjects.
+// runtime reaches JetStream or the event subjects; the runtime's replies go
+// through ReplyUser (same password), which may publish only to inboxes.
 func ServerUsers(cfg *Config, runtimePassword string) []*server.User {
-	users := []*server.User{{Username: RuntimeUser, Password: runtimePassword}}
+	users := []*server.User{{Username: RuntimeUser, Password: runtimePassword}, {Username: ReplyUser, Password: runtimePassword,
+		Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+			Subscribe: &server.SubjectPermission{Deny: []string{">"}},
+		}}}
 	for _, t := range cfg.Tenants {
 		for _, a := range t.Agents {
 			users = append(users, &server.User{Username: UserName(t.ID, a.ID), Password: a.Password, Permissions: &server.Permissions{
@@ -73,9 +85,12 @@ type Runtime struct {
 	Config   *Config
 	Embedded *events.Embedded
 	NC       *nats.Conn
-	Store    *events.JetStore
-	Gateway  *Gateway
-	Service  *projections.Service
+	// Replies is the connection replies are published through (ReplyUser
+	// or nats.reply_user); nil when an external deployment names none.
+	Replies *nats.Conn
+	Store   *events.JetStore
+	Gateway *Gateway
+	Service *projections.Service
 	// MetricsURL is where the Prometheus endpoint listens, if configured.
 	MetricsURL string
 	metrics    *http.Server
@@ -112,6 +127,7 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	}()
 	var opts []nats.Option
 	opts = append(opts, nats.Name("contextosd"), nats.MaxReconnects(-1))
+	replyOpts := []nats.Option{nats.Name("contextosd-replies"), nats.MaxReconnects(-1)}
 	if cfg.NATS.URL == "" {
 		pw := make([]byte, 24)
 		if _, err := rand.Read(pw); err != nil {
@@ -130,6 +146,7 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		}
 		rt.Embedded, rt.URL = emb, emb.ClientURL()
 		opts = append(opts, nats.UserInfo(RuntimeUser, password))
+		replyOpts = append(replyOpts, nats.UserInfo(ReplyUser, password))
 	} else {
 		rt.URL = cfg.NATS.URL
 		if cfg.NATS.Creds != "" {
@@ -137,12 +154,26 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		} else if cfg.NATS.User != "" {
 			opts = append(opts, nats.UserInfo(cfg.NATS.User, cfg.NATS.Password))
 		}
+		switch {
+		case cfg.NATS.ReplyCreds != "":
+			replyOpts = append(replyOpts, nats.UserCredentials(cfg.NATS.ReplyCreds))
+		case cfg.NATS.ReplyUser != "":
+			replyOpts = append(replyOpts, nats.UserInfo(cfg.NATS.ReplyUser, cfg.NATS.ReplyPassword))
+		default:
+			replyOpts = nil
+			o.Logger.Warn("no nats.reply_user: replies go through the runtime's own connection, guarded by the reply-subject check alone")
+		}
 	}
 	nc, err := events.Connect(rt.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", rt.URL, err)
 	}
 	rt.NC = nc
+	if replyOpts != nil {
+		if rt.Replies, err = events.Connect(rt.URL, replyOpts...); err != nil {
+			return nil, fmt.Errorf("connect %s for replies: %w", rt.URL, err)
+		}
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -162,7 +193,8 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		executor = h + "-" + strconv.Itoa(os.Getpid())
 	}
 	sealer := &aggregates.Sealer{Signer: rt.Signer, Clock: o.Clock, IDs: aggregates.NewIDs(o.Clock, nil)}
-	rt.Gateway = New(Options{Config: cfg, Store: rt.Store, Sealer: sealer, Executor: executor, Logger: o.Logger, Hooks: o.Hooks, Adapters: o.Adapters})
+	rt.Gateway = New(Options{Config: cfg, Store: rt.Store, Sealer: sealer, Executor: executor, Logger: o.Logger, Hooks: o.Hooks, Adapters: o.Adapters,
+		Replies: rt.Replies})
 	snaps, err := jetsnap.Ensure(ctx, js, cfg.NATS.Replicas) // cold loads of resource ledgers start from a snapshot
 	if err != nil {
 		return nil, err
@@ -212,6 +244,9 @@ func (rt *Runtime) Close() {
 	}
 	if rt.NC != nil {
 		rt.NC.Close()
+	}
+	if rt.Replies != nil {
+		rt.Replies.Close()
 	}
 	if rt.Embedded != nil {
 		rt.Embedded.Shutdown()

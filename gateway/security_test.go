@@ -227,6 +227,43 @@ func TestSecurityReplySubject(t *testing.T) {
 	}
 }
 
+// TestSecurityReplyConnection: the runtime publishes its replies through a
+// connection of its own (ReplyUser), which the server lets publish only to
+// inboxes: even a reply the gateway's check let through could not reach the
+// event stream, the control subject or the JetStream API. Replies still
+// arrive (every test that proposes shows it).
+func TestSecurityReplyConnection(t *testing.T) {
+	e := startEnv(t)
+	if e.rt.Replies == nil || e.rt.Replies == e.rt.NC {
+		t.Fatal("the embedded runtime has no separate reply connection")
+	}
+	before := streamLen(t, e.rt)
+	errs := make(chan error, 16)
+	e.rt.Replies.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err })
+	for _, subj := range []string{"ctx.ev.acme.exposure.refunds-per-order.ord_reply", "ctx.ev.acme.control",
+		"$JS.API.STREAM.DELETE." + events.StreamName, "$JS.API.STREAM.INFO." + events.StreamName, "$KV.CTX_SNAPSHOTS.x",
+		ProposeSubject("acme", "agent_email"), OpSubject("acme", "kill-switch", "ops_alice")} {
+		if err := e.rt.Replies.Publish(subj, []byte(`{"status":"applied"}`)); err != nil {
+			t.Fatal(err)
+		}
+		_ = e.rt.Replies.Flush()
+		wantViolation(t, "reply connection publish "+subj, errs)
+	}
+	sub, err := e.rt.Replies.SubscribeSync("ctx.v1.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = e.rt.Replies.Flush()
+	wantViolation(t, "reply connection subscribe ctx.v1.>", errs)
+	_ = sub.Unsubscribe()
+	if after := streamLen(t, e.rt); after != before {
+		t.Fatalf("the reply connection appended %d events", after-before)
+	}
+	if st := e.prov.Stats(); st.Calls != 0 {
+		t.Fatalf("the reply connection reached the provider: %+v", st)
+	}
+}
+
 // TestSecurityCrossTenantOperator: an operator sees and acts only on its
 // own tenant: another tenant's ledger is not in its exposure or attempts
 // view, and reconcile, close-attempt and assert-absence of another
