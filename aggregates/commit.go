@@ -398,6 +398,7 @@ func (c *committer) onSeal(r sealResult) {
 	// A failed seal is handled when the batch is cut (maybeSend), when no
 	// batch is in flight that could rest on the same subjects.
 	t.envs, t.sealErr, t.sealed = r.envs, r.err, true
+	c.e.stats.sealed.Add(1)
 }
 
 // maybeSend sends the sealed prefix of forming when no batch is in flight.

@@ -12,12 +12,12 @@ import (
 	"github.com/contextos/ledger/kernel"
 )
 
-// slowStore delays its first append and, once, lets a rival writer append
-// to the first subject of a batch of several items just before it is
-// stored, so that the batch conflicts on that subject only.
+// slowStore holds its first append until gate is closed and, once, lets a
+// rival writer append to a subject of a batch of several items just before
+// it is stored, so that the batch conflicts on that subject only.
 type slowStore struct {
 	events.Store
-	first   time.Duration
+	gate    chan struct{}
 	calls   atomic.Int32
 	rivaled atomic.Bool
 	rival   string // subject that was made to conflict
@@ -25,7 +25,7 @@ type slowStore struct {
 
 func (s *slowStore) delay() {
 	if s.calls.Add(1) == 1 {
-		time.Sleep(s.first)
+		<-s.gate
 	}
 }
 
@@ -51,14 +51,15 @@ func (s *slowStore) AppendBatch(ctx context.Context, items []events.AppendItem) 
 }
 
 // TestGroupCommitConflictRedecidesOnlyConflicting: transactions on 24
-// resources queue behind a slow first append and go out as one batch; a
+// resources queue behind a held first append, are all decided and sealed
+// meanwhile, and go out as one batch when it returns; a
 // rival writer moves one subject first. The batch stores nothing; the
 // transaction on that subject is decided again on the refreshed ledger, the
 // others are appended again as they were (decided once), none is lost, and
 // a full replay gives every reservation exactly once.
 func TestGroupCommitConflictRedecidesOnlyConflicting(t *testing.T) {
 	mem := events.NewMemStore()
-	store := &slowStore{Store: mem, first: 100 * time.Millisecond}
+	store := &slowStore{Store: mem, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
 	eng.c = newCommitter(eng)
 	eng.c.single, eng.c.batch = 1, 1e-6 // atomic batches always win
@@ -90,6 +91,10 @@ func TestGroupCommitConflictRedecidesOnlyConflicting(t *testing.T) {
 		wg.Add(1)
 		go func(i int) { defer wg.Done(); errs <- do(i) }(i)
 	}
+	for eng.Stats().Sealed < n+1 {
+		time.Sleep(50 * time.Microsecond) // until all are decided and sealed behind the held append
+	}
+	close(store.gate)
 	wg.Wait()
 	close(errs)
 	for err := range errs {

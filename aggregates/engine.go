@@ -397,12 +397,13 @@ type EngineStats struct {
 	SnapshotMiss  uint64 // cold loads of snapshot subjects that found no usable snapshot
 	SnapshotsPut  uint64 // snapshots handed to the SnapshotStore
 	Evicted       uint64 // warm subjects dropped past MaxWarm
+	Sealed        uint64 // decisions sealed (signed) and ready to append
 }
 
 type engineStats struct {
 	batches, batchedTxs, batchedEvents, conflicts, redecided, singleGroups atomic.Uint64
 	coldLoads, snapshotLoads, snapshotMiss, snapshotsPut                   atomic.Uint64
-	evicted                                                                atomic.Uint64
+	evicted, sealed                                                        atomic.Uint64
 }
 
 // Stats returns the engine's counters.
@@ -411,5 +412,5 @@ func (e *Engine) Stats() EngineStats {
 	return EngineStats{Batches: s.batches.Load(), SingleGroups: s.singleGroups.Load(), BatchedTxs: s.batchedTxs.Load(), BatchedEvents: s.batchedEvents.Load(),
 		Conflicts: s.conflicts.Load(), Redecided: s.redecided.Load(), ColdLoads: s.coldLoads.Load(),
 		SnapshotLoads: s.snapshotLoads.Load(), SnapshotMiss: s.snapshotMiss.Load(), SnapshotsPut: s.snapshotsPut.Load(),
-		Evicted: s.evicted.Load()}
+		Evicted: s.evicted.Load(), Sealed: s.sealed.Load()}
 }
