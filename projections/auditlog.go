@@ -116,7 +116,7 @@ func (l *AuditLog) withTimeout(ctx context.Context) (context.Context, context.Ca
 // sequence. A mismatch returns a *events.ConflictError; any other error
 // leaves the outcome unknown (re-read the tail).
 func (l *AuditLog) Append(ctx context.Context, tenant string, expectedSeq uint64, raw []byte) (uint64, error) {
-	return l.publish(ctx, RecordSubject(tenant), expectedSeq, raw)
+	return l.append(ctx, tenant, RecordSubject(tenant), expectedSeq, [][]byte{raw})
 }
 
 // AppendBatch stores records, in order, on tenant's record subject iff its
@@ -124,45 +124,24 @@ func (l *AuditLog) Append(ctx context.Context, tenant string, expectedSeq uint64
 // returns the sequence of the last. A mismatch is an *events.ConflictError;
 // any other error leaves the outcome unknown.
 func (l *AuditLog) AppendBatch(ctx context.Context, tenant string, expectedSeq uint64, raws [][]byte) (uint64, error) {
-	subject := RecordSubject(tenant)
-	if err := events.ValidToken(tenant); err != nil {
-		return 0, fmt.Errorf("projections: audit subject %q: %w", subject, err)
-	}
-	ctx, cancel := l.withTimeout(ctx)
-	defer cancel()
-	return events.AppendRaw(ctx, l.nc, l.stream, subject, expectedSeq, raws)
+	return l.append(ctx, tenant, RecordSubject(tenant), expectedSeq, raws)
 }
 
 // AppendCheckpoint stores a signed checkpoint note on tenant's checkpoint
 // subject iff its last sequence is expectedSeq, like Append.
 func (l *AuditLog) AppendCheckpoint(ctx context.Context, tenant string, expectedSeq uint64, note []byte) (uint64, error) {
-	return l.publish(ctx, CheckpointSubject(tenant), expectedSeq, note)
+	return l.append(ctx, tenant, CheckpointSubject(tenant), expectedSeq, [][]byte{note})
 }
 
-func (l *AuditLog) publish(ctx context.Context, subject string, expected uint64, data []byte) (uint64, error) {
-	if err := events.ValidToken(strings.TrimPrefix(strings.TrimSuffix(subject, ".checkpoint"), AuditSubjectPrefix)); err != nil {
+// append stores raws on one of tenant's subjects under the event store's
+// concurrency rule (events.AppendRaw).
+func (l *AuditLog) append(ctx context.Context, tenant, subject string, expected uint64, raws [][]byte) (uint64, error) {
+	if err := events.ValidToken(tenant); err != nil {
 		return 0, fmt.Errorf("projections: audit subject %q: %w", subject, err)
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	m := nats.NewMsg(subject)
-	m.Data = data
-	ack, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expected), jetstream.WithExpectStream(l.stream))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) {
-			switch apiErr.ErrorCode {
-			case jetstream.JSErrCodeStreamWrongLastSequence:
-				_, n, _ := strings.Cut(apiErr.Description, ":")
-				actual, _ := strconv.ParseUint(strings.TrimSpace(n), 10, 64)
-				return 0, &events.ConflictError{Subject: subject, Expected: expected, Actual: actual}
-			case jetstream.JSErrCodeStreamWrongLastSequenceConstant:
-				return 0, &events.ConflictError{Subject: subject, Expected: expected}
-			}
-		}
-		return 0, fmt.Errorf("projections: append to %q: %w", subject, err)
-	}
-	return ack.Sequence, nil
+	return events.AppendRaw(ctx, l.nc, l.stream, subject, expected, raws)
 }
 
 // Tail returns tenant's last record; ok is false when the log is empty.
