@@ -123,7 +123,7 @@ func (k Keyring) Verify(e Envelope) error {
 	if !ok || len(pub) != ed25519.PublicKeySize {
 		return &UnknownKeyError{KeyID: e.KeyID, EventID: e.EventID}
 	}
-	msg, err := signingBytes(e, false) // b is canonical: just made
+	msg, err := signingBytes(e, false) // Validate checked the body is canonical
 	if err != nil {
 		return err
 	}
