@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/contextos/ledger/kernel"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -45,15 +44,7 @@ type consistencyFields struct {
 
 // MarshalConsistency returns the consistency.json form of c.
 func MarshalConsistency(c Consistency) ([]byte, error) {
-	f := consistencyFile{V: ConsistencyVersion, Tenant: c.Tenant, Old: string(c.Old), New: string(c.New), Proof: []string{}}
-	for _, h := range c.Hashes {
-		f.Proof = append(f.Proof, h.String())
-	}
-	b, err := kernel.Canonical(f)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	return canonicalLine(consistencyFile{V: ConsistencyVersion, Tenant: c.Tenant, Old: string(c.Old), New: string(c.New), Proof: formatHashes(c.Hashes)})
 }
 
 // ParseConsistency parses consistency.json strictly: every field present,

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/kernel"
 )
 
 // EventLine is one line of codec.jsonl, the export of a tenant's raw events
@@ -56,11 +55,7 @@ func MarshalEventLine(seq uint64, subject string, raw []byte) ([]byte, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
 	}
-	b, err := kernel.Canonical(eventLineFile{Event: raw, Seq: seq, Subject: subject})
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	return canonicalLine(eventLineFile{Event: raw, Seq: seq, Subject: subject})
 }
 
 func (l EventLine) validate() error {

@@ -48,11 +48,14 @@ type proofFields struct {
 
 // MarshalProof returns the proof.json form of p.
 func MarshalProof(p Proof) ([]byte, error) {
-	f := proofFile{V: ProofVersion, Tenant: p.Tenant, Index: p.Index, Record: p.Record, Checkpoint: string(p.Checkpoint), Proof: []string{}}
-	for _, h := range p.Hashes {
-		f.Proof = append(f.Proof, h.String())
-	}
-	b, err := kernel.Canonical(f)
+	return canonicalLine(proofFile{V: ProofVersion, Tenant: p.Tenant, Index: p.Index, Record: p.Record, Checkpoint: string(p.Checkpoint),
+		Proof: formatHashes(p.Hashes)})
+}
+
+// canonicalLine is the file form of v: its canonical (JCS) encoding and a
+// newline.
+func canonicalLine(v any) ([]byte, error) {
+	b, err := kernel.Canonical(v)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +202,16 @@ func VerifyProof(b []byte, keys Keys) (Proof, Record, error) {
 		return fail(ReasonHashBreak, "inclusion proof: %v", err)
 	}
 	return p, r, nil
+}
+
+// formatHashes is the file form of a proof's hashes (parseHashes reads
+// it): standard base64 of each.
+func formatHashes(hs []tlog.Hash) []string {
+	out := make([]string, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, h.String())
+	}
+	return out
 }
 
 // parseHashes decodes the hashes of a proof file: standard base64 of 32
