@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/provider"
+	"github.com/contextos/ledger/internal/provider"
 )
 
 // TestCrashChild is the runtime process of the crash tests: it boots on the

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/provider"
+	"github.com/contextos/ledger/internal/provider"
 	"github.com/nats-io/nats.go"
 )
 

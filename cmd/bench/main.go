@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/bench"
+	"github.com/contextos/ledger/internal/bench"
 	"github.com/nats-io/nats-server/v2/server"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/provider"
+	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/verifier"
 )
 

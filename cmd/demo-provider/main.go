@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/contextos/ledger/provider"
+	"github.com/contextos/ledger/internal/provider"
 )
 
 func main() {

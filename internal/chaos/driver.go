@@ -14,8 +14,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/lincheck"
-	"github.com/contextos/ledger/provider"
+	"github.com/contextos/ledger/internal/lincheck"
+	"github.com/contextos/ledger/internal/provider"
 	"github.com/nats-io/nats.go"
 )
 

@@ -19,8 +19,8 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/lincheck"
-	"github.com/contextos/ledger/provider"
+	"github.com/contextos/ledger/internal/lincheck"
+	"github.com/contextos/ledger/internal/provider"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/provider"
+	"github.com/contextos/ledger/internal/provider"
 	"github.com/nats-io/nats.go"
 )
 

@@ -6,8 +6,8 @@ import (
 	"sort"
 
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/lincheck"
-	"github.com/contextos/ledger/provider"
+	"github.com/contextos/ledger/internal/lincheck"
+	"github.com/contextos/ledger/internal/provider"
 )
 
 // Accounting compares the provider's records, the stream and what clients
