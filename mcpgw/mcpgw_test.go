@@ -460,3 +460,79 @@ func pipe(t *testing.T) (*os.File, *os.File) {
 	return r, w
 }
 
+
+// The provider side: the capability's provider is a tool of an MCP server,
+// so the agent's MCP call is governed on its way to another MCP server.
+
+func TestMCPProviderApplies(t *testing.T) {
+	e := start(t)
+	cs := e.session(emailToken)
+	res, r := callTool(t, cs, mcpRefund, refundArgs("run_m", "refund-m1", "ord_m1", 40000))
+	if res.IsError || r.Status != kernel.StatusApplied {
+		t.Fatalf("got %+v: %s", r, text(res))
+	}
+	wantBalance(t, r, 40000, 0, 60000)
+	got, ok := e.mcpProv.Refund(r.AttemptID)
+	if !ok || got.Status != "succeeded" || got.OrderID != "ord_m1" || got.Amount != 40000 {
+		t.Fatalf("the provider holds %+v under the attempt id", got)
+	}
+	if st := e.mcpProv.Stats(); st.Calls != 1 || st.Applied != 1 {
+		t.Fatalf("provider saw %+v", st)
+	}
+}
+
+func TestMCPProviderPending(t *testing.T) {
+	e := start(t)
+	e.mcpProv.Script(mcpprovider.Pending)
+	cs := e.session(emailToken)
+	_, r := callTool(t, cs, mcpRefund, refundArgs("run_m", "refund-m2", "ord_m2", 40000))
+	if r.Status != kernel.StatusPending {
+		t.Fatalf("got %+v", r)
+	}
+	wantBalance(t, r, 0, 40000, 60000)
+	// Still pending at the provider: reconciliation changes nothing.
+	rec := e.op("acme", "reconcile", gateway.OpRequest{AttemptID: r.AttemptID})
+	if len(rec.Settled) != 1 || rec.Settled[0].Status != kernel.StatusPending {
+		t.Fatalf("reconcile while pending: %+v", rec)
+	}
+	e.mcpProv.Settle(r.AttemptID, "succeeded")
+	rec = e.op("acme", "reconcile", gateway.OpRequest{AttemptID: r.AttemptID})
+	if len(rec.Settled) != 1 || rec.Settled[0].Status != kernel.StatusApplied {
+		t.Fatalf("reconcile after settle: %+v", rec)
+	}
+	if rows := e.exposure("acme", "mcp-refunds-per-order", "ord_m2"); len(rows) != 1 || rows[0].Committed != 40000 || rows[0].Held != 0 {
+		t.Fatalf("exposure %+v", rows)
+	}
+	if st := e.mcpProv.Stats(); st.Calls != 1 || st.Queries != 2 {
+		t.Fatalf("provider saw %+v, want one call and two queries", st)
+	}
+}
+
+// TestMCPProviderTransportBreaks: the provider applies the refund and the
+// connection breaks before its answer: the outcome is unknown and the hold
+// stays (no second call can overrun the ceiling), until reconciliation
+// asks the query tool and commits it.
+func TestMCPProviderTransportBreaks(t *testing.T) {
+	e := start(t)
+	e.mcpProv.Script(mcpprovider.Break)
+	cs := e.session(emailToken)
+	_, r := callTool(t, cs, mcpRefund, refundArgs("run_m", "refund-m3", "ord_m3", 80000))
+	if r.Status != kernel.StatusUnknown {
+		t.Fatalf("got %+v, want unknown", r)
+	}
+	wantBalance(t, r, 0, 80000, 20000)
+	res, r2 := callTool(t, e.session(chatToken), mcpRefund, refundArgs("run_c", "refund-m3", "ord_m3", 80000))
+	if !res.IsError || r2.Code != kernel.CodeExceeded {
+		t.Fatalf("a second refund while the first is unknown: %+v %s", r2, text(res))
+	}
+	rec := e.op("acme", "reconcile", gateway.OpRequest{All: true})
+	if len(rec.Settled) != 1 || rec.Settled[0].Status != kernel.StatusApplied {
+		t.Fatalf("reconcile: %+v", rec)
+	}
+	if rows := e.exposure("acme", "mcp-refunds-per-order", "ord_m3"); len(rows) != 1 || rows[0].Committed != 80000 || rows[0].Held != 0 {
+		t.Fatalf("exposure %+v", rows)
+	}
+	if st := e.mcpProv.Stats(); st.Calls != 1 || st.Applied != 1 {
+		t.Fatalf("provider saw %+v, want the one call", st)
+	}
+}

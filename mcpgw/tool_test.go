@@ -1,0 +1,43 @@
+package mcpgw
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/contextos/ledger/gateway"
+)
+
+func TestProposalBody(t *testing.T) {
+	cases := []struct{ args, want string }{
+		{`{"run_id":"r","operation_key":"k","arguments":{}}`, `{"capability_id":"c","run_id":"r","operation_key":"k","arguments":{}}`},
+		{` { "run_id":"r"}`, `{"capability_id":"c","run_id":"r"}`},
+		{`{}`, `{"capability_id":"c"}`},
+		{"{ \n}", `{"capability_id":"c"}`},
+		{``, `{"capability_id":"c","arguments":null}`},
+		{`[1]`, `{"capability_id":"c","arguments":[1]}`},
+		{`"x"`, `{"capability_id":"c","arguments":"x"}`},
+	}
+	for _, c := range cases {
+		if got := string(ProposalBody("c", json.RawMessage(c.args))); got != c.want {
+			t.Errorf("ProposalBody(%q) = %s, want %s", c.args, got, c.want)
+		}
+	}
+}
+
+// FuzzProposalBody: whatever a tool call's arguments hold, the proposal the
+// gateway parses from them names the tool's capability, or is refused.
+func FuzzProposalBody(f *testing.F) {
+	for _, s := range []string{`{"run_id":"r","operation_key":"k","arguments":{}}`, `{"capability_id":"other","run_id":"r","operation_key":"k","arguments":{}}`,
+		`{}`, `[]`, `null`, `{"run_id":"r","operation_key":"k","arguments":{},"capability_id":"x"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return // the SDK hands a handler one decoded JSON value
+		}
+		p, r := gateway.ParseProposal(ProposalBody("cap.one", json.RawMessage(s)))
+		if r == nil && p.CapabilityID != "cap.one" {
+			t.Fatalf("arguments %s chose capability %q", s, p.CapabilityID)
+		}
+	})
+}
