@@ -94,12 +94,13 @@ type Runtime struct {
 	// MetricsURL is where the Prometheus endpoint listens, if configured.
 	MetricsURL string
 	metrics    *http.Server
-	// MCPURL is the MCP gateway's endpoint, if [mcp] listen is configured.
-	MCPURL  string
-	stopMCP func() error
 	Signer     events.Signer
 	URL        string
 	cancel     context.CancelFunc
+
+	// MCPURL is the MCP gateway's endpoint, if [mcp] listen is configured.
+	MCPURL  string
+	stopMCP func() error
 }
 
 // BootOptions are the parts of a runtime a test or the chaos harness may

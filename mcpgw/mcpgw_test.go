@@ -460,7 +460,6 @@ func pipe(t *testing.T) (*os.File, *os.File) {
 	return r, w
 }
 
-
 // The provider side: the capability's provider is a tool of an MCP server,
 // so the agent's MCP call is governed on its way to another MCP server.
 
