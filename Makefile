@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-short verify fuzz-smoke bench bench-postgres demo chaos clean tools
+.PHONY: help build test test-short verify fuzz-smoke bench bench-postgres demo demo-mcp chaos clean tools
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ bench-postgres: # PostgreSQL from Debian's packages for the bench's peer (needs 
 
 demo: build ## the shared-refund race on the embedded default, end to end
 	$(GO) run ./examples/shared-guarantees --bin $(BIN)
+
+demo-mcp: build ## the shared-refund race over MCP: scripted MCP agents, an MCP server as the provider
+	$(GO) run ./examples/mcp-agent --bin $(BIN)
 
 clean:
 	rm -rf $(BIN)
