@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,14 +21,14 @@ import (
 // and a transport failure are unknown.
 func TestMCPAdapterContract(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "contract", Version: "1"}, nil)
-	var seenKey string
+	var seenKey atomic.Pointer[string]
 	srv.AddTool(&mcp.Tool{Name: "pay", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var in struct {
 			Answer string `json:"answer"`
 			Key    string `json:"idem"`
 		}
 		_ = json.Unmarshal(req.Params.Arguments, &in)
-		seenKey = in.Key
+		seenKey.Store(&in.Key)
 		switch in.Answer {
 		case "none":
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
@@ -68,13 +69,13 @@ func TestMCPAdapterContract(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.answer+"@"+c.url, func(t *testing.T) {
-			seenKey = ""
+			seenKey.Store(new(string))
 			obs := adapter(c.url).Dispatch(context.Background(), "att_1", json.RawMessage(`{"answer":"`+c.answer+`","idem":"agent-chosen"}`))
 			if obs.Outcome != c.want {
 				t.Fatalf("outcome %s (%s), want %s", obs.Outcome, obs.Ref, c.want)
 			}
-			if c.url == hs.URL && seenKey != "att_1" {
-				t.Fatalf("the tool saw idempotency key %q, want the attempt id", seenKey)
+			if got := *seenKey.Load(); c.url == hs.URL && got != "att_1" {
+				t.Fatalf("the tool saw idempotency key %q, want the attempt id", got)
 			}
 		})
 	}
