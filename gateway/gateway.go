@@ -181,8 +181,11 @@ func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, b
 	ev := kernel.ProposalRefused{Principal: principal, Code: r.Code, Reason: r.Reason, BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
 	subject, err := events.Subject(tenant, "refusal", principal)
 	if err == nil {
-		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{{Subject: subject, New: func() aggregates.State { return &kernel.RefusalLog{} }}},
-			Decide: func([]aggregates.State) ([][]kernel.Event, *kernel.Refusal) { return [][]kernel.Event{{ev}}, nil }})
+		var l *kernel.RefusalLog
+		var d kernel.Decision
+		ref := aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.RefusalLog{} }}
+		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &l, &d.Events)},
+			Decide: func() *kernel.Refusal { d = kernel.DecideRecordRefusal(l, ev); return d.Refusal }})
 	}
 	if err != nil {
 		g.log.Error("refusal could not be recorded", "tenant", tenant, "principal", principal, "code", r.Code, "err", err)

@@ -85,19 +85,7 @@ func (g *Gateway) ReconcileOnce(ctx context.Context) []SettleRow {
 	var rows []SettleRow
 	for _, oe := range g.index.unresolved() {
 		a, _ := oe.op.Current()
-		if g.inflight.has(a.AttemptID) {
-			continue
-		}
-		cp, _ := g.cfg.Capability(oe.op.CapabilityID)
-		if !a.Started {
-			if g.clock.Now().Sub(oe.reservedAt[a.AttemptID]) < g.reconcileGrace(cp) {
-				continue
-			}
-			r := g.opClose(ctx, oe.tenant, "reconciler", OpRequest{AttemptID: a.AttemptID, Reason: "executor lost before dispatch-start"})
-			rows = append(rows, SettleRow{AttemptID: a.AttemptID, Status: kernel.StatusNotApplied, Code: r.Code, Reason: r.Reason})
-			continue
-		}
-		row := g.reconcileOne(ctx, oe.tenant, a.AttemptID, "reconciler")
+		row := g.reconcileOne(ctx, oe.tenant, a.AttemptID, "reconciler", true)
 		if row.Code != kernel.CodeDispatchActive {
 			rows = append(rows, row)
 		}
