@@ -330,7 +330,7 @@ func (g *Gateway) authzOp(ctx context.Context, tenant, verb, operator string, bo
 		}
 		st, err := g.load(ctx, ref)
 		if err != nil {
-			return opRefused(kernel.CodeContention, "the run could not be read: %v", err), true
+			return opRefused(kernel.CodeLedgerUnavailable, "the run could not be read: %v", err), true
 		}
 		return OpReply{OK: true, Data: map[string]any{"run": st}}, true
 	case "evidence":
@@ -380,7 +380,7 @@ func (g *Gateway) opGrant(ctx context.Context, tc *TenantConfig, operator string
 		Decide: func() *kernel.Refusal { d = kernel.DecideAuthorityChange(a, cmd); return d.Refusal }})
 	recorded := len(d.Events) > 0
 	if err != nil {
-		return opRefused(kernel.CodeContention, "%v", err)
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
 		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
@@ -409,7 +409,7 @@ func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req Ap
 		granted, _ = d.Events[0].(kernel.ApprovalGranted)
 	}
 	if err != nil {
-		return opRefused(kernel.CodeContention, "%v", err)
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
 		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
@@ -445,7 +445,7 @@ func (g *Gateway) opAdmitRun(ctx context.Context, tc *TenantConfig, operator str
 		Decide: func() *kernel.Refusal { d = kernel.DecideAdmitRun(st, cmd); return d.Refusal },
 		Done:   func() { after = *st.Run }})
 	if err != nil {
-		return opRefused(kernel.CodeContention, "%v", err)
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
 		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
@@ -470,7 +470,7 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req E
 		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &r, &d.Events)},
 			Decide: func() *kernel.Refusal { d = kernel.DecidePublishEvidence(r, cmd); return d.Refusal }})
 		if err != nil {
-			return opRefused(kernel.CodeContention, "%v", err)
+			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 		}
 		if res.Refusal != nil {
 			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
@@ -497,7 +497,7 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req E
 		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: aggregates.BindEach(refs, &st.Records, &d.Records),
 			Decide: func() *kernel.Refusal { d = kernel.DecideMark(st, operator, m); return d.Refusal }})
 		if err != nil {
-			return opRefused(kernel.CodeContention, "%v", err)
+			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 		}
 		if res.Refusal != nil {
 			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}

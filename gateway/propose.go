@@ -243,7 +243,7 @@ func statusReply(op *kernel.Operation, holds []kernel.GuaranteeHold) Reply {
 }
 
 func (pc *proposalCtx) unknownReply(err error) Reply {
-	return Reply{Status: kernel.StatusUnknown, ActionDigest: pc.digest,
+	return Reply{Status: kernel.StatusUnknown, Code: kernel.CodeLedgerUnavailable, ActionDigest: pc.digest,
 		Reason: "the ledger could not be reached; resend the same proposal to learn its outcome: " + err.Error()}
 }
 
