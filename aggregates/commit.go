@@ -457,12 +457,33 @@ func (c *committer) maybeSend() {
 			items[k].Envs = append(items[k].Envs, envs...)
 		}
 	}
+	guards := false
+	for _, t := range batch {
+		if t.nevents == 0 {
+			continue
+		}
+		for i, b := range t.tx.Bind {
+			if !b.guarded() || len(envsAt(t.envs, i)) > 0 {
+				continue
+			}
+			en := t.ens[i]
+			if _, ok := idx[en]; !ok {
+				// A subject the decision read and does not append to: the
+				// batch is stored only if it has not moved (Guard). One the
+				// batch appends to is guarded by that append's own sequence.
+				idx[en] = len(items)
+				items = append(items, events.AppendItem{Subject: en.subject, ExpectedLastSeq: en.seq.Load()})
+				ens = append(ens, en)
+				guards = true
+			}
+		}
+	}
 	c.inflight = batch
 	if len(items) == 0 {
 		c.onBatch(batchResult{txs: batch})
 		return
 	}
-	if chains := c.preferSingles(batch, items, ens); chains != nil {
+	if chains := c.preferSingles(batch, items, ens); chains != nil && !guards {
 		c.e.stats.singleGroups.Add(1)
 		go func() {
 			t0 := time.Now()

@@ -36,7 +36,6 @@ type Gateway struct {
 
 	mu      sync.RWMutex
 	pins    map[string]*kernel.Refusal // tenant/guarantee -> refusal when the pin failed
-	kill    map[string]bool
 	subs    []*nats.Subscription
 	workers chan struct{}
 	replies *nats.Conn // publishes replies; nil: the serving connection
@@ -82,7 +81,7 @@ func New(o Options) *Gateway {
 	g := &Gateway{
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
-		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{}, kill: map[string]bool{},
+		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{},
 		workers: make(chan struct{}, o.Config.Runtime.Workers), replies: o.Replies,
 	}
 	if g.log == nil {
@@ -152,12 +151,6 @@ func (g *Gateway) pinRefusal(tenant, guaranteeID string) *kernel.Refusal {
 		return &kernel.Refusal{Code: kernel.CodeDefinitionMismatch, Reason: "guarantee " + guaranteeID + " is not pinned"}
 	}
 	return r
-}
-
-func (g *Gateway) killed(tenant string) bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.kill[tenant]
 }
 
 // authorize checks the principal's authority over the capability.

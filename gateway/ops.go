@@ -340,14 +340,7 @@ func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req
 	if err != nil {
 		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 	}
-	g.setKill(tenant, engaged)
 	return OpReply{OK: true, KillSwitch: &engaged}
-}
-
-func (g *Gateway) setKill(tenant string, engaged bool) {
-	g.mu.Lock()
-	g.kill[tenant] = engaged
-	g.mu.Unlock()
 }
 
 func controlRef(subject string) aggregates.Ref {

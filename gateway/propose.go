@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -58,7 +59,11 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	if err != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
 	}
-	pc := &proposalCtx{g: g, tenant: tenant, principal: principal, p: p, opRef: opRef, runRef: rref, tc: tc, now: g.clock.Now()}
+	csub, err := events.Subject(tenant, "control")
+	if err != nil {
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
+	}
+	pc := &proposalCtx{g: g, tenant: tenant, principal: principal, p: p, opRef: opRef, runRef: rref, controlRef: controlRef(csub), tc: tc, now: g.clock.Now()}
 	if p.ApprovalID != "" {
 		ref, err := approvalRef(tenant, p.ApprovalID)
 		if err != nil {
@@ -88,12 +93,12 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	pc.args = canonArgs
 
-	// Checks that need no ledger, in the order of DESIGN section 1. Each
-	// refusal is recorded on the operation, so the same key returns it.
+	// Checks that need no ledger, in the order of DESIGN section 1 (the
+	// kill switch is read in the reserve decision itself, so a replica that
+	// missed its change cannot dispatch). Each refusal is recorded on the
+	// operation, so the same key returns it.
 	var refusal *kernel.Refusal
 	switch {
-	case g.killed(tenant):
-		refusal = &kernel.Refusal{Code: kernel.CodeKillSwitchEngaged, Reason: "the tenant's kill switch is engaged"}
 	case !surfaced:
 		refusal = &kernel.Refusal{Code: kernel.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %s is not in the pinned manifest", p.CapabilityID)}
 	case argRefusal != nil:
@@ -143,6 +148,7 @@ type proposalCtx struct {
 	tc          *TenantConfig
 	now         time.Time // the decision time, from the gateway's clock
 	runRef      aggregates.Ref
+	controlRef  aggregates.Ref
 	approvalRef *aggregates.Ref
 	authority   string          // the source of the principal's authority
 	runAmount   int64           // what the proposal consumes from its run
@@ -197,6 +203,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 	if pc.approvalRef != nil {
 		bind = append(bind, aggregates.Bind(*pc.approvalRef, &st.Approval, &d.Approval))
 	}
+	bind = append(bind, aggregates.Guard(pc.controlRef, &st.Control))
 	var reply Reply
 	var generation uint64
 	res, err := g.engine.Do(ctx, aggregates.Tx{
