@@ -72,8 +72,16 @@ func (a *MCPAdapter) call(ctx context.Context, tool string, args any) Observatio
 	return a.classify(res)
 }
 
-// classify reads the result's structured content under the contract.
+// classify reads the result's structured content under the contract. A
+// capability that is not effectful declares none: it changes nothing, so
+// its answer is all there is to observe.
 func (a *MCPAdapter) classify(res *mcp.CallToolResult) Observation {
+	if !a.Cap.Effectful && a.Contract.Completion == "" {
+		if res.IsError {
+			return Observation{Outcome: kernel.OutcomeNotApplied, Ref: "error result"}
+		}
+		return Observation{Outcome: kernel.OutcomeApplied, Ref: "result"}
+	}
 	body, err := json.Marshal(res.StructuredContent)
 	if err != nil || len(body) > maxToolResultBytes {
 		return Observation{Outcome: kernel.OutcomeUnknown, Ref: "broken reply"}

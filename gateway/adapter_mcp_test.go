@@ -82,6 +82,17 @@ func TestMCPAdapterContract(t *testing.T) {
 	if obs := adapter(hs.URL).Query(context.Background(), "att_1"); obs.Outcome != kernel.OutcomeUnknown || obs.Ref != "no mcp.query_tool" {
 		t.Fatalf("query without a query tool: %+v", obs)
 	}
+	// A read-only capability declares no contract: its result is applied,
+	// its error result not applied.
+	lookup := &CapabilityConfig{ID: "lookup", Adapter: "mcp", MCP: MCPToolConfig{URL: hs.URL, Tool: "pay"}}
+	if err := lookup.validateMCPManifest(); err != nil {
+		t.Fatal(err)
+	}
+	for answer, want := range map[string]kernel.Outcome{"on_hold": kernel.OutcomeApplied, "error-bare": kernel.OutcomeNotApplied} {
+		if obs := NewMCPAdapter(lookup).Dispatch(context.Background(), "att_2", json.RawMessage(`{"answer":"`+answer+`"}`)); obs.Outcome != want {
+			t.Fatalf("read-only %s: %+v, want %s", answer, obs, want)
+		}
+	}
 }
 
 func TestMCPConfigValidation(t *testing.T) {

@@ -97,9 +97,9 @@ func (u *upstream) close() {
 }
 
 // forward relays one tool call. A call the gateway did not answer has an
-// unknown outcome: the result says so with the status unknown (the
-// gateway's own answer when its store does not answer), and resending the
-// same operation_key learns it.
+// unknown outcome: the result says so as the gateway does when its store
+// does not answer (ledger_unavailable), and resending the same
+// operation_key learns it.
 func (u *upstream) forward(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		cs, err := u.session(ctx)
@@ -110,9 +110,7 @@ func (u *upstream) forward(name string) mcp.ToolHandler {
 			}
 			u.drop(cs)
 		}
-		res := Result(gateway.Reply{Status: kernel.StatusUnknown,
-			Reason: "the gateway did not answer; resend the same operation_key to learn the outcome: " + err.Error()})
-		res.IsError = true
-		return res, nil
+		return Result(gateway.Reply{Status: kernel.StatusUnknown, Code: kernel.CodeLedgerUnavailable,
+			Reason: "the gateway did not answer; resend the same operation_key to learn the outcome: " + err.Error()}), nil
 	}
 }

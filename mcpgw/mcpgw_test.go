@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -420,8 +422,12 @@ func TestMCPBridge(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
+	// The bridge reaches the gateway through a proxy the test can cut.
+	target, _ := url.Parse(e.rt.MCPURL)
+	proxy := httptest.NewServer(httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host}))
+	defer proxy.Close()
 	go func() {
-		done <- mcpgw.Bridge(ctx, e.rt.MCPURL, chatToken, &mcp.IOTransport{Reader: bridgeR, Writer: bridgeW})
+		done <- mcpgw.Bridge(ctx, proxy.URL+mcpgw.Path, chatToken, &mcp.IOTransport{Reader: bridgeR, Writer: bridgeW})
 	}()
 	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-agent", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: clientR, Writer: clientW}, nil)
@@ -441,6 +447,12 @@ func TestMCPBridge(t *testing.T) {
 	res, r := callTool(t, cs, httpRefund, refundArgs("run_b", "refund-b", "ord_b", 1000))
 	if res.IsError || r.Status != kernel.StatusApplied {
 		t.Fatalf("bridged call: %+v %s", r, text(res))
+	}
+	proxy.CloseClientConnections()
+	proxy.Close()
+	res, r = callTool(t, cs, httpRefund, refundArgs("run_b", "refund-b2", "ord_b", 1000))
+	if !res.IsError || r.Status != kernel.StatusUnknown || !strings.HasPrefix(text(res), "ledger_unavailable:") {
+		t.Fatalf("a call the gateway did not answer: %+v %s", r, text(res))
 	}
 	_ = cs.Close()
 	select {

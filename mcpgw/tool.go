@@ -83,14 +83,15 @@ func nonEmpty(b []byte) []byte {
 }
 
 // Result is the tool result of a decision: the reply as structured
-// content; a refusal is an error result whose text starts with the code.
+// content. A refusal, and a call the ledger did not answer (whose outcome
+// a resend learns), is an error result whose text starts with the code.
 func Result(r gateway.Reply) *mcp.CallToolResult {
 	b, err := json.Marshal(r)
 	if err != nil {
 		b = []byte(`{"status":"unknown"}`)
 	}
 	res := &mcp.CallToolResult{StructuredContent: json.RawMessage(b)}
-	if r.Status == kernel.StatusRefused {
+	if r.Status == kernel.StatusRefused || r.Code == kernel.CodeLedgerUnavailable {
 		res.IsError = true
 		res.Content = []mcp.Content{&mcp.TextContent{Text: string(r.Code) + ": " + r.Reason}}
 		return res

@@ -2,6 +2,8 @@ package mcpgw
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/contextos/ledger/gateway"
@@ -40,4 +42,36 @@ func FuzzProposalBody(f *testing.F) {
 			t.Fatalf("arguments %s chose capability %q", s, p.CapabilityID)
 		}
 	})
+}
+
+// TestLimit: past n requests at once the answer is 503 before the handler
+// runs; a slot frees when a request ends.
+func TestLimit(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := limit(1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	}))
+	first := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil))
+		first <- rec.Code
+	}()
+	<-entered
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("second request: %d", rec.Code)
+	}
+	close(release)
+	if code := <-first; code != http.StatusOK {
+		t.Fatalf("first request: %d", code)
+	}
+	go func() { <-entered }()
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("after the slot freed: %d", rec.Code)
+	}
 }
