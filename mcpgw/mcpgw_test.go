@@ -3,6 +3,7 @@ package mcpgw_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -19,6 +20,7 @@ import (
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/mcpgw"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 )
 
 // Tokens of testdata/mcp.toml.
@@ -36,13 +38,13 @@ const (
 // env is a booted runtime (real embedded NATS) with the MCP gateway, an
 // HTTP provider and an MCP provider, all on loopback.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	rt      *gateway.Runtime
 	prov    *provider.Server
 	mcpProv *mcpprovider.Server
 }
 
-func start(t *testing.T) *env {
+func start(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, prov: provider.New(), mcpProv: mcpprovider.New()}
 	hs := httptest.NewServer(e.prov.Handler())
@@ -89,7 +91,7 @@ func refundArgs(run, key, order string, amount int64) map[string]any {
 }
 
 // callTool calls a tool and decodes the structured decision reply.
-func callTool(t *testing.T, cs *mcp.ClientSession, tool string, args any) (*mcp.CallToolResult, gateway.Reply) {
+func callTool(t testing.TB, cs *mcp.ClientSession, tool string, args any) (*mcp.CallToolResult, gateway.Reply) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -545,5 +547,67 @@ func TestMCPProviderTransportBreaks(t *testing.T) {
 	}
 	if st := e.mcpProv.Stats(); st.Calls != 1 || st.Applied != 1 {
 		t.Fatalf("provider saw %+v, want the one call", st)
+	}
+}
+
+// TestMCPDefaultClient: a client with the SDK's default transport (which
+// opens a standalone SSE stream, answered 405 by the stateless endpoint)
+// lists and calls tools all the same.
+func TestMCPDefaultClient(t *testing.T) {
+	e := start(t)
+	c := mcp.NewClient(&mcp.Implementation{Name: "default", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.rt.MCPURL, HTTPClient: mcpgw.TokenClient(emailToken)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, r := callTool(t, cs, "crm.lookup", map[string]any{"run_id": "run_d", "operation_key": "lookup-1", "arguments": map[string]any{"q": "x"}})
+	if res.IsError || r.Status != kernel.StatusApplied {
+		t.Fatalf("got %+v %s", r, text(res))
+	}
+}
+
+// BenchmarkMCPPropose: one governed refund per iteration, each on its own
+// order, from an MCP client through the gateway to an HTTP provider and to
+// an MCP provider (a fresh MCP session per provider call).
+// The baseline is the same proposal over NATS to the HTTP provider.
+func BenchmarkMCPPropose(b *testing.B) {
+	b.Run("nats-baseline", func(b *testing.B) {
+		e := start(b)
+		nc, err := nats.Connect(e.rt.URL, nats.UserInfo("acme.agent_email", "email-secret"), nats.CustomInboxPrefix(gateway.InboxPrefix("acme", "agent_email")))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+		b.ResetTimer()
+		for i := range b.N {
+			key := fmt.Sprintf("bench-%d", i)
+			args := refundArgs("run_bench", key, "ord_"+key, 100)
+			args["capability_id"] = httpRefund
+			body, _ := json.Marshal(args)
+			msg, err := nc.Request(gateway.ProposeSubject("acme", "agent_email"), body, 10*time.Second)
+			var r gateway.Reply
+			if err == nil {
+				err = json.Unmarshal(msg.Data, &r)
+			}
+			if err != nil || r.Status != kernel.StatusApplied {
+				b.Fatalf("%v %+v", err, r)
+			}
+		}
+	})
+	for _, tool := range []string{httpRefund, mcpRefund} {
+		b.Run(tool, func(b *testing.B) {
+			e := start(b)
+			cs := e.session(emailToken)
+			b.ResetTimer()
+			for i := range b.N {
+				key := fmt.Sprintf("bench-%d", i)
+				if res, r := callTool(b, cs, tool, refundArgs("run_bench", key, "ord_"+key, 100)); res.IsError || r.Status != kernel.StatusApplied {
+					b.Fatalf("%+v %s", r, text(res))
+				}
+			}
+		})
 	}
 }
