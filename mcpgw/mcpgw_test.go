@@ -72,6 +72,28 @@ func start(t testing.TB) *env {
 	return e
 }
 
+// TestBootNeedsMCPStarter: a configuration that serves MCP does not boot
+// silently without the gateway.
+func TestBootNeedsMCPStarter(t *testing.T) {
+	raw, err := os.ReadFile("testdata/mcp.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", "http://127.0.0.1:9", "{{MCP_PROVIDER}}", "http://127.0.0.1:9/mcp").Replace(string(raw))
+	cfg, err := gateway.ParseConfig([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := gateway.Boot(cfg, gateway.BootOptions{})
+	if err == nil {
+		rt.Close()
+		t.Fatal("booted with [mcp] listen and no MCP gateway")
+	}
+	if !strings.Contains(err.Error(), "mcp.listen") {
+		t.Fatalf("error %v does not name mcp.listen", err)
+	}
+}
+
 // session connects the Go SDK's client with a bearer token.
 func (e *env) session(token string) *mcp.ClientSession {
 	e.t.Helper()

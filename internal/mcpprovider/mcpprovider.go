@@ -158,7 +158,9 @@ func (s *Server) lookup(_ context.Context, _ *mcp.CallToolRequest, in LookupArgs
 }
 
 // Handler serves the MCP server over stateless streamable HTTP. After a
-// Break call it closes that request's connection instead of answering.
+// Break call it closes that request's connection instead of answering
+// (with calls in flight at once, the first request to finish after the
+// Break call is the one cut: scripts that break run their calls one by one).
 func (s *Server) Handler() http.Handler {
 	srv := s.MCP()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
