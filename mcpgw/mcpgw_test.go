@@ -350,6 +350,34 @@ func TestMCPOriginsAndTokens(t *testing.T) {
 	}
 }
 
+// TestMCPPreflight: a browser page at a configured origin may call the
+// endpoint (its CORS preflight is answered, without a token as browsers
+// send it); a page anywhere else may not.
+func TestMCPPreflight(t *testing.T) {
+	e := start(t)
+	for origin, want := range map[string]int{"http://localhost:6274": http.StatusNoContent, "https://evil.example": http.StatusForbidden} {
+		req, _ := http.NewRequest(http.MethodOptions, e.rt.MCPURL, nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("preflight from %s: %d, want %d", origin, resp.StatusCode, want)
+		}
+		if got := resp.Header.Get("Access-Control-Allow-Origin"); (want == http.StatusNoContent) != (got == origin) {
+			t.Fatalf("preflight from %s: Access-Control-Allow-Origin %q", origin, got)
+		}
+	}
+	resp := post(t, e.rt.MCPURL, emailToken, http.Header{"Origin": {"http://localhost:6274"}}, initialize)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "http://localhost:6274" {
+		t.Fatalf("a call from the configured origin: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
 // TestMCPTokenDecidesTenant: a globex token's call lands in globex whatever
 // the request claims: headers naming acme are ignored, and arguments that
 // carry a tenant, a principal or another capability are refused

@@ -126,15 +126,31 @@ func identityOf(extra *mcp.RequestExtra) (identity, bool) {
 
 // originCheck refuses a browser request whose Origin is not configured:
 // a page on another site must not drive an agent's token through the
-// agent's own browser. Requests without an Origin are not from a page.
+// agent's own browser. Requests without an Origin are not from a page. A
+// configured origin gets the CORS answers a browser needs to call the
+// endpoint with a bearer token (its preflight, and the response headers).
 func originCheck(allowed []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" {
-			n, err := gateway.NormalizeOrigin(o)
-			if err != nil || !slices.Contains(allowed, n) {
-				http.Error(w, "origin not allowed", http.StatusForbidden)
-				return
-			}
+		o := r.Header.Get("Origin")
+		if o == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		n, err := gateway.NormalizeOrigin(o)
+		if err != nil || !slices.Contains(allowed, n) {
+			http.Error(w, "origin not allowed", http.StatusForbidden)
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", o)
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, Mcp-Protocol-Version")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "POST")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Last-Event-ID")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
