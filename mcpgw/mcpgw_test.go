@@ -1,8 +1,10 @@
 package mcpgw_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -207,7 +209,25 @@ func TestMCPListTools(t *testing.T) {
 	if a := tools["crm.lookup"].Annotations; a == nil || !a.ReadOnlyHint {
 		t.Fatalf("a non-effectful capability's annotations: %+v", a)
 	}
+	// The whole tool as a client sees it, against its golden file.
+	got, _ := json.MarshalIndent(tools[httpRefund], "", "  ")
+	got = append(got, '\n')
+	const golden = "testdata/tool_issue_refund.json"
+	if *rewrite {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("tool %s differs from %s (go test -rewrite to accept):\n%s", httpRefund, golden, got)
+	}
 }
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files")
 
 // TestMCPSeedRace: two agents, each with its own token, propose INR 800 on
 // ord_881 (ceiling INR 1,000) at once over MCP: one applied, one an error
