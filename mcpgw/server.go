@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/contextos/ledger/gateway"
@@ -55,8 +56,9 @@ func Listen(cfg *gateway.Config, gw *gateway.Gateway, log *slog.Logger) (*Server
 	s := &Server{URL: "http://" + ln.Addr().String() + Path, http: &http.Server{
 		Handler: Handler(cfg, gw, log), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 	}}
+	bounded := &limitListener{Listener: ln, slots: make(chan struct{}, connsPerWorker*cfg.Runtime.Workers)}
 	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(bounded); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("mcp gateway stopped", "err", err)
 		}
 	}()
@@ -154,6 +156,40 @@ func originCheck(allowed []string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// connsPerWorker bounds open connections (idle keep-alive ones included)
+// at this many per request slot: a client cannot hold the daemon's memory
+// by opening connections and leaving them idle.
+const connsPerWorker = 2
+
+// limitListener accepts a connection only while fewer than cap(slots) are
+// open; past that Accept waits for one to close.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // limit serves at most n requests at once and answers 503 past that,

@@ -3,8 +3,10 @@ package mcpgw
 import (
 	"encoding/json"
 	"net/http"
+	"net"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/contextos/ledger/gateway"
 )
@@ -73,5 +75,48 @@ func TestLimit(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("after the slot freed: %d", rec.Code)
+	}
+}
+
+// TestLimitListener: past its slots the listener accepts nothing until a
+// connection closes.
+func TestLimitListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &limitListener{Listener: ln, slots: make(chan struct{}, 1)}
+	defer l.Close()
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dial()
+	first := <-accepted
+	dial()
+	select {
+	case <-accepted:
+		t.Fatal("a second connection was accepted past the limit")
+	case <-time.After(200 * time.Millisecond):
+	}
+	first.Close()
+	select {
+	case <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing a connection did not free its slot")
 	}
 }
