@@ -2,8 +2,8 @@ package mcpgw
 
 import (
 	"encoding/json"
-	"net/http"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
