@@ -216,4 +216,17 @@ func TestCapabilityImport(t *testing.T) {
 	if _, err := importTool(ctx, hs.URL, "no_such_tool", "", nil); err == nil || !strings.Contains(err.Error(), "issue_refund") {
 		t.Fatalf("unknown tool: %v", err)
 	}
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"capability", "import", "--mcp", hs.URL, "--tool", "get_refund"}, 0},
+		{[]string{"capability", "import", "--mcp", hs.URL, "--tool", "no_such_tool"}, 1},
+		{[]string{"capability", "import", "--mcp", hs.URL}, 2},
+		{[]string{"capability", "import", "--mcp", "http://127.0.0.1:1/mcp", "--tool", "x"}, 3},
+	} {
+		if code := run(c.args); code != c.code {
+			t.Errorf("ctx %v: exit %d, want %d", c.args, code, c.code)
+		}
+	}
 }
