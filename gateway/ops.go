@@ -191,10 +191,16 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 // provider call may still be in flight, and a query then could report an
 // absence that is about to end.
 func (g *Gateway) reconcileGrace(cp *CapabilityConfig) time.Duration {
-	if cp == nil || cp.Adapter != "http" {
+	switch {
+	case cp == nil:
 		return time.Second
+	case cp.Adapter == "http":
+		return 2*cp.HTTP.Timeout.Duration + time.Second
+	case cp.Adapter == "mcp":
+		// A tool call may run for its whole timeout on another replica.
+		return 2*cp.MCP.Timeout.Duration + time.Second
 	}
-	return 2*cp.HTTP.Timeout.Duration + time.Second
+	return time.Second
 }
 
 func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req OpRequest) OpReply {
