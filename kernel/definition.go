@@ -17,6 +17,8 @@ type Definition struct {
 	AmountPointer   string   `json:"amount_pointer"`
 	Limit           int64    `json:"limit"`
 	Unit            string   `json:"unit"`
+	// Mode is ModeEnforce (the default, "") or ModeObserve.
+	Mode string `json:"mode,omitempty"`
 }
 
 // Validate checks the definition: a token id, at least one capability, valid
@@ -48,6 +50,9 @@ func (d Definition) Validate() *Refusal {
 	}
 	if d.Unit == "" {
 		return refuse(CodeDefinitionInvalid, "guarantee %s has no unit", d.ID)
+	}
+	if d.Mode != "" && d.Mode != ModeEnforce && d.Mode != ModeObserve {
+		return refuse(CodeDefinitionInvalid, "guarantee %s mode %q must be %q or %q", d.ID, d.Mode, ModeEnforce, ModeObserve)
 	}
 	return nil
 }
@@ -125,11 +130,19 @@ func describe(v any) string {
 	return jsonKind(v)
 }
 
-// Pin is the pinned definition of (Tenant, Definition.ID).
+// Pin is the pinned definition of (Tenant, Definition.ID) and its later
+// versions: the pin is version 1; each GuaranteeRedefined adds one, changing
+// the default limit, one resource's limit or the mode. What the guarantee
+// means (capabilities, pointers, unit) never changes.
 type Pin struct {
 	Tenant     string     `json:"tenant"`
 	Definition Definition `json:"definition"`
 	Digest     string     `json:"definition_digest"`
+
+	Redefinitions uint64           `json:"redefinitions,omitempty"`
+	Limit         int64            `json:"limit,omitempty"` // the latest default limit, 0 while it is the pinned one
+	Mode          string           `json:"mode,omitempty"`  // the latest mode, "" while it is the pinned one
+	Overrides     map[string]int64 `json:"overrides,omitempty"`
 }
 
 // DecidePin decides whether def may be used under tenant given the current
@@ -144,7 +157,10 @@ func DecidePin(current *Pin, tenant string, def Definition) Decision {
 	if !current.Pinned() {
 		return Decision{Events: []Event{GuaranteePinned{Tenant: tenant, Definition: def.normalized(), DefinitionDigest: digest}}}
 	}
-	if current.Digest != digest {
+	// The limit and the mode are versioned in the stream: a configuration
+	// that differs only there is not a new meaning (Pin.Drift reports it).
+	def.Limit, def.Mode = current.Definition.Limit, current.Definition.Mode
+	if digest = def.Digest(); current.Digest != digest {
 		return Decision{Refusal: refuse(CodeDefinitionMismatch,
 			"guarantee %s is pinned to definition %s; the configured definition %s differs", def.ID, short(current.Digest), short(digest))}
 	}
@@ -154,6 +170,9 @@ func DecidePin(current *Pin, tenant string, def Definition) Decision {
 // Apply folds a GuaranteePinned event into the pin; it refuses a second pin
 // and a pin whose digest does not match its definition.
 func (p *Pin) Apply(ev Event) error {
+	if e, ok := ev.(GuaranteeRedefined); ok {
+		return p.applyRedefined(e)
+	}
 	e, ok := ev.(GuaranteePinned)
 	if !ok {
 		return fmt.Errorf("event %T does not belong to a guarantee pin", ev)

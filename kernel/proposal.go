@@ -16,6 +16,7 @@ type Hold struct {
 	Resource         string
 	Amount           int64
 	Limit            int64
+	Observe          bool // the guarantee is in observe mode: over the limit is recorded, not refused
 }
 
 // ProposalState is what the reserve decision reads.
@@ -25,6 +26,9 @@ type ProposalState struct {
 	Run      *Run
 	Approval *Approval // nil when the proposal names no approval
 	Control  *Control  // the tenant's control subject (kill switch); nil reads as released
+	// Pins are the guarantees' latest definition versions, one per
+	// Propose.Holds (nil entries, or a nil slice, keep the hold's own limit).
+	Pins []*Pin
 }
 
 // Propose is one proposal that reached the ledger.
@@ -111,10 +115,16 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 			}
 		}
 	}
+	for i := range c.Holds {
+		if i < len(s.Pins) && s.Pins[i] != nil {
+			c.Holds[i] = s.Pins[i].Bind(c.Holds[i])
+		}
+	}
 	if refusal == nil {
 		for i, h := range c.Holds {
 			rd := DecideExposure(s.Ledgers[i], ReserveStarted{Reserve: Reserve{GuaranteeID: h.GuaranteeID, Resource: h.Resource,
-				AttemptID: c.AttemptID, OperationID: c.Opened.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest}})
+				AttemptID: c.AttemptID, OperationID: c.Opened.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest,
+				Observe: h.Observe}})
 			if rd.Refusal != nil {
 				refusal = rd.Refusal
 				break
@@ -151,10 +161,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 func HoldsOf(holds []Hold, ledgers []*Ledger) []GuaranteeHold {
 	var out []GuaranteeHold
 	for i, h := range holds {
-		bal := ledgers[i].Balance()
-		if bal.Limit == 0 {
-			bal = Balance{Limit: h.Limit, Available: h.Limit}
-		}
+		bal := ledgers[i].BalanceUnder(h.Limit)
 		out = append(out, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount, Balance: bal})
 	}
 	return out
