@@ -130,19 +130,14 @@ func describe(v any) string {
 	return jsonKind(v)
 }
 
-// Pin is the pinned definition of (Tenant, Definition.ID) and its later
-// versions: the pin is version 1; each GuaranteeRedefined adds one, changing
-// the default limit, one resource's limit or the mode. What the guarantee
-// means (capabilities, pointers, unit) never changes.
+// Pin is the pinned definition of (Tenant, Definition.ID): version 1 of the
+// guarantee. What it means (capabilities, pointers, unit) never changes; its
+// limit and mode are versioned on the tenant's control subject
+// (GuaranteeRedefined).
 type Pin struct {
 	Tenant     string     `json:"tenant"`
 	Definition Definition `json:"definition"`
 	Digest     string     `json:"definition_digest"`
-
-	Redefinitions uint64           `json:"redefinitions,omitempty"`
-	Limit         int64            `json:"limit,omitempty"` // the latest default limit, 0 while it is the pinned one
-	Mode          string           `json:"mode,omitempty"`  // the latest mode, "" while it is the pinned one
-	Overrides     map[string]int64 `json:"overrides,omitempty"`
 }
 
 // DecidePin decides whether def may be used under tenant given the current
@@ -158,7 +153,7 @@ func DecidePin(current *Pin, tenant string, def Definition) Decision {
 		return Decision{Events: []Event{GuaranteePinned{Tenant: tenant, Definition: def.normalized(), DefinitionDigest: digest}}}
 	}
 	// The limit and the mode are versioned in the stream: a configuration
-	// that differs only there is not a new meaning (Pin.Drift reports it).
+	// that differs only there is not a new meaning (Control.Drift says how).
 	def.Limit, def.Mode = current.Definition.Limit, current.Definition.Mode
 	if digest = def.Digest(); current.Digest != digest {
 		return Decision{Refusal: refuse(CodeDefinitionMismatch,
@@ -170,9 +165,6 @@ func DecidePin(current *Pin, tenant string, def Definition) Decision {
 // Apply folds a GuaranteePinned event into the pin; it refuses a second pin
 // and a pin whose digest does not match its definition.
 func (p *Pin) Apply(ev Event) error {
-	if e, ok := ev.(GuaranteeRedefined); ok {
-		return p.applyRedefined(e)
-	}
 	e, ok := ev.(GuaranteePinned)
 	if !ok {
 		return fmt.Errorf("event %T does not belong to a guarantee pin", ev)

@@ -28,6 +28,7 @@ type ceilingScenario struct {
 	ledgers map[string]*Ledger // guarantee/resource
 	limits  map[string]int64
 	pins    map[string]*Pin
+	ctl     Control
 	history map[string][]Event
 	order   []string
 	next    int
@@ -99,7 +100,7 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		h.limits[id] = def.Limit
 		out := render(dec, nil)
-		if drift := p.Drift(def); drift != "" {
+		if drift := h.ctl.Drift(p, def); drift != "" {
 			out += "drift: configured " + drift + "\n"
 		}
 		return out
@@ -109,10 +110,10 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 		if p == nil {
 			p = &Pin{}
 		}
-		dec := DecideRedefine(p, Redefine{GuaranteeID: id, Resource: arg("resource", ""), Limit: num("limit", 0), Mode: arg("mode", ""),
+		dec := DecideRedefine(RedefineState{Pin: p, Control: &h.ctl}, Redefine{GuaranteeID: id, Resource: arg("resource", ""), Limit: num("limit", 0), Mode: arg("mode", ""),
 			Operator: arg("operator", "op_alice"), Reason: arg("reason", ""), Now: scenarioTime(t, d, arg("at", "2026-12-01T09:00:00Z"))})
 		for _, ev := range dec.Events {
-			if err := p.Apply(ev); err != nil {
+			if err := h.ctl.Apply(ev); err != nil {
 				d.Fatalf(t, "apply redefinition: %v", err)
 			}
 			h.history[id] = append(h.history[id], ev)
@@ -208,7 +209,8 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 		for _, id := range h.order {
 			hold := Hold{GuaranteeID: id, DefinitionDigest: "d", Resource: res, Amount: num("amount", 1), Limit: h.limits[id]}
 			if p := h.pins[id]; p != nil {
-				hold = p.Bind(hold)
+				hold = h.ctl.Bind(p.PinnedHold(res, hold.Amount))
+				hold.DefinitionDigest = "d"
 			}
 			dec := DecideExposure(h.ledger(id, res), ReserveStarted{Reserve{GuaranteeID: id, Resource: res, AttemptID: att,
 				OperationID: "op_" + att, Amount: hold.Amount, Limit: hold.Limit, DefinitionDigest: "d", Observe: hold.Observe}})
@@ -275,7 +277,7 @@ func (h *ceilingScenario) showAll(resource string) string {
 		l := h.ledger(id, resource)
 		bal := l.Balance()
 		if p := h.pins[id]; p != nil {
-			bal = l.BalanceUnder(p.LimitFor(resource))
+			bal = l.BalanceUnder(h.ctl.LimitFor(p, resource))
 		}
 		fmt.Fprintf(&b, "%s %s", id, renderBalance(bal))
 		if l.OverLimit > 0 {
@@ -384,6 +386,7 @@ func TestDefinitionChangesKeepTheCeiling(t *testing.T) {
 		rng := rand.New(rand.NewSource(seed))
 		def := Definition{ID: "g", CapabilityIDs: []string{"c"}, ResourcePointer: "/r", AmountPointer: "/a", Limit: int64(100 + rng.Intn(900)), Unit: "u"}
 		var pin Pin
+		var ctl Control
 		for _, ev := range DecidePin(&pin, "t", def).Events {
 			if err := pin.Apply(ev); err != nil {
 				t.Fatal(err)
@@ -403,8 +406,8 @@ func TestDefinitionChangesKeepTheCeiling(t *testing.T) {
 					c.Mode = []string{ModeEnforce, ModeObserve}[rng.Intn(2)]
 					c.Limit = 0
 				}
-				for _, ev := range DecideRedefine(&pin, c).Events {
-					if err := pin.Apply(ev); err != nil {
+				for _, ev := range DecideRedefine(RedefineState{Pin: &pin, Control: &ctl}, c).Events {
+					if err := ctl.Apply(ev); err != nil {
 						t.Fatalf("seed %d step %d: %v", seed, step, err)
 					}
 				}
@@ -417,7 +420,7 @@ func TestDefinitionChangesKeepTheCeiling(t *testing.T) {
 				res := []string{"r1", "r2"}[rng.Intn(2)]
 				l := ledgers[res]
 				att := fmt.Sprintf("a%d", step)
-				h := pin.Bind(Hold{GuaranteeID: "g", DefinitionDigest: "d", Resource: res, Amount: int64(1 + rng.Intn(300))})
+				h := ctl.Bind(pin.PinnedHold(res, int64(1+rng.Intn(300))))
 				dec := DecideExposure(l, ReserveStarted{Reserve{GuaranteeID: "g", Resource: res, AttemptID: att, OperationID: "o" + att,
 					Amount: h.Amount, Limit: h.Limit, DefinitionDigest: "d", Observe: h.Observe}})
 				if dec.Refusal != nil {

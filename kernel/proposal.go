@@ -1,6 +1,9 @@
 package kernel
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The governed step of a proposal, decided over the subjects it rests on,
 // each named: DecidePropose opens the operation, redeems its approval,
@@ -26,9 +29,6 @@ type ProposalState struct {
 	Run      *Run
 	Approval *Approval // nil when the proposal names no approval
 	Control  *Control  // the tenant's control subject (kill switch); nil reads as released
-	// Pins are the guarantees' latest definition versions, one per
-	// Propose.Holds (nil entries, or a nil slice, keep the hold's own limit).
-	Pins []*Pin
 }
 
 // Propose is one proposal that reached the ledger.
@@ -56,6 +56,7 @@ type Propose struct {
 
 // ProposalDecision is DecidePropose's result: the events per subject.
 type ProposalDecision struct {
+	Holds    []Hold // the holds as the latest versions of their guarantees bind them
 	Op       []Event
 	Ledgers  [][]Event // per ProposalState.Ledgers
 	Run      []Event
@@ -115,11 +116,13 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 			}
 		}
 	}
+	// Each hold carries its guarantee's pinned limit and mode; the control
+	// subject holds their later versions.
+	c.Holds = slices.Clone(c.Holds)
 	for i := range c.Holds {
-		if i < len(s.Pins) && s.Pins[i] != nil {
-			c.Holds[i] = s.Pins[i].Bind(c.Holds[i])
-		}
+		c.Holds[i] = s.Control.Bind(c.Holds[i])
 	}
+	d.Holds = c.Holds
 	if refusal == nil {
 		for i, h := range c.Holds {
 			rd := DecideExposure(s.Ledgers[i], ReserveStarted{Reserve: Reserve{GuaranteeID: h.GuaranteeID, Resource: h.Resource,

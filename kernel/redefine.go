@@ -19,9 +19,10 @@ const MaxOverrides = 10_000
 const TypeGuaranteeRedefined = "guarantee.redefined"
 
 // GuaranteeRedefined records version Version of a guarantee: a new default
-// limit, or a limit for one resource (Resource set), or a new mode. Every
-// replica decides against the latest version it reads in the same
-// transaction as the reservation, never against its configuration file.
+// limit, or a limit for one resource (Resource set), or a new mode. It is
+// stored on the tenant's control subject, which every reservation reads and
+// guards in its own transaction, so every replica decides against the
+// latest version in the stream, never against its configuration file.
 type GuaranteeRedefined struct {
 	GuaranteeID string `json:"guarantee_id"`
 	Version     uint64 `json:"version"`
@@ -49,10 +50,27 @@ type Redefine struct {
 	Now         time.Time
 }
 
+// GuaranteeVersion is what the redefinitions of one guarantee set on top of
+// its pinned definition.
+type GuaranteeVersion struct {
+	Redefinitions uint64           `json:"redefinitions"`
+	Limit         int64            `json:"limit,omitempty"` // 0 while the pinned one holds
+	Mode          string           `json:"mode,omitempty"`  // "" while the pinned one holds
+	Overrides     map[string]int64 `json:"overrides,omitempty"`
+}
+
+// RedefineState is what a redefinition reads: the guarantee's pin (never
+// changed by it) and the tenant's control subject, where it is appended.
+type RedefineState struct {
+	Pin     *Pin
+	Control *Control
+}
+
 // DecideRedefine decides an operator's change of a pinned guarantee. A limit
 // may go below what is committed and held: new reservations are then refused
 // until capacity returns, and no hold is ever released by it.
-func DecideRedefine(p *Pin, c Redefine) Decision {
+func DecideRedefine(s RedefineState, c Redefine) Decision {
+	p := s.Pin
 	switch {
 	case !p.Pinned():
 		return no(CodeDefinitionMismatch, "guarantee %s is not pinned yet; it is pinned at its first use", c.GuaranteeID)
@@ -71,78 +89,98 @@ func DecideRedefine(p *Pin, c Redefine) Decision {
 	case c.Resource != "" && c.Limit == 0:
 		return no(CodeRequestMalformed, "a resource override must set a limit")
 	}
+	v := s.Control.version(c.GuaranteeID)
 	if c.Resource != "" {
-		if _, ok := p.Overrides[c.Resource]; !ok && len(p.Overrides) >= MaxOverrides {
+		if _, ok := v.Overrides[c.Resource]; !ok && len(v.Overrides) >= MaxOverrides {
 			return no(CodeDefinitionInvalid, "guarantee %s already has %d resource overrides, the maximum", c.GuaranteeID, MaxOverrides)
 		}
 	}
-	cur := p.LimitFor(c.Resource)
-	if c.Limit == cur && (c.Mode == "" || c.Mode == p.ModeOf()) {
+	sameLimit := c.Limit == 0 || c.Limit == s.Control.LimitFor(p, c.Resource)
+	sameMode := c.Mode == "" || c.Mode == s.Control.ModeOf(p)
+	if sameLimit && sameMode {
 		return Decision{} // the same version again changes nothing
 	}
-	return Decision{Events: []Event{GuaranteeRedefined{GuaranteeID: c.GuaranteeID, Version: p.CurrentVersion() + 1,
+	return Decision{Events: []Event{GuaranteeRedefined{GuaranteeID: c.GuaranteeID, Version: s.Control.Version(p) + 1,
 		Resource: c.Resource, Limit: c.Limit, Mode: c.Mode, Operator: c.Operator, Reason: c.Reason,
 		At: c.Now.UTC().Format(time.RFC3339Nano)}}}
 }
 
-// CurrentVersion is the pin's definition version: 1 when pinned, one more
+func (c *Control) version(id string) GuaranteeVersion {
+	if c == nil || c.Guarantees == nil {
+		return GuaranteeVersion{}
+	}
+	return c.Guarantees[id]
+}
+
+// Version is the guarantee's definition version: 1 when pinned, one more
 // for every redefinition.
-func (p *Pin) CurrentVersion() uint64 {
+func (c *Control) Version(p *Pin) uint64 {
 	if !p.Pinned() {
 		return 0
 	}
-	return 1 + p.Redefinitions
+	return 1 + c.version(p.Definition.ID).Redefinitions
 }
 
-// LimitFor is the limit the latest version sets for a resource.
-func (p *Pin) LimitFor(resource string) int64 {
-	if l, ok := p.Overrides[resource]; ok && resource != "" {
+// LimitFor is the limit the latest version of the pinned guarantee sets for
+// a resource.
+func (c *Control) LimitFor(p *Pin, resource string) int64 {
+	v := c.version(p.Definition.ID)
+	if l, ok := v.Overrides[resource]; ok && resource != "" {
 		return l
 	}
-	if p.Limit != 0 {
-		return p.Limit
+	if v.Limit != 0 {
+		return v.Limit
 	}
 	return p.Definition.Limit
 }
 
-// ModeOf is the latest version's mode.
-func (p *Pin) ModeOf() string {
-	if p.Mode != "" {
-		return p.Mode
+// ModeOf is the latest version's mode of the pinned guarantee.
+func (c *Control) ModeOf(p *Pin) string {
+	if m := c.version(p.Definition.ID).Mode; m != "" {
+		return m
 	}
-	if p.Definition.Mode != "" {
-		return p.Definition.Mode
-	}
-	return ModeEnforce
+	return modeOr(p.Definition.Mode)
 }
 
-// Bind returns the hold of a proposal on this guarantee as the latest
-// version defines it: its limit, and whether the ceiling is only observed.
-func (p *Pin) Bind(h Hold) Hold {
-	if !p.Pinned() {
+// Bind returns a hold as the latest version of its guarantee defines it:
+// the limit and whether the ceiling is only observed. The hold comes with
+// its pinned limit and mode (PinnedHold); a guarantee never redefined keeps
+// them.
+func (c *Control) Bind(h Hold) Hold {
+	if c == nil {
 		return h
 	}
-	h.Limit = p.LimitFor(h.Resource)
-	h.Observe = p.ModeOf() == ModeObserve
+	v, ok := c.Guarantees[h.GuaranteeID]
+	if !ok {
+		return h
+	}
+	if l, ok := v.Overrides[h.Resource]; ok {
+		h.Limit = l
+	} else if v.Limit != 0 {
+		h.Limit = v.Limit
+	}
+	if v.Mode != "" {
+		h.Observe = v.Mode == ModeObserve
+	}
 	return h
 }
 
 // Drift says how a configured definition differs from the stream's latest
 // version in what an operator changes at runtime (limit, mode), or "" when
 // it does not. The stream's version is the one used.
-func (p *Pin) Drift(def Definition) string {
+func (c *Control) Drift(p *Pin, def Definition) string {
 	if !p.Pinned() {
 		return ""
 	}
 	var s string
-	if def.Limit != p.LimitFor("") {
-		s = fmt.Sprintf("limit %d (the stream's version %d has %d)", def.Limit, p.CurrentVersion(), p.LimitFor(""))
+	if l := c.LimitFor(p, ""); def.Limit != l {
+		s = fmt.Sprintf("limit %d (the stream's version %d has %d)", def.Limit, c.Version(p), l)
 	}
-	if m := modeOr(def.Mode); m != p.ModeOf() {
+	if m := modeOr(def.Mode); m != c.ModeOf(p) {
 		if s != "" {
 			s += ", "
 		}
-		s += fmt.Sprintf("mode %s (the stream's version %d has %s)", m, p.CurrentVersion(), p.ModeOf())
+		s += fmt.Sprintf("mode %s (the stream's version %d has %s)", m, c.Version(p), c.ModeOf(p))
 	}
 	return s
 }
@@ -154,28 +192,43 @@ func modeOr(m string) string {
 	return m
 }
 
-func (p *Pin) applyRedefined(e GuaranteeRedefined) error {
-	if !p.Pinned() {
-		return fmt.Errorf("redefinition of guarantee %s before it was pinned", e.GuaranteeID)
+func (c *Control) applyRedefined(e GuaranteeRedefined) error {
+	v := c.version(e.GuaranteeID)
+	if e.Version != v.Redefinitions+2 {
+		return fmt.Errorf("redefinition %s v%d does not follow v%d", e.GuaranteeID, e.Version, v.Redefinitions+1)
 	}
-	if e.GuaranteeID != p.Definition.ID || e.Version != p.CurrentVersion()+1 {
-		return fmt.Errorf("redefinition %s v%d does not follow %s v%d", e.GuaranteeID, e.Version, p.Definition.ID, p.CurrentVersion())
-	}
-	if e.Limit < 0 || e.Limit > MaxAmount || (e.Mode != "" && e.Mode != ModeEnforce && e.Mode != ModeObserve) {
+	if e.Limit < 0 || e.Limit > MaxAmount || (e.Mode != "" && e.Mode != ModeEnforce && e.Mode != ModeObserve) ||
+		(e.Resource != "" && (e.Limit == 0 || e.Mode != "")) {
 		return fmt.Errorf("redefinition %s v%d is invalid", e.GuaranteeID, e.Version)
 	}
 	switch {
 	case e.Resource != "":
-		if p.Overrides == nil {
-			p.Overrides = map[string]int64{}
+		if _, ok := v.Overrides[e.Resource]; !ok && len(v.Overrides) >= MaxOverrides {
+			return fmt.Errorf("redefinition %s v%d exceeds %d overrides", e.GuaranteeID, e.Version, MaxOverrides)
 		}
-		p.Overrides[e.Resource] = e.Limit
+		o := make(map[string]int64, len(v.Overrides)+1)
+		for k, l := range v.Overrides {
+			o[k] = l
+		}
+		o[e.Resource] = e.Limit
+		v.Overrides = o
 	case e.Limit != 0:
-		p.Limit = e.Limit
+		v.Limit = e.Limit
 	}
 	if e.Mode != "" {
-		p.Mode = e.Mode
+		v.Mode = e.Mode
 	}
-	p.Redefinitions++
+	v.Redefinitions++
+	if c.Guarantees == nil {
+		c.Guarantees = map[string]GuaranteeVersion{}
+	}
+	c.Guarantees[e.GuaranteeID] = v
 	return nil
+}
+
+// PinnedHold is a hold on the pinned guarantee, with version 1's limit and
+// mode; Control.Bind applies the later versions.
+func (p *Pin) PinnedHold(resource string, amount int64) Hold {
+	return Hold{GuaranteeID: p.Definition.ID, DefinitionDigest: p.Digest, Resource: resource, Amount: amount,
+		Limit: p.Definition.Limit, Observe: p.Definition.Mode == ModeObserve}
 }
