@@ -246,7 +246,7 @@ type Reserve struct {
 	Amount           int64
 	Limit            int64
 	DefinitionDigest string
-	Observe          bool // observe mode: over the limit is reserved and marked, not refused
+	Observe          bool      // observe mode: over the limit is reserved and marked, not refused
 	Window           string    // the calendar window of the ledger, if any
 	Rolling          int64     // the rolling window's duration in seconds, if any
 	Now              time.Time // the decision time

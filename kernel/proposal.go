@@ -19,7 +19,7 @@ type Hold struct {
 	Resource         string
 	Amount           int64
 	Limit            int64
-	Observe          bool // the guarantee is in observe mode: over the limit is recorded, not refused
+	Observe          bool   // the guarantee is in observe mode: over the limit is recorded, not refused
 	Window           string // the calendar window of the ledger (Definition.WindowAt), if any
 	Rolling          int64  // the rolling window's duration in seconds, if any
 }
