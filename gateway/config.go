@@ -22,6 +22,7 @@ type Config struct {
 	Tenants      []TenantConfig     `toml:"tenants"`
 	Capabilities []CapabilityConfig `toml:"capabilities"`
 	RawGuarantee []GuaranteeConfig  `toml:"guarantees"`
+	Console      ConsoleConfig      `toml:"console"`
 	// Guarantees are the validated definitions of RawGuarantee.
 	Guarantees []kernel.Definition `toml:"-"`
 }
@@ -228,6 +229,9 @@ func parseConfig(b []byte, dir string) (*Config, error) {
 		return nil, fmt.Errorf("config: unknown keys: %s", strings.Join(keys, ", "))
 	}
 	if err := c.validate(dir); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Console.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return &c, nil

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
 )
 
@@ -57,11 +58,25 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
+	var con *console.Server
+	if cfg.Console.Listen != "" {
+		// The console is an operator client of this runtime's NATS API.
+		con, err = console.Start(console.Options{Config: cfg.Console, NATSURL: rt.URL, Manifest: cfg, Logger: log})
+		if err != nil {
+			rt.Close()
+			fmt.Fprintln(os.Stderr, "contextosd:", err)
+			return 1
+		}
+		log.Info("console ready", "url", con.URL)
+	}
 	log.Info("contextosd ready", "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
 	log.Info("contextosd stopping")
+	if con != nil {
+		con.Close()
+	}
 	rt.Close()
 	return 0
 }

@@ -1,0 +1,93 @@
+package console
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"time"
+
+	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/verifier"
+)
+
+// auditResult is the outcome of verifying the tenant's exported audit
+// chain, server-side, through the verifier.
+type auditResult struct {
+	At          string
+	Records     int64
+	Checkpoints int
+	OK          bool
+	Failure     string // the first bad record or checkpoint, and why
+	Error       string // the export could not be made or read
+	// Latest is the newest checkpoint of the export.
+	Latest *checkpointView
+	Keys   []string // the key ids the chain was checked against
+}
+
+type checkpointView struct {
+	Origin string
+	Size   int64
+	Root   string
+	Note   string
+}
+
+// verifyAudit exports the tenant's audit log through the operator's
+// connection and verifies it against the keys the runtime publishes.
+func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult {
+	res := &auditResult{At: now.UTC().Format(time.RFC3339)}
+	oc := &projections.OpsClient{NC: sess.nc, Tenant: sess.tenant, Operator: sess.operator, Timeout: opTimeout}
+	kb, err := oc.File(ctx, projections.VerbAuditKeys, nil)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	keys, err := verifier.ParseKeys(kb)
+	if err != nil {
+		res.Error = "keys.json: " + err.Error()
+		return res
+	}
+	for id := range keys.Keyring {
+		res.Keys = append(res.Keys, id)
+	}
+	e, err := oc.ExportAudit(ctx)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.Records, res.Checkpoints = int64(len(e.Records)), len(e.Checkpoints)
+	if n := len(e.Checkpoints); n > 0 {
+		if cp, err := verifier.ReadCheckpoint(e.Checkpoints[n-1]); err == nil {
+			res.Latest = &checkpointView{Origin: cp.Origin, Size: cp.Size, Root: base64.StdEncoding.EncodeToString(cp.Root[:]), Note: string(e.Checkpoints[n-1])}
+		}
+	}
+	b, err := verifier.MarshalEntries(e)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	vr, err := verifier.VerifyEntries(b, keys)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.OK = vr.OK()
+	if vr.Failure != nil {
+		res.Failure = vr.Failure.Error()
+	}
+	return res
+}
+
+func (s *Server) auditPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	sess.mu.Lock()
+	last := sess.audit
+	sess.mu.Unlock()
+	s.render(w, http.StatusOK, "audit", s.page(sess, "audit", "Audit", last))
+}
+
+func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, sess *session) {
+	res := verifyAudit(r.Context(), sess, s.o.Now())
+	sess.mu.Lock()
+	sess.audit = res
+	sess.mu.Unlock()
+	back(w, r, "/audit")
+}
