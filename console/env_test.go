@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -192,4 +193,16 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// opCall sends an operator verb as acme's ops_alice, outside the console.
+func (e *env) opCall(verb string, req, out any) error {
+	user := gateway.UserName("acme", "ops_alice")
+	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix("acme", "ops_alice")))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	s := &session{tenant: "acme", operator: "ops_alice", nc: nc}
+	return s.call(context.Background(), verb, req, out)
 }
