@@ -163,7 +163,7 @@ type confirmView struct {
 	Action  *action
 	Fields  []field
 	Attempt *gateway.AttemptRow
-	Request *approvalRow
+	Request *Approval
 	Problem string
 }
 

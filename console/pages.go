@@ -225,9 +225,9 @@ func dataString(d map[string]any, key string) string {
 	return ""
 }
 
-// approvalRow is one proposal refused approval_required, as the approvals
-// verb reports it.
-type approvalRow struct {
+// Approval is one proposal refused approval_required, waiting for an
+// operator: a row of the approvals verb's reply.
+type Approval struct {
 	OperationID  string          `json:"operation_id"`
 	OperationKey string          `json:"operation_key"`
 	RunID        string          `json:"run_id"`
@@ -239,7 +239,7 @@ type approvalRow struct {
 }
 
 // ArgumentsText is the arguments indented for reading, at most 4 KiB.
-func (a approvalRow) ArgumentsText() string {
+func (a Approval) ArgumentsText() string {
 	var b bytes.Buffer
 	if json.Indent(&b, a.Arguments, "", "  ") != nil {
 		b.Reset()
@@ -251,15 +251,16 @@ func (a approvalRow) ArgumentsText() string {
 	return b.String()
 }
 
-type approvalsReply struct {
+// ApprovalsReply is the reply of the approvals verb.
+type ApprovalsReply struct {
 	OK        bool          `json:"ok"`
 	Code      kernel.Code   `json:"code,omitempty"`
 	Reason    string        `json:"reason,omitempty"`
-	Approvals []approvalRow `json:"approvals"`
+	Approvals []Approval `json:"approvals"`
 }
 
 type approvalsView struct {
-	Rows      []approvalRow
+	Rows      []Approval
 	More      int
 	ExpiresIn []string
 }
@@ -268,8 +269,8 @@ type approvalsView struct {
 // bounds them at kernel.MaxApprovalTTL).
 var approvalExpiries = []string{"15m", "1h", "4h", "24h"}
 
-func (s *Server) approvals(ctx context.Context, sess *session) ([]approvalRow, error) {
-	var reply approvalsReply
+func (s *Server) approvals(ctx context.Context, sess *session) ([]Approval, error) {
+	var reply ApprovalsReply
 	if err := sess.call(ctx, "approvals", struct{}{}, &reply); err != nil {
 		return nil, err
 	}
@@ -294,8 +295,8 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request, sess *ses
 	s.render(w, http.StatusOK, "approvals", p)
 }
 
-// incidentRow is one incident, as the incidents verb reports it.
-type incidentRow struct {
+// Incident is one incident: a row of the incidents verb's reply.
+type Incident struct {
 	Kind        string      `json:"kind"`
 	AttemptID   string      `json:"attempt_id"`
 	OperationID string      `json:"operation_id"`
@@ -308,11 +309,11 @@ type incidentsReply struct {
 	OK        bool          `json:"ok"`
 	Code      kernel.Code   `json:"code,omitempty"`
 	Reason    string        `json:"reason,omitempty"`
-	Incidents []incidentRow `json:"incidents"`
+	Incidents []Incident `json:"incidents"`
 }
 
 type incidentsView struct {
-	Rows []incidentRow
+	Rows []Incident
 	More int
 }
 

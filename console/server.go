@@ -138,8 +138,7 @@ func (s *Server) Close() {
 // cross-origin protection.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.Handle("GET /static/", http.StripPrefix("/static/", Static()))
 	mux.HandleFunc("GET /login", s.loginPage)
 	mux.HandleFunc("POST /login", s.login)
 	mux.HandleFunc("POST /logout", s.authed(s.logout))
@@ -156,14 +155,19 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /authority", s.authed(s.authorityPage))
 	mux.HandleFunc("GET /audit", s.authed(s.auditPage))
 	mux.HandleFunc("POST /audit/verify", s.authed(s.auditVerify))
+	return Protect(mux)
+}
+
+// Protect wraps a handler of the console (or of towerd's page) in its
+// security headers (a strict content security policy, no framing, no
+// caching) and net/http's cross-origin protection, which refuses a
+// state-changing request another origin's page sent.
+func Protect(h http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 	}))
-	return securityHeaders(cop.Handler(mux))
-}
-
-func securityHeaders(h http.Handler) http.Handler {
+	h = cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -355,4 +359,11 @@ func back(w http.ResponseWriter, r *http.Request, path string) {
 		path = "/exposure"
 	}
 	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// Static serves the console's stylesheet and script (towerd's page uses
+// them too).
+func Static() http.Handler {
+	static, _ := fs.Sub(staticFS, "static")
+	return http.FileServerFS(static)
 }
