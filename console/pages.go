@@ -253,10 +253,10 @@ func (a Approval) ArgumentsText() string {
 
 // ApprovalsReply is the reply of the approvals verb.
 type ApprovalsReply struct {
-	OK        bool          `json:"ok"`
-	Code      kernel.Code   `json:"code,omitempty"`
-	Reason    string        `json:"reason,omitempty"`
-	Approvals []Approval `json:"approvals"`
+	OK        bool        `json:"ok"`
+	Code      kernel.Code `json:"code,omitempty"`
+	Reason    string      `json:"reason,omitempty"`
+	Approvals []Approval  `json:"approvals"`
 }
 
 type approvalsView struct {
@@ -306,10 +306,10 @@ type Incident struct {
 }
 
 type incidentsReply struct {
-	OK        bool          `json:"ok"`
-	Code      kernel.Code   `json:"code,omitempty"`
-	Reason    string        `json:"reason,omitempty"`
-	Incidents []Incident `json:"incidents"`
+	OK        bool        `json:"ok"`
+	Code      kernel.Code `json:"code,omitempty"`
+	Reason    string      `json:"reason,omitempty"`
+	Incidents []Incident  `json:"incidents"`
 }
 
 type incidentsView struct {
