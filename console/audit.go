@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
 )
@@ -21,7 +23,9 @@ type auditResult struct {
 	Error       string // the export could not be made or read
 	// Latest is the newest checkpoint of the export.
 	Latest *checkpointView
-	Keys   []string // the key ids the chain was checked against
+	// Kill is the last kill switch change the verified chain records.
+	Kill *KillChange
+	Keys []string // the key ids the chain was checked against
 }
 
 type checkpointView struct {
@@ -73,8 +77,40 @@ func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult
 	res.OK = vr.OK()
 	if vr.Failure != nil {
 		res.Failure = vr.Failure.Error()
+		return res
 	}
+	res.Kill = LastKillSwitch(e)
 	return res
+}
+
+// KillChange is a kill switch change: who, when and why, as the signed
+// chain records it.
+type KillChange struct {
+	Engaged  bool
+	Operator string
+	Reason   string
+	At       string // the event's time
+}
+
+// LastKillSwitch returns the last kill switch change recorded in a
+// verified export, or nil if there is none.
+func LastKillSwitch(e verifier.Entries) *KillChange {
+	var last *KillChange
+	for _, raw := range e.Records {
+		r, err := verifier.ParseRecord(raw)
+		if err != nil {
+			continue
+		}
+		env, err := codec.Decode(r.Event)
+		if err != nil || env.Type != kernel.TypeKillSwitchSet {
+			continue
+		}
+		ev, err := kernel.DecodeEvent(env.Type, env.V, env.Body)
+		if k, ok := ev.(kernel.KillSwitchSet); err == nil && ok {
+			last = &KillChange{Engaged: k.Engaged, Operator: k.Operator, Reason: k.Reason, At: env.Time}
+		}
+	}
+	return last
 }
 
 func (s *Server) auditPage(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -84,10 +120,24 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request, sess *session
 	s.render(w, http.StatusOK, "audit", s.page(sess, "audit", "Audit", last))
 }
 
+// auditVerify exports and verifies the chain, one verification at a time
+// per session; it returns to the audit page or, asked to, the kill switch's.
 func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, sess *session) {
+	ret := "/audit"
+	if r.PostFormValue("return") == "/kill-switch" {
+		ret = "/kill-switch"
+	}
+	sess.mu.Lock()
+	busy := sess.verifying
+	sess.verifying = true
+	sess.mu.Unlock()
+	if busy {
+		http.Error(w, "a verification of this session is already running", http.StatusTooManyRequests)
+		return
+	}
 	res := verifyAudit(r.Context(), sess, s.o.Now())
 	sess.mu.Lock()
-	sess.audit = res
+	sess.audit, sess.verifying = res, false
 	sess.mu.Unlock()
-	back(w, r, "/audit")
+	back(w, r, ret)
 }

@@ -205,6 +205,19 @@ func TestBrowserKillSwitch(t *testing.T) {
 	if got := text(t, ctx, "#kill-state"); !strings.HasPrefix(got, "Engaged") {
 		t.Fatalf("kill switch %q", got)
 	}
+	// Who, when and why, read from the verified audit chain (the audit
+	// projector records the change shortly after it is made).
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		do(t, ctx, "read the history", chromedp.Click(chromedp.ID("kill-history")), chromedp.WaitVisible(chromedp.ID("kill-audit")))
+		if got := text(t, ctx, "#kill-audit"); strings.Contains(got, "ops_alice") && strings.Contains(got, "INC-42") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the verified chain does not show the engagement: %q", text(t, ctx, "#kill-audit"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	shot(t, ctx, "kill-switch-engaged")
 	if r := e.propose(e.agent("acme", "agent_email"), "acme", "agent_email", refund(refundCap, "k1", "ord_1", 100)); r.Code != kernel.CodeKillSwitchEngaged {
 		t.Fatalf("proposal under the kill switch: %+v", r)

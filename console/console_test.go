@@ -229,6 +229,12 @@ func TestConsoleKillSwitch(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(page, `id="kill-state"`) || !strings.Contains(page, "<b>Engaged</b>") {
 		t.Fatalf("engage: %d\n%s", status, page)
 	}
+	// Who, when and why, from the verified audit chain.
+	_, csrf := c.get("/kill-switch")
+	waitFor(t, "the engagement in the verified chain", func() bool {
+		_, page = c.post("/audit/verify", url.Values{"csrf": {csrfOf(t, csrf)}, "return": {"/kill-switch"}}, nil)
+		return strings.Contains(page, `engaged</b> by <b>ops_alice</b>`) && strings.Contains(page, "provider incident INC-42")
+	})
 	agent := e.agent("acme", "agent_email")
 	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "k1", "ord_1", 100)); r.Code != kernel.CodeKillSwitchEngaged {
 		t.Fatalf("proposal under the kill switch: %+v", r)

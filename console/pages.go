@@ -198,6 +198,10 @@ type killSwitchView struct {
 	// Who, When and Why are the daemon's account of the last change, when
 	// its reply carries one.
 	Who, When, Why string
+	// Audit is the last change as the verified audit chain records it, as
+	// of the session's last verification.
+	Audit   *KillChange
+	AuditAt string
 }
 
 func (s *Server) killSwitchPage(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -214,6 +218,11 @@ func (s *Server) killSwitchPage(w http.ResponseWriter, r *http.Request, sess *se
 		v.Known, v.Engaged = reply.KillSwitch != nil, reply.KillSwitch != nil && *reply.KillSwitch
 		v.Who, v.When, v.Why = dataString(reply.Data, "operator"), dataString(reply.Data, "at"), dataString(reply.Data, "reason")
 	}
+	sess.mu.Lock()
+	if a := sess.audit; a != nil && a.OK {
+		v.Audit, v.AuditAt = a.Kill, a.At
+	}
+	sess.mu.Unlock()
 	p.Data = v
 	s.render(w, http.StatusOK, "kill-switch", p)
 }

@@ -26,12 +26,13 @@ type session struct {
 	nc       *nats.Conn
 	created  time.Time
 
-	mu       sync.Mutex
-	lastSeen time.Time
-	flash    *result      // shown once, on the next page
-	audit    *auditResult // the last verification of the audit chain
-	streams  int          // live-update streams open
-	elem     *list.Element
+	mu        sync.Mutex
+	lastSeen  time.Time
+	flash     *result      // shown once, on the next page
+	audit     *auditResult // the last verification of the audit chain
+	verifying bool         // a verification is running
+	streams   int          // live-update streams open
+	elem      *list.Element
 }
 
 // maxStreamsPerSession bounds the live-update streams (browser tabs) of a

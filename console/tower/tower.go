@@ -81,15 +81,7 @@ type LogView struct {
 	MorePending int
 	PendingNote string
 
-	Kill *KillState // the last kill switch change the chain records
-}
-
-// KillState is a kill switch change as the verified chain records it.
-type KillState struct {
-	Engaged  bool
-	Operator string
-	Reason   string
-	At       string
+	Kill *console.KillChange // the last kill switch change the chain records
 }
 
 // Last returns the last reading (nil before the first Refresh).
@@ -268,13 +260,9 @@ func (t *Tower) summarize(v *LogView, e verifier.Entries, view verifier.View) {
 			v.ApprovalsGranted++
 		case kernel.TypeApprovalRedeemed:
 			v.ApprovalsRedeemed++
-		case kernel.TypeKillSwitchSet:
-			ev, err := kernel.DecodeEvent(env.Type, env.V, env.Body)
-			if k, ok := ev.(kernel.KillSwitchSet); err == nil && ok {
-				v.Kill = &KillState{Engaged: k.Engaged, Operator: k.Operator, Reason: k.Reason, At: env.Time}
-			}
 		}
 	}
+	v.Kill = console.LastKillSwitch(e)
 }
 
 func (t *Tower) pending(ctx context.Context, v *LogView, nc *nats.Conn, s source) {
