@@ -61,6 +61,15 @@ func do(t *testing.T, ctx context.Context, what string, actions ...chromedp.Acti
 	}
 }
 
+// submit clicks a button that submits a form and waits for the page it
+// leads to.
+func submit(t *testing.T, ctx context.Context, what, id string) {
+	t.Helper()
+	if _, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.ID(id))); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 func text(t *testing.T, ctx context.Context, css string) string {
 	t.Helper()
 	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
@@ -209,7 +218,8 @@ func TestBrowserKillSwitch(t *testing.T) {
 	// projector records the change shortly after it is made).
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		do(t, ctx, "read the history", chromedp.Click(chromedp.ID("kill-history")), chromedp.WaitVisible(chromedp.ID("kill-audit")))
+		submit(t, ctx, "read the history", "kill-history")
+		do(t, ctx, "the history", chromedp.WaitVisible(chromedp.ID("kill-audit")))
 		if got := text(t, ctx, "#kill-audit"); strings.Contains(got, "ops_alice") && strings.Contains(got, "INC-42") {
 			break
 		}
@@ -286,11 +296,25 @@ func TestBrowserPages(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("f-artifact_ref"), "ticket:SUP-881"))
 	shot(t, ctx, "confirm-assert-absence")
 	do(t, ctx, "confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("flash")))
+	// The provider then reports the refund applied: the runtime refuses the
+	// contradicting observation and records an incident.
+	e.prov.Settle(r.AttemptID, "succeeded")
+	var reply gateway.OpReply
+	if err := e.opCall("reconcile", gateway.OpRequest{AttemptID: r.AttemptID}, &reply); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("incidents", func(t *testing.T) {
+		(&env{t: t, rt: e.rt}).requireVerb("incidents", struct{}{})
+		do(t, ctx, "incidents", chromedp.Navigate(e.con.URL+"/incidents"), chromedp.WaitVisible(chromedp.ID("incidents")))
+		waitJS(t, ctx, "the incident", `document.getElementById("incidents").textContent.includes("`+r.AttemptID+`")`)
+		shot(t, ctx, "incidents")
+	})
 	// The runtime checkpoints uncovered records every 10 seconds.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		do(t, ctx, "verify the chain", chromedp.Navigate(e.con.URL+"/audit"), chromedp.WaitVisible(chromedp.ID("verify")),
-			chromedp.Click(chromedp.ID("verify")), chromedp.WaitVisible(chromedp.ID("audit-result")))
+		do(t, ctx, "open the audit page", chromedp.Navigate(e.con.URL+"/audit"), chromedp.WaitVisible(chromedp.ID("verify")))
+		submit(t, ctx, "verify the chain", "verify")
+		do(t, ctx, "the result", chromedp.WaitVisible(chromedp.ID("audit-result")))
 		if got := text(t, ctx, "#audit-result"); !strings.HasPrefix(got, "Verified") {
 			t.Fatalf("audit: %q", got)
 		}

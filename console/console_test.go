@@ -173,9 +173,9 @@ func TestConsoleTenantIsolation(t *testing.T) {
 	e := startEnv(t)
 	r := e.pendingHold(15000)
 	bob := e.client()
-	page, csrf := bob.login("globex", "ops_bob")
+	_, csrf := bob.login("globex", "ops_bob")
 	for _, path := range []string{"/exposure", "/kill-switch", "/authority", "/incidents", "/approvals"} {
-		_, page = bob.get(path)
+		_, page := bob.get(path)
 		for _, leak := range []string{"ord_881", r.AttemptID, "agent_phone", "acme"} {
 			if strings.Contains(page, leak) {
 				t.Fatalf("globex's %s shows %q:\n%s", path, leak, page)
@@ -358,5 +358,29 @@ func TestConsoleNextStepsKnown(t *testing.T) {
 				t.Fatalf("state %s names unknown action %s", s, a)
 			}
 		}
+	}
+}
+
+// TestConsoleSessionBound: beyond max_sessions a login ends the least
+// recently used session, and its NATS connection.
+func TestConsoleSessionBound(t *testing.T) {
+	e := startEnv(t)
+	e.con.sessions.max = 2
+	first, second, third := e.client(), e.client(), e.client()
+	first.login("acme", "ops_alice")
+	nc := sessionConn(t, e, first)
+	second.login("acme", "ops_alice")
+	third.login("acme", "ops_alice")
+	if n := e.con.sessions.count(); n != 2 {
+		t.Fatalf("%d sessions", n)
+	}
+	if _, page := first.get("/exposure"); !strings.Contains(page, `action="/login"`) {
+		t.Fatal("the least recently used session survived")
+	}
+	if !nc.IsClosed() {
+		t.Fatal("the ended session's NATS connection is open")
+	}
+	if _, page := second.get("/exposure"); !strings.Contains(page, `id="exposure"`) {
+		t.Fatal("a recent session was ended")
 	}
 }
