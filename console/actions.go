@@ -74,7 +74,7 @@ func init() {
 				return gateway.OpRequest{Engaged: &off, Reason: v.Get("reason")}, nil
 			}},
 		{Name: "approve", Label: "Approve", Verb: "approve", Return: "/approvals",
-			Describe: "Approve exactly this action: the approval is bound to its digest, redeemable once, until it expires. The agent's resend of the same operation then proceeds.",
+			Describe: "Approve exactly this action: the approval is bound to its digest, redeemable once, until it expires. The agent's resend of the same action, naming the approval, then proceeds.",
 			Fields: []field{{Name: "action_digest", Label: "Action digest", Hidden: true, Required: true},
 				{Name: "capability_id", Label: "Capability", Hidden: true, Required: true},
 				{Name: "expires_in", Label: "Expires in", Required: true, Options: approvalExpiries},
