@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -81,8 +82,9 @@ func (r *runtime) propose(tenant, principal, key, order string, amount int64) ga
 }
 
 // export writes tenant's audit log (entries.json) and keys.json into dir once
-// the log records at least records records.
-func (r *runtime) export(dir, tenant, operator string, records int) (entries, keys string) {
+// the log's replay is ready (the audit projector records events shortly
+// after they are appended).
+func (r *runtime) export(dir, tenant, operator string, ready func(verifier.View) bool) (entries, keys string) {
 	r.t.Helper()
 	oc := &projections.OpsClient{NC: r.conn(tenant, operator), Tenant: tenant, Operator: operator}
 	deadline := time.Now().Add(15 * time.Second)
@@ -92,11 +94,11 @@ func (r *runtime) export(dir, tenant, operator string, records int) (entries, ke
 		if e, err = oc.ExportAudit(context.Background()); err != nil {
 			r.t.Fatal(err)
 		}
-		if len(e.Records) >= records {
+		if v, err := verifier.ReplayEntries(e); err == nil && ready(v) {
 			break
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("the audit log of %s holds %d records, want %d", tenant, len(e.Records), records)
+			r.t.Fatalf("the audit log of %s (%d records) is not ready", tenant, len(e.Records))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -178,14 +180,16 @@ func TestTowerFleet(t *testing.T) {
 		b.propose("globex", "agent_email", "g"+string(rune('a'+i)), "ord_g"+string(rune('a'+i)), 100)
 	}
 	dir := t.TempDir()
-	entries, keys := a.export(dir, "acme", "ops_alice", 1)
+	entries, keys := a.export(dir, "acme", "ops_alice", func(v verifier.View) bool {
+		return len(v.Resources) == 1 && v.Resources[0].Committed == 80000
+	})
 	bad := tamper(t, entries)
 	t.Setenv("TOWER_TEST_ALICE", passwords["acme.ops_alice"])
 	t.Setenv("TOWER_TEST_BOB", passwords["globex.ops_bob"])
 	// b's keys: exported from b itself for the test; an auditor gets them
 	// out of band.
-	_, bKeys := b.export(t.TempDir(), "acme", "ops_alice", 1)
-	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", 5)
+	_, bKeys := b.export(t.TempDir(), "acme", "ops_alice", func(v verifier.View) bool { return len(v.Resources) == 1 && v.Resources[0].Held == 15000 })
+	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", func(v verifier.View) bool { return len(v.Resources) == 5 })
 	cfgText := `
 max_rows_per_tenant = 3
 [[runtimes]]
@@ -291,6 +295,27 @@ nats_url = "` + b.rt.URL + `"
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("the fleet kill switch without the page's token: %d", resp.StatusCode)
 	}
+	// Released from the page, with its token: the acknowledgements are shown.
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatal("no token on the page")
+	}
+	resp, err = http.PostForm(srv.URL+"/kill-switch", url.Values{"csrf": {string(m[1])}, "reason": {"drill over"}, "engaged": {"false"}, "confirm": {"yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`<tr data-ack="us-1/globex"><td>us-1</td><td>globex</td><td class="ack">yes</td><td>released</td>`,
+		`<tr data-ack="eu-1/acme"><td>eu-1</td><td>acme</td><td class="ack">no</td>`} {
+		if !strings.Contains(string(page), want) {
+			t.Fatalf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	if r := b.propose("globex", "agent_email", "released", "ord_y", 100); r.Status != kernel.StatusApplied {
+		t.Fatalf("globex on us-1 after the fleet release: %+v", r)
+	}
+	shotPage(t, srv.URL, "tower")
 }
 
 func TestTowerConfig(t *testing.T) {
