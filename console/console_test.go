@@ -384,3 +384,15 @@ func TestConsoleSessionBound(t *testing.T) {
 		t.Fatal("a recent session was ended")
 	}
 }
+
+// TestWriteEvent: a carriage return in the data (a resource id an agent
+// chose) cannot start a field of the server-sent event.
+func TestWriteEvent(t *testing.T) {
+	var b strings.Builder
+	writeEvent(&b, "live", []byte("<td>x\revent: ended\r\ndata: y\rid: 7</td>\nnext"))
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, "\r") || (line != "" && !strings.HasPrefix(line, "data: ") && line != "event: live") {
+			t.Fatalf("line %q in\n%q", line, b.String())
+		}
+	}
+}

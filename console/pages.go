@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -151,7 +152,7 @@ func (s *Server) exposureLive(w http.ResponseWriter, r *http.Request, sess *sess
 	var last []byte
 	quiet := 0
 	for {
-		if _, alive := s.sessions.get(sess.id); !alive {
+		if !s.sessions.alive(sess.id) {
 			fmt.Fprint(w, "event: ended\ndata: session ended\n\n")
 			fl.Flush()
 			return
@@ -182,8 +183,11 @@ func (s *Server) exposureLive(w http.ResponseWriter, r *http.Request, sess *sess
 }
 
 // writeEvent writes one server-sent event; every line of data is its own
-// data field.
-func writeEvent(w http.ResponseWriter, name string, data []byte) {
+// data field. A carriage return ends a line for the browser's parser too,
+// so one inside what an agent controls (a resource id, say) is turned into
+// a newline first: it can only split a data line, never start a field.
+func writeEvent(w io.Writer, name string, data []byte) {
+	data = bytes.ReplaceAll(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
 	fmt.Fprintf(w, "event: %s\n", name)
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		fmt.Fprintf(w, "data: %s\n", line)
@@ -194,10 +198,6 @@ func writeEvent(w http.ResponseWriter, name string, data []byte) {
 // killSwitchView is the kill switch page.
 type killSwitchView struct {
 	Engaged bool
-	Known   bool
-	// Who, When and Why are the daemon's account of the last change, when
-	// its reply carries one.
-	Who, When, Why string
 	// Audit is the last change as the verified audit chain records it, as
 	// of the session's last verification.
 	Audit   *KillChange
@@ -215,8 +215,7 @@ func (s *Server) killSwitchPage(w http.ResponseWriter, r *http.Request, sess *se
 	case !reply.OK:
 		p.Error = fmt.Sprintf("kill-switch refused: %s: %s", reply.Code, reply.Reason)
 	default:
-		v.Known, v.Engaged = reply.KillSwitch != nil, reply.KillSwitch != nil && *reply.KillSwitch
-		v.Who, v.When, v.Why = dataString(reply.Data, "operator"), dataString(reply.Data, "at"), dataString(reply.Data, "reason")
+		v.Engaged = reply.KillSwitch != nil && *reply.KillSwitch
 	}
 	sess.mu.Lock()
 	if a := sess.audit; a != nil && a.OK {
@@ -225,13 +224,6 @@ func (s *Server) killSwitchPage(w http.ResponseWriter, r *http.Request, sess *se
 	sess.mu.Unlock()
 	p.Data = v
 	s.render(w, http.StatusOK, "kill-switch", p)
-}
-
-func dataString(d map[string]any, key string) string {
-	if s, ok := d[key].(string); ok {
-		return s
-	}
-	return ""
 }
 
 // Approval is one proposal refused approval_required, waiting for an

@@ -153,6 +153,17 @@ func (ss *sessions) get(id string) (*session, bool) {
 	return s, true
 }
 
+// alive reports whether the session of id still exists and has not
+// expired, without marking it used: a live stream alone does not keep a
+// session from ending when idle.
+func (ss *sessions) alive(id string) bool {
+	now := ss.now()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s, ok := ss.byID[id]
+	return ok && !ss.expired(s, now)
+}
+
 func (ss *sessions) expired(s *session, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
