@@ -85,7 +85,7 @@ func init() {
 			Fields: []field{{Name: "action_digest", Label: "Action digest", Hidden: true, Required: true},
 				{Name: "capability_id", Label: "Capability", Hidden: true, Required: true},
 				{Name: "reason", Label: "Reason", Required: true}},
-			request: approvalRequest},
+			request: denyRequest},
 		{Name: "grant", Label: "Grant", Verb: "grant", Return: "/authority",
 			Describe: "Grant the principal the capability, recorded in your name.",
 			Fields: []field{{Name: "principal", Label: "Principal", Required: true}, {Name: "capability_id", Label: "Capability", Required: true},
@@ -101,7 +101,7 @@ func init() {
 	}
 }
 
-// approvalRequest is the body of approve and deny: the exact digest and the
+// approvalRequest is the body of approve: the exact digest and the
 // capability's risk from the manifest.
 func approvalRequest(s *Server, _ *session, v url.Values) (any, error) {
 	risk := ""
@@ -118,6 +118,24 @@ func approvalRequest(s *Server, _ *session, v url.Values) (any, error) {
 		expires = approvalExpiries[0]
 	}
 	return gateway.ApproveRequest{ActionDigest: v.Get("action_digest"), Risk: risk, ExpiresIn: expires, Reason: v.Get("reason")}, nil
+}
+
+// denyBody is the body of the deny verb answering a pending request: the
+// exact digest, the capability's risk and the required reason (the
+// gateway's DenyRequest without an approval id).
+type denyBody struct {
+	ActionDigest string `json:"action_digest"`
+	Risk         string `json:"risk"`
+	Reason       string `json:"reason"`
+}
+
+func denyRequest(s *Server, sess *session, v url.Values) (any, error) {
+	a, err := approvalRequest(s, sess, v)
+	if err != nil {
+		return nil, err
+	}
+	ap := a.(gateway.ApproveRequest)
+	return denyBody{ActionDigest: ap.ActionDigest, Risk: ap.Risk, Reason: ap.Reason}, nil
 }
 
 func grantRequest(_ *Server, _ *session, v url.Values) (any, error) {
