@@ -69,9 +69,10 @@ func run() int {
 		}
 		log.Info("console ready", "url", con.URL)
 	}
-	log.Info("contextosd ready", "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
+	// Ready is said only once a signal would stop the daemon cleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	log.Info("contextosd ready", "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
 	<-sig
 	log.Info("contextosd stopping")
 	if con != nil {

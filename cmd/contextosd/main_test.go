@@ -67,9 +67,13 @@ func TestConsoleStarts(t *testing.T) {
 	go func() {
 		re := regexp.MustCompile(`console ready"? url=(http://127\.0\.0\.1:[0-9]+)`)
 		sc := bufio.NewScanner(stderr)
+		url := ""
 		for sc.Scan() {
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
+				url = m[1]
+			}
+			if strings.Contains(sc.Text(), "contextosd ready") { // signals are handled from here on
+				found <- url
 				break
 			}
 		}
@@ -78,6 +82,9 @@ func TestConsoleStarts(t *testing.T) {
 	var url string
 	select {
 	case url = <-found:
+		if url == "" {
+			t.Fatal("contextosd is ready without its console")
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("contextosd did not start its console")
 	}
