@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/kernel"
 )
 
 // field is one input of an action.
@@ -296,7 +295,7 @@ func describeReply(label string, reply gateway.OpReply) result {
 	for _, k := range keys {
 		res.Lines = append(res.Lines, fmt.Sprintf("%s: %v", k, reply.Data[k]))
 	}
-	if reply.OK && res.Code == string(kernel.Code("")) && len(res.Lines) == 0 {
+	if reply.OK && res.Code == "" && len(res.Lines) == 0 {
 		res.Lines = append(res.Lines, "done")
 	}
 	return res

@@ -121,6 +121,9 @@ func (s *Server) exposurePage(w http.ResponseWriter, r *http.Request, sess *sess
 	s.render(w, http.StatusOK, "exposure", s.page(sess, "exposure", "Exposure and open holds", s.exposure(r.Context(), sess)))
 }
 
+// keepAlive is how often a live stream with nothing new sends a comment.
+const keepAlive = 15 * time.Second
+
 // exposureLive streams the live part of the exposure page as server-sent
 // events: the fragment re-rendered from the runtime's replies, sent when it
 // changed.
@@ -150,7 +153,7 @@ func (s *Server) exposureLive(w http.ResponseWriter, r *http.Request, sess *sess
 	t := time.NewTicker(s.o.Poll)
 	defer t.Stop()
 	var last []byte
-	quiet := 0
+	sent := time.Now()
 	for {
 		if !s.sessions.alive(sess.id) {
 			fmt.Fprint(w, "event: ended\ndata: session ended\n\n")
@@ -163,13 +166,14 @@ func (s *Server) exposureLive(w http.ResponseWriter, r *http.Request, sess *sess
 		if err := s.pages["exposure"].ExecuteTemplate(&b, "live", v); err != nil {
 			return
 		}
-		if !bytes.Equal(b.Bytes(), last) {
+		switch {
+		case !bytes.Equal(b.Bytes(), last):
 			last = b.Bytes()
 			writeEvent(w, "live", last)
-			quiet = 0
-		} else if quiet++; quiet*int(s.o.Poll/time.Millisecond) >= 15000 {
+			sent = time.Now()
+		case time.Since(sent) >= keepAlive: // proxies close streams that stay silent
 			fmt.Fprint(w, ": keep-alive\n\n")
-			quiet = 0
+			sent = time.Now()
 		}
 		fl.Flush()
 		select {

@@ -244,7 +244,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := r.Cookie(loginCookie)
-	if err != nil || c.Value == "" || !(&session{csrf: c.Value}).checkCSRF(r.PostFormValue("csrf")) {
+	if err != nil || c.Value == "" || !sameToken(r.PostFormValue("csrf"), c.Value) {
 		http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
 		return
 	}
