@@ -161,6 +161,7 @@ func (s *Server) exposureLive(w http.ResponseWriter, r *http.Request, sess *sess
 			return
 		}
 		v := s.exposure(r.Context(), sess)
+		at := v.At
 		v.At = "" // the time alone is no change
 		var b bytes.Buffer
 		if err := s.pages["exposure"].ExecuteTemplate(&b, "live", v); err != nil {
@@ -169,7 +170,12 @@ func (s *Server) exposureLive(w http.ResponseWriter, r *http.Request, sess *sess
 		switch {
 		case !bytes.Equal(b.Bytes(), last):
 			last = b.Bytes()
-			writeEvent(w, "live", last)
+			v.At = at
+			var out bytes.Buffer
+			if err := s.pages["exposure"].ExecuteTemplate(&out, "live", v); err != nil {
+				return
+			}
+			writeEvent(w, "live", out.Bytes())
 			sent = time.Now()
 		case time.Since(sent) >= keepAlive: // proxies close streams that stay silent
 			fmt.Fprint(w, ": keep-alive\n\n")
