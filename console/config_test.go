@@ -82,3 +82,19 @@ func checkForm(t *testing.T, a *action, v url.Values) {
 		}
 	}
 }
+
+// TestBootNeedsConsole: a runtime configured with a console address does
+// not boot without a console to start.
+func TestBootNeedsConsole(t *testing.T) {
+	cfg, err := gateway.ParseConfig([]byte(strings.Replace(baseConfig, "/tmp/x", t.TempDir(), 1) + "[console]\nlisten = \"127.0.0.1:0\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NATS.Listen = "127.0.0.1:0"
+	if rt, err := gateway.Boot(cfg, gateway.BootOptions{}); err == nil || !strings.Contains(err.Error(), "BootOptions.Console") {
+		if rt != nil {
+			rt.Close()
+		}
+		t.Fatalf("boot without a console: %v", err)
+	}
+}

@@ -44,16 +44,23 @@ func startEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{})
+	// The runtime starts the console, as contextosd's console.Boot does,
+	// with a faster live poll.
+	var con *Server
+	rt, err := gateway.Boot(cfg, gateway.BootOptions{Console: func(rt *gateway.Runtime) (string, func() error, error) {
+		var err error
+		if con, err = Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config, Poll: 100 * time.Millisecond}); err != nil {
+			return "", nil, err
+		}
+		return con.URL, func() error { con.Close(); return nil }, nil
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	con, err := Start(Options{Config: cfg.Console, NATSURL: rt.URL, Manifest: cfg, Poll: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	if rt.ConsoleURL != con.URL {
+		t.Fatalf("runtime's console URL %q, console's %q", rt.ConsoleURL, con.URL)
 	}
-	t.Cleanup(con.Close)
 	return &env{t: t, rt: rt, prov: prov, con: con}
 }
 

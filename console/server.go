@@ -123,6 +123,16 @@ func Start(o Options) (*Server, error) {
 	return s, nil
 }
 
+// Boot starts the console of a booted runtime from its [console] section:
+// a gateway.ConsoleStarter (contextosd passes it in gateway.BootOptions).
+func Boot(rt *gateway.Runtime) (string, func() error, error) {
+	s, err := Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config})
+	if err != nil {
+		return "", nil, err
+	}
+	return s.URL, func() error { s.Close(); return nil }, nil
+}
+
 // Close stops serving and ends every session.
 func (s *Server) Close() {
 	close(s.done)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/mcpgw"
 )
 
 func main() {
@@ -53,21 +54,16 @@ func run() int {
 		return 1
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks()})
+	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start, Console: console.Boot})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
-	var con *console.Server
-	if cfg.Console.Listen != "" {
-		// The console is an operator client of this runtime's NATS API.
-		con, err = console.Start(console.Options{Config: cfg.Console, NATSURL: rt.URL, Manifest: cfg, Logger: log})
-		if err != nil {
-			rt.Close()
-			fmt.Fprintln(os.Stderr, "contextosd:", err)
-			return 1
-		}
-		log.Info("console ready", "url", con.URL)
+	if rt.ConsoleURL != "" {
+		log.Info("console ready", "url", rt.ConsoleURL)
+	}
+	if rt.MCPURL != "" {
+		log.Info("mcp gateway ready", "url", rt.MCPURL)
 	}
 	// Ready is said only once a signal would stop the daemon cleanly.
 	sig := make(chan os.Signal, 1)
@@ -75,9 +71,6 @@ func run() int {
 	log.Info("contextosd ready", "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
 	<-sig
 	log.Info("contextosd stopping")
-	if con != nil {
-		con.Close()
-	}
 	rt.Close()
 	return 0
 }
