@@ -25,7 +25,10 @@ type auditResult struct {
 	Latest *checkpointView
 	// Kill is the last kill switch change the verified chain records.
 	Kill *KillChange
-	Keys []string // the key ids the chain was checked against
+	// Authority is the tenant's authority subject folded from the verified
+	// chain by the kernel (the operators' grants and revocations).
+	Authority *kernel.Authority
+	Keys      []string // the key ids the chain was checked against
 }
 
 type checkpointView struct {
@@ -80,7 +83,28 @@ func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult
 		return res
 	}
 	res.Kill = LastKillSwitch(e)
+	res.Authority = foldAuthority(e)
 	return res
+}
+
+// foldAuthority folds the authority events of a verified export with the
+// kernel's Authority.Apply.
+func foldAuthority(e verifier.Entries) *kernel.Authority {
+	a := &kernel.Authority{}
+	for _, raw := range e.Records {
+		r, err := verifier.ParseRecord(raw)
+		if err != nil {
+			continue
+		}
+		env, err := codec.Decode(r.Event)
+		if err != nil || env.Type != kernel.TypeAuthorityChanged {
+			continue
+		}
+		if ev, err := kernel.DecodeEvent(env.Type, env.V, env.Body); err == nil {
+			_ = a.Apply(ev) // a change the kernel refuses is not applied
+		}
+	}
+	return a
 }
 
 // KillChange is a kill switch change: who, when and why, as the signed
@@ -121,11 +145,12 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request, sess *session
 }
 
 // auditVerify exports and verifies the chain, one verification at a time
-// per session; it returns to the audit page or, asked to, the kill switch's.
+// per session; it returns to the audit page or, asked to, the kill switch's
+// or authority's.
 func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, sess *session) {
 	ret := "/audit"
-	if r.PostFormValue("return") == "/kill-switch" {
-		ret = "/kill-switch"
+	if to := r.PostFormValue("return"); to == "/kill-switch" || to == "/authority" {
+		ret = to
 	}
 	sess.mu.Lock()
 	busy := sess.verifying

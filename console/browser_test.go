@@ -289,7 +289,21 @@ func TestBrowserPages(t *testing.T) {
 	e.prov.Script(provider.Pending)
 	r := e.pendingHold(15000)
 	browserLogin(t, ctx, e, "acme", "ops_alice")
-	do(t, ctx, "authority", chromedp.Navigate(e.con.URL+"/authority"), chromedp.WaitVisible(chromedp.ID("authority")))
+	do(t, ctx, "revoke", chromedp.Navigate(e.con.URL+"/confirm/revoke?principal=agent_email&capability_id="+highCap+"&reason=no+more+high-risk+refunds"),
+		chromedp.WaitVisible(chromedp.ID("confirm")))
+	do(t, ctx, "confirm the revocation", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("authority")))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		submit(t, ctx, "read the grants from the chain", "authority-history")
+		do(t, ctx, "the changes", chromedp.WaitVisible(chromedp.ID("authority")))
+		if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('tr[data-agent="agent_email"] .lacks[data-capability="`+highCap+`"]')`)); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the revocation does not show from the verified chain")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	shot(t, ctx, "authority")
 	do(t, ctx, "incidents", chromedp.Navigate(e.con.URL+"/incidents"), chromedp.WaitVisible(chromedp.ID("incidents")))
 	do(t, ctx, "assert absence", chromedp.Navigate(e.con.URL+"/confirm/assert-absence?attempt_id="+r.AttemptID), chromedp.WaitVisible(chromedp.ID("f-artifact_ref")),
@@ -310,7 +324,7 @@ func TestBrowserPages(t *testing.T) {
 		shot(t, ctx, "incidents")
 	})
 	// The runtime checkpoints uncovered records every 10 seconds.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		do(t, ctx, "open the audit page", chromedp.Navigate(e.con.URL+"/audit"), chromedp.WaitVisible(chromedp.ID("verify")))
 		submit(t, ctx, "verify the chain", "verify")

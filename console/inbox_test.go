@@ -128,6 +128,19 @@ func TestConsoleRevoke(t *testing.T) {
 	if r := e.propose(agent, "acme", "agent_phone", refund(refundCap, "r1", "ord_5", 100)); r.Code != kernel.CodeAuthorityDenied {
 		t.Fatalf("after revoke: %+v", r)
 	}
+	// The revocation, read from the verified chain, and what the kernel
+	// makes of it.
+	_, page = c.get("/authority")
+	csrf := csrfOf(t, page)
+	waitFor(t, "the revocation in the verified chain", func() bool {
+		_, page = c.post("/audit/verify", url.Values{"csrf": {csrf}, "return": {"/authority"}}, nil)
+		return strings.Contains(page, "<td>revoked</td><td>ops_alice</td><td>suspicious refunds</td>")
+	})
+	row := page[strings.Index(page, `<tr data-agent="agent_phone">`):]
+	row = row[:strings.Index(row, "</tr>")]
+	if !strings.Contains(row, `class="lacks" data-capability="`+refundCap+`"`) {
+		t.Fatalf("agent_phone still holds %s:\n%s", refundCap, row)
+	}
 	if status, page := c.act("grant", q, nil); status != http.StatusOK || !strings.Contains(page, "granted: true") {
 		t.Fatalf("grant: %d\n%s", status, page)
 	}

@@ -346,20 +346,47 @@ func (s *Server) incidentsPage(w http.ResponseWriter, r *http.Request, sess *ses
 }
 
 // authorityView lists the tenant's agents and the capabilities of the
-// manifest, with the grants the configuration gives.
+// manifest: the grants the configuration gives and, once the session has
+// verified the audit chain, the operators' grants and revocations it
+// records and what the kernel's CheckAuthority makes of both.
 type authorityView struct {
 	Agents       []agentRow
 	Capabilities []string
+	Changes      []kernel.AuthorityChanged // from the verified chain
+	AuditAt      string                    // when the chain was verified; "" if not yet
 }
 
 type agentRow struct {
 	ID         string
 	Configured []string
+	Effective  []holding // per capability of the manifest, once the chain is verified
+}
+
+type holding struct {
+	CapabilityID string
+	Holds        bool
+	Source       string // the kernel's authority source, or its refusal
 }
 
 func (s *Server) authorityPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	p := s.page(sess, "authority", "Authority", nil)
 	v := authorityView{}
+	sess.mu.Lock()
+	var auth *kernel.Authority
+	if a := sess.audit; a != nil && a.OK && a.Authority != nil {
+		auth, v.AuditAt = a.Authority, a.At
+	}
+	sess.mu.Unlock()
+	if auth != nil {
+		keys := make([]string, 0, len(auth.Overrides))
+		for k := range auth.Overrides {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			v.Changes = append(v.Changes, auth.Overrides[k])
+		}
+	}
 	if m := s.o.Manifest; m != nil {
 		for _, c := range m.Capabilities {
 			v.Capabilities = append(v.Capabilities, c.ID)
@@ -368,7 +395,18 @@ func (s *Server) authorityPage(w http.ResponseWriter, r *http.Request, sess *ses
 			for _, a := range tc.Agents {
 				caps := append([]string(nil), a.Capabilities...)
 				sort.Strings(caps)
-				v.Agents = append(v.Agents, agentRow{ID: a.ID, Configured: caps})
+				row := agentRow{ID: a.ID, Configured: caps}
+				if auth != nil {
+					for _, c := range v.Capabilities {
+						src, refused := kernel.CheckAuthority(auth, a.ID, c, contains(caps, c))
+						h := holding{CapabilityID: c, Holds: refused == nil, Source: src}
+						if refused != nil {
+							h.Source = refused.Reason
+						}
+						row.Effective = append(row.Effective, h)
+					}
+				}
+				v.Agents = append(v.Agents, row)
 			}
 		}
 	}
