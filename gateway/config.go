@@ -23,6 +23,7 @@ type Config struct {
 	Tenants      []TenantConfig     `toml:"tenants"`
 	Capabilities []CapabilityConfig `toml:"capabilities"`
 	RawGuarantee []GuaranteeConfig  `toml:"guarantees"`
+	Console      ConsoleConfig      `toml:"console"`
 	MCP          MCPConfig          `toml:"mcp"`
 	// Guarantees are the validated definitions of RawGuarantee.
 	Guarantees []kernel.Definition `toml:"-"`
@@ -255,6 +256,9 @@ func parseConfig(b []byte, dir string) (*Config, error) {
 		return nil, fmt.Errorf("config: unknown keys: %s", strings.Join(keys, ", "))
 	}
 	if err := c.validate(dir); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Console.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return &c, nil
