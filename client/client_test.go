@@ -122,9 +122,25 @@ func TestResendAfterLostReply(t *testing.T) {
 	resent := make(chan struct{})
 	var once sync.Once
 	d := boot(t, gateway.Hooks{AfterProviderCall: func(string) { <-resent }})
+	ops := d.connect(t, "ops_alice")
 	c := d.connect(t, "agent_email", func(o *client.Options) {
 		o.Timeout = 200 * time.Millisecond
-		o.OnResend = func(int, error) { once.Do(func() { close(resent) }) }
+		// The first reply is lost (the hook held it past the timeout);
+		// before resending, let the first request finish, so that the
+		// resend finds the operation settled rather than in flight.
+		o.OnResend = func(int, error) {
+			once.Do(func() {
+				close(resent)
+				deadline := time.Now().Add(10 * time.Second)
+				for time.Now().Before(deadline) {
+					if rows, err := ops.Exposure(context.Background(), "", "ord_9"); err == nil && len(rows) == 1 && rows[0].Committed == 30000 {
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				t.Error("the first request never settled")
+			})
+		}
 	})
 	dec, err := c.Propose(ctxT(t), refund("run_lost", "op-lost", "ord_9", 30000))
 	if err != nil || dec.Status != client.StatusApplied {
