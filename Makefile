@@ -63,6 +63,11 @@ bench-postgres: # PostgreSQL from Debian's packages for the bench's peer (needs 
 demo: build ## the shared-refund race on the embedded default, end to end
 	$(GO) run ./examples/shared-guarantees --bin $(BIN)
 
+demo-clients: build ## an agent on the Python client races one on the Go client; a TypeScript agent meets each status
+	cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run build
+	cd examples/ts-agent && npm run build
+	$(GO) run ./examples/python-agent/race --bin $(BIN) --python $(PYTHON)
+
 clean:
 	rm -rf $(BIN)
 
