@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// stdout and stderr are where commands print; runIO sets them.
-var stdout, stderr io.Writer = os.Stdout, os.Stderr
+// stdout is where commands print; runIO sets it.
+var stdout io.Writer = os.Stdout
 
 // connFlags are the flags every command that talks to contextosd shares.
 // A flag left unset takes its CTX_* environment variable, then the NATS

@@ -124,8 +124,8 @@ func run(args []string) int { return runIO(args, os.Stdout, os.Stderr) }
 // runIO runs ctx with args, printing to out and errOut, and returns the
 // exit code.
 func runIO(args []string, out, errOut io.Writer) int {
-	stdout, stderr = out, errOut
-	defer func() { stdout, stderr = os.Stdout, os.Stderr }()
+	stdout = out
+	defer func() { stdout = os.Stdout }()
 	root := newRoot()
 	root.SetArgs(args)
 	root.SetOut(out)
