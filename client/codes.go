@@ -45,6 +45,8 @@ const (
 	CodeAuditNotFound              = kernel.CodeAuditNotFound
 	CodeAuditNotCheckpointed       = kernel.CodeAuditNotCheckpointed
 	CodeProjectionUnavailable      = kernel.CodeProjectionUnavailable
+	CodeLedgerUnavailable          = kernel.CodeLedgerUnavailable
+	CodeOverloaded                 = kernel.CodeOverloaded
 )
 
 // Status is what a decision says about an operation.

@@ -17,7 +17,8 @@ const DefaultProposeDeadline = 2 * time.Minute
 // Propose sends a proposal and returns its decision. It resends the same
 // bytes (same run id and operation key, so the daemon answers from the
 // operation it already opened and never dispatches twice) when no reply
-// comes within the timeout or the reply is unknown, waiting longer each
+// comes within the timeout, the reply is unknown or the daemon refused it
+// overloaded (before storing anything), waiting longer each
 // time, until a definitive status or ctx's deadline (DefaultProposeDeadline
 // when ctx has none).
 //
@@ -51,13 +52,17 @@ func (c *Client) Propose(ctx context.Context, p Proposal) (Decision, error) {
 			if err := json.Unmarshal(m.Data, &d); err != nil {
 				return Decision{}, fmt.Errorf("propose: bad reply: %w", err)
 			}
-			switch d.Status {
-			case StatusRefused:
+			switch {
+			case d.Status == StatusRefused && d.Code == CodeOverloaded:
+				// Refused before anything was stored: the same bytes later.
+				last, lastErr = &d, fmt.Errorf("refused %s: %s", d.Code, d.Reason)
+			case d.Status == StatusRefused:
 				return d, Refused{Code: d.Code, Reason: d.Reason, Decision: &d}
-			case StatusApplied, StatusNotApplied, StatusPending:
+			case d.Status == StatusApplied || d.Status == StatusNotApplied || d.Status == StatusPending:
 				return d, nil
+			default:
+				last, lastErr = &d, fmt.Errorf("status %s: %s", d.Status, d.Reason)
 			}
-			last, lastErr = &d, fmt.Errorf("status %s: %s", d.Status, d.Reason)
 		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders):
 			lastErr = err
 		default:

@@ -97,7 +97,7 @@ func TestCodeEnumIsTheCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(common.Defs.Code.Enum, kernel.Codes) {
-		t.Fatalf("common.json codes\n%v\nkernel.Codes\n%v", common.Defs.Code.Enum, kernel.Codes)
+		t.Fatalf("common.json codes\n%v\nkernel.Codes\n%v\nrun /usr/bin/python3 clients/gencodes.py", common.Defs.Code.Enum, kernel.Codes)
 	}
 	want := []kernel.Status{kernel.StatusApplied, kernel.StatusNotApplied, kernel.StatusPending, kernel.StatusUnknown, kernel.StatusRefused}
 	if !slices.Equal(common.Defs.Status.Enum, want) {

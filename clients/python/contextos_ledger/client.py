@@ -87,7 +87,8 @@ class Client:
 
         Resends the same bytes (same run id and operation key: the daemon
         answers from the operation it already opened and never dispatches
-        twice) when no reply comes in time or the reply is unknown, waiting
+        twice) when no reply comes in time, the reply is unknown or the
+        daemon refused it overloaded (before storing anything), waiting
         longer each time, for at most ``deadline`` seconds.
 
         applied, not_applied and pending return the decision; refused
@@ -106,7 +107,7 @@ class Client:
             try:
                 raw = await self._request(subject, body, max(0.001, min(wait, end - loop.time())))
                 d = Decision.from_json(raw)
-                if d.status == "refused":
+                if d.status == "refused" and d.code != Code.OVERLOADED.value:
                     raise refused(d.code, d.reason, d)
                 if d.status in ("applied", "not_applied", "pending"):
                     return d

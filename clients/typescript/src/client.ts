@@ -94,8 +94,9 @@ export class Client {
   /**
    * Sends a proposal and returns its decision. Resends the same bytes (same
    * run id and operation key: the daemon answers from the operation it
-   * already opened and never dispatches twice) when no reply comes in time
-   * or the reply is unknown, waiting longer each time, for at most
+   * already opened and never dispatches twice) when no reply comes in time,
+   * the reply is unknown or the daemon refused it overloaded (before storing
+   * anything), waiting longer each time, for at most
    * deadlineMs. applied, not_applied and pending return the decision;
    * refused throws the code's Refused class (its decision has the
    * balances); at the deadline Unresolved is thrown.
@@ -112,7 +113,7 @@ export class Client {
       try {
         const raw = await this.request(subject, body, Math.max(1, Math.min(wait, end - Date.now())));
         const d = JSON.parse(decoder.decode(raw)) as Decision;
-        if (d.status === "refused") {
+        if (d.status === "refused" && d.code !== "overloaded") {
           throw refused(d.code ?? "", d.reason ?? "", d);
         }
         if (d.status === "applied" || d.status === "not_applied" || d.status === "pending") {

@@ -37,6 +37,8 @@ export const CODES = [
   "audit_not_found",
   "audit_not_checkpointed",
   "projection_unavailable",
+  "ledger_unavailable",
+  "overloaded",
 ] as const;
 
 /** A stable refusal code. */
