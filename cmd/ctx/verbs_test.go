@@ -66,6 +66,7 @@ func boot(t *testing.T) *daemon {
 func TestExitCodes(t *testing.T) {
 	d := boot(t)
 	dead := deadURL(t)
+	vec := "../../testdata/context/sufficient/"
 	conn := []string{"--nats", d.rt.URL, "--tenant", "acme", "--user", "ops_alice", "--password", "alice-secret", "--timeout", "3s"}
 	with := func(args ...string) []string { return append(args, conn...) }
 	cases := []struct {
@@ -89,6 +90,10 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"evidence", "--tenant", "acme", "--user", "ops"}, 2},
 		{[]string{"completion", "powershell"}, 2},
 		{[]string{"completion"}, 2},
+		{[]string{"context", "compile", "--pack", vec + "pack.json", "--run", vec + "run.json"}, 2},
+		{[]string{"context", "compile", "--pack", vec + "missing.json", "--run", vec + "run.json", "--evidence", vec + "evidence.json"}, 1},
+		{[]string{"context", "compile", "--pack", vec + "run.json", "--run", vec + "run.json", "--evidence", vec + "evidence.json"}, 1},
+		{[]string{"context", "compile", "--pack", vec + "pack.json", "--run", vec + "run.json", "--evidence", vec + "evidence.json", "--markers", vec + "markers.json"}, 0},
 		{[]string{"exposure", "--nats", dead, "--tenant", "acme", "--user", "ops"}, 3},
 		{[]string{"exposure", "-o", "json", "--nats", dead, "--tenant", "acme", "--user", "ops"}, 3},
 		{with("exposure"), 0},
