@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 )
@@ -370,5 +371,72 @@ func TestCodesReExported(t *testing.T) {
 		if !strings.Contains(string(ours), "\t"+m[1]+" ") {
 			t.Errorf("client does not re-export kernel.%s: run /usr/bin/python3 clients/gencodes.py", m[1])
 		}
+	}
+}
+
+// TestCredsFile: a server in operator mode (JWT) knows the principal by a
+// credentials file; one signed by an account it does not trust is refused.
+func TestCredsFile(t *testing.T) {
+	okp, _ := nkeys.CreateOperator()
+	opub, _ := okp.PublicKey()
+	oc := jwt.NewOperatorClaims(opub)
+	ojwt, err := oc.Encode(okp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := jwt.DecodeOperatorClaims(ojwt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	account := func() (nkeys.KeyPair, string, string) {
+		akp, _ := nkeys.CreateAccount()
+		apub, _ := akp.PublicKey()
+		ajwt, err := jwt.NewAccountClaims(apub).Encode(okp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return akp, apub, ajwt
+	}
+	creds := func(akp nkeys.KeyPair) string {
+		ukp, _ := nkeys.CreateUser()
+		upub, _ := ukp.PublicKey()
+		useed, _ := ukp.Seed()
+		ujwt, err := jwt.NewUserClaims(upub).Encode(akp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := jwt.FormatUserConfig(ujwt, useed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "user.creds")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	akp, apub, ajwt := account()
+	resolver := &server.MemAccResolver{}
+	if err := resolver.Store(apub, ajwt); err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, TrustedOperators: []*jwt.OperatorClaims{claims}, AccountResolver: resolver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	defer s.Shutdown()
+	if !s.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	c, err := client.Connect(client.Options{URL: s.ClientURL(), Tenant: "acme", Principal: "agent_email", CredsFile: creds(akp)})
+	if err != nil {
+		t.Fatalf("creds file: %v", err)
+	}
+	c.Close()
+	stranger, _, _ := account()
+	_, err = client.Connect(client.Options{URL: s.ClientURL(), Tenant: "acme", Principal: "agent_email", CredsFile: creds(stranger)})
+	if !errors.Is(err, client.Refused{Code: client.CodeAuthorityDenied}) {
+		t.Fatalf("creds of an untrusted account: %v", err)
 	}
 }
