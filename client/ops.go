@@ -25,11 +25,23 @@ type (
 	EvidenceRequest = gateway.EvidenceRequest
 )
 
-// DenyRequest is the body of deny: the action digest of an
-// approval_required reply and why it is denied.
+// DenyRequest is the body of deny: approve's, with a required reason.
+// Without ApprovalID it answers a pending approval request (the action
+// digest of an approval_required reply, at the capability's risk) no; with
+// one it withdraws that approval, granted and not yet redeemed.
 type DenyRequest struct {
-	ActionDigest string `json:"action_digest"`
+	ApprovalID   string `json:"approval_id,omitempty"`
+	ActionDigest string `json:"action_digest,omitempty"`
 	Risk         string `json:"risk,omitempty"`
+	Reason       string `json:"reason"`
+}
+
+// Denial is what deny recorded.
+type Denial struct {
+	ApprovalID   string `json:"approval_id"`
+	ActionDigest string `json:"action_digest"`
+	Risk         string `json:"risk"`
+	Denied       bool   `json:"denied"`
 	Reason       string `json:"reason"`
 }
 
@@ -207,10 +219,10 @@ func (c *Client) Approve(ctx context.Context, req ApproveRequest) (Approval, err
 	return d, err
 }
 
-// Deny denies an action digest with a reason; the reply's data is
-// returned as the daemon sent it.
-func (c *Client) Deny(ctx context.Context, req DenyRequest) (map[string]any, error) {
-	var d map[string]any
+// Deny answers a pending approval request no, or withdraws an unused
+// approval, with a reason.
+func (c *Client) Deny(ctx context.Context, req DenyRequest) (Denial, error) {
+	var d Denial
 	err := c.opData(ctx, "deny", req, &d)
 	return d, err
 }

@@ -90,19 +90,32 @@ key with the printed approval id.`,
 }
 
 func newDenyCmd() *cobra.Command {
-	var digest, risk, reason string
+	var digest, approval, risk, reason string
 	cmd := &cobra.Command{
-		Use:   "deny --digest DIGEST --reason WHY",
-		Short: "Deny an action waiting for an approval, with a reason",
-		Args:  cobra.NoArgs,
+		Use:   "deny (--digest DIGEST | --approval ID) --reason WHY",
+		Short: "Answer a pending approval request no, or withdraw an unused approval, with a reason",
+		Long: `deny with --digest answers a proposal waiting for an approval (the action digest
+of its approval_required reply, at the capability's --risk) no: no approval of
+it can then be redeemed. With --approval it withdraws an approval granted and
+not yet redeemed. The reason is recorded in your name.`,
+		Args: cobra.NoArgs,
 	}
 	c := addConnFlags(cmd)
-	cmd.Flags().StringVar(&digest, "digest", "", "the action digest to deny (required)")
-	cmd.Flags().StringVar(&risk, "risk", "", "the capability's risk: low, medium or high")
+	cmd.Flags().StringVar(&digest, "digest", "", "the action digest to deny")
+	cmd.Flags().StringVar(&approval, "approval", "", "an approval id to withdraw")
+	cmd.Flags().StringVar(&risk, "risk", "high", "the capability's risk: low, medium or high")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (required)")
-	cmd.RunE = func(*cobra.Command, []string) error {
-		if err := checkDigest(digest); err != nil {
-			return err
+	cmd.RunE = func(cc *cobra.Command, _ []string) error {
+		if digest == "" && approval == "" {
+			return usageError("name --digest or --approval")
+		}
+		if digest != "" {
+			if err := checkDigest(digest); err != nil {
+				return err
+			}
+		}
+		if approval != "" && !cc.Flags().Changed("risk") {
+			risk = "" // the approval knows its risk
 		}
 		if risk != "" {
 			if err := checkRisk(risk); err != nil {
@@ -113,14 +126,14 @@ func newDenyCmd() *cobra.Command {
 			return usageError("--reason is required")
 		}
 		return c.do(func(ctx context.Context, cl *client.Client) error {
-			d, err := cl.Deny(ctx, client.DenyRequest{ActionDigest: digest, Risk: risk, Reason: reason})
+			d, err := cl.Deny(ctx, client.DenyRequest{ApprovalID: approval, ActionDigest: digest, Risk: risk, Reason: reason})
 			if err != nil {
 				return err
 			}
 			if c.json {
 				return printJSON(d)
 			}
-			fmt.Fprintf(stdout, "denied %s: %s\n", digest, reason)
+			fmt.Fprintf(stdout, "denied %s (approval %s, risk %s): %s\n", d.ActionDigest, d.ApprovalID, d.Risk, d.Reason)
 			return nil
 		})
 	}

@@ -162,7 +162,7 @@ func exitCode(err error) int {
 // flags that set them, so that an error names what the operator typed.
 var wireNames = strings.NewReplacer("parent_run_id", "--parent", "attempt_id", "--attempt", "guarantee_id", "--guarantee",
 	"artifact_ref", "--artifact", "action_digest", "--digest", "expires_in", "--expires", "run_id", "--run",
-	"capability_id", "--capability", "old_size", "--old-size", "event_id", "--event")
+	"capability_id", "--capability", "old_size", "--old-size", "event_id", "--event", "approval_id", "--approval")
 
 // message is what ctx prints for err: a refusal's reason in terms of flags.
 func message(err error) string {

@@ -58,7 +58,7 @@ func schemas(t testing.TB) map[string]*jsonschema.Schema {
 		}
 		out[strings.TrimSuffix(f, ".json")] = s
 	}
-	for _, def := range []string{"exposure_row", "attempt_row", "settle_row", "run_data", "authority_data", "approval_data", "evidence_data"} {
+	for _, def := range []string{"exposure_row", "attempt_row", "settle_row", "run_data", "authority_data", "approval_data", "evidence_data", "deny_data"} {
 		s, err := c.Compile(base + "op-reply.json#/$defs/" + def)
 		if err != nil {
 			t.Fatal(err)
@@ -242,6 +242,15 @@ func TestLiveReplies(t *testing.T) {
 				check(v.verb+" "+row.member, "op-reply#"+row.def, b)
 			}
 		}
+	}
+	// deny: checked where this build's daemon serves it.
+	deny := `{"action_digest":"` + ar["action_digest"].(string) + `","risk":"high","reason":"not this one"}`
+	check("deny request", "deny-request", []byte(deny))
+	if r := check("deny reply", "op-reply", op(t, ops, "deny", deny)); r["ok"] == true {
+		b, _ := json.Marshal(r["data"])
+		check("deny data", "op-reply#deny_data", b)
+	} else {
+		t.Logf("deny: %v (not served by this build)", r["reason"])
 	}
 	for _, v := range []struct{ verb, req, reqSchema string }{
 		{"audit-keys", `{}`, ""},

@@ -201,9 +201,11 @@ class Client:
         """Approves one action digest; returns approval_id, action_digest, risk, expires_at."""
         return await self._data("approve", _drop_empty({"action_digest": action_digest, "risk": risk, "expires_in": expires_in, "reason": reason}))
 
-    async def deny(self, action_digest: str, reason: str, risk: str = "") -> Dict[str, Any]:
-        """Denies an action digest with a reason."""
-        return await self._data("deny", _drop_empty({"action_digest": action_digest, "risk": risk, "reason": reason}))
+    async def deny(self, reason: str, action_digest: str = "", risk: str = "high", approval_id: str = "") -> Dict[str, Any]:
+        """Answers a pending approval request (action digest and risk) no, or
+        withdraws an unused approval (approval_id), with a reason."""
+        body = {"approval_id": approval_id, "reason": reason} if approval_id else {"action_digest": action_digest, "risk": risk, "reason": reason}
+        return await self._data("deny", body)
 
     async def evidence(self, candidate: Optional[Dict[str, Any]] = None, marker: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """Publishes one evidence candidate or one conflict marker."""

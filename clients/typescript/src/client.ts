@@ -199,7 +199,8 @@ export class Client {
   async approve(req: { action_digest: string; risk: "low" | "medium" | "high"; expires_in: string; reason?: string }): Promise<Approval> {
     return this.data("approve", req);
   }
-  async deny(req: { action_digest: string; reason: string; risk?: "low" | "medium" | "high" }): Promise<Record<string, unknown>> {
+  /** Answers a pending approval request no (action_digest and risk), or withdraws an unused approval (approval_id). */
+  async deny(req: { reason: string } & ({ action_digest: string; risk: "low" | "medium" | "high" } | { approval_id: string })): Promise<Record<string, unknown>> {
     return this.data("deny", req);
   }
   async evidence(req: { candidate: Record<string, unknown> } | { marker: Record<string, unknown> }): Promise<Record<string, unknown>> {
