@@ -276,6 +276,22 @@ func TestOperatorCalls(t *testing.T) {
 	if _, err := ops.Evidence(ctx, client.EvidenceRequest{}); !errors.Is(err, client.Refused{Code: client.CodeRequestMalformed}) {
 		t.Fatalf("empty evidence: %v", err)
 	}
+	// The audit verbs: the signed log of everything above (the projector
+	// records it behind the ledger), and its keys.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entries, err := ops.Audit().ExportAudit(ctx)
+		if err == nil && len(entries.Records) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit export: %d records, %v", len(entries.Records), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if keys, err := ops.Audit().File(ctx, "audit-keys", struct{}{}); err != nil || len(keys) == 0 {
+		t.Fatalf("audit keys: %v", err)
+	}
 }
 
 // TestNATSContext: a NATS context file names the URL and the user

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats.go"
 )
 
@@ -252,4 +253,12 @@ func (c *Client) Incidents(ctx context.Context) ([]map[string]any, error) {
 	}
 	err := c.Op(ctx, "incidents", struct{}{}, &r)
 	return r.Incidents, err
+}
+
+// Audit returns the client of the audit verbs (audit-export,
+// audit-checkpoints, audit-keys, audit-prove, audit-prove-consistency,
+// events-export, exposure-view) on this connection: it pages the exports
+// and decodes their files.
+func (c *Client) Audit() *projections.OpsClient {
+	return &projections.OpsClient{NC: c.nc, Tenant: c.tenant, Operator: c.principal, Timeout: c.timeout}
 }
