@@ -321,10 +321,7 @@ func newListCmd(verb string) *cobra.Command {
 				return err
 			}
 			if c.json {
-				if rows == nil {
-					rows = []map[string]any{}
-				}
-				return printJSON(rows)
+				return printJSON(nonNil(rows))
 			}
 			printRows(rows, listColumns[verb], c.wide())
 			return nil

@@ -58,7 +58,7 @@ func newExposureCmd() *cobra.Command {
 				return err
 			}
 			if c.json {
-				return printJSON(rows)
+				return printJSON(nonNil(rows))
 			}
 			head, wide := "GUARANTEE\tRESOURCE\tLIMIT\tCOMMITTED\tHELD\tAVAILABLE\tOPEN", ""
 			if c.wide() {
@@ -96,7 +96,7 @@ func newAttemptsCmd() *cobra.Command {
 				return err
 			}
 			if c.json {
-				return printJSON(rows)
+				return printJSON(nonNil(rows))
 			}
 			head := "ATTEMPT\tPRINCIPAL\tGUARANTEE\tRESOURCE\tAMOUNT\tSTATE\tLAST\tNEXT SAFE STEP"
 			if c.wide() {
@@ -117,6 +117,14 @@ func newAttemptsCmd() *cobra.Command {
 	return cmd
 }
 
+// nonNil makes an empty list print as [] rather than null.
+func nonNil[T any](rows []T) []T {
+	if rows == nil {
+		return []T{}
+	}
+	return rows
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -134,7 +142,7 @@ func printSettled(c *connFlags, rows []client.SettleRow) error {
 		}
 	}
 	if c.json {
-		return errors.Join(printJSON(rows), failed)
+		return errors.Join(printJSON(nonNil(rows)), failed)
 	}
 	table("ATTEMPT\tOUTCOME\tSTATUS\tCODE\tNOTE", func(w *tabwriter.Writer) {
 		for _, s := range rows {

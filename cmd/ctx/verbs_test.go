@@ -226,6 +226,11 @@ func TestEveryVerb(t *testing.T) {
 	ok("attempts")
 	ok("attempts", "-o", "wide")
 	ok("reconcile", "--all")
+	if out := ok("reconcile", "--all", "-o", "json"); !strings.HasPrefix(strings.TrimSpace(out), "[") {
+		t.Fatalf("reconcile json: %s", out)
+	}
+	refusedWith("shared_guarantee_attempt_unknown", "reconcile", "--attempt", "nope")
+	refusedWith("shared_guarantee_attempt_unknown", "assert-absence", "--attempt", "nope", "--artifact", "ticket-9")
 
 	if out := ok("revoke", "--principal", "agent_email", "--capability", "crm.lookup", "--reason", "test"); !strings.Contains(out, "revoked from agent_email") {
 		t.Fatalf("revoke: %s", out)
