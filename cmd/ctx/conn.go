@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
+	"github.com/contextos/ledger/gateway"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -158,4 +160,33 @@ func printJSON(v any) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// op sends an operator verb and decodes its reply, refused or not, into
+// out, for a command that reads members of its own reply (it then turns a
+// refusal into exit 1 with refused).
+func (c *connFlags) op(verb string, req, out any) error {
+	return c.call(func(ctx context.Context, cl *client.Client) error {
+		b, err := json.Marshal(req)
+		if err != nil {
+			return err
+		}
+		raw, err := cl.OpRaw(ctx, verb, b)
+		var r client.Refused
+		if err != nil && (raw == nil || !errors.As(err, &r)) {
+			return err
+		}
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("%s: bad reply: %w", verb, err)
+		}
+		return nil
+	})
+}
+
+// refused turns a refused operator reply into exit code 1.
+func refused(r gateway.OpReply) error {
+	if r.OK {
+		return nil
+	}
+	return &ExitError{Code: exitRefused, Err: fmt.Errorf("refused %s: %s", r.Code, wireNames.Replace(r.Reason))}
 }

@@ -354,3 +354,23 @@ func TestCompletionAndVersion(t *testing.T) {
 		t.Fatalf("--version: exit %d %q", code, out)
 	}
 }
+
+// TestOpReadsItsReply: a command that decodes its own reply gets it whether
+// it says ok or refused, and refused maps the refusal to exit 1.
+func TestOpReadsItsReply(t *testing.T) {
+	d := boot(t)
+	cmd := &cobra.Command{}
+	c := addConnFlags(cmd)
+	c.url, c.tenant, c.user, c.password, c.timeout = d.rt.URL, "acme", "ops_alice", "alice-secret", 5*time.Second
+	var r gateway.OpReply
+	if err := c.op("kill-switch", gateway.OpRequest{}, &r); err != nil || refused(r) != nil || r.KillSwitch == nil {
+		t.Fatalf("kill-switch: %+v %v", r, err)
+	}
+	r = gateway.OpReply{}
+	if err := c.op("close-attempt", gateway.OpRequest{AttemptID: "nope"}, &r); err != nil || r.OK || r.Code != client.CodeAttemptUnknown {
+		t.Fatalf("close-attempt: %+v %v", r, err)
+	}
+	if err := refused(r); exitCode(err) != 1 || strings.Contains(err.Error(), "guarantee_id") {
+		t.Fatalf("refused: %v", err)
+	}
+}
