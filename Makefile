@@ -26,7 +26,7 @@ test: ## all tests with the race detector (real embedded NATS, real processes), 
 PYTHON ?= /usr/bin/python3
 
 test-clients: build ## the Python and TypeScript client suites against a real contextosd (.ci/run installs pytest and the npm packages)
-	cd clients/python && CONTEXTOS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider
+	cd clients/python && $(PYTHON) -m mypy --strict --no-incremental contextos_ledger && CONTEXTOS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider
 	cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && CONTEXTOS_BIN=$(CURDIR)/$(BIN) npm test
 
 test-short: ## quick tests without the race detector

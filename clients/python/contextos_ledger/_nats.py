@@ -70,7 +70,7 @@ class Connection:
         self._closed = False
         self._error: Optional[Exception] = None
         self._sub_error: Optional[PermissionViolation] = None
-        self.server_info: dict = {}
+        self.server_info: Dict[str, object] = {}
 
     async def _connect(self, url: str, user: Optional[str], password: Optional[str], token: Optional[str],
                        name: str, inbox_prefix: str, timeout: float) -> None:
@@ -82,10 +82,11 @@ class Connection:
             user, password = u.username, u.password
         self._inbox_prefix = inbox_prefix
         try:
-            self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         except (OSError, asyncio.TimeoutError) as e:
             raise NatsError(f"cannot reach {host}:{port}: {e}") from e
-        line = await asyncio.wait_for(self._reader.readline(), timeout)
+        self._reader, self._writer = reader, writer
+        line = await asyncio.wait_for(reader.readline(), timeout)
         if not line.startswith(b"INFO "):
             raise NatsError(f"expected INFO, got {line[:80]!r}")
         self.server_info = json.loads(line[5:])
@@ -95,11 +96,11 @@ class Connection:
             opts["user"], opts["pass"] = user, password or ""
         elif token:
             opts["auth_token"] = token
-        self._writer.write(b"CONNECT " + json.dumps(opts).encode() + _CRLF + b"PING" + _CRLF)
-        await self._writer.drain()
+        writer.write(b"CONNECT " + json.dumps(opts).encode() + _CRLF + b"PING" + _CRLF)
+        await writer.drain()
         # The server answers PONG, or -ERR and closes.
         while True:
-            line = await asyncio.wait_for(self._reader.readline(), timeout)
+            line = await asyncio.wait_for(reader.readline(), timeout)
             if not line:
                 raise NatsError("the server closed the connection during CONNECT")
             if line.startswith(b"PONG"):
@@ -110,7 +111,7 @@ class Connection:
                     raise AuthorizationError(msg)
                 raise NatsError(msg)
             if line.startswith(b"PING"):
-                self._writer.write(b"PONG" + _CRLF)
+                writer.write(b"PONG" + _CRLF)
             # +OK and INFO updates are ignored.
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 

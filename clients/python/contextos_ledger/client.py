@@ -138,7 +138,7 @@ class Client:
             reply = await self._request(op_subject(self.tenant, verb, self.principal), raw, self.timeout)
         except (asyncio.TimeoutError, _nats.NoRespondersError, _nats.NatsError) as e:
             raise Unreachable(f"{verb}: {e!r}") from e
-        r = json.loads(reply)
+        r: Dict[str, Any] = json.loads(reply)
         if not r.get("ok"):
             raise refused(r.get("code", ""), r.get("reason", ""))
         return r
@@ -245,7 +245,7 @@ class SyncClient:
         self.tenant, self.principal = tenant, principal
 
     def _call(self, coro: Awaitable[T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _stop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
