@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-short test-clients verify fuzz-smoke bench bench-postgres demo demo-clients chaos clean tools
+.PHONY: help build test test-short test-clients verify fuzz-smoke bench bench-postgres demo demo-clients demo-mcp chaos clean tools
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -68,6 +68,9 @@ demo-clients: build ## an agent on the Python client races one on the Go client;
 	cd examples/ts-agent && npm run build
 	$(GO) run ./examples/python-agent/race --bin $(BIN) --python $(PYTHON)
 
+demo-mcp: build ## the shared-refund race over MCP: scripted MCP agents, an MCP server as the provider
+	$(GO) run ./examples/mcp-agent --bin $(BIN)
+
 clean:
 	rm -rf $(BIN)
 
@@ -83,7 +86,7 @@ chaos-short: ## the short chaos run CI does inside `make test` (about 3 minutes)
 # FUZZTIME is given on the command line or in the environment) and prints
 # the executions and the result of each; a finding is kept by go test in the
 # package's testdata/fuzz/<FuzzName>/ and fails the target.
-FUZZ_PKGS ?= ./gateway ./events/codec ./kernel ./verifier
+FUZZ_PKGS ?= ./gateway ./events/codec ./kernel ./verifier ./mcpgw
 fuzz: ## each fuzz target for FUZZTIME (default 30s here), with executions and findings
 	@t=$(if $(filter command line environment,$(origin FUZZTIME)),$(FUZZTIME),30s); fail=0; summary=""; \
 	for pkg in $(FUZZ_PKGS); do \

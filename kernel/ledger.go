@@ -129,6 +129,8 @@ type Ledger struct {
 	Tombstones       []string  `json:"tombstones"`
 	// Archived summarizes the sealed receipts no longer in Receipts.
 	Archived ArchivedReceipts `json:"archived_receipts"`
+	// OverLimit counts reservations made over the limit in observe mode.
+	OverLimit int64 `json:"over_limit,omitempty"`
 
 	index  map[string]int      // attempt id -> position in Receipts
 	tombs  map[string]struct{} // attempt ids closed before they were seen
@@ -142,6 +144,13 @@ func (l *Ledger) OpenReceipts() int { return l.open }
 // Balance returns the ledger's balances. An empty ledger has no limit yet.
 func (l *Ledger) Balance() Balance {
 	return Balance{Limit: l.Limit, Committed: l.Committed, Held: l.Held, Available: l.Limit - l.Committed - l.Held}
+}
+
+// BalanceUnder returns the ledger's balances under a guarantee's current
+// limit, which may differ from the limit of its last reservation once an
+// operator changed it (a lowered limit shows a negative available).
+func (l *Ledger) BalanceUnder(limit int64) Balance {
+	return Balance{Limit: limit, Committed: l.Committed, Held: l.Held, Available: limit - l.Committed - l.Held}
 }
 
 // Receipt returns the receipt of an attempt.
@@ -196,7 +205,7 @@ func (l *Ledger) Rebuild() error {
 	if committed != l.Committed || held != l.Held {
 		return fmt.Errorf("snapshot balances committed=%d held=%d disagree with receipts committed=%d held=%d", l.Committed, l.Held, committed, held)
 	}
-	if committed+held > l.Limit {
+	if l.OverLimit < 0 || (committed+held > l.Limit && l.OverLimit == 0) {
 		return fmt.Errorf("snapshot violates the ceiling: %d + %d > %d", committed, held, l.Limit)
 	}
 	return nil
@@ -214,6 +223,7 @@ type Reserve struct {
 	Amount           int64
 	Limit            int64
 	DefinitionDigest string
+	Observe          bool // observe mode: over the limit is reserved and marked, not refused
 }
 
 // StartDispatch asks to open the dispatch gate for an attempt.
@@ -330,9 +340,6 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 	if l.DefinitionDigest != "" && l.DefinitionDigest != c.DefinitionDigest {
 		return no(CodeDefinitionMismatch, "resource ledger is pinned to definition %s, not %s", short(l.DefinitionDigest), short(c.DefinitionDigest))
 	}
-	if l.Limit != 0 && l.Limit != c.Limit {
-		return no(CodeDefinitionMismatch, "resource ledger limit is %d, not %d", l.Limit, c.Limit)
-	}
 	if c.Limit <= 0 || c.Limit > MaxAmount {
 		return no(CodeDefinitionInvalid, "limit %d must be in 1..2^53-1", c.Limit)
 	}
@@ -354,13 +361,14 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 	if c.Amount <= 0 || c.Amount > MaxAmount {
 		return no(CodeAmountInvalid, "amount %d must be in 1..2^53-1", c.Amount)
 	}
-	if l.Committed+l.Held+c.Amount > c.Limit {
+	over := l.Committed+l.Held+c.Amount > c.Limit
+	if over && !c.Observe {
 		return no(CodeExceeded, "%s: committed %d + held %d + amount %d exceeds limit %d (available %d)",
 			c.GuaranteeID, l.Committed, l.Held, c.Amount, c.Limit, c.Limit-l.Committed-l.Held)
 	}
 	return Decision{Events: []Event{ExposureReserved{
 		GuaranteeID: c.GuaranteeID, Resource: c.Resource, AttemptID: c.AttemptID, OperationID: c.OperationID,
-		Amount: c.Amount, Limit: c.Limit, DefinitionDigest: c.DefinitionDigest,
+		Amount: c.Amount, Limit: c.Limit, DefinitionDigest: c.DefinitionDigest, OverLimit: over,
 	}}}
 }
 
@@ -415,10 +423,10 @@ func (l *Ledger) Apply(ev Event) error {
 		if _, ok := l.index[e.AttemptID]; ok {
 			return fmt.Errorf("attempt %s reserved twice", e.AttemptID)
 		}
-		if l.Limit != 0 && (e.Resource != l.Resource || e.GuaranteeID != l.GuaranteeID || e.Limit != l.Limit || e.DefinitionDigest != l.DefinitionDigest) {
+		if l.Limit != 0 && (e.Resource != l.Resource || e.GuaranteeID != l.GuaranteeID || e.DefinitionDigest != l.DefinitionDigest) {
 			return fmt.Errorf("reservation %s belongs to another ledger or definition", e.AttemptID)
 		}
-		if e.Limit <= 0 || e.Limit > MaxAmount || e.Amount <= 0 || l.Committed+l.Held+e.Amount > e.Limit {
+		if over := l.Committed+l.Held+e.Amount > e.Limit; e.Limit <= 0 || e.Limit > MaxAmount || e.Amount <= 0 || over != e.OverLimit {
 			return fmt.Errorf("reservation %s of %d breaks the ceiling %d (committed %d, held %d)", e.AttemptID, e.Amount, e.Limit, l.Committed, l.Held)
 		}
 		if l.open >= MaxReceipts {
@@ -433,6 +441,9 @@ func (l *Ledger) Apply(ev Event) error {
 		l.Held += e.Amount
 		l.openOp[e.OperationID]++
 		l.open++
+		if e.OverLimit {
+			l.OverLimit++
+		}
 	case ExposureDispatchStarted:
 		return l.move(e.AttemptID, func(r *Receipt) error {
 			if r.State != StateReserved {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 )
@@ -21,12 +22,24 @@ func TestCeilingScenarios(t *testing.T) {
 	})
 }
 
-// ceilingScenario holds one ledger per guarantee of a single resource.
+// ceilingScenario holds the ledgers of guarantees over resources, and the
+// guarantees' pins when a script pins them.
 type ceilingScenario struct {
-	ledgers map[string]*Ledger
+	ledgers map[string]*Ledger // guarantee/resource
 	limits  map[string]int64
+	pins    map[string]*Pin
+	ctl     Control
+	history map[string][]Event
 	order   []string
 	next    int
+}
+
+func (h *ceilingScenario) ledger(id, resource string) *Ledger {
+	k := id + "/" + resource
+	if h.ledgers[k] == nil {
+		h.ledgers[k] = &Ledger{}
+	}
+	return h.ledgers[k]
 }
 
 func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
@@ -60,14 +73,79 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 			h.limits = map[string]int64{}
 		}
 		h.limits[id] = num("limit", 0)
-		h.ledgers[id] = &Ledger{}
 		h.order = append(h.order, id)
 		return "ok\n"
+	case "pin":
+		id := arg("id", "")
+		def := Definition{ID: id, CapabilityIDs: []string{"adp_payments.issue_refund"}, ResourcePointer: "/order_id",
+			AmountPointer: "/amount_minor", Limit: num("limit", 0), Unit: "INR_minor", Mode: arg("mode", "")}
+		if h.pins == nil {
+			h.pins, h.history = map[string]*Pin{}, map[string][]Event{}
+		}
+		if h.limits == nil {
+			h.limits = map[string]int64{}
+		}
+		p := h.pins[id]
+		if p == nil {
+			p = &Pin{}
+			h.pins[id] = p
+			h.order = append(h.order, id)
+		}
+		dec := DecidePin(p, "acme", def)
+		for _, ev := range dec.Events {
+			if err := p.Apply(ev); err != nil {
+				d.Fatalf(t, "apply pin: %v", err)
+			}
+			h.history[id] = append(h.history[id], ev)
+		}
+		h.limits[id] = def.Limit
+		out := render(dec, nil)
+		if drift := h.ctl.Drift(p, def); drift != "" {
+			out += "drift: configured " + drift + "\n"
+		}
+		return out
+	case "set-limit", "set-mode":
+		id := arg("id", "")
+		p := h.pins[id]
+		if p == nil {
+			p = &Pin{}
+		}
+		dec := DecideRedefine(RedefineState{Pin: p, Control: &h.ctl}, Redefine{GuaranteeID: id, Resource: arg("resource", ""), Limit: num("limit", 0), Mode: arg("mode", ""),
+			Operator: arg("operator", "op_alice"), Reason: arg("reason", ""), Now: scenarioTime(t, d, arg("at", "2026-12-01T09:00:00Z"))})
+		for _, ev := range dec.Events {
+			if err := h.ctl.Apply(ev); err != nil {
+				d.Fatalf(t, "apply redefinition: %v", err)
+			}
+			h.history[id] = append(h.history[id], ev)
+		}
+		return render(dec, nil)
+	case "history":
+		id := arg("id", "")
+		var b strings.Builder
+		for i, ev := range h.history[id] {
+			switch e := ev.(type) {
+			case GuaranteePinned:
+				fmt.Fprintf(&b, "v%d pinned limit=%d mode=%s\n", i+1, e.Definition.Limit, modeOr(e.Definition.Mode))
+			case GuaranteeRedefined:
+				fmt.Fprintf(&b, "v%d %s by %s: %q", e.Version, e.At, e.Operator, e.Reason)
+				if e.Resource != "" {
+					fmt.Fprintf(&b, " resource=%s", e.Resource)
+				}
+				if e.Limit != 0 {
+					fmt.Fprintf(&b, " limit=%d", e.Limit)
+				}
+				if e.Mode != "" {
+					fmt.Fprintf(&b, " mode=%s", e.Mode)
+				}
+				b.WriteString("\n")
+			}
+		}
+		return b.String()
 	case "churn":
 		// n operations of amount each, one after the other, every one
 		// reserved, started and settled by the outcomes in turn.
 		id := arg("guarantee", h.order[0])
-		l := h.ledgers[id]
+		l := h.ledger(id, "ord_881")
 		outcomes := strings.Split(arg("outcomes", "applied"), ",")
 		n := int(num("n", 1))
 		refused := map[Code]int{}
@@ -91,7 +169,7 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 	case "hold":
 		// n operations reserved and started but not settled.
 		id := arg("guarantee", h.order[0])
-		l := h.ledgers[id]
+		l := h.ledger(id, "ord_881")
 		var last Decision
 		for i := 0; i < int(num("n", 1)); i++ {
 			att := fmt.Sprintf("att_%d", h.next)
@@ -106,7 +184,7 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 		return h.show(id)
 	case "settle-open":
 		id := arg("guarantee", h.order[0])
-		l := h.ledgers[id]
+		l := h.ledger(id, arg("resource", "ord_881"))
 		var open []string
 		for _, r := range l.Receipts {
 			if r.State.Open() {
@@ -121,30 +199,46 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 		// One call covered by every guarantee: reserve on all of them or
 		// on none, as the gateway's atomic append does; the first refusal
 		// names its ceiling.
+		// With pins, the binding DecidePropose makes: the latest
+		// version's limit and mode.
 		att := fmt.Sprintf("att_%d", h.next)
 		h.next++
+		res := arg("resource", "ord_881")
 		var decs []Decision
+		var over []string
 		for _, id := range h.order {
-			dec := DecideExposure(h.ledgers[id], ReserveStarted{Reserve{GuaranteeID: id, Resource: "ord_881", AttemptID: att,
-				OperationID: "op_" + att, Amount: num("amount", 1), Limit: h.limits[id], DefinitionDigest: "d"}})
+			hold := Hold{GuaranteeID: id, DefinitionDigest: "d", Resource: res, Amount: num("amount", 1), Limit: h.limits[id]}
+			if p := h.pins[id]; p != nil {
+				hold = h.ctl.Bind(p.PinnedHold(res, hold.Amount))
+				hold.DefinitionDigest = "d"
+			}
+			dec := DecideExposure(h.ledger(id, res), ReserveStarted{Reserve{GuaranteeID: id, Resource: res, AttemptID: att,
+				OperationID: "op_" + att, Amount: hold.Amount, Limit: hold.Limit, DefinitionDigest: "d", Observe: hold.Observe}})
 			if dec.Refusal != nil {
-				return fmt.Sprintf("refused %s: %s\n", dec.Refusal.Code, dec.Refusal.Reason) + h.showAll()
+				return fmt.Sprintf("refused %s: %s\n", dec.Refusal.Code, dec.Refusal.Reason) + h.showAll(res)
+			}
+			if e, ok := dec.Events[0].(ExposureReserved); ok && e.OverLimit {
+				over = append(over, id)
 			}
 			decs = append(decs, dec)
 		}
 		for i, id := range h.order {
-			apply(h.ledgers[id], decs[i])
+			apply(h.ledger(id, res), decs[i])
 		}
 		if o := arg("outcome", ""); o != "" {
 			for _, id := range h.order {
-				l := h.ledgers[id]
+				l := h.ledger(id, res)
 				apply(l, DecideExposure(l, Observe{AttemptID: att, Outcome: Outcome(o), Source: "provider"}))
 			}
 		}
-		return "reserved " + att + "\n" + h.showAll()
+		out := "reserved " + att + "\n"
+		for _, id := range over {
+			out += id + ": over the limit, recorded (observe mode)\n"
+		}
+		return out + h.showAll(res)
 	case "observe":
 		id := arg("guarantee", h.order[0])
-		l := h.ledgers[id]
+		l := h.ledger(id, "ord_881")
 		dec := DecideExposure(l, Observe{AttemptID: arg("attempt", ""), Outcome: Outcome(arg("outcome", "")), Source: arg("source", "reconcile")})
 		apply(l, dec)
 		out := render(dec, nil)
@@ -155,7 +249,7 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 }
 
 func (h *ceilingScenario) show(id string) string {
-	l := h.ledgers[id]
+	l := h.ledger(id, "ord_881")
 	snap, err := json.Marshal(l)
 	if err != nil {
 		panic(err)
@@ -177,13 +271,28 @@ func (h *ceilingScenario) show(id string) string {
 		renderBalance(l.Balance()))
 }
 
-func (h *ceilingScenario) showAll() string {
+func (h *ceilingScenario) showAll(resource string) string {
 	var b strings.Builder
 	for _, id := range h.order {
-		l := h.ledgers[id]
-		fmt.Fprintf(&b, "%s %s", id, renderBalance(l.Balance()))
+		l := h.ledger(id, resource)
+		bal := l.Balance()
+		if p := h.pins[id]; p != nil {
+			bal = l.BalanceUnder(h.ctl.LimitFor(p, resource))
+		}
+		fmt.Fprintf(&b, "%s %s", id, renderBalance(bal))
+		if l.OverLimit > 0 {
+			fmt.Fprintf(&b, "%s over_limit=%d\n", id, l.OverLimit)
+		}
 	}
 	return b.String()
+}
+
+func scenarioTime(t *testing.T, d *datadriven.TestData, s string) time.Time {
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		d.Fatalf(t, "bad time %q: %v", s, err)
+	}
+	return at
 }
 
 // TestArchivedLedgerReplays checks the optimized fold against the naive
@@ -263,4 +372,93 @@ func previewReceipt(l *Ledger, dec Decision, attempt string) (ReceiptState, bool
 	}
 	r, ok := c.Receipt(attempt)
 	return r.State, ok
+}
+
+// TestDefinitionChangesKeepTheCeiling drives random reservations, settles
+// and operator redefinitions (limits up and down, per-resource overrides,
+// observe and enforce) and checks that every reservation made in enforce
+// mode fits the latest version's limit, that a definition change never
+// moves a balance, and that only observe mode marks a reservation over the
+// limit.
+func TestDefinitionChangesKeepTheCeiling(t *testing.T) {
+	outcomes := []Outcome{OutcomeApplied, OutcomeNotApplied, OutcomePending}
+	for seed := int64(1); seed <= 100; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		def := Definition{ID: "g", CapabilityIDs: []string{"c"}, ResourcePointer: "/r", AmountPointer: "/a", Limit: int64(100 + rng.Intn(900)), Unit: "u"}
+		var pin Pin
+		var ctl Control
+		for _, ev := range DecidePin(&pin, "t", def).Events {
+			if err := pin.Apply(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ledgers := map[string]*Ledger{"r1": {}, "r2": {}}
+		var open []struct{ res, att string }
+		for step := 0; step < 300; step++ {
+			switch k := rng.Intn(10); {
+			case k < 2:
+				before := map[string]Balance{"r1": ledgers["r1"].Balance(), "r2": ledgers["r2"].Balance()}
+				c := Redefine{GuaranteeID: "g", Limit: int64(1 + rng.Intn(1000)), Operator: "op", Reason: "r", Now: time.Unix(int64(step), 0)}
+				switch rng.Intn(3) {
+				case 0:
+					c.Resource = []string{"r1", "r2"}[rng.Intn(2)]
+				case 1:
+					c.Mode = []string{ModeEnforce, ModeObserve}[rng.Intn(2)]
+					c.Limit = 0
+				}
+				for _, ev := range DecideRedefine(RedefineState{Pin: &pin, Control: &ctl}, c).Events {
+					if err := ctl.Apply(ev); err != nil {
+						t.Fatalf("seed %d step %d: %v", seed, step, err)
+					}
+				}
+				for r, l := range ledgers {
+					if l.Balance() != before[r] {
+						t.Fatalf("seed %d step %d: a definition change moved %s's balance", seed, step, r)
+					}
+				}
+			case k < 6:
+				res := []string{"r1", "r2"}[rng.Intn(2)]
+				l := ledgers[res]
+				att := fmt.Sprintf("a%d", step)
+				h := ctl.Bind(pin.PinnedHold(res, int64(1+rng.Intn(300))))
+				dec := DecideExposure(l, ReserveStarted{Reserve{GuaranteeID: "g", Resource: res, AttemptID: att, OperationID: "o" + att,
+					Amount: h.Amount, Limit: h.Limit, DefinitionDigest: "d", Observe: h.Observe}})
+				if dec.Refusal != nil {
+					continue
+				}
+				e := dec.Events[0].(ExposureReserved)
+				if e.OverLimit && !h.Observe {
+					t.Fatalf("seed %d step %d: over the limit in enforce mode", seed, step)
+				}
+				for _, ev := range dec.Events {
+					if err := l.Apply(ev); err != nil {
+						t.Fatalf("seed %d step %d: %v", seed, step, err)
+					}
+				}
+				if !h.Observe && l.Committed+l.Held > h.Limit {
+					t.Fatalf("seed %d step %d: %d + %d > limit %d in enforce mode", seed, step, l.Committed, l.Held, h.Limit)
+				}
+				open = append(open, struct{ res, att string }{res, att})
+			default:
+				if len(open) == 0 {
+					continue
+				}
+				i := rng.Intn(len(open))
+				o := open[i]
+				l := ledgers[o.res]
+				out := outcomes[rng.Intn(len(outcomes))]
+				for _, ev := range DecideExposure(l, Observe{AttemptID: o.att, Outcome: out, Source: "p"}).Events {
+					if err := l.Apply(ev); err != nil {
+						t.Fatalf("seed %d step %d: %v", seed, step, err)
+					}
+				}
+				if out.Definitive() {
+					open = append(open[:i], open[i+1:]...)
+				}
+			}
+			for _, l := range ledgers {
+				checkInvariants(t, l)
+			}
+		}
+	}
 }

@@ -1,6 +1,9 @@
 package kernel
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The governed step of a proposal, decided over the subjects it rests on,
 // each named: DecidePropose opens the operation, redeems its approval,
@@ -16,6 +19,7 @@ type Hold struct {
 	Resource         string
 	Amount           int64
 	Limit            int64
+	Observe          bool // the guarantee is in observe mode: over the limit is recorded, not refused
 }
 
 // ProposalState is what the reserve decision reads.
@@ -52,6 +56,7 @@ type Propose struct {
 
 // ProposalDecision is DecidePropose's result: the events per subject.
 type ProposalDecision struct {
+	Holds    []Hold // the holds as the latest versions of their guarantees bind them
 	Op       []Event
 	Ledgers  [][]Event // per ProposalState.Ledgers
 	Run      []Event
@@ -111,10 +116,18 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 			}
 		}
 	}
+	// Each hold carries its guarantee's pinned limit and mode; the control
+	// subject holds their later versions.
+	c.Holds = slices.Clone(c.Holds)
+	for i := range c.Holds {
+		c.Holds[i] = s.Control.Bind(c.Holds[i])
+	}
+	d.Holds = c.Holds
 	if refusal == nil {
 		for i, h := range c.Holds {
 			rd := DecideExposure(s.Ledgers[i], ReserveStarted{Reserve: Reserve{GuaranteeID: h.GuaranteeID, Resource: h.Resource,
-				AttemptID: c.AttemptID, OperationID: c.Opened.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest}})
+				AttemptID: c.AttemptID, OperationID: c.Opened.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest,
+				Observe: h.Observe}})
 			if rd.Refusal != nil {
 				refusal = rd.Refusal
 				break
@@ -151,10 +164,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 func HoldsOf(holds []Hold, ledgers []*Ledger) []GuaranteeHold {
 	var out []GuaranteeHold
 	for i, h := range holds {
-		bal := ledgers[i].Balance()
-		if bal.Limit == 0 {
-			bal = Balance{Limit: h.Limit, Available: h.Limit}
-		}
+		bal := ledgers[i].BalanceUnder(h.Limit)
 		out = append(out, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount, Balance: bal})
 	}
 	return out

@@ -190,3 +190,12 @@ func refused(r gateway.OpReply) error {
 	}
 	return &ExitError{Code: exitRefused, Err: fmt.Errorf("refused %s: %s", r.Code, wireNames.Replace(r.Reason))}
 }
+
+// envOr is the value of an environment variable, or def. Use it only for
+// defaults that are not secrets: a flag's default is printed by --help.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
