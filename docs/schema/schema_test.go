@@ -223,6 +223,8 @@ func TestLiveReplies(t *testing.T) {
 		{"admit-run", `{"run_id":"run_new","principal":"agent_email","calls":4,"amount":100}`, "admit-run-request", ""},
 		{"run", `{"run_id":"run_s"}`, "run-request", "run_data"},
 		{"evidence", `{"candidate":{}}`, "evidence-request", ""},
+		{"approvals", `{}`, "list-request", ""},
+		{"incidents", `{}`, "list-request", ""},
 	}
 	for _, v := range verbs {
 		check(v.verb+" request", v.reqSchema, []byte(v.req))
