@@ -127,6 +127,11 @@ func (o Options) Resolve() (Options, error) {
 	if o.Tenant == "" || o.Principal == "" {
 		return o, errors.New("a tenant and a principal are required")
 	}
+	for _, id := range []string{o.Tenant, o.Principal} {
+		if strings.ContainsAny(id, ".*> \t\r\n") {
+			return o, fmt.Errorf("%q is not a tenant or principal id: one subject token, no '.', '*', '>' or space", id)
+		}
+	}
 	n := 0
 	for _, s := range []string{o.Password, o.NKeyFile, o.CredsFile} {
 		if s != "" {
