@@ -54,9 +54,13 @@ class Client:
                       timeout: float = 5.0, on_resend: Optional[OnResend] = None) -> "Client":
         """Connects as ``<tenant>.<principal>`` with its password.
 
-        Raises AuthorityDenied when the server refuses the credentials and
-        Unreachable when it cannot be reached.
+        Raises AuthorityDenied when the server refuses the credentials,
+        Unreachable when it cannot be reached, and ValueError for a tenant or
+        principal that is not one subject token.
         """
+        for ident in (tenant, principal):
+            if not ident or any(c in ident for c in ".*> \t\r\n"):
+                raise ValueError(f"{ident!r} is not a tenant or principal id: one subject token, no '.', '*', '>' or space")
         try:
             conn = await _nats.connect(url, user=f"{tenant}.{principal}", password=password or "",
                                        inbox_prefix=inbox_prefix(tenant, principal), connect_timeout=timeout)

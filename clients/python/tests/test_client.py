@@ -127,6 +127,8 @@ def test_typed_errors(daemon: Daemon) -> None:
             await Client.connect(daemon.url, tenant="acme", principal="agent_phone", password="wrong")
         with pytest.raises(Unreachable):
             await Client.connect(f"nats://127.0.0.1:{_free_port()}", tenant="acme", principal="agent_phone", password="x", timeout=1)
+        with pytest.raises(ValueError):
+            await Client.connect(daemon.url, tenant="acme", principal="ops.alice", password="x")
 
     asyncio.run(main())
 

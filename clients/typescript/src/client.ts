@@ -49,10 +49,16 @@ export class Client {
 
   /**
    * Connects as `<tenant>.<principal>` through its inbox. Throws
-   * AuthorityDenied when the server refuses the credentials and Unreachable
-   * when it cannot be reached.
+   * AuthorityDenied when the server refuses the credentials, Unreachable
+   * when it cannot be reached, and TypeError for a tenant or principal that
+   * is not one subject token.
    */
   static async connect(o: ConnectOptions): Promise<Client> {
+    for (const id of [o.tenant, o.principal]) {
+      if (!id || /[.*>\s]/.test(id)) {
+        throw new TypeError(`${JSON.stringify(id)} is not a tenant or principal id: one subject token, no '.', '*', '>' or space`);
+      }
+    }
     const timeoutMs = o.timeoutMs ?? 5000;
     try {
       const nc = await connect({

@@ -121,6 +121,7 @@ test("typed errors", async () => {
     await agent.close();
   }
   await assert.rejects(Client.connect({ url: d.url, tenant: "acme", principal: "agent_phone", password: "wrong" }), AuthorityDenied);
+  await assert.rejects(Client.connect({ url: d.url, tenant: "acme", principal: "ops.alice", password: "x" }), TypeError);
   await assert.rejects(Client.connect({ url: "nats://127.0.0.1:1", tenant: "acme", principal: "agent_phone", password: "x", timeoutMs: 1000 }), Unreachable);
 });
 
