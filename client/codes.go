@@ -77,4 +77,8 @@ type (
 	SettleRow = gateway.SettleRow
 	// Run is a run's budget (the run and admit-run verbs).
 	Run = kernel.Run
+	// SetLimitRequest is the body of guarantee-set-limit.
+	SetLimitRequest = gateway.SetLimitRequest
+	// VersionRow is one version of a guarantee (guarantee-set-limit, guarantee-history).
+	VersionRow = gateway.VersionRow
 )

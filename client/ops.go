@@ -262,3 +262,19 @@ func (c *Client) Incidents(ctx context.Context) ([]map[string]any, error) {
 func (c *Client) Audit() *projections.OpsClient {
 	return &projections.OpsClient{NC: c.nc, Tenant: c.tenant, Operator: c.principal, Timeout: c.timeout}
 }
+
+// SetLimit records a new version of a guarantee: its default limit, one
+// resource's limit (req.Resource), or its mode; req.Reason is required. It
+// returns every version, the new one last.
+func (c *Client) SetLimit(ctx context.Context, req SetLimitRequest) ([]VersionRow, error) {
+	var r gateway.OpReply
+	err := c.Op(ctx, "guarantee-set-limit", req, &r)
+	return r.Versions, err
+}
+
+// GuaranteeHistory returns every version of a guarantee, its pin first.
+func (c *Client) GuaranteeHistory(ctx context.Context, guaranteeID string) ([]VersionRow, error) {
+	var r gateway.OpReply
+	err := c.Op(ctx, "guarantee-history", gateway.GuaranteeHistoryRequest{GuaranteeID: guaranteeID}, &r)
+	return r.Versions, err
+}

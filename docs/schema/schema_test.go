@@ -225,6 +225,9 @@ func TestLiveReplies(t *testing.T) {
 		{"evidence", `{"candidate":{}}`, "evidence-request", ""},
 		{"approvals", `{}`, "list-request", ""},
 		{"incidents", `{}`, "list-request", ""},
+		{"guarantee-set-limit", `{"guarantee_id":"refunds-per-order","limit":150000,"reason":"festival season"}`, "guarantee-set-limit-request", ""},
+		{"guarantee-set-limit", `{"guarantee_id":"refunds-per-order","resource":"ord_vip","limit":500000,"reason":"enterprise"}`, "guarantee-set-limit-request", ""},
+		{"guarantee-history", `{"guarantee_id":"refunds-per-order"}`, "guarantee-history-request", ""},
 	}
 	for _, v := range verbs {
 		check(v.verb+" request", v.reqSchema, []byte(v.req))
