@@ -72,6 +72,9 @@ type RuntimeConfig struct {
 	// MetricsListen, when set, serves the exposure view in the Prometheus
 	// text format at http://<addr>/metrics (loopback only).
 	MetricsListen string `toml:"metrics_listen"`
+	// ObservabilityConfig holds the logging, health and metrics keys
+	// (telemetry_config.go).
+	ObservabilityConfig
 }
 
 // TenantConfig declares a tenant's principals.
@@ -125,6 +128,9 @@ type CapabilityConfig struct {
 	// ContextPack is the path of the context pack (JSON) of DecisionKey,
 	// relative to the configuration file.
 	ContextPack string `toml:"context_pack"`
+	// Breaker trips the capability's switch after repeated provider
+	// failures (telemetry_config.go).
+	Breaker BreakerConfig `toml:"breaker"`
 
 	policy *kernel.CompiledPolicy
 	pack   *kernel.ContextPack
@@ -266,6 +272,9 @@ func (c *Config) validate(dir string) error {
 	if c.Runtime.Workers == 0 {
 		c.Runtime.Workers = 256
 	}
+	if err := c.Runtime.ObservabilityConfig.validate(); err != nil {
+		return err
+	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")
 	}
@@ -349,6 +358,9 @@ func (cp *CapabilityConfig) validate(dir string) error {
 		return fmt.Errorf("risk must be low, medium or high, not %q", cp.Risk)
 	}
 	if err := cp.validateControls(dir); err != nil {
+		return err
+	}
+	if err := cp.Breaker.validate(); err != nil {
 		return err
 	}
 	switch cp.Adapter {

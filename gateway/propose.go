@@ -30,6 +30,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 			Reason: fmt.Sprintf("proposal of %d bytes exceeds %d", len(body), g.cfg.Runtime.MaxProposalBytes)})
 	}
 	p, r := ParseProposal(body)
+	g.tel.decoded(ctx, p.CapabilityID)
 	if r != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, r)
 	}
@@ -198,6 +199,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 	var reply Reply
 	var existing bool
 	var generation uint64
+	endStage := g.tel.stage(ctx, stageDecide)
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
 		Refs:   pc.reserveRefs(),
@@ -253,6 +255,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 			generation = op.Generation
 		},
 	})
+	endStage()
 	if err != nil {
 		return pc.unknownReply(err)
 	}
@@ -305,6 +308,7 @@ func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generatio
 func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation uint64, obs Observation, source string) Reply {
 	g := pc.g
 	var reply Reply
+	defer g.tel.stage(ctx, stageSettle)()
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
 		Refs:   pc.refs(),

@@ -8,7 +8,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -51,13 +50,12 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := gateway.NewLogger(cfg, os.Stderr) // runtime.log_format, runtime.log_level
 	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
-	log.Info("contextosd ready", "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig

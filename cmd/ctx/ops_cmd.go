@@ -84,9 +84,9 @@ func newAttemptsCmd() *cobra.Command {
 		if c.json {
 			return errors.Join(printJSON(r.Attempts), refused(r))
 		}
-		table("ATTEMPT\tPRINCIPAL\tGUARANTEE\tRESOURCE\tAMOUNT\tSTATE\tLAST\tNEXT SAFE STEP", func(w *tabwriter.Writer) {
+		table("ATTEMPT\tPRINCIPAL\tGUARANTEE\tRESOURCE\tAMOUNT\tSTATE\tLAST\tNEXT SAFE STEP\tLAST REASON", func(w *tabwriter.Writer) {
 			for _, a := range r.Attempts {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.AttemptID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AttemptID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep, orDash(a.LastReason))
 			}
 		})
 		return refused(r)
