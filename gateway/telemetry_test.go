@@ -3,22 +3,28 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
+	"github.com/nats-io/nats.go"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // logBuf collects a runtime's JSON log lines.
@@ -294,5 +300,301 @@ func TestTelemetryTimeoutAnd5xx(t *testing.T) {
 		if v, _ := sample(fams, "contextos_provider_errors_total", map[string]string{"kind": kind}); v != 1 {
 			t.Errorf("provider errors of kind %s: %v", kind, v)
 		}
+	}
+}
+
+// readyz returns /readyz's status and answer.
+func readyz(t *testing.T, rt *Runtime) (int, Readiness) {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(rt.MetricsURL, "metrics") + "readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep Readiness
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, rep
+}
+
+// waitReady polls /readyz until its readiness is want.
+func waitReady(t *testing.T, rt *Runtime, want bool) Readiness {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, rep := readyz(t, rt)
+		if rep.Ready == want && (code == http.StatusOK) == want {
+			return rep
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never became ready=%v: %d %+v", want, code, rep)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReadyzFollowsTheStore: on an external NATS server, /readyz is ready,
+// turns unready with the store checks failing while the server is down,
+// and ready again once it is back; /healthz answers throughout.
+func TestReadyzFollowsTheStore(t *testing.T) {
+	natsDir := t.TempDir()
+	start := func(port int) *events.Embedded {
+		emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: natsDir, Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return emb
+	}
+	emb := start(-1)
+	defer func() { emb.Shutdown() }()
+	port := emb.Server().Addr().(*net.TCPAddr).Port
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	defer hs.Close()
+	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *Config) {
+		c.NATS.URL = emb.ClientURL()
+		c.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
+	})
+	rep := waitReady(t, e.rt, true)
+	var names []string
+	for _, c := range rep.Checks {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, ",") != "store,audit_stream,read_model,audit_lag" {
+		t.Fatalf("checks %v", names)
+	}
+
+	emb.Shutdown()
+	rep = waitReady(t, e.rt, false)
+	if len(rep.Checks) == 0 || rep.Checks[0].Name != "store" || rep.Checks[0].OK {
+		t.Fatalf("unready without a failing store check: %+v", rep)
+	}
+	if resp, err := http.Get(strings.TrimSuffix(e.rt.MetricsURL, "metrics") + "healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz while the store is down: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if v, _ := sample(scrape(t, e.rt), "contextos_store_up", nil); v != 0 {
+		t.Fatalf("contextos_store_up %v while the store is down", v)
+	}
+
+	emb = start(port)
+	waitReady(t, e.rt, true)
+	r := e.propose(e.client("acme", "agent_email"), "acme", "agent_email", refund("run_rdy", "k1", "ord_rdy", 10))
+	if r.Status != kernel.StatusApplied {
+		t.Fatalf("after the restart: %s %s", r.Status, r.Reason)
+	}
+}
+
+// TestMetricsBoundedSeries: 10,000 distinct resources held leave the
+// number of series independent of them: per-guarantee totals, and the
+// configured top-N per-resource series only.
+func TestMetricsBoundedSeries(t *testing.T) {
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	defer hs.Close()
+	const resources, topN = 10_000, 5
+	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *Config) {
+		c.NATS.Sync = "relaxed"
+		c.Runtime.MetricsResourceSeries = topN
+	})
+	ctx := context.Background()
+	eng := e.rt.Gateway.Engine()
+	def := e.rt.Config.Guarantees[0]
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < resources; i += 64 {
+				res, _, err := eng.Exposure(ctx, "acme", def.ID, fmt.Sprintf("ord_%05d", i), kernel.Reserve{GuaranteeID: def.ID,
+					Resource: fmt.Sprintf("ord_%05d", i), AttemptID: fmt.Sprintf("att_%05d", i), OperationID: fmt.Sprintf("op_%05d", i),
+					Amount: int64(1 + i%100), Limit: def.Limit, DefinitionDigest: def.Digest()})
+				if err == nil && res.Refusal != nil {
+					err = res.Refusal
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var want int64
+	for i := 0; i < resources; i++ {
+		want += int64(1 + i%100)
+	}
+	var fams map[string]*dto.MetricFamily
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		fams = scrape(t, e.rt)
+		v, _ := sample(fams, "contextos_guarantee_held", map[string]string{"tenant": "acme", "guarantee": def.ID})
+		if int64(v) == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("contextos_guarantee_held %v, want %d", v, want)
+		}
+		time.Sleep(100 * time.Millisecond) // the view follows the stream
+	}
+	if v, _ := sample(fams, "contextos_guarantee_resources", map[string]string{"tenant": "acme"}); v != resources {
+		t.Fatalf("contextos_guarantee_resources %v", v)
+	}
+	total := 0
+	for name, f := range fams {
+		total += len(f.Metric)
+		if strings.HasPrefix(name, "contextos_exposure_") && name != "contextos_exposure_incidents" && !strings.HasSuffix(name, "_seq") &&
+			!strings.HasSuffix(name, "_skipped") && len(f.Metric) != topN {
+			t.Errorf("%s has %d series, want %d", name, len(f.Metric), topN)
+		}
+	}
+	if total > 400 {
+		t.Fatalf("%d series for %d resources", total, resources)
+	}
+	t.Logf("%d series in all for %d resources", total, resources)
+	// The top resources are those holding most (amount 100: i%100 == 99).
+	if v, ok := sample(fams, "contextos_exposure_held", map[string]string{"resource": "ord_00099"}); !ok || v != 100 {
+		t.Fatalf("top resource ord_00099: %v %v", v, ok)
+	}
+}
+
+// TestTraceOfAProposal: the agent's traceparent (a NATS header) is the
+// parent of one trace across propose, decode, reserve, dispatch, the
+// provider call and settle; the provider receives the provider call's
+// traceparent; no span attribute carries an argument value.
+func TestTraceOfAProposal(t *testing.T) {
+	prov := provider.New()
+	var mu sync.Mutex
+	var got []string
+	inner := prov.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/refunds" {
+			mu.Lock()
+			got = append(got, r.Header.Get("traceparent"))
+			mu.Unlock()
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	e, _ := bootObserved(t, hs.URL, BootOptions{TracerProvider: tp}, nil)
+	nc := e.client("acme", "agent_email")
+
+	const agentTrace, agentSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	body, _ := json.Marshal(refund("run_tr", "k1", "ord_traced_77", 98765))
+	msg := nats.NewMsg(ProposeSubject("acme", "agent_email"))
+	msg.Header.Set("traceparent", "00-"+agentTrace+"-"+agentSpan+"-01")
+	msg.Data = body
+	resp, err := nc.RequestMsg(msg, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Reply
+	if err := json.Unmarshal(resp.Data, &r); err != nil || r.Status != kernel.StatusApplied {
+		t.Fatalf("reply %s %v", resp.Data, err)
+	}
+
+	spans := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		if s.SpanContext.TraceID().String() != agentTrace {
+			t.Errorf("span %s in trace %s, not the agent's", s.Name, s.SpanContext.TraceID())
+		}
+		spans[s.Name] = s
+		for _, kv := range s.Attributes {
+			if v := kv.Value.Emit(); strings.Contains(v, "ord_traced_77") || v == "98765" {
+				t.Errorf("span %s attribute %s carries an argument value: %s", s.Name, kv.Key, v)
+			}
+		}
+	}
+	for _, name := range []string{"propose", "decode", "reserve", "dispatch", "provider.dispatch", "settle"} {
+		if _, ok := spans[name]; !ok {
+			t.Fatalf("no %s span; spans: %v", name, exp.GetSpans().Snapshots())
+		}
+	}
+	parent := func(child, want string) {
+		t.Helper()
+		if p := spans[child].Parent.SpanID(); p != spans[want].SpanContext.SpanID() {
+			t.Errorf("%s's parent is %s, want %s", child, p, want)
+		}
+	}
+	if p := spans["propose"].Parent.SpanID().String(); p != agentSpan || !spans["propose"].Parent.IsRemote() {
+		t.Errorf("propose's parent %s, want the agent's span %s", p, agentSpan)
+	}
+	for _, c := range []string{"decode", "reserve", "dispatch", "settle"} {
+		parent(c, "propose")
+	}
+	parent("provider.dispatch", "dispatch")
+	attrs := map[string]string{}
+	for _, kv := range spans["propose"].Attributes {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	if attrs["status"] != "applied" || attrs["attempt_id"] != r.AttemptID || attrs["capability"] != "adp_payments.issue_refund" || attrs["tenant"] != "acme" {
+		t.Errorf("propose attributes %v", attrs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := "00-" + agentTrace + "-" + spans["provider.dispatch"].SpanContext.SpanID().String() + "-01"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("provider received traceparent %q, want %q", got, want)
+	}
+
+	// Without a traceparent, each proposal is a trace of its own.
+	exp.Reset()
+	r = e.propose(nc, "acme", "agent_email", refund("run_tr", "k2", "ord_tr2", 10))
+	traces := map[string]bool{}
+	for _, s := range exp.GetSpans() {
+		traces[s.SpanContext.TraceID().String()] = true
+	}
+	if len(traces) != 1 || traces[agentTrace] {
+		t.Fatalf("traces %v for one proposal without traceparent", traces)
+	}
+}
+
+// TestTracingFromEnv: tracing is off without an OTLP endpoint, and with
+// OTEL_EXPORTER_OTLP_ENDPOINT set the spans reach that collector over
+// OTLP/HTTP.
+func TestTracingFromEnv(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	if tp, err := tracingFromEnv(context.Background()); tp != nil || err != nil {
+		t.Fatalf("tracing on without an endpoint: %v %v", tp, err)
+	}
+	posts := make(chan *http.Request, 4)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		posts <- r
+	}))
+	defer hs.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", hs.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	tp, err := tracingFromEnv(context.Background())
+	if err != nil || tp == nil {
+		t.Fatalf("tracing from env: %v %v", tp, err)
+	}
+	_, span := tp.Tracer(tracerName).Start(context.Background(), "propose")
+	span.End()
+	if err := tp.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-posts:
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			t.Fatalf("collector got %s %s %s", r.Method, r.URL.Path, r.Header.Get("Content-Type"))
+		}
+	default:
+		t.Fatal("no OTLP export reached the collector")
+	}
+	t.Setenv("OTEL_SDK_DISABLED", "true")
+	if tp, _ := tracingFromEnv(context.Background()); tp != nil {
+		t.Fatal("tracing on with OTEL_SDK_DISABLED=true")
 	}
 }
