@@ -29,6 +29,7 @@ type Gateway struct {
 	log          *slog.Logger
 	hooks        Hooks
 	tel          *telemetry // logs, metrics, traces around the handlers; nil: none
+	brk          *breakers  // circuit breakers (breaker.go); nil: none
 
 	adapters map[string]Adapter
 	index    *index

@@ -82,6 +82,8 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	switch {
 	case g.killed(tenant):
 		refusal = &kernel.Refusal{Code: kernel.CodeKillSwitchEngaged, Reason: "the tenant's kill switch is engaged"}
+	case g.breakerRefusal(tenant, p.CapabilityID) != nil:
+		refusal = g.breakerRefusal(tenant, p.CapabilityID)
 	case !surfaced:
 		refusal = &kernel.Refusal{Code: kernel.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %s is not in the pinned manifest", p.CapabilityID)}
 	case argRefusal != nil:

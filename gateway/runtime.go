@@ -213,6 +213,9 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	if err := rt.startTelemetry(ctx, o); err != nil {
 		return nil, err
 	}
+	if err := rt.Gateway.startBreakers(ctx, nc); err != nil {
+		return nil, err
+	}
 	// The projections: one signed audit chain per tenant, the exposure view
 	// and the operator verbs that export them (the only way a client reaches
 	// them: nobody but the runtime touches JetStream).

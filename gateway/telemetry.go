@@ -31,7 +31,6 @@ type telemetry struct {
 	m       *metrics
 	cfg     *Config
 	logArgs bool
-	onFail  func(tenant, capability string, at time.Time) // the circuit breakers, if any
 }
 
 func newTelemetry(cfg *Config, log *slog.Logger, tp trace.TracerProvider) *telemetry {
@@ -59,7 +58,8 @@ var spanNames = map[stage]string{stageDecode: "decode", stageDecide: "reserve", 
 // runs: the capability it named and what the provider said. It lives in
 // the request's context.
 type note struct {
-	start time.Time
+	start  time.Time
+	tenant string // the tenant of a proposal; "" for other requests
 
 	mu         sync.Mutex
 	capability string
@@ -191,6 +191,7 @@ func (g *Gateway) observePropose(ctx context.Context, tenant, principal string, 
 		trace.WithAttributes(attribute.String("tenant", tenant), attribute.String("principal", principal)))
 	defer span.End()
 	ctx, n := withNote(ctx)
+	n.tenant = tenant
 	reply := g.Propose(ctx, tenant, principal, body)
 	d := time.Since(n.start)
 	if obs, ok := n.failure(reply.AttemptID); ok && reply.Reason == "" && (reply.Status == kernel.StatusUnknown || reply.Status == kernel.StatusPending) {
@@ -356,6 +357,9 @@ type observedAdapter struct {
 	a     Adapter
 	capID string
 	t     *telemetry
+	// failed, when set, is told of every dispatch of a proposal that left
+	// its outcome unknown (the circuit breakers).
+	failed func(ctx context.Context, tenant, capabilityID string, obs Observation)
 }
 
 func (o observedAdapter) Dispatch(ctx context.Context, attemptID string, args json.RawMessage) Observation {
@@ -375,6 +379,9 @@ func (o observedAdapter) call(ctx context.Context, call, attemptID string, fn fu
 	o.t.m.stages.WithLabelValues(string(stageProvider)).Observe(d.Seconds())
 	o.t.m.providerCalls.WithLabelValues(o.capID, call, string(obs.Outcome)).Inc()
 	span.SetAttributes(attribute.String("outcome", string(obs.Outcome)))
+	if n := noteOf(ctx); n != nil && n.tenant != "" && call == "dispatch" && o.failed != nil && (obs.Failure != "" || obs.Outcome == kernel.OutcomeUnknown) {
+		defer o.failed(ctx, n.tenant, o.capID, obs)
+	}
 	if obs.Failure == "" {
 		return obs
 	}
@@ -383,9 +390,6 @@ func (o observedAdapter) call(ctx context.Context, call, attemptID string, fn fu
 	noteOf(ctx).failed(attemptID, obs)
 	o.t.log.Warn("provider error", "capability", o.capID, "call", call, "attempt", attemptID, "kind", obs.Failure,
 		"reason", obs.Ref, "duration_ms", float64(d.Microseconds())/1000)
-	if o.t.onFail != nil && call == "dispatch" {
-		o.t.onFail("", o.capID, time.Now())
-	}
 	return obs
 }
 
@@ -394,7 +398,7 @@ func (o observedAdapter) call(ctx context.Context, call, attemptID string, fn fu
 func (g *Gateway) instrument(t *telemetry) {
 	g.tel = t
 	for id, a := range g.adapters {
-		g.adapters[id] = observedAdapter{a: a, capID: id, t: t}
+		g.adapters[id] = observedAdapter{a: a, capID: id, t: t, failed: g.breakerFailure}
 	}
 	g.engine.Store = meteredStore{Store: g.engine.Store, t: t}
 }

@@ -42,6 +42,7 @@ const (
 	CodeAuditNotFound              Code = "audit_not_found"
 	CodeAuditNotCheckpointed       Code = "audit_not_checkpointed"
 	CodeProjectionUnavailable      Code = "projection_unavailable"
+	CodeBreakerOpen                Code = "circuit_breaker_open"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -54,7 +55,7 @@ var Codes = []Code{
 	CodeAttemptKnown, CodeAttemptUnknown, CodeDispatchActive, CodeUnresolvedAttempt,
 	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
 	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
-	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable,
+	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeBreakerOpen,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

@@ -54,6 +54,8 @@ func TestUsageAndErrors(t *testing.T) {
 		{[]string{"reconcile", "--attempt", "a", "--all", "--tenant", "acme", "--user", "ops"}, 2},
 		{[]string{"assert-absence", "--attempt", "a", "--tenant", "acme", "--user", "ops"}, 2},
 		{[]string{"kill-switch", "maybe", "--tenant", "acme", "--user", "ops"}, 2},
+		{[]string{"breaker", "open", "x", "--tenant", "acme", "--user", "ops"}, 2},
+		{[]string{"breaker", "--reason", "x", "--tenant", "acme", "--user", "ops"}, 2},
 		{[]string{"exposure", "--nats", dead}, 2},
 		{[]string{"exposure", "--nats", dead, "--tenant", "acme", "--user", "ops"}, 1},
 	}
@@ -104,6 +106,12 @@ func TestAgainstRuntime(t *testing.T) {
 	// million records, which is a refusal (exit 1), not a usage error.
 	if c := as("ops_alice", "alice-secret", "audit", "prove-consistency", "--old-size", "1000000", "--out", filepath.Join(t.TempDir(), "c.json")); c != 1 {
 		t.Fatalf("prove-consistency beyond the log exited %d, want 1 (refused)", c)
+	}
+	if c := as("ops_alice", "alice-secret", "breaker"); c != 0 {
+		t.Fatalf("breaker exited %d", c)
+	}
+	if c := as("ops_alice", "alice-secret", "breaker", "reset", "no.such_capability"); c != 1 {
+		t.Fatalf("breaker reset of an unknown capability exited %d, want 1 (refused)", c)
 	}
 	if c := as("ops_alice", "alice-secret", "kill-switch", "on"); c != 0 {
 		t.Fatalf("kill-switch on exited %d", c)
