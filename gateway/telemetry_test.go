@@ -510,7 +510,7 @@ func TestTraceOfAProposal(t *testing.T) {
 		}
 		spans[s.Name] = s
 		for _, kv := range s.Attributes {
-			if v := kv.Value.Emit(); strings.Contains(v, "ord_traced_77") || v == "98765" {
+			if v := kv.Value.String(); strings.Contains(v, "ord_traced_77") || v == "98765" {
 				t.Errorf("span %s attribute %s carries an argument value: %s", s.Name, kv.Key, v)
 			}
 		}
@@ -535,7 +535,7 @@ func TestTraceOfAProposal(t *testing.T) {
 	parent("provider.dispatch", "dispatch")
 	attrs := map[string]string{}
 	for _, kv := range spans["propose"].Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["status"] != "applied" || attrs["attempt_id"] != r.AttemptID || attrs["capability"] != "adp_payments.issue_refund" || attrs["tenant"] != "acme" {
 		t.Errorf("propose attributes %v", attrs)
