@@ -31,6 +31,10 @@ func breakerSubject(tenant, capabilityID string) (string, error) {
 	return events.Subject(tenant, "breaker", capabilityID)
 }
 
+func breakerRef(subject string) aggregates.Ref {
+	return aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.Breaker{} }}
+}
+
 // breakerRefusal is the refusal of a proposal while its capability's
 // breaker is open for the tenant, nil otherwise.
 func (g *Gateway) breakerRefusal(tenant, capabilityID string) *kernel.Refusal {
@@ -87,14 +91,17 @@ func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID strin
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	tripped := false
-	_, err = g.engine.Do(actx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{{Subject: subject, New: func() aggregates.State { return &kernel.Breaker{} }}},
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			if s[0].(*kernel.Breaker).Open {
-				return nil, nil // another replica tripped it first
+	var st *kernel.Breaker
+	var evs []kernel.Event
+	_, err = g.engine.Do(actx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(breakerRef(subject), &st, &evs)},
+		Decide: func() *kernel.Refusal {
+			evs = nil
+			if !st.Open { // else another replica tripped it first
+				evs = []kernel.Event{*trip}
 			}
-			return [][]kernel.Event{{*trip}}, nil
+			return nil
 		},
-		Done: func(s []aggregates.State) { tripped = s[0].(*kernel.Breaker).Open }})
+		Done: func() { tripped = st.Open }})
 	if err != nil {
 		// The failures are still counted: the next one tries again.
 		g.log.Error("circuit breaker trip could not be recorded", "tenant", tenant, "capability", capabilityID, "err", err)
@@ -221,16 +228,12 @@ func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body [
 			return BreakerReply{Code: kernel.CodeRequestMalformed, Reason: err.Error()}
 		}
 		reset := kernel.BreakerReset{CapabilityID: req.CapabilityID, Operator: operator, Reason: req.Reason}
-		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{{Subject: subject, New: func() aggregates.State { return &kernel.Breaker{} }}},
-			Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-				evs := kernel.DecideBreakerReset(s[0].(*kernel.Breaker), reset)
-				if evs == nil {
-					return nil, nil
-				}
-				return [][]kernel.Event{evs}, nil
-			}})
+		var st *kernel.Breaker
+		var evs []kernel.Event
+		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(breakerRef(subject), &st, &evs)},
+			Decide: func() *kernel.Refusal { evs = kernel.DecideBreakerReset(st, reset); return nil }})
 		if err != nil {
-			return BreakerReply{Code: kernel.CodeContention, Reason: err.Error()}
+			return BreakerReply{Code: kernel.CodeLedgerUnavailable, Reason: err.Error()}
 		}
 		g.brk.set(tenant, reset)
 	} else if req.CapabilityID != "" || req.Reason != "" {

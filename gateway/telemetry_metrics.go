@@ -213,6 +213,26 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	// The holds first: reading them catches the operator index up, which
+	// the kill switch gauges read.
+	holds, herr := s.holds(ctx)
+	gauge(descHoldsUp, b2f(herr == nil))
+	counts := map[[3]string]int{}
+	now := s.now()
+	for _, h := range holds {
+		counts[[3]string{h.Tenant, h.State, holdAge(now.Sub(h.Reserved))}]++
+	}
+	for _, t := range s.tenants {
+		if herr != nil {
+			break // no zeros that would read as "no holds"
+		}
+		for _, st := range holdStates {
+			for _, b := range holdAges {
+				gauge(descHolds, float64(counts[[3]string{t, st, b.label}]), t, st, b.label)
+			}
+			gauge(descHolds, float64(counts[[3]string{t, st, holdAgeOldest}]), t, st, holdAgeOldest)
+		}
+	}
 	last, err := s.streamSeq(ctx)
 	gauge(descStoreUp, b2f(err == nil))
 	viewSeq := s.view.Seq()
@@ -284,24 +304,6 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 	if s.breakers != nil {
 		for _, b := range s.breakers() {
 			gauge(descBreaker, b2f(b.open), b.tenant, b.capability)
-		}
-	}
-	holds, err := s.holds(ctx)
-	gauge(descHoldsUp, b2f(err == nil))
-	if err != nil {
-		return
-	}
-	counts := map[[3]string]int{}
-	now := s.now()
-	for _, h := range holds {
-		counts[[3]string{h.Tenant, h.State, holdAge(now.Sub(h.Reserved))}]++
-	}
-	for _, t := range s.tenants {
-		for _, st := range holdStates {
-			for _, b := range holdAges {
-				gauge(descHolds, float64(counts[[3]string{t, st, b.label}]), t, st, b.label)
-			}
-			gauge(descHolds, float64(counts[[3]string{t, st, holdAgeOldest}]), t, st, holdAgeOldest)
 		}
 	}
 }

@@ -88,7 +88,7 @@ func (rt *Runtime) startTelemetry(ctx context.Context, o BootOptions) error {
 func (rt *Runtime) watchState(js jetstream.JetStream) {
 	rt.js = js
 	rt.state = &stateSource{tenants: rt.tenantIDs(), view: rt.Service.View, audit: rt.Service.Projectors, streamSeq: rt.Store.LastStreamSeq,
-		holds: rt.Gateway.openHolds, killed: rt.Gateway.killed, breakers: rt.Gateway.breakerStates,
+		holds: rt.Gateway.openHolds, killed: rt.Gateway.index.killEngaged, breakers: rt.Gateway.breakerStates,
 		resourceSeries: rt.Config.Runtime.MetricsResourceSeries, now: rt.Gateway.clock.Now}
 	rt.tel.m.reg.MustRegister(rt.state)
 }

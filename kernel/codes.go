@@ -42,6 +42,8 @@ const (
 	CodeAuditNotFound              Code = "audit_not_found"
 	CodeAuditNotCheckpointed       Code = "audit_not_checkpointed"
 	CodeProjectionUnavailable      Code = "projection_unavailable"
+	CodeLedgerUnavailable          Code = "ledger_unavailable"
+	CodeOverloaded                 Code = "overloaded"
 	CodeBreakerOpen                Code = "circuit_breaker_open"
 )
 
@@ -55,7 +57,8 @@ var Codes = []Code{
 	CodeAttemptKnown, CodeAttemptUnknown, CodeDispatchActive, CodeUnresolvedAttempt,
 	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
 	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
-	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeBreakerOpen,
+	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeLedgerUnavailable, CodeOverloaded,
+	CodeBreakerOpen,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a
