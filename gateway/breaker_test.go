@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -134,5 +135,58 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 	}
 	if rep := e.breakerOp(BreakerRequest{CapabilityID: "nope", Reset: true}); rep.OK || rep.Code != kernel.CodeCapabilityNotSurfaced {
 		t.Fatalf("reset of an unknown capability: %+v", rep)
+	}
+}
+
+// TestBreakerFollowedByAnotherReplica: a trip recorded by one replica
+// refuses the tenant's proposals on another, and a reset on the second
+// closes it on the first.
+func TestBreakerFollowedByAnotherReplica(t *testing.T) {
+	emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer hs.Close()
+	const capID = "adp_payments.issue_refund"
+	key := filepath.Join(t.TempDir(), "runtime.key")
+	boot := func(executor string) *env {
+		e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *Config) {
+			c.NATS.URL, c.Runtime.KeyFile, c.Runtime.Executor = emb.ClientURL(), key, executor
+			cp, _ := c.Capability(capID)
+			cp.Breaker = BreakerConfig{Threshold: 1, Window: duration{time.Minute}}
+		})
+		return e
+	}
+	a, b := boot("replica-a"), boot("replica-b")
+	// Requests over NATS go to either replica (a queue group): call each
+	// gateway's handler directly.
+	body, _ := json.Marshal(refund("run_x", "k1", "ord_x", 10))
+	if r := a.rt.Gateway.observePropose(t.Context(), "acme", "agent_email", nil, body); r.Status != kernel.StatusUnknown {
+		t.Fatalf("failing provider: %s %s", r.Status, r.Reason)
+	}
+	// b learns of the trip from the stream, without a failure of its own.
+	deadline := time.Now().Add(10 * time.Second)
+	for b.rt.Gateway.breakerRefusal("acme", capID) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("replica b never saw the trip")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	body, _ = json.Marshal(refund("run_x", "k2", "ord_y", 10))
+	if r := b.rt.Gateway.observePropose(t.Context(), "acme", "agent_email", nil, body); r.Code != kernel.CodeBreakerOpen {
+		t.Fatalf("replica b after the trip: %s %s %s", r.Status, r.Code, r.Reason)
+	}
+	if rep := b.rt.Gateway.opBreaker(t.Context(), "acme", "ops_alice", []byte(`{"capability_id":"`+capID+`","reset":true}`)).(BreakerReply); !rep.OK {
+		t.Fatalf("reset on b: %+v", rep)
+	}
+	for a.rt.Gateway.breakerRefusal("acme", capID) != nil {
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatal("replica a never saw the reset")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
