@@ -42,6 +42,9 @@ func (g *Gateway) breakerRefusal(tenant, capabilityID string) *kernel.Refusal {
 	if b == nil {
 		return nil
 	}
+	if cp, ok := g.cfg.Capability(capabilityID); !ok || cp.Breaker.Threshold == 0 {
+		return nil // a breaker applies only while its capability declares one
+	}
 	b.mu.Lock()
 	trip := b.open[breakerKey(tenant, capabilityID)]
 	b.mu.Unlock()
@@ -139,6 +142,9 @@ func (g *Gateway) startBreakers(ctx context.Context, nc *nats.Conn) error {
 	}
 	for _, t := range g.cfg.Tenants {
 		for _, cp := range g.cfg.Capabilities {
+			if cp.Breaker.Threshold == 0 {
+				continue
+			}
 			subject, err := breakerSubject(t.ID, cp.ID)
 			if err != nil {
 				return err
@@ -174,9 +180,8 @@ func (g *Gateway) breakerStates() []breakerState {
 	var out []breakerState
 	for _, t := range g.cfg.Tenants {
 		for _, cp := range g.cfg.Capabilities {
-			open := g.breakerRefusal(t.ID, cp.ID) != nil
-			if cp.Breaker.Threshold > 0 || open {
-				out = append(out, breakerState{tenant: t.ID, capability: cp.ID, open: open})
+			if cp.Breaker.Threshold > 0 {
+				out = append(out, breakerState{tenant: t.ID, capability: cp.ID, open: g.breakerRefusal(t.ID, cp.ID) != nil})
 			}
 		}
 	}
@@ -241,6 +246,9 @@ func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body [
 	}
 	reply := BreakerReply{OK: true}
 	for _, cp := range g.cfg.Capabilities {
+		if cp.Breaker.Threshold == 0 {
+			continue
+		}
 		row := BreakerRow{CapabilityID: cp.ID, Threshold: cp.Breaker.Threshold, WindowMillis: cp.Breaker.Window.Milliseconds()}
 		g.brk.mu.Lock()
 		if trip := g.brk.open[breakerKey(tenant, cp.ID)]; trip != nil {
@@ -248,9 +256,7 @@ func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body [
 			row.Open, row.Trip = true, &t
 		}
 		g.brk.mu.Unlock()
-		if row.Threshold > 0 || row.Open {
-			reply.Breakers = append(reply.Breakers, row)
-		}
+		reply.Breakers = append(reply.Breakers, row)
 	}
 	return reply
 }
