@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -596,5 +597,53 @@ func TestTracingFromEnv(t *testing.T) {
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	if tp, _ := tracingFromEnv(context.Background()); tp != nil {
 		t.Fatal("tracing on with OTEL_SDK_DISABLED=true")
+	}
+}
+
+// TestObservabilityConfig: the logging, readiness, metrics and breaker
+// keys decode from TOML and are validated.
+func TestObservabilityConfig(t *testing.T) {
+	raw, err := os.ReadFile("testdata/gateway.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", "http://127.0.0.1:1").Replace(string(raw))
+	with := func(runtime, breaker string) string {
+		s := strings.Replace(base, "[runtime]\n", "[runtime]\n"+runtime+"\n", 1)
+		return strings.Replace(s, "  [capabilities.recovery]\n", breaker+"\n  [capabilities.recovery]\n", 1)
+	}
+	cfg, err := ParseConfig([]byte(with(`log_format = "json"
+log_level = "warn"
+log_arguments = true
+ready_max_lag = 50
+metrics_resource_series = 20`, `  [capabilities.breaker]
+  threshold = 5
+  window = "30s"`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.Runtime.ObservabilityConfig
+	cp, _ := cfg.Capability("adp_payments.issue_refund")
+	if o.LogFormat != "json" || o.LogLevel != "warn" || !o.LogArguments || o.ReadyMaxLag != 50 || o.MetricsResourceSeries != 20 ||
+		cp.Breaker.Threshold != 5 || cp.Breaker.Window.Duration != 30*time.Second {
+		t.Fatalf("decoded %+v, breaker %+v", o, cp.Breaker)
+	}
+	if cfg, err := ParseConfig([]byte(base)); err != nil || cfg.Runtime.LogFormat != "text" || cfg.Runtime.ReadyMaxLag != DefaultReadyMaxLag {
+		t.Fatalf("defaults: %+v %v", cfg.Runtime.ObservabilityConfig, err)
+	}
+	for _, bad := range []struct{ runtime, breaker string }{
+		{`log_format = "xml"`, ""},
+		{`log_level = "trace"`, ""},
+		{`metrics_resource_series = 1001`, ""},
+		{`metrics_resource_series = -1`, ""},
+		{"", "  [capabilities.breaker]\n  threshold = 3"},
+		{"", "  [capabilities.breaker]\n  window = \"1m\""},
+		{"", "  [capabilities.breaker]\n  threshold = 10001\n  window = \"1m\""},
+		{"", "  [capabilities.breaker]\n  threshold = 3\n  window = \"48h\""},
+		{"", "  [capabilities.breaker]\n  threshold = 3\n  window = \"1m\"\n  windw = \"1m\""},
+	} {
+		if _, err := ParseConfig([]byte(with(bad.runtime, bad.breaker))); err == nil {
+			t.Errorf("accepted %q %q", bad.runtime, bad.breaker)
+		}
 	}
 }
