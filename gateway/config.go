@@ -69,8 +69,8 @@ type RuntimeConfig struct {
 	MaxProposalBytes int `toml:"max_proposal_bytes"`
 	// Workers bounds proposals handled at once (default 256).
 	Workers int `toml:"workers"`
-	// MetricsListen, when set, serves the exposure view in the Prometheus
-	// text format at http://<addr>/metrics (loopback only).
+	// MetricsListen, when set, serves /metrics (Prometheus), /healthz and
+	// /readyz at http://<addr> (loopback only).
 	MetricsListen string `toml:"metrics_listen"`
 	// ObservabilityConfig holds the logging, health and metrics keys
 	// (telemetry_config.go).
