@@ -98,6 +98,10 @@ type Runtime struct {
 	URL        string
 	cancel     context.CancelFunc
 
+	// MCPURL is the MCP gateway's endpoint, if [mcp] listen is configured.
+	MCPURL  string
+	stopMCP func() error
+
 	// Telemetry (telemetry_runtime.go).
 	tel           *telemetry
 	state         *stateSource
@@ -113,6 +117,9 @@ type BootOptions struct {
 	Hooks    Hooks
 	Adapters map[string]Adapter
 	Clock    aggregates.Clock
+	// MCP starts the MCP gateway (mcpgw.Start) when [mcp] listen is
+	// configured; Boot fails if it is configured and MCP is nil.
+	MCP MCPStarter
 	// TracerProvider, when set, receives the runtime's spans instead of
 	// the OTLP exporter the OTEL_* variables describe (tests).
 	TracerProvider trace.TracerProvider
@@ -241,6 +248,9 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	if err := rt.Gateway.Start(ctx, nc); err != nil {
 		return nil, err
 	}
+	if err := rt.startMCP(o.MCP); err != nil {
+		return nil, err
+	}
 	ok = true
 	rt.logStartup()
 	return rt, nil
@@ -248,6 +258,9 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 
 // Close stops serving and shuts the embedded server down.
 func (rt *Runtime) Close() {
+	if rt.stopMCP != nil {
+		_ = rt.stopMCP()
+	}
 	if rt.cancel != nil {
 		rt.cancel()
 	}

@@ -176,16 +176,27 @@ func (c natsCarrier) Keys() []string {
 	return out
 }
 
-// observePropose runs Propose inside the proposal's trace (continuing the
-// agent's traceparent header, if any), then logs the decision, counts it
-// and, when the provider failed, says why in the reply.
+// observePropose is ProposeObserved for a proposal that arrived over NATS,
+// with the message's headers.
 func (g *Gateway) observePropose(ctx context.Context, tenant, principal string, hdr nats.Header, body []byte) Reply {
+	var carrier propagation.TextMapCarrier
+	if hdr != nil {
+		carrier = natsCarrier(hdr)
+	}
+	return g.ProposeObserved(ctx, tenant, principal, carrier, body)
+}
+
+// ProposeObserved is Propose as every entry point should call it: inside
+// the proposal's trace (continuing the W3C trace context the agent sent in
+// carrier, its NATS or HTTP headers; nil for none), then the decision is
+// logged and counted and, when the provider failed, the reply says why.
+func (g *Gateway) ProposeObserved(ctx context.Context, tenant, principal string, carrier propagation.TextMapCarrier, body []byte) Reply {
 	t := g.tel
 	if t == nil {
 		return g.Propose(ctx, tenant, principal, body)
 	}
-	if hdr != nil {
-		ctx = propagation.TraceContext{}.Extract(ctx, natsCarrier(hdr))
+	if carrier != nil {
+		ctx = propagation.TraceContext{}.Extract(ctx, carrier)
 	}
 	ctx, span := t.tracer.Start(ctx, "propose", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("tenant", tenant), attribute.String("principal", principal)))

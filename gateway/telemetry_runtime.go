@@ -208,6 +208,9 @@ func (rt *Runtime) Ready(ctx context.Context) Readiness {
 func (rt *Runtime) logStartup() {
 	attrs := []any{"nats", redactURL(rt.URL), "embedded", rt.Embedded != nil, "executor", rt.Gateway.Executor(),
 		"key_id", rt.Signer.KeyID, "tenants", len(rt.Config.Tenants), "tracing", rt.tracing}
+	if rt.MCPURL != "" {
+		attrs = append(attrs, "mcp", rt.MCPURL)
+	}
 	if rt.MetricsURL != "" {
 		base := strings.TrimSuffix(rt.MetricsURL, "/metrics")
 		attrs = append(attrs, "metrics", rt.MetricsURL, "healthz", base+"/healthz", "readyz", base+"/readyz")

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/mcpgw"
 )
 
 func main() {
@@ -51,7 +52,7 @@ func run() int {
 		return 1
 	}
 	log := gateway.NewLogger(cfg, os.Stderr) // runtime.log_format, runtime.log_level
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks()})
+	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
