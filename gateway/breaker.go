@@ -93,26 +93,26 @@ func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID strin
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	tripped := false
+	mine := false // the last decision (the one that took effect) appended this trip
 	var st *kernel.Breaker
 	var evs []kernel.Event
 	_, err = g.engine.Do(actx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(breakerRef(subject), &st, &evs)},
 		Decide: func() *kernel.Refusal {
-			evs = nil
-			if !st.Open { // else another replica tripped it first
+			evs, mine = nil, !st.Open // else another replica tripped it first
+			if mine {
 				evs = []kernel.Event{*trip}
 			}
 			return nil
-		},
-		Done: func() { tripped = st.Open }})
+		}})
 	if err != nil {
 		// The failures are still counted: the next one tries again.
 		g.log.Error("circuit breaker trip could not be recorded", "tenant", tenant, "capability", capabilityID, "err", err)
 		return
 	}
-	if tripped {
-		b.set(tenant, *trip)
+	if !mine {
+		return // the other replica's event reaches this one through the subscription
 	}
+	b.set(tenant, *trip)
 	if g.tel != nil {
 		g.tel.m.breakerTrips.WithLabelValues(tenant, capabilityID).Inc()
 	}
