@@ -218,19 +218,28 @@ func (rt *Runtime) logStartup() {
 	rt.tel.log.Info("contextosd ready", attrs...)
 }
 
-// redactURL drops the password of a URL's user info.
+// redactURL hides the secrets of a (comma-separated) NATS URL's user info:
+// a password, or a user name alone (a NATS token).
 func redactURL(s string) string {
 	var out []string
 	for _, part := range strings.Split(s, ",") {
 		u, err := url.Parse(part)
-		if err != nil || u.User == nil {
-			out = append(out, part)
+		switch {
+		case err != nil:
+			out = append(out, "(unparsable url)")
 			continue
+		case u.User == nil:
+		case hasPassword(u.User):
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		default:
+			u.User = url.User("xxxxx")
 		}
-		out = append(out, u.Redacted())
+		out = append(out, u.String())
 	}
 	return strings.Join(out, ",")
 }
+
+func hasPassword(u *url.Userinfo) bool { _, ok := u.Password(); return ok }
 
 // closeTelemetry flushes the trace exporter.
 func (rt *Runtime) closeTelemetry() {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/provider"
@@ -645,5 +646,35 @@ metrics_resource_series = 20`, `  [capabilities.breaker]
 		if _, err := ParseConfig([]byte(with(bad.runtime, bad.breaker))); err == nil {
 			t.Errorf("accepted %q %q", bad.runtime, bad.breaker)
 		}
+	}
+}
+
+func TestTelemetryHelpers(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{{0, "lt_1m"}, {59 * time.Second, "lt_1m"}, {time.Minute, "1m_10m"}, {30 * time.Minute, "10m_1h"}, {2 * time.Hour, "1h_6h"},
+		{12 * time.Hour, "6h_1d"}, {24 * time.Hour, "gt_1d"}, {-time.Second, "lt_1m"}} {
+		if got := holdAge(c.d); got != c.want {
+			t.Errorf("holdAge(%s) = %s, want %s", c.d, got, c.want)
+		}
+	}
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                          "nats://127.0.0.1:4222",
+		"nats://u:secret@a:4222,nats://u:secret@b:4222":  "nats://u:xxxxx@a:4222,nats://u:xxxxx@b:4222",
+		"tls://s3cr3t-token@nats.example:4222":           "tls://xxxxx@nats.example:4222",
+		"nats://%zz@host":                                "(unparsable url)",
+		"nats://user:p%40ss@127.0.0.1:4222/?name=x#frag": "nats://user:xxxxx@127.0.0.1:4222/?name=x#frag",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := strings.Repeat("é", maxReasonBytes) // two bytes each
+	if got := clip(long); len(got) > maxReasonBytes+3 || !utf8.ValidString(got) || !strings.HasSuffix(got, "...") {
+		t.Errorf("clip kept %d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+	if got := clip("short"); got != "short" {
+		t.Errorf("clip(short) = %q", got)
 	}
 }
