@@ -116,7 +116,8 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	if refusal == nil {
 		for _, def := range g.cfg.GuaranteesFor(p.CapabilityID) {
-			if pr := g.pinRefusal(tenant, def.ID); pr != nil {
+			pin, pr := g.pinOf(tenant, def.ID)
+			if pr != nil {
 				refusal = pr
 				break
 			}
@@ -130,7 +131,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 				refusal = &kernel.Refusal{Code: kernel.CodeResourceInvalid, Reason: err.Error()}
 				break
 			}
-			pc.bound = append(pc.bound, bound{hold: kernel.Hold{GuaranteeID: def.ID, DefinitionDigest: def.Digest(), Resource: res, Amount: amt, Limit: def.Limit}, ref: ref})
+			pc.bound = append(pc.bound, bound{hold: pin.PinnedHold(res, amt), ref: ref})
 		}
 	}
 	return pc.run(ctx, refusal)
@@ -215,7 +216,11 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		Bind:   bind,
 		Decide: func() *kernel.Refusal { d = kernel.DecidePropose(st, cmd); return d.Refusal },
 		Done: func() {
-			reply = statusReply(st.Op, kernel.HoldsOf(cmd.Holds, st.Ledgers))
+			holds := cmd.Holds
+			if d.Holds != nil {
+				holds = d.Holds // as the latest versions of their guarantees bind them
+			}
+			reply = statusReply(st.Op, kernel.HoldsOf(holds, st.Ledgers))
 			generation = st.Op.Generation
 		},
 	})
@@ -236,6 +241,9 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		return reply
 	}
 	pc.controls = d.Controls
+	for i := range d.Holds {
+		pc.bound[i].hold = d.Holds[i] // settle reports under the version the reservation was decided on
+	}
 	reply = pc.dispatch(ctx, attemptID, generation)
 	reply.Gate = pc.gate
 	return reply
