@@ -47,6 +47,7 @@ const (
 	CodeProjectionUnavailable      = kernel.CodeProjectionUnavailable
 	CodeLedgerUnavailable          = kernel.CodeLedgerUnavailable
 	CodeOverloaded                 = kernel.CodeOverloaded
+	CodeBreakerOpen                = kernel.CodeBreakerOpen
 )
 
 // Status is what a decision says about an operation.

@@ -82,9 +82,12 @@ type RuntimeConfig struct {
 	MaxProposalBytes int `toml:"max_proposal_bytes"`
 	// Workers bounds proposals handled at once (default 256).
 	Workers int `toml:"workers"`
-	// MetricsListen, when set, serves the exposure view in the Prometheus
-	// text format at http://<addr>/metrics (loopback only).
+	// MetricsListen, when set, serves /metrics (Prometheus), /healthz and
+	// /readyz at http://<addr> (loopback only).
 	MetricsListen string `toml:"metrics_listen"`
+	// ObservabilityConfig holds the logging, health and metrics keys
+	// (telemetry_config.go).
+	ObservabilityConfig
 }
 
 // TenantConfig declares a tenant's principals.
@@ -145,6 +148,9 @@ type CapabilityConfig struct {
 	// input schema of the capability's MCP tool.
 	ArgumentsSchema string        `toml:"arguments_schema"`
 	MCP             MCPToolConfig `toml:"mcp"`
+	// Breaker trips the capability's switch after repeated provider
+	// failures (telemetry_config.go).
+	Breaker BreakerConfig `toml:"breaker"`
 
 	policy *kernel.CompiledPolicy
 	pack   *kernel.ContextPack
@@ -297,6 +303,9 @@ func (c *Config) validate(dir string) error {
 	if c.Runtime.Workers == 0 {
 		c.Runtime.Workers = 256
 	}
+	if err := c.Runtime.ObservabilityConfig.validate(); err != nil {
+		return err
+	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")
 	}
@@ -393,6 +402,9 @@ func (cp *CapabilityConfig) validate(dir string) error {
 		return err
 	}
 	if err := cp.validateMCPManifest(); err != nil {
+		return err
+	}
+	if err := cp.Breaker.validate(); err != nil {
 		return err
 	}
 	switch cp.Adapter {

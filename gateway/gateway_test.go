@@ -476,14 +476,16 @@ func TestIndexSkipsNonEvents(t *testing.T) {
 	}
 }
 
-// TestMetricsEndpoint: the daemon serves held and committed per guarantee and
-// resource in the Prometheus text format.
+// TestMetricsEndpoint: the daemon serves held and committed per guarantee and,
+// when runtime.metrics_resource_series asks, per resource in the Prometheus
+// text format.
 func TestMetricsEndpoint(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
 	cfg := testConfig(t, t.TempDir(), hs.URL)
 	cfg.Runtime.MetricsListen = "127.0.0.1:0"
+	cfg.Runtime.MetricsResourceSeries = 10
 	rt, err := Boot(cfg, BootOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -494,8 +496,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	nc := e.client("acme", "agent_email")
 	e.propose(nc, "acme", "agent_email", refund("run_m", "m1", "ord_m", 1500))
 	e.propose(nc, "acme", "agent_email", refund("run_m", "m2", "ord_m", 2500))
-	want := []string{`contextos_exposure_held{tenant="acme",guarantee="refunds-per-order",resource="ord_m"} 1500`,
-		`contextos_exposure_committed{tenant="acme",guarantee="refunds-per-order",resource="ord_m"} 2500`}
+	want := []string{`contextos_exposure_held{guarantee="refunds-per-order",resource="ord_m",tenant="acme"} 1500`,
+		`contextos_exposure_committed{guarantee="refunds-per-order",resource="ord_m",tenant="acme"} 2500`,
+		`contextos_guarantee_held{guarantee="refunds-per-order",tenant="acme"} 1500`}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := http.Get(rt.MetricsURL)

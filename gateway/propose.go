@@ -44,6 +44,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 			Reason: fmt.Sprintf("proposal of %d bytes exceeds %d", len(body), g.cfg.Runtime.MaxProposalBytes)})
 	}
 	p, r := ParseProposal(body)
+	g.tel.decoded(ctx, p.CapabilityID)
 	if r != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, r)
 	}
@@ -99,6 +100,8 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	// operation, so the same key returns it.
 	var refusal *kernel.Refusal
 	switch {
+	case g.breakerRefusal(tenant, p.CapabilityID) != nil:
+		refusal = g.breakerRefusal(tenant, p.CapabilityID)
 	case !surfaced:
 		refusal = &kernel.Refusal{Code: kernel.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %s is not in the pinned manifest", p.CapabilityID)}
 	case argRefusal != nil:
@@ -211,6 +214,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 	bind = append(bind, aggregates.Guard(pc.controlRef, &st.Control))
 	var reply Reply
 	var generation uint64
+	endStage := g.tel.stage(ctx, stageDecide)
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
 		Bind:   bind,
@@ -224,6 +228,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 			generation = st.Op.Generation
 		},
 	})
+	endStage()
 	if err != nil {
 		return pc.unknownReply(err)
 	}
@@ -286,6 +291,7 @@ func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation 
 	var reply Reply
 	var st kernel.SettleState
 	var d kernel.SettleDecision
+	defer g.tel.stage(ctx, stageSettle)()
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
 		Bind:   append([]aggregates.Binding{aggregates.Bind(pc.opRef, &st.Op, &d.Op)}, aggregates.BindEach(ledgerRefs(pc.bound), &st.Ledgers, &d.Ledgers)...),

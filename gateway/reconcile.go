@@ -47,7 +47,7 @@ func (g *Gateway) reconcileLoop(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			g.ReconcileOnce(ctx)
+			g.reconcileObserved(ctx)
 		}
 	}
 }

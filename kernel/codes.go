@@ -44,6 +44,7 @@ const (
 	CodeProjectionUnavailable      Code = "projection_unavailable"
 	CodeLedgerUnavailable          Code = "ledger_unavailable"
 	CodeOverloaded                 Code = "overloaded"
+	CodeBreakerOpen                Code = "circuit_breaker_open"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -57,6 +58,7 @@ var Codes = []Code{
 	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
 	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
 	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeLedgerUnavailable, CodeOverloaded,
+	CodeBreakerOpen,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

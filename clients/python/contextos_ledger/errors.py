@@ -49,6 +49,7 @@ class Code(str, Enum):
     PROJECTION_UNAVAILABLE = "projection_unavailable"
     LEDGER_UNAVAILABLE = "ledger_unavailable"
     OVERLOADED = "overloaded"
+    CIRCUIT_BREAKER_OPEN = "circuit_breaker_open"
 
 
 class LedgerError(Exception):
@@ -306,6 +307,12 @@ class Overloaded(Refused):
     code = "overloaded"
 
 
+class CircuitBreakerOpen(Refused):
+    """Refused circuit_breaker_open (docs/errors.md)."""
+
+    code = "circuit_breaker_open"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -343,6 +350,7 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "projection_unavailable": ProjectionUnavailable,
     "ledger_unavailable": LedgerUnavailable,
     "overloaded": Overloaded,
+    "circuit_breaker_open": CircuitBreakerOpen,
 }
 
 

@@ -331,6 +331,14 @@ export class Overloaded extends Refused {
   }
 }
 
+/** Refused circuit_breaker_open (docs/errors.md). */
+export class CircuitBreakerOpen extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("circuit_breaker_open", reason, decision);
+    this.name = "CircuitBreakerOpen";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -369,6 +377,7 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   projection_unavailable: ProjectionUnavailable,
   ledger_unavailable: LedgerUnavailable,
   overloaded: Overloaded,
+  circuit_breaker_open: CircuitBreakerOpen,
 };
 
 /** The error of a code (Refused itself for a code this version does not know). */

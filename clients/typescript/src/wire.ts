@@ -39,6 +39,7 @@ export const CODES = [
   "projection_unavailable",
   "ledger_unavailable",
   "overloaded",
+  "circuit_breaker_open",
 ] as const;
 
 /** A stable refusal code. */
