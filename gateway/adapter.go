@@ -68,7 +68,7 @@ func (a *HTTPAdapter) Dispatch(ctx context.Context, attemptID string, args json.
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(a.Cap.HTTP.IdempotencyHeader, attemptID)
-	return a.do(req)
+	return a.do(req, a.Contract.Classify)
 }
 
 // Query looks the attempt up by its idempotency key.
@@ -79,10 +79,10 @@ func (a *HTTPAdapter) Query(ctx context.Context, attemptID string) Observation {
 		return Observation{Outcome: kernel.OutcomeUnknown, Ref: "request: " + err.Error()}
 	}
 	req.Header.Set(a.Cap.HTTP.IdempotencyHeader, attemptID)
-	return a.do(req)
+	return a.do(req, a.Contract.ClassifyQuery)
 }
 
-func (a *HTTPAdapter) do(req *http.Request) Observation {
+func (a *HTTPAdapter) do(req *http.Request, classify func(kernel.ProviderReply) (kernel.Outcome, string)) Observation {
 	resp, err := a.Client.Do(req)
 	if err != nil {
 		return Observation{Outcome: kernel.OutcomeUnknown, Ref: "transport error"}
@@ -92,7 +92,7 @@ func (a *HTTPAdapter) do(req *http.Request) Observation {
 	if err != nil {
 		return Observation{Outcome: kernel.OutcomeUnknown, Ref: "broken reply"}
 	}
-	out, state := a.Contract.Classify(kernel.ProviderReply{Status: resp.StatusCode, Body: body})
+	out, state := classify(kernel.ProviderReply{Status: resp.StatusCode, Body: body})
 	ref := "http " + http.StatusText(resp.StatusCode)
 	if state != "" {
 		ref = state

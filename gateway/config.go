@@ -63,7 +63,8 @@ type RuntimeConfig struct {
 	// Executor names this replica in operation claims; default host-pid.
 	Executor string `toml:"executor"`
 	// ReconcileInterval is how often pending and unknown attempts are
-	// queried; 0 disables the background reconciler.
+	// queried (default DefaultReconcileInterval); "0s" disables the
+	// background reconciler.
 	ReconcileInterval duration `toml:"reconcile_interval"`
 	// MaxProposalBytes bounds a proposal body (default 65536).
 	MaxProposalBytes int `toml:"max_proposal_bytes"`
@@ -186,7 +187,10 @@ type GuaranteeConfig struct {
 	Unit            string   `toml:"unit"`
 }
 
-type duration struct{ time.Duration }
+type duration struct {
+	time.Duration
+	set bool // written by the configuration, even as 0
+}
 
 func (d *duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
@@ -196,9 +200,13 @@ func (d *duration) UnmarshalText(b []byte) error {
 	if v < 0 {
 		return errors.New("duration must not be negative")
 	}
-	d.Duration = v
+	d.Duration, d.set = v, true
 	return nil
 }
+
+// DefaultReconcileInterval is runtime.reconcile_interval's default: the
+// crash-recovery path runs by itself.
+const DefaultReconcileInterval = 30 * time.Second
 
 // LoadConfig reads and validates a configuration file.
 func LoadConfig(path string) (*Config, error) {
@@ -265,6 +273,9 @@ func (c *Config) validate(dir string) error {
 	}
 	if c.Runtime.Workers == 0 {
 		c.Runtime.Workers = 256
+	}
+	if !c.Runtime.ReconcileInterval.set && c.Runtime.ReconcileInterval.Duration == 0 {
+		c.Runtime.ReconcileInterval.Duration = DefaultReconcileInterval
 	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")

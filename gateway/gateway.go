@@ -32,6 +32,7 @@ type Gateway struct {
 	adapters map[string]Adapter
 	index    *index
 	inflight inflight
+	seen     sightings
 	extraOps map[string]OpHandler
 
 	mu      sync.RWMutex
