@@ -410,8 +410,15 @@ func (c *committer) maybeSend() {
 	if c.inflight != nil || len(c.forming) == 0 {
 		return
 	}
-	n := 0
-	for n < len(c.forming) && c.forming[n].sealed {
+	// The sealed prefix, cut to what one append may carry: a transaction
+	// decided while the group was nearly full can push the forming events
+	// past the limit, and the store refuses an append over it.
+	n, evs := 0, 0
+	for n < len(c.forming) && c.forming[n].sealed && n < c.maxTxs() {
+		if evs+c.forming[n].nevents > c.maxEvents() && n > 0 {
+			break
+		}
+		evs += c.forming[n].nevents
 		n++
 	}
 	if n == 0 || c.linger(n) {

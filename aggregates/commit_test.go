@@ -409,3 +409,77 @@ func TestLingerPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupNeverExceedsAppendLimit: whatever arrives at once, no append
+// carries more events than the store accepts in one atomic batch. While the
+// first append is held, transactions of six events each (a reservation with
+// its dispatch-start on three ledgers) pile up: 167 of them are 1002
+// events, so the group that forms behind the held append must be cut, and
+// every transaction must be stored.
+func TestGroupNeverExceedsAppendLimit(t *testing.T) {
+	_, js := startStore(t, t.TempDir())
+	gate := make(chan struct{})
+	eng := NewEngine(&gateStore{Store: js, gate: gate}, testSealer())
+	ctx := context.Background()
+	do := func(i int) error {
+		var refs []Ref
+		var holds []kernel.Reserve
+		for j := 0; j < 3; j++ {
+			res := fmt.Sprintf("ord_f%d_%d", i, j)
+			ref, err := ExposureRef("acme", testDef.ID, res)
+			if err != nil {
+				return err
+			}
+			refs = append(refs, ref)
+			holds = append(holds, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o", Amount: 1,
+				Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
+		}
+		var ledgers []*kernel.Ledger
+		var evs [][]kernel.Event
+		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: BindEach(refs, &ledgers, &evs), Decide: func() *kernel.Refusal {
+			evs = make([][]kernel.Event, len(ledgers))
+			for j, l := range ledgers {
+				d := kernel.DecideExposure(l, kernel.ReserveStarted{Reserve: holds[j]})
+				if d.Refusal != nil {
+					return d.Refusal
+				}
+				evs[j] = d.Events
+			}
+			return nil
+		}})
+		if err == nil && r.Refusal != nil {
+			err = r.Refusal
+		}
+		return err
+	}
+	const n = 400
+	errs := make(chan error, n)
+	go func() { errs <- do(0) }()
+	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= 1 })
+	for i := 1; i < n; i++ {
+		go func(i int) { errs <- do(i) }(i)
+	}
+	// 167 transactions sealed behind the held append are more than one append may carry.
+	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= 168 })
+	close(gate)
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("transaction failed: %v", err)
+		}
+	}
+	if st := eng.Stats(); st.BatchedTxs != n || st.BatchedEvents != 6*n {
+		t.Fatalf("stats %+v, want %d transactions and %d events stored", st, n, 6*n)
+	}
+}
+
+// waitStats polls the engine's counters until cond holds.
+func waitStats(t *testing.T, eng *Engine, cond func(EngineStats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond(eng.Stats()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("engine stats %+v: condition not reached", eng.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
