@@ -79,11 +79,8 @@ type committer struct {
 	formingEvents int
 	inflight      []*txn
 	loads, seals  int
-	// Cost model of the two ways to append a group, moving averages in
-	// seconds: one single-event append (pipelined with others) and one
-	// atomic batch. See maybeSend.
-	single, batch float64
-	sends         int
+	costs costs // of the two ways to append a group; see preferSingles
+	sends int
 	// Linger (see linger): how many transactions the last append
 	// delivered, when it returned, and whether a wake-up is armed.
 	lastTxs  int
@@ -122,7 +119,7 @@ type loadResult struct {
 
 func newCommitter(e *Engine) *committer {
 	return &committer{e: e, kick: make(chan struct{}, 1), sealDone: make(chan sealResult, 64),
-		batchDone: make(chan batchResult, 1), loadDone: make(chan loadResult, 64), single: 0.001, batch: 0.003}
+		batchDone: make(chan batchResult, 1), loadDone: make(chan loadResult, 64), costs: costs{single: 0.001, batch: 0.003}}
 }
 
 func (c *committer) maxEvents() int {
@@ -535,30 +532,16 @@ func (c *committer) maybeSend() {
 const DefaultLinger = 5 * time.Millisecond
 
 // linger reports whether a ready group of n transactions should wait a
-// little before it is sent. The callers of the append that just returned
-// usually come back at once with their next transaction (a closed loop:
-// agents, the gateway's next step); sending the n that are ready now would
-// leave those to wait behind a whole append, and with a fixed cost per
-// atomic batch, concurrent callers would split into two half-size groups
-// that alternate. So the group waits, for at most half of an atomic
-// batch's measured cost and Engine.Linger, until it holds as many transactions
-// as the last append delivered. Never when the group would go as single
-// appends (they are cheap one by one) or is full.
+// little before it is sent (see costs.lingerWait), and arms the wake-up.
 func (c *committer) linger(n int) bool {
-	limit := c.e.Linger
-	if limit == 0 {
-		limit = DefaultLinger
-	}
-	if limit < 0 || n >= c.lastTxs || n >= c.maxTxs() || c.formingEvents >= c.maxEvents() || c.lastDone.IsZero() {
+	if c.lastDone.IsZero() || c.e.Appends == AppendSingles {
 		return false
 	}
-	if float64(c.lastTxs)*c.single < c.batch {
-		return false
-	}
-	wait := min(time.Duration(c.batch*float64(time.Second)/2), limit)
+	full := n >= c.maxTxs() || c.formingEvents >= c.maxEvents()
+	wait := c.costs.lingerWait(n, c.lastTxs, full, c.e.Linger)
 	deadline := c.lastDone.Add(wait)
 	left := time.Until(deadline)
-	if left <= 0 {
+	if wait <= 0 || left <= 0 {
 		return false
 	}
 	if c.lingerAt.Before(deadline) {
@@ -571,6 +554,34 @@ func (c *committer) linger(n int) bool {
 		})
 	}
 	return true
+}
+
+// costs are the measured costs, in seconds, of the two ways to append a
+// group: one single-event append (pipelined with others) and one atomic
+// batch (moving averages, see observe).
+type costs struct{ single, batch float64 }
+
+// singles reports whether n single appends cost less than one atomic batch.
+func (k costs) singles(n int) bool { return float64(n)*k.single < k.batch }
+
+// lingerWait is how long after the last append returned a ready group of n
+// transactions may wait for more (0: send it now). The callers of the
+// append that just returned usually come back at once with their next
+// transaction (a closed loop: agents, the gateway's next step); sending the
+// n that are ready now would leave those to wait behind a whole append, and
+// with a fixed cost per atomic batch, concurrent callers would split into
+// two half-size groups that alternate. So a group smaller than the last one
+// (lastTxs) waits, for at most half of an atomic batch's cost and limit
+// (Engine.Linger: 0 is DefaultLinger, negative never). Never when the group
+// is full or would go as single appends (they are cheap one by one).
+func (k costs) lingerWait(n, lastTxs int, full bool, limit time.Duration) time.Duration {
+	if limit == 0 {
+		limit = DefaultLinger
+	}
+	if limit < 0 || full || n >= lastTxs || k.singles(lastTxs) {
+		return 0
+	}
+	return min(time.Duration(k.batch*float64(time.Second)/2), limit)
 }
 
 // preferSingles decides whether a group is better appended as single-event
@@ -609,8 +620,14 @@ func (c *committer) preferSingles(batch []*txn, items []events.AppendItem, ens [
 			}
 		}
 	}
+	switch c.e.Appends {
+	case AppendBatches:
+		return nil
+	case AppendSingles:
+		return chains
+	}
 	c.sends++
-	singles := float64(len(batch))*c.single < c.batch
+	singles := c.costs.singles(len(batch))
 	if c.sends%100 == 0 && (singles || len(batch) <= 8) {
 		// Explored as singles only when small: a large group, a hot
 		// resource's chain above all, would pay one round trip per event
@@ -629,11 +646,11 @@ func (c *committer) observe(r batchResult) {
 	switch {
 	case r.elapsed <= 0:
 	case r.split != nil:
-		c.single = (1-a)*c.single + a*r.elapsed.Seconds()/float64(max(r.events, 1))
+		c.costs.single = (1-a)*c.costs.single + a*r.elapsed.Seconds()/float64(max(r.events, 1))
 	case len(r.items) == 1 && len(r.items[0].Envs) == 1:
-		c.single = (1-a)*c.single + a*r.elapsed.Seconds()
+		c.costs.single = (1-a)*c.costs.single + a*r.elapsed.Seconds()
 	case len(r.items) > 0:
-		c.batch = (1-a)*c.batch + a*r.elapsed.Seconds()
+		c.costs.batch = (1-a)*c.costs.batch + a*r.elapsed.Seconds()
 	}
 }
 
