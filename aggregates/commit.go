@@ -79,8 +79,8 @@ type committer struct {
 	formingEvents int
 	inflight      []*txn
 	loads, seals  int
-	costs costs // of the two ways to append a group; see preferSingles
-	sends int
+	costs         costs // of the two ways to append a group; see preferSingles
+	sends         int
 	// Linger (see linger): how many transactions the last append
 	// delivered, when it returned, and whether a wake-up is armed.
 	lastTxs  int
