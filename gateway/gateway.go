@@ -90,9 +90,12 @@ func New(o Options) *Gateway {
 	}
 	for i := range o.Config.Capabilities {
 		cp := &o.Config.Capabilities[i]
-		if cp.Adapter == "http" {
+		switch cp.Adapter {
+		case "http":
 			g.adapters[cp.ID] = NewHTTPAdapter(cp)
-		} else {
+		case "mcp":
+			g.adapters[cp.ID] = NewMCPAdapter(cp)
+		default:
 			g.adapters[cp.ID] = noopAdapter{}
 		}
 	}

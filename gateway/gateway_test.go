@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
 
