@@ -66,7 +66,7 @@ type RuntimeConfig struct {
 	// ReconcileInterval is how often pending and unknown attempts are
 	// queried (default DefaultReconcileInterval); "0s" disables the
 	// background reconciler.
-	ReconcileInterval duration `toml:"reconcile_interval"`
+	ReconcileInterval optionalDuration `toml:"reconcile_interval"`
 	// MaxProposalBytes bounds a proposal body (default 65536).
 	MaxProposalBytes int `toml:"max_proposal_bytes"`
 	// Workers bounds proposals handled at once (default 256).
@@ -195,10 +195,7 @@ type GuaranteeConfig struct {
 	Unit            string   `toml:"unit"`
 }
 
-type duration struct {
-	time.Duration
-	set bool // written by the configuration, even as 0
-}
+type duration struct{ time.Duration }
 
 func (d *duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
@@ -208,7 +205,22 @@ func (d *duration) UnmarshalText(b []byte) error {
 	if v < 0 {
 		return errors.New("duration must not be negative")
 	}
-	d.Duration, d.set = v, true
+	d.Duration = v
+	return nil
+}
+
+// optionalDuration is a duration whose absence is told apart from "0s".
+type optionalDuration struct {
+	time.Duration
+	set bool // written by the configuration, even as 0
+}
+
+func (d *optionalDuration) UnmarshalText(b []byte) error {
+	var v duration
+	if err := v.UnmarshalText(b); err != nil {
+		return err
+	}
+	d.Duration, d.set = v.Duration, true
 	return nil
 }
 
