@@ -46,11 +46,21 @@ type txn struct {
 	sealed   bool
 	sealErr  error
 	snaps    []snapCandidate
+	read     []guardRead // the guarded reads of the last decision, at the sequences read
 	attempts int
 	verified bool // a refusal or no-op may be acted on: the caller checked the store's last sequences
 	dirty    bool
 	done     chan txResult
 }
+
+// guardRead is a subject a decision read without appending to it, at the
+// sequence it read (see Guard).
+type guardRead struct {
+	en  *entry
+	seq uint64
+}
+
+func (t *txn) guarded(i int) bool { return t.tx.Bind[i].guarded() }
 
 type txResult struct {
 	res      Result
@@ -211,13 +221,20 @@ func (c *committer) decideReady() {
 	if len(c.waiting) == 0 {
 		return
 	}
+	// FIFO per subject: a transaction waits behind an earlier waiting one
+	// that appends to a subject it names. A guarded read (Guard) takes no
+	// part in that order: the subject a whole tenant reads (its kill
+	// switch) would otherwise queue every proposal behind any cold load,
+	// and its guard already refuses an append whose read went stale.
 	var blocked map[*entry]bool
 	block := func(t *txn) {
 		if blocked == nil {
 			blocked = map[*entry]bool{}
 		}
-		for _, en := range t.ens {
-			blocked[en] = true
+		for i, en := range t.ens {
+			if !t.guarded(i) {
+				blocked[en] = true
+			}
 		}
 	}
 	keep := make([]*txn, 0, len(c.waiting))
@@ -232,7 +249,7 @@ func (c *committer) decideReady() {
 		}
 		ready := true
 		for i, en := range t.ens {
-			if blocked[en] {
+			if blocked[en] && !t.guarded(i) {
 				ready = false
 			} else if !c.usable(en, t.refs[i]) {
 				ready = false
@@ -319,6 +336,12 @@ func (c *committer) decide(t *txn) {
 		}
 	}
 	t.evs, t.refusal, t.nevents = evs, refusal, countEvents(evs)
+	t.read = t.read[:0]
+	for i, en := range t.ens {
+		if t.guarded(i) {
+			t.read = append(t.read, guardRead{en: en, seq: en.seq.Load()})
+		}
+	}
 	idle := true
 	for _, en := range t.ens {
 		if en.pending > 0 {
@@ -462,23 +485,25 @@ func (c *committer) maybeSend() {
 		}
 	}
 	guards := false
+	written := len(items)
 	for _, t := range batch {
 		if t.nevents == 0 {
 			continue
 		}
-		for i, b := range t.tx.Bind {
-			if !b.guarded() || len(envsAt(t.envs, i)) > 0 {
-				continue
-			}
-			en := t.ens[i]
-			if _, ok := idx[en]; !ok {
-				// A subject the decision read and does not append to: the
-				// batch is stored only if it has not moved (Guard). One the
-				// batch appends to is guarded by that append's own sequence.
-				idx[en] = len(items)
-				items = append(items, events.AppendItem{Subject: en.subject, ExpectedLastSeq: en.seq.Load()})
-				ens = append(ens, en)
+		for _, g := range t.read {
+			// A subject the decision read and does not append to: the
+			// batch is stored only if it has not moved since (Guard), at
+			// the sequence the decision read. One the batch appends to is
+			// guarded by that append's own expected sequence.
+			k, ok := idx[g.en]
+			switch {
+			case !ok:
+				idx[g.en] = len(items)
+				items = append(items, events.AppendItem{Subject: g.en.subject, ExpectedLastSeq: g.seq})
+				ens = append(ens, g.en)
 				guards = true
+			case k >= written && g.seq < items[k].ExpectedLastSeq:
+				items[k].ExpectedLastSeq = g.seq // two reads of one subject: the older one must hold
 			}
 		}
 	}
@@ -811,8 +836,10 @@ func (c *committer) rollback(bad []*entry, involved []*txn, fail map[*txn]error,
 	}
 	for t := range fail {
 		t.dirty = true
-		for _, en := range t.ens {
-			dirty[en] = true
+		for i, en := range t.ens {
+			if !t.guarded(i) {
+				dirty[en] = true
+			}
 		}
 	}
 	for changed := true; changed; {
@@ -827,8 +854,10 @@ func (c *committer) rollback(bad []*entry, involved []*txn, fail map[*txn]error,
 				}
 			}
 			if t.dirty {
-				for _, en := range t.ens {
-					if !dirty[en] {
+				// What a dirty transaction appended is undone on its
+				// subjects; a subject it only read is as it was.
+				for i, en := range t.ens {
+					if !dirty[en] && !t.guarded(i) {
 						dirty[en] = true
 						changed = true
 					}
