@@ -3,7 +3,6 @@ package aggregates
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,7 +80,6 @@ type slowReads struct {
 	events.Store
 	subject string
 	gate    chan struct{}
-	once    sync.Once
 }
 
 func (s *slowReads) Read(ctx context.Context, subject string, from uint64) ([]events.Stored, error) {
