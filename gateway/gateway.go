@@ -36,7 +36,7 @@ type Gateway struct {
 	extraOps map[string]OpHandler
 
 	mu      sync.RWMutex
-	pins    map[string]*kernel.Refusal // tenant/guarantee -> refusal when the pin failed
+	pins    map[string]pinned // tenant/guarantee
 	subs    []*nats.Subscription
 	workers chan struct{}
 	replies *nats.Conn // publishes replies; nil: the serving connection
@@ -82,7 +82,7 @@ func New(o Options) *Gateway {
 	g := &Gateway{
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
-		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{},
+		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]pinned{},
 		workers: make(chan struct{}, o.Config.Runtime.Workers), replies: o.Replies,
 	}
 	if g.log == nil {
@@ -124,37 +124,6 @@ func (g *Gateway) adapter(cp *CapabilityConfig) Adapter {
 		return a
 	}
 	return noopAdapter{}
-}
-
-// PinAll pins every configured guarantee for every tenant. A guarantee whose
-// pin fails (its definition changed) is remembered: every proposal it
-// covers is refused, also for resources never seen.
-func (g *Gateway) PinAll(ctx context.Context) error {
-	for _, t := range g.cfg.Tenants {
-		for _, def := range g.cfg.Guarantees {
-			r, err := g.engine.Pin(ctx, t.ID, def)
-			if err != nil {
-				return fmt.Errorf("pin %s/%s: %w", t.ID, def.ID, err)
-			}
-			g.mu.Lock()
-			g.pins[t.ID+"/"+def.ID] = r
-			g.mu.Unlock()
-			if r != nil {
-				g.log.Error("guarantee definition differs from its pin; proposals it covers will be refused", "tenant", t.ID, "guarantee", def.ID, "reason", r.Reason)
-			}
-		}
-	}
-	return nil
-}
-
-func (g *Gateway) pinRefusal(tenant, guaranteeID string) *kernel.Refusal {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	r, ok := g.pins[tenant+"/"+guaranteeID]
-	if !ok {
-		return &kernel.Refusal{Code: kernel.CodeDefinitionMismatch, Reason: "guarantee " + guaranteeID + " is not pinned"}
-	}
-	return r
 }
 
 // authorize checks the principal's authority over the capability.

@@ -101,7 +101,8 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	if refusal == nil {
 		for _, def := range g.cfg.GuaranteesFor(p.CapabilityID) {
-			if pr := g.pinRefusal(tenant, def.ID); pr != nil {
+			pin, pr := g.pinOf(tenant, def.ID)
+			if pr != nil {
 				refusal = pr
 				break
 			}
@@ -110,12 +111,16 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 				refusal = er
 				break
 			}
-			ref, err := aggregates.ExposureRef(tenant, def.ID, res)
+			hold := pin.PinnedHold(res, amt)
+			if pin.Definition.Calendar() {
+				hold.Window = pin.Definition.WindowAt(g.cfg.Zone(pin.Definition.TimeZone), pc.now).Key
+			}
+			ref, err := aggregates.ExposureWindowRef(tenant, def.ID, res, hold.Window)
 			if err != nil {
 				refusal = &kernel.Refusal{Code: kernel.CodeResourceInvalid, Reason: err.Error()}
 				break
 			}
-			pc.bound = append(pc.bound, bound{hold: kernel.Hold{GuaranteeID: def.ID, DefinitionDigest: def.Digest(), Resource: res, Amount: amt, Limit: def.Limit}, ref: ref})
+			pc.bound = append(pc.bound, bound{hold: hold, ref: ref})
 		}
 	}
 	return pc.run(ctx, refusal)
@@ -232,7 +237,11 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		Bind:   bind,
 		Decide: func() *kernel.Refusal { d = kernel.DecidePropose(st, cmd); return d.Refusal },
 		Done: func() {
-			reply = statusReply(st.Op, kernel.HoldsOf(cmd.Holds, st.Ledgers))
+			holds := cmd.Holds
+			if d.Holds != nil {
+				holds = d.Holds // as the latest versions of their guarantees bind them
+			}
+			reply = statusReply(st.Op, kernel.HoldsOf(holds, st.Ledgers))
 			generation = st.Op.Generation
 		},
 	})
@@ -252,6 +261,9 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		return reply
 	}
 	pc.controls = d.Controls
+	for i := range d.Holds {
+		pc.bound[i].hold = d.Holds[i] // settle reports under the version the reservation was decided on
+	}
 	reply = pc.dispatch(ctx, attemptID, generation)
 	reply.Gate = pc.gate
 	return reply
@@ -290,7 +302,7 @@ func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation 
 	g := pc.g
 	ctl := pc.controls
 	ctl.Guarantees = nil
-	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: "provider", Ref: obs.Ref, Generation: generation,
+	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: "provider", Ref: obs.Ref, Generation: generation, Now: g.clock.Now(),
 		Holds: holdsOf(pc.bound), Controls: ctl}
 	var reply Reply
 	var st kernel.SettleState
