@@ -48,6 +48,7 @@ const (
 	CodeLedgerUnavailable          = kernel.CodeLedgerUnavailable
 	CodeOverloaded                 = kernel.CodeOverloaded
 	CodeBreakerOpen                = kernel.CodeBreakerOpen
+	CodeApprovalDenied             = kernel.CodeApprovalDenied
 )
 
 // Status is what a decision says about an operation.

@@ -99,7 +99,7 @@ func (a *HTTPAdapter) Dispatch(ctx context.Context, attemptID string, args json.
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(a.Cap.HTTP.IdempotencyHeader, attemptID)
-	return a.do(req, "dispatch")
+	return a.do(req, "dispatch", a.Contract.Classify)
 }
 
 // Query looks the attempt up by its idempotency key.
@@ -110,27 +110,27 @@ func (a *HTTPAdapter) Query(ctx context.Context, attemptID string) Observation {
 		return Observation{Outcome: kernel.OutcomeUnknown, Ref: clip("request: " + err.Error()), Failure: FailureRequest}
 	}
 	req.Header.Set(a.Cap.HTTP.IdempotencyHeader, attemptID)
-	return a.do(req, "query")
+	return a.do(req, "query", a.Contract.ClassifyQuery)
 }
 
 // do sends req inside a client span whose W3C trace context goes to the
 // provider in the traceparent header (the span is non-recording when
 // tracing is off, and then carries the agent's trace context, if any).
-func (a *HTTPAdapter) do(req *http.Request, call string) Observation {
+func (a *HTTPAdapter) do(req *http.Request, call string, classify func(kernel.ProviderReply) (kernel.Outcome, string)) Observation {
 	ctx, span := trace.SpanFromContext(req.Context()).TracerProvider().Tracer(tracerName).Start(req.Context(), "provider."+call,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attribute.String("capability", a.Cap.ID),
 			attribute.String("http.request.method", req.Method), attribute.String("url.path", req.URL.Path)))
 	defer span.End()
 	req = req.WithContext(ctx)
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	obs := a.send(req)
+	obs := a.send(req, classify)
 	if obs.Failure != "" {
 		span.SetStatus(codes.Error, obs.Ref)
 	}
 	return obs
 }
 
-func (a *HTTPAdapter) send(req *http.Request) Observation {
+func (a *HTTPAdapter) send(req *http.Request, classify func(kernel.ProviderReply) (kernel.Outcome, string)) Observation {
 	resp, err := a.Client.Do(req)
 	if err != nil {
 		return transportFailure(err, a.Client.Timeout)
@@ -142,7 +142,7 @@ func (a *HTTPAdapter) send(req *http.Request) Observation {
 		return Observation{Outcome: kernel.OutcomeUnknown, Ref: clip(fmt.Sprintf("provider reply broken (%d %s): %v", resp.StatusCode, http.StatusText(resp.StatusCode), err)),
 			Failure: FailureBrokenReply}
 	}
-	out, state := a.Contract.Classify(kernel.ProviderReply{Status: resp.StatusCode, Body: body})
+	out, state := classify(kernel.ProviderReply{Status: resp.StatusCode, Body: body})
 	ref := "http " + http.StatusText(resp.StatusCode)
 	if state != "" {
 		ref = state

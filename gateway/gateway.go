@@ -34,6 +34,7 @@ type Gateway struct {
 	adapters map[string]Adapter
 	index    *index
 	inflight inflight
+	seen     sightings
 	extraOps map[string]OpHandler
 
 	mu      sync.RWMutex

@@ -16,6 +16,7 @@ const (
 	CodeApprovalMismatch           Code = "approval_mismatch"
 	CodeApprovalRedeemed           Code = "approval_redeemed"
 	CodeApprovalExpired            Code = "approval_expired"
+	CodeApprovalDenied             Code = "approval_denied"
 	CodeEvidenceInsufficient       Code = "evidence_insufficient"
 	CodeRunBudgetExhausted         Code = "run_budget_exhausted"
 	CodeExecutorFenced             Code = "executor_fenced"
@@ -59,6 +60,7 @@ var Codes = []Code{
 	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
 	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeLedgerUnavailable, CodeOverloaded,
 	CodeBreakerOpen,
+	CodeApprovalDenied,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

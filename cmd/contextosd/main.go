@@ -67,20 +67,3 @@ func run() int {
 	rt.Close()
 	return 0
 }
-
-// faultHooks lets the crash tests and the chaos harness kill this process
-// with SIGKILL at an exact point of the dispatch sequence. It is inert
-// unless CONTEXTOSD_FAULT names a point.
-func faultHooks() gateway.Hooks {
-	kill := func(string) {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
-	}
-	switch os.Getenv("CONTEXTOSD_FAULT") {
-	case "after-dispatch-start":
-		return gateway.Hooks{AfterDispatchStart: kill}
-	case "after-provider-call":
-		return gateway.Hooks{AfterProviderCall: kill}
-	}
-	return gateway.Hooks{}
-}

@@ -50,6 +50,7 @@ class Code(str, Enum):
     LEDGER_UNAVAILABLE = "ledger_unavailable"
     OVERLOADED = "overloaded"
     CIRCUIT_BREAKER_OPEN = "circuit_breaker_open"
+    APPROVAL_DENIED = "approval_denied"
 
 
 class LedgerError(Exception):
@@ -313,6 +314,12 @@ class CircuitBreakerOpen(Refused):
     code = "circuit_breaker_open"
 
 
+class ApprovalDenied(Refused):
+    """Refused approval_denied (docs/errors.md)."""
+
+    code = "approval_denied"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -351,6 +358,7 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "ledger_unavailable": LedgerUnavailable,
     "overloaded": Overloaded,
     "circuit_breaker_open": CircuitBreakerOpen,
+    "approval_denied": ApprovalDenied,
 }
 
 

@@ -339,6 +339,14 @@ export class CircuitBreakerOpen extends Refused {
   }
 }
 
+/** Refused approval_denied (docs/errors.md). */
+export class ApprovalDenied extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("approval_denied", reason, decision);
+    this.name = "ApprovalDenied";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -378,6 +386,7 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   ledger_unavailable: LedgerUnavailable,
   overloaded: Overloaded,
   circuit_breaker_open: CircuitBreakerOpen,
+  approval_denied: ApprovalDenied,
 };
 
 /** The error of a code (Refused itself for a code this version does not know). */

@@ -40,6 +40,7 @@ export const CODES = [
   "ledger_unavailable",
   "overloaded",
   "circuit_breaker_open",
+  "approval_denied",
 ] as const;
 
 /** A stable refusal code. */
