@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -227,35 +230,20 @@ func parseConfig(b []byte, dir string) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config: unknown keys: %s", strings.Join(keys, ", "))
 	}
-	if err := c.validate(dir); err != nil {
+	if err := c.prepare(dir); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
 	return &c, nil
 }
 
-func (c *Config) validate(dir string) error {
-	switch c.NATS.Sync {
-	case "":
+// prepare fills in the defaults and compiles what the file names (policies,
+// context packs, guarantee definitions); Validate then checks every value.
+func (c *Config) prepare(dir string) error {
+	if c.NATS.Sync == "" {
 		c.NATS.Sync = "always"
-	case "always", "relaxed":
-	default:
-		return fmt.Errorf("nats.sync must be \"always\" or \"relaxed\", not %q", c.NATS.Sync)
-	}
-	if c.NATS.URL == "" && c.NATS.DataDir == "" {
-		return errors.New("nats.data_dir is required for the embedded server")
-	}
-	if c.NATS.URL != "" {
-		if _, err := url.Parse(c.NATS.URL); err != nil {
-			return fmt.Errorf("nats.url: %w", err)
-		}
-	}
-	switch {
-	case c.NATS.URL == "" && (c.NATS.ReplyUser != "" || c.NATS.ReplyPassword != "" || c.NATS.ReplyCreds != ""):
-		return errors.New("nats.reply_user, reply_password and reply_creds are for an external deployment (nats.url); the embedded server makes its own")
-	case c.NATS.ReplyCreds != "" && c.NATS.ReplyUser != "":
-		return errors.New("nats.reply_creds and nats.reply_user exclude each other")
-	case (c.NATS.ReplyUser == "") != (c.NATS.ReplyPassword == ""):
-		return errors.New("nats.reply_user and nats.reply_password go together")
 	}
 	if c.NATS.Replicas == 0 {
 		c.NATS.Replicas = 1
@@ -265,6 +253,72 @@ func (c *Config) validate(dir string) error {
 	}
 	if c.Runtime.Workers == 0 {
 		c.Runtime.Workers = 256
+	}
+	for i := range c.Capabilities {
+		cp := &c.Capabilities[i]
+		if cp.Version == "" {
+			cp.Version = "1"
+		}
+		if cp.Risk == "" {
+			cp.Risk = "low"
+		}
+		if cp.Adapter == "http" {
+			if cp.HTTP.Method == "" {
+				cp.HTTP.Method = http.MethodPost
+			}
+			if cp.HTTP.Timeout.Duration == 0 {
+				cp.HTTP.Timeout.Duration = 5 * time.Second
+			}
+			if cp.HTTP.IdempotencyHeader == "" {
+				cp.HTTP.IdempotencyHeader = "Idempotency-Key"
+			}
+		}
+		if err := cp.validateControls(dir); err != nil {
+			return fmt.Errorf("capability %s: %w", cp.ID, err)
+		}
+	}
+	c.Guarantees = nil
+	for _, g := range c.RawGuarantee {
+		c.Guarantees = append(c.Guarantees, kernel.Definition{ID: g.ID, CapabilityIDs: g.CapabilityIDs, ResourcePointer: g.ResourcePointer,
+			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit})
+	}
+	return nil
+}
+
+// Bounds of the values Validate accepts.
+const (
+	// MaxProposalBytesLimit is the largest runtime.max_proposal_bytes: the
+	// largest payload a NATS server can be configured to carry.
+	MaxProposalBytesLimit = 8 << 20
+	// MaxWorkers is the largest runtime.workers.
+	MaxWorkers = 1 << 16
+	// MaxReplicas is the largest nats.replicas JetStream accepts.
+	MaxReplicas = 5
+	// MaxProviderTimeout is the longest capabilities.http.timeout: an
+	// attempt's reconcile grace is twice its timeout, and a hold must not
+	// wait hours for a provider that is gone.
+	MaxProviderTimeout = 5 * time.Minute
+	// MaxReconcileInterval is the longest runtime.reconcile_interval.
+	MaxReconcileInterval = 24 * time.Hour
+)
+
+// Validate checks every value of a configuration: LoadConfig calls it (so
+// `contextosd --check-config` reports it) and Boot calls it again, so a
+// configuration changed in code after loading is held to the same rules and
+// what the check accepts is what boot accepts.
+func (c *Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	if err := c.NATS.validate(c.Runtime.KeyFile); err != nil {
+		return err
+	}
+	if err := c.Runtime.validate(); err != nil {
+		return err
 	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")
@@ -279,7 +333,7 @@ func (c *Config) validate(dir string) error {
 			return fmt.Errorf("capability %s declared twice", cp.ID)
 		}
 		caps[cp.ID] = cp
-		if err := cp.validate(dir); err != nil {
+		if err := cp.validate(); err != nil {
 			return fmt.Errorf("capability %s: %w", cp.ID, err)
 		}
 	}
@@ -317,53 +371,114 @@ func (c *Config) validate(dir string) error {
 		}
 	}
 	seenG := map[string]bool{}
-	for _, g := range c.RawGuarantee {
-		def := kernel.Definition{ID: g.ID, CapabilityIDs: g.CapabilityIDs, ResourcePointer: g.ResourcePointer,
-			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit}
+	for _, def := range c.Guarantees {
 		if r := def.Validate(); r != nil {
 			return r
 		}
-		if seenG[g.ID] {
-			return fmt.Errorf("guarantee %s declared twice", g.ID)
+		if seenG[def.ID] {
+			return fmt.Errorf("guarantee %s declared twice", def.ID)
 		}
-		seenG[g.ID] = true
-		for _, capID := range g.CapabilityIDs {
+		seenG[def.ID] = true
+		for _, capID := range def.CapabilityIDs {
 			if caps[capID] == nil {
-				return fmt.Errorf("guarantee %s covers unknown capability %s", g.ID, capID)
+				return fmt.Errorf("guarantee %s covers unknown capability %s", def.ID, capID)
 			}
 		}
-		c.Guarantees = append(c.Guarantees, def)
 	}
 	return nil
 }
 
-func (cp *CapabilityConfig) validate(dir string) error {
-	if cp.Version == "" {
-		cp.Version = "1"
+func (n *NATSConfig) validate(keyFile string) error {
+	switch n.Sync {
+	case "always", "relaxed":
+	default:
+		return fmt.Errorf("nats.sync must be \"always\" or \"relaxed\", not %q", n.Sync)
 	}
+	if n.Replicas < 1 || n.Replicas > MaxReplicas {
+		return fmt.Errorf("nats.replicas must be 1..%d, not %d", MaxReplicas, n.Replicas)
+	}
+	if n.URL == "" {
+		if n.DataDir == "" {
+			return errors.New("nats.data_dir is required for the embedded server")
+		}
+		if _, _, err := listenAddr(n.Listen); err != nil {
+			return err
+		}
+		if n.Replicas != 1 {
+			return fmt.Errorf("nats.replicas = %d needs a JetStream cluster (nats.url); the embedded server is one node", n.Replicas)
+		}
+		if n.User != "" || n.Password != "" || n.Creds != "" || n.ReplyUser != "" || n.ReplyPassword != "" || n.ReplyCreds != "" {
+			return errors.New("nats.user, password, creds, reply_user, reply_password and reply_creds are for an external deployment (nats.url); the embedded server makes its own")
+		}
+		return nil
+	}
+	if err := validNATSURLs(n.URL); err != nil {
+		return err
+	}
+	if keyFile == "" && n.DataDir == "" {
+		return errors.New("runtime.key_file (or nats.data_dir) is required with an external NATS (nats.url): the runtime's signing key must persist")
+	}
+	switch {
+	case n.Creds != "" && n.User != "":
+		return errors.New("nats.creds and nats.user exclude each other")
+	case (n.User == "") != (n.Password == ""):
+		return errors.New("nats.user and nats.password go together")
+	case n.ReplyCreds != "" && n.ReplyUser != "":
+		return errors.New("nats.reply_creds and nats.reply_user exclude each other")
+	case (n.ReplyUser == "") != (n.ReplyPassword == ""):
+		return errors.New("nats.reply_user and nats.reply_password go together")
+	}
+	return nil
+}
+
+// validNATSURLs checks nats.url: one URL or a comma-separated list (the seed
+// servers of a cluster), each nats://, tls://, ws:// or wss:// with a host.
+func validNATSURLs(s string) error {
+	for _, one := range strings.Split(s, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil {
+			return fmt.Errorf("nats.url: %w", err)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("nats.url %q: the scheme must be nats, tls, ws or wss", one)
+		}
+		if u.Hostname() == "" {
+			return fmt.Errorf("nats.url %q: a host is required", one)
+		}
+	}
+	return nil
+}
+
+func (r *RuntimeConfig) validate() error {
+	if r.MaxProposalBytes < 1 || r.MaxProposalBytes > MaxProposalBytesLimit {
+		return fmt.Errorf("runtime.max_proposal_bytes must be 1..%d, not %d", MaxProposalBytesLimit, r.MaxProposalBytes)
+	}
+	if r.Workers < 1 || r.Workers > MaxWorkers {
+		return fmt.Errorf("runtime.workers must be 1..%d, not %d", MaxWorkers, r.Workers)
+	}
+	if d := r.ReconcileInterval.Duration; d != 0 && (d < time.Second || d > MaxReconcileInterval) {
+		return fmt.Errorf("runtime.reconcile_interval must be 0 (off) or 1s..%s, not %s", MaxReconcileInterval, d)
+	}
+	if r.MetricsListen != "" {
+		if err := loopbackAddr(r.MetricsListen); err != nil {
+			return fmt.Errorf("runtime.metrics_listen: %w", err)
+		}
+	}
+	return nil
+}
+
+func (cp *CapabilityConfig) validate() error {
 	switch cp.Risk {
-	case "":
-		cp.Risk = "low"
 	case "low", "medium", "high":
 	default:
 		return fmt.Errorf("risk must be low, medium or high, not %q", cp.Risk)
 	}
-	if err := cp.validateControls(dir); err != nil {
-		return err
-	}
 	switch cp.Adapter {
 	case "http":
-		if cp.HTTP.URL == "" {
-			return errors.New("http.url is required for the http adapter")
-		}
-		if cp.HTTP.Method == "" {
-			cp.HTTP.Method = "POST"
-		}
-		if cp.HTTP.Timeout.Duration == 0 {
-			cp.HTTP.Timeout.Duration = 5 * time.Second
-		}
-		if cp.HTTP.IdempotencyHeader == "" {
-			cp.HTTP.IdempotencyHeader = "Idempotency-Key"
+		if err := cp.HTTP.validate(); err != nil {
+			return err
 		}
 	case "noop":
 		if cp.Effectful {
@@ -372,13 +487,10 @@ func (cp *CapabilityConfig) validate(dir string) error {
 	default:
 		return fmt.Errorf("adapter must be \"http\" or \"noop\", not %q", cp.Adapter)
 	}
+	r := cp.Recovery
 	if cp.Effectful && cp.Adapter == "http" {
-		r := cp.Recovery
 		if r.Completion == "" {
 			return errors.New("an effectful http capability must declare recovery.completion")
-		}
-		if _, err := kernel.ParsePointer(r.Completion); err != nil {
-			return fmt.Errorf("recovery.completion: %w", err)
 		}
 		if len(r.Applied) == 0 || len(r.NotApplied) == 0 {
 			return errors.New("recovery must list applied and not_applied states")
@@ -386,11 +498,124 @@ func (cp *CapabilityConfig) validate(dir string) error {
 		if r.QueryURL == "" {
 			return errors.New("recovery.query_url is required to reconcile attempts")
 		}
-		for _, s := range r.NotAppliedStatuses {
-			if s < 400 || s > 599 {
-				return fmt.Errorf("recovery.not_applied_statuses: %d is not a 4xx/5xx status", s)
-			}
+	}
+	if r.Completion != "" {
+		if _, err := kernel.ParsePointer(r.Completion); err != nil {
+			return fmt.Errorf("recovery.completion: %w", err)
 		}
+	}
+	if r.QueryURL != "" {
+		if !strings.Contains(r.QueryURL, "{idempotency_key}") {
+			return errors.New("recovery.query_url must contain {idempotency_key}: a query must name the attempt it asks about")
+		}
+		if err := cp.HTTP.validURL(strings.ReplaceAll(r.QueryURL, "{idempotency_key}", "k")); err != nil {
+			return fmt.Errorf("recovery.query_url: %w", err)
+		}
+	}
+	for _, s := range r.NotAppliedStatuses {
+		if s < 400 || s > 599 {
+			return fmt.Errorf("recovery.not_applied_statuses: %d is not a 4xx/5xx status", s)
+		}
+	}
+	return nil
+}
+
+// providerMethods are the methods a provider may be called with.
+var providerMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodGet}
+
+// reservedHeaders are set by the transport or the adapter itself.
+var reservedHeaders = []string{"Content-Type", "Content-Length", "Host", "Transfer-Encoding", "Connection", "Traceparent", "Tracestate"}
+
+func (h *HTTPConfig) validate() error {
+	if h.URL == "" {
+		return errors.New("http.url is required for the http adapter")
+	}
+	if err := h.validURL(h.URL); err != nil {
+		return fmt.Errorf("http.url: %w", err)
+	}
+	if !slices.Contains(providerMethods, h.Method) {
+		return fmt.Errorf("http.method must be one of %s, not %q", strings.Join(providerMethods, ", "), h.Method)
+	}
+	if d := h.Timeout.Duration; d < time.Millisecond || d > MaxProviderTimeout {
+		return fmt.Errorf("http.timeout must be 1ms..%s, not %s", MaxProviderTimeout, d)
+	}
+	if err := validHeaderName(h.IdempotencyHeader); err != nil {
+		return fmt.Errorf("http.idempotency_header: %w", err)
+	}
+	return nil
+}
+
+// validURL checks a provider URL: http or https with a host, and plain
+// http only to a loopback host.
+func (h *HTTPConfig) validURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("%q: a host is required", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q: credentials in the URL are refused (they would be logged and recorded)", s)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !isLoopbackHost(u.Hostname()) {
+			return fmt.Errorf("%q: plain http only to a loopback host; use https", s)
+		}
+	default:
+		return fmt.Errorf("%q: the scheme must be http or https", s)
+	}
+	return nil
+}
+
+// validHeaderName checks an HTTP field name (an RFC 9110 token) that the
+// adapter may set.
+func validHeaderName(s string) error {
+	if s == "" {
+		return errors.New("a header name is required")
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenChar(s[i]) {
+			return fmt.Errorf("%q is not a valid header name", s)
+		}
+	}
+	for _, r := range reservedHeaders {
+		if strings.EqualFold(s, r) {
+			return fmt.Errorf("%s is set by the transport, not by configuration", r)
+		}
+	}
+	return nil
+}
+
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackAddr checks a host:port listen address on a loopback host.
+func loopbackAddr(s string) error {
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if port, err := strconv.Atoi(p); err != nil || port < 0 || port > 65535 {
+		return fmt.Errorf("%q: the port must be 0..65535", s)
+	}
+	if !isLoopbackHost(host) {
+		return fmt.Errorf("loopback only, not %q", host)
 	}
 	return nil
 }

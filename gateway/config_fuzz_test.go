@@ -18,7 +18,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	}
 	f.Add([]byte("[nats]\ndata_dir = \"d\"\n[[tenants]]\nid = \"t\"\n"))
-	f.Add([]byte("[nats]\nurl = \"nats://127.0.0.1:4222\"\n[[tenants]]\nid = \"t\"\n[[guarantees]]\nid = \"g\"\nlimit = 9007199254740992\n"))
+	f.Add([]byte("[nats]\nurl = \"nats://127.0.0.1:4222\"\n[runtime]\nkey_file = \"k\"\n[[tenants]]\nid = \"t\"\n[[guarantees]]\nid = \"g\"\nlimit = 9007199254740992\n"))
 	f.Add([]byte("[nats]\ndata_dir = \"d\"\nbogus = 1\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cfg, err := ParseConfig(b)
@@ -84,7 +84,7 @@ func TestUnadmittedRunsDefault(t *testing.T) {
 // external deployment (the embedded server makes its own), a user comes
 // with its password, and a user excludes a credentials file.
 func TestReplyCredentials(t *testing.T) {
-	tenant := "[[tenants]]\nid = \"t\"\n"
+	tenant := "[runtime]\nkey_file = \"k\"\n[[tenants]]\nid = \"t\"\n"
 	cases := []struct {
 		nats string
 		ok   bool

@@ -110,6 +110,9 @@ type BootOptions struct {
 
 // Boot starts a runtime from a validated configuration.
 func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if o.Clock == nil {
 		o.Clock = aggregates.SystemClock{}
 	}
@@ -272,21 +275,16 @@ func (rt *Runtime) serveMetrics(addr string) error {
 	return nil
 }
 
+// listenAddr is the embedded server's host and port (-1: a random port).
 func listenAddr(s string) (string, int, error) {
 	if s == "" {
 		return "127.0.0.1", 4222, nil
 	}
-	host, p, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", 0, fmt.Errorf("nats.listen: %w", err)
+	if err := loopbackAddr(s); err != nil {
+		return "", 0, fmt.Errorf("nats.listen: the embedded server listens on loopback only: %w", err)
 	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		return "", 0, fmt.Errorf("nats.listen: %w", err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return "", 0, fmt.Errorf("nats.listen: the embedded server listens on loopback only, not %q", host)
-	}
+	host, p, _ := net.SplitHostPort(s)
+	port, _ := strconv.Atoi(p)
 	if port == 0 {
 		port = -1
 	}
