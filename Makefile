@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-short verify fuzz-smoke bench bench-postgres demo chaos clean tools
+.PHONY: help build test test-short verify fuzz-smoke bench bench-postgres demo chaos clean tools vuln
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,32 @@ demo: build ## the shared-refund race on the embedded default, end to end
 
 clean:
 	rm -rf $(BIN)
+
+# vuln: govulncheck against a local copy of the Go vulnerability database.
+# The database is the module golang.org/x/vulndb (its data/osv/*.json), fetched
+# through the module proxy at a pinned version and indexed by its own
+# cmd/indexdb into the layout `-db file://` reads (index/db.json,
+# index/modules.json, index/vulns.json, ID/<id>.json); govulncheck then
+# contacts nothing. Bump VULNDB_VERSION to a newer pseudo-version to refresh.
+GOVULNCHECK_VERSION := v1.9.0
+VULNDB_VERSION      := v0.0.0-20261105234957-e22db6528018
+GOVULNCHECK := $(abspath $(BIN))/tools/govulncheck@$(GOVULNCHECK_VERSION)/govulncheck
+VULNDB      := $(abspath $(BIN))/vulndb@$(VULNDB_VERSION)
+VULN_PKGS   ?= ./cmd/contextosd ./cmd/ctx
+
+$(GOVULNCHECK):
+	GOBIN=$(dir $(GOVULNCHECK)) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+
+$(VULNDB)/index/db.json:
+	@rm -rf $(VULNDB) $(VULNDB).tmp
+	@src=$$(cd / && $(GO) mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+	if [ -z "$$src" ]; then echo "cannot download golang.org/x/vulndb@$(VULNDB_VERSION)"; exit 1; fi; \
+	echo "indexing $$(ls $$src/data/osv | wc -l) reports of $$src/data/osv"; \
+	(cd / && $(GO) run golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION) -vulns $$src/data/osv -out $(VULNDB).tmp) && mv $(VULNDB).tmp $(VULNDB)
+
+vuln: $(GOVULNCHECK) $(VULNDB)/index/db.json ## govulncheck (pinned) on contextosd and ctx against a local, pinned vulnerability database; fails on a reachable vulnerability
+	@$(GO) version
+	$(GOVULNCHECK) -db file://$(VULNDB) $(VULN_PKGS)
 
 .PHONY: chaos-short fuzz
 
