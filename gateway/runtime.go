@@ -97,6 +97,8 @@ type Runtime struct {
 	Signer     events.Signer
 	URL        string
 	cancel     context.CancelFunc
+	// lock is the embedded server's data_dir lock, held until Close.
+	lock *os.File
 }
 
 // BootOptions are the parts of a runtime a test or the chaos harness may
@@ -140,6 +142,12 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		host, port, err := listenAddr(cfg.NATS.Listen)
 		if err != nil {
 			return nil, err
+		}
+		if rt.lock, err = lockDataDir(cfg.NATS.DataDir); err != nil {
+			return nil, err
+		}
+		if err := addrFree(host, port); err != nil {
+			return nil, fmt.Errorf("nats.listen: %w", err)
 		}
 		sync := cfg.NATS.Sync != "relaxed"
 		emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: cfg.NATS.DataDir, Host: host, Port: port, SyncAlways: &sync,
@@ -254,6 +262,24 @@ func (rt *Runtime) Close() {
 	if rt.Embedded != nil {
 		rt.Embedded.Shutdown()
 	}
+	if rt.lock != nil {
+		_ = rt.lock.Close()
+	}
+}
+
+// addrFree reports an address another process listens on at once and
+// clearly: the embedded server only logs its listen error, and Boot would
+// then wait for a server that never becomes ready. A random port (-1) is
+// always free.
+func addrFree(host string, port int) error {
+	if port < 0 {
+		return nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return ln.Close()
 }
 
 // serveMetrics serves the exposure view's held/committed/available gauges
@@ -313,5 +339,24 @@ func loadOrCreateKey(cfg *Config) ([]byte, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	return key, events.SavePrivateKey(path, key)
+	// Replicas that share a key file (a shared volume) may start at once:
+	// the key is written whole under a private name and linked into place,
+	// which fails if another replica linked first; that replica's key is
+	// then the one to use, so all of them sign with one key.
+	suffix := make([]byte, 8)
+	if _, err := rand.Read(suffix); err != nil {
+		return nil, err
+	}
+	tmp := path + "." + hex.EncodeToString(suffix) + ".tmp" // a pid repeats across containers
+	if err := events.SavePrivateKey(tmp, key); err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return events.LoadPrivateKey(path)
+		}
+		return nil, err
+	}
+	return key, nil
 }

@@ -3,6 +3,7 @@
 //
 //	contextosd --config FILE
 //	contextosd --check-config FILE
+//	contextosd --version
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/version"
 )
 
 func main() {
@@ -24,8 +26,9 @@ func run() int {
 	fs := flag.NewFlagSet("contextosd", flag.ContinueOnError)
 	config := fs.String("config", "", "the TOML configuration file")
 	check := fs.String("check-config", "", "validate a configuration file and exit")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE\n\n")
+		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE | --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -33,6 +36,10 @@ func run() int {
 			return 0
 		}
 		return 2
+	}
+	if *showVersion {
+		fmt.Println(version.String("contextosd"))
+		return 0
 	}
 	if *check != "" {
 		if _, err := gateway.LoadConfig(*check); err != nil {
@@ -57,7 +64,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
-	log.Info("contextosd ready", "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
+	log.Info("contextosd ready", "version", version.Get().Version, "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
