@@ -131,8 +131,17 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		}
 	}()
 	var opts []nats.Option
-	opts = append(opts, nats.Name("contextosd"), nats.MaxReconnects(-1))
-	replyOpts := []nats.Option{nats.Name("contextosd-replies"), nats.MaxReconnects(-1)}
+	// The server refuses a publish or subscription the user may not make
+	// asynchronously; without a handler nats.go drops the error.
+	logAsync := nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		if sub != nil {
+			o.Logger.Error("nats error", "subject", sub.Subject, "err", err)
+			return
+		}
+		o.Logger.Error("nats error", "err", err)
+	})
+	opts = append(opts, nats.Name("contextosd"), nats.MaxReconnects(-1), logAsync)
+	replyOpts := []nats.Option{nats.Name("contextosd-replies"), nats.MaxReconnects(-1), logAsync}
 	if cfg.NATS.URL == "" {
 		pw := make([]byte, 24)
 		if _, err := rand.Read(pw); err != nil {
@@ -183,6 +192,13 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	if replyOpts != nil {
 		if rt.Replies, err = events.Connect(rt.URL, replyOpts...); err != nil {
 			return nil, fmt.Errorf("connect %s for replies: %w", rt.URL, err)
+		}
+	}
+	if cfg.NATS.URL != "" {
+		// The reply user may subscribe to nothing, so it cannot ask; a
+		// reply it may not publish is logged by logAsync.
+		if err := checkPermissions(nc, "nats.user", RuntimePublish, RuntimeSubscribe); err != nil {
+			return nil, err
 		}
 	}
 	js, err := jetstream.New(nc)
