@@ -73,8 +73,13 @@ type RuntimeConfig struct {
 	// Workers bounds proposals handled at once (default 256).
 	Workers int `toml:"workers"`
 	// MetricsListen, when set, serves the exposure view in the Prometheus
-	// text format at http://<addr>/metrics (loopback only).
+	// text format at http://<addr>/metrics (loopback only, unless
+	// MetricsPublic).
 	MetricsListen string `toml:"metrics_listen"`
+	// MetricsPublic lets MetricsListen be a non-loopback address (a
+	// container's, for probes and scrapes from outside the pod): said
+	// explicitly, since the exposure view names tenants and balances.
+	MetricsPublic bool `toml:"metrics_public"`
 }
 
 // TenantConfig declares a tenant's principals.
@@ -462,9 +467,11 @@ func (r *RuntimeConfig) validate() error {
 		return fmt.Errorf("runtime.reconcile_interval must be 0 (off) or 1s..%s, not %s", MaxReconcileInterval, d)
 	}
 	if r.MetricsListen != "" {
-		if err := loopbackAddr(r.MetricsListen); err != nil {
-			return fmt.Errorf("runtime.metrics_listen: %w", err)
+		if err := listenAddress(r.MetricsListen, !r.MetricsPublic); err != nil {
+			return fmt.Errorf("runtime.metrics_listen: %w (runtime.metrics_public = true allows any address)", err)
 		}
+	} else if r.MetricsPublic {
+		return errors.New("runtime.metrics_public needs runtime.metrics_listen")
 	}
 	return nil
 }
@@ -606,7 +613,11 @@ func isLoopbackHost(host string) bool {
 }
 
 // loopbackAddr checks a host:port listen address on a loopback host.
-func loopbackAddr(s string) error {
+func loopbackAddr(s string) error { return listenAddress(s, true) }
+
+// listenAddress checks a host:port listen address, on a loopback host if
+// loopbackOnly.
+func listenAddress(s string, loopbackOnly bool) error {
 	host, p, err := net.SplitHostPort(s)
 	if err != nil {
 		return err
@@ -614,7 +625,7 @@ func loopbackAddr(s string) error {
 	if port, err := strconv.Atoi(p); err != nil || port < 0 || port > 65535 {
 		return fmt.Errorf("%q: the port must be 0..65535", s)
 	}
-	if !isLoopbackHost(host) {
+	if loopbackOnly && !isLoopbackHost(host) {
 		return fmt.Errorf("loopback only, not %q", host)
 	}
 	return nil
