@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-short verify fuzz-smoke bench bench-postgres demo chaos clean tools vuln
+.PHONY: help build test test-short verify fuzz-smoke bench bench-postgres demo chaos clean tools vuln static release
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,31 @@ demo: build ## the shared-refund race on the embedded default, end to end
 
 clean:
 	rm -rf $(BIN)
+
+# static and release: contextosd and ctx with no C dependency (CGO_ENABLED=0),
+# no local paths (-trimpath), stripped (-s -w), and the release version stamped
+# into internal/version (what --version prints). deploy/Dockerfile runs
+# `make static`, so the image holds exactly these binaries.
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS    := -s -w -X github.com/contextos/ledger/internal/version.Version=$(VERSION)
+STATIC_DIR ?= $(BIN)/static
+RELEASE_DIR ?= $(BIN)/release
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+static: ## contextosd and ctx as static, trimmed, stripped binaries in $(STATIC_DIR) (what deploy/Dockerfile builds)
+	@mkdir -p $(STATIC_DIR)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(STATIC_DIR)/ ./cmd/contextosd ./cmd/ctx
+
+release: ## a .tar.gz of contextosd and ctx per platform of RELEASE_PLATFORMS, and SHA256SUMS, in $(RELEASE_DIR)
+	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	@set -e; for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=contextos-$(VERSION)-$$os-$$arch; dir=$(RELEASE_DIR)/$$name; \
+		GOOS=$$os GOARCH=$$arch $(MAKE) --no-print-directory static STATIC_DIR=$$dir VERSION=$(VERSION); \
+		cp README.md docs/config.md docs/operations.md deploy/systemd/contextosd.service $$dir/; \
+		tar -C $(RELEASE_DIR) --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -czf $(RELEASE_DIR)/$$name.tar.gz $$name; \
+		rm -rf $$dir; \
+	done
+	cd $(RELEASE_DIR) && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
 # vuln: govulncheck against a local copy of the Go vulnerability database.
 # The database is the module golang.org/x/vulndb (its data/osv/*.json), fetched

@@ -348,17 +348,38 @@ func loadOrCreateKey(cfg *Config) ([]byte, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	key, err = events.GenerateKey(rand.Reader)
+	key, err = createKey(path)
+	if errors.Is(err, os.ErrExist) {
+		// Replicas that share a key file (a shared volume) may start at
+		// once: the one that linked first made the key they all use.
+		return events.LoadPrivateKey(path)
+	}
+	return key, err
+}
+
+// CreateKey makes a new runtime signing key at path (0600) and returns its
+// key id; it refuses to replace an existing file (os.ErrExist). It is how a
+// key shared by several replicas is made before any of them starts.
+func CreateKey(path string) (string, error) {
+	key, err := createKey(path)
+	if err != nil {
+		return "", err
+	}
+	return events.NewSigner(key).KeyID, nil
+}
+
+// createKey writes a new key whole under a private name and links it into
+// place, which fails with os.ErrExist if a file is already there: nobody can
+// read a half-written key, and two processes creating one at once cannot
+// both win.
+func createKey(path string) ([]byte, error) {
+	key, err := events.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	// Replicas that share a key file (a shared volume) may start at once:
-	// the key is written whole under a private name and linked into place,
-	// which fails if another replica linked first; that replica's key is
-	// then the one to use, so all of them sign with one key.
 	suffix := make([]byte, 8)
 	if _, err := rand.Read(suffix); err != nil {
 		return nil, err
@@ -369,9 +390,6 @@ func loadOrCreateKey(cfg *Config) ([]byte, error) {
 	}
 	defer os.Remove(tmp)
 	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return events.LoadPrivateKey(path)
-		}
 		return nil, err
 	}
 	return key, nil

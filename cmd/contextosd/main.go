@@ -3,6 +3,7 @@
 //
 //	contextosd --config FILE
 //	contextosd --check-config FILE
+//	contextosd --init-key FILE
 //	contextosd --version
 package main
 
@@ -26,9 +27,10 @@ func run() int {
 	fs := flag.NewFlagSet("contextosd", flag.ContinueOnError)
 	config := fs.String("config", "", "the TOML configuration file")
 	check := fs.String("check-config", "", "validate a configuration file and exit")
+	initKey := fs.String("init-key", "", "create a new runtime signing key file (0600) for runtime.key_file, print its key id and exit; refuses to replace one")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE | --version\n\n")
+		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE | --init-key FILE | --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -39,6 +41,15 @@ func run() int {
 	}
 	if *showVersion {
 		fmt.Println(version.String("contextosd"))
+		return 0
+	}
+	if *initKey != "" {
+		id, err := gateway.CreateKey(*initKey)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "contextosd:", err)
+			return 1
+		}
+		fmt.Println(id)
 		return 0
 	}
 	if *check != "" {

@@ -210,3 +210,24 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("stamped --version: %q %v", out, err)
 	}
 }
+
+// TestInitKey: --init-key makes a 0600 key file and prints its key id, and
+// refuses to replace it.
+func TestInitKey(t *testing.T) {
+	bin := build(t)
+	path := filepath.Join(t.TempDir(), "keys", "runtime.key")
+	out, err := exec.Command(bin, "--init-key", path).Output()
+	if err != nil || !strings.HasPrefix(string(out), "ed25519:") {
+		t.Fatalf("--init-key: %q %v", out, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	before, _ := os.ReadFile(path)
+	code, stderr, _ := runOnce(t, bin, "--init-key", path)
+	after, _ := os.ReadFile(path)
+	if code != 1 || !strings.Contains(stderr, "file exists") || !bytes.Equal(before, after) {
+		t.Fatalf("second --init-key: exit %d %s", code, stderr)
+	}
+}
