@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/contextos/ledger/kernel"
+	"github.com/nats-io/nats.go"
 )
 
 // Config is the daemon's configuration: one TOML file (docs/config.md).
@@ -56,6 +59,16 @@ type NATSConfig struct {
 	ReplyUser     string `toml:"reply_user"`
 	ReplyPassword string `toml:"reply_password"`
 	ReplyCreds    string `toml:"reply_creds"`
+	// NkeyFile is an nkey seed file: the runtime's own user as an nkey
+	// (instead of user/password or creds).
+	NkeyFile string `toml:"nkey_file"`
+	// TLSCAFile (PEM) is the CA the servers' certificates are checked
+	// against instead of the system roots; TLSCertFile and TLSKeyFile are
+	// the runtime's client certificate, for servers that verify clients.
+	// Both connections (runtime and replies) use them.
+	TLSCAFile   string `toml:"tls_ca_file"`
+	TLSCertFile string `toml:"tls_cert_file"`
+	TLSKeyFile  string `toml:"tls_key_file"`
 }
 
 // RuntimeConfig tunes the runtime.
@@ -166,6 +179,36 @@ type HTTPConfig struct {
 	Timeout duration `toml:"timeout"`
 	// IdempotencyHeader carries the attempt id (default "Idempotency-Key").
 	IdempotencyHeader string `toml:"idempotency_header"`
+	// FallbackURLs are other endpoints of the same provider, tried in
+	// order only when a call provably never left (no connection could be
+	// made to the previous one). A call that may have reached an endpoint
+	// is never sent to another: its outcome is unknown until reconciled.
+	FallbackURLs []string `toml:"fallback_urls"`
+	// AllowHTTP permits plain http:// to a host that is not loopback.
+	AllowHTTP bool `toml:"allow_http"`
+	// CAFile (PEM) replaces the system roots for this provider's https
+	// certificates; CertFile and KeyFile are a client certificate.
+	CAFile   string `toml:"ca_file"`
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
+	// Headers are sent with every call; their values come from a file or
+	// an environment variable, never from this file.
+	Headers []HeaderConfig `toml:"headers"`
+
+	// tls and headers are what Validate loaded from the files and the
+	// environment (unexported: never part of a digest or a log).
+	tls     *tls.Config
+	headers http.Header
+}
+
+// HeaderConfig is a [[capabilities.http.headers]] entry: a header whose
+// value is read at start from ValueFile (trailing newlines dropped) or the
+// environment variable ValueEnv, after Prefix ("Bearer " for a token).
+type HeaderConfig struct {
+	Name      string `toml:"name"`
+	Prefix    string `toml:"prefix"`
+	ValueFile string `toml:"value_file"`
+	ValueEnv  string `toml:"value_env"`
 }
 
 // RecoveryConfig is an effectful capability's recovery contract.
@@ -182,6 +225,9 @@ type RecoveryConfig struct {
 	// QueryURL looks an attempt up later; "{idempotency_key}" is replaced
 	// by the attempt id (path-escaped).
 	QueryURL string `toml:"query_url"`
+	// FallbackQueryURLs are other endpoints for queries, under the same
+	// rule as http.fallback_urls.
+	FallbackQueryURLs []string `toml:"fallback_query_urls"`
 }
 
 // GuaranteeConfig is a [[guarantees]] table.
@@ -412,8 +458,11 @@ func (n *NATSConfig) validate(keyFile string) error {
 		if n.Replicas != 1 {
 			return fmt.Errorf("nats.replicas = %d needs a JetStream cluster (nats.url); the embedded server is one node", n.Replicas)
 		}
-		if n.User != "" || n.Password != "" || n.Creds != "" || n.ReplyUser != "" || n.ReplyPassword != "" || n.ReplyCreds != "" {
-			return errors.New("nats.user, password, creds, reply_user, reply_password and reply_creds are for an external deployment (nats.url); the embedded server makes its own")
+		if n.User != "" || n.Password != "" || n.Creds != "" || n.NkeyFile != "" || n.ReplyUser != "" || n.ReplyPassword != "" || n.ReplyCreds != "" {
+			return errors.New("nats.user, password, creds, nkey_file, reply_user, reply_password and reply_creds are for an external deployment (nats.url); the embedded server makes its own")
+		}
+		if n.TLSCAFile != "" || n.TLSCertFile != "" || n.TLSKeyFile != "" {
+			return errors.New("nats.tls_ca_file, tls_cert_file and tls_key_file are for an external deployment (nats.url); the embedded server listens on loopback")
 		}
 		return nil
 	}
@@ -424,8 +473,8 @@ func (n *NATSConfig) validate(keyFile string) error {
 		return errors.New("runtime.key_file (or nats.data_dir) is required with an external NATS (nats.url): the runtime's signing key must persist")
 	}
 	switch {
-	case n.Creds != "" && n.User != "":
-		return errors.New("nats.creds and nats.user exclude each other")
+	case countSet(n.Creds, n.User, n.NkeyFile) > 1:
+		return errors.New("nats.creds, nats.user and nats.nkey_file exclude each other")
 	case (n.User == "") != (n.Password == ""):
 		return errors.New("nats.user and nats.password go together")
 	case n.ReplyCreds != "" && n.ReplyUser != "":
@@ -433,7 +482,63 @@ func (n *NATSConfig) validate(keyFile string) error {
 	case (n.ReplyUser == "") != (n.ReplyPassword == ""):
 		return errors.New("nats.reply_user and nats.reply_password go together")
 	}
+	for _, f := range []struct{ key, path string }{{"creds", n.Creds}, {"reply_creds", n.ReplyCreds}} {
+		if f.path != "" {
+			if _, err := os.Stat(f.path); err != nil {
+				return fmt.Errorf("nats.%s: %w", f.key, err)
+			}
+		}
+	}
+	if n.NkeyFile != "" {
+		if _, err := nats.NkeyOptionFromSeed(n.NkeyFile); err != nil {
+			return fmt.Errorf("nats.nkey_file: %w", err)
+		}
+	}
+	if _, err := loadTLS(n.TLSCAFile, n.TLSCertFile, n.TLSKeyFile); err != nil {
+		return fmt.Errorf("nats.%w", err)
+	}
 	return nil
+}
+
+func countSet(v ...string) int {
+	n := 0
+	for _, s := range v {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// loadTLS reads a CA bundle and a client certificate; nil when none is
+// configured. Errors name the key ("tls_ca_file: ...") for the caller's
+// prefix.
+func loadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls_ca_file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("tls_ca_file %s: no PEM certificate in it", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("tls_cert_file and tls_key_file go together")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls_cert_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
 
 // validNATSURLs checks nats.url: one URL or a comma-separated list (the seed
@@ -519,6 +624,14 @@ func (cp *CapabilityConfig) validate() error {
 			return fmt.Errorf("recovery.query_url: %w", err)
 		}
 	}
+	for _, u := range r.FallbackQueryURLs {
+		if r.QueryURL == "" || !strings.Contains(u, "{idempotency_key}") {
+			return errors.New("recovery.fallback_query_urls: each must contain {idempotency_key}, beside a query_url")
+		}
+		if err := cp.HTTP.validURL(strings.ReplaceAll(u, "{idempotency_key}", "k")); err != nil {
+			return fmt.Errorf("recovery.fallback_query_urls: %w", err)
+		}
+	}
 	for _, s := range r.NotAppliedStatuses {
 		if s < 400 || s > 599 {
 			return fmt.Errorf("recovery.not_applied_statuses: %d is not a 4xx/5xx status", s)
@@ -549,7 +662,56 @@ func (h *HTTPConfig) validate() error {
 	if err := validHeaderName(h.IdempotencyHeader); err != nil {
 		return fmt.Errorf("http.idempotency_header: %w", err)
 	}
+	for _, u := range h.FallbackURLs {
+		if err := h.validURL(u); err != nil {
+			return fmt.Errorf("http.fallback_urls: %w", err)
+		}
+	}
+	c, err := loadTLS(h.CAFile, h.CertFile, h.KeyFile)
+	if err != nil {
+		return fmt.Errorf("http.%s", strings.NewReplacer("tls_ca_file", "ca_file", "tls_cert_file", "cert_file", "tls_key_file", "key_file").Replace(err.Error()))
+	}
+	h.tls = c
+	h.headers = http.Header{}
+	for _, hc := range h.Headers {
+		if err := validHeaderName(hc.Name); err != nil {
+			return fmt.Errorf("http.headers: %w", err)
+		}
+		if strings.EqualFold(hc.Name, h.IdempotencyHeader) || h.headers.Get(hc.Name) != "" {
+			return fmt.Errorf("http.headers: %s is set twice", hc.Name)
+		}
+		v, err := hc.value()
+		if err != nil {
+			return fmt.Errorf("http.headers %s: %w", hc.Name, err)
+		}
+		h.headers.Set(hc.Name, v)
+	}
 	return nil
+}
+
+// value reads a header's value from its file or environment variable.
+func (hc HeaderConfig) value() (string, error) {
+	var v string
+	switch {
+	case (hc.ValueFile == "") == (hc.ValueEnv == ""):
+		return "", errors.New("exactly one of value_file and value_env is required (a value is never written in the configuration)")
+	case hc.ValueFile != "":
+		b, err := os.ReadFile(hc.ValueFile)
+		if err != nil {
+			return "", err
+		}
+		v = strings.TrimRight(string(b), "\r\n")
+	default:
+		var ok bool
+		if v, ok = os.LookupEnv(hc.ValueEnv); !ok {
+			return "", fmt.Errorf("environment variable %s is not set", hc.ValueEnv)
+		}
+	}
+	v = hc.Prefix + v
+	if v == "" || strings.ContainsAny(v, "\r\n\x00") {
+		return "", errors.New("the value is empty or holds a line break")
+	}
+	return v, nil
 }
 
 // validURL checks a provider URL: http or https with a host, and plain
@@ -568,8 +730,8 @@ func (h *HTTPConfig) validURL(s string) error {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !isLoopbackHost(u.Hostname()) {
-			return fmt.Errorf("%q: plain http only to a loopback host; use https", s)
+		if !isLoopbackHost(u.Hostname()) && !h.AllowHTTP {
+			return fmt.Errorf("%q: plain http only to a loopback host; use https (or say http.allow_http = true)", s)
 		}
 	default:
 		return fmt.Errorf("%q: the scheme must be http or https", s)

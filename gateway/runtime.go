@@ -169,10 +169,25 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		replyOpts = append(replyOpts, nats.UserInfo(ReplyUser, password))
 	} else {
 		rt.URL = cfg.NATS.URL
-		if cfg.NATS.Creds != "" {
+		switch {
+		case cfg.NATS.Creds != "":
 			opts = append(opts, nats.UserCredentials(cfg.NATS.Creds))
-		} else if cfg.NATS.User != "" {
+		case cfg.NATS.NkeyFile != "":
+			nk, err := nats.NkeyOptionFromSeed(cfg.NATS.NkeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("nats.nkey_file: %w", err)
+			}
+			opts = append(opts, nk)
+		case cfg.NATS.User != "":
 			opts = append(opts, nats.UserInfo(cfg.NATS.User, cfg.NATS.Password))
+		}
+		if cfg.NATS.TLSCAFile != "" {
+			opts = append(opts, nats.RootCAs(cfg.NATS.TLSCAFile))
+			replyOpts = append(replyOpts, nats.RootCAs(cfg.NATS.TLSCAFile))
+		}
+		if cfg.NATS.TLSCertFile != "" {
+			opts = append(opts, nats.ClientCert(cfg.NATS.TLSCertFile, cfg.NATS.TLSKeyFile))
+			replyOpts = append(replyOpts, nats.ClientCert(cfg.NATS.TLSCertFile, cfg.NATS.TLSKeyFile))
 		}
 		switch {
 		case cfg.NATS.ReplyCreds != "":
