@@ -238,6 +238,8 @@ type GuaranteeConfig struct {
 	AmountPointer   string   `toml:"amount_pointer"`
 	Limit           int64    `toml:"limit"`
 	Unit            string   `toml:"unit"`
+	// ResourceForm is "ascii-token", "nfc" or empty (any string).
+	ResourceForm string `toml:"resource_form"`
 }
 
 type duration struct{ time.Duration }
@@ -331,7 +333,7 @@ func (c *Config) prepare(dir string) error {
 	c.Guarantees = nil
 	for _, g := range c.RawGuarantee {
 		c.Guarantees = append(c.Guarantees, kernel.Definition{ID: g.ID, CapabilityIDs: g.CapabilityIDs, ResourcePointer: g.ResourcePointer,
-			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit})
+			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit, ResourceForm: kernel.ResourceForm(g.ResourceForm)})
 	}
 	return nil
 }

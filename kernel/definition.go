@@ -17,6 +17,10 @@ type Definition struct {
 	AmountPointer   string   `json:"amount_pointer"`
 	Limit           int64    `json:"limit"`
 	Unit            string   `json:"unit"`
+	// ResourceForm, when set, refuses resource ids outside the form
+	// (look-alikes). Omitted when empty, so definitions without one keep
+	// the digest they were pinned with.
+	ResourceForm ResourceForm `json:"resource_form,omitempty"`
 }
 
 // Validate checks the definition: a token id, at least one capability, valid
@@ -48,6 +52,9 @@ func (d Definition) Validate() *Refusal {
 	}
 	if d.Unit == "" {
 		return refuse(CodeDefinitionInvalid, "guarantee %s has no unit", d.ID)
+	}
+	if !d.ResourceForm.Valid() {
+		return refuse(CodeDefinitionInvalid, "guarantee %s resource_form must be \"ascii-token\" or \"nfc\", not %q", d.ID, string(d.ResourceForm))
 	}
 	return nil
 }
@@ -93,8 +100,9 @@ func ParseDefinition(b []byte) (Definition, error) {
 }
 
 // Extract reads the resource and the amount from bound arguments (decoded by
-// DecodeArguments). The resource must be a non-empty string and is used as
-// is; the amount must satisfy ParseAmount.
+// DecodeArguments). The resource must be a non-empty string within the
+// definition's ResourceForm and is used as is; the amount must satisfy
+// ParseAmount.
 func (d Definition) Extract(args map[string]any) (resource string, amount int64, r *Refusal) {
 	rp, err := ParsePointer(d.ResourcePointer)
 	if err != nil {
@@ -104,6 +112,10 @@ func (d Definition) Extract(args map[string]any) (resource string, amount int64,
 	s, ok := v.(string)
 	if !ok || s == "" {
 		return "", 0, refuse(CodeResourceInvalid, "value at %s must be a non-empty string, got %s", d.ResourcePointer, describe(v))
+	}
+	if r := d.ResourceForm.CheckResource(s); r != nil {
+		r.Reason = "value at " + d.ResourcePointer + ": " + r.Reason
+		return "", 0, r
 	}
 	ap, err := ParsePointer(d.AmountPointer)
 	if err != nil {
