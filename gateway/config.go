@@ -825,6 +825,19 @@ func (t *TenantConfig) Agent(id string) (*PrincipalConfig, bool) {
 	return nil, false
 }
 
+// amountPointers are the amount pointers of the guarantees that cover a
+// capability (kernel.DecodeArguments refuses an inexact number there as an
+// invalid amount).
+func (c *Config) amountPointers(capabilityID string) []kernel.Pointer {
+	var out []kernel.Pointer
+	for _, g := range c.GuaranteesFor(capabilityID) {
+		if p, err := kernel.ParsePointer(g.AmountPointer); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // GuaranteesFor returns the guarantees that cover a capability.
 func (c *Config) GuaranteesFor(capabilityID string) []kernel.Definition {
 	var out []kernel.Definition

@@ -55,7 +55,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	cp, surfaced := g.cfg.Capability(p.CapabilityID)
 	pc.cp = cp
-	args, argRefusal := kernel.DecodeArguments(p.Arguments)
+	args, argRefusal := kernel.DecodeArguments(p.Arguments, g.cfg.amountPointers(p.CapabilityID)...)
 	canonArgs := json.RawMessage(p.Arguments)
 	if argRefusal == nil {
 		if c, err := kernel.Canonical(canonArgs); err == nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"testing"
 
@@ -35,5 +36,20 @@ func TestLookAlikeResourceRefused(t *testing.T) {
 	}
 	if r := e.propose(nc, "acme", "agent_email", refund("run_la", "la-plain", "ord_7", 60000)); r.Status != kernel.StatusApplied {
 		t.Fatalf("plain id: %+v", r)
+	}
+}
+
+// TestAmount1e400: 1e400 as a refund's amount is refused as an invalid
+// amount, not as a malformed request with advice that is refused too.
+func TestAmount1e400(t *testing.T) {
+	e := startEnv(t)
+	nc := e.client("acme", "agent_email")
+	p := refund("run_big", "big-1", "ord_big", 1)
+	p["arguments"].(map[string]any)["amount_minor"] = json.RawMessage("1e400")
+	if r := e.propose(nc, "acme", "agent_email", p); r.Status != kernel.StatusRefused || r.Code != kernel.CodeAmountInvalid {
+		t.Fatalf("1e400: %+v", r)
+	}
+	if n := e.prov.Stats().Calls; n != 0 {
+		t.Fatalf("the provider got %d calls", n)
 	}
 }
