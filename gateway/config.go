@@ -351,7 +351,10 @@ const (
 	// attempt's reconcile grace is twice its timeout, and a hold must not
 	// wait hours for a provider that is gone.
 	MaxProviderTimeout = 5 * time.Minute
-	// MaxReconcileInterval is the longest runtime.reconcile_interval.
+	// MinReconcileInterval and MaxReconcileInterval bound a nonzero
+	// runtime.reconcile_interval: a reconciler that never sleeps would
+	// spin, one that sleeps a day is off.
+	MinReconcileInterval = 10 * time.Millisecond
 	MaxReconcileInterval = 24 * time.Hour
 )
 
@@ -570,8 +573,8 @@ func (r *RuntimeConfig) validate() error {
 	if r.Workers < 1 || r.Workers > MaxWorkers {
 		return fmt.Errorf("runtime.workers must be 1..%d, not %d", MaxWorkers, r.Workers)
 	}
-	if d := r.ReconcileInterval.Duration; d != 0 && (d < time.Second || d > MaxReconcileInterval) {
-		return fmt.Errorf("runtime.reconcile_interval must be 0 (off) or 1s..%s, not %s", MaxReconcileInterval, d)
+	if d := r.ReconcileInterval.Duration; d != 0 && (d < MinReconcileInterval || d > MaxReconcileInterval) {
+		return fmt.Errorf("runtime.reconcile_interval must be 0 (off) or %s..%s, not %s", MinReconcileInterval, MaxReconcileInterval, d)
 	}
 	if r.MetricsListen != "" {
 		if err := listenAddress(r.MetricsListen, !r.MetricsPublic); err != nil {

@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/contextos/ledger/kernel"
@@ -99,8 +102,12 @@ func TestReplyCredentials(t *testing.T) {
 		{"data_dir = \"d\"\nreply_user = \"r\"\nreply_password = \"p\"\n", false},
 		{"data_dir = \"d\"\nreply_creds = \"r.creds\"\n", false},
 	}
+	creds := filepath.Join(t.TempDir(), "r.creds")
+	if err := os.WriteFile(creds, []byte("creds"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range cases {
-		_, err := ParseConfig([]byte("[nats]\n" + c.nats + tenant))
+		_, err := ParseConfig([]byte("[nats]\n" + strings.ReplaceAll(c.nats, `"r.creds"`, strconv.Quote(creds)) + tenant))
 		if (err == nil) != c.ok {
 			t.Errorf("%q: err %v, want ok=%v", c.nats, err, c.ok)
 		}
