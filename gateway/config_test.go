@@ -72,8 +72,12 @@ func TestValidateHostile(t *testing.T) {
 		{"metrics_public alone", "workers = 8", "metrics_public = true", func(c *Config) { c.Runtime.MetricsPublic = true }, "runtime.metrics_public needs runtime.metrics_listen"},
 		{"reconcile 1ns", "workers = 8", `reconcile_interval = "1ns"`, func(c *Config) { c.Runtime.ReconcileInterval.Duration = 1 }, "runtime.reconcile_interval must be 0 (off) or 10ms..24h0m0s, not 1ns"},
 		{"external nats without a key", `data_dir = "d"`, `url = "nats://127.0.0.1:4222"`, func(c *Config) { c.NATS.URL, c.NATS.DataDir, c.NATS.Listen = "nats://127.0.0.1:4222", "", "" }, "runtime.key_file (or nats.data_dir) is required with an external NATS"},
-		{"creds file missing", `data_dir = "d"`, "url = \"nats://127.0.0.1:4222\"\ndata_dir = \"d\"\ncreds = \"/nonexistent/rt.creds\"", func(c *Config) { c.NATS.URL, c.NATS.Listen, c.NATS.Creds = "nats://127.0.0.1:4222", "", "/nonexistent/rt.creds" }, "nats.creds: stat /nonexistent/rt.creds"},
-		{"nkey file missing", `data_dir = "d"`, "url = \"nats://127.0.0.1:4222\"\ndata_dir = \"d\"\nnkey_file = \"/nonexistent/rt.nk\"", func(c *Config) { c.NATS.URL, c.NATS.Listen, c.NATS.NkeyFile = "nats://127.0.0.1:4222", "", "/nonexistent/rt.nk" }, "nats.nkey_file"},
+		{"creds file missing", `data_dir = "d"`, "url = \"nats://127.0.0.1:4222\"\ndata_dir = \"d\"\ncreds = \"/nonexistent/rt.creds\"", func(c *Config) {
+			c.NATS.URL, c.NATS.Listen, c.NATS.Creds = "nats://127.0.0.1:4222", "", "/nonexistent/rt.creds"
+		}, "nats.creds: stat /nonexistent/rt.creds"},
+		{"nkey file missing", `data_dir = "d"`, "url = \"nats://127.0.0.1:4222\"\ndata_dir = \"d\"\nnkey_file = \"/nonexistent/rt.nk\"", func(c *Config) {
+			c.NATS.URL, c.NATS.Listen, c.NATS.NkeyFile = "nats://127.0.0.1:4222", "", "/nonexistent/rt.nk"
+		}, "nats.nkey_file"},
 		{"nats tls with the embedded server", `data_dir = "d"`, "data_dir = \"d\"\ntls_ca_file = \"ca.pem\"", func(c *Config) { c.NATS.TLSCAFile = "ca.pem" }, "are for an external deployment"},
 		{"nats url http", `listen = "127.0.0.1:0"`, `url = "http://127.0.0.1:4222"`, func(c *Config) { c.NATS.URL = "http://127.0.0.1:4222" }, "the scheme must be nats, tls, ws or wss"},
 		{"nats url list with a bad one", `listen = "127.0.0.1:0"`, `url = "nats://a:4222,ftp://b:4222"`, func(c *Config) { c.NATS.URL = "nats://a:4222,ftp://b:4222" }, `nats.url "ftp://b:4222"`},
