@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ type Config struct {
 	Tenants      []TenantConfig     `toml:"tenants"`
 	Capabilities []CapabilityConfig `toml:"capabilities"`
 	RawGuarantee []GuaranteeConfig  `toml:"guarantees"`
+	MCP          MCPConfig          `toml:"mcp"`
 	// Guarantees are the validated definitions of RawGuarantee.
 	Guarantees []kernel.Definition `toml:"-"`
 }
@@ -121,6 +123,9 @@ type PrincipalConfig struct {
 	// EvidenceSources are the evidence sources an agent may rely on: the
 	// RunContext.allowed_sources of its evidence gates. Empty grants none.
 	EvidenceSources []string `toml:"evidence_sources"`
+	// MCPToken is an agent's bearer credential on the MCP gateway: the
+	// same identity as its NATS user (docs/mcp.md).
+	MCPToken string `toml:"mcp_token"`
 }
 
 // CapabilityConfig is one pinned capability manifest.
@@ -146,6 +151,10 @@ type CapabilityConfig struct {
 	// ContextPack is the path of the context pack (JSON) of DecisionKey,
 	// relative to the configuration file.
 	ContextPack string `toml:"context_pack"`
+	// ArgumentsSchema is the JSON Schema of the arguments (JSON text), the
+	// input schema of the capability's MCP tool.
+	ArgumentsSchema string        `toml:"arguments_schema"`
+	MCP             MCPToolConfig `toml:"mcp"`
 
 	policy *kernel.CompiledPolicy
 	pack   *kernel.ContextPack
@@ -441,7 +450,7 @@ func (c *Config) validate() error {
 			}
 		}
 	}
-	return nil
+	return c.validateMCP()
 }
 
 func (n *NATSConfig) validate(keyFile string) error {
@@ -592,17 +601,21 @@ func (cp *CapabilityConfig) validate() error {
 	default:
 		return fmt.Errorf("risk must be low, medium or high, not %q", cp.Risk)
 	}
+	if err := cp.validateMCPManifest(); err != nil {
+		return err
+	}
 	switch cp.Adapter {
 	case "http":
 		if err := cp.HTTP.validate(); err != nil {
 			return err
 		}
+	case "mcp": // validateMCPManifest
 	case "noop":
 		if cp.Effectful {
 			return errors.New("an effectful capability cannot use the noop adapter")
 		}
 	default:
-		return fmt.Errorf("adapter must be \"http\" or \"noop\", not %q", cp.Adapter)
+		return fmt.Errorf("adapter must be \"http\", \"mcp\" or \"noop\", not %q", cp.Adapter)
 	}
 	r := cp.Recovery
 	if cp.Effectful && cp.Adapter == "http" {
@@ -743,6 +756,9 @@ func (h *HTTPConfig) validURL(s string) error {
 	}
 	return nil
 }
+
+// isZero reports whether no [capabilities.http] key was given.
+func (h *HTTPConfig) isZero() bool { return reflect.ValueOf(*h).IsZero() }
 
 // validHeaderName checks an HTTP field name (an RFC 9110 token) that the
 // adapter may set.
