@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
@@ -384,6 +385,15 @@ func (c *Config) validate() error {
 	}
 	if err := c.Runtime.validate(); err != nil {
 		return err
+	}
+	if path := c.keyPath(); path != "" {
+		// A key that is there must load (mode 0600, well formed); one that
+		// is not is created at start.
+		if _, err := os.Stat(path); err == nil {
+			if _, err := events.LoadPrivateKey(path); err != nil {
+				return fmt.Errorf("runtime.key_file: %w", err)
+			}
+		}
 	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")
@@ -812,6 +822,18 @@ func listenAddress(s string, loopbackOnly bool) error {
 		return fmt.Errorf("loopback only, not %q", host)
 	}
 	return nil
+}
+
+// keyPath is where the runtime key is read (or created): runtime.key_file,
+// else <data_dir>/runtime.key; empty when neither is set.
+func (c *Config) keyPath() string {
+	if c.Runtime.KeyFile != "" {
+		return c.Runtime.KeyFile
+	}
+	if c.NATS.DataDir != "" {
+		return filepath.Join(c.NATS.DataDir, "runtime.key")
+	}
+	return ""
 }
 
 // Capability returns the manifest of a capability id.

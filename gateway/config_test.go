@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +108,25 @@ func TestValidateHostile(t *testing.T) {
 				t.Fatalf("Boot: %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestValidateKeyFile: a key file that is there must load, so a key
+// readable by others is refused by the check as it is at start.
+func TestValidateKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runtime.key")
+	if _, err := CreateKey(path); err != nil {
+		t.Fatal(err)
+	}
+	conf := strings.Replace(validationBase, "workers = 8", "key_file = "+strconv.Quote(path), 1)
+	if _, err := ParseConfig([]byte(conf)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseConfig([]byte(conf)); err == nil || !strings.Contains(err.Error(), "runtime.key_file: ") || !strings.Contains(err.Error(), "want 0600") {
+		t.Fatalf("a 0644 key: %v", err)
 	}
 }
 

@@ -362,12 +362,9 @@ func listenAddr(s string) (string, int, error) {
 }
 
 func loadOrCreateKey(cfg *Config) ([]byte, error) {
-	path := cfg.Runtime.KeyFile
+	path := cfg.keyPath()
 	if path == "" {
-		if cfg.NATS.DataDir == "" {
-			return nil, errors.New("runtime.key_file is required with an external NATS")
-		}
-		path = filepath.Join(cfg.NATS.DataDir, "runtime.key")
+		return nil, errors.New("runtime.key_file is required with an external NATS")
 	}
 	key, err := events.LoadPrivateKey(path)
 	if err == nil {
