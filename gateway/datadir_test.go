@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -34,4 +35,27 @@ func TestSharedKeyFileConverges(t *testing.T) {
 	if len(matches) != 0 {
 		t.Fatalf("left behind: %v", matches)
 	}
+}
+
+// TestDataDirLockBoot: a second Boot on the data_dir of a running runtime
+// is refused with ErrDataDirLocked before it starts a server; after Close
+// the data_dir boots again.
+func TestDataDirLockBoot(t *testing.T) {
+	dir := t.TempDir()
+	first, err := Boot(testConfig(t, dir, "http://127.0.0.1:9"), BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt, err := Boot(testConfig(t, dir, "http://127.0.0.1:9"), BootOptions{}); !errors.Is(err, ErrDataDirLocked) {
+		if rt != nil {
+			rt.Close()
+		}
+		t.Fatalf("second Boot: %v", err)
+	}
+	first.Close()
+	again, err := Boot(testConfig(t, dir, "http://127.0.0.1:9"), BootOptions{})
+	if err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	again.Close()
 }
