@@ -10,7 +10,8 @@ import (
 	"github.com/contextos/ledger/kernel"
 )
 
-// FuzzParseConfig: never panics; an accepted configuration has a tenant,
+// FuzzParseConfig: never panics; an accepted configuration passes Validate
+// again (what Boot runs first), has a tenant,
 // positive bounds, and only valid guarantee definitions (limit within
 // 1..2^53-1) over declared capabilities; every principal's grants are
 // declared capabilities.
@@ -27,6 +28,9 @@ func FuzzParseConfig(f *testing.F) {
 		cfg, err := ParseConfig(b)
 		if err != nil {
 			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted by ParseConfig, refused by Validate (what Boot runs): %v", err)
 		}
 		if len(cfg.Tenants) == 0 || cfg.Runtime.MaxProposalBytes <= 0 || cfg.Runtime.Workers <= 0 || cfg.NATS.Replicas <= 0 {
 			t.Fatalf("accepted bounds: %+v %+v", cfg.Runtime, cfg.NATS)
