@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	_ "time/tzdata" // guarantees' time zones, whatever the host has
 
 	"github.com/BurntSushi/toml"
 	"github.com/contextos/ledger/events"
@@ -30,9 +31,20 @@ type Config struct {
 	Tenants      []TenantConfig     `toml:"tenants"`
 	Capabilities []CapabilityConfig `toml:"capabilities"`
 	RawGuarantee []GuaranteeConfig  `toml:"guarantees"`
+	Console      ConsoleConfig      `toml:"console"`
 	MCP          MCPConfig          `toml:"mcp"`
 	// Guarantees are the validated definitions of RawGuarantee.
 	Guarantees []kernel.Definition `toml:"-"`
+	zones      map[string]*time.Location
+}
+
+// Zone is a calendar window's time zone ("" is UTC), loaded when the
+// configuration was validated.
+func (c *Config) Zone(name string) *time.Location {
+	if z, ok := c.zones[name]; ok {
+		return z
+	}
+	return time.UTC
 }
 
 // NATSConfig says where the event store lives.
@@ -90,12 +102,12 @@ type RuntimeConfig struct {
 	Workers int `toml:"workers"`
 	// MetricsListen, when set, serves the exposure view in the Prometheus
 	// text format at http://<addr>/metrics (loopback only, unless
-	// MetricsPublic).
+	// MetricsAllowNonLoopback).
 	MetricsListen string `toml:"metrics_listen"`
-	// MetricsPublic lets MetricsListen be a non-loopback address (a
+	// MetricsAllowNonLoopback lets MetricsListen be a non-loopback address (a
 	// container's, for probes and scrapes from outside the pod): said
 	// explicitly, since the exposure view names tenants and balances.
-	MetricsPublic bool `toml:"metrics_public"`
+	MetricsAllowNonLoopback bool `toml:"metrics_allow_non_loopback"`
 }
 
 // TenantConfig declares a tenant's principals.
@@ -248,6 +260,14 @@ type GuaranteeConfig struct {
 	AmountPointer   string   `toml:"amount_pointer"`
 	Limit           int64    `toml:"limit"`
 	Unit            string   `toml:"unit"`
+	// Mode is "enforce" (the default) or "observe" (record what would be
+	// refused, refuse nothing).
+	Mode string `toml:"mode"`
+	// Window is "" (no period), "day", "week" or "month" in TimeZone (an
+	// IANA name, "" for UTC), or "rolling" over Duration ("24h").
+	Window   string `toml:"window"`
+	TimeZone string `toml:"time_zone"`
+	Duration string `toml:"duration"`
 	// ResourceForm is "ascii-token", "nfc" or empty (any string).
 	ResourceForm string `toml:"resource_form"`
 }
@@ -343,7 +363,8 @@ func (c *Config) prepare(dir string) error {
 	c.Guarantees = nil
 	for _, g := range c.RawGuarantee {
 		c.Guarantees = append(c.Guarantees, kernel.Definition{ID: g.ID, CapabilityIDs: g.CapabilityIDs, ResourcePointer: g.ResourcePointer,
-			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit, ResourceForm: kernel.ResourceForm(g.ResourceForm)})
+			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit, Mode: g.Mode, Window: g.Window, TimeZone: g.TimeZone, Duration: g.Duration,
+			ResourceForm: kernel.ResourceForm(g.ResourceForm)})
 	}
 	return nil
 }
@@ -394,6 +415,9 @@ func (c *Config) validate() error {
 				return fmt.Errorf("runtime.key_file: %w", err)
 			}
 		}
+	}
+	if err := c.Console.validate(); err != nil {
+		return err
 	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")
@@ -458,6 +482,16 @@ func (c *Config) validate() error {
 			if caps[capID] == nil {
 				return fmt.Errorf("guarantee %s covers unknown capability %s", def.ID, capID)
 			}
+		}
+		if def.Calendar() && def.TimeZone != "" {
+			z, err := time.LoadLocation(def.TimeZone)
+			if err != nil {
+				return fmt.Errorf("guarantee %s time_zone: %w", def.ID, err)
+			}
+			if c.zones == nil {
+				c.zones = map[string]*time.Location{}
+			}
+			c.zones[def.TimeZone] = z
 		}
 	}
 	return c.validateMCP()
@@ -596,11 +630,11 @@ func (r *RuntimeConfig) validate() error {
 		return fmt.Errorf("runtime.reconcile_interval must be 0 (off) or %s..%s, not %s", MinReconcileInterval, MaxReconcileInterval, d)
 	}
 	if r.MetricsListen != "" {
-		if err := listenAddress(r.MetricsListen, !r.MetricsPublic); err != nil {
-			return fmt.Errorf("runtime.metrics_listen: %w (runtime.metrics_public = true allows any address)", err)
+		if err := listenAddress(r.MetricsListen, !r.MetricsAllowNonLoopback); err != nil {
+			return fmt.Errorf("runtime.metrics_listen: %w (runtime.metrics_allow_non_loopback = true allows any address)", err)
 		}
-	} else if r.MetricsPublic {
-		return errors.New("runtime.metrics_public needs runtime.metrics_listen")
+	} else if r.MetricsAllowNonLoopback {
+		return errors.New("runtime.metrics_allow_non_loopback needs runtime.metrics_listen")
 	}
 	return nil
 }

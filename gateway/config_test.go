@@ -72,7 +72,7 @@ func TestValidateHostile(t *testing.T) {
 		{"nats listen bad port", `listen = "127.0.0.1:0"`, `listen = "127.0.0.1:99999"`, func(c *Config) { c.NATS.Listen = "127.0.0.1:99999" }, "the port must be 0..65535"},
 		{"metrics 0.0.0.0", "workers = 8", `metrics_listen = "0.0.0.0:9464"`, func(c *Config) { c.Runtime.MetricsListen = "0.0.0.0:9464" }, `runtime.metrics_listen: loopback only, not "0.0.0.0"`},
 		{"metrics [::]", "workers = 8", `metrics_listen = "[::]:9464"`, func(c *Config) { c.Runtime.MetricsListen = "[::]:9464" }, `runtime.metrics_listen: loopback only, not "::"`},
-		{"metrics_public alone", "workers = 8", "metrics_public = true", func(c *Config) { c.Runtime.MetricsPublic = true }, "runtime.metrics_public needs runtime.metrics_listen"},
+		{"metrics_allow_non_loopback alone", "workers = 8", "metrics_allow_non_loopback = true", func(c *Config) { c.Runtime.MetricsAllowNonLoopback = true }, "runtime.metrics_allow_non_loopback needs runtime.metrics_listen"},
 		{"reconcile 1ns", "workers = 8", `reconcile_interval = "1ns"`, func(c *Config) { c.Runtime.ReconcileInterval.Duration = 1 }, "runtime.reconcile_interval must be 0 (off) or 10ms..24h0m0s, not 1ns"},
 		{"external nats without a key", `data_dir = "d"`, `url = "nats://127.0.0.1:4222"`, func(c *Config) { c.NATS.URL, c.NATS.DataDir, c.NATS.Listen = "nats://127.0.0.1:4222", "", "" }, "runtime.key_file (or nats.data_dir) is required with an external NATS"},
 		{"creds file missing", `data_dir = "d"`, "url = \"nats://127.0.0.1:4222\"\ndata_dir = \"d\"\ncreds = \"/nonexistent/rt.creds\"", func(c *Config) {
@@ -139,7 +139,7 @@ func TestValidateAccepts(t *testing.T) {
 		{"workers = 8", "max_proposal_bytes = 8388608"},
 		{"workers = 8", `reconcile_interval = "24h"`},
 		{"workers = 8", `metrics_listen = "localhost:0"`},
-		{"workers = 8", "metrics_listen = \"0.0.0.0:9464\"\nmetrics_public = true"},
+		{"workers = 8", "metrics_listen = \"0.0.0.0:9464\"\nmetrics_allow_non_loopback = true"},
 		{`timeout = "2s"`, `timeout = "5m"`},
 		{`method = "POST"`, `method = "PUT"`},
 		{`url = "http://127.0.0.1:9/refunds"`, `url = "https://pay.example.com/refunds"`},

@@ -1,233 +1,119 @@
 package main
 
 import (
-	"bytes"
-	"fmt"
-	"net"
+	"bufio"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
-	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
 
-var binDir string
-
+// TestMain lets the test binary run as contextosd itself, for the tests
+// that start it as a real process.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	if args := os.Getenv("CONTEXTOSD_TEST_ARGS"); args != "" {
+		os.Args = append([]string{"contextosd"}, strings.Fields(args)...)
+		os.Exit(run())
 	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
-// binary builds contextosd once for the tests of this file.
-var binary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "contextosd-bin")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	bin := filepath.Join(dir, "contextosd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+const consoleConfig = `
+[nats]
+data_dir = "{{DATA}}"
+listen = "127.0.0.1:0"
+sync = "relaxed"
+[console]
+listen = "{{LISTEN}}"
+[[tenants]]
+id = "acme"
+  [[tenants.operators]]
+  id = "ops_alice"
+  password = "alice-secret"
+`
 
-func build(t *testing.T) string {
+func daemon(t *testing.T, listen string) *exec.Cmd {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs the daemon")
-	}
-	bin, err := binary()
-	if err != nil {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "contextos.toml")
+	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(dir, "data"), "{{LISTEN}}", listen).Replace(consoleConfig)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return bin
-}
-
-func writeConfig(t *testing.T, dataDir, listen, extra string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "contextos.toml")
-	s := fmt.Sprintf("[nats]\ndata_dir = %q\nlisten = %q\n\n[runtime]\n%s\n[[tenants]]\nid = \"acme\"\n  [[tenants.agents]]\n  id = \"a\"\n  password = \"p\"\n", dataDir, listen, extra)
-	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// syncBuffer is a bytes.Buffer a process writes to while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// start runs the daemon and waits until it says ready.
-func start(t *testing.T, bin, config string) *exec.Cmd {
-	t.Helper()
-	var stderr syncBuffer
-	cmd := exec.Command(bin, "--config", config)
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), "contextosd ready") {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "CONTEXTOSD_TEST_ARGS=--config "+path)
 	return cmd
 }
 
-// runOnce runs the daemon to its exit and returns the exit code, stderr and
-// how long it took.
-func runOnce(t *testing.T, bin string, args ...string) (int, string, time.Duration) {
-	t.Helper()
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = &stderr
-	begin := time.Now()
-	done := make(chan error, 1)
+// TestConsoleStarts: a [console] listen address makes contextosd serve the
+// console, and it stops with the daemon.
+func TestConsoleStarts(t *testing.T) {
+	cmd := daemon(t, "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	found := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`console ready"? url=(http://127\.0\.0\.1:[0-9]+)`)
+		sc := bufio.NewScanner(stderr)
+		url := ""
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				url = m[1]
+			}
+			if strings.Contains(sc.Text(), "contextosd ready") { // signals are handled from here on
+				found <- url
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	var url string
 	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("contextosd %s did not exit:\n%s", strings.Join(args, " "), stderr.String())
+	case url = <-found:
+		if url == "" {
+			t.Fatal("contextosd is ready without its console")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("contextosd did not start its console")
 	}
-	return cmd.ProcessState.ExitCode(), stderr.String(), time.Since(begin)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	resp, err := http.Get(url + "/login")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// TestDataDirLocked: a second daemon on the data_dir of a running one
-// refuses to start, at once and saying why, and the first keeps serving;
-// once the first is gone the data_dir can be used again.
-func TestDataDirLocked(t *testing.T) {
-	bin := build(t)
-	data := t.TempDir()
-	first := start(t, bin, writeConfig(t, data, freeAddr(t), ""))
-	code, stderr, took := runOnce(t, bin, "--config", writeConfig(t, data, freeAddr(t), ""))
-	if code != 1 || !strings.Contains(stderr, "nats.data_dir is in use by another contextosd") ||
-		!strings.Contains(stderr, fmt.Sprintf("held by pid %d", first.Process.Pid)) {
-		t.Fatalf("second daemon: exit %d after %s:\n%s", code, took, stderr)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `action="/login"`) {
+		t.Fatalf("GET /login: %d\n%s", resp.StatusCode, b)
 	}
-	if took > 5*time.Second {
-		t.Fatalf("the refusal took %s", took)
-	}
-	if first.ProcessState != nil {
-		t.Fatal("the first daemon exited")
-	}
-	_ = first.Process.Kill()
-	_ = first.Wait()
-	start(t, bin, writeConfig(t, data, freeAddr(t), ""))
-}
-
-// TestListenAddressTaken: a daemon whose embedded server's address, or
-// metrics address, is taken fails at once naming the address.
-func TestListenAddressTaken(t *testing.T) {
-	bin := build(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	taken := ln.Addr().String()
-	for _, c := range []struct{ listen, extra, want string }{
-		{taken, "", "nats.listen: listen tcp " + taken},
-		{freeAddr(t), fmt.Sprintf("metrics_listen = %q\n", taken), "runtime.metrics_listen: listen tcp " + taken},
-	} {
-		code, stderr, took := runOnce(t, bin, "--config", writeConfig(t, t.TempDir(), c.listen, c.extra))
-		if code != 1 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "address already in use") || took > 5*time.Second {
-			t.Fatalf("exit %d after %s, want %q:\n%s", code, took, c.want, stderr)
-		}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("contextosd exit: %v", err)
+	}
+	if _, err := http.Get(url + "/login"); err == nil {
+		t.Fatal("the console still answers after contextosd stopped")
 	}
 }
 
-// TestCheckConfigAgreesWithBoot: a hostile value is refused by
-// --check-config and by --config with the same message, and neither
-// panics.
-func TestCheckConfigAgreesWithBoot(t *testing.T) {
-	bin := build(t)
-	cfg := writeConfig(t, t.TempDir(), freeAddr(t), "workers = -1\n")
-	want := "runtime.workers must be 1..65536, not -1"
-	for _, flag := range []string{"--check-config", "--config"} {
-		code, stderr, _ := runOnce(t, bin, flag, cfg)
-		if code != 1 || !strings.Contains(stderr, want) || strings.Contains(stderr, "panic") {
-			t.Fatalf("%s: exit %d:\n%s", flag, code, stderr)
-		}
-	}
-	code, _, _ := runOnce(t, bin, "--check-config", writeConfig(t, t.TempDir(), freeAddr(t), ""))
-	if code != 0 {
-		t.Fatalf("a valid configuration: exit %d", code)
-	}
-}
-
-// TestVersion: --version prints the program, a version and the toolchain,
-// and a version stamped at link time (what make release does) wins.
-func TestVersion(t *testing.T) {
-	bin := build(t)
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil || !strings.HasPrefix(string(out), "contextosd devel (") {
-		t.Fatalf("--version: %q %v", out, err)
-	}
-	stamped := filepath.Join(t.TempDir(), "contextosd")
-	if b, err := exec.Command("go", "build", "-ldflags", "-X github.com/contextos/ledger/internal/version.Version=v1.2.3", "-o", stamped, ".").CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
-	if out, err := exec.Command(stamped, "--version").Output(); err != nil || !strings.HasPrefix(string(out), "contextosd v1.2.3 (") {
-		t.Fatalf("stamped --version: %q %v", out, err)
-	}
-}
-
-// TestInitKey: --init-key makes a 0600 key file and prints its key id, and
-// refuses to replace it.
-func TestInitKey(t *testing.T) {
-	bin := build(t)
-	path := filepath.Join(t.TempDir(), "keys", "runtime.key")
-	out, err := exec.Command(bin, "--init-key", path).Output()
-	if err != nil || !strings.HasPrefix(string(out), "ed25519:") {
-		t.Fatalf("--init-key: %q %v", out, err)
-	}
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("key file: %v %v", fi, err)
-	}
-	before, _ := os.ReadFile(path)
-	code, stderr, _ := runOnce(t, bin, "--init-key", path)
-	after, _ := os.ReadFile(path)
-	if code != 1 || !strings.Contains(stderr, "file exists") || !bytes.Equal(before, after) {
-		t.Fatalf("second --init-key: exit %d %s", code, stderr)
+// TestConsoleRefusesRemote: a non-loopback console address is a
+// configuration error.
+func TestConsoleRefusesRemote(t *testing.T) {
+	cmd := daemon(t, "0.0.0.0:8480")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "console.listen: loopback only") {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }
