@@ -74,7 +74,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	cp, surfaced := g.cfg.Capability(p.CapabilityID)
 	pc.cp = cp
-	act, argRefusal := bindAction(tenant, principal, p, cp)
+	act, argRefusal := bindAction(tenant, principal, p, cp, g.cfg.amountPointers(p.CapabilityID)...)
 	args := act.args
 	pc.args, pc.digest = act.canon, act.digest
 	if argRefusal != nil {
@@ -141,8 +141,8 @@ type action struct {
 // bindAction decodes a proposal's arguments strictly and binds them. Any
 // failure refuses the proposal (request_malformed): a digest is never left
 // empty nor made over other bytes than the provider's.
-func bindAction(tenant, principal string, p Proposal, cp *CapabilityConfig) (action, *kernel.Refusal) {
-	args, r := kernel.DecodeArguments(p.Arguments)
+func bindAction(tenant, principal string, p Proposal, cp *CapabilityConfig, amountPointers ...kernel.Pointer) (action, *kernel.Refusal) {
+	args, r := kernel.DecodeArguments(p.Arguments, amountPointers...)
 	if r != nil {
 		return action{}, r
 	}

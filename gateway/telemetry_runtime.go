@@ -107,7 +107,7 @@ func (rt *Runtime) serveMetrics(addr string) error {
 	if err != nil {
 		return fmt.Errorf("runtime.metrics_listen: %w", err)
 	}
-	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && !rt.Config.Runtime.MetricsAllowNonLoopback {
 		ln.Close()
 		return fmt.Errorf("runtime.metrics_listen: loopback only, not %s", ip)
 	}
