@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events"
-	"github.com/contextos/ledger/verifier"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/mod/sumdb/note"
 )
@@ -89,7 +89,7 @@ func NewAuditProjector(cfg AuditConfig) (*AuditProjector, error) {
 	if cfg.Events == nil || cfg.Log == nil {
 		return nil, errors.New("projections: audit projector needs Events and Log")
 	}
-	ns, err := verifier.NewNoteSigner(verifier.Origin(cfg.Tenant), cfg.Signer.Key)
+	ns, err := audit.NewNoteSigner(audit.Origin(cfg.Tenant), cfg.Signer.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func NewAuditProjector(cfg AuditConfig) (*AuditProjector, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	return &AuditProjector{cfg: cfg, noteSigner: ns}, nil
+	return &AuditProjector{cfg: cfg, noteSigner: ns, chain: newChain(cfg.Tenant)}, nil
 }
 
 // AuditStatus is a projector's position.
@@ -122,7 +122,7 @@ type AuditStatus struct {
 func (p *AuditProjector) Status() AuditStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return AuditStatus{Records: p.chain.tree.Size(), LastEventSeq: p.chain.lastEventSeq, CheckpointSize: p.ckSize,
+	return AuditStatus{Records: p.chain.Size(), LastEventSeq: p.chain.LastEventSeq(), CheckpointSize: p.ckSize,
 		Appended: p.appended, Batches: p.batches, Conflicts: p.conflicts}
 }
 
@@ -201,7 +201,7 @@ func (p *AuditProjector) isLoaded() bool {
 func (p *AuditProjector) lastEventSeq() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.chain.lastEventSeq
+	return p.chain.LastEventSeq()
 }
 
 // load reads the whole log (to rebuild the Merkle tree) and its last
@@ -249,14 +249,14 @@ func (p *AuditProjector) record(ctx context.Context, sts []events.Stored) error 
 		// The chain may have moved past some of sts since they were read:
 		// a lost race for an append or for a checkpoint reads the records
 		// another replica wrote. Those events are recorded already.
-		for len(sts) > 0 && p.chain.tail != nil && sts[0].Seq <= p.chain.lastEventSeq {
+		for len(sts) > 0 && p.chain.Size() > 0 && sts[0].Seq <= p.chain.LastEventSeq() {
 			sts = sts[1:]
 		}
 		if len(sts) == 0 {
 			p.mu.Unlock()
 			return nil
 		}
-		index, prev, expected := p.chain.tree.Size(), p.chain.lastHash(), p.chain.lastSubjSeq
+		index, prev, expected := p.chain.Size(), p.chain.PrevHash(), p.chain.lastSubjSeq
 		n := min(len(sts), MaxRecordBatch)
 		if every := int64(p.cfg.CheckpointEvery); every > 0 {
 			if room := every - (index - p.ckSize); room > 0 && int64(n) > room {
@@ -270,13 +270,13 @@ func (p *AuditProjector) record(ctx context.Context, sts []events.Stored) error 
 			n = 1
 		}
 		raws := make([][]byte, n)
-		recs := make([]verifier.Record, n)
+		recs := make([]audit.Record, n)
 		for i, st := range sts[:n] {
-			rec, raw, err := verifier.SealDecodedRecord(p.cfg.Signer, p.cfg.Tenant, index+int64(i), prev, st.Seq, st.Subject, st.Raw, st.Envelope)
+			rec, raw, err := audit.Seal(p.cfg.Tenant, index+int64(i), prev, st.Seq, st.Subject, st.Raw, st.Envelope)
 			if err != nil {
 				return fmt.Errorf("projections: audit record of event %d: %w", st.Seq, err)
 			}
-			recs[i], raws[i], prev = rec, raw, verifier.HexHash(verifier.RecordHash(raw))
+			recs[i], raws[i], prev = rec, raw, audit.HexHash(audit.RecordHash(raw))
 		}
 		var last uint64
 		var err error
@@ -326,20 +326,20 @@ func (p *AuditProjector) record(ctx context.Context, sts []events.Stored) error 
 // always when force is set and records are uncovered).
 func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 	p.mu.Lock()
-	size := p.chain.tree.Size()
+	size := p.chain.Size()
 	due := size > p.ckSize && (force || size-p.ckSize >= int64(p.cfg.CheckpointEvery) ||
 		p.cfg.Clock.Now().Sub(p.ckTime) >= p.cfg.CheckpointInterval)
 	if !due {
 		p.mu.Unlock()
 		return nil
 	}
-	root, err := p.chain.tree.Root(size)
+	root, err := p.chain.Tree().Root(size)
 	expected := p.ckSeq
 	p.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	msg, err := verifier.SignCheckpoint(verifier.Checkpoint{Origin: verifier.Origin(p.cfg.Tenant), Size: size, Root: root}, p.noteSigner)
+	msg, err := audit.SignCheckpoint(audit.Checkpoint{Origin: audit.Origin(p.cfg.Tenant), Size: size, Root: root}, p.noteSigner)
 	if err != nil {
 		return err
 	}
@@ -376,53 +376,34 @@ func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 	return err
 }
 
-// chain is a tenant's audit log as read: its Merkle tree and its tail.
+// chain is a tenant's audit log as read: the fold of its records
+// (audit.Chain, the rules the verifier applies to an export) and the
+// stream sequence of the last one.
 type chain struct {
-	tree         verifier.Tree
-	tail         []byte // the last record's canonical bytes
-	lastSubjSeq  uint64 // stream sequence of the last record (0 = none)
-	lastEventSeq uint64 // event_seq of the last record
+	*audit.Chain
+	lastSubjSeq uint64 // stream sequence of the last record (0 = none)
 }
 
-func (c *chain) lastHash() string {
-	if c.tail == nil {
-		return verifier.GenesisPrevHash
-	}
-	return verifier.HexHash(verifier.RecordHash(c.tail))
-}
+func newChain(tenant string) chain { return chain{Chain: audit.NewChain(tenant)} }
 
-// apply appends the next record of the log after checking that it continues
-// the chain (index, prev_hash, increasing event sequence, tenant).
+// apply appends the next record of the log after checking that it
+// continues the chain (audit.Chain.Append) and was stored after the last.
 func (c *chain) apply(r StoredRecord) error {
-	switch {
-	case r.Seq <= c.lastSubjSeq:
+	if r.Seq <= c.lastSubjSeq {
 		return fmt.Errorf("projections: audit record at %d read after %d", r.Seq, c.lastSubjSeq)
-	case r.Record.Index != c.tree.Size():
-		return fmt.Errorf("projections: audit log corrupt: record %d at sequence %d, want index %d", r.Record.Index, r.Seq, c.tree.Size())
-	case r.Record.PrevHash != c.lastHash():
-		return fmt.Errorf("projections: audit log corrupt: record %d does not chain to record %d", r.Record.Index, r.Record.Index-1)
-	case c.tail != nil && r.Record.EventSeq <= c.lastEventSeq:
-		return fmt.Errorf("projections: audit log corrupt: record %d has event_seq %d after %d", r.Record.Index, r.Record.EventSeq, c.lastEventSeq)
 	}
-	if err := c.tree.Append(verifier.RecordHash(r.Raw)); err != nil {
-		return err
+	if err := c.Append(r.Record, r.Raw); err != nil {
+		return fmt.Errorf("projections: audit log corrupt at sequence %d: %w", r.Seq, err)
 	}
-	c.tail, c.lastSubjSeq, c.lastEventSeq = r.Raw, r.Seq, r.Record.EventSeq
+	c.lastSubjSeq = r.Seq
 	return nil
 }
 
-// checkCheckpoint checks a checkpoint read from the log against the tree,
-// when the tree is large enough to know its root.
-func (c *chain) checkCheckpoint(cp verifier.Checkpoint) error {
-	if cp.Size > c.tree.Size() {
-		return nil
-	}
-	root, err := c.tree.Root(cp.Size)
-	if err != nil {
-		return err
-	}
-	if root != cp.Root {
-		return fmt.Errorf("projections: audit log corrupt: checkpoint of size %d has root %s, the records hash to %s", cp.Size, cp.Root, root)
+// checkCheckpoint checks a checkpoint read from the log against the
+// records, when the chain is large enough to know its root.
+func (c *chain) checkCheckpoint(cp audit.Checkpoint) error {
+	if err := c.CheckCheckpoint(cp); err != nil {
+		return fmt.Errorf("projections: audit log corrupt: checkpoint of size %d: %w", cp.Size, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/audit"
 	"os"
 	"path/filepath"
 
@@ -369,7 +370,7 @@ Merkle tree. No network is used.`,
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
-		cp, err := verifier.ReadCheckpoint(p.Checkpoint)
+		cp, err := audit.ReadCheckpoint(p.Checkpoint)
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
@@ -534,7 +535,7 @@ from an export, offline.`,
 				return err
 			}
 		}
-		cur, err := verifier.ReadCheckpoint(proof.New)
+		cur, err := audit.ReadCheckpoint(proof.New)
 		if err != nil {
 			return err
 		}
