@@ -1,6 +1,8 @@
 package verifier
 
 import (
+	"encoding/hex"
+	"encoding/json"
 	"slices"
 
 	"bytes"
@@ -256,6 +258,10 @@ func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 			return fail(audit.FailureOf(err))
 		}
 		if err := chain.Append(r, raw); err != nil {
+			if i > 0 && changedBefore(e, i, r) {
+				return fail(&audit.Failure{Index: pos - 1, Checkpoint: -1, Reason: audit.ReasonHashBreak,
+					Detail: fmt.Sprintf("record %d is not the record that record %d chains to: its bytes changed", i-1, i)})
+			}
 			return fail(audit.FailureOf(err))
 		}
 	}
@@ -275,7 +281,13 @@ func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 				Detail: fmt.Sprintf("checkpoint covers %d records, the export holds %d", c.Size, chain.Size())})
 		}
 		if err := chain.CheckCheckpoint(c); err != nil {
-			return ck(audit.FailureOf(err))
+			f := audit.FailureOf(err)
+			if c.Size == chain.Size() && c.Size > 0 && f.Reason == audit.ReasonHashBreak {
+				// Every record but the last is vouched for by the next
+				// one's prev_hash, which held: the last one changed.
+				f.Index = c.Size - 1
+			}
+			return ck(f)
 		}
 		if c.Size < res.Covered {
 			return ck(audit.Fail(audit.ReasonReorder, "checkpoint of %d records after one of %d", c.Size, res.Covered))
@@ -311,4 +323,47 @@ func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 	}
 	res.Root = root
 	return res, nil
+}
+
+// changedBefore reports whether the chain broke at record i because record
+// i-1's bytes changed rather than record i's: record i does not chain to
+// record i-1, but record i itself is vouched for, by record i+1's prev_hash
+// or, for the last record, by a checkpoint whose root is that of the log
+// with record i-1's leaf as record i remembers it. A one-byte change to a
+// record's subject or event_seq, which no event signature covers, is so
+// named by its own index rather than its successor's.
+func changedBefore(e Entries, i int, r audit.Record) bool {
+	if r.PrevHash == audit.HexHash(audit.RecordHash(e.Records[i-1])) {
+		return false
+	}
+	if i+1 < len(e.Records) {
+		var next struct {
+			PrevHash string `json:"prev_hash"`
+		}
+		return json.Unmarshal(e.Records[i+1], &next) == nil && next.PrevHash == audit.HexHash(audit.RecordHash(e.Records[i]))
+	}
+	want, err := hex.DecodeString(r.PrevHash)
+	if err != nil || len(want) != tlog.HashSize {
+		return false
+	}
+	var t audit.Tree
+	for j, raw := range e.Records {
+		leaf := audit.RecordHash(raw)
+		if j == i-1 {
+			copy(leaf[:], want)
+		}
+		if t.Append(leaf) != nil {
+			return false
+		}
+	}
+	root, err := t.Root(t.Size())
+	if err != nil {
+		return false
+	}
+	for _, msg := range e.Checkpoints {
+		if c, err := audit.ReadCheckpoint(msg); err == nil && c.Size == t.Size() && c.Root == root {
+			return true
+		}
+	}
+	return false
 }
