@@ -173,7 +173,6 @@ func TestOpenCheckpoint(t *testing.T) {
 	}
 }
 
-
 // FuzzParse: a record never panics Parse, and whatever parses is its own
 // encoding, which kernel.Canonical agrees with.
 func FuzzParse(f *testing.F) {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
 )
 
 // seedVectors adds every file of testdata/verifier whose name ends with
