@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/mod/sumdb/note"
@@ -53,6 +54,13 @@ type AuditConfig struct {
 	Notify *nats.Conn
 	// Logf, when set, receives Run's errors before it retries.
 	Logf func(format string, args ...any)
+	// Witnesses are asked to cosign each checkpoint before it is
+	// appended; their cosignatures travel with it (in the log and in
+	// exports). A witness that refuses or cannot be reached is logged and
+	// skipped: the log never waits for one.
+	Witnesses []*witness.Client
+	// WitnessTimeout bounds one witness's answer (default 5 s).
+	WitnessTimeout time.Duration
 }
 
 // AuditProjector appends one audit record per event of a tenant to the
@@ -79,6 +87,7 @@ type AuditProjector struct {
 	ckTime time.Time // when it was published or seen
 
 	appended, batches, conflicts int64
+	cosigned, witnessErrors      int64
 }
 
 // NewAuditProjector checks cfg and returns a projector.
@@ -116,6 +125,8 @@ type AuditStatus struct {
 	Appended       int64  // records this projector appended
 	Batches        int64  // appends that carried them (atomic batches of up to MaxRecordBatch)
 	Conflicts      int64  // appends refused because another writer appended first
+	Cosigned       int64  // cosignatures witnesses returned
+	WitnessErrors  int64  // checkpoints a witness refused or did not answer
 }
 
 // Status returns the projector's position.
@@ -123,7 +134,7 @@ func (p *AuditProjector) Status() AuditStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return AuditStatus{Records: p.chain.Size(), LastEventSeq: p.chain.LastEventSeq(), CheckpointSize: p.ckSize,
-		Appended: p.appended, Batches: p.batches, Conflicts: p.conflicts}
+		Appended: p.appended, Batches: p.batches, Conflicts: p.conflicts, Cosigned: p.cosigned, WitnessErrors: p.witnessErrors}
 }
 
 // Sync records every event of the tenant stored after the log's last record,
@@ -343,6 +354,7 @@ func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 	if err != nil {
 		return err
 	}
+	msg = p.cosign(ctx, msg)
 	seq, err := p.cfg.Log.AppendCheckpoint(ctx, p.cfg.Tenant, expected, msg)
 	if err == nil {
 		p.mu.Lock()
@@ -374,6 +386,39 @@ func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 		return nil
 	}
 	return err
+}
+
+// cosign asks every witness to cosign the signed checkpoint msg of the
+// whole chain and returns it with the cosignatures that came back. A
+// witness that refuses is logged: a refusal is what a witness is for (a
+// log that shrank or forked since it last cosigned), and the checkpoint is
+// appended without its cosignature, which an auditor's witness policy then
+// refuses.
+func (p *AuditProjector) cosign(ctx context.Context, msg []byte) []byte {
+	timeout := p.cfg.WitnessTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	for _, w := range p.cfg.Witnesses {
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		line, err := w.Submit(wctx, p.chain.Tree(), msg)
+		cancel()
+		p.mu.Lock()
+		if err != nil {
+			p.witnessErrors++
+		} else {
+			p.cosigned++
+		}
+		p.mu.Unlock()
+		if err != nil {
+			if p.cfg.Logf != nil {
+				p.cfg.Logf("projections: audit of %s: witness %s: %v", p.cfg.Tenant, w.URL, err)
+			}
+			continue
+		}
+		msg = audit.AddCosignatures(msg, line)
+	}
+	return msg
 }
 
 // chain is a tenant's audit log as read: the fold of its records

@@ -97,7 +97,10 @@ type OpsConfig struct {
 	// any retired one that signed records still in the log): audit-keys
 	// publishes them as the tenant's keys.json (verifier.KeysFor).
 	PublicKeys []ed25519.PublicKey
-	View       *ExposureView // serves exposure-view; nil refuses it
+	// WitnessKeys are the cosignature verifier keys of the witnesses that
+	// cosign the checkpoints; audit-keys publishes them too.
+	WitnessKeys []string
+	View        *ExposureView // serves exposure-view; nil refuses it
 	// MaxReply is the reply budget in bytes (default DefaultMaxReply).
 	MaxReply int
 }
@@ -166,6 +169,9 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsR
 			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
 		}
 		keys, err := verifier.KeysFor(tenant, o.cfg.PublicKeys...)
+		if err == nil {
+			keys.WitnessKeys = append(keys.WitnessKeys, o.cfg.WitnessKeys...)
+		}
 		if err != nil {
 			return refusedReply(CodeUnavailable, "%v", err)
 		}
