@@ -72,6 +72,9 @@ type RuntimeConfig struct {
 	// MetricsListen, when set, serves the exposure view in the Prometheus
 	// text format at http://<addr>/metrics (loopback only).
 	MetricsListen string `toml:"metrics_listen"`
+	// Witnesses cosign the audit checkpoints ([[runtime.witnesses]],
+	// docs/audit.md).
+	Witnesses []WitnessConfig `toml:"witnesses"`
 }
 
 // TenantConfig declares a tenant's principals.
@@ -268,6 +271,9 @@ func (c *Config) validate(dir string) error {
 	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")
+	}
+	if err := c.Runtime.validateAudit(); err != nil {
+		return err
 	}
 	caps := map[string]*CapabilityConfig{}
 	for i := range c.Capabilities {

@@ -2,15 +2,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -182,11 +181,14 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		return nil, err
 	}
 	rt.Store = events.NewJetStore(js, events.StreamName)
-	key, err := loadOrCreateKey(cfg)
+	var retired []ed25519.PublicKey
+	if rt.Signer, retired, err = bootKey(ctx, cfg, js); err != nil {
+		return nil, err
+	}
+	witnesses, witnessKeys, err := auditWitnesses(cfg)
 	if err != nil {
 		return nil, err
 	}
-	rt.Signer = events.NewSigner(key)
 	executor := cfg.Runtime.Executor
 	if executor == "" {
 		h, _ := os.Hostname()
@@ -208,6 +210,7 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		tenants[i] = t.ID
 	}
 	rt.Service, err = projections.StartService(ctx, projections.ServiceConfig{NC: nc, JS: js, Store: rt.Store, Signer: rt.Signer,
+		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys,
 		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas},
 		Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
 	if err != nil {
@@ -291,29 +294,4 @@ func listenAddr(s string) (string, int, error) {
 		port = -1
 	}
 	return host, port, nil
-}
-
-func loadOrCreateKey(cfg *Config) ([]byte, error) {
-	path := cfg.Runtime.KeyFile
-	if path == "" {
-		if cfg.NATS.DataDir == "" {
-			return nil, errors.New("runtime.key_file is required with an external NATS")
-		}
-		path = filepath.Join(cfg.NATS.DataDir, "runtime.key")
-	}
-	key, err := events.LoadPrivateKey(path)
-	if err == nil {
-		return key, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	key, err = events.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
-	return key, events.SavePrivateKey(path, key)
 }

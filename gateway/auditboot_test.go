@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/verifier"
+)
+
+// appendReservation stores one signed reservation, as a decision would.
+func appendReservation(t *testing.T, rt *Runtime, n int) {
+	t.Helper()
+	var l kernel.Ledger
+	dec := kernel.DecideExposure(&l, kernel.Reserve{GuaranteeID: "g", Resource: "r" + string(rune('a'+n)), AttemptID: "a" + string(rune('a'+n)),
+		OperationID: "op", Amount: 1, Limit: 10, DefinitionDigest: "d"})
+	if dec.Refusal != nil || len(dec.Events) == 0 {
+		t.Fatalf("%+v", dec.Refusal)
+	}
+	env, err := rt.Signer.Seal(dec.Events[0].EventType(), kernel.EventVersion, aggregates.NewIDs(aggregates.SystemClock{}, nil).New(), "acme", events.FormatTime(time.Now()), dec.Events[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, err := events.ExposureSubject("acme", "g", "r"+string(rune('a'+n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Store.Append(context.Background(), subject, 0, env); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishedKeys asks the running daemon's audit-keys verb.
+func publishedKeys(t *testing.T, rt *Runtime) verifier.Keys {
+	t.Helper()
+	r := rt.Service.Ops.Handle(context.Background(), "acme", projections.VerbAuditKeys, []byte("{}"))
+	k, err := verifier.ParseKeys(r.File)
+	if err != nil {
+		t.Fatalf("%+v: %v", r, err)
+	}
+	return k
+}
+
+func bootErr(t *testing.T, cfg *Config, want string) {
+	t.Helper()
+	rt, err := Boot(cfg, BootOptions{})
+	if err == nil {
+		rt.Close()
+		t.Fatalf("boot succeeded; want a refusal naming %q", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("boot: %v; want %q", err, want)
+	}
+}
+
+// TestKeyLifecycle: a lost key is not silently replaced once the stream
+// holds events; a replica with another key is refused; "keys rotate"
+// records the hand-over (signed by the old key, or asserted by an operator
+// when it is lost) and boot then takes the new key, publishing the retired
+// ones in audit-keys, so the whole log still verifies.
+func TestKeyLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "http://127.0.0.1:1")
+	path, err := KeyPath(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := rt.Signer.KeyID
+	appendReservation(t, rt, 0)
+	rt.Close()
+	saved, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A lost key is refused, not replaced.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	bootErr(t, cfg, "is missing")
+	// A replica with a key of its own is refused.
+	other, err := events.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.SavePrivateKey(path, other); err != nil {
+		t.Fatal(err)
+	}
+	bootErr(t, cfg, "is not the stream's signing key")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// A rotation signed by the old key.
+	second, err := RotateKey(cfg, RotateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + ".retired-" + strings.TrimPrefix(first, "ed25519:")); err != nil {
+		t.Fatalf("the old key file was not kept: %v", err)
+	}
+	// The retired key may not boot again.
+	retiredCfg := *cfg
+	retiredCfg.Runtime.KeyFile = path + ".retired-" + strings.TrimPrefix(first, "ed25519:")
+	bootErr(t, &retiredCfg, "is not the stream's signing key")
+	rt, err = Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Signer.KeyID != second {
+		t.Fatalf("booted with %s, want %s", rt.Signer.KeyID, second)
+	}
+	appendReservation(t, rt, 1)
+	keys := publishedKeys(t, rt)
+	if _, ok := keys.Keyring[first]; !ok || len(keys.Keyring) != 2 {
+		t.Fatalf("audit-keys %v lacks the retired key %s", keys.Keyring, first)
+	}
+	// The log (events by both keys, and the rotation) verifies against them.
+	waitLog(t, rt, 3)
+	rt.Close()
+
+	// The new key is lost: an operator asserts it, naming its public key.
+	lostPub := keys.Keyring[second]
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RotateKey(cfg, RotateOptions{LostKey: true}); err == nil {
+		t.Fatal("a rotation without the old key and without an assertion was accepted")
+	}
+	third, err := RotateKey(cfg, RotateOptions{LostKey: true, Operator: "ops_alice", ArtifactRef: "INC-42", OldPublicKey: ed25519.PublicKey(lostPub)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err = Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if rt.Signer.KeyID != third {
+		t.Fatalf("booted with %s, want %s", rt.Signer.KeyID, third)
+	}
+	keys = publishedKeys(t, rt)
+	if len(keys.Keyring) != 3 {
+		t.Fatalf("audit-keys holds %d keys, want the current one and two retired", len(keys.Keyring))
+	}
+	waitLog(t, rt, 4)
+}
+
+// waitLog waits until the audit log of acme records n events, and checks
+// it against the published keys.
+func waitLog(t *testing.T, rt *Runtime, n int64) {
+	t.Helper()
+	keys := publishedKeys(t, rt)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		x := verifier.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
+		err := rt.Service.Log.Records(context.Background(), "acme", 0, 0, func(r projections.StoredRecord) error {
+			x.Records = append(x.Records, r.Raw)
+			return nil
+		})
+		if err == nil && int64(len(x.Records)) >= n {
+			b, err := verifier.MarshalEntries(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := verifier.VerifyEntriesPolicy(b, keys, verifier.Policy{AllowPartial: true})
+			if err != nil || !res.OK() {
+				t.Fatalf("the log does not verify against the published keys: %v %+v", err, res.Failure)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit log holds %d records, want %d (%v)", len(x.Records), n, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
