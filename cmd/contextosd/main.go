@@ -3,6 +3,7 @@
 //
 //	contextosd --config FILE
 //	contextosd --check-config FILE
+//	contextosd keys rotate --config FILE
 package main
 
 import (
@@ -21,11 +22,14 @@ func main() {
 }
 
 func run() int {
+	if len(os.Args) > 1 && os.Args[1] == "keys" {
+		return runKeys(os.Args[2:])
+	}
 	fs := flag.NewFlagSet("contextosd", flag.ContinueOnError)
 	config := fs.String("config", "", "the TOML configuration file")
 	check := fs.String("check-config", "", "validate a configuration file and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE\n\n")
+		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE | keys rotate --config FILE\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {

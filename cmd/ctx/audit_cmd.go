@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"github.com/contextos/ledger/audit"
@@ -149,7 +150,7 @@ See docs/audit.md for the file formats.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newAuditExportCmd(), newAuditProveCmd(), newAuditVerifyProofCmd(),
-		newAuditProveConsistencyCmd(), newAuditVerifyConsistencyCmd())
+		newAuditProveConsistencyCmd(), newAuditVerifyConsistencyCmd(), newAuditKeysCmd())
 	return cmd
 }
 
@@ -656,6 +657,59 @@ network is used.`,
 		}
 		fmt.Printf("ok: the log of %d records (root %s) is a prefix of the log of %d records (root %s)\n", old.Size, old.Root, cur.Size, cur.Root)
 		return nil
+	}
+	return cmd
+}
+
+func newAuditKeysCmd() *cobra.Command {
+	var fromKeys []string
+	var witnessKeys []string
+	var tenant, out string
+	cmd := &cobra.Command{
+		Use:   "keys --from-key FILE --tenant T [--out keys.json]",
+		Short: "Print keys.json (public keys only) from the runtime's key file, for an auditor out of band",
+		Long: `Read the runtime's key file(s) (runtime.key_file; repeat --from-key for retired
+ones) and print the tenant's keys.json: the public keys that sign events and
+checkpoints, and the --witness-key witnesses. Nothing secret is printed: give
+the result to auditors out of band, so that they do not have to trust the
+keys a running daemon publishes.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.Flags().StringArrayVar(&fromKeys, "from-key", nil, "a runtime key file; repeatable (required)")
+	cmd.Flags().StringArrayVar(&witnessKeys, "witness-key", nil, "a witness's cosignature key; repeatable")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant whose log the keys verify (required)")
+	cmd.Flags().StringVar(&out, "out", "", "write to this file instead of stdout")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if len(fromKeys) == 0 || tenant == "" {
+			return usageError("--from-key and --tenant are required")
+		}
+		var pubs []ed25519.PublicKey
+		for _, p := range fromKeys {
+			key, err := events.LoadPrivateKey(p)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			pubs = append(pubs, key.Public().(ed25519.PublicKey))
+		}
+		keys, err := verifier.KeysFor(tenant, pubs...)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		for _, k := range witnessKeys {
+			if _, err := audit.ParseCosignerKey(k); err != nil {
+				return usageError("--witness-key: %v", err)
+			}
+			keys.WitnessKeys = append(keys.WitnessKeys, k)
+		}
+		b, err := verifier.MarshalKeys(keys)
+		if err != nil {
+			return err
+		}
+		if out != "" {
+			return auditWriteFile(out, b)
+		}
+		_, err = os.Stdout.Write(b)
+		return err
 	}
 	return cmd
 }

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/verifier"
 )
 
@@ -145,4 +149,36 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestAuditKeysFromKeyFile: ctx audit keys --from-key prints the keys.json a
+// daemon with that key publishes, and nothing of the private key.
+func TestAuditKeysFromKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	keyPath := filepath.Join(dir, "runtime.key")
+	key, err := events.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.SavePrivateKey(keyPath, key); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runStdout(t, "audit", "keys", "--from-key", keyPath, "--tenant", "acme")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	want, err := verifier.KeysFor("acme", key.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON, _ := verifier.MarshalKeys(want)
+	if !bytes.Equal(out, wantJSON) {
+		t.Fatalf("printed %s, want %s", out, wantJSON)
+	}
+	if bytes.Contains(out, []byte(base64.StdEncoding.EncodeToString(key.Seed()))) {
+		t.Fatal("the seed was printed")
+	}
+	if c := run([]string{"audit", "keys", "--tenant", "acme"}); c != 2 {
+		t.Fatalf("without --from-key: exit %d, want 2", c)
+	}
 }
