@@ -370,7 +370,7 @@ used.`,
 			fmt.Printf("ok: %d records of %s, %d checkpoints, %d records covered by the newest, root %s\n",
 				res.Records, res.Tenant, res.Checkpoints, res.Covered, res.Root)
 			if len(res.Cosigned) > 0 {
-				fmt.Printf("the newest checkpoint is cosigned by %d witnesses: %v\n", len(res.Cosigned), res.Cosigned)
+				fmt.Printf("the newest checkpoint is cosigned by the witnesses %v\n", res.Cosigned)
 			}
 			if res.Covered < res.Records {
 				fmt.Printf("note: records %d to %d are not covered by a checkpoint; only the chain and their events' signatures were checked\n", res.Covered, res.Records-1)
