@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -78,6 +79,22 @@ func TestEncodeIsCanonical(t *testing.T) {
 		}
 		if err := c.Append(r, raw); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestEventSigningBytes: the signed bytes cut from an event's canonical
+// bytes are codec.SigningBytes.
+func TestEventSigningBytes(t *testing.T) {
+	for i, raw := range vectorRecords(t) {
+		r, env, err := Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, ok := eventSigningBytes(r.Event, env)
+		slow, err := codec.SigningBytes(env)
+		if !ok || err != nil || !bytes.Equal(fast, slow) {
+			t.Fatalf("record %d: %q (%v) != %q (%v)", i, fast, ok, slow, err)
 		}
 	}
 }
@@ -180,7 +197,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(r)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, _, err := Parse(b)
+		r, env, err := Parse(b)
 		if err != nil {
 			return
 		}
@@ -188,6 +205,11 @@ func FuzzParse(f *testing.F) {
 		slow, err2 := kernel.Canonical(r)
 		if err1 != nil || err2 != nil || !bytes.Equal(fast, b) || !bytes.Equal(slow, b) {
 			t.Fatalf("parsed record is not its own encoding: %q %q (%v %v)", fast, slow, err1, err2)
+		}
+		if cut, ok := eventSigningBytes(r.Event, env); ok {
+			if want, err := codec.SigningBytes(env); err != nil || !bytes.Equal(cut, want) {
+				t.Fatalf("signing bytes %q, codec says %q (%v)", cut, want, err)
+			}
 		}
 	})
 }
