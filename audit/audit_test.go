@@ -258,3 +258,18 @@ func FuzzParseCosignerKey(f *testing.F) {
 		}
 	})
 }
+
+// TestReasonsDistinct: the fixed reason set has no duplicate or reserved
+// name.
+func TestReasonsDistinct(t *testing.T) {
+	seen := map[Reason]bool{}
+	for _, r := range Reasons {
+		if seen[r] || r == "" || r == "ok" {
+			t.Fatalf("reason %q repeated or reserved", r)
+		}
+		seen[r] = true
+	}
+	if len(seen) != 9 {
+		t.Fatalf("%d reasons, want the fixed 9", len(seen))
+	}
+}

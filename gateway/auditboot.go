@@ -377,3 +377,26 @@ func storeConn(cfg *Config) (*nats.Conn, func(), error) {
 	}
 	return nc, nc.Close, nil
 }
+
+// StreamSigningKey returns the id of the key a stopped runtime's stream is
+// signed with now (StreamKeys.Current).
+func StreamSigningKey(cfg *Config) (string, error) {
+	nc, stop, err := storeConn(cfg)
+	if err != nil {
+		return "", err
+	}
+	defer stop()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	tenants := make([]string, len(cfg.Tenants))
+	for i, t := range cfg.Tenants {
+		tenants[i] = t.ID
+	}
+	sk, err := ReadStreamKeys(context.Background(), js, tenants)
+	if err != nil {
+		return "", err
+	}
+	return sk.Current(), nil
+}

@@ -24,24 +24,6 @@ func seedVectors(f *testing.F, suffix string) {
 	}
 }
 
-func fuzzKeys(f *testing.F) Keys {
-	f.Helper()
-	k, err := ParseKeys(mustReadF(f, "keys.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	return k
-}
-
-func mustReadF(f *testing.F, name string) []byte {
-	f.Helper()
-	b, err := os.ReadFile(filepath.Join(vectorDir, name))
-	if err != nil {
-		f.Fatal(err)
-	}
-	return b
-}
-
 // smallFixture is a 3-record log: small seeds keep each fuzz execution (and
 // the minimization of new inputs) fast.
 func smallFixture(f *testing.F) *fixture { return newFixture(f, 3, 2) }
