@@ -36,7 +36,6 @@ type Gateway struct {
 
 	mu      sync.RWMutex
 	pins    map[string]*kernel.Refusal // tenant/guarantee -> refusal when the pin failed
-	kill    map[string]bool
 	subs    []*nats.Subscription
 	workers chan struct{}
 	replies *nats.Conn // publishes replies; nil: the serving connection
@@ -82,7 +81,7 @@ func New(o Options) *Gateway {
 	g := &Gateway{
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
-		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{}, kill: map[string]bool{},
+		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{},
 		workers: make(chan struct{}, o.Config.Runtime.Workers), replies: o.Replies,
 	}
 	if g.log == nil {
@@ -154,12 +153,6 @@ func (g *Gateway) pinRefusal(tenant, guaranteeID string) *kernel.Refusal {
 	return r
 }
 
-func (g *Gateway) killed(tenant string) bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.kill[tenant]
-}
-
 // authorize checks the principal's authority over the capability.
 func (g *Gateway) authorize(tc *TenantConfig, principal string, cp *CapabilityConfig) *kernel.Refusal {
 	agent, ok := tc.Agent(principal)
@@ -181,8 +174,11 @@ func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, b
 	ev := kernel.ProposalRefused{Principal: principal, Code: r.Code, Reason: r.Reason, BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
 	subject, err := events.Subject(tenant, "refusal", principal)
 	if err == nil {
-		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{{Subject: subject, New: func() aggregates.State { return &kernel.RefusalLog{} }}},
-			Decide: func([]aggregates.State) ([][]kernel.Event, *kernel.Refusal) { return [][]kernel.Event{{ev}}, nil }})
+		var l *kernel.RefusalLog
+		var d kernel.Decision
+		ref := aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.RefusalLog{} }}
+		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &l, &d.Events)},
+			Decide: func() *kernel.Refusal { d = kernel.DecideRecordRefusal(l, ev); return d.Refusal }})
 	}
 	if err != nil {
 		g.log.Error("refusal could not be recorded", "tenant", tenant, "principal", principal, "code", r.Code, "err", err)

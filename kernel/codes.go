@@ -42,6 +42,8 @@ const (
 	CodeAuditNotFound              Code = "audit_not_found"
 	CodeAuditNotCheckpointed       Code = "audit_not_checkpointed"
 	CodeProjectionUnavailable      Code = "projection_unavailable"
+	CodeLedgerUnavailable          Code = "ledger_unavailable"
+	CodeOverloaded                 Code = "overloaded"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -54,7 +56,7 @@ var Codes = []Code{
 	CodeAttemptKnown, CodeAttemptUnknown, CodeDispatchActive, CodeUnresolvedAttempt,
 	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
 	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
-	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable,
+	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeLedgerUnavailable, CodeOverloaded,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

@@ -146,7 +146,7 @@ func renderBalance(b Balance) string {
 // compares them with the incrementally kept ones.
 func checkInvariants(t testing.TB, l *Ledger) {
 	t.Helper()
-	var committed, held int64
+	committed, held := l.Archived.CommittedAmount, int64(0)
 	for _, r := range l.Receipts {
 		switch {
 		case r.State.Open():
