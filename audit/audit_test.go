@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"strings"
@@ -271,5 +272,68 @@ func TestReasonsDistinct(t *testing.T) {
 	}
 	if len(seen) != 9 {
 		t.Fatalf("%d reasons, want the fixed 9", len(seen))
+	}
+}
+
+// FuzzParseKeyRotation: a key rotation body never panics the parser, and a
+// parsed one names keys that decode.
+func FuzzParseKeyRotation(f *testing.F) {
+	old, next := fixedKey("old"), fixedKey("new")
+	b64 := func(k ed25519.PrivateKey) string {
+		return base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey))
+	}
+	body, _ := json.Marshal(KeyRotation{From: b64(old), To: b64(next), Retired: []string{b64(old)}})
+	f.Add(body, false)
+	f.Add(body, true)
+	f.Fuzz(func(t *testing.T, body []byte, byNew bool) {
+		k := old
+		if byNew {
+			k = next
+		}
+		env, err := codec.NewSigner(k).Seal(TypeKeyRotated, KeyRotationVersion, "01KBG2T8Q4QG0Q5BZJ0R7Z7Z7Z", "acme", "2026-12-01T00:00:00.000000000Z", json.RawMessage(body))
+		if err != nil {
+			return
+		}
+		r, err := ParseKeyRotation(env)
+		if err != nil {
+			return
+		}
+		if _, _, _, err := r.PublicKeys(); err != nil {
+			t.Fatalf("parsed rotation with keys that do not decode: %v", err)
+		}
+	})
+}
+
+// TestParseKeyRotation: a rotation is signed by the key it retires, or by
+// the new key with an operator's assertion; nothing else.
+func TestParseKeyRotation(t *testing.T) {
+	old, next := fixedKey("old"), fixedKey("new")
+	b64 := func(k ed25519.PrivateKey) string { return base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey)) }
+	seal := func(k ed25519.PrivateKey, r KeyRotation) codec.Envelope {
+		env, err := codec.NewSigner(k).Seal(TypeKeyRotated, KeyRotationVersion, "01KBG2T8Q4QG0Q5BZJ0R7Z7Z7Z", "acme", "2026-12-01T00:00:00.000000000Z", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	plain := KeyRotation{From: b64(old), To: b64(next), Retired: []string{b64(old)}}
+	asserted := plain
+	asserted.AssertedBy, asserted.ArtifactRef = "ops_alice", "INC-42"
+	backwards := KeyRotation{From: b64(old), To: b64(old), Retired: []string{b64(old)}}
+	for _, c := range []struct {
+		name string
+		env  codec.Envelope
+		ok   bool
+	}{
+		{"by the old key", seal(old, plain), true},
+		{"by the new key, asserted", seal(next, asserted), true},
+		{"by the new key, not asserted", seal(next, plain), false},
+		{"by the old key, asserted", seal(old, asserted), false},
+		{"to a retired key", seal(old, backwards), false},
+		{"by a third key", seal(fixedKey("third"), plain), false},
+	} {
+		if _, err := ParseKeyRotation(c.env); (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.name, err)
+		}
 	}
 }

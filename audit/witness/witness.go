@@ -56,15 +56,32 @@ func LoadState(path string) (audit.WitnessState, error) {
 	if err != nil {
 		return nil, err
 	}
-	var f stateFile
-	if err := kernel.StrictJSON(b, &f); err != nil {
+	s, err := parseState(b)
+	if err != nil {
 		return nil, fmt.Errorf("witness: state %s: %w", path, err)
 	}
+	return s, nil
+}
+
+// parseState decodes a state file strictly: version 1, each origin once,
+// each checkpoint a readable checkpoint note of its origin.
+func parseState(b []byte) (audit.WitnessState, error) {
+	var f stateFile
+	if err := kernel.StrictJSON(b, &f); err != nil {
+		return nil, err
+	}
 	if f.V != 1 {
-		return nil, fmt.Errorf("witness: state %s: want \"v\": 1", path)
+		return nil, errors.New("want \"v\": 1")
 	}
 	s := audit.WitnessState{}
 	for _, l := range f.Logs {
+		if _, dup := s[l.Origin]; dup {
+			return nil, fmt.Errorf("log %q twice", l.Origin)
+		}
+		c, err := audit.ReadCheckpoint([]byte(l.Checkpoint))
+		if err != nil || c.Origin != l.Origin {
+			return nil, fmt.Errorf("log %q: not a checkpoint of that log", l.Origin)
+		}
 		s[l.Origin] = []byte(l.Checkpoint)
 	}
 	return s, nil
