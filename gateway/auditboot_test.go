@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
@@ -20,7 +25,7 @@ import (
 func appendReservation(t *testing.T, rt *Runtime, n int) {
 	t.Helper()
 	var l kernel.Ledger
-	dec := kernel.DecideExposure(&l, kernel.Reserve{GuaranteeID: "g", Resource: "r" + string(rune('a'+n)), AttemptID: "a" + string(rune('a'+n)),
+	dec := kernel.DecideExposure(&l, kernel.Reserve{GuaranteeID: "g", Resource: fmt.Sprintf("r%d", n), AttemptID: fmt.Sprintf("a%d", n),
 		OperationID: "op", Amount: 1, Limit: 10, DefinitionDigest: "d"})
 	if dec.Refusal != nil || len(dec.Events) == 0 {
 		t.Fatalf("%+v", dec.Refusal)
@@ -29,7 +34,7 @@ func appendReservation(t *testing.T, rt *Runtime, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject, err := events.ExposureSubject("acme", "g", "r"+string(rune('a'+n)))
+	subject, err := events.ExposureSubject("acme", "g", fmt.Sprintf("r%d", n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,5 +193,80 @@ func waitLog(t *testing.T, rt *Runtime, n int64) {
 			t.Fatalf("the audit log holds %d records, want %d (%v)", len(x.Records), n, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRuntimeSubmitsCheckpointsToWitnesses: a runtime configured with a
+// witness (HTTP on loopback) has its checkpoints cosigned, publishes the
+// witness's key in audit-keys, and its log verifies under a policy of that
+// witness.
+func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
+	wkey, err := events.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cos, err := audit.NewCosigner("witness.test/w1", wkey, func() uint64 { return uint64(time.Now().Unix()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "http://127.0.0.1:1")
+	// The runtime's key is made first, so that the witness knows the log.
+	rt, err := Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logKey, err := audit.NoteVerifierKey(audit.Origin("acme"), rt.Signer.Key.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	w, err := witness.Open(cos, []string{logKey}, filepath.Join(t.TempDir(), "witness.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(witness.Handler(w))
+	defer hs.Close()
+	cfg.Runtime.Witnesses = []WitnessConfig{{URL: hs.URL, Key: cos.VerifierKey()}}
+	if err := cfg.Runtime.validateAudit(); err != nil {
+		t.Fatal(err)
+	}
+	rt, err = Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	for i := 0; i < 256; i++ { // a checkpoint is due every 256 records
+		appendReservation(t, rt, i)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if last, ok := w.Last(audit.Origin("acme")); ok && last.Size >= 256 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the witness cosigned no checkpoint of 256 records")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	keys := publishedKeys(t, rt)
+	if len(keys.WitnessKeys) != 1 || keys.WitnessKeys[0] != cos.VerifierKey() {
+		t.Fatalf("audit-keys lists witnesses %v", keys.WitnessKeys)
+	}
+	x := verifier.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
+	ctx := context.Background()
+	if err := rt.Service.Log.Records(ctx, "acme", 0, 256, func(r projections.StoredRecord) error { x.Records = append(x.Records, r.Raw); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Service.Log.Checkpoints(ctx, "acme", 0, 1, func(c projections.StoredCheckpoint) error { x.Checkpoints = append(x.Checkpoints, c.Note); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	b, err := verifier.MarshalEntries(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := verifier.VerifyEntriesPolicy(b, keys, verifier.Policy{Witnesses: []*audit.Cosigner{cos.Verifier()}, Quorum: 1})
+	if err != nil || !res.OK() || res.Covered != 256 {
+		t.Fatalf("%v %+v", err, res)
 	}
 }
