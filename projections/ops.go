@@ -94,7 +94,7 @@ type OpsConfig struct {
 	Log    *AuditLog
 	Events events.Store
 	// PublicKeys are the runtime's Ed25519 public keys (the current one and
-	// any retired one that signed records still in the log): audit-keys
+	// any retired one that signed events still in the log): audit-keys
 	// publishes them as the tenant's keys.json (verifier.KeysFor).
 	PublicKeys []ed25519.PublicKey
 	// WitnessKeys are the cosignature verifier keys of the witnesses that

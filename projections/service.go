@@ -18,7 +18,7 @@ type ServiceConfig struct {
 	NC     *nats.Conn          // the runtime's connection: wake-ups on new events
 	JS     jetstream.JetStream // the runtime's JetStream context (audit stream)
 	Store  events.Store        // the event stream
-	Signer events.Signer       // the runtime key: signs records and checkpoints
+	Signer events.Signer       // the runtime key: signs checkpoints (events are signed by the gateway)
 	// RetiredKeys are earlier runtime public keys whose records are still in
 	// the log; audit-keys publishes them with the current one.
 	RetiredKeys        []ed25519.PublicKey

@@ -141,7 +141,7 @@ func newAuditCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Export the signed audit log, prove one event's record, verify a proof",
-		Long: `The audit log holds one signed record per event of the tenant, hash-chained and
+		Long: `The audit log holds one record per event of the tenant (the signed event), hash-chained and
 covered by signed Merkle checkpoints. Export it with "ctx audit export", check it
 offline with "ctx audit-verify", prove a single event with "ctx audit prove"
 and "ctx audit verify-proof", and show that an older checkpoint is a prefix of
