@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // appendReservation stores one signed reservation, as a decision would.
@@ -268,5 +270,159 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	res, err := verifier.VerifyEntriesPolicy(b, keys, verifier.Policy{Witnesses: []*audit.Cosigner{cos.Verifier()}, Quorum: 1})
 	if err != nil || !res.OK() || res.Covered != 256 {
 		t.Fatalf("%v %+v", err, res)
+	}
+}
+
+// TestDaemonDeletionAndRepublishRefusedByWitness is the insider's attack on
+// a real daemon: it runs with a witness and its log of 256 events is
+// cosigned; stopped, its data dir is copied, an unauthenticated nats-server
+// over the copy deletes both streams and republishes half of the events;
+// the daemon restarts over the copy (same key) and records a new log,
+// whose checkpoint of 256 records the witness refuses as a fork. The new
+// export verifies against the runtime keys alone, and is refused under the
+// witness policy.
+func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
+	wkey, err := events.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cos, err := audit.NewCosigner("witness.test/w1", wkey, func() uint64 { return uint64(time.Now().Unix()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "http://127.0.0.1:1")
+	rt, err := Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logKey, err := audit.NoteVerifierKey(audit.Origin("acme"), rt.Signer.Key.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	w, err := witness.Open(cos, []string{logKey}, filepath.Join(t.TempDir(), "witness.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(witness.Handler(w))
+	defer hs.Close()
+	cfg.Runtime.Witnesses = []WitnessConfig{{URL: hs.URL, Key: cos.VerifierKey()}}
+	waitWitness := func(size int64) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if last, ok := w.Last(audit.Origin("acme")); ok && last.Size >= size {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the witness cosigned no checkpoint of %d records", size)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	rt, err = Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 256; i++ {
+		appendReservation(t, rt, i)
+	}
+	waitWitness(256) // acme's guarantee pin and 255 reservations
+	seen, _ := w.Last(audit.Origin("acme"))
+	keys := publishedKeys(t, rt)
+	var stored [][2]string // subject, raw
+	if err := rt.Store.Replay(context.Background(), 1, func(st events.Stored) error {
+		stored = append(stored, [2]string{st.Subject, string(st.Raw)})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+
+	// The insider, over a copy of the data dir, with no users.
+	forged := t.TempDir()
+	if out, err := exec.Command("cp", "-a", dir+"/.", forged).CombinedOutput(); err != nil {
+		t.Fatalf("copy the data dir: %v %s", err, out)
+	}
+	emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: forged, DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := emb.InProcessConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, name := range []string{events.StreamName, projections.AuditStreamName} {
+		if err := js.DeleteStream(ctx, name); err != nil {
+			t.Fatalf("delete %s: %v", name, err)
+		}
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stored[:128] {
+		if _, err := js.Publish(ctx, st[0], []byte(st[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc.Close()
+	emb.Shutdown()
+
+	// The daemon restarts over the forged data dir and carries on.
+	fcfg := testConfig(t, forged, "http://127.0.0.1:1")
+	fcfg.Runtime.Witnesses = cfg.Runtime.Witnesses
+	rt, err = Boot(fcfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	// As many new events as the witness's checkpoint covers: the new log's
+	// checkpoint of 256 records has another root.
+	republished := 0
+	for _, st := range stored[:128] {
+		if strings.HasPrefix(st[0], "ctx.ev.acme.") {
+			republished++
+		}
+	}
+	for i := 0; i < 256-republished; i++ {
+		appendReservation(t, rt, 1000+i)
+	}
+	var x verifier.Entries
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		x = verifier.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
+		_ = rt.Service.Log.Records(ctx, "acme", 0, 0, func(r projections.StoredRecord) error { x.Records = append(x.Records, r.Raw); return nil })
+		_ = rt.Service.Log.Checkpoints(ctx, "acme", 0, 0, func(c projections.StoredCheckpoint) error { x.Checkpoints = append(x.Checkpoints, c.Note); return nil })
+		if len(x.Records) >= 256 && len(x.Checkpoints) > 0 && rt.Service.Projectors["acme"].Status().WitnessErrors > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint of the new log was submitted (%d records, %d checkpoints)", len(x.Records), len(x.Checkpoints))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(x.Records); n != 256 {
+		t.Fatalf("the new log holds %d records, want 256", n)
+	}
+	b, err := verifier.MarshalEntries(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := verifier.VerifyEntries(b, keys); err != nil || !res.OK() {
+		t.Fatalf("the republished log should verify against the keys alone (that is the attack): %v %+v", err, res.Failure)
+	}
+	res, err := verifier.VerifyEntriesPolicy(b, keys, verifier.Policy{Witnesses: []*audit.Cosigner{cos.Verifier()}, Quorum: 1})
+	if err != nil || res.OK() || res.Failure.Reason != audit.ReasonWitness {
+		t.Fatalf("under the witness policy: %v %+v; want %s", err, res.Failure, audit.ReasonWitness)
+	}
+	if last, _ := w.Last(audit.Origin("acme")); last != seen {
+		t.Fatalf("the witness now holds %+v, want the checkpoint it cosigned before, %+v", last, seen)
 	}
 }
