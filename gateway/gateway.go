@@ -35,7 +35,7 @@ type Gateway struct {
 	extraOps map[string]OpHandler
 
 	mu      sync.RWMutex
-	pins    map[string]*kernel.Refusal // tenant/guarantee -> refusal when the pin failed
+	pins    map[string]pinned // tenant/guarantee
 	subs    []*nats.Subscription
 	workers chan struct{}
 	replies *nats.Conn // publishes replies; nil: the serving connection
@@ -81,7 +81,7 @@ func New(o Options) *Gateway {
 	g := &Gateway{
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
-		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{},
+		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]pinned{},
 		workers: make(chan struct{}, o.Config.Runtime.Workers), replies: o.Replies,
 	}
 	if g.log == nil {
@@ -89,9 +89,12 @@ func New(o Options) *Gateway {
 	}
 	for i := range o.Config.Capabilities {
 		cp := &o.Config.Capabilities[i]
-		if cp.Adapter == "http" {
+		switch cp.Adapter {
+		case "http":
 			g.adapters[cp.ID] = NewHTTPAdapter(cp)
-		} else {
+		case "mcp":
+			g.adapters[cp.ID] = NewMCPAdapter(cp)
+		default:
 			g.adapters[cp.ID] = noopAdapter{}
 		}
 	}
@@ -120,37 +123,6 @@ func (g *Gateway) adapter(cp *CapabilityConfig) Adapter {
 		return a
 	}
 	return noopAdapter{}
-}
-
-// PinAll pins every configured guarantee for every tenant. A guarantee whose
-// pin fails (its definition changed) is remembered: every proposal it
-// covers is refused, also for resources never seen.
-func (g *Gateway) PinAll(ctx context.Context) error {
-	for _, t := range g.cfg.Tenants {
-		for _, def := range g.cfg.Guarantees {
-			r, err := g.engine.Pin(ctx, t.ID, def)
-			if err != nil {
-				return fmt.Errorf("pin %s/%s: %w", t.ID, def.ID, err)
-			}
-			g.mu.Lock()
-			g.pins[t.ID+"/"+def.ID] = r
-			g.mu.Unlock()
-			if r != nil {
-				g.log.Error("guarantee definition differs from its pin; proposals it covers will be refused", "tenant", t.ID, "guarantee", def.ID, "reason", r.Reason)
-			}
-		}
-	}
-	return nil
-}
-
-func (g *Gateway) pinRefusal(tenant, guaranteeID string) *kernel.Refusal {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	r, ok := g.pins[tenant+"/"+guaranteeID]
-	if !ok {
-		return &kernel.Refusal{Code: kernel.CodeDefinitionMismatch, Reason: "guarantee " + guaranteeID + " is not pinned"}
-	}
-	return r
 }
 
 // authorize checks the principal's authority over the capability.

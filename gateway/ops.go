@@ -32,6 +32,7 @@ type OpReply struct {
 	Exposure   []ExposureRow  `json:"exposure,omitempty"`
 	Attempts   []AttemptRow   `json:"attempts,omitempty"`
 	Settled    []SettleRow    `json:"settled,omitempty"`
+	Versions   []VersionRow   `json:"versions,omitempty"`
 	KillSwitch *bool          `json:"kill_switch,omitempty"`
 	Data       map[string]any `json:"data,omitempty"`
 }
@@ -51,7 +52,7 @@ func opRefused(code kernel.Code, format string, args ...any) OpReply {
 }
 
 // OpVerbs are the operator verbs, ctx.v1.<tenant>.ops.<verb>.<operator>.
-var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, authzVerbs...)
+var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, append(authzVerbs, guaranteeVerbs...)...)
 
 // Op serves one operator verb. The operator's identity comes from the
 // subject's last token, which the NATS server lets only that operator use.
@@ -62,6 +63,9 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 	}
 	if h, ok := g.extraOps[verb]; ok {
 		return h(ctx, tenant, operator, body)
+	}
+	if reply, ok := g.guaranteeOp(ctx, tenant, verb, operator, body); ok {
+		return reply
 	}
 	if reply, ok := g.authzOp(ctx, tenant, verb, operator, body); ok {
 		return reply
@@ -120,14 +124,9 @@ func (g *Gateway) opTarget(tenant, attemptID string) (opEntry, aggregates.Ref, [
 			if err != nil {
 				return opEntry{}, aggregates.Ref{}, nil, err
 			}
-			hold := kernel.Hold{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount}
-			for _, d := range g.cfg.Guarantees {
-				if d.ID == h.GuaranteeID {
-					hold.DefinitionDigest, hold.Limit = d.Digest(), d.Limit
-				}
-			}
-			if hold.DefinitionDigest == "" {
-				hold.DefinitionDigest = kernel.Definition{}.Digest()
+			hold := kernel.Hold{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount, DefinitionDigest: kernel.Definition{}.Digest()}
+			if pin, r := g.pinOf(tenant, h.GuaranteeID); r == nil {
+				hold = pin.PinnedHold(h.Resource, h.Amount)
 			}
 			bs = append(bs, bound{hold: hold, ref: lref})
 		}
@@ -191,10 +190,16 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 // provider call may still be in flight, and a query then could report an
 // absence that is about to end.
 func (g *Gateway) reconcileGrace(cp *CapabilityConfig) time.Duration {
-	if cp == nil || cp.Adapter != "http" {
+	switch {
+	case cp == nil:
 		return time.Second
+	case cp.Adapter == "http":
+		return 2*cp.HTTP.Timeout.Duration + time.Second
+	case cp.Adapter == "mcp":
+		// A tool call may run for its whole timeout on another replica.
+		return 2*cp.MCP.Timeout.Duration + time.Second
 	}
-	return 2*cp.HTTP.Timeout.Duration + time.Second
+	return time.Second
 }
 
 func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req OpRequest) OpReply {

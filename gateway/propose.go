@@ -113,7 +113,8 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	if refusal == nil {
 		for _, def := range g.cfg.GuaranteesFor(p.CapabilityID) {
-			if pr := g.pinRefusal(tenant, def.ID); pr != nil {
+			pin, pr := g.pinOf(tenant, def.ID)
+			if pr != nil {
 				refusal = pr
 				break
 			}
@@ -127,7 +128,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 				refusal = &kernel.Refusal{Code: kernel.CodeResourceInvalid, Reason: err.Error()}
 				break
 			}
-			pc.bound = append(pc.bound, bound{hold: kernel.Hold{GuaranteeID: def.ID, DefinitionDigest: def.Digest(), Resource: res, Amount: amt, Limit: def.Limit}, ref: ref})
+			pc.bound = append(pc.bound, bound{hold: pin.PinnedHold(res, amt), ref: ref})
 		}
 	}
 	return pc.run(ctx, refusal)
@@ -211,7 +212,11 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		Bind:   bind,
 		Decide: func() *kernel.Refusal { d = kernel.DecidePropose(st, cmd); return d.Refusal },
 		Done: func() {
-			reply = statusReply(st.Op, kernel.HoldsOf(cmd.Holds, st.Ledgers))
+			holds := cmd.Holds
+			if d.Holds != nil {
+				holds = d.Holds // as the latest versions of their guarantees bind them
+			}
+			reply = statusReply(st.Op, kernel.HoldsOf(holds, st.Ledgers))
 			generation = st.Op.Generation
 		},
 	})
@@ -231,6 +236,9 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		return reply
 	}
 	pc.controls = d.Controls
+	for i := range d.Holds {
+		pc.bound[i].hold = d.Holds[i] // settle reports under the version the reservation was decided on
+	}
 	reply = pc.dispatch(ctx, attemptID, generation)
 	reply.Gate = pc.gate
 	return reply

@@ -40,6 +40,15 @@ type ExposureReserved struct {
 	Amount           int64  `json:"amount"`
 	Limit            int64  `json:"limit"`
 	DefinitionDigest string `json:"definition_digest"`
+	// OverLimit marks a reservation of a guarantee in observe mode that
+	// enforcement would have refused (shared_guarantee_exceeded).
+	OverLimit bool `json:"over_limit,omitempty"`
+	// Window is the calendar window of the ledger; Rolling the duration in
+	// seconds of a rolling window, whose reservations carry their decision
+	// time At (RFC 3339).
+	Window  string `json:"window,omitempty"`
+	Rolling int64  `json:"rolling_seconds,omitempty"`
+	At      string `json:"at,omitempty"`
 }
 
 // ExposureDispatchStarted is the durable gate before a provider call: from
@@ -55,6 +64,7 @@ type ExposureObserved struct {
 	Outcome   Outcome `json:"outcome"`
 	Source    string  `json:"source"`
 	Ref       string  `json:"ref,omitempty"`
+	At        string  `json:"at,omitempty"` // the decision time, on a rolling window's ledger
 }
 
 // ExposureClosed releases the hold of an attempt that never started.

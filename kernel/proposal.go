@@ -1,6 +1,9 @@
 package kernel
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The governed step of a proposal, decided over the subjects it rests on,
 // each named: DecidePropose opens the operation, redeems its approval,
@@ -16,6 +19,9 @@ type Hold struct {
 	Resource         string
 	Amount           int64
 	Limit            int64
+	Observe          bool   // the guarantee is in observe mode: over the limit is recorded, not refused
+	Window           string // the calendar window of the ledger (Definition.WindowAt), if any
+	Rolling          int64  // the rolling window's duration in seconds, if any
 }
 
 // ProposalState is what the reserve decision reads.
@@ -52,6 +58,7 @@ type Propose struct {
 
 // ProposalDecision is DecidePropose's result: the events per subject.
 type ProposalDecision struct {
+	Holds    []Hold // the holds as the latest versions of their guarantees bind them
 	Op       []Event
 	Ledgers  [][]Event // per ProposalState.Ledgers
 	Run      []Event
@@ -111,10 +118,18 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 			}
 		}
 	}
+	// Each hold carries its guarantee's pinned limit and mode; the control
+	// subject holds their later versions.
+	c.Holds = slices.Clone(c.Holds)
+	for i := range c.Holds {
+		c.Holds[i] = s.Control.Bind(c.Holds[i])
+	}
+	d.Holds = c.Holds
 	if refusal == nil {
 		for i, h := range c.Holds {
 			rd := DecideExposure(s.Ledgers[i], ReserveStarted{Reserve: Reserve{GuaranteeID: h.GuaranteeID, Resource: h.Resource,
-				AttemptID: c.AttemptID, OperationID: c.Opened.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest}})
+				AttemptID: c.AttemptID, OperationID: c.Opened.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest,
+				Observe: h.Observe, Window: h.Window, Rolling: h.Rolling, Now: c.Now}})
 			if rd.Refusal != nil {
 				refusal = rd.Refusal
 				break
@@ -136,7 +151,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	}
 	hr := make([]HoldRef, len(c.Holds))
 	for i, h := range c.Holds {
-		hr[i] = HoldRef{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount}
+		hr[i] = HoldRef{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount, Window: h.Window}
 	}
 	if len(hr) == 0 {
 		hr = nil
@@ -151,10 +166,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 func HoldsOf(holds []Hold, ledgers []*Ledger) []GuaranteeHold {
 	var out []GuaranteeHold
 	for i, h := range holds {
-		bal := ledgers[i].Balance()
-		if bal.Limit == 0 {
-			bal = Balance{Limit: h.Limit, Available: h.Limit}
-		}
+		bal := ledgers[i].BalanceUnder(h.Limit)
 		out = append(out, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount, Balance: bal})
 	}
 	return out
@@ -180,6 +192,7 @@ type Settle struct {
 	Generation uint64
 	Claimant   string
 	Holds      []Hold
+	Now        time.Time // the decision time
 	// Controls are the controls recorded with the report; DecideSettle
 	// fills in the guarantees and the generation.
 	Controls Controls
@@ -213,7 +226,7 @@ func DecideSettle(s SettleState, c Settle) SettleDecision {
 	d := SettleDecision{Ledgers: make([][]Event, len(s.Ledgers))}
 	n := 0
 	for i, l := range s.Ledgers {
-		ld := DecideExposure(l, Observe{AttemptID: c.AttemptID, Outcome: c.Outcome, Source: c.Source, Ref: c.Ref})
+		ld := DecideExposure(l, Observe{AttemptID: c.AttemptID, Outcome: c.Outcome, Source: c.Source, Ref: c.Ref, Now: c.Now})
 		d.Ledgers[i] = ld.Events
 		n += len(ld.Events)
 		if ld.Refusal != nil && d.Refusal == nil {
