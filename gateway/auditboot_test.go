@@ -332,6 +332,10 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	waitWitness(256) // acme's guarantee pin and 255 reservations
 	seen, _ := w.Last(audit.Origin("acme"))
 	keys := publishedKeys(t, rt)
+	var kept []byte // the cosigned checkpoint of 256 records an auditor kept
+	if err := rt.Service.Log.Checkpoints(context.Background(), "acme", 0, 1, func(c projections.StoredCheckpoint) error { kept = c.Note; return nil }); err != nil {
+		t.Fatal(err)
+	}
 	var stored [][2]string // subject, raw
 	if err := rt.Store.Replay(context.Background(), 1, func(st events.Stored) error {
 		stored = append(stored, [2]string{st.Subject, string(st.Raw)})
@@ -421,6 +425,10 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	res, err := verifier.VerifyEntriesPolicy(b, keys, verifier.Policy{Witnesses: []*audit.Cosigner{cos.Verifier()}, Quorum: 1})
 	if err != nil || res.OK() || res.Failure.Reason != audit.ReasonWitness {
 		t.Fatalf("under the witness policy: %v %+v; want %s", err, res.Failure, audit.ReasonWitness)
+	}
+	res, err = verifier.VerifyEntriesPolicy(b, keys, verifier.Policy{Witnesses: []*audit.Cosigner{cos.Verifier()}, Kept: [][]byte{kept}})
+	if err != nil || res.OK() || res.Failure.Reason != audit.ReasonHashBreak {
+		t.Fatalf("against the kept cosigned checkpoint: %v %+v; want %s (the same size, another log)", err, res.Failure, audit.ReasonHashBreak)
 	}
 	if last, _ := w.Last(audit.Origin("acme")); last != seen {
 		t.Fatalf("the witness now holds %+v, want the checkpoint it cosigned before, %+v", last, seen)

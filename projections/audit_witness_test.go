@@ -120,6 +120,10 @@ func TestAuditWitnessCatchesDeletionAndRepublish(t *testing.T) {
 		t.Fatalf("the honest export under the witness policy: %v %+v", err, res.Failure)
 	}
 	total := res.Records
+	var kept []byte // the newest checkpoint the auditor saw
+	if err := e.log.Checkpoints(ctx, "acme", 0, 0, func(c StoredCheckpoint) error { kept = c.Note; return nil }); err != nil {
+		t.Fatal(err)
+	}
 	stop()
 
 	// The insider, over a copy of the data dir, on a server with no users.
@@ -170,5 +174,9 @@ func TestAuditWitnessCatchesDeletionAndRepublish(t *testing.T) {
 	res, err = verifier.VerifyEntriesPolicy(after, keys, verifier.Policy{MinSize: total})
 	if err != nil || res.OK() || res.Failure.Reason != audit.ReasonTruncated {
 		t.Fatalf("against the kept size %d: %v %+v", total, err, res.Failure)
+	}
+	res, err = verifier.VerifyEntriesPolicy(after, keys, verifier.Policy{Kept: [][]byte{kept}})
+	if err != nil || res.OK() || res.Failure.Reason != audit.ReasonTruncated {
+		t.Fatalf("against the kept checkpoint: %v %+v", err, res.Failure)
 	}
 }

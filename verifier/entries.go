@@ -167,6 +167,11 @@ type Policy struct {
 	// many of them must have cosigned the export's newest checkpoint.
 	Witnesses []*audit.Cosigner
 	Quorum    int
+	// Kept are checkpoint notes the auditor trusts (kept from an earlier
+	// export, or a witness's latest): each must verify (log signature,
+	// cosignatures) and the export must extend it: hold at least its size
+	// (else truncated) with the same root at that size (else hash-break).
+	Kept [][]byte
 }
 
 // Result is the outcome of VerifyEntries.
@@ -201,8 +206,9 @@ func VerifyEntries(b []byte, keys Keys) (Result, error) {
 // (audit.OpenCheckpoint, with the witnesses of keys and of p), origin, size
 // within the export (else truncated) and root. Then the policy: every record
 // covered by the newest checkpoint unless p.AllowPartial (else uncovered), at
-// least p.MinSize records (else truncated), and p.Quorum of p.Witnesses
-// cosigning the newest checkpoint (else witness-policy).
+// least p.MinSize records (else truncated), p.Quorum of p.Witnesses
+// cosigning the newest checkpoint (else witness-policy), and every kept
+// checkpoint a prefix of the export (else truncated or hash-break).
 func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 	e, err := ParseEntries(b)
 	var lf *audit.Failure
@@ -316,6 +322,27 @@ func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 			f.Detail = "the export holds no checkpoint for a witness to have cosigned"
 		}
 		return fail(f)
+	}
+	for i, msg := range p.Kept {
+		o, err := audit.OpenCheckpoint(msg, verifiers, witnesses)
+		if err != nil {
+			f := audit.FailureOf(err)
+			f.Detail = fmt.Sprintf("kept checkpoint %d: %s", i, f.Detail)
+			return fail(f)
+		}
+		c := o.Checkpoint
+		if c.Origin != audit.Origin(e.Tenant) {
+			return fail(audit.Fail(audit.ReasonHashBreak, "kept checkpoint %d is of %q, the export of %q", i, c.Origin, audit.Origin(e.Tenant)))
+		}
+		if c.Size > chain.Size() {
+			return fail(&audit.Failure{Index: chain.Size(), Checkpoint: -1, Reason: audit.ReasonTruncated,
+				Detail: fmt.Sprintf("the export holds %d records, the kept checkpoint %d covers %d", chain.Size(), i, c.Size)})
+		}
+		if err := chain.CheckCheckpoint(c); err != nil {
+			f := audit.FailureOf(err)
+			f.Detail = fmt.Sprintf("the log is not the one kept checkpoint %d committed to: %s", i, f.Detail)
+			return fail(f)
+		}
 	}
 	root, err := chain.Tree().Root(chain.Size())
 	if err != nil {

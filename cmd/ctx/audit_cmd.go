@@ -297,19 +297,20 @@ func auditFailureLine(f *audit.Failure) string {
 
 func newAuditVerifyCmd() *cobra.Command {
 	var entriesPath, keysPath string
-	var witnessKeys []string
+	var witnessKeys, keptPaths []string
 	var quorum int
 	var minSize int64
 	var asJSON, allowPartial bool
 	cmd := &cobra.Command{
-		Use:   "audit-verify --entries entries.json --keys keys.json [--witness-key K --witnesses N] [--min-size N] [--allow-partial]",
+		Use:   "audit-verify --entries entries.json --keys keys.json [--witness-key K --witnesses N] [--min-size N] [--kept NOTE] [--allow-partial]",
 		Short: "Verify an exported audit log offline (exit 0 valid, 1 with the first bad index)",
 		Long: `Check every record of entries.json in order: canonical form, its event's
 signature under a trusted key, the hash chain (prev_hash), index continuity and
 order; then every checkpoint's signature, its witnesses' cosignatures and its
 Merkle root; then coverage: every record must be covered by a checkpoint
-(unless --allow-partial) and the export must hold at least --min-size records
-(a size you trust, from an earlier export or a witness). With --witness-key
+(unless --allow-partial), the export must hold at least --min-size records (a
+size you trust, from an earlier export or a witness) and extend every --kept
+checkpoint (one you kept, or a witness's latest: same root at its size). With --witness-key
 (repeatable, a witness's cosignature verifier key) and --witnesses N, the newest
 checkpoint must carry valid cosignatures of at least N of those witnesses: a
 log rewritten by whoever holds the runtime key is not cosigned by an honest
@@ -325,6 +326,7 @@ used.`,
 	cmd.Flags().StringArrayVar(&witnessKeys, "witness-key", nil, "a trusted witness's cosignature key (<name>+<hash>+<key>); repeatable")
 	cmd.Flags().IntVar(&quorum, "witnesses", 0, "how many of the --witness-key witnesses must have cosigned the newest checkpoint")
 	cmd.Flags().Int64Var(&minSize, "min-size", 0, "a size the log is known to have reached: a shorter export is refused")
+	cmd.Flags().StringArrayVar(&keptPaths, "kept", nil, "a checkpoint note you kept (or a witness's latest): the export must extend it; repeatable")
 	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "accept records past the newest checkpoint")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (also when it fails)")
 	cmd.RunE = func(*cobra.Command, []string) error {
@@ -344,6 +346,13 @@ used.`,
 				return usageError("--witness-key: %v", err)
 			}
 			p.Witnesses = append(p.Witnesses, w)
+		}
+		for _, k := range keptPaths {
+			b, err := os.ReadFile(k)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			p.Kept = append(p.Kept, b)
 		}
 		keys, err := auditReadKeys(keysPath)
 		if err != nil {

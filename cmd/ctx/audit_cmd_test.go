@@ -182,3 +182,51 @@ func TestAuditKeysFromKeyFile(t *testing.T) {
 		t.Fatalf("without --from-key: exit %d, want 2", c)
 	}
 }
+
+// TestAuditVerifyKept: --kept takes a checkpoint note the auditor kept; the
+// export must extend it.
+func TestAuditVerifyKept(t *testing.T) {
+	vec := func(name string) string { return filepath.Join("../../testdata/verifier", name) }
+	e, err := verifier.ParseEntries(mustReadFile(t, vec("ok.entries.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := verifier.ParseConsistency(mustReadFile(t, vec("consistency-fork.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	kept, fork := write("kept.note", e.Checkpoints[0]), write("fork.note", c.Old)
+	short := write("short.json", mustMarshal(t, verifier.Entries{Tenant: e.Tenant, Records: e.Records[:4], Checkpoints: [][]byte{}}))
+	for _, tc := range []struct {
+		entries, kept string
+		code          int
+		reason        string
+	}{
+		{vec("ok.entries.json"), kept, 0, ""},
+		{vec("ok.entries.json"), fork, 1, "hash-break"},
+		{short, kept, 1, "truncated"}, // four records, the kept checkpoint covers five
+	} {
+		code, out := runStdout(t, "audit-verify", "--entries", tc.entries, "--keys", vec("keys.json"), "--kept", tc.kept, "--allow-partial", "--json")
+		var res auditResult
+		if err := json.Unmarshal(out, &res); err != nil || code != tc.code || res.Reason != tc.reason {
+			t.Errorf("%s --kept %s: exit %d, %+v (%v); want %d %q", tc.entries, tc.kept, code, res, err, tc.code, tc.reason)
+		}
+	}
+}
+
+func mustMarshal(t *testing.T, e verifier.Entries) []byte {
+	t.Helper()
+	b, err := verifier.MarshalEntries(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
