@@ -308,7 +308,9 @@ func FuzzParseKeyRotation(f *testing.F) {
 // the new key with an operator's assertion; nothing else.
 func TestParseKeyRotation(t *testing.T) {
 	old, next := fixedKey("old"), fixedKey("new")
-	b64 := func(k ed25519.PrivateKey) string { return base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey)) }
+	b64 := func(k ed25519.PrivateKey) string {
+		return base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey))
+	}
 	seal := func(k ed25519.PrivateKey, r KeyRotation) codec.Envelope {
 		env, err := codec.NewSigner(k).Seal(TypeKeyRotated, KeyRotationVersion, "01KBG2T8Q4QG0Q5BZJ0R7Z7Z7Z", "acme", "2026-12-01T00:00:00.000000000Z", r)
 		if err != nil {
