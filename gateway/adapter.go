@@ -12,9 +12,9 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
-	"sync/atomic"
 
 	"github.com/contextos/ledger/kernel"
 	"go.opentelemetry.io/otel/attribute"

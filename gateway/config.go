@@ -111,6 +111,9 @@ type RuntimeConfig struct {
 	// ObservabilityConfig holds the logging, health and metrics keys
 	// (telemetry_config.go).
 	ObservabilityConfig
+	// Witnesses cosign the audit checkpoints ([[runtime.witnesses]],
+	// docs/audit.md).
+	Witnesses []WitnessConfig `toml:"witnesses"`
 }
 
 // TenantConfig declares a tenant's principals.
@@ -452,6 +455,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")
+	}
+	if err := c.Runtime.validateAudit(); err != nil {
+		return err
 	}
 	caps := map[string]*CapabilityConfig{}
 	for i := range c.Capabilities {

@@ -19,7 +19,7 @@ func TestSharedKeyFileConverges(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			keys[i], errs[i] = loadOrCreateKey(cfg)
+			keys[i], errs[i] = createOrLoadKey(cfg.Runtime.KeyFile)
 		}(i)
 	}
 	wg.Wait()

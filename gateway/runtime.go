@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -247,11 +248,14 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		return nil, err
 	}
 	rt.Store = events.NewJetStore(js, events.StreamName)
-	key, err := loadOrCreateKey(cfg)
+	var retired []ed25519.PublicKey
+	if rt.Signer, retired, err = bootKey(ctx, cfg, js); err != nil {
+		return nil, err
+	}
+	witnesses, witnessKeys, err := auditWitnesses(cfg)
 	if err != nil {
 		return nil, err
 	}
-	rt.Signer = events.NewSigner(key)
 	executor := cfg.Runtime.Executor
 	if executor == "" {
 		h, _ := os.Hostname()
@@ -279,6 +283,7 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		tenants[i] = t.ID
 	}
 	rt.Service, err = projections.StartService(ctx, projections.ServiceConfig{NC: nc, JS: js, Store: rt.Store, Signer: rt.Signer,
+		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys,
 		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas},
 		Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
 	if err != nil {
@@ -373,22 +378,12 @@ func listenAddr(s string) (string, int, error) {
 	return host, port, nil
 }
 
-func loadOrCreateKey(cfg *Config) ([]byte, error) {
-	path := cfg.keyPath()
-	if path == "" {
-		return nil, errors.New("runtime.key_file is required with an external NATS")
-	}
-	key, err := events.LoadPrivateKey(path)
-	if err == nil {
-		return key, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	key, err = createKey(path)
+// createOrLoadKey makes the key at path, or loads the one there: replicas
+// that share a key file (a shared volume) may start at once, and the one
+// that linked first made the key they all use.
+func createOrLoadKey(path string) ([]byte, error) {
+	key, err := createKey(path)
 	if errors.Is(err, os.ErrExist) {
-		// Replicas that share a key file (a shared volume) may start at
-		// once: the one that linked first made the key they all use.
 		return events.LoadPrivateKey(path)
 	}
 	return key, err

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,7 +18,7 @@ type ServiceConfig struct {
 	NC     *nats.Conn          // the runtime's connection: wake-ups on new events
 	JS     jetstream.JetStream // the runtime's JetStream context (audit stream)
 	Store  events.Store        // the event stream
-	Signer events.Signer       // the runtime key: signs records and checkpoints
+	Signer events.Signer       // the runtime key: signs checkpoints (events are signed by the gateway)
 	// RetiredKeys are earlier runtime public keys whose records are still in
 	// the log; audit-keys publishes them with the current one.
 	RetiredKeys        []ed25519.PublicKey
@@ -28,6 +29,11 @@ type ServiceConfig struct {
 	PollInterval       time.Duration // see AuditConfig
 	Clock              Clock
 	Logf               func(format string, args ...any)
+	// Witnesses cosign every tenant's checkpoints (see AuditConfig); their
+	// keys (WitnessKeys, cosignature verifier keys) are published in
+	// keys.json.
+	Witnesses   func(tenant string) []*witness.Client
+	WitnessKeys []string
 }
 
 // Service runs the projections of a daemon: one audit projector per tenant,
@@ -59,16 +65,21 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	}
 	s := &Service{Log: NewAuditLog(cfg.JS, name), View: NewExposureView(cfg.Store), Projectors: map[string]*AuditProjector{}}
 	for _, t := range cfg.Tenants {
-		p, err := NewAuditProjector(AuditConfig{Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
+		var ws []*witness.Client
+		if cfg.Witnesses != nil {
+			ws = cfg.Witnesses(t) // one client per tenant: each remembers its log's size at the witness
+		}
+		p, err := NewAuditProjector(AuditConfig{Witnesses: ws, Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
 			CheckpointEvery: cfg.CheckpointEvery, CheckpointInterval: cfg.CheckpointInterval, Clock: cfg.Clock,
 			PollInterval: cfg.PollInterval, Notify: cfg.NC, Logf: cfg.Logf})
+
 		if err != nil {
 			return nil, err
 		}
 		s.Projectors[t] = p
 	}
 	pubs := []ed25519.PublicKey{cfg.Signer.Key.Public().(ed25519.PublicKey)}
-	s.Ops = NewOps(OpsConfig{Log: s.Log, Events: cfg.Store, PublicKeys: append(pubs, cfg.RetiredKeys...), View: s.View})
+	s.Ops = NewOps(OpsConfig{Log: s.Log, Events: cfg.Store, PublicKeys: append(pubs, cfg.RetiredKeys...), WitnessKeys: cfg.WitnessKeys, View: s.View})
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	for _, p := range s.Projectors {

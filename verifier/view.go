@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/audit"
 	"io"
 	"slices"
 	"sort"
@@ -242,7 +243,7 @@ func ParseView(b []byte) (View, error) {
 		return View{}, errors.New("verifier: view: file too large")
 	}
 	var v View
-	if err := strictJSON(b, &v); err != nil {
+	if err := kernel.StrictJSON(b, &v); err != nil {
 		return View{}, fmt.Errorf("verifier: view: %w", err)
 	}
 	if v.V != ViewVersion {
@@ -298,11 +299,7 @@ func Replay(r io.Reader, keyring codec.Keyring) (View, error) {
 func ReplayEntries(e Entries) (View, error) {
 	f := NewFold(e.Tenant)
 	for i, raw := range e.Records {
-		r, err := ParseRecord(raw)
-		if err != nil {
-			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
-		}
-		env, err := codec.Decode(r.Event)
+		r, env, err := audit.Parse(raw)
 		if err != nil {
 			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
 		}

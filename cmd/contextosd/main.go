@@ -5,6 +5,7 @@
 //	contextosd --check-config FILE
 //	contextosd --init-key FILE
 //	contextosd --version
+//	contextosd keys rotate --config FILE
 package main
 
 import (
@@ -25,13 +26,16 @@ func main() {
 }
 
 func run() int {
+	if len(os.Args) > 1 && os.Args[1] == "keys" {
+		return runKeys(os.Args[2:])
+	}
 	fs := flag.NewFlagSet("contextosd", flag.ContinueOnError)
 	config := fs.String("config", "", "the TOML configuration file")
 	check := fs.String("check-config", "", "validate a configuration file and exit")
 	initKey := fs.String("init-key", "", "create a new runtime signing key file (0600) for runtime.key_file, print its key id and exit; refuses to replace one")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE | --init-key FILE | --version\n\n")
+		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE | --init-key FILE | --version | keys rotate --config FILE\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {

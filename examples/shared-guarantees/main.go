@@ -90,7 +90,13 @@ func (d *demo) run() error {
 	if err := d.startProvider(); err != nil {
 		return err
 	}
+	if err := d.prepareWitness(); err != nil {
+		return err
+	}
 	if err := d.startDaemon(); err != nil {
+		return err
+	}
+	if err := d.startWitness(); err != nil {
 		return err
 	}
 	fmt.Printf("   provider %s, contextosd NATS %s, data %s\n", d.provider, d.natsURL, d.dir)
@@ -279,7 +285,7 @@ func (d *demo) startDaemon() error {
 	if err != nil {
 		return err
 	}
-	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.dir, "data"), "{{LISTEN}}", listen, "{{PROVIDER}}", d.provider).Replace(string(raw))
+	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.dir, "data"), "{{LISTEN}}", listen, "{{PROVIDER}}", d.provider).Replace(string(raw)) + witnessConfig()
 	path := filepath.Join(d.dir, "contextos.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return err
