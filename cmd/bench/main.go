@@ -196,6 +196,19 @@ func main() {
 		g.Close()
 	}
 
+	if !skip(gCluster) {
+		progress("== governed proposals on a 3-node JetStream cluster (R3), 2 replicas")
+		cl, err := bench.StartCluster(tmp, 2, 64)
+		if err != nil {
+			fail(err)
+		}
+		for _, c := range []int{1, 8, 64} {
+			r.add(proposals(ctx, cfg, cl.Gateway(), bench.Point{Group: gCluster, Name: "ours, 2 replicas", Durability: "durable", Concurrency: c, Unit: "proposal"},
+				bench.Uniform("c"), progress))
+		}
+		cl.Close()
+	}
+
 	progress("== kernel decisions alone")
 	for _, c := range []int{1, 2} {
 		if skip(gKernel) {
@@ -322,6 +335,7 @@ const (
 	gProposals    = "governed proposals over NATS, 10k resources"
 	gProposalsHot = "governed proposals over NATS, one hot resource"
 	gSoak         = "governed proposals over NATS, 10k resources, soak"
+	gCluster      = "governed proposals, 3-node cluster (R3)"
 	gCold         = "cold load of one resource"
 )
 
@@ -407,9 +421,24 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	}
 	fmt.Fprintf(&b, "\n## Results\n\n![throughput and p99 against concurrency](%s)\n\n", chart)
 	b.WriteString("| workload | system | setting | clients | throughput /s | p50 ms | p99 ms | errors | note |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	row := func(p bench.Point) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f %s | %s | %s | %d | %s |\n", p.Group, p.Name, p.Durability, p.Concurrency, p.Rate(), p.Unit+"s", ms(p.P50), ms(p.P99), p.Errors, p.Note)
+	}
+	var cluster []bench.Point
 	for _, p := range r.points {
-		unit := p.Unit + "s"
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f %s | %s | %s | %d | %s |\n", p.Group, p.Name, p.Durability, p.Concurrency, p.Rate(), unit, ms(p.P50), ms(p.P99), p.Errors, p.Note)
+		if p.Group == gCluster {
+			cluster = append(cluster, p)
+			continue
+		}
+		row(p)
+	}
+	if len(cluster) > 0 {
+		b.WriteString("\n## Scale-out: a 3-node JetStream cluster\n\n")
+		fmt.Fprintf(&b, "Three nats-servers in one JetStream cluster on loopback (R3 event, snapshot and audit streams, `sync_interval: always`), two runtimes booted against it as `contextosd` replicas are (one queue group, a shared runtime key, two executors), agents' connections spread over the three servers; the same proposals as above. **Caveat:** the three servers, both replicas, the provider and the agents share this machine's %d cores, so this measures the replicated path's cost on one machine, not what three machines would do. The engine's figures and the followers' lag in the notes are the first replica's.\n\n", runtime.NumCPU())
+		b.WriteString("| workload | system | setting | clients | throughput /s | p50 ms | p99 ms | errors | note |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+		for _, p := range cluster {
+			row(p)
+		}
 	}
 	var s strings.Builder
 	s.WriteString("Ratios (same run):\n")
@@ -442,6 +471,9 @@ func (r *report) markdown(chart string) ([]byte, string) {
 		} else if _, any := r.find(gProposals, "ours", d, 1); any {
 			fmt.Fprintf(&s, "- %s: sustained governed proposals rate: none of the points was sustained\n", d)
 		}
+	}
+	for _, c := range []int{1, 8, 64} {
+		ratio(fmt.Sprintf("durable, governed proposals, %d clients: 3-node cluster with 2 replicas / one server", c), r.rate(gCluster, "ours, 2 replicas", "durable", c), r.rate(gProposals, "ours", "durable", c))
 	}
 	s.WriteString("\nGoals (durable):\n")
 	goal := func(name string, ok bool, got string) {

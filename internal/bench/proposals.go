@@ -29,14 +29,21 @@ type Gateway struct {
 }
 
 // gatewayConfig is gateway/testdata/gateway.toml's shape with agents
-// agent_00.. and the sync setting.
+// agent_00.. and the sync setting, on the runtime's embedded server.
 func gatewayConfig(dir, providerURL string, durable bool, agents int) string {
-	var b strings.Builder
 	sync := "always"
 	if !durable {
 		sync = "relaxed"
 	}
-	fmt.Fprintf(&b, "[nats]\ndata_dir = %q\nlisten = \"127.0.0.1:0\"\nsync = %q\n\n[runtime]\nexecutor = \"bench-1\"\n\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", dir, sync, Tenant)
+	return runtimeConfig(fmt.Sprintf("[nats]\ndata_dir = %q\nlisten = \"127.0.0.1:0\"\nsync = %q\n\n[runtime]\nexecutor = \"bench-1\"\n", dir, sync), providerURL, agents)
+}
+
+// runtimeConfig is the configuration of a runtime with the given [nats] and
+// [runtime] sections, agents agent_00.. of tenant Tenant allowed the refund
+// capability on the provider, and the refunds guarantee.
+func runtimeConfig(sections, providerURL string, agents int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", sections, Tenant)
 	for a := 0; a < agents; a++ {
 		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
 	}
