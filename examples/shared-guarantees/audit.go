@@ -20,7 +20,7 @@ import (
 // auditStory is step 4: the auditor's promise, with only exported files and
 // the runtime's public keys.
 func (d *demo) auditStory(applied string) error {
-	step(4, "Audit: export, verify offline with a witness policy, flip one byte, prove one receipt")
+	step(5, "Audit: export, verify offline with a witness policy, flip one byte, prove one receipt")
 	dir := filepath.Join(d.dir, "audit")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
