@@ -72,6 +72,9 @@ type RuntimeConfig struct {
 	// MetricsListen, when set, serves the exposure view in the Prometheus
 	// text format at http://<addr>/metrics (loopback only).
 	MetricsListen string `toml:"metrics_listen"`
+	// Limits bound the daemon's memory and each tenant's share of it
+	// (limits.go).
+	Limits LimitsConfig `toml:"limits"`
 }
 
 // TenantConfig declares a tenant's principals.
@@ -265,6 +268,9 @@ func (c *Config) validate(dir string) error {
 	}
 	if c.Runtime.Workers == 0 {
 		c.Runtime.Workers = 256
+	}
+	if err := c.Runtime.Limits.validate(); err != nil {
+		return err
 	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")

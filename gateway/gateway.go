@@ -13,6 +13,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats.go"
 )
 
@@ -30,7 +31,8 @@ type Gateway struct {
 	hooks        Hooks
 
 	adapters map[string]Adapter
-	index    *index
+	model    *projections.Model
+	index    readModel
 	inflight inflight
 	extraOps map[string]OpHandler
 
@@ -71,6 +73,9 @@ type Options struct {
 	Hooks    Hooks
 	// Adapters overrides the adapter of a capability id (tests).
 	Adapters map[string]Adapter
+	// Model is the read model the operator verbs and the reconciler read;
+	// nil makes one over Store.
+	Model *projections.Model
 	// Replies, when set, is the connection replies are published through:
 	// one whose user may publish only to inboxes (ReplyUser), so that no
 	// reply can land anywhere else even if replyAllowed let one through.
@@ -82,12 +87,17 @@ func New(o Options) *Gateway {
 	g := &Gateway{
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
-		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{}, kill: map[string]bool{},
+		adapters: map[string]Adapter{}, extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{}, kill: map[string]bool{},
 		workers: make(chan struct{}, o.Config.Runtime.Workers), replies: o.Replies,
 	}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
+	g.model = o.Model
+	if g.model == nil {
+		g.model = projections.NewModel(projections.ModelConfig{Store: o.Store})
+	}
+	g.index = readModel{g.model}
 	for i := range o.Config.Capabilities {
 		cp := &o.Config.Capabilities[i]
 		if cp.Adapter == "http" {
@@ -190,11 +200,20 @@ func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, b
 	return Reply{Status: kernel.StatusRefused, Code: r.Code, Reason: r.Reason}
 }
 
-// incident logs an incident; the signed record of it is the refused event
-// itself or the incident event the kernel decided.
+// incident logs an incident and reports it to the read model, which lists
+// it with the incidents the stream records (an executor fenced before it
+// appended anything leaves no event).
 func (g *Gateway) incident(tenant, kind, attemptID string, r *kernel.Refusal) {
 	g.log.Warn("incident", "tenant", tenant, "kind", kind, "attempt", attemptID, "code", r.Code, "reason", r.Reason)
+	in := projections.Incident{Kind: kind, AttemptID: attemptID, Code: r.Code, Reason: r.Reason, At: events.FormatTime(g.clock.Now())}
+	if e, ok := g.index.operationOf(attemptID); ok && e.tenant == tenant {
+		in.OperationID = e.op.OperationID
+	}
+	g.model.Report(tenant, in)
 }
+
+// Model returns the read model the gateway reads.
+func (g *Gateway) Model() *projections.Model { return g.model }
 
 // Serve subscribes to the proposal and operator subjects on nc (the
 // runtime's own connection). Replicas share the load through a queue group.

@@ -453,10 +453,10 @@ func TestReplyAllowed(t *testing.T) {
 	}
 }
 
-// TestIndexSkipsNonEvents: a stored message that is not a valid event (only
-// the runtime's own user can write one) is skipped by the operator view and
-// the reconciler instead of blinding them for good.
-func TestIndexSkipsNonEvents(t *testing.T) {
+// TestModelSkipsNonEvents: a stored message that is not a valid event (only
+// the runtime's own user can write one) is counted and skipped by the read
+// model instead of blinding the operator verbs and the reconciler for good.
+func TestModelSkipsNonEvents(t *testing.T) {
 	e := startEnv(t)
 	nc := e.client("acme", "agent_email")
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_x", "x1", "ord_x", 100)), 100, 0, 99900)
@@ -468,11 +468,8 @@ func TestIndexSkipsNonEvents(t *testing.T) {
 	if !r.OK || len(r.Exposure) != 1 || r.Exposure[0].Committed != 300 {
 		t.Fatalf("exposure after a non-event: %+v", r)
 	}
-	e.rt.Gateway.index.mu.Lock()
-	skipped := len(e.rt.Gateway.index.skipped)
-	e.rt.Gateway.index.mu.Unlock()
-	if skipped != 1 {
-		t.Fatalf("skipped %d messages, want 1", skipped)
+	if n := e.rt.Gateway.Model().RefusedEvents("acme"); n != 1 {
+		t.Fatalf("refused %d stored messages, want 1", n)
 	}
 }
 

@@ -32,6 +32,8 @@ type OpReply struct {
 	Exposure   []ExposureRow  `json:"exposure,omitempty"`
 	Attempts   []AttemptRow   `json:"attempts,omitempty"`
 	Settled    []SettleRow    `json:"settled,omitempty"`
+	Approvals  []PendingApproval `json:"approvals,omitempty"`
+	Incidents  []Incident        `json:"incidents,omitempty"`
 	KillSwitch *bool          `json:"kill_switch,omitempty"`
 	Data       map[string]any `json:"data,omitempty"`
 }
@@ -51,7 +53,7 @@ func opRefused(code kernel.Code, format string, args ...any) OpReply {
 }
 
 // OpVerbs are the operator verbs, ctx.v1.<tenant>.ops.<verb>.<operator>.
-var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, authzVerbs...)
+var OpVerbs = append(append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, authzVerbs...), readVerbs...)
 
 // Op serves one operator verb. The operator's identity comes from the
 // subject's last token, which the NATS server lets only that operator use.
@@ -64,6 +66,9 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 		return h(ctx, tenant, operator, body)
 	}
 	if reply, ok := g.authzOp(ctx, tenant, verb, operator, body); ok {
+		return reply
+	}
+	if reply, ok := g.readOp(ctx, tenant, verb, body); ok {
 		return reply
 	}
 	var req OpRequest

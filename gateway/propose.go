@@ -236,7 +236,11 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 					out[i] = nil
 				}
 				rec.Status, rec.Code, rec.Reason = kernel.StatusRefused, refusal.Code, refusal.Reason
-				out[0] = append(out[0], kernel.OperationRefused{Code: refusal.Code, Reason: refusal.Reason}, rec)
+				refused := kernel.OperationRefused{Code: refusal.Code, Reason: refusal.Reason}
+				if refusal.Code == kernel.CodeApprovalRequired {
+					refused.Arguments = pc.args // what an operator is asked to approve
+				}
+				out[0] = append(out[0], refused, rec)
 				return out, refusal
 			}
 			var hr []kernel.HoldRef

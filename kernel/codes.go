@@ -42,6 +42,9 @@ const (
 	CodeAuditNotFound              Code = "audit_not_found"
 	CodeAuditNotCheckpointed       Code = "audit_not_checkpointed"
 	CodeProjectionUnavailable      Code = "projection_unavailable"
+	CodeStoredEventRefused         Code = "stored_event_refused"
+	CodeOverloaded                 Code = "overloaded"
+	CodeRateLimited                Code = "rate_limited"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -55,6 +58,7 @@ var Codes = []Code{
 	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
 	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
 	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable,
+	CodeStoredEventRefused, CodeOverloaded, CodeRateLimited,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

@@ -50,10 +50,10 @@ func checkExactlyOnce(t *testing.T, e *env, tenant string) verifier.Entries {
 }
 
 // serveOps mounts the ops verbs on a real connection and returns a client.
-func serveOps(t *testing.T, e *env, tenant string, view *ExposureView) *OpsClient {
+func serveOps(t *testing.T, e *env, tenant string, model *Model) *OpsClient {
 	t.Helper()
 	nc, js := e.connect(t)
-	ops := NewOps(OpsConfig{Log: NewAuditLog(js, AuditStreamName), Events: events.NewJetStore(js, events.StreamName), PublicKeys: []ed25519.PublicKey{e.signer.Key.Public().(ed25519.PublicKey)}, View: view, MaxReply: 64 * 1024})
+	ops := NewOps(OpsConfig{Log: NewAuditLog(js, AuditStreamName), Events: events.NewJetStore(js, events.StreamName), PublicKeys: []ed25519.PublicKey{e.signer.Key.Public().(ed25519.PublicKey)}, Model: model, MaxReply: 64 * 1024})
 	subs, err := ops.Serve(context.Background(), nc)
 	if err != nil {
 		t.Fatal(err)

@@ -96,7 +96,7 @@ type OpsConfig struct {
 	// any retired one that signed records still in the log): audit-keys
 	// publishes them as the tenant's keys.json (verifier.KeysFor).
 	PublicKeys []ed25519.PublicKey
-	View       *ExposureView // serves exposure-view; nil refuses it
+	Model      *Model // serves exposure-view; nil refuses it
 	// MaxReply is the reply budget in bytes (default DefaultMaxReply).
 	MaxReply int
 }
@@ -191,13 +191,13 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsR
 		if err := decodeRequest(body, &struct{}{}); err != nil {
 			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
 		}
-		if o.cfg.View == nil {
-			return refusedReply(CodeUnavailable, "no exposure view runs here")
+		if o.cfg.Model == nil {
+			return refusedReply(CodeUnavailable, "no read model runs here")
 		}
-		if err := o.cfg.View.Sync(ctx); err != nil {
+		if err := o.cfg.Model.Sync(ctx); err != nil {
 			return refusedReply(CodeUnavailable, "%v", err)
 		}
-		return fileReply(verifier.MarshalView(o.cfg.View.View(tenant)))
+		return fileReply(verifier.MarshalView(o.cfg.Model.View(tenant)))
 	}
 	return refusedReply(kernel.CodeRequestMalformed, "unknown verb %q", verb)
 }

@@ -28,13 +28,16 @@ type ServiceConfig struct {
 	PollInterval       time.Duration // see AuditConfig
 	Clock              Clock
 	Logf               func(format string, args ...any)
+	// Model is the read model the service follows and serves (the one the
+	// gateway reads); nil makes one over Store.
+	Model *Model
 }
 
 // Service runs the projections of a daemon: one audit projector per tenant,
-// the exposure view, and the ops verbs over them.
+// the read model, and the ops verbs over them.
 type Service struct {
 	Log        *AuditLog
-	View       *ExposureView
+	Model      *Model
 	Ops        *Ops
 	Projectors map[string]*AuditProjector
 
@@ -57,7 +60,11 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if _, err := EnsureAuditStream(ctx, cfg.JS, cfg.AuditStream); err != nil {
 		return nil, err
 	}
-	s := &Service{Log: NewAuditLog(cfg.JS, name), View: NewExposureView(cfg.Store), Projectors: map[string]*AuditProjector{}}
+	model := cfg.Model
+	if model == nil {
+		model = NewModel(ModelConfig{Store: cfg.Store, Logf: cfg.Logf})
+	}
+	s := &Service{Log: NewAuditLog(cfg.JS, name), Model: model, Projectors: map[string]*AuditProjector{}}
 	for _, t := range cfg.Tenants {
 		p, err := NewAuditProjector(AuditConfig{Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
 			CheckpointEvery: cfg.CheckpointEvery, CheckpointInterval: cfg.CheckpointInterval, Clock: cfg.Clock,
@@ -68,7 +75,7 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		s.Projectors[t] = p
 	}
 	pubs := []ed25519.PublicKey{cfg.Signer.Key.Public().(ed25519.PublicKey)}
-	s.Ops = NewOps(OpsConfig{Log: s.Log, Events: cfg.Store, PublicKeys: append(pubs, cfg.RetiredKeys...), View: s.View})
+	s.Ops = NewOps(OpsConfig{Log: s.Log, Events: cfg.Store, PublicKeys: append(pubs, cfg.RetiredKeys...), Model: s.Model})
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	for _, p := range s.Projectors {
@@ -76,11 +83,11 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		go func() { defer s.wg.Done(); _ = p.Run(rctx) }()
 	}
 	s.wg.Add(1)
-	go func() { defer s.wg.Done(); _ = s.View.Run(rctx, cfg.NC, cfg.PollInterval, cfg.Logf) }()
+	go func() { defer s.wg.Done(); _ = s.Model.Run(rctx, cfg.NC, cfg.PollInterval, cfg.Logf) }()
 	return s, nil
 }
 
-// Close stops the projectors and the view and waits for them.
+// Close stops the projectors and the read model and waits for them.
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
