@@ -26,16 +26,16 @@ type OpRequest struct {
 
 // OpReply is the reply to an operator verb.
 type OpReply struct {
-	OK         bool           `json:"ok"`
-	Code       kernel.Code    `json:"code,omitempty"`
-	Reason     string         `json:"reason,omitempty"`
-	Exposure   []ExposureRow  `json:"exposure,omitempty"`
-	Attempts   []AttemptRow   `json:"attempts,omitempty"`
-	Settled    []SettleRow    `json:"settled,omitempty"`
+	OK         bool              `json:"ok"`
+	Code       kernel.Code       `json:"code,omitempty"`
+	Reason     string            `json:"reason,omitempty"`
+	Exposure   []ExposureRow     `json:"exposure,omitempty"`
+	Attempts   []AttemptRow      `json:"attempts,omitempty"`
+	Settled    []SettleRow       `json:"settled,omitempty"`
 	Approvals  []PendingApproval `json:"approvals,omitempty"`
 	Incidents  []Incident        `json:"incidents,omitempty"`
-	KillSwitch *bool          `json:"kill_switch,omitempty"`
-	Data       map[string]any `json:"data,omitempty"`
+	KillSwitch *bool             `json:"kill_switch,omitempty"`
+	Data       map[string]any    `json:"data,omitempty"`
 }
 
 // SettleRow reports what reconciliation or an operator action did to one
