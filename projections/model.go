@@ -42,7 +42,8 @@ import (
 // SnapshotEvery events, and its first Sync starts from the latest snapshot
 // and folds only the events after it. Safe for concurrent use.
 type Model struct {
-	cfg ModelConfig
+	cfg      ModelConfig
+	partSize int // bytes per snapshot part
 
 	syncMu sync.Mutex // one fold at a time; guards loaded and sinceSnap
 	loaded bool       // the snapshot was tried
@@ -240,7 +241,7 @@ func NewModel(cfg ModelConfig) *Model {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	return &Model{cfg: cfg, st: newModelState()}
+	return &Model{cfg: cfg, partSize: modelPartSize, st: newModelState()}
 }
 
 // Seq returns the last stream sequence folded.
@@ -422,10 +423,12 @@ func (m *Model) applyOperation(ctx context.Context, ts *tenantState, s events.St
 	if err := o.Op.Apply(ev); err != nil {
 		return err
 	}
+	for _, a := range o.Op.Attempts {
+		ts.Attempts[a.AttemptID] = s.Subject
+	}
 	at, _ := time.Parse(events.TimeLayout, s.Envelope.Time)
 	switch e := ev.(type) {
 	case kernel.OperationReserved:
-		ts.Attempts[e.AttemptID] = s.Subject
 		o.ReservedAt[e.AttemptID] = at
 	case kernel.OperationDispatchStarted:
 		o.StartedAt[e.AttemptID] = at

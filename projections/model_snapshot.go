@@ -25,6 +25,8 @@ const ModelSnapshotKey = "ctx.model.v1"
 
 const modelPartSize = 512 * 1024
 
+var errNoSnapshot = errors.New("no snapshot stored")
+
 // modelHead is the state of the signed head snapshot.
 type modelHead struct {
 	Seq   uint64   `json:"seq"` // the model's sequence (may follow the anchor: refused messages)
@@ -104,8 +106,8 @@ func (m *Model) FlushSnapshot(ctx context.Context) error {
 func (m *Model) putSnapshot(ctx context.Context, state []byte, anchor modelAnchor, seq uint64) error {
 	head := modelHead{Seq: seq, Size: len(state), Parts: []string{}}
 	var parts []events.Snapshot
-	for i := 0; i < len(state); i += modelPartSize {
-		p := state[i:min(i+modelPartSize, len(state))]
+	for i := 0; i < len(state); i += m.partSize {
+		p := state[i:min(i+m.partSize, len(state))]
 		sum := sha256.Sum256(p)
 		head.Parts = append(head.Parts, hex.EncodeToString(sum[:]))
 		parts = append(parts, events.Snapshot{Subject: ModelSnapshotKey + ".p" + strconv.Itoa(len(parts)), Data: p})
@@ -136,6 +138,9 @@ func (m *Model) loadSnapshot(ctx context.Context) {
 		return
 	}
 	st, err := m.readSnapshot(ctx)
+	if errors.Is(err, errNoSnapshot) {
+		return
+	}
 	if err != nil {
 		m.cfg.Logf("projections: read model: no usable snapshot, folding the whole stream: %v", err)
 		return
@@ -154,7 +159,7 @@ func (m *Model) readSnapshot(ctx context.Context) (*modelState, error) {
 		return nil, err
 	}
 	if !found {
-		return nil, errors.New("none stored")
+		return nil, errNoSnapshot
 	}
 	doc, err := events.ParseSnapshot(m.cfg.Signer.Key.Public().(ed25519.PublicKey), ModelSnapshotKey, data)
 	if err != nil {

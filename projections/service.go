@@ -87,8 +87,15 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	return s, nil
 }
 
-// Close stops the projectors and the read model and waits for them.
+// Close stops the projectors and the read model and waits for them, then
+// writes a last snapshot of the model (when it has a snapshot store) so the
+// next start folds only what is stored after it.
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
+	if s.Model.snapshotting() && s.Model.Seq() > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Model.FlushSnapshot(ctx)
+	}
 }
