@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
@@ -40,8 +41,9 @@ type Gateway struct {
 	pins    map[string]*kernel.Refusal // tenant/guarantee -> refusal when the pin failed
 	kill    map[string]bool
 	subs    []*nats.Subscription
-	workers chan struct{}
 	replies *nats.Conn // publishes replies; nil: the serving connection
+
+	overloaded atomic.Uint64 // requests refused overloaded
 }
 
 // Hooks let tests and the chaos harness stop a process at exact points of
@@ -88,7 +90,7 @@ func New(o Options) *Gateway {
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
 		adapters: map[string]Adapter{}, extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{}, kill: map[string]bool{},
-		workers: make(chan struct{}, o.Config.Runtime.Workers), replies: o.Replies,
+		replies: o.Replies,
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -215,56 +217,90 @@ func (g *Gateway) incident(tenant, kind, attemptID string, r *kernel.Refusal) {
 // Model returns the read model the gateway reads.
 func (g *Gateway) Model() *projections.Model { return g.model }
 
-// Serve subscribes to the proposal and operator subjects on nc (the
-// runtime's own connection). Replicas share the load through a queue group.
+// Serve subscribes to each tenant's proposal and operator subjects on nc
+// (the runtime's own connection). Replicas share the load through a queue
+// group. Each tenant's proposals and each tenant's operator verbs run in a
+// lane of their own (LimitsConfig: workers and a bounded queue); a request
+// that finds its lane full is answered overloaded before anything is
+// stored. Subscription callbacks never wait, and their pending limits are
+// set above what the lanes can queue, so the server has no reason to drop a
+// message as a slow consumer.
 func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
-	handle := func(fn func(m *nats.Msg)) nats.MsgHandler {
-		return func(m *nats.Msg) {
-			select {
-			case g.workers <- struct{}{}:
-			case <-ctx.Done():
+	lim := g.cfg.Runtime.Limits
+	if err := lim.validate(); err != nil { // a Config not from ParseConfig
+		return err
+	}
+	for _, t := range g.cfg.Tenants {
+		tenant := t.ID
+		proposals := newLane(ctx, lim.tenantWorkers(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue, func(m *nats.Msg) {
+			principal := strings.Split(m.Subject, ".")[3]
+			if !replyAllowed(m.Reply, tenant, principal) {
+				g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: kernel.CodeRequestMalformed,
+					Reason: "reply subject outside the principal's inbox " + InboxPrefix(tenant, principal) + ".>"})
 				return
 			}
-			go func() {
-				defer func() { <-g.workers }()
-				fn(m)
-			}()
+			var reply Reply
+			if principal == "ops" {
+				reply = Reply{Status: kernel.StatusRefused, Code: kernel.CodeAuthorityDenied, Reason: "ops is not a principal"}
+			} else {
+				reply = g.Propose(ctx, tenant, principal, m.Data)
+			}
+			g.respond(m, reply)
+		})
+		if err := g.subscribe(nc, "ctx.v1."+tenant+".*.propose", lim.TenantQueue, func(m *nats.Msg) {
+			if proposals.offer(m) {
+				return
+			}
+			g.overloaded.Add(1)
+			if replyAllowed(m.Reply, tenant, strings.Split(m.Subject, ".")[3]) {
+				g.respond(m, Reply{Status: kernel.StatusRefused, Code: kernel.CodeOverloaded,
+					Reason: "tenant " + tenant + " has every proposal worker busy and its queue full; nothing was stored, retry later"})
+			}
+		}); err != nil {
+			return err
+		}
+		ops := newLane(ctx, lim.OperatorWorkers, lim.OperatorQueue, func(m *nats.Msg) {
+			tok := strings.Split(m.Subject, ".")
+			if !replyAllowed(m.Reply, tenant, tok[5]) {
+				g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tenant, "operator", tok[5])
+				return
+			}
+			g.respond(m, g.Op(ctx, tenant, tok[4], tok[5], m.Data))
+		})
+		if err := g.subscribe(nc, "ctx.v1."+tenant+".ops.*.*", lim.OperatorQueue, func(m *nats.Msg) {
+			if ops.offer(m) {
+				return
+			}
+			g.overloaded.Add(1)
+			if replyAllowed(m.Reply, tenant, strings.Split(m.Subject, ".")[5]) {
+				g.respond(m, opRefused(kernel.CodeOverloaded, "tenant %s has every operator worker busy; retry later", tenant))
+			}
+		}); err != nil {
+			return err
 		}
 	}
-	sub, err := nc.QueueSubscribe("ctx.v1.*.*.propose", "contextosd", handle(func(m *nats.Msg) {
-		tok := strings.Split(m.Subject, ".")
-		tenant, principal := tok[2], tok[3]
-		if !replyAllowed(m.Reply, tenant, principal) {
-			g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: kernel.CodeRequestMalformed,
-				Reason: "reply subject outside the principal's inbox " + InboxPrefix(tenant, principal) + ".>"})
-			return
-		}
-		var reply Reply
-		if principal == "ops" {
-			reply = Reply{Status: kernel.StatusRefused, Code: kernel.CodeAuthorityDenied, Reason: "ops is not a principal"}
-		} else {
-			reply = g.Propose(ctx, tenant, principal, m.Data)
-		}
-		g.respond(m, reply)
-	}))
-	if err != nil {
-		return err
-	}
-	g.subs = append(g.subs, sub)
-	sub, err = nc.QueueSubscribe("ctx.v1.*.ops.*.*", "contextosd", handle(func(m *nats.Msg) {
-		tok := strings.Split(m.Subject, ".")
-		if !replyAllowed(m.Reply, tok[2], tok[5]) {
-			g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tok[2], "operator", tok[5])
-			return
-		}
-		g.respond(m, g.Op(ctx, tok[2], tok[4], tok[5], m.Data))
-	}))
-	if err != nil {
-		return err
-	}
-	g.subs = append(g.subs, sub)
 	return nc.Flush()
 }
+
+// subscribe joins the queue group on subject with pending limits above
+// what the lane behind it can queue.
+func (g *Gateway) subscribe(nc *nats.Conn, subject string, queue int, cb nats.MsgHandler) error {
+	sub, err := nc.QueueSubscribe(subject, "contextosd", cb)
+	if err != nil {
+		return err
+	}
+	// The callback only queues or refuses, so the pending messages are
+	// those arrived during one callback: a few. The limits bound memory
+	// against a burst of large bodies all the same.
+	if err := sub.SetPendingLimits(4*queue+1024, 256<<20); err != nil {
+		return err
+	}
+	g.subs = append(g.subs, sub)
+	return nil
+}
+
+// Overloaded returns how many requests this gateway refused overloaded.
+func (g *Gateway) Overloaded() uint64 { return g.overloaded.Load() }
 
 // Stop unsubscribes; in-flight requests finish.
 func (g *Gateway) Stop() {

@@ -19,6 +19,18 @@ type LimitsConfig struct {
 	// tenant for reconcile and close-attempt (default 10000; older ones
 	// are read back from the store when named).
 	ResolvedOperations int `toml:"resolved_operations"`
+
+	// TenantWorkers is how many proposals of one tenant this replica
+	// handles at once (default runtime.workers divided among the tenants,
+	// at least 4). A tenant never uses another's workers.
+	TenantWorkers int `toml:"tenant_workers"`
+	// TenantQueue is how many proposals of one tenant may wait for a
+	// worker (default 256); past it they are refused overloaded.
+	TenantQueue int `toml:"tenant_queue"`
+	// OperatorWorkers and OperatorQueue are the same for one tenant's
+	// operator verbs, which never wait behind proposals (defaults 4, 64).
+	OperatorWorkers int `toml:"operator_workers"`
+	OperatorQueue   int `toml:"operator_queue"`
 }
 
 // validate fills the defaults and refuses values that cannot work.
@@ -31,15 +43,30 @@ func (l *LimitsConfig) validate() error {
 		{"pending_approvals", &l.PendingApprovals, projections.DefaultMaxApprovals},
 		{"incidents", &l.Incidents, projections.DefaultMaxIncidents},
 		{"resolved_operations", &l.ResolvedOperations, projections.DefaultMaxResolvedOperations},
+		{"tenant_workers", &l.TenantWorkers, -1}, // derived from runtime.workers
+		{"tenant_queue", &l.TenantQueue, 256},
+		{"operator_workers", &l.OperatorWorkers, 4},
+		{"operator_queue", &l.OperatorQueue, 64},
 	} {
 		switch {
 		case *f.v < 0 || *f.v > 1<<24:
 			return fmt.Errorf("runtime.limits.%s must be in 0..%d, not %d", f.name, 1<<24, *f.v)
-		case *f.v == 0:
+		case *f.v == 0 && f.def > 0:
 			*f.v = f.def
 		}
 	}
 	return nil
+}
+
+// tenantWorkers is the proposal workers of each of tenants tenants.
+func (l LimitsConfig) tenantWorkers(tenants, workers int) int {
+	if l.TenantWorkers > 0 {
+		return l.TenantWorkers
+	}
+	if tenants < 1 {
+		tenants = 1
+	}
+	return max(4, workers/tenants)
 }
 
 func (l LimitsConfig) model() projections.ModelLimits {
