@@ -41,9 +41,13 @@ type Gateway struct {
 	pins    map[string]*kernel.Refusal // tenant/guarantee -> refusal when the pin failed
 	kill    map[string]bool
 	subs    []*nats.Subscription
-	replies *nats.Conn // publishes replies; nil: the serving connection
+	conns   []*nats.Conn // the serving connections (Serve)
+	replies *nats.Conn   // publishes replies; nil: the serving connection
 
-	overloaded atomic.Uint64 // requests refused overloaded
+	overloaded  atomic.Uint64 // requests refused overloaded
+	rateLimited atomic.Uint64 // proposals refused rate_limited
+	limiter     *limiter      // per-principal proposal rates
+	refusals    *refusalSampler
 }
 
 // Hooks let tests and the chaos harness stop a process at exact points of
@@ -100,6 +104,10 @@ func New(o Options) *Gateway {
 		g.model = projections.NewModel(projections.ModelConfig{Store: o.Store})
 	}
 	g.index = readModel{g.model}
+	lim := o.Config.Runtime.Limits
+	_ = lim.validate() // defaults for a Config not from ParseConfig
+	g.limiter = newLimiter(o.Config, lim)
+	g.refusals = newRefusalSampler(o.Config, lim.RefusalWindow.Duration)
 	for i := range o.Config.Capabilities {
 		cp := &o.Config.Capabilities[i]
 		if cp.Adapter == "http" {
@@ -187,19 +195,29 @@ func (g *Gateway) authorize(tc *TenantConfig, principal string, cp *CapabilityCo
 }
 
 // refuseUnbound records a refusal that cannot be tied to an operation on the
-// principal's refusal subject, and replies with it.
+// principal's refusal subject, and replies with it. Refusals of malformed
+// and unsurfaced proposals are sampled (refusals.go): the first of each
+// principal and code in a window is recorded at once, the others are
+// counted and recorded as one aggregate at the window's end.
 func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, body []byte, r *kernel.Refusal) Reply {
 	sum := sha256.Sum256(body)
 	ev := kernel.ProposalRefused{Principal: principal, Code: r.Code, Reason: r.Reason, BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
-	subject, err := events.Subject(tenant, "refusal", principal)
+	if !g.refusals.sample(tenant, ev) {
+		g.recordRefusal(ctx, tenant, ev)
+	}
+	return Reply{Status: kernel.StatusRefused, Code: r.Code, Reason: r.Reason}
+}
+
+// recordRefusal appends ev on its principal's refusal subject.
+func (g *Gateway) recordRefusal(ctx context.Context, tenant string, ev kernel.ProposalRefused) {
+	subject, err := events.Subject(tenant, "refusal", ev.Principal)
 	if err == nil {
 		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{{Subject: subject, New: func() aggregates.State { return &kernel.RefusalLog{} }}},
 			Decide: func([]aggregates.State) ([][]kernel.Event, *kernel.Refusal) { return [][]kernel.Event{{ev}}, nil }})
 	}
 	if err != nil {
-		g.log.Error("refusal could not be recorded", "tenant", tenant, "principal", principal, "code", r.Code, "err", err)
+		g.log.Error("refusal could not be recorded", "tenant", tenant, "principal", ev.Principal, "code", ev.Code, "err", err)
 	}
-	return Reply{Status: kernel.StatusRefused, Code: r.Code, Reason: r.Reason}
 }
 
 // incident logs an incident and reports it to the read model, which lists
@@ -225,13 +243,26 @@ func (g *Gateway) Model() *projections.Model { return g.model }
 // stored. Subscription callbacks never wait, and their pending limits are
 // set above what the lanes can queue, so the server has no reason to drop a
 // message as a slow consumer.
+//
+// Each tenant's proposals arrive on a connection of their own (made with
+// nc's options), and all operator verbs on another: one tenant's large or
+// many messages then never queue in front of another tenant's, or of an
+// operator's, in one TCP stream and one client read loop.
 func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 	lim := g.cfg.Runtime.Limits
 	if err := lim.validate(); err != nil { // a Config not from ParseConfig
 		return err
 	}
+	opsConn, err := g.connect(nc, "contextosd-ops")
+	if err != nil {
+		return err
+	}
 	for _, t := range g.cfg.Tenants {
 		tenant := t.ID
+		tenantConn, err := g.connect(nc, "contextosd-"+tenant)
+		if err != nil {
+			return err
+		}
 		proposals := newLane(ctx, lim.tenantWorkers(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue, func(m *nats.Msg) {
 			principal := strings.Split(m.Subject, ".")[3]
 			if !replyAllowed(m.Reply, tenant, principal) {
@@ -247,7 +278,16 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			}
 			g.respond(m, reply)
 		})
-		if err := g.subscribe(nc, "ctx.v1."+tenant+".*.propose", lim.TenantQueue, func(m *nats.Msg) {
+		if err := g.subscribe(tenantConn, "ctx.v1."+tenant+".*.propose", lim.TenantQueue, func(m *nats.Msg) {
+			principal := strings.Split(m.Subject, ".")[3]
+			if !g.limiter.allow(tenant, principal) {
+				g.rateLimited.Add(1)
+				if replyAllowed(m.Reply, tenant, principal) {
+					g.respond(m, Reply{Status: kernel.StatusRefused, Code: kernel.CodeRateLimited,
+						Reason: "more proposals than " + principal + "'s rate limit allows; nothing was stored, slow down"})
+				}
+				return
+			}
 			if proposals.offer(m) {
 				return
 			}
@@ -267,7 +307,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			}
 			g.respond(m, g.Op(ctx, tenant, tok[4], tok[5], m.Data))
 		})
-		if err := g.subscribe(nc, "ctx.v1."+tenant+".ops.*.*", lim.OperatorQueue, func(m *nats.Msg) {
+		if err := g.subscribe(opsConn, "ctx.v1."+tenant+".ops.*.*", lim.OperatorQueue, func(m *nats.Msg) {
 			if ops.offer(m) {
 				return
 			}
@@ -279,7 +319,24 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			return err
 		}
 	}
-	return nc.Flush()
+	for _, c := range g.conns {
+		if err := c.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// connect opens another connection with nc's options.
+func (g *Gateway) connect(nc *nats.Conn, name string) (*nats.Conn, error) {
+	o := nc.Opts
+	o.Name = name
+	c, err := o.Connect()
+	if err != nil {
+		return nil, fmt.Errorf("serve: connect %s: %w", name, err)
+	}
+	g.conns = append(g.conns, c)
+	return c, nil
 }
 
 // subscribe joins the queue group on subject with pending limits above
@@ -302,10 +359,16 @@ func (g *Gateway) subscribe(nc *nats.Conn, subject string, queue int, cb nats.Ms
 // Overloaded returns how many requests this gateway refused overloaded.
 func (g *Gateway) Overloaded() uint64 { return g.overloaded.Load() }
 
+// RateLimited returns how many proposals this gateway refused rate_limited.
+func (g *Gateway) RateLimited() uint64 { return g.rateLimited.Load() }
+
 // Stop unsubscribes; in-flight requests finish.
 func (g *Gateway) Stop() {
 	for _, s := range g.subs {
 		_ = s.Drain()
+	}
+	for _, c := range g.conns {
+		_ = c.Drain() // closes it once its subscriptions are drained
 	}
 }
 

@@ -50,6 +50,7 @@ func p99(ds []time.Duration) time.Duration {
 // workers and queue. The other tenant's p99 stays within 3x its idle p99
 // measured in the same run, acme's own kill switch engages fast (operators
 // have their own lane), and every request of both tenants gets a reply:
+// (the idle p99 is measured before and after the flood)
 // acme's excess is refused overloaded, never dropped.
 func TestTenantIsolationUnderFlood(t *testing.T) {
 	hs := slowProvider(t, 2*time.Second)
@@ -58,6 +59,9 @@ func TestTenantIsolationUnderFlood(t *testing.T) {
 		cfg.Capabilities[i].HTTP.Timeout.Duration = 10 * time.Second
 	}
 	cfg.Runtime.Limits.TenantWorkers, cfg.Runtime.Limits.TenantQueue = 16, 32
+	// The test measures scheduling, not the disk: without an fsync per
+	// append the other engineers' disk traffic does not decide the p99.
+	cfg.NATS.Sync = "relaxed"
 	rt, err := Boot(cfg, BootOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +90,8 @@ func TestTenantIsolationUnderFlood(t *testing.T) {
 	idle := measure("idle", 100)
 
 	pad := strings.Repeat("x", 60<<10-400)
+	template, _ := json.Marshal(map[string]any{"run_id": "run_flood", "operation_key": "KEY", "capability_id": "adp_payments.issue_refund",
+		"arguments": map[string]any{"order_id": "slow_KEY", "amount_minor": 1, "currency": "INR", "note": pad}})
 	var replies, overloaded, applied, noReply atomic.Int64
 	codes := sync.Map{}
 	stop := make(chan struct{})
@@ -103,9 +109,7 @@ func TestTenantIsolationUnderFlood(t *testing.T) {
 					return
 				default:
 				}
-				p := refund("run_flood", fmt.Sprintf("f%d_%d", s, i), fmt.Sprintf("slow_%d_%d", s, i), 1)
-				p["arguments"].(map[string]any)["note"] = pad
-				b, _ := json.Marshal(p)
+				b := bytes.ReplaceAll(template, []byte("KEY"), []byte(fmt.Sprintf("f%d_%d", s, i)))
 				m, err := nc.Request(ProposeSubject("acme", principal), b, 20*time.Second)
 				if err != nil {
 					noReply.Add(1)
@@ -151,6 +155,9 @@ func TestTenantIsolationUnderFlood(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	// Idle again: the idle p99 is that of both idle phases, so one lucky
+	// quiet moment on a shared machine does not set the bar.
+	idle = append(idle, measure("after", 100)...)
 
 	var summary []string
 	codes.Range(func(k, v any) bool {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/contextos/ledger/projections"
 )
@@ -31,6 +32,18 @@ type LimitsConfig struct {
 	// operator verbs, which never wait behind proposals (defaults 4, 64).
 	OperatorWorkers int `toml:"operator_workers"`
 	OperatorQueue   int `toml:"operator_queue"`
+
+	// ProposalsPerSecond and ProposalBurst are each agent's proposal rate
+	// limit on this replica (a token bucket; defaults 200 and 400),
+	// applied before anything is stored: past it a proposal is refused
+	// rate_limited.
+	ProposalsPerSecond int `toml:"proposals_per_second"`
+	ProposalBurst      int `toml:"proposal_burst"`
+	// RefusalWindow is how long refusals of malformed and unsurfaced
+	// proposals are aggregated per agent and code (default 10s): the
+	// first of a window is recorded at once, the rest as one signed
+	// aggregate at its end.
+	RefusalWindow duration `toml:"refusal_window"`
 }
 
 // validate fills the defaults and refuses values that cannot work.
@@ -47,6 +60,8 @@ func (l *LimitsConfig) validate() error {
 		{"tenant_queue", &l.TenantQueue, 256},
 		{"operator_workers", &l.OperatorWorkers, 4},
 		{"operator_queue", &l.OperatorQueue, 64},
+		{"proposals_per_second", &l.ProposalsPerSecond, 200},
+		{"proposal_burst", &l.ProposalBurst, 400},
 	} {
 		switch {
 		case *f.v < 0 || *f.v > 1<<24:
@@ -54,6 +69,12 @@ func (l *LimitsConfig) validate() error {
 		case *f.v == 0 && f.def > 0:
 			*f.v = f.def
 		}
+	}
+	switch w := l.RefusalWindow.Duration; {
+	case w < 0 || w > time.Hour:
+		return fmt.Errorf("runtime.limits.refusal_window must be in 0s..1h, not %s", w)
+	case w == 0:
+		l.RefusalWindow.Duration = 10 * time.Second
 	}
 	return nil
 }

@@ -22,6 +22,16 @@ type bound struct {
 	ref      aggregates.Ref
 }
 
+// clipID shortens an agent-chosen id for a reason string.
+func clipID(s string) string {
+	for i := range s {
+		if i >= 64 {
+			return s[:i] + "..."
+		}
+	}
+	return s
+}
+
 // Propose runs the dispatch sequence for one proposal of (tenant,
 // principal), identities the caller took from the authenticated subject.
 func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []byte) Reply {
@@ -36,6 +46,13 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	tc, ok := g.cfg.Tenant(tenant)
 	if !ok {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeAuthorityDenied, Reason: "unknown tenant"})
+	}
+	if _, ok := g.cfg.Capability(p.CapabilityID); !ok {
+		// Refused before any operation is opened: the refusal is sampled
+		// like a malformed proposal's, so unsurfaced names cannot grow the
+		// store one operation each.
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeCapabilityNotSurfaced,
+			Reason: fmt.Sprintf("capability %q is not in the pinned manifest", clipID(p.CapabilityID))})
 	}
 	opRef, err := aggregates.OperationRef(tenant, p.RunID, p.OperationKey)
 	if err != nil {
