@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,10 +71,8 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 		return reply
 	}
 	var req OpRequest
-	if len(bytes.TrimSpace(body)) > 0 {
-		if err := kernel.DecodeRequest(body, &req); err != nil {
-			return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
-		}
+	if err := kernel.DecodeOptionalRequest(body, &req); err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
 	}
 	if err := g.index.catchUp(ctx, g.store); err != nil {
 		return opRefused(kernel.CodeContention, "the ledger could not be read: %v", err)

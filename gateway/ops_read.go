@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"time"
 
@@ -37,10 +36,8 @@ func (g *Gateway) readOp(ctx context.Context, tenant, verb string, body []byte) 
 	if verb != VerbApprovals && verb != VerbIncidents {
 		return OpReply{}, false
 	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		if err := kernel.DecodeRequest(body, &struct{}{}); err != nil {
-			return opRefused(kernel.CodeRequestMalformed, "request: %v (%s takes {})", err, verb), true
-		}
+	if err := kernel.DecodeOptionalRequest(body, &struct{}{}); err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "request: %v (%s takes {})", err, verb), true
 	}
 	if err := g.model.Sync(ctx); err != nil {
 		return opRefused(kernel.CodeProjectionUnavailable, "the read model could not catch up: %v", err), true

@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -217,10 +216,7 @@ func fileReply(b []byte, err error) OpsReply {
 
 // decodeRequest decodes a request body strictly; an empty body is {}.
 func decodeRequest(body []byte, into any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	if err := kernel.DecodeRequest(body, into); err != nil {
+	if err := kernel.DecodeOptionalRequest(body, into); err != nil {
 		return fmt.Errorf("request: %w", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/contextos/ledger/kernel"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -55,7 +56,7 @@ func ParseConsistency(b []byte) (Consistency, error) {
 		return Consistency{}, errors.New("verifier: consistency: file too large")
 	}
 	var f consistencyFields
-	if err := strictJSON(b, &f); err != nil {
+	if err := kernel.StrictJSON(b, &f); err != nil {
 		return Consistency{}, fmt.Errorf("verifier: consistency: %w", err)
 	}
 	if f.V == nil || *f.V != ConsistencyVersion {

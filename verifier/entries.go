@@ -84,7 +84,7 @@ func ParseEntries(b []byte) (Entries, error) {
 		return Entries{}, errors.New("verifier: entries: file too large")
 	}
 	var f entriesFile
-	if err := strictJSON(b, &f); err != nil {
+	if err := kernel.StrictJSON(b, &f); err != nil {
 		return Entries{}, fmt.Errorf("verifier: entries: %w", err)
 	}
 	if f.V == nil || *f.V != EntriesVersion {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/kernel"
 )
 
 // EventLine is one line of codec.jsonl, the export of a tenant's raw events
@@ -76,7 +77,7 @@ func (l EventLine) validate() error {
 // (codec.Decode) of the subject's tenant, and the canonical encoding.
 func ParseEventLine(line []byte) (EventLine, error) {
 	var f eventLineFields
-	if err := strictJSON(line, &f); err != nil {
+	if err := kernel.StrictJSON(line, &f); err != nil {
 		return EventLine{}, err
 	}
 	if f.Event == nil || f.Seq == nil || f.Subject == nil {

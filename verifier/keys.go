@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/kernel"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -90,7 +91,7 @@ func MarshalKeys(k Keys) ([]byte, error) {
 // verifier key, without duplicates.
 func ParseKeys(b []byte) (Keys, error) {
 	var f keysFile
-	if err := strictJSON(b, &f); err != nil {
+	if err := kernel.StrictJSON(b, &f); err != nil {
 		return Keys{}, fmt.Errorf("verifier: keys: %w", err)
 	}
 	if f.V == nil || *f.V != KeysVersion {

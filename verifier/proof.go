@@ -70,7 +70,7 @@ func ParseProof(b []byte) (Proof, error) {
 		return Proof{}, errors.New("verifier: proof: file too large")
 	}
 	var f proofFields
-	if err := strictJSON(b, &f); err != nil {
+	if err := kernel.StrictJSON(b, &f); err != nil {
 		return Proof{}, fmt.Errorf("verifier: proof: %w", err)
 	}
 	if f.V == nil || *f.V != ProofVersion {

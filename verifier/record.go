@@ -212,7 +212,7 @@ func ParseRecord(raw []byte) (Record, error) {
 		return fail("record of %d bytes exceeds %d", len(raw), maxRecordSize)
 	}
 	var f recordFields
-	if err := strictJSON(raw, &f); err != nil {
+	if err := kernel.StrictJSON(raw, &f); err != nil {
 		return fail("record: %v", err)
 	}
 	if f.V == nil || f.Index == nil || f.Tenant == nil || f.EventSeq == nil || f.Subject == nil || f.Event == nil ||
@@ -347,6 +347,3 @@ func verifyParsed(r Record, keyring codec.Keyring) error {
 	}
 	return nil
 }
-
-// strictJSON is kernel.StrictJSON: the one strict decoder.
-func strictJSON(b []byte, v any) error { return kernel.StrictJSON(b, v) }

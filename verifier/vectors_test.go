@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -237,7 +238,7 @@ func TestVectors(t *testing.T) {
 		}
 	}
 	var exp []expectation
-	if err := strictJSON(mustRead(t, "expected.json"), &exp); err != nil {
+	if err := kernel.StrictJSON(mustRead(t, "expected.json"), &exp); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}

@@ -258,7 +258,7 @@ func ParseView(b []byte) (View, error) {
 		return View{}, errors.New("verifier: view: file too large")
 	}
 	var v View
-	if err := strictJSON(b, &v); err != nil {
+	if err := kernel.StrictJSON(b, &v); err != nil {
 		return View{}, fmt.Errorf("verifier: view: %w", err)
 	}
 	if v.V != ViewVersion {
