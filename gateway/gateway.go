@@ -46,6 +46,7 @@ type Gateway struct {
 
 	overloaded  atomic.Uint64 // requests refused overloaded
 	rateLimited atomic.Uint64 // proposals refused rate_limited
+	badReplies  atomic.Uint64 // requests not answered: their reply subject is outside the requester's inbox
 	limiter     *limiter      // per-principal proposal rates
 	refusals    *refusalSampler
 }
@@ -268,6 +269,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			if !replyAllowed(m.Reply, tenant, principal) {
 				g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: kernel.CodeRequestMalformed,
 					Reason: "reply subject outside the principal's inbox " + InboxPrefix(tenant, principal) + ".>"})
+				g.badReplies.Add(1)
 				return
 			}
 			var reply Reply
@@ -303,6 +305,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			tok := strings.Split(m.Subject, ".")
 			if !replyAllowed(m.Reply, tenant, tok[5]) {
 				g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tenant, "operator", tok[5])
+				g.badReplies.Add(1)
 				return
 			}
 			g.respond(m, g.Op(ctx, tenant, tok[4], tok[5], m.Data))
@@ -358,6 +361,11 @@ func (g *Gateway) subscribe(nc *nats.Conn, subject string, queue int, cb nats.Ms
 
 // Overloaded returns how many requests this gateway refused overloaded.
 func (g *Gateway) Overloaded() uint64 { return g.overloaded.Load() }
+
+// BadReplies returns how many requests this gateway handled without
+// answering, because they named a reply subject outside the requester's
+// inbox (a proposal's refusal is recorded before it is counted).
+func (g *Gateway) BadReplies() uint64 { return g.badReplies.Load() }
 
 // RateLimited returns how many proposals this gateway refused rate_limited.
 func (g *Gateway) RateLimited() uint64 { return g.rateLimited.Load() }

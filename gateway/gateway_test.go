@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
 
@@ -493,24 +494,19 @@ func TestMetricsEndpoint(t *testing.T) {
 	e.propose(nc, "acme", "agent_email", refund("run_m", "m2", "ord_m", 2500))
 	want := []string{`contextos_exposure_held{tenant="acme",guarantee="refunds-per-order",resource="ord_m"} 1500`,
 		`contextos_exposure_committed{tenant="acme",guarantee="refunds-per-order",resource="ord_m"} 2500`}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var last []byte
+	testenv.Eventually(t, func() bool { // the model follows the stream
 		resp, err := http.Get(rt.MetricsURL)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := io.ReadAll(resp.Body)
+		last, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		ok := true
 		for _, w := range want {
-			ok = ok && strings.Contains(string(b), w)
+			if !strings.Contains(string(last), w) {
+				return false
+			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics never showed %v:\n%s", want, b)
-		}
-		time.Sleep(100 * time.Millisecond) // the view follows the stream
-	}
+		return true
+	}, 15*time.Second, "the metrics to show ", want)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -131,13 +132,7 @@ func TestTenantIsolationUnderFlood(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for overloaded.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the flood never filled acme's share")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, func() bool { return overloaded.Load() > 0 }, 15*time.Second, "the flood to fill acme's share")
 	flood := measure("flood", 100)
 
 	on := true

@@ -9,6 +9,7 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
@@ -159,13 +160,9 @@ func TestHostileProposals(t *testing.T) {
 		}
 		return refusals
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for signedRefusals() < len(cases)-len(failed) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond) // the window's aggregate is appended at its end
-	}
-	if n := signedRefusals(); n < len(cases)-len(failed) {
-		t.Errorf("%d signed refusal records for %d refusals", n, len(cases)-len(failed))
-	}
+	// The window's aggregate is appended at its end.
+	testenv.Eventually(t, func() bool { return signedRefusals() >= len(cases)-len(failed) }, 10*time.Second,
+		len(cases)-len(failed), " signed refusal records")
 	for _, f := range failed {
 		t.Errorf("not refused as it should be: %s", f)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 )
@@ -189,7 +190,7 @@ func TestAuditTwoReplicasNeverFork(t *testing.T) {
 	last := tenantEvents(t, e.store, "acme")
 	lastSeq := last[len(last)-1].Seq
 	for _, p := range replicas {
-		waitFor(t, 30*time.Second, "replicas to catch up", func() bool { return p.Status().LastEventSeq == lastSeq })
+		testenv.Eventually(t, func() bool { return p.Status().LastEventSeq == lastSeq }, 30*time.Second, "replicas to catch up")
 	}
 	cancel()
 	wg.Wait()
@@ -229,7 +230,7 @@ func TestAuditResumeAfterAbruptClose(t *testing.T) {
 			}
 			return r.Record.Index + 1
 		}
-		waitFor(t, 30*time.Second, "some progress", func() bool { return tail() >= before+stopAt || tail() == int64(total) })
+		testenv.Eventually(t, func() bool { return tail() >= before+stopAt || tail() == int64(total) }, 30*time.Second, "some progress")
 		nc.Close() // abrupt: in-flight appends are lost or stored without an ack
 		cancel()
 		<-done
@@ -532,7 +533,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 	for _, tenant := range []string{"acme", "globex"} {
 		evs := tenantEvents(t, e.store, tenant)
 		p := svc.Projectors[tenant]
-		waitFor(t, 30*time.Second, tenant+"'s log", func() bool { return p.Status().LastEventSeq == evs[len(evs)-1].Seq })
+		testenv.Eventually(t, func() bool { return p.Status().LastEventSeq == evs[len(evs)-1].Seq }, 30*time.Second, tenant+"'s log")
 		if err := p.Checkpoint(context.Background()); err != nil {
 			t.Fatal(err)
 		}

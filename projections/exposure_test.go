@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 )
@@ -82,9 +83,9 @@ func TestExposureRandomRunReplayEqualsLive(t *testing.T) {
 	if err := e.store.Replay(context.Background(), 1, func(st events.Stored) error { lastSeq = st.Seq; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the live view to catch up", func() bool { return live.Seq() == lastSeq })
+	testenv.Eventually(t, func() bool { return live.Seq() == lastSeq }, 60*time.Second, "the live view to catch up")
 	acme := tenantEvents(t, e.store, "acme")
-	waitFor(t, 60*time.Second, "the audit log to catch up", func() bool { return projector.Status().LastEventSeq == acme[len(acme)-1].Seq })
+	testenv.Eventually(t, func() bool { return projector.Status().LastEventSeq == acme[len(acme)-1].Seq }, 60*time.Second, "the audit log to catch up")
 	cancel()
 	wg.Wait()
 	if n := live.RefusedEvents(""); n != 0 {
