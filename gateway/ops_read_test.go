@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,37 @@ func TestApprovalsAndIncidentsVerbs(t *testing.T) {
 	}
 	if r := e.mustOp(VerbIncidents, struct{}{}); r.Incidents == nil && !r.OK {
 		t.Fatalf("incidents: %+v", r)
+	}
+}
+
+// TestModelSnapshotAcrossRestart: a daemon that stops writes a snapshot of
+// its read model; the next start loads it and folds only what was stored
+// after it, and its views equal a full fold of the stream.
+func TestModelSnapshotAcrossRestart(t *testing.T) {
+	e := startEnv(t)
+	nc := e.client("acme", "agent_email")
+	for i := 0; i < 5; i++ {
+		e.propose(nc, "acme", "agent_email", refund("run_s", fmt.Sprintf("s%d", i), "ord_s", 10))
+	}
+	rows := e.op("exposure", OpRequest{}).Exposure
+	url := e.rt.Config.Capabilities[0].HTTP.URL
+	e.rt.Close()
+	e.boot(strings.TrimSuffix(url, "/refunds"))
+	if err := e.rt.Gateway.Model().Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := e.rt.Gateway.Model().Stats()
+	if !st.Snapshot.Loaded || st.Snapshot.LoadedAt == 0 {
+		t.Fatalf("the restarted model did not start from its snapshot: %+v", st)
+	}
+	full := projections.NewModel(projections.ModelConfig{Store: e.rt.Store})
+	if err := full.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := verifier.Compare(e.rt.Gateway.Model().View("acme"), full.View("acme")); len(d) != 0 {
+		t.Fatalf("the model from its snapshot differs from a full fold: %v", d)
+	}
+	if after := e.op("exposure", OpRequest{}).Exposure; fmt.Sprint(after) != fmt.Sprint(rows) {
+		t.Fatalf("exposure after a restart %+v, before %+v", after, rows)
 	}
 }
