@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-short verify fuzz-smoke bench bench-postgres demo chaos clean tools
+.PHONY: help build test test-short verify fuzz-smoke bench bench-postgres demo demo-mcp chaos clean tools
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ bench-postgres: # PostgreSQL from Debian's packages for the bench's peer (needs 
 demo: build ## the shared-refund race on the embedded default, end to end
 	$(GO) run ./examples/shared-guarantees --bin $(BIN)
 
+demo-mcp: build ## the shared-refund race over MCP: scripted MCP agents, an MCP server as the provider
+	$(GO) run ./examples/mcp-agent --bin $(BIN)
+
 clean:
 	rm -rf $(BIN)
 
@@ -69,7 +72,7 @@ chaos-short: ## the short chaos run CI does inside `make test` (about 3 minutes)
 # FUZZTIME is given on the command line or in the environment) and prints
 # the executions and the result of each; a finding is kept by go test in the
 # package's testdata/fuzz/<FuzzName>/ and fails the target.
-FUZZ_PKGS ?= ./gateway ./events/codec ./kernel ./verifier
+FUZZ_PKGS ?= ./gateway ./events/codec ./kernel ./verifier ./mcpgw
 fuzz: ## each fuzz target for FUZZTIME (default 30s here), with executions and findings
 	@t=$(if $(filter command line environment,$(origin FUZZTIME)),$(FUZZTIME),30s); fail=0; summary=""; \
 	for pkg in $(FUZZ_PKGS); do \

@@ -32,9 +32,10 @@ import (
 
 // txn is one Do call inside the committer.
 type txn struct {
-	ctx context.Context
-	tx  Tx
-	ens []*entry
+	ctx  context.Context
+	tx   Tx
+	refs []Ref // the bound subjects, in the order of tx.Bind and ens
+	ens  []*entry
 
 	// set by the committer
 	evs      [][]kernel.Event
@@ -236,7 +237,7 @@ func (c *committer) decideReady() {
 		for i, en := range t.ens {
 			if blocked[en] {
 				ready = false
-			} else if !c.usable(en, t.tx.Refs[i]) {
+			} else if !c.usable(en, t.refs[i]) {
 				ready = false
 			}
 		}
@@ -277,7 +278,7 @@ func (c *committer) decide(t *txn) {
 	for i, en := range t.ens {
 		states[i] = en.state
 	}
-	evs, refusal, panicked := callDecide(t.tx.Decide, states)
+	evs, refusal, panicked := callDecide(t.tx, states)
 	if panicked != nil {
 		c.finish(t, txResult{panicked: panicked})
 		return
@@ -306,13 +307,13 @@ func (c *committer) decide(t *txn) {
 				for j := 0; j <= i; j++ {
 					t.ens[j].forget.Store(true)
 				}
-				c.finish(t, txResult{err: fmt.Errorf("aggregates: decided event does not fold on %s: %w", t.tx.Refs[i].Subject, err)})
+				c.finish(t, txResult{err: fmt.Errorf("aggregates: decided event does not fold on %s: %w", t.refs[i].Subject, err)})
 				return
 			}
 		}
 	}
 	if t.tx.Done != nil {
-		if p := callDone(t.tx.Done, states); p != nil {
+		if p := callDone(t.tx.Done); p != nil {
 			for _, en := range t.ens {
 				en.forget.Store(true)
 			}
@@ -329,18 +330,14 @@ func (c *committer) decide(t *txn) {
 	}
 	if t.nevents == 0 && idle {
 		// Nothing to append and nothing undecided under it: done now.
-		seqs := make([]uint64, len(t.ens))
-		for i, en := range t.ens {
-			seqs[i] = en.seq.Load()
-		}
-		c.finish(t, txResult{res: Result{Refusal: refusal, Seqs: seqs}})
+		c.finish(t, txResult{res: Result{Refusal: refusal}})
 		return
 	}
 	t.decision++
 	t.snaps = nil
 	for i, en := range t.ens {
 		en.pending++
-		if len(evs) > 0 && len(evs[i]) > 0 && c.e.snapshots(t.tx.Refs[i], en.state) {
+		if len(evs) > 0 && len(evs[i]) > 0 && c.e.snapshots(t.refs[i], en.state) {
 			en.sinceSnap += len(evs[i])
 			if en.sinceSnap >= c.e.snapshotEvery() {
 				if data, err := marshalState(en.state); err == nil {
@@ -373,19 +370,26 @@ func (c *committer) decide(t *txn) {
 	}(t.decision)
 }
 
-func callDecide(f func([]State) ([][]kernel.Event, *kernel.Refusal), s []State) (evs [][]kernel.Event, r *kernel.Refusal, panicked any) {
+func callDecide(tx Tx, s []State) (evs [][]kernel.Event, r *kernel.Refusal, panicked any) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = p
 		}
 	}()
-	evs, r = f(s)
+	for i, b := range tx.Bind {
+		b.set(s[i])
+	}
+	r = tx.Decide()
+	evs = make([][]kernel.Event, len(tx.Bind))
+	for i, b := range tx.Bind {
+		evs[i] = b.events()
+	}
 	return evs, r, nil
 }
 
-func callDone(f func([]State), s []State) (panicked any) {
+func callDone(f func()) (panicked any) {
 	defer func() { panicked = recover() }()
-	f(s)
+	f()
 	return nil
 }
 
@@ -453,12 +457,33 @@ func (c *committer) maybeSend() {
 			items[k].Envs = append(items[k].Envs, envs...)
 		}
 	}
+	guards := false
+	for _, t := range batch {
+		if t.nevents == 0 {
+			continue
+		}
+		for i, b := range t.tx.Bind {
+			if !b.guarded() || len(envsAt(t.envs, i)) > 0 {
+				continue
+			}
+			en := t.ens[i]
+			if _, ok := idx[en]; !ok {
+				// A subject the decision read and does not append to: the
+				// batch is stored only if it has not moved (Guard). One the
+				// batch appends to is guarded by that append's own sequence.
+				idx[en] = len(items)
+				items = append(items, events.AppendItem{Subject: en.subject, ExpectedLastSeq: en.seq.Load()})
+				ens = append(ens, en)
+				guards = true
+			}
+		}
+	}
 	c.inflight = batch
 	if len(items) == 0 {
 		c.onBatch(batchResult{txs: batch})
 		return
 	}
-	if chains := c.preferSingles(batch, items, ens); chains != nil {
+	if chains := c.preferSingles(batch, items, ens); chains != nil && !guards {
 		c.e.stats.singleGroups.Add(1)
 		go func() {
 			t0 := time.Now()
@@ -733,11 +758,7 @@ func (c *committer) committed(r batchResult) {
 			envs := t.envs[s.ref]
 			e.putSnapshot(t.ens[s.ref].subject, seqs[s.ref], envs[len(envs)-1].EventID, s.data)
 		}
-		envs := t.envs
-		if envs == nil {
-			envs = make([][]events.Envelope, len(t.ens))
-		}
-		c.finish(t, txResult{res: Result{Refusal: t.refusal, Envelopes: envs, Seqs: seqs}})
+		c.finish(t, txResult{res: Result{Refusal: t.refusal}})
 	}
 }
 
@@ -844,17 +865,15 @@ func envsAt(envs [][]events.Envelope, i int) []events.Envelope {
 }
 
 func (c *committer) contention(t *txn) {
-	subs := make([]string, len(t.tx.Refs))
-	seqs := make([]uint64, len(t.ens))
-	for i, r := range t.tx.Refs {
+	subs := make([]string, len(t.refs))
+	for i, r := range t.refs {
 		subs[i] = r.Subject
-		seqs[i] = t.ens[i].seq.Load()
 	}
 	if c.e.OnContention != nil {
 		c.e.OnContention(t.tx.Tenant, subs)
 	}
 	c.finish(t, txResult{res: Result{Refusal: &kernel.Refusal{Code: kernel.CodeContention,
-		Reason: fmt.Sprintf("gave up after %d conflicting attempts; nothing was reserved or dispatched", c.maxAttempts())}, Seqs: seqs}})
+		Reason: fmt.Sprintf("gave up after %d conflicting attempts; nothing was reserved or dispatched", c.maxAttempts())}}})
 }
 
 // startLoad loads en from the store on its own goroutine: the whole subject

@@ -69,11 +69,13 @@ func TestGroupCommitConflictRedecidesOnlyConflicting(t *testing.T) {
 	do := func(i int) error {
 		res := fmt.Sprint("ord_g", i)
 		ref, _ := ExposureRef("acme", testDef.ID, res)
-		r, err := eng.Do(ctx, Tx{Tenant: "acme", Refs: []Ref{ref}, Decide: func(s []State) ([][]kernel.Event, *kernel.Refusal) {
+		var l *kernel.Ledger
+		var d kernel.Decision
+		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &l, &d.Events)}, Decide: func() *kernel.Refusal {
 			decisions[i].Add(1)
-			d := kernel.DecideExposure(s[0].(*kernel.Ledger), kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o",
+			d = kernel.DecideExposure(l, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o",
 				Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
-			return [][]kernel.Event{d.Events}, d.Refusal
+			return d.Refusal
 		}})
 		if err == nil && r.Refusal != nil {
 			err = fmt.Errorf("refused %s", r.Refusal.Code)
@@ -170,13 +172,15 @@ func hotFIFO(t *testing.T, singles bool) {
 		defer wg.Done()
 		ref, _ := ExposureRef("acme", testDef.ID, "ord_hot")
 		att := fmt.Sprintf("h%02d", i)
-		r, err := eng.Do(ctx, Tx{Tenant: "acme", Refs: []Ref{ref}, Decide: func(s []State) ([][]kernel.Event, *kernel.Refusal) {
+		var l *kernel.Ledger
+		var d kernel.Decision
+		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &l, &d.Events)}, Decide: func() *kernel.Refusal {
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
-			d := kernel.DecideExposure(s[0].(*kernel.Ledger), kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_hot", AttemptID: att, OperationID: "o" + att,
+			d = kernel.DecideExposure(l, kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_hot", AttemptID: att, OperationID: "o" + att,
 				Amount: 3000, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
-			return [][]kernel.Event{d.Events}, d.Refusal
+			return d.Refusal
 		}})
 		switch {
 		case err != nil:
@@ -290,11 +294,13 @@ func TestSplitGroupConflict(t *testing.T) {
 			defer wg.Done()
 			res := fmt.Sprint("ord_s", i)
 			ref, _ := ExposureRef("acme", testDef.ID, res)
-			r, err := eng.Do(ctx, Tx{Tenant: "acme", Refs: []Ref{ref}, Decide: func(s []State) ([][]kernel.Event, *kernel.Refusal) {
+			var l *kernel.Ledger
+			var d kernel.Decision
+			r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &l, &d.Events)}, Decide: func() *kernel.Refusal {
 				decisions[i].Add(1)
-				d := kernel.DecideExposure(s[0].(*kernel.Ledger), kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o",
+				d = kernel.DecideExposure(l, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o",
 					Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
-				return [][]kernel.Event{d.Events}, d.Refusal
+				return d.Refusal
 			}})
 			if err != nil || r.Refusal != nil {
 				t.Errorf("ord_s%d: %v %v", i, err, r.Refusal)

@@ -4,13 +4,14 @@
 //
 //	eng := aggregates.NewEngine(store, sealer)
 //	eng.Snapshots = snaps // optional: jetsnap.Ensure(ctx, js, replicas)
+//	var st kernel.SettleState // named fields: Op, Ledgers
+//	var d kernel.SettleDecision
 //	res, err := eng.Do(ctx, aggregates.Tx{
 //		Tenant: tenant,
-//		Refs:   []aggregates.Ref{opRef, ledgerRef}, // one or more subjects
-//		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-//			// pure: kernel decisions on s, events per ref
-//		},
-//		Done: func(s []aggregates.State) { /* read balances */ },
+//		Bind: append([]aggregates.Binding{aggregates.Bind(opRef, &st.Op, &d.Op)},
+//			aggregates.BindEach(ledgerRefs, &st.Ledgers, &d.Ledgers)...),
+//		Decide: func() *kernel.Refusal { d = kernel.DecideSettle(st, cmd); return d.Refusal }, // one kernel step
+//		Done:   func() { /* read balances of st */ },
 //	})
 //
 // Transactions of one process are decided in arrival order per subject on

@@ -46,30 +46,30 @@ type Ref struct {
 	CheckState func(State) error
 }
 
-// Tx is one load-decide-append transaction over one or more subjects.
+// Tx is one load-decide-append transaction over one or more subjects, each
+// bound to a named field of the kernel state its decision reads (Bind).
 type Tx struct {
 	Tenant string
-	Refs   []Ref
-	// Decide is called with the current state of every ref, in Refs order.
-	// It returns the events to append per ref (nil for none) and an
-	// optional refusal; events are appended even with a refusal (an
-	// incident is recorded). It must be a pure function of the states: it
+	Bind   []Binding
+	// Decide is called once the current state of every bound subject is in
+	// its state field. It makes the kernel decision, leaving the events to
+	// append in the bound events fields (none for a subject: nothing), and
+	// returns an optional refusal; events are appended even with a refusal
+	// (an incident is recorded). It must be a pure function of the states: it
 	// may run several times, and it runs on the engine's committer
 	// goroutine, so it must not call the engine.
-	Decide func(states []State) ([][]kernel.Event, *kernel.Refusal)
-	// Done, when set, is called with the states right after the decision
-	// was folded into them, before any later transaction touches them:
-	// read balances here. Like Decide it runs on the committer goroutine
-	// and may run again when the decision is made again after a conflict;
-	// the last call describes the decision that took effect.
-	Done func(states []State)
+	Decide func() *kernel.Refusal
+	// Done, when set, is called with the state fields right after the
+	// decision was folded into them, before any later transaction touches
+	// them: read balances here. Like Decide it runs on the committer
+	// goroutine and may run again when the decision is made again after a
+	// conflict; the last call describes the decision that took effect.
+	Done func()
 }
 
 // Result is the outcome of Engine.Do.
 type Result struct {
-	Refusal   *kernel.Refusal
-	Envelopes [][]events.Envelope // per ref, what was appended
-	Seqs      []uint64            // per ref, the subject's last sequence right after this decision's events
+	Refusal *kernel.Refusal
 }
 
 // Engine runs transactions against a Store with optimistic concurrency.
@@ -177,17 +177,6 @@ const (
 	entryReady
 )
 
-// Forget drops warm state (used by tests and after errors that leave the
-// cache in doubt): the next transaction on the subject reloads it.
-func (e *Engine) Forget(subject string) {
-	e.mu.Lock()
-	en := e.entries[subject]
-	e.mu.Unlock()
-	if en != nil {
-		en.forget.Store(true)
-	}
-}
-
 // Do runs tx: decide on warm state (after the transactions before it on the
 // same subjects), append with the sequences decided on, as part of a group
 // commit; on conflict read the tails and decide again, bounded. Before a
@@ -195,8 +184,12 @@ func (e *Engine) Forget(subject string) {
 // store's last sequences of every ref are read, and the decision is made
 // again on the refreshed state if any subject moved.
 func (e *Engine) Do(ctx context.Context, tx Tx) (Result, error) {
-	subjects := make([]string, len(tx.Refs))
-	for i, r := range tx.Refs {
+	refs := make([]Ref, len(tx.Bind))
+	for i, b := range tx.Bind {
+		refs[i] = b.ref()
+	}
+	subjects := make([]string, len(refs))
+	for i, r := range refs {
 		if err := checkRef(tx.Tenant, r); err != nil {
 			return Result{}, err
 		}
@@ -208,10 +201,10 @@ func (e *Engine) Do(ctx context.Context, tx Tx) (Result, error) {
 			return Result{}, fmt.Errorf("aggregates: subject %s appears twice in one transaction", subjects[i])
 		}
 	}
-	if len(tx.Refs) == 0 {
+	if len(refs) == 0 {
 		return Result{}, errors.New("aggregates: a transaction needs at least one ref")
 	}
-	t := &txn{ctx: ctx, tx: tx, ens: e.entriesFor(tx.Refs)}
+	t := &txn{ctx: ctx, tx: tx, refs: refs, ens: e.entriesFor(refs)}
 	defer e.release(t.ens)
 	for {
 		r, err := e.submit(ctx, t)
@@ -225,10 +218,10 @@ func (e *Engine) Do(ctx context.Context, tx Tx) (Result, error) {
 			return Result{}, r.err
 		}
 		if r.verify {
-			if err := e.verify(ctx, tx.Refs, t.ens, r.check); err != nil {
+			if err := e.verify(ctx, refs, t.ens, r.check); err != nil {
 				return Result{}, err
 			}
-			t = &txn{ctx: ctx, tx: tx, ens: t.ens, attempts: t.attempts, verified: true}
+			t = &txn{ctx: ctx, tx: tx, refs: refs, ens: t.ens, attempts: t.attempts, verified: true}
 			continue
 		}
 		return r.res, nil

@@ -64,14 +64,13 @@ func (e *Engine) Exposure(ctx context.Context, tenant, guaranteeID, resource str
 		return Result{}, kernel.Balance{}, err
 	}
 	var bal kernel.Balance
+	var l *kernel.Ledger
+	var d kernel.Decision
 	res, err := e.Do(ctx, Tx{
 		Tenant: tenant,
-		Refs:   []Ref{ref},
-		Decide: func(s []State) ([][]kernel.Event, *kernel.Refusal) {
-			d := kernel.DecideExposure(s[0].(*kernel.Ledger), cmd)
-			return [][]kernel.Event{d.Events}, d.Refusal
-		},
-		Done: func(s []State) { bal = s[0].(*kernel.Ledger).Balance() },
+		Bind:   []Binding{Bind(ref, &l, &d.Events)},
+		Decide: func() *kernel.Refusal { d = kernel.DecideExposure(l, cmd); return d.Refusal },
+		Done:   func() { bal = l.Balance() },
 	})
 	return res, bal, err
 }
@@ -82,13 +81,12 @@ func (e *Engine) Pin(ctx context.Context, tenant string, def kernel.Definition) 
 	if err != nil {
 		return nil, err
 	}
+	var p *kernel.Pin
+	var d kernel.Decision
 	res, err := e.Do(ctx, Tx{
 		Tenant: tenant,
-		Refs:   []Ref{ref},
-		Decide: func(s []State) ([][]kernel.Event, *kernel.Refusal) {
-			d := kernel.DecidePin(s[0].(*kernel.Pin), tenant, def)
-			return [][]kernel.Event{d.Events}, d.Refusal
-		},
+		Bind:   []Binding{Bind(ref, &p, &d.Events)},
+		Decide: func() *kernel.Refusal { d = kernel.DecidePin(p, tenant, def); return d.Refusal },
 	})
 	return res.Refusal, err
 }

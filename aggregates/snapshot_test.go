@@ -68,15 +68,19 @@ func coldLedger(t testing.TB, store events.Store, snaps SnapshotStore, resource 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got *kernel.Ledger
-	res, err := eng.Do(context.Background(), Tx{Tenant: "acme", Refs: []Ref{ref},
-		Decide: func(s []State) ([][]kernel.Event, *kernel.Refusal) { return nil, nil },
-		Done:   func(s []State) { got = s[0].(*kernel.Ledger).Clone() }})
+	var got, l *kernel.Ledger
+	_, err = eng.Do(context.Background(), Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &l, nil)},
+		Decide: func() *kernel.Refusal { return nil },
+		Done:   func() { got = l.Clone() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := store.LastSeq(context.Background(), ref.Subject)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eng.FlushSnapshots() // a fallback writes a fresh snapshot: let it land before the caller changes the store
-	return got, res.Seqs[0], eng.Stats()
+	return got, seq, eng.Stats()
 }
 
 func sameLedger(t testing.TB, what string, got, want *kernel.Ledger) {

@@ -32,13 +32,16 @@ const DefaultDuplicateWindow = 2 * time.Minute
 const (
 	hdrMsgID            = "Nats-Msg-Id"
 	hdrExpectedLastSubj = "Nats-Expected-Last-Subject-Sequence"
-	hdrBatchID          = "Nats-Batch-Id"
-	hdrBatchSeq         = "Nats-Batch-Sequence"
-	hdrBatchCommit      = "Nats-Batch-Commit"
-	hdrStatus           = "Status"
-	hdrSequence         = "Nats-Sequence"
-	hdrSubject          = "Nats-Subject"
-	hdrNumPending       = "Nats-Num-Pending"
+	// hdrExpectedLastSubjSubj makes a message's expected sequence that of
+	// another subject: a guard (see AppendItem).
+	hdrExpectedLastSubjSubj = "Nats-Expected-Last-Subject-Sequence-Subject"
+	hdrBatchID              = "Nats-Batch-Id"
+	hdrBatchSeq             = "Nats-Batch-Sequence"
+	hdrBatchCommit          = "Nats-Batch-Commit"
+	hdrStatus               = "Status"
+	hdrSequence             = "Nats-Sequence"
+	hdrSubject              = "Nats-Subject"
+	hdrNumPending           = "Nats-Num-Pending"
 	// hdrPrevSeq holds the subject's previous sequence (0 = none), written by
 	// every append: the expected sequence on a subject's first message of an
 	// append, prevAdjacent (= this sequence - 1) on the following ones, which
@@ -390,6 +393,7 @@ func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint6
 		total += len(it.raws)
 	}
 	msgs := make([]*nats.Msg, 0, total)
+	var carriers []*nats.Msg // messages after the first of their subject: they carry the guards
 	for _, it := range enc {
 		for j, raw := range it.raws {
 			m := nats.NewMsg(it.subject)
@@ -399,8 +403,17 @@ func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint6
 				m.Header.Set(hdrPrevSeq, strconv.FormatUint(it.expected, 10))
 			} else {
 				m.Header.Set(hdrPrevSeq, prevAdjacent)
+				carriers = append(carriers, m)
 			}
 			msgs = append(msgs, m)
+		}
+	}
+	for _, it := range enc {
+		if len(it.raws) == 0 { // a guard (prepareAppend made sure there is a carrier for each)
+			m := carriers[0]
+			carriers = carriers[1:]
+			m.Header.Set(hdrExpectedLastSubj, strconv.FormatUint(it.expected, 10))
+			m.Header.Set(hdrExpectedLastSubjSubj, it.subject)
 		}
 	}
 	ack, err := publishAtomic(ctx, s.nc, s.stream, msgs)
@@ -419,6 +432,10 @@ func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint6
 	seqs := make([]uint64, len(enc))
 	seq := ack.Seq - uint64(total)
 	for i, it := range enc {
+		if len(it.raws) == 0 {
+			seqs[i] = it.expected // a guard: it held
+			continue
+		}
 		for j, raw := range it.raws {
 			s.memo.put(seq+1+uint64(j), raw, it.envs[j])
 		}
@@ -438,6 +455,10 @@ func (s *JetStore) batchConflict(ctx context.Context, enc []encodedItem, actual 
 	seqs := make([]uint64, len(enc))
 	all := true
 	for i, it := range enc {
+		if len(it.raws) == 0 {
+			seqs[i] = it.expected // a guard: it held if the rest was stored
+			continue
+		}
 		seq, ok, err := s.retried(ctx, it)
 		if err != nil {
 			return nil, err

@@ -54,6 +54,10 @@ func (m *MemStore) AppendBatch(ctx context.Context, items []AppendItem) ([]uint6
 		// An exact retry of an append that already happened is a success.
 		seqs := make([]uint64, len(enc))
 		for i, it := range enc {
+			if len(it.raws) == 0 {
+				seqs[i] = it.expected // a guard: it held when the batch was stored
+				continue
+			}
 			s, ok := m.retriedLocked(it)
 			if !ok {
 				return nil, conflict
@@ -64,6 +68,7 @@ func (m *MemStore) AppendBatch(ctx context.Context, items []AppendItem) ([]uint6
 	}
 	seqs := make([]uint64, len(enc))
 	for i, it := range enc {
+		seqs[i] = it.expected
 		for j, e := range it.envs {
 			seq := uint64(len(m.log)) + 1
 			m.log = append(m.log, Stored{Seq: seq, Subject: it.subject, Envelope: e, Raw: it.raws[j]})

@@ -16,7 +16,13 @@ type Stored struct {
 	Raw      []byte   // the stored bytes: Encode(Envelope)
 }
 
-// AppendItem is one subject's share of an AppendBatch.
+// AppendItem is one subject's share of an AppendBatch. An item with no
+// events is a guard: the batch is stored only if the subject's last
+// sequence is still ExpectedLastSeq, for a subject the decision read and
+// does not append to. JetStream checks one expected sequence per message,
+// so each guard rides on an event after the first one of another item
+// (Nats-Expected-Last-Subject-Sequence-Subject): a batch needs at least one
+// such event per guard, or it is refused as ErrInvalidAppend.
 type AppendItem struct {
 	Subject         string
 	ExpectedLastSeq uint64 // the subject's last sequence the decision was made on; 0 = subject empty
@@ -124,7 +130,7 @@ func prepareAppend(items []AppendItem) ([]encodedItem, error) {
 	out := make([]encodedItem, len(items))
 	subjects := make(map[string]struct{}, len(items))
 	ids := make(map[string]struct{})
-	total := 0
+	total, guards, carriers := 0, 0, 0
 	for i, it := range items {
 		if err := ValidSubject(it.Subject); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidAppend, err)
@@ -134,7 +140,9 @@ func prepareAppend(items []AppendItem) ([]encodedItem, error) {
 		}
 		subjects[it.Subject] = struct{}{}
 		if len(it.Envs) == 0 {
-			return nil, fmt.Errorf("%w: no events for %q", ErrInvalidAppend, it.Subject)
+			guards++
+		} else {
+			carriers += len(it.Envs) - 1
 		}
 		total += len(it.Envs)
 		if total > MaxBatch {
@@ -157,6 +165,12 @@ func prepareAppend(items []AppendItem) ([]encodedItem, error) {
 			raws[j] = b
 		}
 		out[i] = encodedItem{subject: it.Subject, expected: it.ExpectedLastSeq, envs: it.Envs, raws: raws}
+	}
+	if total == 0 {
+		return nil, fmt.Errorf("%w: no events", ErrInvalidAppend)
+	}
+	if guards > carriers {
+		return nil, fmt.Errorf("%w: %d guards need as many events after the first of a subject; the batch has %d", ErrInvalidAppend, guards, carriers)
 	}
 	return out, nil
 }

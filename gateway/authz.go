@@ -252,53 +252,6 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args
 	return r, nil
 }
 
-// reserveRefs are the subjects of the reserve transaction: the operation,
-// every resource ledger, the run and, when the proposal names one, the
-// approval. Redemption, run consumption and reservation commit together
-// or not at all.
-func (pc *proposalCtx) reserveRefs() []aggregates.Ref {
-	refs := pc.refs()
-	refs = append(refs, pc.runRef)
-	if pc.approvalRef != nil {
-		refs = append(refs, *pc.approvalRef)
-	}
-	return refs
-}
-
-// decideControls decides approval and run budget inside the reserve
-// transaction, on the states of reserveRefs (s), writing their events into
-// out. It returns the first refusal.
-func (pc *proposalCtx) decideControls(s []aggregates.State, out [][]kernel.Event, tc *TenantConfig, operationID, attemptID string) *kernel.Refusal {
-	runIdx := 1 + len(pc.bound)
-	run := s[runIdx].(*kernel.Run)
-	pc.runBudget = run.Describe()
-	var ap *kernel.Approval
-	if pc.approvalRef != nil {
-		ap = s[runIdx+1].(*kernel.Approval)
-	}
-	d := kernel.DecideApproval(ap, kernel.RedeemApproval{Required: pc.cp.approvalRequired(), ApprovalID: pc.p.ApprovalID,
-		ActionDigest: pc.digest, Risk: pc.cp.Risk, OperationID: operationID, Now: pc.now})
-	if d.Refusal != nil {
-		return d.Refusal
-	}
-	if ap != nil {
-		out[runIdx+1] = d.Events
-	}
-	d = kernel.DecideConsume(run, kernel.ConsumeRun{RunID: pc.p.RunID, Principal: pc.principal, OperationID: operationID,
-		AttemptID: attemptID, Amount: pc.runAmount, AllowUnadmitted: tc.allowsUnadmitted()})
-	if d.Refusal != nil {
-		return d.Refusal
-	}
-	out[runIdx] = d.Events
-	after := *run
-	for _, ev := range d.Events {
-		if after.Apply(ev) == nil {
-			pc.runBudget = after.Describe()
-		}
-	}
-	return nil
-}
-
 // Operator verbs of authorization and evidence.
 
 // GrantRequest is the body of the grant and revoke verbs.
@@ -377,7 +330,7 @@ func (g *Gateway) authzOp(ctx context.Context, tenant, verb, operator string, bo
 		}
 		st, err := g.load(ctx, ref)
 		if err != nil {
-			return opRefused(kernel.CodeContention, "the run could not be read: %v", err), true
+			return opRefused(kernel.CodeLedgerUnavailable, "the run could not be read: %v", err), true
 		}
 		return OpReply{OK: true, Data: map[string]any{"run": st}}, true
 	case "evidence":
@@ -420,16 +373,14 @@ func (g *Gateway) opGrant(ctx context.Context, tc *TenantConfig, operator string
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "%v", err)
 	}
-	var recorded bool
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Refs: []aggregates.Ref{ref},
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			d := kernel.DecideAuthorityChange(s[0].(*kernel.Authority), kernel.ChangeAuthority{Principal: req.Principal,
-				CapabilityID: req.CapabilityID, Grant: grant, Operator: operator, Reason: req.Reason})
-			recorded = len(d.Events) > 0
-			return [][]kernel.Event{d.Events}, d.Refusal
-		}})
+	cmd := kernel.ChangeAuthority{Principal: req.Principal, CapabilityID: req.CapabilityID, Grant: grant, Operator: operator, Reason: req.Reason}
+	var a *kernel.Authority
+	var d kernel.Decision
+	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Bind: []aggregates.Binding{aggregates.Bind(ref, &a, &d.Events)},
+		Decide: func() *kernel.Refusal { d = kernel.DecideAuthorityChange(a, cmd); return d.Refusal }})
+	recorded := len(d.Events) > 0
 	if err != nil {
-		return opRefused(kernel.CodeContention, "%v", err)
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
 		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
@@ -447,18 +398,18 @@ func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req Ap
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "%v", err)
 	}
+	cmd := kernel.GrantApproval{ApprovalID: id, ActionDigest: req.ActionDigest, Risk: req.Risk, Operator: operator, Reason: req.Reason,
+		Now: g.clock.Now(), TTL: ttl}
+	var a *kernel.Approval
+	var d kernel.Decision
+	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &a, &d.Events)},
+		Decide: func() *kernel.Refusal { d = kernel.DecideApprovalGrant(a, cmd); return d.Refusal }})
 	var granted kernel.ApprovalGranted
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{ref},
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			d := kernel.DecideApprovalGrant(s[0].(*kernel.Approval), kernel.GrantApproval{ApprovalID: id, ActionDigest: req.ActionDigest,
-				Risk: req.Risk, Operator: operator, Reason: req.Reason, Now: g.clock.Now(), TTL: ttl})
-			if len(d.Events) == 1 {
-				granted = d.Events[0].(kernel.ApprovalGranted)
-			}
-			return [][]kernel.Event{d.Events}, d.Refusal
-		}})
+	if len(d.Events) == 1 {
+		granted, _ = d.Events[0].(kernel.ApprovalGranted)
+	}
 	if err != nil {
-		return opRefused(kernel.CodeContention, "%v", err)
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
 		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
@@ -478,32 +429,23 @@ func (g *Gateway) opAdmitRun(ctx context.Context, tc *TenantConfig, operator str
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "%v", err)
 	}
-	refs := []aggregates.Ref{child}
+	var st kernel.AdmitState
+	var d kernel.AdmitDecision
+	bind := []aggregates.Binding{aggregates.Bind(child, &st.Run, &d.Child)}
 	if req.ParentRunID != "" && req.ParentRunID != req.RunID {
 		parent, err := runRef(tc.ID, req.ParentRunID)
 		if err != nil {
 			return opRefused(kernel.CodeRequestMalformed, "%v", err)
 		}
-		refs = append(refs, parent)
+		bind = append(bind, aggregates.Bind(parent, &st.Parent, &d.Parent))
 	}
+	cmd := kernel.AdmitRun{RunID: req.RunID, ParentRunID: req.ParentRunID, Principal: req.Principal, Operator: operator, Calls: req.Calls, Amount: req.Amount}
 	var after kernel.Run
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Refs: refs,
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			var parent *kernel.Run
-			if len(s) > 1 {
-				parent = s[1].(*kernel.Run)
-			}
-			d := kernel.DecideAdmit(s[0].(*kernel.Run), parent, kernel.AdmitRun{RunID: req.RunID, ParentRunID: req.ParentRunID,
-				Principal: req.Principal, Operator: operator, Calls: req.Calls, Amount: req.Amount})
-			out := [][]kernel.Event{d.Child}
-			if len(s) > 1 {
-				out = append(out, d.Parent)
-			}
-			return out, d.Refusal
-		},
-		Done: func(s []aggregates.State) { after = *s[0].(*kernel.Run) }})
+	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Bind: bind,
+		Decide: func() *kernel.Refusal { d = kernel.DecideAdmitRun(st, cmd); return d.Refusal },
+		Done:   func() { after = *st.Run }})
 	if err != nil {
-		return opRefused(kernel.CodeContention, "%v", err)
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
 		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
@@ -522,13 +464,13 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req E
 		if err != nil {
 			return opRefused(kernel.CodeRequestMalformed, "%v", err)
 		}
-		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{ref},
-			Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-				d := kernel.DecidePublishEvidence(s[0].(*kernel.EvidenceRecord), kernel.PublishEvidence{Tenant: tenant, Operator: operator, Candidate: cands[0]})
-				return [][]kernel.Event{d.Events}, d.Refusal
-			}})
+		cmd := kernel.PublishEvidence{Tenant: tenant, Operator: operator, Candidate: cands[0]}
+		var r *kernel.EvidenceRecord
+		var d kernel.Decision
+		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &r, &d.Events)},
+			Decide: func() *kernel.Refusal { d = kernel.DecidePublishEvidence(r, cmd); return d.Refusal }})
 		if err != nil {
-			return opRefused(kernel.CodeContention, "%v", err)
+			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 		}
 		if res.Refusal != nil {
 			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
@@ -550,20 +492,12 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req E
 		}
 		// One atomic batch over every ref the marker names: the marker
 		// (and later its resolution) is found through any of them.
-		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: refs,
-			Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-				out := make([][]kernel.Event, len(s))
-				for i, st := range s {
-					d := kernel.DecideMarkEvidence(st.(*kernel.EvidenceRecord), kernel.MarkEvidence{Ref: m.EvidenceRefs[i], Operator: operator, Marker: m})
-					if d.Refusal != nil {
-						return nil, d.Refusal
-					}
-					out[i] = d.Events
-				}
-				return out, nil
-			}})
+		var st kernel.MarkState
+		var d kernel.MarkDecision
+		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: aggregates.BindEach(refs, &st.Records, &d.Records),
+			Decide: func() *kernel.Refusal { d = kernel.DecideMark(st, operator, m); return d.Refusal }})
 		if err != nil {
-			return opRefused(kernel.CodeContention, "%v", err)
+			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 		}
 		if res.Refusal != nil {
 			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
 

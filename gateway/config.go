@@ -22,6 +22,7 @@ type Config struct {
 	Tenants      []TenantConfig     `toml:"tenants"`
 	Capabilities []CapabilityConfig `toml:"capabilities"`
 	RawGuarantee []GuaranteeConfig  `toml:"guarantees"`
+	MCP          MCPConfig          `toml:"mcp"`
 	// Guarantees are the validated definitions of RawGuarantee.
 	Guarantees []kernel.Definition `toml:"-"`
 }
@@ -103,6 +104,9 @@ type PrincipalConfig struct {
 	// EvidenceSources are the evidence sources an agent may rely on: the
 	// RunContext.allowed_sources of its evidence gates. Empty grants none.
 	EvidenceSources []string `toml:"evidence_sources"`
+	// MCPToken is an agent's bearer credential on the MCP gateway: the
+	// same identity as its NATS user (docs/mcp.md).
+	MCPToken string `toml:"mcp_token"`
 }
 
 // CapabilityConfig is one pinned capability manifest.
@@ -128,6 +132,10 @@ type CapabilityConfig struct {
 	// ContextPack is the path of the context pack (JSON) of DecisionKey,
 	// relative to the configuration file.
 	ContextPack string `toml:"context_pack"`
+	// ArgumentsSchema is the JSON Schema of the arguments (JSON text), the
+	// input schema of the capability's MCP tool.
+	ArgumentsSchema string        `toml:"arguments_schema"`
+	MCP             MCPToolConfig `toml:"mcp"`
 
 	policy *kernel.CompiledPolicy
 	pack   *kernel.ContextPack
@@ -340,7 +348,7 @@ func (c *Config) validate(dir string) error {
 		}
 		c.Guarantees = append(c.Guarantees, def)
 	}
-	return nil
+	return c.validateMCP()
 }
 
 func (cp *CapabilityConfig) validate(dir string) error {
@@ -357,6 +365,9 @@ func (cp *CapabilityConfig) validate(dir string) error {
 	if err := cp.validateControls(dir); err != nil {
 		return err
 	}
+	if err := cp.validateMCPManifest(); err != nil {
+		return err
+	}
 	switch cp.Adapter {
 	case "http":
 		if cp.HTTP.URL == "" {
@@ -371,12 +382,13 @@ func (cp *CapabilityConfig) validate(dir string) error {
 		if cp.HTTP.IdempotencyHeader == "" {
 			cp.HTTP.IdempotencyHeader = "Idempotency-Key"
 		}
+	case "mcp": // validateMCPManifest
 	case "noop":
 		if cp.Effectful {
 			return errors.New("an effectful capability cannot use the noop adapter")
 		}
 	default:
-		return fmt.Errorf("adapter must be \"http\" or \"noop\", not %q", cp.Adapter)
+		return fmt.Errorf("adapter must be \"http\", \"mcp\" or \"noop\", not %q", cp.Adapter)
 	}
 	if cp.Effectful && cp.Adapter == "http" {
 		r := cp.Recovery

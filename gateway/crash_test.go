@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/kernel"
 )
 
 // TestCrashChild is the runtime process of the crash tests: it boots on the

@@ -38,8 +38,7 @@ type Gateway struct {
 	extraOps map[string]OpHandler
 
 	mu      sync.RWMutex
-	pins    map[string]*kernel.Refusal // tenant/guarantee -> refusal when the pin failed
-	kill    map[string]bool
+	pins    map[string]pinned // tenant/guarantee
 	subs    []*nats.Subscription
 	conns   []*nats.Conn // the serving connections (Serve)
 	replies *nats.Conn   // publishes replies; nil: the serving connection
@@ -94,7 +93,7 @@ func New(o Options) *Gateway {
 	g := &Gateway{
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
-		adapters: map[string]Adapter{}, extraOps: map[string]OpHandler{}, pins: map[string]*kernel.Refusal{}, kill: map[string]bool{},
+		adapters: map[string]Adapter{}, extraOps: map[string]OpHandler{}, pins: map[string]pinned{},
 		replies: o.Replies,
 	}
 	if g.log == nil {
@@ -111,9 +110,12 @@ func New(o Options) *Gateway {
 	g.refusals = newRefusalSampler(o.Config, lim.RefusalWindow.Duration)
 	for i := range o.Config.Capabilities {
 		cp := &o.Config.Capabilities[i]
-		if cp.Adapter == "http" {
+		switch cp.Adapter {
+		case "http":
 			g.adapters[cp.ID] = NewHTTPAdapter(cp)
-		} else {
+		case "mcp":
+			g.adapters[cp.ID] = NewMCPAdapter(cp)
+		default:
 			g.adapters[cp.ID] = noopAdapter{}
 		}
 	}
@@ -142,43 +144,6 @@ func (g *Gateway) adapter(cp *CapabilityConfig) Adapter {
 		return a
 	}
 	return noopAdapter{}
-}
-
-// PinAll pins every configured guarantee for every tenant. A guarantee whose
-// pin fails (its definition changed) is remembered: every proposal it
-// covers is refused, also for resources never seen.
-func (g *Gateway) PinAll(ctx context.Context) error {
-	for _, t := range g.cfg.Tenants {
-		for _, def := range g.cfg.Guarantees {
-			r, err := g.engine.Pin(ctx, t.ID, def)
-			if err != nil {
-				return fmt.Errorf("pin %s/%s: %w", t.ID, def.ID, err)
-			}
-			g.mu.Lock()
-			g.pins[t.ID+"/"+def.ID] = r
-			g.mu.Unlock()
-			if r != nil {
-				g.log.Error("guarantee definition differs from its pin; proposals it covers will be refused", "tenant", t.ID, "guarantee", def.ID, "reason", r.Reason)
-			}
-		}
-	}
-	return nil
-}
-
-func (g *Gateway) pinRefusal(tenant, guaranteeID string) *kernel.Refusal {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	r, ok := g.pins[tenant+"/"+guaranteeID]
-	if !ok {
-		return &kernel.Refusal{Code: kernel.CodeDefinitionMismatch, Reason: "guarantee " + guaranteeID + " is not pinned"}
-	}
-	return r
-}
-
-func (g *Gateway) killed(tenant string) bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.kill[tenant]
 }
 
 // authorize checks the principal's authority over the capability.
@@ -213,8 +178,11 @@ func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, b
 func (g *Gateway) recordRefusal(ctx context.Context, tenant string, ev kernel.ProposalRefused) {
 	subject, err := events.Subject(tenant, "refusal", ev.Principal)
 	if err == nil {
-		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{{Subject: subject, New: func() aggregates.State { return &kernel.RefusalLog{} }}},
-			Decide: func([]aggregates.State) ([][]kernel.Event, *kernel.Refusal) { return [][]kernel.Event{{ev}}, nil }})
+		var l *kernel.RefusalLog
+		var d kernel.Decision
+		ref := aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.RefusalLog{} }}
+		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &l, &d.Events)},
+			Decide: func() *kernel.Refusal { d = kernel.DecideRecordRefusal(l, ev); return d.Refusal }})
 	}
 	if err != nil {
 		g.log.Error("refusal could not be recorded", "tenant", tenant, "principal", ev.Principal, "code", ev.Code, "err", err)

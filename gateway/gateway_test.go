@@ -461,7 +461,7 @@ func TestModelSkipsNonEvents(t *testing.T) {
 	e := startEnv(t)
 	nc := e.client("acme", "agent_email")
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_x", "x1", "ord_x", 100)), 100, 0, 99900)
-	if _, err := e.rt.NC.Request("ctx.ev.acme.control", []byte(`{"not":"an event"}`), 5*time.Second); err != nil {
+	if _, err := e.rt.NC.Request("ctx.ev.acme.noise", []byte(`{"not":"an event"}`), 5*time.Second); err != nil {
 		t.Fatalf("store a non-event: %v", err)
 	}
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_x", "x2", "ord_x", 200)), 300, 0, 99700)

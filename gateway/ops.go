@@ -31,6 +31,7 @@ type OpReply struct {
 	Exposure   []ExposureRow     `json:"exposure,omitempty"`
 	Attempts   []AttemptRow      `json:"attempts,omitempty"`
 	Settled    []SettleRow       `json:"settled,omitempty"`
+	Versions   []VersionRow      `json:"versions,omitempty"`
 	Approvals  []PendingApproval `json:"approvals,omitempty"`
 	Incidents  []Incident        `json:"incidents,omitempty"`
 	KillSwitch *bool             `json:"kill_switch,omitempty"`
@@ -52,7 +53,7 @@ func opRefused(code kernel.Code, format string, args ...any) OpReply {
 }
 
 // OpVerbs are the operator verbs, ctx.v1.<tenant>.ops.<verb>.<operator>.
-var OpVerbs = append(append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, authzVerbs...), readVerbs...)
+var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, append(append(authzVerbs, guaranteeVerbs...), readVerbs...)...)
 
 // Op serves one operator verb. The operator's identity comes from the
 // subject's last token, which the NATS server lets only that operator use.
@@ -63,6 +64,9 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 	}
 	if h, ok := g.extraOps[verb]; ok {
 		return h(ctx, tenant, operator, body)
+	}
+	if reply, ok := g.guaranteeOp(ctx, tenant, verb, operator, body); ok {
+		return reply
 	}
 	if reply, ok := g.authzOp(ctx, tenant, verb, operator, body); ok {
 		return reply
@@ -75,7 +79,7 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 		return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
 	}
 	if err := g.index.catchUp(ctx, g.store); err != nil {
-		return opRefused(kernel.CodeContention, "the ledger could not be read: %v", err)
+		return opRefused(kernel.CodeLedgerUnavailable, "the ledger could not be read: %v", err)
 	}
 	switch verb {
 	case "exposure":
@@ -103,89 +107,101 @@ func (t *TenantConfig) isOperator(id string) bool {
 	return false
 }
 
-// opTarget loads what an action on an attempt needs: its operation's ref
-// and the refs of every ledger it holds on.
-func (g *Gateway) opTarget(tenant, attemptID string) (opEntry, []aggregates.Ref, []bound, error) {
-	oe, ok := g.index.operationOf(attemptID)
-	if !ok || oe.tenant != tenant {
-		return opEntry{}, nil, nil, errors.New("unknown attempt")
+// opTarget finds what an action on an attempt needs: its operation (from
+// the index) with its subject, and the ledger of every guarantee the
+// attempt holds on.
+func (g *Gateway) opTarget(tenant, attemptID string) (opEntry, aggregates.Ref, []bound, error) {
+	oe, ok := g.operationOf(tenant, attemptID)
+	if !ok {
+		return opEntry{}, aggregates.Ref{}, nil, errors.New("unknown attempt")
 	}
-	refs := []aggregates.Ref{{Subject: oe.subject, New: func() aggregates.State { return &kernel.Operation{} }}}
+	ref := aggregates.Ref{Subject: oe.subject, New: func() aggregates.State { return &kernel.Operation{} }}
 	var bs []bound
 	for _, a := range oe.op.Attempts {
 		if a.AttemptID != attemptID {
 			continue
 		}
 		for _, h := range a.Holds {
-			ref, err := aggregates.ExposureRef(tenant, h.GuaranteeID, h.Resource)
+			lref, err := aggregates.ExposureRef(tenant, h.GuaranteeID, h.Resource)
 			if err != nil {
-				return opEntry{}, nil, nil, err
+				return opEntry{}, aggregates.Ref{}, nil, err
 			}
-			refs = append(refs, ref)
-			var def kernel.Definition
-			for _, d := range g.cfg.Guarantees {
-				if d.ID == h.GuaranteeID {
-					def = d
-				}
+			hold := kernel.Hold{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount, DefinitionDigest: kernel.Definition{}.Digest()}
+			if pin, r := g.pinOf(tenant, h.GuaranteeID); r == nil {
+				hold = pin.PinnedHold(h.Resource, h.Amount)
 			}
-			bs = append(bs, bound{def: def, digest: def.Digest(), resource: h.Resource, amount: h.Amount, ref: ref})
+			bs = append(bs, bound{hold: hold, ref: lref})
 		}
 	}
-	return oe, refs, bs, nil
+	return oe, ref, bs, nil
+}
+
+// attemptAge is how long ago the attempt's dispatch started (or, unstarted,
+// it was reserved).
+func (g *Gateway) attemptAge(oe opEntry, attemptID string) time.Duration {
+	at, ok := oe.startedAt[attemptID]
+	if !ok {
+		at = oe.reservedAt[attemptID]
+	}
+	return g.clock.Now().Sub(at)
+}
+
+// operationOf looks an attempt's operation up in the index.
+func (g *Gateway) operationOf(tenant, attemptID string) (opEntry, bool) {
+	oe, ok := g.index.operationOf(attemptID)
+	return oe, ok && oe.tenant == tenant
 }
 
 // settleAttempt records obs for attemptID as a new executor generation:
 // the claim fences whoever held the operation before, atomically with the
 // observation.
 func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source string, obs Observation) SettleRow {
-	_, refs, bs, err := g.opTarget(tenant, attemptID)
+	oe, opRef, bs, err := g.opTarget(tenant, attemptID)
 	if err != nil {
 		return SettleRow{AttemptID: attemptID, Code: kernel.CodeAttemptUnknown, Reason: err.Error()}
 	}
+	ctl := kernel.Controls{Authority: "reconciliation", Executor: g.executor}
+	if cp, ok := g.cfg.Capability(oe.op.CapabilityID); ok {
+		ctl.CapabilityVersion, ctl.Risk, ctl.PolicyDigest = cp.Version, cp.Risk, cp.compiledPolicy().Digest()
+	}
+	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: source, Ref: obs.Ref, Claimant: g.executor + "/" + source,
+		Holds: holdsOf(bs), Controls: ctl}
 	row := SettleRow{AttemptID: attemptID, Outcome: obs.Outcome}
+	var st kernel.SettleState
+	var d kernel.SettleDecision
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: tenant,
-		Refs:   refs,
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			op := s[0].(*kernel.Operation)
-			claim := kernel.DecideClaim(op, g.executor+"/"+source)
-			if claim.Refusal != nil {
-				return nil, claim.Refusal
-			}
-			gen := op.Generation + 1
-			out, refusal := settleEvents(op, s, attemptID, gen, obs, source, func(h []kernel.GuaranteeHold) kernel.Controls {
-				c := kernel.Controls{Authority: "reconciliation", Executor: g.executor, Generation: gen, Guarantees: h}
-				if cp, ok := g.cfg.Capability(op.CapabilityID); ok {
-					c.CapabilityVersion, c.Risk, c.PolicyDigest = cp.Version, cp.Risk, cp.compiledPolicy().Digest()
-				}
-				return c
-			}, bs)
-			if refusal != nil || countEvents(out) == 0 {
-				return out, refusal
-			}
-			out[0] = append(append([]kernel.Event(nil), claim.Events...), out[0]...)
-			return out, nil
-		},
-		Done: func(s []aggregates.State) { row.Status = s[0].(*kernel.Operation).Status() },
+		Bind:   append([]aggregates.Binding{aggregates.Bind(opRef, &st.Op, &d.Op)}, aggregates.BindEach(ledgerRefs(bs), &st.Ledgers, &d.Ledgers)...),
+		Decide: func() *kernel.Refusal { d = kernel.DecideSettle(st, cmd); return d.Refusal },
+		Done:   func() { row.Status = st.Op.Status() },
 	})
 	if err != nil {
-		row.Code, row.Reason = kernel.CodeContention, err.Error()
+		row.Code, row.Reason = kernel.CodeLedgerUnavailable, err.Error()
 		return row
 	}
 	if res.Refusal != nil {
 		row.Code, row.Reason = res.Refusal.Code, res.Refusal.Reason
+		if res.Refusal.Code == kernel.CodeObservationContradictsSeal {
+			g.incident(tenant, string(kernel.CodeObservationContradictsSeal), attemptID, res.Refusal)
+		}
 	}
 	return row
 }
 
-// reconcileGrace is how long after its dispatch-start an attempt that was
-// never observed is left to its executor: the provider call may still be in
-// flight, and a query then could report an absence that is about to end.
+// reconcileGrace is how long an attempt is left to its executor: the
+// provider call may still be in flight, and a query then could report an
+// absence that is about to end.
 func (g *Gateway) reconcileGrace(cp *CapabilityConfig) time.Duration {
-	if cp == nil || cp.Adapter != "http" {
+	switch {
+	case cp == nil:
 		return time.Second
+	case cp.Adapter == "http":
+		return 2*cp.HTTP.Timeout.Duration + time.Second
+	case cp.Adapter == "mcp":
+		// A tool call may run for its whole timeout on another replica.
+		return 2*cp.MCP.Timeout.Duration + time.Second
 	}
-	return 2*cp.HTTP.Timeout.Duration + time.Second
+	return time.Second
 }
 
 func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req OpRequest) OpReply {
@@ -204,46 +220,45 @@ func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req 
 	}
 	reply := OpReply{OK: true}
 	for _, id := range targets {
-		reply.Settled = append(reply.Settled, g.reconcileOne(ctx, tenant, id, "reconcile:"+operator))
+		reply.Settled = append(reply.Settled, g.reconcileOne(ctx, tenant, id, "reconcile:"+operator, false))
 	}
 	return reply
 }
 
-// reconcileOne queries the provider about one attempt and records the
-// answer. Unstarted attempts are left alone here (close them instead);
-// started ones without an observation wait out the grace period.
-func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source string) SettleRow {
-	oe, ok := g.index.operationOf(attemptID)
-	if !ok || oe.tenant != tenant {
+// reconcileOne does what kernel.PlanReconcile says reconciliation may do
+// with one attempt: query the provider by its idempotency key and settle
+// the answer, close it (the background sweep, for an executor lost before
+// dispatch-start), or nothing yet.
+func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source string, sweep bool) SettleRow {
+	oe, ok := g.operationOf(tenant, attemptID)
+	if !ok {
 		return SettleRow{AttemptID: attemptID, Code: kernel.CodeAttemptUnknown, Reason: "no operation holds this attempt"}
 	}
-	var att kernel.OpAttempt
-	for _, a := range oe.op.Attempts {
-		if a.AttemptID == attemptID {
-			att = a
-		}
-	}
-	if oe.op.Refusal != nil || att.Outcome.Definitive() || att.Closed {
-		return SettleRow{AttemptID: attemptID, Status: oe.op.Status(), Reason: "already resolved"}
-	}
-	if !att.Started {
-		return SettleRow{AttemptID: attemptID, Code: kernel.CodeNotStarted, Reason: "dispatch never started: nothing to reconcile; close-attempt releases it"}
-	}
 	cp, _ := g.cfg.Capability(oe.op.CapabilityID)
-	if att.Outcome == "" {
-		if since := g.clock.Now().Sub(oe.startedAt[attemptID]); since < g.reconcileGrace(cp) {
-			return SettleRow{AttemptID: attemptID, Code: kernel.CodeDispatchActive,
-				Reason: fmt.Sprintf("dispatch started %s ago; the provider call may be in flight (grace %s)", since.Round(time.Millisecond), g.reconcileGrace(cp))}
-		}
+	plan := kernel.PlanReconcile(&oe.op, kernel.ReconcileInput{AttemptID: attemptID, Sweep: sweep, Age: g.attemptAge(oe, attemptID),
+		Grace: g.reconcileGrace(cp), InFlight: sweep && g.inflight.has(attemptID)})
+	switch plan.Action {
+	case kernel.ReconcileClose:
+		r := g.opClose(ctx, tenant, "reconciler", OpRequest{AttemptID: attemptID, Reason: plan.Reason})
+		return SettleRow{AttemptID: attemptID, Status: kernel.StatusNotApplied, Code: r.Code, Reason: r.Reason}
+	case kernel.ReconcileQuery:
+	default:
+		return SettleRow{AttemptID: attemptID, Status: plan.Status, Code: plan.Code, Reason: plan.Reason}
 	}
 	if cp == nil {
 		return SettleRow{AttemptID: attemptID, Code: kernel.CodeCapabilityNotSurfaced, Reason: "capability no longer in the manifest"}
 	}
 	obs := g.adapter(cp).Query(ctx, attemptID)
-	if !obs.Outcome.Definitive() && att.Outcome == obs.Outcome {
+	if kernel.Unchanged(&oe.op, attemptID, obs.Outcome) {
 		return SettleRow{AttemptID: attemptID, Outcome: obs.Outcome, Status: oe.op.Status(), Reason: "provider reports no change"}
 	}
-	return g.settleAttempt(ctx, tenant, attemptID, source, obs)
+	row := g.settleAttempt(ctx, tenant, attemptID, source, obs)
+	if row.Code == "" && !sweep {
+		if sealed, ok := oe.op.Sealed(attemptID); ok {
+			row.Status, row.Reason = sealed.Status(), "already resolved; the provider agrees"
+		}
+	}
+	return row
 }
 
 func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req OpRequest) OpReply {
@@ -254,8 +269,7 @@ func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req OpRe
 	if reason == "" {
 		reason = "closed by operator " + operator
 	}
-	_, refs, _, err := g.opTarget(tenant, req.AttemptID)
-	if err != nil {
+	if _, ok := g.operationOf(tenant, req.AttemptID); !ok {
 		// An attempt no operation knows: tombstone it on the named ledger
 		// so that a late reservation for it is refused.
 		if req.GuaranteeID == "" || req.Resource == "" {
@@ -263,39 +277,15 @@ func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req OpRe
 		}
 		res, bal, err := g.engine.Exposure(ctx, tenant, req.GuaranteeID, req.Resource, kernel.Close{AttemptID: req.AttemptID, Reason: reason})
 		if err != nil {
-			return opRefused(kernel.CodeContention, "%v", err)
+			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 		}
 		if res.Refusal != nil {
 			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 		}
 		return OpReply{OK: true, Exposure: []ExposureRow{{Tenant: tenant, GuaranteeID: req.GuaranteeID, Resource: req.Resource, Balance: bal}}}
 	}
-	res, err := g.engine.Do(ctx, aggregates.Tx{
-		Tenant: tenant,
-		Refs:   refs,
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			op := s[0].(*kernel.Operation)
-			out := make([][]kernel.Event, len(s))
-			for i := 1; i < len(s); i++ {
-				d := kernel.DecideExposure(s[i].(*kernel.Ledger), kernel.Close{AttemptID: req.AttemptID, Reason: reason})
-				if d.Refusal != nil {
-					return nil, d.Refusal
-				}
-				out[i] = d.Events
-			}
-			claim := kernel.DecideClaim(op, g.executor+"/close:"+operator)
-			if claim.Refusal != nil {
-				return nil, claim.Refusal
-			}
-			out[0] = append(claim.Events, kernel.OperationClosed{AttemptID: req.AttemptID, Reason: reason})
-			return out, nil
-		},
-	})
-	if err != nil {
-		return opRefused(kernel.CodeContention, "%v", err)
-	}
-	if res.Refusal != nil {
-		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	if r := g.release(ctx, tenant, kernel.Release{AttemptID: req.AttemptID, Executor: g.executor, Operator: operator, Reason: reason}); r != nil {
+		return *r
 	}
 	return OpReply{OK: true, Settled: []SettleRow{{AttemptID: req.AttemptID, Status: kernel.StatusNotApplied, Reason: reason}}}
 }
@@ -304,40 +294,39 @@ func (g *Gateway) opAssertAbsence(ctx context.Context, tenant, operator string, 
 	if req.AttemptID == "" || req.ArtifactRef == "" {
 		return opRefused(kernel.CodeRequestMalformed, "attempt_id and artifact_ref are required")
 	}
-	_, refs, _, err := g.opTarget(tenant, req.AttemptID)
-	if err != nil {
-		return opRefused(kernel.CodeAttemptUnknown, "attempt %s: %v", req.AttemptID, err)
+	if _, ok := g.operationOf(tenant, req.AttemptID); !ok {
+		return opRefused(kernel.CodeAttemptUnknown, "attempt %s: unknown attempt", req.AttemptID)
 	}
-	res, err := g.engine.Do(ctx, aggregates.Tx{
-		Tenant: tenant,
-		Refs:   refs,
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			op := s[0].(*kernel.Operation)
-			out := make([][]kernel.Event, len(s))
-			for i := 1; i < len(s); i++ {
-				d := kernel.DecideExposure(s[i].(*kernel.Ledger), kernel.AssertAbsence{AttemptID: req.AttemptID, Operator: operator, ArtifactRef: req.ArtifactRef})
-				if d.Refusal != nil {
-					return nil, d.Refusal
-				}
-				out[i] = d.Events
-			}
-			claim := kernel.DecideClaim(op, g.executor+"/assert:"+operator)
-			if claim.Refusal != nil {
-				return nil, claim.Refusal
-			}
-			out[0] = append(claim.Events, kernel.OperationObserved{AttemptID: req.AttemptID, Generation: op.Generation + 1,
-				Outcome: kernel.OutcomeNotApplied, Source: "assertion:" + operator + ":" + req.ArtifactRef})
-			return out, nil
-		},
-	})
-	if err != nil {
-		return opRefused(kernel.CodeContention, "%v", err)
-	}
-	if res.Refusal != nil {
-		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	if r := g.release(ctx, tenant, kernel.Release{AttemptID: req.AttemptID, Executor: g.executor, Operator: operator, ArtifactRef: req.ArtifactRef}); r != nil {
+		return *r
 	}
 	return OpReply{OK: true, Settled: []SettleRow{{AttemptID: req.AttemptID, Outcome: kernel.OutcomeNotApplied, Status: kernel.StatusNotApplied,
 		Reason: "absence asserted by " + operator + " with " + req.ArtifactRef}}}
+}
+
+// release runs kernel.DecideRelease (close-attempt and assert-absence) over
+// the attempt's operation and ledgers; it returns the refusal reply, or nil.
+func (g *Gateway) release(ctx context.Context, tenant string, cmd kernel.Release) *OpReply {
+	_, opRef, bs, err := g.opTarget(tenant, cmd.AttemptID)
+	if err != nil {
+		r := opRefused(kernel.CodeAttemptUnknown, "attempt %s: %v", cmd.AttemptID, err)
+		return &r
+	}
+	var st kernel.ReleaseState
+	var d kernel.ReleaseDecision
+	res, err := g.engine.Do(ctx, aggregates.Tx{
+		Tenant: tenant,
+		Bind:   append([]aggregates.Binding{aggregates.Bind(opRef, &st.Op, &d.Op)}, aggregates.BindEach(ledgerRefs(bs), &st.Ledgers, &d.Ledgers)...),
+		Decide: func() *kernel.Refusal { d = kernel.DecideRelease(st, cmd); return d.Refusal },
+	})
+	if err != nil {
+		r := opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		return &r
+	}
+	if res.Refusal != nil {
+		return &OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	}
+	return nil
 }
 
 func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req OpRequest) OpReply {
@@ -350,22 +339,17 @@ func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req
 		return opRefused(kernel.CodeRequestMalformed, "%v", err)
 	}
 	engaged := *req.Engaged
-	_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Refs: []aggregates.Ref{{Subject: subject, New: func() aggregates.State { return &kernel.Control{} }}},
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			if s[0].(*kernel.Control).Engaged == engaged {
-				return nil, nil
-			}
-			return [][]kernel.Event{{kernel.KillSwitchSet{Engaged: engaged, Operator: operator, Reason: req.Reason}}}, nil
-		}})
+	cmd := kernel.SetKillSwitch{Engaged: engaged, Operator: operator, Reason: req.Reason}
+	var c *kernel.Control
+	var d kernel.Decision
+	_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(controlRef(subject), &c, &d.Events)},
+		Decide: func() *kernel.Refusal { d = kernel.DecideKillSwitch(c, cmd); return d.Refusal }})
 	if err != nil {
-		return opRefused(kernel.CodeContention, "%v", err)
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 	}
-	g.setKill(tenant, engaged)
 	return OpReply{OK: true, KillSwitch: &engaged}
 }
 
-func (g *Gateway) setKill(tenant string, engaged bool) {
-	g.mu.Lock()
-	g.kill[tenant] = engaged
-	g.mu.Unlock()
+func controlRef(subject string) aggregates.Ref {
+	return aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.Control{} }}
 }

@@ -113,7 +113,7 @@ func TestExposureAgreesWithExport(t *testing.T) {
 	if _, err := verifier.Replay(strings.NewReader(jsonl.String()), nil); err == nil || !strings.Contains(err.Error(), "unknown attempt") {
 		t.Fatalf("offline replay of a stream with a refused event: %v", err)
 	}
-	e.storeRaw("ctx.ev.acme.control", []byte(`{"not":"an event"}`))
+	e.storeRaw("ctx.ev.acme.noise", []byte(`{"not":"an event"}`))
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_a", "b2", "ord_b", 25)), 75, 0, 99925)
 
 	after := e.op("exposure", OpRequest{})

@@ -9,17 +9,31 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
 )
 
 // bound is a guarantee that covers the proposal, with what the kernel
-// extracted from the arguments.
+// extracted from the arguments, and the subject of its resource ledger.
 type bound struct {
-	def      kernel.Definition
-	digest   string
-	resource string
-	amount   int64
-	ref      aggregates.Ref
+	hold kernel.Hold
+	ref  aggregates.Ref
+}
+
+func holdsOf(bs []bound) []kernel.Hold {
+	out := make([]kernel.Hold, len(bs))
+	for i, b := range bs {
+		out[i] = b.hold
+	}
+	return out
+}
+
+func ledgerRefs(bs []bound) []aggregates.Ref {
+	out := make([]aggregates.Ref, len(bs))
+	for i, b := range bs {
+		out[i] = b.ref
+	}
+	return out
 }
 
 // clipID shortens an agent-chosen id for a reason string.
@@ -62,7 +76,11 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	if err != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
 	}
-	pc := &proposalCtx{g: g, tenant: tenant, principal: principal, p: p, opRef: opRef, runRef: rref, tc: tc, now: g.clock.Now()}
+	csub, err := events.Subject(tenant, "control")
+	if err != nil {
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
+	}
+	pc := &proposalCtx{g: g, tenant: tenant, principal: principal, p: p, opRef: opRef, runRef: rref, controlRef: controlRef(csub), tc: tc, now: g.clock.Now()}
 	if p.ApprovalID != "" {
 		ref, err := approvalRef(tenant, p.ApprovalID)
 		if err != nil {
@@ -92,12 +110,12 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	pc.args = canonArgs
 
-	// Checks that need no ledger, in the order of DESIGN section 1. Each
-	// refusal is recorded on the operation, so the same key returns it.
+	// Checks that need no ledger, in the order of DESIGN section 1 (the
+	// kill switch is read in the reserve decision itself, so a replica that
+	// missed its change cannot dispatch). Each refusal is recorded on the
+	// operation, so the same key returns it.
 	var refusal *kernel.Refusal
 	switch {
-	case g.killed(tenant):
-		refusal = &kernel.Refusal{Code: kernel.CodeKillSwitchEngaged, Reason: "the tenant's kill switch is engaged"}
 	case !surfaced:
 		refusal = &kernel.Refusal{Code: kernel.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %s is not in the pinned manifest", p.CapabilityID)}
 	case argRefusal != nil:
@@ -112,7 +130,8 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	if refusal == nil {
 		for _, def := range g.cfg.GuaranteesFor(p.CapabilityID) {
-			if pr := g.pinRefusal(tenant, def.ID); pr != nil {
+			pin, pr := g.pinOf(tenant, def.ID)
+			if pr != nil {
 				refusal = pr
 				break
 			}
@@ -126,7 +145,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 				refusal = &kernel.Refusal{Code: kernel.CodeResourceInvalid, Reason: err.Error()}
 				break
 			}
-			pc.bound = append(pc.bound, bound{def: def, digest: def.Digest(), resource: res, amount: amt, ref: ref})
+			pc.bound = append(pc.bound, bound{hold: pin.PinnedHold(res, amt), ref: ref})
 		}
 	}
 	return pc.run(ctx, refusal)
@@ -147,47 +166,22 @@ type proposalCtx struct {
 	tc          *TenantConfig
 	now         time.Time // the decision time, from the gateway's clock
 	runRef      aggregates.Ref
+	controlRef  aggregates.Ref
 	approvalRef *aggregates.Ref
 	authority   string          // the source of the principal's authority
 	runAmount   int64           // what the proposal consumes from its run
-	runBudget   string          // the run's budget after the decision
 	gate        json.RawMessage // the evidence gate, for gated capabilities
+	controls    kernel.Controls // as the reserve decision recorded them
 }
 
-func (pc *proposalCtx) refs() []aggregates.Ref {
-	refs := []aggregates.Ref{pc.opRef}
-	for _, b := range pc.bound {
-		refs = append(refs, b.ref)
-	}
-	return refs
-}
-
-func (pc *proposalCtx) controls(op *kernel.Operation, holds []kernel.GuaranteeHold) kernel.Controls {
-	c := kernel.Controls{Authority: pc.authority, ApprovalID: pc.p.ApprovalID, RunBudget: pc.runBudget,
-		Executor: pc.g.executor, Guarantees: holds, EvidenceGate: pc.gate}
-	if c.Authority == "" {
-		c.Authority = "none"
-	}
+// baseControls are the controls of the proposal as the gateway knows them;
+// the kernel adds the run budget, the guarantees and the generation.
+func (pc *proposalCtx) baseControls() kernel.Controls {
+	c := kernel.Controls{Authority: pc.authority, ApprovalID: pc.p.ApprovalID, Executor: pc.g.executor, EvidenceGate: pc.gate}
 	if pc.cp != nil {
 		c.CapabilityVersion, c.Risk, c.PolicyDigest = pc.cp.Version, pc.cp.Risk, pc.cp.compiledPolicy().Digest()
 	}
-	if op != nil {
-		c.Generation = op.Generation
-	}
 	return c
-}
-
-func (pc *proposalCtx) holdsOf(states []aggregates.State) []kernel.GuaranteeHold {
-	var out []kernel.GuaranteeHold
-	for i, b := range pc.bound {
-		l := states[i+1].(*kernel.Ledger)
-		bal := l.Balance()
-		if bal.Limit == 0 {
-			bal = kernel.Balance{Limit: b.def.Limit, Available: b.def.Limit}
-		}
-		out = append(out, kernel.GuaranteeHold{GuaranteeID: b.def.ID, DefinitionDigest: b.digest, Resource: b.resource, Amount: b.amount, Balance: bal})
-	}
-	return out
 }
 
 func rowsOf(holds []kernel.GuaranteeHold) []GuaranteeRow {
@@ -200,78 +194,47 @@ func rowsOf(holds []kernel.GuaranteeHold) []GuaranteeRow {
 
 // run opens the operation, reserves and makes the dispatch-start (or
 // records the refusal) in one atomic append over the operation, every
-// resource ledger, the run and the approval, then calls the provider and
-// settles. The dispatch-start is durable before the provider is called, as
-// a separate append would make it, one durable round trip sooner; and a
-// crash can no longer leave an attempt reserved but unstarted
-// (docs/decisions.md).
+// resource ledger, the run and the approval (kernel.DecidePropose), then
+// calls the provider and settles. The dispatch-start is durable before the
+// provider is called, as a separate append would make it, one durable round
+// trip sooner; and a crash can no longer leave an attempt reserved but
+// unstarted (docs/decisions.md).
 func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 	g := pc.g
-	opened := kernel.OperationOpened{OperationID: g.ids.New(), Principal: pc.principal, RunID: pc.p.RunID,
-		OperationKey: pc.p.OperationKey, CapabilityID: pc.p.CapabilityID, ActionDigest: pc.digest, Executor: g.executor}
 	attemptID := g.ids.New()
 	g.inflight.add(attemptID)
 	defer g.inflight.done(attemptID)
+	cmd := kernel.Propose{
+		Opened: kernel.OperationOpened{OperationID: g.ids.New(), Principal: pc.principal, RunID: pc.p.RunID,
+			OperationKey: pc.p.OperationKey, CapabilityID: pc.p.CapabilityID, ActionDigest: pc.digest, Executor: g.executor},
+		AttemptID: attemptID, Holds: holdsOf(pc.bound), Refusal: pre, ApprovalID: pc.p.ApprovalID, Now: pc.now,
+		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.allowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args,
+	}
+	if pc.cp != nil {
+		cmd.ApprovalRequired, cmd.Risk = pc.cp.approvalRequired(), pc.cp.Risk
+	}
+	var st kernel.ProposalState
+	var d kernel.ProposalDecision
+	bind := []aggregates.Binding{aggregates.Bind(pc.opRef, &st.Op, &d.Op)}
+	bind = append(bind, aggregates.BindEach(ledgerRefs(pc.bound), &st.Ledgers, &d.Ledgers)...)
+	bind = append(bind, aggregates.Bind(pc.runRef, &st.Run, &d.Run))
+	if pc.approvalRef != nil {
+		bind = append(bind, aggregates.Bind(*pc.approvalRef, &st.Approval, &d.Approval))
+	}
+	bind = append(bind, aggregates.Guard(pc.controlRef, &st.Control))
 	var reply Reply
-	var existing bool
 	var generation uint64
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
-		Refs:   pc.reserveRefs(),
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			op := s[0].(*kernel.Operation)
-			out := make([][]kernel.Event, len(s))
-			kind, d := kernel.DecideOpen(op, opened)
-			existing = kind == kernel.OpenExisting
-			if d.Refusal != nil || existing {
-				return nil, d.Refusal
+		Bind:   bind,
+		Decide: func() *kernel.Refusal { d = kernel.DecidePropose(st, cmd); return d.Refusal },
+		Done: func() {
+			holds := cmd.Holds
+			if d.Holds != nil {
+				holds = d.Holds // as the latest versions of their guarantees bind them
 			}
-			out[0] = d.Events
-			refusal := pre
-			if refusal == nil {
-				// Approval, then run budget, then exposure: a refusal by
-				// any drops every event but the operation's record, so
-				// nothing is redeemed, consumed or held.
-				refusal = pc.decideControls(s, out, pc.tc, opened.OperationID, attemptID)
-			}
-			if refusal == nil {
-				for i, b := range pc.bound {
-					rd := kernel.DecideExposure(s[i+1].(*kernel.Ledger), kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: b.def.ID, Resource: b.resource,
-						AttemptID: attemptID, OperationID: opened.OperationID, Amount: b.amount, Limit: b.def.Limit, DefinitionDigest: b.digest}})
-					if rd.Refusal != nil {
-						refusal = rd.Refusal
-						break
-					}
-					out[i+1] = rd.Events
-				}
-			}
-			holds := pc.holdsOf(s)
-			rec := kernel.DecisionRecorded{OperationID: opened.OperationID, Principal: pc.principal, RunID: pc.p.RunID,
-				CapabilityID: pc.p.CapabilityID, ActionDigest: pc.digest, Controls: pc.controls(&kernel.Operation{Generation: 1}, holds)}
-			if refusal != nil {
-				for i := 1; i < len(out); i++ {
-					out[i] = nil
-				}
-				rec.Status, rec.Code, rec.Reason = kernel.StatusRefused, refusal.Code, refusal.Reason
-				refused := kernel.OperationRefused{Code: refusal.Code, Reason: refusal.Reason}
-				if refusal.Code == kernel.CodeApprovalRequired {
-					refused.Arguments = pc.args // what an operator is asked to approve
-				}
-				out[0] = append(out[0], refused, rec)
-				return out, refusal
-			}
-			var hr []kernel.HoldRef
-			for _, b := range pc.bound {
-				hr = append(hr, kernel.HoldRef{GuaranteeID: b.def.ID, Resource: b.resource, Amount: b.amount})
-			}
-			out[0] = append(out[0], kernel.OperationReserved{AttemptID: attemptID, Generation: 1, Holds: hr},
-				kernel.OperationDispatchStarted{AttemptID: attemptID, Generation: 1})
-			return out, nil
-		},
-		Done: func(s []aggregates.State) {
-			op := s[0].(*kernel.Operation)
-			reply = pc.statusReply(op, pc.holdsOf(s))
-			generation = op.Generation
+			reply = statusReply(st.Op, kernel.HoldsOf(holds, st.Ledgers))
+			generation = st.Op.Generation
 		},
 	})
 	if err != nil {
@@ -282,12 +245,16 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		// principal's refusal subject instead.
 		return g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, res.Refusal)
 	}
-	if existing {
+	if d.Existing {
 		return reply
 	}
 	if res.Refusal != nil {
 		reply.Gate = pc.gate
 		return reply
+	}
+	pc.controls = d.Controls
+	for i := range d.Holds {
+		pc.bound[i].hold = d.Holds[i] // settle reports under the version the reservation was decided on
 	}
 	reply = pc.dispatch(ctx, attemptID, generation)
 	reply.Gate = pc.gate
@@ -295,7 +262,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 }
 
 // statusReply describes an operation as it stands.
-func (pc *proposalCtx) statusReply(op *kernel.Operation, holds []kernel.GuaranteeHold) Reply {
+func statusReply(op *kernel.Operation, holds []kernel.GuaranteeHold) Reply {
 	r := Reply{Status: op.Status(), OperationID: op.OperationID, ActionDigest: op.ActionDigest}
 	if op.Refusal != nil {
 		r.Code, r.Reason = op.Refusal.Code, op.Refusal.Reason
@@ -308,7 +275,7 @@ func (pc *proposalCtx) statusReply(op *kernel.Operation, holds []kernel.Guarante
 }
 
 func (pc *proposalCtx) unknownReply(err error) Reply {
-	return Reply{Status: kernel.StatusUnknown, ActionDigest: pc.digest,
+	return Reply{Status: kernel.StatusUnknown, Code: kernel.CodeLedgerUnavailable, ActionDigest: pc.digest,
 		Reason: "the ledger could not be reached; resend the same proposal to learn its outcome: " + err.Error()}
 }
 
@@ -319,28 +286,24 @@ func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generatio
 	g.hooks.afterDispatchStart(attemptID)
 	obs := g.adapter(pc.cp).Dispatch(ctx, attemptID, pc.args)
 	g.hooks.afterProviderCall(attemptID)
-	return pc.settle(ctx, attemptID, generation, obs, "provider")
+	return pc.settle(ctx, attemptID, generation, obs)
 }
 
-// settle records an observation on the operation and every ledger.
-func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation uint64, obs Observation, source string) Reply {
+// settle records the provider's report on the operation and every ledger.
+func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation uint64, obs Observation) Reply {
 	g := pc.g
+	ctl := pc.controls
+	ctl.Guarantees = nil
+	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: "provider", Ref: obs.Ref, Generation: generation,
+		Holds: holdsOf(pc.bound), Controls: ctl}
 	var reply Reply
+	var st kernel.SettleState
+	var d kernel.SettleDecision
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
-		Refs:   pc.refs(),
-		Decide: func(s []aggregates.State) ([][]kernel.Event, *kernel.Refusal) {
-			op := s[0].(*kernel.Operation)
-			if r := kernel.CheckFence(op, generation); r != nil {
-				return nil, r
-			}
-			return settleEvents(op, s, attemptID, generation, obs, source, func(holds []kernel.GuaranteeHold) kernel.Controls {
-				return pc.controls(op, holds)
-			}, pc.bound)
-		},
-		Done: func(s []aggregates.State) {
-			reply = pc.statusReply(s[0].(*kernel.Operation), pc.holdsOf(s))
-		},
+		Bind:   append([]aggregates.Binding{aggregates.Bind(pc.opRef, &st.Op, &d.Op)}, aggregates.BindEach(ledgerRefs(pc.bound), &st.Ledgers, &d.Ledgers)...),
+		Decide: func() *kernel.Refusal { d = kernel.DecideSettle(st, cmd); return d.Refusal },
+		Done:   func() { reply = statusReply(st.Op, kernel.HoldsOf(cmd.Holds, st.Ledgers)) },
 	})
 	if err != nil {
 		return pc.unknownReply(err)
@@ -353,63 +316,4 @@ func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation 
 	}
 	reply.AttemptID = attemptID
 	return reply
-}
-
-// settleEvents decides an observation of attemptID on the operation (s[0])
-// and its ledgers (s[1:]), with the decision record.
-func settleEvents(op *kernel.Operation, s []aggregates.State, attemptID string, generation uint64, obs Observation, source string,
-	controls func([]kernel.GuaranteeHold) kernel.Controls, bound []bound) ([][]kernel.Event, *kernel.Refusal) {
-	out := make([][]kernel.Event, len(s))
-	var refusal *kernel.Refusal
-	for i := 1; i < len(s); i++ {
-		d := kernel.DecideExposure(s[i].(*kernel.Ledger), kernel.Observe{AttemptID: attemptID, Outcome: obs.Outcome, Source: source, Ref: obs.Ref})
-		out[i] = d.Events
-		if d.Refusal != nil && refusal == nil {
-			refusal = d.Refusal
-		}
-	}
-	if refusal != nil {
-		return out, refusal // incidents only; the operation is unchanged
-	}
-	if countEvents(out) == 0 && len(s) > 1 {
-		return nil, nil // the same report again
-	}
-	if a, ok := op.Current(); ok && a.AttemptID == attemptID && a.Outcome == obs.Outcome && len(s) == 1 {
-		return nil, nil
-	}
-	out[0] = []kernel.Event{kernel.OperationObserved{AttemptID: attemptID, Generation: generation, Outcome: obs.Outcome, Source: source}}
-	var holds []kernel.GuaranteeHold
-	for i, b := range bound {
-		// Balances after this observation: fold a copy-free preview by
-		// asking what the ledger will hold once the events apply.
-		bal := previewBalance(s[i+1].(*kernel.Ledger), out[i+1])
-		holds = append(holds, kernel.GuaranteeHold{GuaranteeID: b.def.ID, DefinitionDigest: b.digest, Resource: b.resource, Amount: b.amount, Balance: bal})
-	}
-	status := obs.Outcome.Status()
-	out[0] = append(out[0], kernel.DecisionRecorded{OperationID: op.OperationID, Principal: op.Principal, RunID: op.RunID,
-		CapabilityID: op.CapabilityID, ActionDigest: op.ActionDigest, AttemptID: attemptID, Status: status, Reason: source + ": " + obs.Ref,
-		Controls: controls(holds)})
-	return out, nil
-}
-
-func countEvents(evs [][]kernel.Event) int {
-	n := 0
-	for _, l := range evs {
-		n += len(l)
-	}
-	return n
-}
-
-// previewBalance is the ledger's balance once evs apply, computed on a copy.
-func previewBalance(l *kernel.Ledger, evs []kernel.Event) kernel.Balance {
-	if len(evs) == 0 {
-		return l.Balance()
-	}
-	c := l.Clone()
-	for _, ev := range evs {
-		if err := c.Apply(ev); err != nil {
-			return l.Balance()
-		}
-	}
-	return c.Balance()
 }

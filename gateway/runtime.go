@@ -97,6 +97,10 @@ type Runtime struct {
 	Signer     events.Signer
 	URL        string
 	cancel     context.CancelFunc
+
+	// MCPURL is the MCP gateway's endpoint, if [mcp] listen is configured.
+	MCPURL  string
+	stopMCP func() error
 }
 
 // BootOptions are the parts of a runtime a test or the chaos harness may
@@ -106,6 +110,9 @@ type BootOptions struct {
 	Hooks    Hooks
 	Adapters map[string]Adapter
 	Clock    aggregates.Clock
+	// MCP starts the MCP gateway (mcpgw.Start) when [mcp] listen is
+	// configured; Boot fails if it is configured and MCP is nil.
+	MCP MCPStarter
 }
 
 // Boot starts a runtime from a validated configuration.
@@ -228,12 +235,18 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	if err := rt.Gateway.Start(ctx, nc); err != nil {
 		return nil, err
 	}
+	if err := rt.startMCP(o.MCP); err != nil {
+		return nil, err
+	}
 	ok = true
 	return rt, nil
 }
 
 // Close stops serving and shuts the embedded server down.
 func (rt *Runtime) Close() {
+	if rt.stopMCP != nil {
+		_ = rt.stopMCP()
+	}
 	if rt.cancel != nil {
 		rt.cancel()
 	}

@@ -336,22 +336,43 @@ func TestSecurityCeilingFromConfigOnly(t *testing.T) {
 	}
 	t.Cleanup(rt.Close)
 	e.rt = rt
-	calls := prov.Stats().Calls
+	// A configuration file cannot raise a ceiling: the limit is versioned
+	// in the stream (guarantee-set-limit), and the stream's version holds.
 	nc = e.client("acme", "agent_email")
 	for i, order := range []string{"ord_c", "ord_never_seen"} {
 		key := "raised-" + string(rune('a'+i))
-		r := e.propose(nc, "acme", "agent_email", refund("run_c", key, order, 100))
-		if r.Status != kernel.StatusRefused || r.Code != kernel.CodeDefinitionMismatch {
-			t.Fatalf("%s under a raised limit: %+v", order, r)
+		if r := e.propose(nc, "acme", "agent_email", refund("run_c", key, order, 100)); r.Status != kernel.StatusApplied || *r.Limit != 100000 {
+			t.Fatalf("%s under a raised configured limit: %+v", order, r)
 		}
-		wantSignedRefusal(t, rt, "acme", "agent_email", "run_c", key, kernel.CodeDefinitionMismatch)
 	}
+	calls := prov.Stats().Calls
+	r := e.propose(nc, "acme", "agent_email", refund("run_c", "raised-c", "ord_c", 20000))
+	if r.Code != kernel.CodeExceeded || *r.Limit != 100000 || *r.Committed != 90100 {
+		t.Fatalf("over the stream's limit under a raised configured one: %+v", r)
+	}
+	wantSignedRefusal(t, rt, "acme", "agent_email", "run_c", "raised-c", kernel.CodeExceeded)
 	if prov.Stats().Calls != calls {
-		t.Fatal("a proposal under a changed definition reached the provider")
+		t.Fatal("a proposal over the stream's limit reached the provider")
 	}
-	if rows := e.op("exposure", OpRequest{Resource: "ord_c"}).Exposure; len(rows) != 1 || rows[0].Limit != 100000 || rows[0].Committed != 90000 {
+	if rows := e.op("exposure", OpRequest{Resource: "ord_c"}).Exposure; len(rows) != 1 || rows[0].Limit != 100000 || rows[0].Committed != 90100 {
 		t.Fatalf("ledger after the raised boot: %+v", rows)
 	}
+	// What the guarantee means still fails closed when it changes.
+	nc.Close()
+	rt.Close()
+	other := testConfig(t, e.dir, hs.URL)
+	other.Guarantees[0].Unit = "USD_minor"
+	rt, err = Boot(other, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	e.rt = rt
+	nc = e.client("acme", "agent_email")
+	if r := e.propose(nc, "acme", "agent_email", refund("run_c", "unit-a", "ord_never_seen", 100)); r.Code != kernel.CodeDefinitionMismatch {
+		t.Fatalf("under a changed unit: %+v", r)
+	}
+	wantSignedRefusal(t, rt, "acme", "agent_email", "run_c", "unit-a", kernel.CodeDefinitionMismatch)
 }
 
 // TestSecurityHoldSurvivesNewRunAndKey: a pending hold is not erased by

@@ -42,8 +42,9 @@ const (
 	CodeAuditNotFound              Code = "audit_not_found"
 	CodeAuditNotCheckpointed       Code = "audit_not_checkpointed"
 	CodeProjectionUnavailable      Code = "projection_unavailable"
-	CodeStoredEventRefused         Code = "stored_event_refused"
+	CodeLedgerUnavailable          Code = "ledger_unavailable"
 	CodeOverloaded                 Code = "overloaded"
+	CodeStoredEventRefused         Code = "stored_event_refused"
 	CodeRateLimited                Code = "rate_limited"
 )
 
@@ -57,8 +58,8 @@ var Codes = []Code{
 	CodeAttemptKnown, CodeAttemptUnknown, CodeDispatchActive, CodeUnresolvedAttempt,
 	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
 	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
-	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable,
-	CodeStoredEventRefused, CodeOverloaded, CodeRateLimited,
+	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeLedgerUnavailable, CodeOverloaded,
+	CodeStoredEventRefused, CodeRateLimited,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

@@ -17,6 +17,8 @@ type Definition struct {
 	AmountPointer   string   `json:"amount_pointer"`
 	Limit           int64    `json:"limit"`
 	Unit            string   `json:"unit"`
+	// Mode is ModeEnforce (the default, "") or ModeObserve.
+	Mode string `json:"mode,omitempty"`
 }
 
 // Validate checks the definition: a token id, at least one capability, valid
@@ -48,6 +50,9 @@ func (d Definition) Validate() *Refusal {
 	}
 	if d.Unit == "" {
 		return refuse(CodeDefinitionInvalid, "guarantee %s has no unit", d.ID)
+	}
+	if d.Mode != "" && d.Mode != ModeEnforce && d.Mode != ModeObserve {
+		return refuse(CodeDefinitionInvalid, "guarantee %s mode %q must be %q or %q", d.ID, d.Mode, ModeEnforce, ModeObserve)
 	}
 	return nil
 }
@@ -125,7 +130,10 @@ func describe(v any) string {
 	return jsonKind(v)
 }
 
-// Pin is the pinned definition of (Tenant, Definition.ID).
+// Pin is the pinned definition of (Tenant, Definition.ID): version 1 of the
+// guarantee. What it means (capabilities, pointers, unit) never changes; its
+// limit and mode are versioned on the tenant's control subject
+// (GuaranteeRedefined).
 type Pin struct {
 	Tenant     string     `json:"tenant"`
 	Definition Definition `json:"definition"`
@@ -144,7 +152,10 @@ func DecidePin(current *Pin, tenant string, def Definition) Decision {
 	if !current.Pinned() {
 		return Decision{Events: []Event{GuaranteePinned{Tenant: tenant, Definition: def.normalized(), DefinitionDigest: digest}}}
 	}
-	if current.Digest != digest {
+	// The limit and the mode are versioned in the stream: a configuration
+	// that differs only there is not a new meaning (Control.Drift says how).
+	def.Limit, def.Mode = current.Definition.Limit, current.Definition.Mode
+	if digest = def.Digest(); current.Digest != digest {
 		return Decision{Refusal: refuse(CodeDefinitionMismatch,
 			"guarantee %s is pinned to definition %s; the configured definition %s differs", def.ID, short(current.Digest), short(digest))}
 	}

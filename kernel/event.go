@@ -40,6 +40,9 @@ type ExposureReserved struct {
 	Amount           int64  `json:"amount"`
 	Limit            int64  `json:"limit"`
 	DefinitionDigest string `json:"definition_digest"`
+	// OverLimit marks a reservation of a guarantee in observe mode that
+	// enforcement would have refused (shared_guarantee_exceeded).
+	OverLimit bool `json:"over_limit,omitempty"`
 }
 
 // ExposureDispatchStarted is the durable gate before a provider call: from

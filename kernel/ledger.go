@@ -2,9 +2,31 @@ package kernel
 
 import "fmt"
 
-// MaxReceipts is the number of receipts one resource ledger may hold, released
-// ones included. It bounds the size of every fold and snapshot.
+// MaxReceipts is the number of open receipts (reserved, started or held) one
+// resource ledger may hold at once. Sealed receipts do not count: the ledger
+// keeps the newest RecentSealed of them for idempotent and contradicting
+// reports and folds the older ones into its ArchivedReceipts summary, so a
+// ledger's state and its snapshot stay bounded however long it lives and no
+// history locks a resource out.
 const MaxReceipts = 1024
+
+// RecentSealed is how many sealed receipts a ledger keeps after it archives
+// the older ones. A reservation that finds twice as many sealed receipts
+// listed archives first, so archiving runs at most once per RecentSealed
+// seals and a ledger lists at most MaxListed receipts.
+const RecentSealed = 256
+
+// MaxListed bounds the receipts a ledger (and its snapshot) lists.
+const MaxListed = MaxReceipts + 2*RecentSealed
+
+// ArchivedReceipts is the accounted summary of the sealed receipts a ledger
+// no longer lists: how many committed and with what amount, how many were
+// released. The archived committed amount stays in Committed.
+type ArchivedReceipts struct {
+	Committed       int64 `json:"committed"`
+	CommittedAmount int64 `json:"committed_amount"`
+	Released        int64 `json:"released"`
+}
 
 // ReceiptState is where an attempt's receipt is in the ledger state machine
 // (DESIGN section 4). The zero value is invalid.
@@ -105,15 +127,30 @@ type Ledger struct {
 	Held             int64     `json:"held"`
 	Receipts         []Receipt `json:"receipts"`
 	Tombstones       []string  `json:"tombstones"`
+	// Archived summarizes the sealed receipts no longer in Receipts.
+	Archived ArchivedReceipts `json:"archived_receipts"`
+	// OverLimit counts reservations made over the limit in observe mode.
+	OverLimit int64 `json:"over_limit,omitempty"`
 
 	index  map[string]int      // attempt id -> position in Receipts
 	tombs  map[string]struct{} // attempt ids closed before they were seen
 	openOp map[string]int      // operation id -> open receipts
+	open   int                 // open receipts
 }
+
+// OpenReceipts is the number of receipts that still hold exposure.
+func (l *Ledger) OpenReceipts() int { return l.open }
 
 // Balance returns the ledger's balances. An empty ledger has no limit yet.
 func (l *Ledger) Balance() Balance {
 	return Balance{Limit: l.Limit, Committed: l.Committed, Held: l.Held, Available: l.Limit - l.Committed - l.Held}
+}
+
+// BalanceUnder returns the ledger's balances under a guarantee's current
+// limit, which may differ from the limit of its last reservation once an
+// operator changed it (a lowered limit shows a negative available).
+func (l *Ledger) BalanceUnder(limit int64) Balance {
+	return Balance{Limit: limit, Committed: l.Committed, Held: l.Held, Available: limit - l.Committed - l.Held}
 }
 
 // Receipt returns the receipt of an attempt.
@@ -137,7 +174,15 @@ func (l *Ledger) Rebuild() error {
 	l.index = make(map[string]int, len(l.Receipts))
 	l.openOp = make(map[string]int)
 	l.tombs = make(map[string]struct{}, len(l.Tombstones))
-	var committed, held int64
+	l.open = 0
+	a := l.Archived
+	if a.Committed < 0 || a.Released < 0 || a.CommittedAmount < 0 || a.CommittedAmount > MaxAmount || (a.Committed == 0) != (a.CommittedAmount == 0) {
+		return fmt.Errorf("snapshot has an invalid archive summary %+v", a)
+	}
+	if len(l.Receipts) > MaxListed {
+		return fmt.Errorf("snapshot lists %d receipts, more than %d", len(l.Receipts), MaxListed)
+	}
+	committed, held := a.CommittedAmount, int64(0)
 	for i, r := range l.Receipts {
 		if _, dup := l.index[r.AttemptID]; dup {
 			return fmt.Errorf("duplicate receipt %s", r.AttemptID)
@@ -147,6 +192,7 @@ func (l *Ledger) Rebuild() error {
 		case r.State.Open():
 			held += r.Amount
 			l.openOp[r.OperationID]++
+			l.open++
 		case r.State == StateCommitted:
 			committed += r.Amount
 		case r.State != StateReleased:
@@ -159,7 +205,7 @@ func (l *Ledger) Rebuild() error {
 	if committed != l.Committed || held != l.Held {
 		return fmt.Errorf("snapshot balances committed=%d held=%d disagree with receipts committed=%d held=%d", l.Committed, l.Held, committed, held)
 	}
-	if committed+held > l.Limit {
+	if l.OverLimit < 0 || (committed+held > l.Limit && l.OverLimit == 0) {
 		return fmt.Errorf("snapshot violates the ceiling: %d + %d > %d", committed, held, l.Limit)
 	}
 	return nil
@@ -177,6 +223,7 @@ type Reserve struct {
 	Amount           int64
 	Limit            int64
 	DefinitionDigest string
+	Observe          bool // observe mode: over the limit is reserved and marked, not refused
 }
 
 // StartDispatch asks to open the dispatch gate for an attempt.
@@ -293,9 +340,6 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 	if l.DefinitionDigest != "" && l.DefinitionDigest != c.DefinitionDigest {
 		return no(CodeDefinitionMismatch, "resource ledger is pinned to definition %s, not %s", short(l.DefinitionDigest), short(c.DefinitionDigest))
 	}
-	if l.Limit != 0 && l.Limit != c.Limit {
-		return no(CodeDefinitionMismatch, "resource ledger limit is %d, not %d", l.Limit, c.Limit)
-	}
 	if c.Limit <= 0 || c.Limit > MaxAmount {
 		return no(CodeDefinitionInvalid, "limit %d must be in 1..2^53-1", c.Limit)
 	}
@@ -311,19 +355,20 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 	if l.openOp[c.OperationID] > 0 {
 		return no(CodeUnresolvedAttempt, "operation %s has an unresolved attempt on this resource; reconcile it first", c.OperationID)
 	}
-	if len(l.Receipts) >= MaxReceipts {
-		return no(CodeReceiptsSaturated, "resource has %d receipts, the maximum", len(l.Receipts))
+	if l.open >= MaxReceipts {
+		return no(CodeReceiptsSaturated, "resource has %d open receipts, the maximum; settle or reconcile them first", l.open)
 	}
 	if c.Amount <= 0 || c.Amount > MaxAmount {
 		return no(CodeAmountInvalid, "amount %d must be in 1..2^53-1", c.Amount)
 	}
-	if l.Committed+l.Held+c.Amount > c.Limit {
-		return no(CodeExceeded, "committed %d + held %d + amount %d exceeds limit %d (available %d)",
-			l.Committed, l.Held, c.Amount, c.Limit, c.Limit-l.Committed-l.Held)
+	over := l.Committed+l.Held+c.Amount > c.Limit
+	if over && !c.Observe {
+		return no(CodeExceeded, "%s: committed %d + held %d + amount %d exceeds limit %d (available %d)",
+			c.GuaranteeID, l.Committed, l.Held, c.Amount, c.Limit, c.Limit-l.Committed-l.Held)
 	}
 	return Decision{Events: []Event{ExposureReserved{
 		GuaranteeID: c.GuaranteeID, Resource: c.Resource, AttemptID: c.AttemptID, OperationID: c.OperationID,
-		Amount: c.Amount, Limit: c.Limit, DefinitionDigest: c.DefinitionDigest,
+		Amount: c.Amount, Limit: c.Limit, DefinitionDigest: c.DefinitionDigest, OverLimit: over,
 	}}}
 }
 
@@ -378,17 +423,27 @@ func (l *Ledger) Apply(ev Event) error {
 		if _, ok := l.index[e.AttemptID]; ok {
 			return fmt.Errorf("attempt %s reserved twice", e.AttemptID)
 		}
-		if l.Limit != 0 && (e.Resource != l.Resource || e.GuaranteeID != l.GuaranteeID || e.Limit != l.Limit || e.DefinitionDigest != l.DefinitionDigest) {
+		if l.Limit != 0 && (e.Resource != l.Resource || e.GuaranteeID != l.GuaranteeID || e.DefinitionDigest != l.DefinitionDigest) {
 			return fmt.Errorf("reservation %s belongs to another ledger or definition", e.AttemptID)
 		}
-		if e.Limit <= 0 || e.Limit > MaxAmount || e.Amount <= 0 || l.Committed+l.Held+e.Amount > e.Limit {
+		if over := l.Committed+l.Held+e.Amount > e.Limit; e.Limit <= 0 || e.Limit > MaxAmount || e.Amount <= 0 || over != e.OverLimit {
 			return fmt.Errorf("reservation %s of %d breaks the ceiling %d (committed %d, held %d)", e.AttemptID, e.Amount, e.Limit, l.Committed, l.Held)
 		}
+		if l.open >= MaxReceipts {
+			return fmt.Errorf("reservation %s exceeds %d open receipts", e.AttemptID, MaxReceipts)
+		}
 		l.GuaranteeID, l.Resource, l.Limit, l.DefinitionDigest = e.GuaranteeID, e.Resource, e.Limit, e.DefinitionDigest
+		if len(l.Receipts)-l.open >= 2*RecentSealed {
+			l.archive()
+		}
 		l.index[e.AttemptID] = len(l.Receipts)
 		l.Receipts = append(l.Receipts, Receipt{AttemptID: e.AttemptID, OperationID: e.OperationID, Amount: e.Amount, State: StateReserved})
 		l.Held += e.Amount
 		l.openOp[e.OperationID]++
+		l.open++
+		if e.OverLimit {
+			l.OverLimit++
+		}
 	case ExposureDispatchStarted:
 		return l.move(e.AttemptID, func(r *Receipt) error {
 			if r.State != StateReserved {
@@ -466,12 +521,40 @@ func (l *Ledger) move(attemptID string, f func(*Receipt) error) error {
 	if before.Open() && !r.State.Open() {
 		l.Held -= r.Amount
 		l.openOp[r.OperationID]--
+		l.open--
 		if r.State == StateCommitted {
 			l.Committed += r.Amount
 		}
 	}
 	l.Receipts[i] = r
 	return nil
+}
+
+// archive folds all but the newest RecentSealed sealed receipts into the
+// summary, keeping the open ones and the order of what stays. It runs inside
+// Apply, so every fold of the same events (live, snapshot plus tail, offline
+// replay) archives the same receipts at the same event.
+func (l *Ledger) archive() {
+	sealed := len(l.Receipts) - l.open
+	drop := sealed - RecentSealed
+	kept := l.Receipts[:0]
+	for _, r := range l.Receipts {
+		if drop > 0 && !r.State.Open() {
+			drop--
+			if r.State == StateCommitted {
+				l.Archived.Committed++
+				l.Archived.CommittedAmount += r.Amount
+			} else {
+				l.Archived.Released++
+			}
+			delete(l.index, r.AttemptID)
+			continue
+		}
+		l.index[r.AttemptID] = len(kept)
+		kept = append(kept, r)
+	}
+	clear(l.Receipts[len(kept):])
+	l.Receipts = kept
 }
 
 func init() {

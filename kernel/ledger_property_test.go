@@ -47,7 +47,7 @@ func TestLedgerProperties(t *testing.T) {
 		// Replaying the receipts' events in a fresh ledger is not possible
 		// without the log; Rebuild checks the exported state instead.
 		snap := Ledger{GuaranteeID: l.GuaranteeID, Resource: l.Resource, DefinitionDigest: l.DefinitionDigest, Limit: l.Limit,
-			Committed: l.Committed, Held: l.Held, Receipts: l.Receipts, Tombstones: l.Tombstones}
+			Committed: l.Committed, Held: l.Held, Receipts: l.Receipts, Tombstones: l.Tombstones, Archived: l.Archived}
 		if err := snap.Rebuild(); err != nil {
 			t.Fatalf("seed %d: snapshot does not rebuild: %v", seed, err)
 		}

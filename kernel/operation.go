@@ -119,6 +119,7 @@ const (
 	TypeOperationObserved        = "operation.observed"
 	TypeOperationClaimed         = "operation.claimed"
 	TypeOperationClosed          = "operation.closed"
+	TypeOperationIncident        = "operation.incident"
 )
 
 // OperationOpened opens an operation, claimed by its first executor.
@@ -198,6 +199,22 @@ func (OperationClaimed) EventType() string { return TypeOperationClaimed }
 // EventType implements Event.
 func (OperationClosed) EventType() string { return TypeOperationClosed }
 
+// OperationIncident records a report that contradicts the attempt's seal
+// (a provider that reports applied after an absence was asserted, or the
+// reverse). It changes nothing: the seal stands, the incident is there for
+// the operator and the audit.
+type OperationIncident struct {
+	AttemptID string  `json:"attempt_id"`
+	Kind      Code    `json:"kind"`
+	Sealed    Outcome `json:"sealed"`
+	Observed  Outcome `json:"observed"`
+	Source    string  `json:"source"`
+	Ref       string  `json:"ref,omitempty"`
+}
+
+// EventType implements Event.
+func (OperationIncident) EventType() string { return TypeOperationIncident }
+
 func init() {
 	register[OperationOpened](TypeOperationOpened)
 	register[OperationRefused](TypeOperationRefused)
@@ -206,6 +223,7 @@ func init() {
 	register[OperationObserved](TypeOperationObserved)
 	register[OperationClaimed](TypeOperationClaimed)
 	register[OperationClosed](TypeOperationClosed)
+	register[OperationIncident](TypeOperationIncident)
 }
 
 // OpenResult says what DecideOpen found.
@@ -241,6 +259,35 @@ func CheckFence(o *Operation, generation uint64) *Refusal {
 		return refuse(CodeExecutorFenced, "executor generation %d is fenced; operation %s is at generation %d (%s)", generation, o.OperationID, o.Generation, o.Executor)
 	}
 	return nil
+}
+
+// Sealed returns the outcome an attempt is sealed with: its definitive
+// outcome, not_applied for an attempt closed before any, and false for an
+// attempt still open.
+func (o *Operation) Sealed(attemptID string) (Outcome, bool) {
+	for _, a := range o.Attempts {
+		if a.AttemptID != attemptID {
+			continue
+		}
+		switch {
+		case a.Outcome.Definitive():
+			return a.Outcome, true
+		case a.Closed:
+			return OutcomeNotApplied, true
+		}
+	}
+	return "", false
+}
+
+// contradiction is the incident a definitive report makes on an attempt
+// sealed with the other outcome.
+func contradiction(o *Operation, c Settle) (OperationIncident, bool) {
+	sealed, ok := o.Sealed(c.AttemptID)
+	if !ok || !c.Outcome.Definitive() || c.Outcome == sealed {
+		return OperationIncident{}, false
+	}
+	return OperationIncident{AttemptID: c.AttemptID, Kind: CodeObservationContradictsSeal, Sealed: sealed, Observed: c.Outcome,
+		Source: c.Source, Ref: c.Ref}, true
 }
 
 // DecideClaim raises the generation for a new executor.
@@ -295,8 +342,8 @@ func (o *Operation) Apply(ev Event) error {
 			return err
 		}
 		a.Closed = true
-	case DecisionRecorded:
-		// The record changes nothing; it is there for the audit.
+	case DecisionRecorded, OperationIncident:
+		// Records change nothing; they are there for the operator and the audit.
 	case OperationClaimed:
 		if e.Generation <= o.Generation {
 			return fmt.Errorf("claim of generation %d does not raise %d", e.Generation, o.Generation)

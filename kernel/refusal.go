@@ -55,16 +55,23 @@ type KillSwitchSet struct {
 // EventType implements Event.
 func (KillSwitchSet) EventType() string { return TypeKillSwitchSet }
 
-// Control is the state of a tenant's control subject.
-type Control struct{ Engaged bool }
+// Control is the state of a tenant's control subject: the kill switch, and
+// the versions of its guarantees' limits and modes.
+type Control struct {
+	Engaged    bool
+	Guarantees map[string]GuaranteeVersion `json:",omitempty"` // by guarantee id
+}
 
 // Apply folds a control event.
 func (c *Control) Apply(ev Event) error {
-	k, ok := ev.(KillSwitchSet)
-	if !ok {
+	switch e := ev.(type) {
+	case KillSwitchSet:
+		c.Engaged = e.Engaged
+	case GuaranteeRedefined:
+		return c.applyRedefined(e)
+	default:
 		return fmt.Errorf("event %T does not belong to a control subject", ev)
 	}
-	c.Engaged = k.Engaged
 	return nil
 }
 

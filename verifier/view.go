@@ -32,15 +32,17 @@ type View struct {
 
 // ResourceView is one resource ledger. The balances are kernel.Ledger.Balance.
 type ResourceView struct {
-	GuaranteeID  string        `json:"guarantee_id"` // "" while the ledger holds no reservation (tombstones only)
-	Resource     string        `json:"resource"`     // idem
-	Subject      string        `json:"subject"`
-	Limit        int64         `json:"limit"`
-	Committed    int64         `json:"committed"`
-	Held         int64         `json:"held"`
-	Available    int64         `json:"available"`
-	Receipts     int           `json:"receipts"`      // receipts held, released ones included (at most kernel.MaxReceipts)
-	OpenAttempts []OpenAttempt `json:"open_attempts"` // receipts still holding exposure, in reservation order
+	GuaranteeID string `json:"guarantee_id"` // "" while the ledger holds no reservation (tombstones only)
+	Resource    string `json:"resource"`     // idem
+	Subject     string `json:"subject"`
+	Limit       int64  `json:"limit"`
+	Committed   int64  `json:"committed"`
+	Held        int64  `json:"held"`
+	Available   int64  `json:"available"`
+	Receipts    int    `json:"receipts"` // receipts listed: open ones and the newest sealed (at most kernel.MaxListed)
+	// Archived summarizes the sealed receipts the ledger no longer lists.
+	Archived     kernel.ArchivedReceipts `json:"archived_receipts,omitzero"`
+	OpenAttempts []OpenAttempt           `json:"open_attempts"` // receipts still holding exposure, in reservation order
 }
 
 // OpenAttempt is a receipt that still holds exposure, with the next safe step.
@@ -198,7 +200,7 @@ func ResourceOf(subject string, l *kernel.Ledger) ResourceView {
 	rv := ResourceView{
 		GuaranteeID: l.GuaranteeID, Resource: l.Resource, Subject: subject,
 		Limit: b.Limit, Committed: b.Committed, Held: b.Held, Available: b.Available,
-		Receipts: len(l.Receipts), OpenAttempts: []OpenAttempt{},
+		Receipts: len(l.Receipts), Archived: l.Archived, OpenAttempts: []OpenAttempt{},
 	}
 	for _, r := range l.Receipts {
 		if !r.State.Open() {
@@ -385,6 +387,7 @@ func Compare(got, want View) []Diff {
 		add(s, "held", g.Held, w.Held)
 		add(s, "available", g.Available, w.Available)
 		add(s, "receipts", g.Receipts, w.Receipts)
+		add(s, "archived_receipts", jsonString(g.Archived), jsonString(w.Archived))
 		add(s, "open_attempts", jsonString(g.OpenAttempts), jsonString(w.OpenAttempts))
 	}
 	add("", "incidents", jsonString(got.Incidents), jsonString(want.Incidents))

@@ -78,9 +78,10 @@ func cold(t *testing.T, store events.Store, snaps aggregates.SnapshotStore, reso
 	eng.Snapshots = snaps
 	ref, _ := aggregates.ExposureRef("acme", def.ID, resource)
 	var got []byte
-	if _, err := eng.Do(context.Background(), aggregates.Tx{Tenant: "acme", Refs: []aggregates.Ref{ref},
-		Decide: func([]aggregates.State) ([][]kernel.Event, *kernel.Refusal) { return nil, nil },
-		Done:   func(s []aggregates.State) { got, _ = json.Marshal(s[0]) }}); err != nil {
+	var l *kernel.Ledger
+	if _, err := eng.Do(context.Background(), aggregates.Tx{Tenant: "acme", Bind: []aggregates.Binding{aggregates.Bind(ref, &l, nil)},
+		Decide: func() *kernel.Refusal { return nil },
+		Done:   func() { got, _ = json.Marshal(l) }}); err != nil {
 		t.Fatal(err)
 	}
 	return got, eng.Stats()

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/mcpgw"
 )
 
 func main() {
@@ -52,12 +53,15 @@ func run() int {
 		return 1
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks()})
+	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
 	log.Info("contextosd ready", "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
+	if rt.MCPURL != "" {
+		log.Info("mcp gateway ready", "url", rt.MCPURL)
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
 

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/internal/lincheck"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/kernel"
 )
 
 // Accounting compares the provider's records, the stream and what clients

@@ -1,0 +1,100 @@
+package aggregates
+
+import "github.com/contextos/ledger/kernel"
+
+// A Binding ties one subject of a transaction to a named field of the
+// kernel state the decision reads (Operation, Run, a ledger of Ledgers…)
+// and to the field of the decision that holds the events for it. The engine
+// writes the subject's current state into the state field before Decide and
+// reads the events field after it, so a transaction names its subjects the
+// way the kernel step does and no caller indexes states by position:
+//
+//	var st kernel.ProposalState
+//	var d kernel.ProposalDecision
+//	tx := aggregates.Tx{Tenant: t, Bind: []aggregates.Binding{
+//		aggregates.Bind(opRef, &st.Op, &d.Op),
+//		aggregates.Bind(runRef, &st.Run, &d.Run),
+//	}, Decide: func() *kernel.Refusal { d = kernel.DecidePropose(st, cmd); return d.Refusal }}
+type Binding interface {
+	ref() Ref
+	set(State)
+	events() []kernel.Event
+	guarded() bool
+}
+
+// Bind binds ref to the state field *state and the events field *evs.
+func Bind[T any, PT interface {
+	*T
+	State
+}](ref Ref, state *PT, evs *[]kernel.Event) Binding {
+	return &one[T, PT]{r: ref, state: state, evs: evs}
+}
+
+// Guard binds ref to the state field *state as a subject the decision reads
+// and never appends to, guarded like the subjects it appends to: the append
+// of a decision that appends anything stores nothing if the subject moved
+// since it was read (the store checks its last sequence in the same atomic
+// batch), so a stale copy of it can never let a decision through. A decision
+// that appends nothing is checked against the store before it is acted on,
+// as for any subject.
+func Guard[T any, PT interface {
+	*T
+	State
+}](ref Ref, state *PT) Binding {
+	return &one[T, PT]{r: ref, state: state, guard: true}
+}
+
+// BindEach binds refs, in order, to the elements of the state field *states
+// and of the events field *evs (a kernel state's list of ledgers and the
+// decision's events per ledger, which the kernel pairs by their order).
+func BindEach[T any, PT interface {
+	*T
+	State
+}](refs []Ref, states *[]PT, evs *[][]kernel.Event) []Binding {
+	*states = make([]PT, len(refs))
+	out := make([]Binding, len(refs))
+	for i, r := range refs {
+		out[i] = &elem[T, PT]{r: r, states: states, evs: evs, i: i}
+	}
+	return out
+}
+
+type one[T any, PT interface {
+	*T
+	State
+}] struct {
+	r     Ref
+	state *PT
+	evs   *[]kernel.Event
+	guard bool
+}
+
+func (b *one[T, PT]) ref() Ref      { return b.r }
+func (b *one[T, PT]) set(s State)   { *b.state = s.(PT) }
+func (b *one[T, PT]) guarded() bool { return b.guard }
+func (b *one[T, PT]) events() []kernel.Event {
+	if b.evs == nil {
+		return nil
+	}
+	return *b.evs
+}
+
+type elem[T any, PT interface {
+	*T
+	State
+}] struct {
+	r      Ref
+	states *[]PT
+	evs    *[][]kernel.Event
+	i      int
+}
+
+func (b *elem[T, PT]) ref() Ref      { return b.r }
+func (b *elem[T, PT]) set(s State)   { (*b.states)[b.i] = s.(PT) }
+func (b *elem[T, PT]) guarded() bool { return false }
+func (b *elem[T, PT]) events() []kernel.Event {
+	if b.evs == nil || b.i >= len(*b.evs) {
+		return nil
+	}
+	return (*b.evs)[b.i]
+}

@@ -1,0 +1,209 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+)
+
+// SetLimitRequest is the body of guarantee-set-limit: a new version of a
+// guarantee's default limit, of one resource's limit, or of its mode.
+type SetLimitRequest struct {
+	GuaranteeID string `json:"guarantee_id"`
+	Resource    string `json:"resource,omitempty"`
+	Limit       int64  `json:"limit,omitempty"`
+	Mode        string `json:"mode,omitempty"`
+	Reason      string `json:"reason"`
+}
+
+// GuaranteeHistoryRequest is the body of guarantee-history.
+type GuaranteeHistoryRequest struct {
+	GuaranteeID string `json:"guarantee_id"`
+}
+
+// VersionRow is one version of a guarantee: version 1 is its pin.
+type VersionRow struct {
+	Version  uint64 `json:"version"`
+	At       string `json:"at,omitempty"`
+	Operator string `json:"operator,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	Limit    int64  `json:"limit,omitempty"`
+	Mode     string `json:"mode,omitempty"`
+}
+
+// guaranteeVerbs are the verbs served by guaranteeOp.
+var guaranteeVerbs = []string{"guarantee-set-limit", "guarantee-history"}
+
+// pinned is a guarantee's pin as this gateway read it at start: pins never
+// change once made, so it is safe to keep; the versions made later live on
+// the control subject, read in every reservation.
+type pinned struct {
+	pin     *kernel.Pin
+	refusal *kernel.Refusal // the configured definition means something else
+}
+
+// PinAll pins every configured guarantee for every tenant and remembers each
+// pin. A guarantee whose configured meaning differs from its pin fails
+// closed: every proposal it covers is refused with the pin's refusal. A
+// configuration that differs only in the limit or mode boots with a warning
+// naming the verb that changes them: the stream's version is the one used.
+func (g *Gateway) PinAll(ctx context.Context) error {
+	for _, t := range g.cfg.Tenants {
+		csub, err := events.Subject(t.ID, "control")
+		if err != nil {
+			return err
+		}
+		var ctl *kernel.Control
+		for _, def := range g.cfg.Guarantees {
+			r, err := g.engine.Pin(ctx, t.ID, def)
+			if err != nil {
+				return fmt.Errorf("pin %s/%s: %w", t.ID, def.ID, err)
+			}
+			ref, err := aggregates.PinRef(t.ID, def.ID)
+			if err != nil {
+				return err
+			}
+			st, err := g.load(ctx, ref)
+			if err != nil {
+				return fmt.Errorf("read the pin of %s/%s: %w", t.ID, def.ID, err)
+			}
+			p := st.(*kernel.Pin)
+			g.mu.Lock()
+			g.pins[t.ID+"/"+def.ID] = pinned{pin: p, refusal: r}
+			g.mu.Unlock()
+			if r != nil {
+				g.log.Error("guarantee definition differs from its pin; proposals it covers will be refused", "tenant", t.ID, "guarantee", def.ID, "reason", r.Reason)
+				continue
+			}
+			if ctl == nil {
+				cs, err := g.load(ctx, controlRef(csub))
+				if err != nil {
+					return fmt.Errorf("read the control subject of %s: %w", t.ID, err)
+				}
+				ctl = cs.(*kernel.Control)
+			}
+			if drift := ctl.Drift(p, def); drift != "" {
+				g.log.Warn("the configuration differs from the guarantee's version in the stream, which is used; change it with ctx guarantee set-limit",
+					"tenant", t.ID, "guarantee", def.ID, "configured", drift)
+			}
+		}
+	}
+	return nil
+}
+
+// pinOf returns the pin of (tenant, guarantee) or the refusal of every
+// proposal the guarantee covers.
+func (g *Gateway) pinOf(tenant, guaranteeID string) (*kernel.Pin, *kernel.Refusal) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	p, ok := g.pins[tenant+"/"+guaranteeID]
+	switch {
+	case !ok:
+		return nil, &kernel.Refusal{Code: kernel.CodeDefinitionMismatch, Reason: "guarantee " + guaranteeID + " is not pinned"}
+	case p.refusal != nil:
+		return nil, p.refusal
+	}
+	return p.pin, nil
+}
+
+// guaranteeOp serves a guarantee verb; ok is false for any other verb.
+func (g *Gateway) guaranteeOp(ctx context.Context, tenant, verb, operator string, body []byte) (any, bool) {
+	switch verb {
+	case "guarantee-set-limit":
+		var req SetLimitRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		return g.opSetLimit(ctx, tenant, operator, req), true
+	case "guarantee-history":
+		var req GuaranteeHistoryRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		return g.opGuaranteeHistory(ctx, tenant, req), true
+	}
+	return nil, false
+}
+
+func (g *Gateway) opSetLimit(ctx context.Context, tenant, operator string, req SetLimitRequest) OpReply {
+	pref, err := aggregates.PinRef(tenant, req.GuaranteeID)
+	if err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "guarantee: %v", err)
+	}
+	csub, err := events.Subject(tenant, "control")
+	if err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+	}
+	// A pin never changes once made (Pin.Apply refuses a second), so it
+	// is read as it is, outside the transaction on the control subject.
+	ps, err := g.load(ctx, pref)
+	if err != nil {
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+	}
+	cmd := kernel.Redefine{GuaranteeID: req.GuaranteeID, Resource: req.Resource, Limit: req.Limit, Mode: req.Mode,
+		Operator: operator, Reason: req.Reason, Now: g.clock.Now()}
+	st := kernel.RedefineState{Pin: ps.(*kernel.Pin)}
+	var d kernel.Decision
+	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant,
+		Bind:   []aggregates.Binding{aggregates.Bind(controlRef(csub), &st.Control, &d.Events)},
+		Decide: func() *kernel.Refusal { d = kernel.DecideRedefine(st, cmd); return d.Refusal }})
+	if err != nil {
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+	}
+	if res.Refusal != nil {
+		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	}
+	g.log.Info("guarantee redefined", "tenant", tenant, "operator", operator, "guarantee", req.GuaranteeID,
+		"resource", req.Resource, "limit", req.Limit, "mode", req.Mode, "reason", req.Reason)
+	return g.opGuaranteeHistory(ctx, tenant, GuaranteeHistoryRequest{GuaranteeID: req.GuaranteeID})
+}
+
+// opGuaranteeHistory lists every version of a guarantee from the stream.
+func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req GuaranteeHistoryRequest) OpReply {
+	pref, err := aggregates.PinRef(tenant, req.GuaranteeID)
+	if err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "guarantee: %v", err)
+	}
+	st, err := g.load(ctx, pref)
+	if err != nil {
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+	}
+	p := st.(*kernel.Pin)
+	if !p.Pinned() {
+		return opRefused(kernel.CodeDefinitionMismatch, "guarantee %s is not pinned in tenant %s", req.GuaranteeID, tenant)
+	}
+	rows := []VersionRow{{Version: 1, Limit: p.Definition.Limit, Mode: modeName(p.Definition.Mode), Reason: "pinned at first use"}}
+	csub, err := events.Subject(tenant, "control")
+	if err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+	}
+	stored, err := g.store.Read(ctx, csub, 1)
+	if err != nil {
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+	}
+	for _, s := range stored {
+		if s.Envelope.Type != kernel.TypeGuaranteeRedefined {
+			continue
+		}
+		ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
+		if err != nil {
+			return opRefused(kernel.CodeLedgerUnavailable, "control seq %d: %v", s.Seq, err)
+		}
+		if e := ev.(kernel.GuaranteeRedefined); e.GuaranteeID == req.GuaranteeID {
+			rows = append(rows, VersionRow{Version: e.Version, At: e.At, Operator: e.Operator, Reason: e.Reason,
+				Resource: e.Resource, Limit: e.Limit, Mode: e.Mode})
+		}
+	}
+	return OpReply{OK: true, Versions: rows}
+}
+
+func modeName(m string) string {
+	if m == "" {
+		return kernel.ModeEnforce
+	}
+	return m
+}
