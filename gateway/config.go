@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	_ "time/tzdata" // guarantees' time zones, whatever the host has
 
 	"github.com/BurntSushi/toml"
 	"github.com/contextos/ledger/kernel"
@@ -22,9 +23,20 @@ type Config struct {
 	Tenants      []TenantConfig     `toml:"tenants"`
 	Capabilities []CapabilityConfig `toml:"capabilities"`
 	RawGuarantee []GuaranteeConfig  `toml:"guarantees"`
+	Console      ConsoleConfig      `toml:"console"`
 	MCP          MCPConfig          `toml:"mcp"`
 	// Guarantees are the validated definitions of RawGuarantee.
 	Guarantees []kernel.Definition `toml:"-"`
+	zones      map[string]*time.Location
+}
+
+// Zone is a calendar window's time zone ("" is UTC), loaded when the
+// configuration was validated.
+func (c *Config) Zone(name string) *time.Location {
+	if z, ok := c.zones[name]; ok {
+		return z
+	}
+	return time.UTC
 }
 
 // NATSConfig says where the event store lives.
@@ -195,6 +207,14 @@ type GuaranteeConfig struct {
 	AmountPointer   string   `toml:"amount_pointer"`
 	Limit           int64    `toml:"limit"`
 	Unit            string   `toml:"unit"`
+	// Mode is "enforce" (the default) or "observe" (record what would be
+	// refused, refuse nothing).
+	Mode string `toml:"mode"`
+	// Window is "" (no period), "day", "week" or "month" in TimeZone (an
+	// IANA name, "" for UTC), or "rolling" over Duration ("24h").
+	Window   string `toml:"window"`
+	TimeZone string `toml:"time_zone"`
+	Duration string `toml:"duration"`
 }
 
 type duration struct{ time.Duration }
@@ -239,6 +259,9 @@ func parseConfig(b []byte, dir string) (*Config, error) {
 		return nil, fmt.Errorf("config: unknown keys: %s", strings.Join(keys, ", "))
 	}
 	if err := c.validate(dir); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Console.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return &c, nil
@@ -333,7 +356,7 @@ func (c *Config) validate(dir string) error {
 	seenG := map[string]bool{}
 	for _, g := range c.RawGuarantee {
 		def := kernel.Definition{ID: g.ID, CapabilityIDs: g.CapabilityIDs, ResourcePointer: g.ResourcePointer,
-			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit}
+			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit, Mode: g.Mode, Window: g.Window, TimeZone: g.TimeZone, Duration: g.Duration}
 		if r := def.Validate(); r != nil {
 			return r
 		}
@@ -345,6 +368,16 @@ func (c *Config) validate(dir string) error {
 			if caps[capID] == nil {
 				return fmt.Errorf("guarantee %s covers unknown capability %s", g.ID, capID)
 			}
+		}
+		if def.Calendar() && def.TimeZone != "" {
+			z, err := time.LoadLocation(def.TimeZone)
+			if err != nil {
+				return fmt.Errorf("guarantee %s time_zone: %w", g.ID, err)
+			}
+			if c.zones == nil {
+				c.zones = map[string]*time.Location{}
+			}
+			c.zones[def.TimeZone] = z
 		}
 		c.Guarantees = append(c.Guarantees, def)
 	}

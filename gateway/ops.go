@@ -122,13 +122,14 @@ func (g *Gateway) opTarget(tenant, attemptID string) (opEntry, aggregates.Ref, [
 			continue
 		}
 		for _, h := range a.Holds {
-			lref, err := aggregates.ExposureRef(tenant, h.GuaranteeID, h.Resource)
+			lref, err := aggregates.ExposureWindowRef(tenant, h.GuaranteeID, h.Resource, h.Window)
 			if err != nil {
 				return opEntry{}, aggregates.Ref{}, nil, err
 			}
 			hold := kernel.Hold{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount, DefinitionDigest: kernel.Definition{}.Digest()}
 			if pin, r := g.pinOf(tenant, h.GuaranteeID); r == nil {
 				hold = pin.PinnedHold(h.Resource, h.Amount)
+				hold.Window = h.Window
 			}
 			bs = append(bs, bound{hold: hold, ref: lref})
 		}
@@ -164,7 +165,7 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 	if cp, ok := g.cfg.Capability(oe.op.CapabilityID); ok {
 		ctl.CapabilityVersion, ctl.Risk, ctl.PolicyDigest = cp.Version, cp.Risk, cp.compiledPolicy().Digest()
 	}
-	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: source, Ref: obs.Ref, Claimant: g.executor + "/" + source,
+	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: source, Ref: obs.Ref, Claimant: g.executor + "/" + source, Now: g.clock.Now(),
 		Holds: holdsOf(bs), Controls: ctl}
 	row := SettleRow{AttemptID: attemptID, Outcome: obs.Outcome}
 	var st kernel.SettleState

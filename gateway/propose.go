@@ -140,12 +140,16 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 				refusal = er
 				break
 			}
-			ref, err := aggregates.ExposureRef(tenant, def.ID, res)
+			hold := pin.PinnedHold(res, amt)
+			if pin.Definition.Calendar() {
+				hold.Window = pin.Definition.WindowAt(g.cfg.Zone(pin.Definition.TimeZone), pc.now).Key
+			}
+			ref, err := aggregates.ExposureWindowRef(tenant, def.ID, res, hold.Window)
 			if err != nil {
 				refusal = &kernel.Refusal{Code: kernel.CodeResourceInvalid, Reason: err.Error()}
 				break
 			}
-			pc.bound = append(pc.bound, bound{hold: pin.PinnedHold(res, amt), ref: ref})
+			pc.bound = append(pc.bound, bound{hold: hold, ref: ref})
 		}
 	}
 	return pc.run(ctx, refusal)
@@ -294,7 +298,7 @@ func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation 
 	g := pc.g
 	ctl := pc.controls
 	ctl.Guarantees = nil
-	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: "provider", Ref: obs.Ref, Generation: generation,
+	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: "provider", Ref: obs.Ref, Generation: generation, Now: g.clock.Now(),
 		Holds: holdsOf(pc.bound), Controls: ctl}
 	var reply Reply
 	var st kernel.SettleState

@@ -101,6 +101,9 @@ type Runtime struct {
 	// MCPURL is the MCP gateway's endpoint, if [mcp] listen is configured.
 	MCPURL  string
 	stopMCP func() error
+	// ConsoleURL is the operator console's, if [console] listen is configured.
+	ConsoleURL  string
+	stopConsole func() error
 }
 
 // BootOptions are the parts of a runtime a test or the chaos harness may
@@ -113,6 +116,9 @@ type BootOptions struct {
 	// MCP starts the MCP gateway (mcpgw.Start) when [mcp] listen is
 	// configured; Boot fails if it is configured and MCP is nil.
 	MCP MCPStarter
+	// Console starts the operator console (console.Boot) when [console]
+	// listen is configured; Boot fails if it is configured and Console is nil.
+	Console ConsoleStarter
 }
 
 // Boot starts a runtime from a validated configuration.
@@ -238,12 +244,18 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	if err := rt.startMCP(o.MCP); err != nil {
 		return nil, err
 	}
+	if err := rt.startConsole(o.Console); err != nil {
+		return nil, err
+	}
 	ok = true
 	return rt, nil
 }
 
 // Close stops serving and shuts the embedded server down.
 func (rt *Runtime) Close() {
+	if rt.stopConsole != nil {
+		_ = rt.stopConsole()
+	}
 	if rt.stopMCP != nil {
 		_ = rt.stopMCP()
 	}

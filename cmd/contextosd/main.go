@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/mcpgw"
 )
@@ -53,17 +54,21 @@ func run() int {
 		return 1
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start})
+	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start, Console: console.Boot})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
-	log.Info("contextosd ready", "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
+	if rt.ConsoleURL != "" {
+		log.Info("console ready", "url", rt.ConsoleURL)
+	}
 	if rt.MCPURL != "" {
 		log.Info("mcp gateway ready", "url", rt.MCPURL)
 	}
+	// Ready is said only once a signal would stop the daemon cleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	log.Info("contextosd ready", "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
 	<-sig
 	log.Info("contextosd stopping")
 	rt.Close()
