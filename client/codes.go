@@ -47,6 +47,8 @@ const (
 	CodeProjectionUnavailable      = kernel.CodeProjectionUnavailable
 	CodeLedgerUnavailable          = kernel.CodeLedgerUnavailable
 	CodeOverloaded                 = kernel.CodeOverloaded
+	CodeStoredEventRefused         = kernel.CodeStoredEventRefused
+	CodeRateLimited                = kernel.CodeRateLimited
 )
 
 // Status is what a decision says about an operation.

@@ -49,6 +49,8 @@ class Code(str, Enum):
     PROJECTION_UNAVAILABLE = "projection_unavailable"
     LEDGER_UNAVAILABLE = "ledger_unavailable"
     OVERLOADED = "overloaded"
+    STORED_EVENT_REFUSED = "stored_event_refused"
+    RATE_LIMITED = "rate_limited"
 
 
 class LedgerError(Exception):
@@ -306,6 +308,18 @@ class Overloaded(Refused):
     code = "overloaded"
 
 
+class StoredEventRefused(Refused):
+    """Refused stored_event_refused (docs/errors.md)."""
+
+    code = "stored_event_refused"
+
+
+class RateLimited(Refused):
+    """Refused rate_limited (docs/errors.md)."""
+
+    code = "rate_limited"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -343,6 +357,8 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "projection_unavailable": ProjectionUnavailable,
     "ledger_unavailable": LedgerUnavailable,
     "overloaded": Overloaded,
+    "stored_event_refused": StoredEventRefused,
+    "rate_limited": RateLimited,
 }
 
 

@@ -39,6 +39,8 @@ export const CODES = [
   "projection_unavailable",
   "ledger_unavailable",
   "overloaded",
+  "stored_event_refused",
+  "rate_limited",
 ] as const;
 
 /** A stable refusal code. */
