@@ -49,8 +49,9 @@ type Model struct {
 	loaded bool       // the snapshot was tried
 	since  int        // events folded since the last snapshot
 
-	mu sync.RWMutex
-	st *modelState
+	mu      sync.RWMutex
+	st      *modelState
+	lastErr error // of the last Sync
 
 	snapMu      sync.Mutex
 	snapRunning bool
@@ -277,6 +278,9 @@ func (m *Model) Sync(ctx context.Context) error {
 			m.st.Seq = c.Seq
 		}
 	})
+	m.mu.Lock()
+	m.lastErr = err
+	m.mu.Unlock()
 	if after := m.Seq(); after > before {
 		m.since += int(after - before)
 		if m.since >= m.cfg.SnapshotEvery && m.snapshotting() {
@@ -286,6 +290,18 @@ func (m *Model) Sync(ctx context.Context) error {
 	}
 	return err
 }
+
+// Err returns the error of the last Sync (the store could not be read), nil
+// once one succeeds. The model never stops on a stored event: see the
+// policy for refused events above.
+func (m *Model) Err() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.lastErr
+}
+
+// ExposureView is the read model's former name.
+type ExposureView = Model
 
 // Apply folds one stored message delivered from elsewhere (a consumer, a
 // test harness controlling delivery). Messages at or below the model's

@@ -36,8 +36,10 @@ type ServiceConfig struct {
 // Service runs the projections of a daemon: one audit projector per tenant,
 // the read model, and the ops verbs over them.
 type Service struct {
-	Log        *AuditLog
-	Model      *Model
+	Log   *AuditLog
+	Model *Model
+	// View is Model, under its former name.
+	View       *Model
 	Ops        *Ops
 	Projectors map[string]*AuditProjector
 
@@ -64,7 +66,7 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if model == nil {
 		model = NewModel(ModelConfig{Store: cfg.Store, Logf: cfg.Logf})
 	}
-	s := &Service{Log: NewAuditLog(cfg.JS, name), Model: model, Projectors: map[string]*AuditProjector{}}
+	s := &Service{Log: NewAuditLog(cfg.JS, name), Model: model, View: model, Projectors: map[string]*AuditProjector{}}
 	for _, t := range cfg.Tenants {
 		p, err := NewAuditProjector(AuditConfig{Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
 			CheckpointEvery: cfg.CheckpointEvery, CheckpointInterval: cfg.CheckpointInterval, Clock: cfg.Clock,
