@@ -194,6 +194,9 @@ func (g *Gateway) recordRefusal(ctx context.Context, tenant string, ev kernel.Pr
 // appended anything leaves no event).
 func (g *Gateway) incident(tenant, kind, attemptID string, r *kernel.Refusal) {
 	g.log.Warn("incident", "tenant", tenant, "kind", kind, "attempt", attemptID, "code", r.Code, "reason", r.Reason)
+	if r.Code != kernel.CodeExecutorFenced {
+		return // the stream records it (exposure.incident): the model reads it there
+	}
 	in := projections.Incident{Kind: kind, AttemptID: attemptID, Code: r.Code, Reason: r.Reason, At: events.FormatTime(g.clock.Now())}
 	if e, ok := g.index.operationOf(attemptID); ok && e.tenant == tenant {
 		in.OperationID = e.op.OperationID

@@ -10,6 +10,7 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
@@ -209,5 +210,36 @@ func TestModelSnapshotAcrossRestart(t *testing.T) {
 	}
 	if after := e.op("exposure", OpRequest{}).Exposure; fmt.Sprint(after) != fmt.Sprint(rows) {
 		t.Fatalf("exposure after a restart %+v, before %+v", after, rows)
+	}
+}
+
+// TestContradictionIsOneIncident: a provider that reports applied after an
+// operator asserted absence is a signed incident, listed once by the
+// incidents verb with its attempt and operation.
+func TestContradictionIsOneIncident(t *testing.T) {
+	e := startEnv(t)
+	nc := e.client("acme", "agent_email")
+	e.prov.Script(provider.Pending)
+	r := e.propose(nc, "acme", "agent_email", refund("run_c", "c1", "ord_c", 500))
+	if r.Status != kernel.StatusPending {
+		t.Fatalf("pending: %+v", r)
+	}
+	if a := e.op("assert-absence", OpRequest{AttemptID: r.AttemptID, ArtifactRef: "ticket-7"}); !a.OK {
+		t.Fatalf("assert-absence: %+v", a)
+	}
+	e.prov.Settle(r.AttemptID, "succeeded")
+	e.op("reconcile", OpRequest{AttemptID: r.AttemptID})
+	var found []Incident
+	testenv.Eventually(t, func() bool {
+		found = found[:0]
+		for _, in := range e.op(VerbIncidents, OpRequest{}).Incidents {
+			if in.Code == kernel.CodeObservationContradictsSeal {
+				found = append(found, in)
+			}
+		}
+		return len(found) > 0
+	}, 10*time.Second, "the contradiction to be listed")
+	if len(found) != 1 || found[0].AttemptID != r.AttemptID || found[0].OperationID != r.OperationID || found[0].At == "" {
+		t.Fatalf("contradiction incidents %+v, want one for attempt %s of %s", found, r.AttemptID, r.OperationID)
 	}
 }
