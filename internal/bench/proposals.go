@@ -36,7 +36,7 @@ func gatewayConfig(dir, providerURL string, durable bool, agents int) string {
 	if !durable {
 		sync = "relaxed"
 	}
-	fmt.Fprintf(&b, "[nats]\ndata_dir = %q\nlisten = \"127.0.0.1:0\"\nsync = %q\n\n[runtime]\nexecutor = \"bench-1\"\n\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", dir, sync, Tenant)
+	fmt.Fprintf(&b, "[nats]\ndata_dir = %q\nlisten = \"127.0.0.1:0\"\nsync = %q\n\n[runtime]\nexecutor = \"bench-1\"\n\n  [runtime.limits]\n  proposals_per_second = 1000000 # the benchmark measures throughput, not the rate limit\n  proposal_burst = 1000000\n\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", dir, sync, Tenant)
 	for a := 0; a < agents; a++ {
 		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
 	}
