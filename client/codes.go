@@ -47,6 +47,8 @@ const (
 	CodeProjectionUnavailable      = kernel.CodeProjectionUnavailable
 	CodeLedgerUnavailable          = kernel.CodeLedgerUnavailable
 	CodeOverloaded                 = kernel.CodeOverloaded
+	CodeBreakerOpen                = kernel.CodeBreakerOpen
+	CodeApprovalDenied             = kernel.CodeApprovalDenied
 	CodeStoredEventRefused         = kernel.CodeStoredEventRefused
 	CodeRateLimited                = kernel.CodeRateLimited
 )

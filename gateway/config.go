@@ -76,18 +76,22 @@ type RuntimeConfig struct {
 	// Executor names this replica in operation claims; default host-pid.
 	Executor string `toml:"executor"`
 	// ReconcileInterval is how often pending and unknown attempts are
-	// queried; 0 disables the background reconciler.
-	ReconcileInterval duration `toml:"reconcile_interval"`
+	// queried (default DefaultReconcileInterval); "0s" disables the
+	// background reconciler.
+	ReconcileInterval optionalDuration `toml:"reconcile_interval"`
 	// MaxProposalBytes bounds a proposal body (default 65536).
 	MaxProposalBytes int `toml:"max_proposal_bytes"`
 	// Workers bounds proposals handled at once (default 256).
 	Workers int `toml:"workers"`
-	// MetricsListen, when set, serves the exposure view in the Prometheus
-	// text format at http://<addr>/metrics (loopback only).
+	// MetricsListen, when set, serves /metrics (Prometheus), /healthz and
+	// /readyz at http://<addr> (loopback only).
 	MetricsListen string `toml:"metrics_listen"`
 	// Limits bound the daemon's memory and each tenant's share of it
 	// (limits.go).
 	Limits LimitsConfig `toml:"limits"`
+	// ObservabilityConfig holds the logging, health and metrics keys
+	// (telemetry_config.go).
+	ObservabilityConfig
 }
 
 // TenantConfig declares a tenant's principals.
@@ -148,6 +152,9 @@ type CapabilityConfig struct {
 	// input schema of the capability's MCP tool.
 	ArgumentsSchema string        `toml:"arguments_schema"`
 	MCP             MCPToolConfig `toml:"mcp"`
+	// Breaker trips the capability's switch after repeated provider
+	// failures (telemetry_config.go).
+	Breaker BreakerConfig `toml:"breaker"`
 
 	policy *kernel.CompiledPolicy
 	pack   *kernel.ContextPack
@@ -231,6 +238,25 @@ func (d *duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// optionalDuration is a duration whose absence is told apart from "0s".
+type optionalDuration struct {
+	time.Duration
+	set bool // written by the configuration, even as 0
+}
+
+func (d *optionalDuration) UnmarshalText(b []byte) error {
+	var v duration
+	if err := v.UnmarshalText(b); err != nil {
+		return err
+	}
+	d.Duration, d.set = v.Duration, true
+	return nil
+}
+
+// DefaultReconcileInterval is runtime.reconcile_interval's default: the
+// crash-recovery path runs by itself.
+const DefaultReconcileInterval = 30 * time.Second
+
 // LoadConfig reads and validates a configuration file.
 func LoadConfig(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
@@ -302,6 +328,12 @@ func (c *Config) validate(dir string) error {
 	}
 	if err := c.Runtime.Limits.validate(); err != nil {
 		return err
+	}
+	if err := c.Runtime.ObservabilityConfig.validate(); err != nil {
+		return err
+	}
+	if !c.Runtime.ReconcileInterval.set && c.Runtime.ReconcileInterval.Duration == 0 {
+		c.Runtime.ReconcileInterval.Duration = DefaultReconcileInterval
 	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")
@@ -399,6 +431,9 @@ func (cp *CapabilityConfig) validate(dir string) error {
 		return err
 	}
 	if err := cp.validateMCPManifest(); err != nil {
+		return err
+	}
+	if err := cp.Breaker.validate(); err != nil {
 		return err
 	}
 	switch cp.Adapter {

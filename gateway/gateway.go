@@ -30,11 +30,14 @@ type Gateway struct {
 	policyDigest string
 	log          *slog.Logger
 	hooks        Hooks
+	tel          *telemetry // logs, metrics, traces around the handlers; nil: none
+	brk          *breakers  // circuit breakers (breaker.go); nil: none
 
 	adapters map[string]Adapter
 	model    *projections.Model
 	index    readModel
 	inflight inflight
+	seen     sightings
 	extraOps map[string]OpHandler
 
 	mu      sync.RWMutex
@@ -247,7 +250,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			if principal == "ops" {
 				reply = Reply{Status: kernel.StatusRefused, Code: kernel.CodeAuthorityDenied, Reason: "ops is not a principal"}
 			} else {
-				reply = g.Propose(ctx, tenant, principal, m.Data)
+				reply = g.observePropose(ctx, tenant, principal, m.Header, m.Data)
 			}
 			g.respond(m, reply)
 		})
@@ -279,7 +282,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 				g.badReplies.Add(1)
 				return
 			}
-			g.respond(m, g.Op(ctx, tenant, tok[4], tok[5], m.Data))
+			g.respond(m, g.observeOp(ctx, tenant, tok[4], tok[5], m.Data))
 		})
 		if err := g.subscribe(opsConn, "ctx.v1."+tenant+".ops.*.*", lim.OperatorQueue, func(m *nats.Msg) {
 			if ops.offer(m) {

@@ -53,7 +53,7 @@ func opRefused(code kernel.Code, format string, args ...any) OpReply {
 }
 
 // OpVerbs are the operator verbs, ctx.v1.<tenant>.ops.<verb>.<operator>.
-var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, append(append(authzVerbs, guaranteeVerbs...), readVerbs...)...)
+var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, append(append(authzVerbs, guaranteeVerbs...), modelVerbs...)...)
 
 // Op serves one operator verb. The operator's identity comes from the
 // subject's last token, which the NATS server lets only that operator use.
@@ -135,16 +135,6 @@ func (g *Gateway) opTarget(tenant, attemptID string) (opEntry, aggregates.Ref, [
 		}
 	}
 	return oe, ref, bs, nil
-}
-
-// attemptAge is how long ago the attempt's dispatch started (or, unstarted,
-// it was reserved).
-func (g *Gateway) attemptAge(oe opEntry, attemptID string) time.Duration {
-	at, ok := oe.startedAt[attemptID]
-	if !ok {
-		at = oe.reservedAt[attemptID]
-	}
-	return g.clock.Now().Sub(at)
 }
 
 // operationOf looks an attempt's operation up in the index.
@@ -236,13 +226,16 @@ func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source st
 		return SettleRow{AttemptID: attemptID, Code: kernel.CodeAttemptUnknown, Reason: "no operation holds this attempt"}
 	}
 	cp, _ := g.cfg.Capability(oe.op.CapabilityID)
-	plan := kernel.PlanReconcile(&oe.op, kernel.ReconcileInput{AttemptID: attemptID, Sweep: sweep, Age: g.attemptAge(oe, attemptID),
+	plan := kernel.PlanReconcile(&oe.op, kernel.ReconcileInput{AttemptID: attemptID, Sweep: sweep, Age: g.seen.since(attemptID, g.clock.Now()),
 		Grace: g.reconcileGrace(cp), InFlight: sweep && g.inflight.has(attemptID)})
 	switch plan.Action {
 	case kernel.ReconcileClose:
 		r := g.opClose(ctx, tenant, "reconciler", OpRequest{AttemptID: attemptID, Reason: plan.Reason})
 		return SettleRow{AttemptID: attemptID, Status: kernel.StatusNotApplied, Code: r.Code, Reason: r.Reason}
 	case kernel.ReconcileQuery:
+	case kernel.ReconcileNothing:
+		g.seen.forget(attemptID)
+		return SettleRow{AttemptID: attemptID, Status: plan.Status, Code: plan.Code, Reason: plan.Reason}
 	default:
 		return SettleRow{AttemptID: attemptID, Status: plan.Status, Code: plan.Code, Reason: plan.Reason}
 	}

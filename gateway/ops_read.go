@@ -28,7 +28,7 @@ const (
 	VerbIncidents = "incidents" // contradicting observations, fenced executors, refused stored events
 )
 
-var readVerbs = []string{VerbApprovals, VerbIncidents}
+var modelVerbs = []string{VerbApprovals, VerbIncidents}
 
 // readOp serves the verbs that only read the model. ok is false for any
 // other verb.

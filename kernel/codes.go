@@ -16,6 +16,7 @@ const (
 	CodeApprovalMismatch           Code = "approval_mismatch"
 	CodeApprovalRedeemed           Code = "approval_redeemed"
 	CodeApprovalExpired            Code = "approval_expired"
+	CodeApprovalDenied             Code = "approval_denied"
 	CodeEvidenceInsufficient       Code = "evidence_insufficient"
 	CodeRunBudgetExhausted         Code = "run_budget_exhausted"
 	CodeExecutorFenced             Code = "executor_fenced"
@@ -44,6 +45,7 @@ const (
 	CodeProjectionUnavailable      Code = "projection_unavailable"
 	CodeLedgerUnavailable          Code = "ledger_unavailable"
 	CodeOverloaded                 Code = "overloaded"
+	CodeBreakerOpen                Code = "circuit_breaker_open"
 	CodeStoredEventRefused         Code = "stored_event_refused"
 	CodeRateLimited                Code = "rate_limited"
 )
@@ -59,6 +61,8 @@ var Codes = []Code{
 	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
 	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
 	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeLedgerUnavailable, CodeOverloaded,
+	CodeBreakerOpen,
+	CodeApprovalDenied,
 	CodeStoredEventRefused, CodeRateLimited,
 }
 

@@ -141,7 +141,10 @@ type AttemptRow struct {
 	Amount      int64          `json:"amount"`
 	State       string         `json:"state"`
 	Last        kernel.Outcome `json:"last_observation,omitempty"`
-	NextStep    string         `json:"next_safe_step"`
+	// LastReason is what the last observation recorded: the provider's
+	// state, or why it could not answer ("provider unreachable: ...").
+	LastReason string `json:"last_reason,omitempty"`
+	NextStep   string `json:"next_safe_step"`
 }
 
 // OperationView is a copy of one operation the model keeps, with when each
@@ -196,6 +199,7 @@ type tenantState struct {
 	Ops       map[string]*opState       `json:"operations"`
 	Resolved  []string                  `json:"resolved"` // resolved operation subjects, oldest first
 	Attempts  map[string]string         `json:"attempts"` // attempt id -> operation subject
+	Reasons   map[string]string         `json:"reasons"`  // open attempt id -> its last observation's ref
 	Control   kernel.Control            `json:"control"`
 	Incidents []incidentEntry           `json:"incidents"` // oldest first
 	Approvals []PendingApproval         `json:"approvals"` // oldest first
@@ -222,7 +226,7 @@ func newModelState() *modelState {
 }
 
 func newTenantState() *tenantState {
-	return &tenantState{Ledgers: map[string]*kernel.Ledger{}, Ops: map[string]*opState{}, Attempts: map[string]string{}}
+	return &tenantState{Ledgers: map[string]*kernel.Ledger{}, Ops: map[string]*opState{}, Attempts: map[string]string{}, Reasons: map[string]string{}}
 }
 
 // NewModel returns an empty model; Sync or Run fills it.
@@ -412,6 +416,20 @@ func (m *Model) applyEvent(ctx context.Context, ts *tenantState, tenant string, 
 			return err
 		}
 		ts.Ledgers[s.Subject] = l
+		if o, ok := ev.(kernel.ExposureObserved); ok {
+			// Kept while the attempt holds exposure only: bounded by
+			// the open receipts.
+			if r, _ := l.Receipt(o.AttemptID); r.State.Open() {
+				ts.Reasons[o.AttemptID] = o.Ref
+			} else {
+				delete(ts.Reasons, o.AttemptID)
+			}
+		}
+		if a := exposureAttempt(ev); a != "" {
+			if r, _ := l.Receipt(a); !r.State.Open() {
+				delete(ts.Reasons, a)
+			}
+		}
 	case "operation":
 		return m.applyOperation(ctx, ts, s, ev)
 	case "control":
@@ -422,6 +440,17 @@ func (m *Model) applyEvent(ctx context.Context, ts *tenantState, tenant string, 
 		}
 	}
 	return nil
+}
+
+// exposureAttempt is the attempt an exposure event moves, if any.
+func exposureAttempt(ev kernel.Event) string {
+	switch e := ev.(type) {
+	case kernel.ExposureClosed:
+		return e.AttemptID
+	case kernel.ExposureAbsenceAsserted:
+		return e.AttemptID
+	}
+	return ""
 }
 
 func (m *Model) applyOperation(ctx context.Context, ts *tenantState, s events.Stored, ev kernel.Event) error {
@@ -648,7 +677,7 @@ func (m *Model) OpenAttempts(tenant string) []AttemptRow {
 				continue
 			}
 			row := AttemptRow{AttemptID: r.AttemptID, OperationID: r.OperationID, GuaranteeID: l.GuaranteeID, Resource: l.Resource,
-				Amount: r.Amount, State: r.State.String(), Last: r.Last, NextStep: r.State.NextSafeStep()}
+				Amount: r.Amount, State: r.State.String(), Last: r.Last, LastReason: ts.Reasons[r.AttemptID], NextStep: r.State.NextSafeStep()}
 			if o := ts.Ops[ts.Attempts[r.AttemptID]]; o != nil {
 				row.Principal, row.RunID = o.Op.Principal, o.Op.RunID
 			}

@@ -210,6 +210,9 @@ func (m *Model) readSnapshot(ctx context.Context) (*modelState, error) {
 		if ts.Attempts == nil {
 			ts.Attempts = map[string]string{}
 		}
+		if ts.Reasons == nil {
+			ts.Reasons = map[string]string{}
+		}
 		for subject, l := range ts.Ledgers {
 			if l == nil {
 				return nil, fmt.Errorf("ledger %s: empty", subject)

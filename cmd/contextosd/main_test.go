@@ -65,7 +65,7 @@ func TestConsoleStarts(t *testing.T) {
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	found := make(chan string, 1)
 	go func() {
-		re := regexp.MustCompile(`console ready"? url=(http://127\.0\.0\.1:[0-9]+)`)
+		re := regexp.MustCompile(`contextosd started.* console=(http://127\.0\.0\.1:[0-9]+)`)
 		sc := bufio.NewScanner(stderr)
 		url := ""
 		for sc.Scan() {

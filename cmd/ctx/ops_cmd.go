@@ -98,17 +98,17 @@ func newAttemptsCmd() *cobra.Command {
 			if c.json {
 				return printJSON(nonNil(rows))
 			}
-			head := "ATTEMPT\tPRINCIPAL\tGUARANTEE\tRESOURCE\tAMOUNT\tSTATE\tLAST\tNEXT SAFE STEP"
+			head := "ATTEMPT\tPRINCIPAL\tGUARANTEE\tRESOURCE\tAMOUNT\tSTATE\tLAST\tNEXT SAFE STEP\tLAST REASON"
 			if c.wide() {
-				head = "ATTEMPT\tOPERATION\tRUN\tPRINCIPAL\tGUARANTEE\tRESOURCE\tAMOUNT\tSTATE\tLAST\tNEXT SAFE STEP"
+				head = "ATTEMPT\tOPERATION\tRUN\tPRINCIPAL\tGUARANTEE\tRESOURCE\tAMOUNT\tSTATE\tLAST\tNEXT SAFE STEP\tLAST REASON"
 			}
 			table(head, func(w *tabwriter.Writer) {
 				for _, a := range rows {
 					if c.wide() {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.AttemptID, a.OperationID, a.RunID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep)
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AttemptID, a.OperationID, a.RunID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep, orDash(a.LastReason))
 						continue
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.AttemptID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AttemptID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep, orDash(a.LastReason))
 				}
 			})
 			return nil

@@ -49,6 +49,8 @@ class Code(str, Enum):
     PROJECTION_UNAVAILABLE = "projection_unavailable"
     LEDGER_UNAVAILABLE = "ledger_unavailable"
     OVERLOADED = "overloaded"
+    CIRCUIT_BREAKER_OPEN = "circuit_breaker_open"
+    APPROVAL_DENIED = "approval_denied"
     STORED_EVENT_REFUSED = "stored_event_refused"
     RATE_LIMITED = "rate_limited"
 
@@ -308,6 +310,18 @@ class Overloaded(Refused):
     code = "overloaded"
 
 
+class CircuitBreakerOpen(Refused):
+    """Refused circuit_breaker_open (docs/errors.md)."""
+
+    code = "circuit_breaker_open"
+
+
+class ApprovalDenied(Refused):
+    """Refused approval_denied (docs/errors.md)."""
+
+    code = "approval_denied"
+
+
 class StoredEventRefused(Refused):
     """Refused stored_event_refused (docs/errors.md)."""
 
@@ -357,6 +371,8 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "projection_unavailable": ProjectionUnavailable,
     "ledger_unavailable": LedgerUnavailable,
     "overloaded": Overloaded,
+    "circuit_breaker_open": CircuitBreakerOpen,
+    "approval_denied": ApprovalDenied,
     "stored_event_refused": StoredEventRefused,
     "rate_limited": RateLimited,
 }

@@ -331,6 +331,22 @@ export class Overloaded extends Refused {
   }
 }
 
+/** Refused circuit_breaker_open (docs/errors.md). */
+export class CircuitBreakerOpen extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("circuit_breaker_open", reason, decision);
+    this.name = "CircuitBreakerOpen";
+  }
+}
+
+/** Refused approval_denied (docs/errors.md). */
+export class ApprovalDenied extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("approval_denied", reason, decision);
+    this.name = "ApprovalDenied";
+  }
+}
+
 /** Refused stored_event_refused (docs/errors.md). */
 export class StoredEventRefused extends Refused {
   constructor(reason = "", decision?: Decision) {
@@ -385,6 +401,8 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   projection_unavailable: ProjectionUnavailable,
   ledger_unavailable: LedgerUnavailable,
   overloaded: Overloaded,
+  circuit_breaker_open: CircuitBreakerOpen,
+  approval_denied: ApprovalDenied,
   stored_event_refused: StoredEventRefused,
   rate_limited: RateLimited,
 };

@@ -39,6 +39,8 @@ export const CODES = [
   "projection_unavailable",
   "ledger_unavailable",
   "overloaded",
+  "circuit_breaker_open",
+  "approval_denied",
   "stored_event_refused",
   "rate_limited",
 ] as const;
