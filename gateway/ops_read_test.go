@@ -141,8 +141,8 @@ func TestExposureAgreesWithExport(t *testing.T) {
 }
 
 // TestApprovalsAndIncidentsVerbs: a proposal refused approval_required is
-// pending, with its arguments, until an operator approves its digest; the
-// verbs take {} and refuse anything else.
+// pending, with its arguments, until an operator approves or denies its
+// digest; the verbs take {} and refuse anything else.
 func TestApprovalsAndIncidentsVerbs(t *testing.T) {
 	e, _ := authzEnv(t, "authz.toml")
 	nc := e.client("acme", "agent_email")
@@ -172,6 +172,10 @@ func TestApprovalsAndIncidentsVerbs(t *testing.T) {
 	e.mustOp("approve", ApproveRequest{ActionDigest: first.ActionDigest, Risk: "high", ExpiresIn: "10m"})
 	if r := e.mustOp(VerbApprovals, struct{}{}); len(r.Approvals) != 1 || r.Approvals[0].OperationID != other.OperationID {
 		t.Fatalf("after approving %s: %+v", first.ActionDigest, r.Approvals)
+	}
+	e.mustOp("deny", map[string]any{"action_digest": other.ActionDigest, "risk": "high", "reason": "not this order"})
+	if r := e.mustOp(VerbApprovals, struct{}{}); len(r.Approvals) != 0 {
+		t.Fatalf("after denying %s: %+v", other.ActionDigest, r.Approvals)
 	}
 	if r := e.opAny(VerbApprovals, map[string]any{"all": true}); r.OK || r.Code != kernel.CodeRequestMalformed {
 		t.Fatalf("approvals with a body: %+v", r)

@@ -108,7 +108,8 @@ type Incident struct {
 }
 
 // PendingApproval is a proposal refused approval_required that no approval
-// of its action digest answered yet: what an operator is asked to approve.
+// or denial of its action digest answered yet: what an operator is asked
+// to approve.
 type PendingApproval struct {
 	OperationID  string          `json:"operation_id"`
 	OperationKey string          `json:"operation_key"`
@@ -435,8 +436,16 @@ func (m *Model) applyEvent(ctx context.Context, ts *tenantState, tenant string, 
 	case "control":
 		return ts.Control.Apply(ev)
 	case "approval":
-		if g, ok := ev.(kernel.ApprovalGranted); ok {
-			ts.Approvals = slices.DeleteFunc(ts.Approvals, func(p PendingApproval) bool { return p.ActionDigest == g.ActionDigest })
+		// An approval or a denial of the digest answers its requests.
+		var digest string
+		switch e := ev.(type) {
+		case kernel.ApprovalGranted:
+			digest = e.ActionDigest
+		case kernel.ApprovalDenied:
+			digest = e.ActionDigest
+		}
+		if digest != "" {
+			ts.Approvals = slices.DeleteFunc(ts.Approvals, func(p PendingApproval) bool { return p.ActionDigest == digest })
 		}
 	}
 	return nil
