@@ -108,6 +108,9 @@ type RuntimeConfig struct {
 	// container's, for probes and scrapes from outside the pod): said
 	// explicitly, since the metrics name tenants and guarantees.
 	MetricsAllowNonLoopback bool `toml:"metrics_allow_non_loopback"`
+	// Limits bound the daemon's memory and each tenant's share of it
+	// (limits.go).
+	Limits LimitsConfig `toml:"limits"`
 	// ObservabilityConfig holds the logging, health and metrics keys
 	// (telemetry_config.go).
 	ObservabilityConfig
@@ -364,6 +367,9 @@ func (c *Config) prepare(dir string) error {
 	}
 	if c.Runtime.Workers == 0 {
 		c.Runtime.Workers = 256
+	}
+	if err := c.Runtime.Limits.validate(); err != nil {
+		return err
 	}
 	if !c.Runtime.ReconcileInterval.set && c.Runtime.ReconcileInterval.Duration == 0 {
 		c.Runtime.ReconcileInterval.Duration = DefaultReconcileInterval

@@ -36,6 +36,16 @@ func ledgerRefs(bs []bound) []aggregates.Ref {
 	return out
 }
 
+// clipID shortens an agent-chosen id for a reason string.
+func clipID(s string) string {
+	for i := range s {
+		if i >= 64 {
+			return s[:i] + "..."
+		}
+	}
+	return s
+}
+
 // Propose runs the dispatch sequence for one proposal of (tenant,
 // principal), identities the caller took from the authenticated subject.
 func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []byte) Reply {
@@ -51,6 +61,13 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	tc, ok := g.cfg.Tenant(tenant)
 	if !ok {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeAuthorityDenied, Reason: "unknown tenant"})
+	}
+	if _, ok := g.cfg.Capability(p.CapabilityID); !ok {
+		// Refused before any operation is opened: the refusal is sampled
+		// like a malformed proposal's, so unsurfaced names cannot grow the
+		// store one operation each.
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeCapabilityNotSurfaced,
+			Reason: fmt.Sprintf("capability %q is not in the pinned manifest", clipID(p.CapabilityID))})
 	}
 	opRef, err := aggregates.OperationRef(tenant, p.RunID, p.OperationKey)
 	if err != nil {
@@ -219,7 +236,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		Opened: kernel.OperationOpened{OperationID: g.ids.New(), Principal: pc.principal, RunID: pc.p.RunID,
 			OperationKey: pc.p.OperationKey, CapabilityID: pc.p.CapabilityID, ActionDigest: pc.digest, Executor: g.executor},
 		AttemptID: attemptID, Holds: holdsOf(pc.bound), Refusal: pre, ApprovalID: pc.p.ApprovalID, Now: pc.now,
-		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.allowsUnadmitted(), Controls: pc.baseControls(),
+		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.allowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args,
 	}
 	if pc.cp != nil {
 		cmd.ApprovalRequired, cmd.Risk = pc.cp.approvalRequired(), pc.cp.Risk

@@ -262,12 +262,16 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		executor = h + "-" + strconv.Itoa(os.Getpid())
 	}
 	sealer := &aggregates.Sealer{Signer: rt.Signer, Clock: o.Clock, IDs: aggregates.NewIDs(o.Clock, nil)}
-	rt.Gateway = New(Options{Config: cfg, Store: rt.Store, Sealer: sealer, Executor: executor, Logger: o.Logger, Hooks: o.Hooks, Adapters: o.Adapters,
-		Replies: rt.Replies})
 	snaps, err := jetsnap.Ensure(ctx, js, cfg.NATS.Replicas) // cold loads of resource ledgers start from a snapshot
 	if err != nil {
 		return nil, err
 	}
+	// One read model, from its snapshot, for the operator verbs, the
+	// reconciler, the exposure export and the metrics.
+	model := projections.NewModel(projections.ModelConfig{Store: rt.Store, Snapshots: snaps, Signer: rt.Signer,
+		Limits: cfg.Runtime.Limits.model(), Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
+	rt.Gateway = New(Options{Config: cfg, Store: rt.Store, Sealer: sealer, Executor: executor, Logger: o.Logger, Hooks: o.Hooks, Adapters: o.Adapters,
+		Replies: rt.Replies, Model: model})
 	rt.Gateway.Engine().Snapshots = snaps
 	if err := rt.startTelemetry(ctx, o); err != nil {
 		return nil, err
@@ -284,7 +288,7 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	}
 	rt.Service, err = projections.StartService(ctx, projections.ServiceConfig{NC: nc, JS: js, Store: rt.Store, Signer: rt.Signer,
 		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys,
-		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas},
+		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas}, Model: model,
 		Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
 	if err != nil {
 		return nil, err

@@ -184,7 +184,7 @@ var (
 	descStreamSeq     = prometheus.NewDesc("contextos_stream_last_seq", "Last sequence of the event stream.", nil, nil)
 	descViewSeq       = prometheus.NewDesc("contextos_exposure_view_seq", "Last event stream sequence the exposure view folded.", nil, nil)
 	descViewLag       = prometheus.NewDesc("contextos_read_model_lag_seq", "Event stream sequences the exposure view is behind.", nil, nil)
-	descViewSkipped   = prometheus.NewDesc("contextos_exposure_view_skipped", "Stored messages skipped because they are not valid events.", nil, nil)
+	descViewSkipped   = prometheus.NewDesc("contextos_exposure_view_skipped", "Stored messages the read model refused to fold (not applied, listed as incidents).", nil, nil)
 	descAuditLag      = prometheus.NewDesc("contextos_audit_lag_seq", "Stream sequences between the tenant's last event and the last one its audit chain records.", []string{"tenant"}, nil)
 	descAuditRecords  = prometheus.NewDesc("contextos_audit_records", "Records in the tenant's audit chain.", []string{"tenant"}, nil)
 	descIncidents     = prometheus.NewDesc("contextos_exposure_incidents", "Incident events of the tenant.", []string{"tenant"}, nil)
@@ -237,7 +237,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 	gauge(descStoreUp, b2f(err == nil))
 	viewSeq := s.view.Seq()
 	gauge(descViewSeq, float64(viewSeq))
-	gauge(descViewSkipped, float64(len(s.view.Skipped())))
+	gauge(descViewSkipped, float64(s.view.RefusedEvents("")))
 	if err == nil {
 		gauge(descStreamSeq, float64(last))
 		gauge(descViewLag, float64(lag(last, viewSeq)))

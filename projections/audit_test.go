@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 )
@@ -53,10 +54,10 @@ func checkExactlyOnce(t *testing.T, e *env, tenant string) verifier.Entries {
 }
 
 // serveOps mounts the ops verbs on a real connection and returns a client.
-func serveOps(t *testing.T, e *env, tenant string, view *ExposureView) *OpsClient {
+func serveOps(t *testing.T, e *env, tenant string, model *Model) *OpsClient {
 	t.Helper()
 	nc, js := e.connect(t)
-	ops := NewOps(OpsConfig{Log: NewAuditLog(js, AuditStreamName), Events: events.NewJetStore(js, events.StreamName), PublicKeys: []ed25519.PublicKey{e.signer.Key.Public().(ed25519.PublicKey)}, View: view, MaxReply: 64 * 1024})
+	ops := NewOps(OpsConfig{Log: NewAuditLog(js, AuditStreamName), Events: events.NewJetStore(js, events.StreamName), PublicKeys: []ed25519.PublicKey{e.signer.Key.Public().(ed25519.PublicKey)}, Model: model, MaxReply: 64 * 1024})
 	subs, err := ops.Serve(context.Background(), nc)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +193,7 @@ func TestAuditTwoReplicasNeverFork(t *testing.T) {
 	last := tenantEvents(t, e.store, "acme")
 	lastSeq := last[len(last)-1].Seq
 	for _, p := range replicas {
-		waitFor(t, 30*time.Second, "replicas to catch up", func() bool { return p.Status().LastEventSeq == lastSeq })
+		testenv.Eventually(t, func() bool { return p.Status().LastEventSeq == lastSeq }, 30*time.Second, "replicas to catch up")
 	}
 	cancel()
 	wg.Wait()
@@ -232,7 +233,7 @@ func TestAuditResumeAfterAbruptClose(t *testing.T) {
 			}
 			return r.Record.Index + 1
 		}
-		waitFor(t, 30*time.Second, "some progress", func() bool { return tail() >= before+stopAt || tail() == int64(total) })
+		testenv.Eventually(t, func() bool { return tail() >= before+stopAt || tail() == int64(total) }, 30*time.Second, "some progress")
 		nc.Close() // abrupt: in-flight appends are lost or stored without an ack
 		cancel()
 		<-done
@@ -535,7 +536,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 	for _, tenant := range []string{"acme", "globex"} {
 		evs := tenantEvents(t, e.store, tenant)
 		p := svc.Projectors[tenant]
-		waitFor(t, 30*time.Second, tenant+"'s log", func() bool { return p.Status().LastEventSeq == evs[len(evs)-1].Seq })
+		testenv.Eventually(t, func() bool { return p.Status().LastEventSeq == evs[len(evs)-1].Seq }, 30*time.Second, tenant+"'s log")
 		if err := p.Checkpoint(context.Background()); err != nil {
 			t.Fatal(err)
 		}

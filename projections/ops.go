@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -100,7 +99,7 @@ type OpsConfig struct {
 	// WitnessKeys are the cosignature verifier keys of the witnesses that
 	// cosign the checkpoints; audit-keys publishes them too.
 	WitnessKeys []string
-	View        *ExposureView // serves exposure-view; nil refuses it
+	Model       *Model // serves exposure-view; nil refuses it
 	// MaxReply is the reply budget in bytes (default DefaultMaxReply).
 	MaxReply int
 }
@@ -198,13 +197,13 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsR
 		if err := decodeRequest(body, &struct{}{}); err != nil {
 			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
 		}
-		if o.cfg.View == nil {
-			return refusedReply(CodeUnavailable, "no exposure view runs here")
+		if o.cfg.Model == nil {
+			return refusedReply(CodeUnavailable, "no read model runs here")
 		}
-		if err := o.cfg.View.Sync(ctx); err != nil {
+		if err := o.cfg.Model.Sync(ctx); err != nil {
 			return refusedReply(CodeUnavailable, "%v", err)
 		}
-		return fileReply(verifier.MarshalView(o.cfg.View.View(tenant)))
+		return fileReply(verifier.MarshalView(o.cfg.Model.View(tenant)))
 	}
 	return refusedReply(kernel.CodeRequestMalformed, "unknown verb %q", verb)
 }
@@ -224,10 +223,7 @@ func fileReply(b []byte, err error) OpsReply {
 
 // decodeRequest decodes a request body strictly; an empty body is {}.
 func decodeRequest(body []byte, into any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	if err := kernel.DecodeRequest(body, into); err != nil {
+	if err := kernel.DecodeOptionalRequest(body, into); err != nil {
 		return fmt.Errorf("request: %w", err)
 	}
 	return nil

@@ -34,13 +34,18 @@ type ServiceConfig struct {
 	// keys.json.
 	Witnesses   func(tenant string) []*witness.Client
 	WitnessKeys []string
+	// Model is the read model the service follows and serves (the one the
+	// gateway reads); nil makes one over Store.
+	Model *Model
 }
 
 // Service runs the projections of a daemon: one audit projector per tenant,
-// the exposure view, and the ops verbs over them.
+// the read model, and the ops verbs over them.
 type Service struct {
-	Log        *AuditLog
-	View       *ExposureView
+	Log   *AuditLog
+	Model *Model
+	// View is Model, under its former name.
+	View       *Model
 	Ops        *Ops
 	Projectors map[string]*AuditProjector
 
@@ -63,7 +68,11 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if _, err := EnsureAuditStream(ctx, cfg.JS, cfg.AuditStream); err != nil {
 		return nil, err
 	}
-	s := &Service{Log: NewAuditLog(cfg.JS, name), View: NewExposureView(cfg.Store), Projectors: map[string]*AuditProjector{}}
+	model := cfg.Model
+	if model == nil {
+		model = NewModel(ModelConfig{Store: cfg.Store, Logf: cfg.Logf})
+	}
+	s := &Service{Log: NewAuditLog(cfg.JS, name), Model: model, View: model, Projectors: map[string]*AuditProjector{}}
 	for _, t := range cfg.Tenants {
 		var ws []*witness.Client
 		if cfg.Witnesses != nil {
@@ -79,7 +88,7 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		s.Projectors[t] = p
 	}
 	pubs := []ed25519.PublicKey{cfg.Signer.Key.Public().(ed25519.PublicKey)}
-	s.Ops = NewOps(OpsConfig{Log: s.Log, Events: cfg.Store, PublicKeys: append(pubs, cfg.RetiredKeys...), WitnessKeys: cfg.WitnessKeys, View: s.View})
+	s.Ops = NewOps(OpsConfig{Log: s.Log, Events: cfg.Store, PublicKeys: append(pubs, cfg.RetiredKeys...), WitnessKeys: cfg.WitnessKeys, Model: s.Model})
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	for _, p := range s.Projectors {
@@ -87,12 +96,19 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		go func() { defer s.wg.Done(); _ = p.Run(rctx) }()
 	}
 	s.wg.Add(1)
-	go func() { defer s.wg.Done(); _ = s.View.Run(rctx, cfg.NC, cfg.PollInterval, cfg.Logf) }()
+	go func() { defer s.wg.Done(); _ = s.Model.Run(rctx, cfg.NC, cfg.PollInterval, cfg.Logf) }()
 	return s, nil
 }
 
-// Close stops the projectors and the view and waits for them.
+// Close stops the projectors and the read model and waits for them, then
+// writes a last snapshot of the model (when it has a snapshot store) so the
+// next start folds only what is stored after it.
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
+	if s.Model.snapshotting() && s.Model.Seq() > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Model.FlushSnapshot(ctx)
+	}
 }

@@ -43,7 +43,7 @@ func gatewayConfig(dir, providerURL string, durable bool, agents int) string {
 // capability on the provider, and the refunds guarantee.
 func runtimeConfig(sections, providerURL string, agents int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", sections, Tenant)
+	fmt.Fprintf(&b, "%s\n[runtime.limits]\nproposals_per_second = 1000000 # the benchmark measures throughput, not the rate limit\nproposal_burst = 1000000\n\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", sections, Tenant)
 	for a := 0; a < agents; a++ {
 		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
 	}
