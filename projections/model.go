@@ -146,6 +146,8 @@ type AttemptRow struct {
 	// state, or why it could not answer ("provider unreachable: ...").
 	LastReason string `json:"last_reason,omitempty"`
 	NextStep   string `json:"next_safe_step"`
+	// ReservedAt is when the attempt was reserved (its event's time).
+	ReservedAt time.Time `json:"reserved_at,omitzero"`
 }
 
 // OperationView is a copy of one operation the model keeps, with when each
@@ -688,7 +690,7 @@ func (m *Model) OpenAttempts(tenant string) []AttemptRow {
 			row := AttemptRow{AttemptID: r.AttemptID, OperationID: r.OperationID, GuaranteeID: l.GuaranteeID, Resource: l.Resource,
 				Amount: r.Amount, State: r.State.String(), Last: r.Last, LastReason: ts.Reasons[r.AttemptID], NextStep: r.State.NextSafeStep()}
 			if o := ts.Ops[ts.Attempts[r.AttemptID]]; o != nil {
-				row.Principal, row.RunID = o.Op.Principal, o.Op.RunID
+				row.Principal, row.RunID, row.ReservedAt = o.Op.Principal, o.Op.RunID, o.ReservedAt[r.AttemptID]
 			}
 			rows = append(rows, row)
 		}
