@@ -304,6 +304,18 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 	return nil
 }
 
+// ServingErr reports a serving connection that is not connected: a replica
+// whose tenant or operator subscriptions are not back after a store outage
+// cannot answer, however healthy the store is.
+func (g *Gateway) ServingErr() error {
+	for _, c := range g.conns {
+		if !c.IsConnected() {
+			return fmt.Errorf("serving connection %s is %s", c.Opts.Name, c.Status())
+		}
+	}
+	return nil
+}
+
 // connect opens another connection with nc's options.
 func (g *Gateway) connect(nc *nats.Conn, name string) (*nats.Conn, error) {
 	o := nc.Opts

@@ -197,6 +197,7 @@ func (rt *Runtime) Ready(ctx context.Context) Readiness {
 		}
 	}
 	add("audit_lag", auditErr)
+	add("serving", rt.Gateway.ServingErr())
 	rep.Ready = true
 	for _, c := range rep.Checks {
 		rep.Ready = rep.Ready && c.OK
