@@ -12,6 +12,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -189,6 +190,22 @@ time_zone = "Asia/Kolkata"
 	}
 	if r := propose("w4", "ord_w1", 30000); r.Code != kernel.CodeExceeded || !strings.HasPrefix(r.Reason, "refunds-per-order:") {
 		t.Fatalf("the order's ceiling has no window: %+v", r)
+	}
+	// The operator's view lists each window's ledger with its balance.
+	var rows []ExposureRow
+	testenv.Eventually(t, func() bool {
+		rows = e.op("exposure", OpRequest{GuaranteeID: "refunds-per-customer-day"}).Exposure
+		return len(rows) == 2
+	}, 10*time.Second, "two window ledgers in the exposure view")
+	byWindow := map[string]ExposureRow{}
+	for _, r := range rows {
+		byWindow[r.Window] = r
+	}
+	if d1, d2 := byWindow["2026-12-01"], byWindow["2026-12-02"]; d1.Committed != 80000 || d2.Committed != 80000 || d1.Resource != "cust_7" {
+		t.Fatalf("window rows: %+v", rows)
+	}
+	if inc := e.op("incidents", OpRequest{}); len(inc.Incidents) != 0 {
+		t.Fatalf("the windows' events were refused by the read model: %+v", inc.Incidents)
 	}
 	for _, window := range []string{"2026-12-01", "2026-12-02"} {
 		subject, err := events.ExposureWindowSubject("acme", "refunds-per-customer-day", "cust_7", window)

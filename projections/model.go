@@ -128,6 +128,19 @@ type ExposureRow struct {
 	Resource     string `json:"resource"`
 	OpenAttempts int    `json:"open_attempts"`
 	kernel.Balance
+	// Window is the calendar window this ledger counts (a day, an ISO week
+	// or a month in the guarantee's time zone); capacity returns when it
+	// ends.
+	Window string `json:"window,omitempty"`
+	// ReturnsAt and Returns say when a rolling window's oldest committed
+	// amount leaves it, and how much; Balance.Committed is what the window
+	// counts at the time of the read.
+	ReturnsAt time.Time `json:"capacity_returns_at,omitzero"`
+	Returns   int64     `json:"capacity_returns,omitempty"`
+	// Archived summarizes the sealed receipts the ledger no longer lists.
+	Archived kernel.ArchivedReceipts `json:"archived_receipts,omitzero"`
+	// OverLimit counts reservations made over the limit in observe mode.
+	OverLimit int64 `json:"over_limit,omitempty"`
 }
 
 // AttemptRow is an open attempt with its next safe step. It carries no tool
@@ -661,7 +674,15 @@ func (m *Model) Exposure(tenant, guaranteeID, resource string) []ExposureRow {
 				open++
 			}
 		}
-		rows = append(rows, ExposureRow{Tenant: tenant, GuaranteeID: l.GuaranteeID, Resource: l.Resource, OpenAttempts: open, Balance: l.Balance()})
+		row := ExposureRow{Tenant: tenant, GuaranteeID: l.GuaranteeID, Resource: l.Resource, OpenAttempts: open, Balance: l.Balance(),
+			Window: l.Window, Archived: l.Archived, OverLimit: l.OverLimit}
+		if l.Rolling > 0 {
+			now := time.Now() // a read, not a decision: what the window counts now
+			row.Committed = l.CommittedAt(now)
+			row.Available = row.Limit - row.Committed - row.Held
+			row.ReturnsAt, row.Returns, _ = l.NextReturn(now)
+		}
+		rows = append(rows, row)
 	}
 	sort.Slice(rows, func(i, j int) bool {
 		if rows[i].GuaranteeID != rows[j].GuaranteeID {

@@ -152,7 +152,7 @@ func CheckExposureSubject(tenant, subject string, ev kernel.Event) error {
 	if !ok {
 		return nil
 	}
-	want, err := codec.ExposureSubject(tenant, r.GuaranteeID, r.Resource)
+	want, err := codec.ExposureWindowSubject(tenant, r.GuaranteeID, r.Resource, r.Window)
 	if err != nil {
 		return err
 	}
