@@ -217,3 +217,25 @@ time_zone = "Asia/Kolkata"
 		}
 	}
 }
+
+// TestObserveModeMetric: what a guarantee in observe mode would have
+// refused is counted in the metrics.
+func TestObserveModeMetric(t *testing.T) {
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	e, _ := bootObserved(t, hs.URL, BootOptions{}, nil)
+	e.prov = prov
+	nc := e.client("acme", "agent_email")
+	if r := e.propose(nc, "acme", "agent_email", refund("run_o", "o1", "ord_o", 90000)); r.Status != kernel.StatusApplied {
+		t.Fatalf("first: %+v", r)
+	}
+	e.mustOp("guarantee-set-limit", SetLimitRequest{GuaranteeID: "refunds-per-order", Mode: kernel.ModeObserve, Reason: "measure"})
+	if r := e.propose(nc, "acme", "agent_email", refund("run_o", "o2", "ord_o", 20000)); r.Status != kernel.StatusApplied {
+		t.Fatalf("over the limit in observe mode: %+v", r)
+	}
+	testenv.Eventually(t, func() bool {
+		v, ok := sample(scrape(t, e.rt), "contextos_guarantee_over_limit", map[string]string{"tenant": "acme", "guarantee": "refunds-per-order"})
+		return ok && v == 1
+	}, 10*time.Second, "contextos_guarantee_over_limit 1")
+}

@@ -194,6 +194,7 @@ var (
 	descHoldsUp       = prometheus.NewDesc("contextos_open_holds_up", "1 when the open holds could be read at this scrape.", nil, nil)
 	descGHeld         = prometheus.NewDesc("contextos_guarantee_held", "Exposure held by open attempts, summed over the guarantee's resources.", []string{"tenant", "guarantee"}, nil)
 	descGCommitted    = prometheus.NewDesc("contextos_guarantee_committed", "Exposure committed by applied effects, summed over the guarantee's resources.", []string{"tenant", "guarantee"}, nil)
+	descGOverLimit    = prometheus.NewDesc("contextos_guarantee_over_limit", "Reservations a guarantee in observe mode made over its limit: what enforcement would have refused.", []string{"tenant", "guarantee"}, nil)
 	descGResources    = prometheus.NewDesc("contextos_guarantee_resources", "Resource ledgers of the guarantee.", []string{"tenant", "guarantee"}, nil)
 	descRHeld         = prometheus.NewDesc("contextos_exposure_held", "Exposure held on a resource (the runtime.metrics_resource_series resources holding most).", []string{"tenant", "guarantee", "resource"}, nil)
 	descRCommitted    = prometheus.NewDesc("contextos_exposure_committed", "Exposure committed on a resource (same resources as contextos_exposure_held).", []string{"tenant", "guarantee", "resource"}, nil)
@@ -256,7 +257,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 			gauge(descAuditRecords, float64(st.Records), t)
 		}
 		gauge(descKill, b2f(s.killed(t)), t)
-		type sum struct{ held, committed, n int64 }
+		type sum struct{ held, committed, over, n int64 }
 		sums := map[string]*sum{}
 		for _, r := range vw.Resources {
 			if r.GuaranteeID == "" {
@@ -267,7 +268,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 				sm = &sum{}
 				sums[r.GuaranteeID] = sm
 			}
-			sm.held, sm.committed, sm.n = sm.held+r.Held, sm.committed+r.Committed, sm.n+1
+			sm.held, sm.committed, sm.over, sm.n = sm.held+r.Held, sm.committed+r.Committed, sm.over+r.OverLimit, sm.n+1
 			if s.resourceSeries > 0 {
 				top = append(top, res{t, r.GuaranteeID, r.Resource, r.Held, r.Committed, r.Available})
 			}
@@ -276,6 +277,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 			gauge(descGHeld, float64(sm.held), t, gid)
 			gauge(descGCommitted, float64(sm.committed), t, gid)
 			gauge(descGResources, float64(sm.n), t, gid)
+			gauge(descGOverLimit, float64(sm.over), t, gid)
 		}
 	}
 	if s.resourceSeries > 0 {
