@@ -144,8 +144,11 @@ func TestBrowserReconcile(t *testing.T) {
 	if got := text(t, ctx, `tr[data-resource="ord_881"] td.held`); got != "15,000" {
 		t.Fatalf("held %q", got)
 	}
-	if got := text(t, ctx, row+" td:nth-child(9)"); got != kernel.NextStepHeld {
+	if got := text(t, ctx, row+" td:nth-child(10)"); got != kernel.NextStepHeld {
 		t.Fatalf("next safe step %q", got)
+	}
+	if got := text(t, ctx, row+" td.age"); !strings.HasSuffix(got, "s") {
+		t.Fatalf("the hold's age %q", got)
 	}
 	shot(t, ctx, "exposure")
 	e.prov.Settle(r.AttemptID, "succeeded")

@@ -243,16 +243,7 @@ func (s *Server) killSwitchPage(w http.ResponseWriter, r *http.Request, sess *se
 
 // Approval is one proposal refused approval_required, waiting for an
 // operator: a row of the approvals verb's reply.
-type Approval struct {
-	OperationID  string          `json:"operation_id"`
-	OperationKey string          `json:"operation_key"`
-	RunID        string          `json:"run_id"`
-	Principal    string          `json:"principal"`
-	CapabilityID string          `json:"capability_id"`
-	ActionDigest string          `json:"action_digest"`
-	Arguments    json.RawMessage `json:"arguments"`
-	RequestedAt  string          `json:"requested_at"`
-}
+type Approval struct{ gateway.PendingApproval }
 
 // ArgumentsText is the arguments indented for reading, at most 4 KiB.
 func (a Approval) ArgumentsText() string {
@@ -312,14 +303,7 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request, sess *ses
 }
 
 // Incident is one incident: a row of the incidents verb's reply.
-type Incident struct {
-	Kind        string      `json:"kind"`
-	AttemptID   string      `json:"attempt_id"`
-	OperationID string      `json:"operation_id"`
-	Code        kernel.Code `json:"code"`
-	Reason      string      `json:"reason"`
-	At          string      `json:"at"`
-}
+type Incident = gateway.Incident
 
 type incidentsReply struct {
 	OK        bool        `json:"ok"`
