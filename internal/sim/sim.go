@@ -111,6 +111,9 @@ type Options struct {
 	Mutation   Mutation
 	// Trace, when set, receives the run's trace as it goes.
 	Trace io.Writer
+	// LinDir is where a history found not linearizable is visualized
+	// (a temporary directory when empty).
+	LinDir string
 }
 
 // DefaultOptions are the options of the CI runs for seed.
@@ -534,7 +537,7 @@ func (s *Sim) final() {
 	}
 	// Linearizability of what the clients saw.
 	ops := s.resolve(rep.Attempts)
-	if res := lincheck.Check(ops, 20*time.Second, ""); !res.OK {
+	if res := lincheck.Check(ops, 20*time.Second, s.opts.LinDir); !res.OK {
 		s.fail("history not linearizable: %s\n%s", res, lincheck.Describe(ops))
 	}
 }

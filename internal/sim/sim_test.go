@@ -2,6 +2,7 @@ package sim
 
 import (
 	"flag"
+	"io"
 	"fmt"
 	"os"
 	"runtime"
@@ -30,13 +31,9 @@ func replayCommand(seed uint64, m Mutation) string {
 // it.
 func TestSimulation(t *testing.T) {
 	if *flagSeed != 0 {
-		var trace *os.File
-		if testing.Verbose() {
-			trace = os.Stdout
-		}
 		o := DefaultOptions(*flagSeed)
-		if trace != nil {
-			o.Trace = trace
+		if testing.Verbose() {
+			o.Trace = traceOut()
 		}
 		r := Run(o)
 		if r.Failure != nil {
@@ -80,6 +77,9 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// traceOut is where a replayed seed's trace goes.
+func traceOut() io.Writer { return os.Stdout }
 
 func tail(lines []string, n int) string {
 	if len(lines) > n {
