@@ -2,8 +2,8 @@ package sim
 
 import (
 	"flag"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
