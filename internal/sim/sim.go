@@ -100,6 +100,9 @@ var (
 	resources  = []string{"ord-1", "ord-2"}
 )
 
+// SignEvery is how often (in seeds) the audit verifies signatures.
+const SignEvery = 10
+
 // Options configure one run.
 type Options struct {
 	Seed     uint64
@@ -474,14 +477,20 @@ func (s *Sim) final() {
 		s.fail("%v", err)
 		return
 	}
-	rep, err := lincheck.Audit(s.ctx, s.store, s.keys)
+	// One run in SignEvery verifies every signature: the simulation signs
+	// with one key and cannot forge, and verifying is a quarter of a run.
+	keys := events.Keyring{}
+	if s.opts.Seed%SignEvery == 0 || s.opts.Trace != nil {
+		keys = s.keys
+	}
+	rep, err := lincheck.Audit(s.ctx, s.store, keys)
 	if err != nil {
 		s.fail("audit: %v", err)
 		return
 	}
 	s.res.Events = rep.Events
 	switch {
-	case len(rep.BadSignatures) > 0:
+	case len(keys) > 0 && len(rep.BadSignatures) > 0:
 		s.fail("audit: bad signatures %v", rep.BadSignatures)
 	case len(rep.FoldErrors) > 0:
 		s.fail("audit: fold errors %v", rep.FoldErrors)

@@ -17,6 +17,9 @@ var (
 	flagBase  = flag.Uint64("seed-base", 1, "first seed of TestSimulation")
 )
 
+// shortSeeds is the seed count under -short, unless -seeds says otherwise.
+const shortSeeds = 500
+
 // replayCommand is the command that replays seed under mutation m.
 func replayCommand(seed uint64, m Mutation) string {
 	cmd := fmt.Sprintf("go test ./internal/sim -run 'TestSimulation$' -seed %d -v", seed)
@@ -42,8 +45,12 @@ func TestSimulation(t *testing.T) {
 		t.Logf("seed %d: %d steps, %d proposals, %d restarts, %d events, store %+v", r.Seed, r.Steps, r.Proposals, r.Restarts, r.Events, r.Store)
 		return
 	}
+	n := *flagSeeds
+	if testing.Short() && n == defaultSeeds {
+		n = shortSeeds
+	}
 	start := time.Now()
-	results := RunSeeds(*flagBase, *flagSeeds, runtime.GOMAXPROCS(0), DefaultOptions)
+	results := RunSeeds(*flagBase, n, runtime.GOMAXPROCS(0), DefaultOptions)
 	var events, restarts, proposals int
 	var faults StoreStats
 	for _, r := range results {
@@ -59,7 +66,7 @@ func TestSimulation(t *testing.T) {
 		faults.LostAcks += r.Store.LostAcks
 	}
 	t.Logf("%d seeds in %s (GOMAXPROCS %d): %d proposals, %d events, %d restarts, store %+v",
-		*flagSeeds, time.Since(start).Round(time.Millisecond), runtime.GOMAXPROCS(0), proposals, events, restarts, faults)
+		n, time.Since(start).Round(time.Millisecond), runtime.GOMAXPROCS(0), proposals, events, restarts, faults)
 }
 
 // TestDeterministic runs seeds twice and compares their traces: the same
