@@ -67,6 +67,10 @@ unadmitted_runs = "unlimited"
   password = "b-secret"
   capabilities = ["adp_payments.issue_refund"]
 
+  [[tenants.operators]]
+  id = "ops_sim"
+  password = "ops-secret"
+
 [[capabilities]]
 id = "adp_payments.issue_refund"
 version = "1"
@@ -140,26 +144,27 @@ type Result struct {
 
 // Sim is one run.
 type Sim struct {
-	opts    Options
-	ctx     context.Context
-	rnd     *Rand
-	clock   *Clock
-	store   *Store
-	prov    *Provider
-	cfg     *gateway.Config
-	signer  events.Signer
-	keys    events.Keyring
-	view    *projections.ExposureView
-	reps    []*replica
-	depth   int
-	tick    int64
-	ops     []porcupine.Operation
-	props   []*proposal
-	byAtt   map[string]string // attempt id -> proposal key, as replies named them
-	sealed  map[string]bool   // attempts a reply reported sealed
-	applied []string          // attempts whose reply said applied
-	res     Result
-	failure error
+	opts     Options
+	ctx      context.Context
+	rnd      *Rand
+	clock    *Clock
+	store    *Store
+	prov     *Provider
+	cfg      *gateway.Config
+	signer   events.Signer
+	keys     events.Keyring
+	view     *projections.ExposureView
+	reps     []*replica
+	depth    int
+	tick     int64
+	ops      []porcupine.Operation
+	props    []*proposal
+	byAtt    map[string]string // attempt id -> proposal key, as replies named them
+	attempts []string          // the attempts replies named, in order
+	sealed   map[string]bool   // attempts a reply reported sealed
+	applied  []string          // attempts whose reply said applied
+	res      Result
+	failure  error
 }
 
 type replica struct {
@@ -305,6 +310,8 @@ func (s *Sim) step() {
 		s.tracef("%s: RESTART: every in-memory state lost", r.name)
 		s.res.Restarts++
 		s.boot(r)
+	case n < 94 && len(s.attempts) > 0:
+		s.operator(r, s.attempts[s.rnd.IntN(len(s.attempts))])
 	default:
 		s.read(resources[s.rnd.IntN(len(resources))])
 	}
@@ -361,8 +368,9 @@ func (s *Sim) propose(r *replica, p *proposal) {
 		return
 	}
 	s.tracef("%s: propose %s: %s %s attempt %s", r.name, p.key, reply.Status, reply.Code, short(reply.AttemptID))
-	if reply.AttemptID != "" {
+	if _, seen := s.byAtt[reply.AttemptID]; reply.AttemptID != "" && !seen {
 		s.byAtt[reply.AttemptID] = p.key
+		s.attempts = append(s.attempts, reply.AttemptID)
 	}
 	if reply.Code == "" && reply.AttemptID != "" {
 		switch reply.Status {
@@ -415,6 +423,49 @@ func (s *Sim) reconcile(r *replica) {
 			s.sealed[row.AttemptID] = true
 		}
 		s.add(call, ret, in, out)
+	}
+}
+
+// operator has an operator close (close-attempt) or reconcile (reconcile,
+// which queries the provider even for a sealed attempt) one attempt on r.
+func (s *Sim) operator(r *replica, attemptID string) {
+	verb := "close-attempt"
+	if s.rnd.Chance(0.5) {
+		verb = "reconcile"
+	}
+	key := s.byAtt[attemptID]
+	resource := ""
+	for _, p := range s.props {
+		if p.key == key {
+			resource = p.resource
+		}
+	}
+	body, _ := json.Marshal(gateway.OpRequest{AttemptID: attemptID, Reason: "operator in the simulation"})
+	call := s.now()
+	var reply any
+	s.on(r, func() { reply = r.g.Op(s.ctx, Tenant, verb, "ops_sim", body) })
+	ret := s.now()
+	or, ok := reply.(gateway.OpReply)
+	if !ok {
+		s.fail("%s: %s replied %T", r.name, verb, reply)
+		return
+	}
+	s.tracef("%s: operator %s %s: ok %v %s", r.name, verb, short(attemptID), or.OK, or.Code)
+	in := lincheck.Input{Kind: lincheck.KindClose, Resource: resource, Limit: Limit, Key: key}
+	if verb == "close-attempt" {
+		if or.OK {
+			s.sealed[attemptID] = true
+		}
+		s.add(call, ret, in, lincheck.Output{OK: or.OK, Code: string(or.Code)})
+		return
+	}
+	in.Kind = lincheck.KindReconcile
+	for _, row := range or.Settled {
+		s.tracef("%s: operator reconciled %s: status %s outcome %s %s", r.name, short(row.AttemptID), row.Status, row.Outcome, row.Code)
+		if row.Code == "" && row.Outcome.Definitive() {
+			s.sealed[row.AttemptID] = true
+		}
+		s.add(call, ret, in, lincheck.Output{OK: row.Code == "", Status: string(row.Status), Code: string(row.Code), Outcome: string(row.Outcome)})
 	}
 }
 
