@@ -9,6 +9,10 @@ import (
 	"github.com/contextos/ledger/kernel"
 )
 
+// CallTimeout is the capability's HTTP timeout in the simulated
+// configuration: a request still in flight after it is abandoned.
+const CallTimeout = 500 * time.Millisecond
+
 // Behaviour is what the simulated provider does with one dispatch.
 type Behaviour uint8
 
@@ -78,18 +82,36 @@ func (a *providerAdapter) Dispatch(ctx context.Context, attemptID string, args j
 	}
 	a.p.attempts[attemptID] = t
 	a.p.order = append(a.p.order, attemptID)
+	// A request that applies may take effect at once or only when it
+	// arrives, after the other replicas went on; one that arrives after
+	// the caller's timeout is not applied and its reply is lost.
+	late := false
 	switch b {
 	case Applies, CrashAfter, Unlisted:
 		t.applied = true
+		late = s.rnd.Chance(0.3)
 	case Rejects:
 	case Pending:
 		t.pending, t.applied = true, s.rnd.Chance(0.7)
 		t.resolveAt = s.clock.Now().Add(time.Duration(1+s.rnd.IntN(4)) * time.Second)
 	case LostReply:
 		t.applied = s.rnd.Chance(0.5)
+		late = t.applied && s.rnd.Chance(0.5)
 	}
+	if late {
+		t.applied = false
+	}
+	sent := s.clock.Now()
 	// While this replica waits for the reply, the others go on.
 	s.interleave(a.replica)
+	if late {
+		if s.clock.Now().Sub(sent) > CallTimeout {
+			s.tracef("%s: provider call %s arrived after the timeout: not applied, reply lost", a.replica.name, short(attemptID))
+			return s.mutateObservation(gateway.Observation{Outcome: kernel.OutcomeUnknown, Ref: "transport error"})
+		}
+		t.applied = true
+		s.tracef("%s: provider call %s applied on arrival", a.replica.name, short(attemptID))
+	}
 	obs := gateway.Observation{}
 	switch b {
 	case Applies:
