@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-short verify fuzz-smoke bench bench-postgres demo demo-mcp chaos clean tools
+.PHONY: help build test test-short test-clients verify fuzz-smoke bench bench-postgres demo demo-clients demo-mcp chaos clean tools
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -16,9 +16,18 @@ build: ## build contextosd, ctx and the demo provider into bin/
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: ## all tests with the race detector (real embedded NATS, real processes)
+test: ## all tests with the race detector (real embedded NATS, real processes), then the client suites
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./... > /dev/null
+	$(MAKE) test-clients
+
+# Debian's interpreter, which sees Debian's python3-pytest (a pyenv python3
+# on PATH does not).
+PYTHON ?= /usr/bin/python3
+
+test-clients: build ## the Python and TypeScript client suites against a real contextosd (.ci/run installs pytest and the npm packages)
+	cd clients/python && $(PYTHON) -m mypy --strict --no-incremental contextos_ledger && CONTEXTOS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider
+	cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && CONTEXTOS_BIN=$(CURDIR)/$(BIN) npm test
 
 test-short: ## quick tests without the race detector
 	$(GO) test -short -count=1 ./...
@@ -53,6 +62,11 @@ bench-postgres: # PostgreSQL from Debian's packages for the bench's peer (needs 
 
 demo: build ## the shared-refund race on the embedded default, end to end
 	$(GO) run ./examples/shared-guarantees --bin $(BIN)
+
+demo-clients: build ## an agent on the Python client races one on the Go client; a TypeScript agent meets each status
+	cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run build
+	cd examples/ts-agent && npm run build
+	$(GO) run ./examples/python-agent/race --bin $(BIN) --python $(PYTHON)
 
 demo-mcp: build ## the shared-refund race over MCP: scripted MCP agents, an MCP server as the provider
 	$(GO) run ./examples/mcp-agent --bin $(BIN)

@@ -86,14 +86,18 @@ func BenchmarkReservations(b *testing.B) {
 		}
 		return err
 	}
-	// The engine as configured, and without its linger (the group commit
-	// sends whatever is ready the moment an append returns), side by side.
+	// The engine as configured, and, side by side, without each of its
+	// adaptive parts: without its linger (the group commit sends whatever
+	// is ready the moment an append returns), and with the way a group is
+	// appended fixed instead of measured (always one atomic batch, or single
+	// appends whenever every transaction appends one event).
 	for _, mode := range []struct {
-		name   string
-		linger time.Duration
-	}{{"", 0}, {"nolinger_", -1}} {
+		name    string
+		linger  time.Duration
+		appends AppendMode
+	}{{"", 0, AppendMeasured}, {"nolinger_", -1, AppendMeasured}, {"batches_", 0, AppendBatches}, {"singles_", 0, AppendSingles}} {
 		eng := NewEngine(store, sealer)
-		eng.Linger = mode.linger
+		eng.Linger, eng.Appends = mode.linger, mode.appends
 		for _, c := range conc {
 			b.Run(fmt.Sprint(mode.name, "uniform10k/c", c), func(b *testing.B) {
 				tag := rand.Uint64()

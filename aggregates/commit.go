@@ -46,11 +46,21 @@ type txn struct {
 	sealed   bool
 	sealErr  error
 	snaps    []snapCandidate
+	read     []guardRead // the guarded reads of the last decision, at the sequences read
 	attempts int
 	verified bool // a refusal or no-op may be acted on: the caller checked the store's last sequences
 	dirty    bool
 	done     chan txResult
 }
+
+// guardRead is a subject a decision read without appending to it, at the
+// sequence it read (see Guard).
+type guardRead struct {
+	en  *entry
+	seq uint64
+}
+
+func (t *txn) guarded(i int) bool { return t.tx.Bind[i].guarded() }
 
 type txResult struct {
 	res      Result
@@ -79,10 +89,7 @@ type committer struct {
 	formingEvents int
 	inflight      []*txn
 	loads, seals  int
-	// Cost model of the two ways to append a group, moving averages in
-	// seconds: one single-event append (pipelined with others) and one
-	// atomic batch. See maybeSend.
-	single, batch float64
+	costs         costs // of the two ways to append a group; see preferSingles
 	sends         int
 	// Linger (see linger): how many transactions the last append
 	// delivered, when it returned, and whether a wake-up is armed.
@@ -122,7 +129,7 @@ type loadResult struct {
 
 func newCommitter(e *Engine) *committer {
 	return &committer{e: e, kick: make(chan struct{}, 1), sealDone: make(chan sealResult, 64),
-		batchDone: make(chan batchResult, 1), loadDone: make(chan loadResult, 64), single: 0.001, batch: 0.003}
+		batchDone: make(chan batchResult, 1), loadDone: make(chan loadResult, 64), costs: costs{single: 0.001, batch: 0.003}}
 }
 
 func (c *committer) maxEvents() int {
@@ -214,13 +221,20 @@ func (c *committer) decideReady() {
 	if len(c.waiting) == 0 {
 		return
 	}
+	// FIFO per subject: a transaction waits behind an earlier waiting one
+	// that appends to a subject it names. A guarded read (Guard) takes no
+	// part in that order: the subject a whole tenant reads (its kill
+	// switch) would otherwise queue every proposal behind any cold load,
+	// and its guard already refuses an append whose read went stale.
 	var blocked map[*entry]bool
 	block := func(t *txn) {
 		if blocked == nil {
 			blocked = map[*entry]bool{}
 		}
-		for _, en := range t.ens {
-			blocked[en] = true
+		for i, en := range t.ens {
+			if !t.guarded(i) {
+				blocked[en] = true
+			}
 		}
 	}
 	keep := make([]*txn, 0, len(c.waiting))
@@ -235,7 +249,7 @@ func (c *committer) decideReady() {
 		}
 		ready := true
 		for i, en := range t.ens {
-			if blocked[en] {
+			if blocked[en] && !t.guarded(i) {
 				ready = false
 			} else if !c.usable(en, t.refs[i]) {
 				ready = false
@@ -322,6 +336,12 @@ func (c *committer) decide(t *txn) {
 		}
 	}
 	t.evs, t.refusal, t.nevents = evs, refusal, countEvents(evs)
+	t.read = t.read[:0]
+	for i, en := range t.ens {
+		if t.guarded(i) {
+			t.read = append(t.read, guardRead{en: en, seq: en.seq.Load()})
+		}
+	}
 	idle := true
 	for _, en := range t.ens {
 		if en.pending > 0 {
@@ -410,8 +430,15 @@ func (c *committer) maybeSend() {
 	if c.inflight != nil || len(c.forming) == 0 {
 		return
 	}
-	n := 0
-	for n < len(c.forming) && c.forming[n].sealed {
+	// The sealed prefix, cut to what one append may carry: a transaction
+	// decided while the group was nearly full can push the forming events
+	// past the limit, and the store refuses an append over it.
+	n, evs := 0, 0
+	for n < len(c.forming) && c.forming[n].sealed && n < c.maxTxs() {
+		if evs+c.forming[n].nevents > c.maxEvents() && n > 0 {
+			break
+		}
+		evs += c.forming[n].nevents
 		n++
 	}
 	if n == 0 || c.linger(n) {
@@ -458,23 +485,25 @@ func (c *committer) maybeSend() {
 		}
 	}
 	guards := false
+	written := len(items)
 	for _, t := range batch {
 		if t.nevents == 0 {
 			continue
 		}
-		for i, b := range t.tx.Bind {
-			if !b.guarded() || len(envsAt(t.envs, i)) > 0 {
-				continue
-			}
-			en := t.ens[i]
-			if _, ok := idx[en]; !ok {
-				// A subject the decision read and does not append to: the
-				// batch is stored only if it has not moved (Guard). One the
-				// batch appends to is guarded by that append's own sequence.
-				idx[en] = len(items)
-				items = append(items, events.AppendItem{Subject: en.subject, ExpectedLastSeq: en.seq.Load()})
-				ens = append(ens, en)
+		for _, g := range t.read {
+			// A subject the decision read and does not append to: the
+			// batch is stored only if it has not moved since (Guard), at
+			// the sequence the decision read. One the batch appends to is
+			// guarded by that append's own expected sequence.
+			k, ok := idx[g.en]
+			switch {
+			case !ok:
+				idx[g.en] = len(items)
+				items = append(items, events.AppendItem{Subject: g.en.subject, ExpectedLastSeq: g.seq})
+				ens = append(ens, g.en)
 				guards = true
+			case k >= written && g.seq < items[k].ExpectedLastSeq:
+				items[k].ExpectedLastSeq = g.seq // two reads of one subject: the older one must hold
 			}
 		}
 	}
@@ -528,30 +557,16 @@ func (c *committer) maybeSend() {
 const DefaultLinger = 5 * time.Millisecond
 
 // linger reports whether a ready group of n transactions should wait a
-// little before it is sent. The callers of the append that just returned
-// usually come back at once with their next transaction (a closed loop:
-// agents, the gateway's next step); sending the n that are ready now would
-// leave those to wait behind a whole append, and with a fixed cost per
-// atomic batch, concurrent callers would split into two half-size groups
-// that alternate. So the group waits, for at most half of an atomic
-// batch's measured cost and Engine.Linger, until it holds as many transactions
-// as the last append delivered. Never when the group would go as single
-// appends (they are cheap one by one) or is full.
+// little before it is sent (see costs.lingerWait), and arms the wake-up.
 func (c *committer) linger(n int) bool {
-	limit := c.e.Linger
-	if limit == 0 {
-		limit = DefaultLinger
-	}
-	if limit < 0 || n >= c.lastTxs || n >= c.maxTxs() || c.formingEvents >= c.maxEvents() || c.lastDone.IsZero() {
+	if c.lastDone.IsZero() || c.e.Appends == AppendSingles {
 		return false
 	}
-	if float64(c.lastTxs)*c.single < c.batch {
-		return false
-	}
-	wait := min(time.Duration(c.batch*float64(time.Second)/2), limit)
+	full := n >= c.maxTxs() || c.formingEvents >= c.maxEvents()
+	wait := c.costs.lingerWait(n, c.lastTxs, full, c.e.Linger)
 	deadline := c.lastDone.Add(wait)
 	left := time.Until(deadline)
-	if left <= 0 {
+	if wait <= 0 || left <= 0 {
 		return false
 	}
 	if c.lingerAt.Before(deadline) {
@@ -564,6 +579,34 @@ func (c *committer) linger(n int) bool {
 		})
 	}
 	return true
+}
+
+// costs are the measured costs, in seconds, of the two ways to append a
+// group: one single-event append (pipelined with others) and one atomic
+// batch (moving averages, see observe).
+type costs struct{ single, batch float64 }
+
+// singles reports whether n single appends cost less than one atomic batch.
+func (k costs) singles(n int) bool { return float64(n)*k.single < k.batch }
+
+// lingerWait is how long after the last append returned a ready group of n
+// transactions may wait for more (0: send it now). The callers of the
+// append that just returned usually come back at once with their next
+// transaction (a closed loop: agents, the gateway's next step); sending the
+// n that are ready now would leave those to wait behind a whole append, and
+// with a fixed cost per atomic batch, concurrent callers would split into
+// two half-size groups that alternate. So a group smaller than the last one
+// (lastTxs) waits, for at most half of an atomic batch's cost and limit
+// (Engine.Linger: 0 is DefaultLinger, negative never). Never when the group
+// is full or would go as single appends (they are cheap one by one).
+func (k costs) lingerWait(n, lastTxs int, full bool, limit time.Duration) time.Duration {
+	if limit == 0 {
+		limit = DefaultLinger
+	}
+	if limit < 0 || full || n >= lastTxs || k.singles(lastTxs) {
+		return 0
+	}
+	return min(time.Duration(k.batch*float64(time.Second)/2), limit)
 }
 
 // preferSingles decides whether a group is better appended as single-event
@@ -602,8 +645,14 @@ func (c *committer) preferSingles(batch []*txn, items []events.AppendItem, ens [
 			}
 		}
 	}
+	switch c.e.Appends {
+	case AppendBatches:
+		return nil
+	case AppendSingles:
+		return chains
+	}
 	c.sends++
-	singles := float64(len(batch))*c.single < c.batch
+	singles := c.costs.singles(len(batch))
 	if c.sends%100 == 0 && (singles || len(batch) <= 8) {
 		// Explored as singles only when small: a large group, a hot
 		// resource's chain above all, would pay one round trip per event
@@ -622,11 +671,11 @@ func (c *committer) observe(r batchResult) {
 	switch {
 	case r.elapsed <= 0:
 	case r.split != nil:
-		c.single = (1-a)*c.single + a*r.elapsed.Seconds()/float64(max(r.events, 1))
+		c.costs.single = (1-a)*c.costs.single + a*r.elapsed.Seconds()/float64(max(r.events, 1))
 	case len(r.items) == 1 && len(r.items[0].Envs) == 1:
-		c.single = (1-a)*c.single + a*r.elapsed.Seconds()
+		c.costs.single = (1-a)*c.costs.single + a*r.elapsed.Seconds()
 	case len(r.items) > 0:
-		c.batch = (1-a)*c.batch + a*r.elapsed.Seconds()
+		c.costs.batch = (1-a)*c.costs.batch + a*r.elapsed.Seconds()
 	}
 }
 
@@ -787,8 +836,10 @@ func (c *committer) rollback(bad []*entry, involved []*txn, fail map[*txn]error,
 	}
 	for t := range fail {
 		t.dirty = true
-		for _, en := range t.ens {
-			dirty[en] = true
+		for i, en := range t.ens {
+			if !t.guarded(i) {
+				dirty[en] = true
+			}
 		}
 	}
 	for changed := true; changed; {
@@ -803,8 +854,10 @@ func (c *committer) rollback(bad []*entry, involved []*txn, fail map[*txn]error,
 				}
 			}
 			if t.dirty {
-				for _, en := range t.ens {
-					if !dirty[en] {
+				// What a dirty transaction appended is undone on its
+				// subjects; a subject it only read is as it was.
+				for i, en := range t.ens {
+					if !dirty[en] && !t.guarded(i) {
 						dirty[en] = true
 						changed = true
 					}

@@ -61,8 +61,7 @@ func TestGroupCommitConflictRedecidesOnlyConflicting(t *testing.T) {
 	mem := events.NewMemStore()
 	store := &slowStore{Store: mem, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
-	eng.c = newCommitter(eng)
-	eng.c.single, eng.c.batch = 1, 1e-6 // atomic batches always win
+	eng.Appends = AppendBatches
 	ctx := context.Background()
 	const n = 24
 	decisions := make([]atomic.Int32, n+1)
@@ -157,11 +156,9 @@ func hotFIFO(t *testing.T, singles bool) {
 	mem := events.NewMemStore()
 	store := &gateStore{Store: mem, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
-	eng.c = newCommitter(eng)
+	eng.Appends = AppendBatches
 	if singles {
-		eng.c.single, eng.c.batch = 1e-9, 1
-	} else {
-		eng.c.single, eng.c.batch = 1, 1e-9
+		eng.Appends = AppendSingles
 	}
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -282,8 +279,7 @@ func TestSplitGroupConflict(t *testing.T) {
 	rival, _ := events.ExposureSubject("acme", testDef.ID, "ord_s3")
 	store := &rivalStore{Store: mem, subject: rival, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
-	eng.c = newCommitter(eng)
-	eng.c.single, eng.c.batch = 1e-6, 1 // singles always win
+	eng.Appends = AppendSingles
 	ctx := context.Background()
 	const n = 8
 	decisions := make([]atomic.Int32, n)
@@ -307,10 +303,7 @@ func TestSplitGroupConflict(t *testing.T) {
 			}
 		}(i)
 	}
-	for eng.submitted.Load() < n {
-		time.Sleep(100 * time.Microsecond)
-	}
-	time.Sleep(20 * time.Millisecond)
+	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= n }) // all decided behind the held first append
 	close(store.gate)
 	wg.Wait()
 	for i := 0; i < n; i++ {
@@ -339,8 +332,7 @@ func TestChainConflict(t *testing.T) {
 	sub, _ := events.ExposureSubject("acme", testDef.ID, "ord_chain")
 	store := &rivalStore{Store: mem, subject: sub, after: 4, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
-	eng.c = newCommitter(eng)
-	eng.c.single, eng.c.batch = 1e-9, 1
+	eng.Appends = AppendSingles
 	ctx := context.Background()
 	const n = 12
 	var wg sync.WaitGroup
@@ -359,7 +351,7 @@ func TestChainConflict(t *testing.T) {
 			time.Sleep(50 * time.Microsecond)
 		}
 	}
-	time.Sleep(10 * time.Millisecond)
+	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= n }) // the whole chain decided behind the held first append
 	close(store.gate)
 	wg.Wait()
 	if got := replayBalance(t, mem, "ord_chain"); got.Held != 10*n {
@@ -372,40 +364,105 @@ func TestChainConflict(t *testing.T) {
 
 // TestLingerPolicy: a ready group waits for the callers of the append that
 // just returned only while it holds fewer transactions than that append
-// delivered, would go as an atomic batch, and half of a batch's
-// cost (at most Engine.Linger) has not passed since the append returned.
+// delivered, is not full and would go as an atomic batch, for half of a
+// batch's cost, at most Engine.Linger.
 func TestLingerPolicy(t *testing.T) {
 	cases := []struct {
-		name          string
-		n, lastTxs    int
-		single, batch float64 // seconds
-		since         time.Duration
-		linger        time.Duration
-		want          bool
+		name       string
+		n, lastTxs int
+		costs      costs // seconds
+		full       bool
+		linger     time.Duration
+		want       time.Duration
 	}{
-		{"fewer ready than delivered", 10, 40, 0.001, 0.008, 0, 0, true},
-		{"as many as delivered", 40, 40, 0.001, 0.008, 0, 0, false},
-		{"more than delivered", 50, 40, 0.001, 0.008, 0, 0, false},
-		{"would go as singles", 1, 4, 0.001, 0.008, 0, 0, false},
-		{"half the batch cost passed", 10, 40, 0.01, 0.2, 100 * time.Millisecond, time.Second, false},
-		{"inside half the batch cost", 10, 40, 0.01, 0.2, 20 * time.Millisecond, time.Second, true},
-		{"default bound passed", 10, 40, 0.001, 0.100, DefaultLinger, 0, false},
-		{"own bound passed", 10, 40, 0.01, 0.2, 30 * time.Millisecond, 20 * time.Millisecond, false},
-		{"disabled", 10, 40, 0.001, 0.008, 0, -1, false},
-		{"no append yet", 10, 0, 0.001, 0.008, 0, 0, false},
+		{"fewer ready than delivered", 10, 40, costs{0.001, 0.008}, false, 0, 4 * time.Millisecond},
+		{"as many as delivered", 40, 40, costs{0.001, 0.008}, false, 0, 0},
+		{"more than delivered", 50, 40, costs{0.001, 0.008}, false, 0, 0},
+		{"full", 10, 40, costs{0.001, 0.008}, true, 0, 0},
+		{"would go as singles", 1, 4, costs{0.001, 0.008}, false, 0, 0},
+		{"half the batch cost", 10, 40, costs{0.01, 0.2}, false, time.Second, 100 * time.Millisecond},
+		{"default bound", 10, 40, costs{0.01, 0.100}, false, 0, DefaultLinger},
+		{"own bound", 10, 40, costs{0.01, 0.2}, false, 20 * time.Millisecond, 20 * time.Millisecond},
+		{"disabled", 10, 40, costs{0.001, 0.008}, false, -1, 0},
+		{"no append yet", 10, 0, costs{0.001, 0.008}, false, 0, 0},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := NewEngine(events.NewMemStore(), testSealer())
-			e.Linger = c.linger
-			cm := newCommitter(e)
-			cm.single, cm.batch, cm.lastTxs = c.single, c.batch, c.lastTxs
-			if c.lastTxs > 0 {
-				cm.lastDone = time.Now().Add(-c.since)
+		if got := c.costs.lingerWait(c.n, c.lastTxs, c.full, c.linger); got != c.want {
+			t.Errorf("%s: lingerWait = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestGroupNeverExceedsAppendLimit: whatever arrives at once, no append
+// carries more events than the store accepts in one atomic batch. While the
+// first append is held, transactions of six events each (a reservation with
+// its dispatch-start on three ledgers) pile up: 167 of them are 1002
+// events, so the group that forms behind the held append must be cut, and
+// every transaction must be stored.
+func TestGroupNeverExceedsAppendLimit(t *testing.T) {
+	_, js := startStore(t, t.TempDir())
+	gate := make(chan struct{})
+	eng := NewEngine(&gateStore{Store: js, gate: gate}, testSealer())
+	ctx := context.Background()
+	do := func(i int) error {
+		var refs []Ref
+		var holds []kernel.Reserve
+		for j := 0; j < 3; j++ {
+			res := fmt.Sprintf("ord_f%d_%d", i, j)
+			ref, err := ExposureRef("acme", testDef.ID, res)
+			if err != nil {
+				return err
 			}
-			if got := cm.linger(c.n); got != c.want {
-				t.Fatalf("linger(%d) = %v, want %v", c.n, got, c.want)
+			refs = append(refs, ref)
+			holds = append(holds, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o", Amount: 1,
+				Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
+		}
+		var ledgers []*kernel.Ledger
+		var evs [][]kernel.Event
+		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: BindEach(refs, &ledgers, &evs), Decide: func() *kernel.Refusal {
+			evs = make([][]kernel.Event, len(ledgers))
+			for j, l := range ledgers {
+				d := kernel.DecideExposure(l, kernel.ReserveStarted{Reserve: holds[j]})
+				if d.Refusal != nil {
+					return d.Refusal
+				}
+				evs[j] = d.Events
 			}
-		})
+			return nil
+		}})
+		if err == nil && r.Refusal != nil {
+			err = r.Refusal
+		}
+		return err
+	}
+	const n = 400
+	errs := make(chan error, n)
+	go func() { errs <- do(0) }()
+	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= 1 })
+	for i := 1; i < n; i++ {
+		go func(i int) { errs <- do(i) }(i)
+	}
+	// 167 transactions sealed behind the held append are more than one append may carry.
+	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= 168 })
+	close(gate)
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("transaction failed: %v", err)
+		}
+	}
+	if st := eng.Stats(); st.BatchedTxs != n || st.BatchedEvents != 6*n {
+		t.Fatalf("stats %+v, want %d transactions and %d events stored", st, n, 6*n)
+	}
+}
+
+// waitStats polls the engine's counters until cond holds.
+func waitStats(t *testing.T, eng *Engine, cond func(EngineStats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond(eng.Stats()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("engine stats %+v: condition not reached", eng.Stats())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -74,6 +74,18 @@ type Result struct {
 
 // Engine runs transactions against a Store with optimistic concurrency.
 //
+// Its group-commit policy, in full: a transaction is decided as soon as its
+// subjects are loaded and no earlier waiting one names them (FIFO per
+// subject), on state that already holds the decisions before it; at most
+// one append is in flight; when none is, the sealed decisions go out in
+// arrival order, cut at events.MaxBatch events or MaxBatchTxs
+// transactions, as one atomic batch, or as pipelined single appends when
+// each of them appends one event and singles measured cheaper (moving
+// averages of both ways; the other way is tried every 100th group, see
+// Appends); a group smaller than the one the last append delivered first
+// waits, at most half an atomic batch's measured cost and Linger, for the
+// callers that append released.
+//
 // It keeps warm state per subject, keyed by the subject's last stored
 // sequence, and decides every transaction of this process on one committer
 // goroutine, in arrival order per subject (FIFO: no transaction overtakes an
@@ -112,9 +124,13 @@ type Engine struct {
 	MaxBatchEvents int
 	MaxBatchTxs    int
 	// Linger bounds how long a ready group may wait for the callers of the
-	// append that just returned (see committer.linger): 0 is DefaultLinger,
-	// a negative value never waits.
+	// append that just returned: 0 is DefaultLinger, a negative value never
+	// waits.
 	Linger time.Duration
+	// Appends chooses how a group whose transactions each append one event
+	// goes to the store: by the measured costs (the default), always as one
+	// atomic batch, or always as single appends.
+	Appends AppendMode
 	// MaxWarm bounds the subjects whose state the engine keeps warm (0 is
 	// DefaultMaxWarm, negative is unbounded). Past it, the committer drops
 	// the least recently used idle ones; they load again (from their
@@ -134,6 +150,16 @@ type Engine struct {
 	submitted atomic.Uint64
 	stats     engineStats
 }
+
+// AppendMode is Engine.Appends.
+type AppendMode uint8
+
+// Append modes.
+const (
+	AppendMeasured AppendMode = iota // the cheaper way, as measured
+	AppendBatches                    // always one atomic batch
+	AppendSingles                    // single appends whenever every transaction appends one event
+)
 
 // DefaultMaxWarm is Engine.MaxWarm's default: with ledgers of a few
 // receipts, some hundreds of megabytes at most.

@@ -304,8 +304,9 @@ func TestServerRestart(t *testing.T) {
 	}
 }
 
-// TestPinFailsClosed: a changed definition is refused for every resource,
-// including one never seen.
+// TestPinFailsClosed: a definition whose meaning changed is refused for
+// every resource, including one never seen; one that differs only in its
+// limit is not a new meaning (the limit is versioned on the control subject).
 func TestPinFailsClosed(t *testing.T) {
 	_, store := startStore(t, t.TempDir())
 	eng := NewEngine(store, testSealer())
@@ -315,11 +316,16 @@ func TestPinFailsClosed(t *testing.T) {
 	}
 	raised := testDef
 	raised.Limit = 1_000_000
-	r, err := NewEngine(store, testSealer()).Pin(ctx, "acme", raised)
-	if err != nil || r == nil || r.Code != kernel.CodeDefinitionMismatch {
+	if r, err := NewEngine(store, testSealer()).Pin(ctx, "acme", raised); err != nil || r != nil {
 		t.Fatalf("raised limit: %v %v", err, r)
 	}
-	if r, err := eng.Pin(ctx, "globex", raised); err != nil || r != nil {
+	other := testDef
+	other.Unit = "USD_minor"
+	r, err := NewEngine(store, testSealer()).Pin(ctx, "acme", other)
+	if err != nil || r == nil || r.Code != kernel.CodeDefinitionMismatch {
+		t.Fatalf("another unit: %v %v", err, r)
+	}
+	if r, err := eng.Pin(ctx, "globex", other); err != nil || r != nil {
 		t.Fatalf("another tenant pins its own: %v %v", err, r)
 	}
 }

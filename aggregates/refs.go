@@ -10,7 +10,13 @@ import (
 
 // ExposureRef is the ledger of one (tenant, guarantee, resource).
 func ExposureRef(tenant, guaranteeID, resource string) (Ref, error) {
-	subject, err := events.ExposureSubject(tenant, guaranteeID, resource)
+	return ExposureWindowRef(tenant, guaranteeID, resource, "")
+}
+
+// ExposureWindowRef is the ledger of one (tenant, guarantee, resource) in a
+// calendar window ("" for a guarantee without one).
+func ExposureWindowRef(tenant, guaranteeID, resource, window string) (Ref, error) {
+	subject, err := events.ExposureWindowSubject(tenant, guaranteeID, resource, window)
 	if err != nil {
 		return Ref{}, err
 	}
@@ -21,7 +27,7 @@ func ExposureRef(tenant, guaranteeID, resource string) (Ref, error) {
 			// Long resource ids share a hashed token only with negligible
 			// probability; the body carries the full id, so a collision is
 			// caught here instead of merging two ledgers.
-			if r, ok := ev.(kernel.ExposureReserved); ok && (r.Resource != resource || r.GuaranteeID != guaranteeID) {
+			if r, ok := ev.(kernel.ExposureReserved); ok && (r.Resource != resource || r.GuaranteeID != guaranteeID || r.Window != window) {
 				return fmt.Errorf("reservation for %q/%q on the subject of %q/%q", r.GuaranteeID, r.Resource, guaranteeID, resource)
 			}
 			return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -416,16 +417,31 @@ func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint6
 			m.Header.Set(hdrExpectedLastSubjSubj, it.subject)
 		}
 	}
-	ack, err := publishAtomic(ctx, s.nc, s.stream, msgs)
-	if err != nil {
-		return nil, err
-	}
-	if ack.Error != nil {
+	var ack *pubAck
+	for try := 0; ; try++ {
+		var err error
+		if ack, err = publishAtomic(ctx, s.nc, s.stream, msgs); err != nil {
+			return nil, err
+		}
+		if ack.Error == nil {
+			break
+		}
 		actual, isConflict := conflictActual(ack.Error)
 		if !isConflict {
 			return nil, fmt.Errorf("events: atomic batch of %d: %w", total, ack.Error)
 		}
-		return s.batchConflict(ctx, enc, actual)
+		seqs, err := s.batchConflict(ctx, enc, actual)
+		var conflict *ConflictError
+		if !errors.As(err, &conflict) || conflict.Subject != "" || try >= maxUnmovedRetries {
+			return seqs, err
+		}
+		// Nothing moved: a replicated stream's leader refuses a batch that
+		// expects a subject another batch expects while that one is being
+		// applied (every proposal of a tenant guards its control subject),
+		// though no expectation is wrong. The same batch goes again.
+		if err := pause(ctx, try); err != nil {
+			return nil, err
+		}
 	}
 	// The server commits a batch as one contiguous run of sequences in
 	// publish order, acknowledging the last.
@@ -443,6 +459,27 @@ func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint6
 		seqs[i] = seq
 	}
 	return seqs, nil
+}
+
+// maxUnmovedRetries bounds how often appendAtomic sends a batch again that
+// was refused though none of its expectations was wrong. Writers that all
+// guard one subject are admitted one batch at a time by a replicated
+// stream's leader; six of them sending without pause needed up to some
+// dozens of tries (TestGuardsDoNotCollideR3).
+const maxUnmovedRetries = 200
+
+// pause waits a jittered, growing interval (at most about 5 ms) before a
+// batch is sent again.
+func pause(ctx context.Context, try int) error {
+	d := time.Duration(100+rand.IntN(200*(1<<min(try, 5)))) * time.Microsecond
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // batchConflict handles a batch refused for a wrong last sequence. An exact

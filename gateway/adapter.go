@@ -4,21 +4,52 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/contextos/ledger/kernel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Observation is what an adapter learned about an attempt.
 type Observation struct {
 	Outcome kernel.Outcome
 	// Ref is what the provider reported (its state, or the HTTP status),
-	// recorded with the observation.
+	// recorded with the observation. When the provider could not be
+	// reached or did not answer under its contract, it says why
+	// ("provider unreachable: ...", "provider timed out after 5s",
+	// "provider answered 503 Service Unavailable").
 	Ref string
+	// Failure is the kind of provider failure behind an unknown outcome
+	// (one of the Failure constants), empty when the provider answered
+	// under its recovery contract.
+	Failure string
 }
+
+// Kinds of provider failure (Observation.Failure), the values of the
+// provider errors metric's kind label.
+const (
+	FailureTransport    = "transport"     // no connection, or it broke before a reply
+	FailureTimeout      = "timeout"       // no reply within http.timeout
+	FailureStatus5xx    = "status_5xx"    // a 5xx the contract does not list as not applied
+	FailureStatusOther  = "status_other"  // another non-2xx the contract does not list
+	FailureBrokenReply  = "broken_reply"  // the reply body could not be read
+	FailureUnrecognized = "unrecognized"  // a 2xx whose state the contract does not list
+	FailureRequest      = "request_error" // the request could not be built
+)
+
+// maxReasonBytes bounds the reason an observation records: it is stored in
+// signed events.
+const maxReasonBytes = 300
 
 // Adapter calls a provider. Dispatch is called at most once per attempt,
 // after its durable dispatch-start; Query asks about an attempt later by its
@@ -64,11 +95,11 @@ func providerTransport() *http.Transport {
 func (a *HTTPAdapter) Dispatch(ctx context.Context, attemptID string, args json.RawMessage) Observation {
 	req, err := http.NewRequestWithContext(ctx, a.Cap.HTTP.Method, a.Cap.HTTP.URL, bytes.NewReader(args))
 	if err != nil {
-		return Observation{Outcome: kernel.OutcomeUnknown, Ref: "request: " + err.Error()}
+		return Observation{Outcome: kernel.OutcomeUnknown, Ref: clip("request: " + err.Error()), Failure: FailureRequest}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(a.Cap.HTTP.IdempotencyHeader, attemptID)
-	return a.do(req)
+	return a.do(req, "dispatch", a.Contract.Classify)
 }
 
 // Query looks the attempt up by its idempotency key.
@@ -76,28 +107,89 @@ func (a *HTTPAdapter) Query(ctx context.Context, attemptID string) Observation {
 	u := strings.ReplaceAll(a.Cap.Recovery.QueryURL, "{idempotency_key}", url.PathEscape(attemptID))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return Observation{Outcome: kernel.OutcomeUnknown, Ref: "request: " + err.Error()}
+		return Observation{Outcome: kernel.OutcomeUnknown, Ref: clip("request: " + err.Error()), Failure: FailureRequest}
 	}
 	req.Header.Set(a.Cap.HTTP.IdempotencyHeader, attemptID)
-	return a.do(req)
+	return a.do(req, "query", a.Contract.ClassifyQuery)
 }
 
-func (a *HTTPAdapter) do(req *http.Request) Observation {
+// do sends req inside a client span whose W3C trace context goes to the
+// provider in the traceparent header (the span is non-recording when
+// tracing is off, and then carries the agent's trace context, if any).
+func (a *HTTPAdapter) do(req *http.Request, call string, classify func(kernel.ProviderReply) (kernel.Outcome, string)) Observation {
+	ctx, span := trace.SpanFromContext(req.Context()).TracerProvider().Tracer(tracerName).Start(req.Context(), "provider."+call,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attribute.String("capability", a.Cap.ID),
+			attribute.String("http.request.method", req.Method), attribute.String("url.path", req.URL.Path)))
+	defer span.End()
+	req = req.WithContext(ctx)
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	obs := a.send(req, classify)
+	if obs.Failure != "" {
+		span.SetStatus(codes.Error, obs.Ref)
+	}
+	return obs
+}
+
+func (a *HTTPAdapter) send(req *http.Request, classify func(kernel.ProviderReply) (kernel.Outcome, string)) Observation {
 	resp, err := a.Client.Do(req)
 	if err != nil {
-		return Observation{Outcome: kernel.OutcomeUnknown, Ref: "transport error"}
+		return transportFailure(err, a.Client.Timeout)
 	}
 	defer resp.Body.Close()
+	trace.SpanFromContext(req.Context()).SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return Observation{Outcome: kernel.OutcomeUnknown, Ref: "broken reply"}
+		return Observation{Outcome: kernel.OutcomeUnknown, Ref: clip(fmt.Sprintf("provider reply broken (%d %s): %v", resp.StatusCode, http.StatusText(resp.StatusCode), err)),
+			Failure: FailureBrokenReply}
 	}
-	out, state := a.Contract.Classify(kernel.ProviderReply{Status: resp.StatusCode, Body: body})
+	out, state := classify(kernel.ProviderReply{Status: resp.StatusCode, Body: body})
 	ref := "http " + http.StatusText(resp.StatusCode)
 	if state != "" {
 		ref = state
 	}
-	return Observation{Outcome: out, Ref: ref}
+	obs := Observation{Outcome: out, Ref: ref}
+	if out == kernel.OutcomeUnknown {
+		ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
+		switch {
+		case ok:
+			obs.Failure = FailureUnrecognized
+			obs.Ref = clip(fmt.Sprintf("provider answered %d with state %q, which the recovery contract does not list", resp.StatusCode, state))
+		case resp.StatusCode >= 500:
+			obs.Failure = FailureStatus5xx
+		default:
+			obs.Failure = FailureStatusOther
+		}
+		if !ok {
+			obs.Ref = fmt.Sprintf("provider answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+		}
+	}
+	return obs
+}
+
+// transportFailure describes a call that got no reply. The URL is left out
+// of the reason (it may carry credentials): *url.Error's inner error names
+// the address and what went wrong.
+func transportFailure(err error, timeout time.Duration) Observation {
+	var ue *url.Error
+	inner := err
+	if errors.As(err, &ue) {
+		inner = ue.Err
+	}
+	if ue != nil && ue.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		return Observation{Outcome: kernel.OutcomeUnknown, Ref: fmt.Sprintf("provider timed out after %s", timeout), Failure: FailureTimeout}
+	}
+	return Observation{Outcome: kernel.OutcomeUnknown, Ref: clip("provider unreachable: " + inner.Error()), Failure: FailureTransport}
+}
+
+func clip(s string) string {
+	if len(s) <= maxReasonBytes {
+		return s
+	}
+	s = s[:maxReasonBytes]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "..."
 }
 
 // noopAdapter serves non-effectful capabilities: nothing can be left

@@ -142,6 +142,8 @@ func approvalRef(tenant, id string) (aggregates.Ref, error) {
 				got = e.ApprovalID
 			case kernel.ApprovalRedeemed:
 				got = e.ApprovalID
+			case kernel.ApprovalDenied:
+				got = e.ApprovalID
 			}
 			if got != id {
 				return fmt.Errorf("approval event for %q on the subject of %q", got, id)
@@ -271,6 +273,18 @@ type ApproveRequest struct {
 	Reason       string `json:"reason,omitempty"`
 }
 
+// DenyRequest is the body of the deny verb: approve's, with a reason that
+// is required. Without approval_id it answers a pending approval request
+// (the action digest of an approval_required reply, at the capability's
+// risk) no, under a new approval id; with one it withdraws that approval,
+// granted and not yet redeemed.
+type DenyRequest struct {
+	ApprovalID   string `json:"approval_id,omitempty"`
+	ActionDigest string `json:"action_digest,omitempty"`
+	Risk         string `json:"risk,omitempty"`
+	Reason       string `json:"reason"`
+}
+
 // AdmitRunRequest is the body of the admit-run verb.
 type AdmitRunRequest struct {
 	RunID       string `json:"run_id"`
@@ -294,7 +308,7 @@ type EvidenceRequest struct {
 }
 
 // authzVerbs are the verbs served by authzOp.
-var authzVerbs = []string{"grant", "revoke", "approve", "admit-run", "run", "evidence"}
+var authzVerbs = []string{"grant", "revoke", "approve", "deny", "admit-run", "run", "evidence"}
 
 // authzOp serves an authorization or evidence verb; ok is false for any
 // other verb.
@@ -313,6 +327,12 @@ func (g *Gateway) authzOp(ctx context.Context, tenant, verb, operator string, bo
 			return *r, true
 		}
 		return g.opApprove(ctx, tenant, operator, req), true
+	case "deny":
+		var req DenyRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		return g.opDeny(ctx, tenant, operator, req), true
 	case "admit-run":
 		var req AdmitRunRequest
 		if r := decodeOp(body, &req); r != nil {
@@ -416,6 +436,31 @@ func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req Ap
 	}
 	return OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": granted.ActionDigest, "risk": granted.Risk,
 		"expires_at": granted.ExpiresAt.Format(time.RFC3339Nano)}}
+}
+
+func (g *Gateway) opDeny(ctx context.Context, tenant, operator string, req DenyRequest) OpReply {
+	id := req.ApprovalID
+	if id == "" {
+		id = g.ids.New()
+	}
+	ref, err := approvalRef(tenant, id)
+	if err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+	}
+	cmd := kernel.DenyApproval{ApprovalID: id, ActionDigest: req.ActionDigest, Risk: req.Risk, Operator: operator, Reason: req.Reason, Now: g.clock.Now()}
+	var a *kernel.Approval
+	var d kernel.Decision
+	var digest, risk string
+	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &a, &d.Events)},
+		Decide: func() *kernel.Refusal { d = kernel.DecideApprovalDeny(a, cmd); return d.Refusal },
+		Done:   func() { digest, risk = a.ActionDigest, a.Risk }})
+	if err != nil {
+		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+	}
+	if res.Refusal != nil {
+		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	}
+	return OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": digest, "risk": risk, "denied": true, "reason": req.Reason}}
 }
 
 func (g *Gateway) opAdmitRun(ctx context.Context, tc *TenantConfig, operator string, req AdmitRunRequest) OpReply {

@@ -638,3 +638,61 @@ func sameJSON(a, b json.RawMessage) bool {
 	cb, err2 := kernel.Canonical(b)
 	return err1 == nil && err2 == nil && len(a) > 0 && string(ca) == string(cb)
 }
+
+// TestAuthzDeny: an operator answers a pending approval request no, with a
+// reason: the denied approval is never redeemed (approval_denied) and
+// nothing is held. An approval granted and not yet used can be withdrawn
+// the same way; a redeemed one cannot, and a denial needs a reason.
+func TestAuthzDeny(t *testing.T) {
+	e, _ := authzEnv(t, "authz.toml")
+	nc := e.client("acme", "agent_email")
+	e.admit("run_d", "agent_email", 50, 10000000)
+	high := func(key string, amount int64, approval string) map[string]any {
+		p := refundTo(capRefundHigh, "run_d", key, "ord_d", amount)
+		if approval != "" {
+			p["approval_id"] = approval
+		}
+		return p
+	}
+	pending := e.propose(nc, "acme", "agent_email", high("d0", 40000, ""))
+	wantRefused(t, "no approval", pending, kernel.CodeApprovalRequired)
+	if r := e.opAny("deny", DenyRequest{ActionDigest: pending.ActionDigest, Risk: "high"}); r.OK || r.Code != kernel.CodeRequestMalformed {
+		t.Fatalf("denial without a reason: %+v", r)
+	}
+	denied := e.mustOp("deny", DenyRequest{ActionDigest: pending.ActionDigest, Risk: "high", Reason: "duplicate of ticket 4411"})
+	id := denied.Data["approval_id"].(string)
+	r := e.propose(nc, "acme", "agent_email", high("d1", 40000, id))
+	wantRefused(t, "denied request", r, kernel.CodeApprovalDenied)
+	if !strings.Contains(r.Reason, "duplicate of ticket 4411") {
+		t.Fatalf("the reason is not passed on: %+v", r)
+	}
+
+	granted := e.mustOp("approve", ApproveRequest{ActionDigest: pending.ActionDigest, Risk: "high", ExpiresIn: "10m"}).Data["approval_id"].(string)
+	e.mustOp("deny", DenyRequest{ApprovalID: granted, Reason: "approved by mistake"})
+	wantRefused(t, "withdrawn approval", e.propose(nc, "acme", "agent_email", high("d2", 40000, granted)), kernel.CodeApprovalDenied)
+
+	used := e.mustOp("approve", ApproveRequest{ActionDigest: pending.ActionDigest, Risk: "high", ExpiresIn: "10m"}).Data["approval_id"].(string)
+	wantApplied(t, "approved", e.propose(nc, "acme", "agent_email", high("d3", 40000, used)))
+	if r := e.opAny("deny", DenyRequest{ApprovalID: used, Reason: "too late"}); r.OK || r.Code != kernel.CodeApprovalRedeemed {
+		t.Fatalf("denial of a redeemed approval: %+v", r)
+	}
+	if bal := e.exposure()["ord_d"]; bal.Committed != 40000 || bal.Held != 0 {
+		t.Fatalf("ord_d: %+v", bal)
+	}
+	var kinds []string
+	for _, ev := range e.signed(mustSubject(t, "acme", "approval", id)) {
+		kinds = append(kinds, ev.EventType())
+	}
+	if strings.Join(kinds, ",") != kernel.TypeApprovalDenied {
+		t.Fatalf("approval %s holds %v", id, kinds)
+	}
+}
+
+func mustSubject(t *testing.T, tenant, kind string, ids ...string) string {
+	t.Helper()
+	s, err := events.Subject(tenant, kind, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

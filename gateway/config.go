@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	_ "time/tzdata" // guarantees' time zones, whatever the host has
 
 	"github.com/BurntSushi/toml"
 	"github.com/contextos/ledger/kernel"
@@ -22,9 +23,20 @@ type Config struct {
 	Tenants      []TenantConfig     `toml:"tenants"`
 	Capabilities []CapabilityConfig `toml:"capabilities"`
 	RawGuarantee []GuaranteeConfig  `toml:"guarantees"`
+	Console      ConsoleConfig      `toml:"console"`
 	MCP          MCPConfig          `toml:"mcp"`
 	// Guarantees are the validated definitions of RawGuarantee.
 	Guarantees []kernel.Definition `toml:"-"`
+	zones      map[string]*time.Location
+}
+
+// Zone is a calendar window's time zone ("" is UTC), loaded when the
+// configuration was validated.
+func (c *Config) Zone(name string) *time.Location {
+	if z, ok := c.zones[name]; ok {
+		return z
+	}
+	return time.UTC
 }
 
 // NATSConfig says where the event store lives.
@@ -64,15 +76,19 @@ type RuntimeConfig struct {
 	// Executor names this replica in operation claims; default host-pid.
 	Executor string `toml:"executor"`
 	// ReconcileInterval is how often pending and unknown attempts are
-	// queried; 0 disables the background reconciler.
-	ReconcileInterval duration `toml:"reconcile_interval"`
+	// queried (default DefaultReconcileInterval); "0s" disables the
+	// background reconciler.
+	ReconcileInterval optionalDuration `toml:"reconcile_interval"`
 	// MaxProposalBytes bounds a proposal body (default 65536).
 	MaxProposalBytes int `toml:"max_proposal_bytes"`
 	// Workers bounds proposals handled at once (default 256).
 	Workers int `toml:"workers"`
-	// MetricsListen, when set, serves the exposure view in the Prometheus
-	// text format at http://<addr>/metrics (loopback only).
+	// MetricsListen, when set, serves /metrics (Prometheus), /healthz and
+	// /readyz at http://<addr> (loopback only).
 	MetricsListen string `toml:"metrics_listen"`
+	// ObservabilityConfig holds the logging, health and metrics keys
+	// (telemetry_config.go).
+	ObservabilityConfig
 }
 
 // TenantConfig declares a tenant's principals.
@@ -133,6 +149,9 @@ type CapabilityConfig struct {
 	// input schema of the capability's MCP tool.
 	ArgumentsSchema string        `toml:"arguments_schema"`
 	MCP             MCPToolConfig `toml:"mcp"`
+	// Breaker trips the capability's switch after repeated provider
+	// failures (telemetry_config.go).
+	Breaker BreakerConfig `toml:"breaker"`
 
 	policy *kernel.CompiledPolicy
 	pack   *kernel.ContextPack
@@ -192,6 +211,14 @@ type GuaranteeConfig struct {
 	AmountPointer   string   `toml:"amount_pointer"`
 	Limit           int64    `toml:"limit"`
 	Unit            string   `toml:"unit"`
+	// Mode is "enforce" (the default) or "observe" (record what would be
+	// refused, refuse nothing).
+	Mode string `toml:"mode"`
+	// Window is "" (no period), "day", "week" or "month" in TimeZone (an
+	// IANA name, "" for UTC), or "rolling" over Duration ("24h").
+	Window   string `toml:"window"`
+	TimeZone string `toml:"time_zone"`
+	Duration string `toml:"duration"`
 }
 
 type duration struct{ time.Duration }
@@ -207,6 +234,25 @@ func (d *duration) UnmarshalText(b []byte) error {
 	d.Duration = v
 	return nil
 }
+
+// optionalDuration is a duration whose absence is told apart from "0s".
+type optionalDuration struct {
+	time.Duration
+	set bool // written by the configuration, even as 0
+}
+
+func (d *optionalDuration) UnmarshalText(b []byte) error {
+	var v duration
+	if err := v.UnmarshalText(b); err != nil {
+		return err
+	}
+	d.Duration, d.set = v.Duration, true
+	return nil
+}
+
+// DefaultReconcileInterval is runtime.reconcile_interval's default: the
+// crash-recovery path runs by itself.
+const DefaultReconcileInterval = 30 * time.Second
 
 // LoadConfig reads and validates a configuration file.
 func LoadConfig(path string) (*Config, error) {
@@ -236,6 +282,9 @@ func parseConfig(b []byte, dir string) (*Config, error) {
 		return nil, fmt.Errorf("config: unknown keys: %s", strings.Join(keys, ", "))
 	}
 	if err := c.validate(dir); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Console.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return &c, nil
@@ -273,6 +322,12 @@ func (c *Config) validate(dir string) error {
 	}
 	if c.Runtime.Workers == 0 {
 		c.Runtime.Workers = 256
+	}
+	if err := c.Runtime.ObservabilityConfig.validate(); err != nil {
+		return err
+	}
+	if !c.Runtime.ReconcileInterval.set && c.Runtime.ReconcileInterval.Duration == 0 {
+		c.Runtime.ReconcileInterval.Duration = DefaultReconcileInterval
 	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")
@@ -327,7 +382,7 @@ func (c *Config) validate(dir string) error {
 	seenG := map[string]bool{}
 	for _, g := range c.RawGuarantee {
 		def := kernel.Definition{ID: g.ID, CapabilityIDs: g.CapabilityIDs, ResourcePointer: g.ResourcePointer,
-			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit}
+			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit, Mode: g.Mode, Window: g.Window, TimeZone: g.TimeZone, Duration: g.Duration}
 		if r := def.Validate(); r != nil {
 			return r
 		}
@@ -339,6 +394,16 @@ func (c *Config) validate(dir string) error {
 			if caps[capID] == nil {
 				return fmt.Errorf("guarantee %s covers unknown capability %s", g.ID, capID)
 			}
+		}
+		if def.Calendar() && def.TimeZone != "" {
+			z, err := time.LoadLocation(def.TimeZone)
+			if err != nil {
+				return fmt.Errorf("guarantee %s time_zone: %w", g.ID, err)
+			}
+			if c.zones == nil {
+				c.zones = map[string]*time.Location{}
+			}
+			c.zones[def.TimeZone] = z
 		}
 		c.Guarantees = append(c.Guarantees, def)
 	}
@@ -360,6 +425,9 @@ func (cp *CapabilityConfig) validate(dir string) error {
 		return err
 	}
 	if err := cp.validateMCPManifest(); err != nil {
+		return err
+	}
+	if err := cp.Breaker.validate(); err != nil {
 		return err
 	}
 	switch cp.Adapter {

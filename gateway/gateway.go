@@ -28,10 +28,13 @@ type Gateway struct {
 	policyDigest string
 	log          *slog.Logger
 	hooks        Hooks
+	tel          *telemetry // logs, metrics, traces around the handlers; nil: none
+	brk          *breakers  // circuit breakers (breaker.go); nil: none
 
 	adapters map[string]Adapter
 	index    *index
 	inflight inflight
+	seen     sightings
 	extraOps map[string]OpHandler
 
 	mu      sync.RWMutex
@@ -192,7 +195,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		if principal == "ops" {
 			reply = Reply{Status: kernel.StatusRefused, Code: kernel.CodeAuthorityDenied, Reason: "ops is not a principal"}
 		} else {
-			reply = g.Propose(ctx, tenant, principal, m.Data)
+			reply = g.observePropose(ctx, tenant, principal, m.Header, m.Data)
 		}
 		g.respond(m, reply)
 	}))
@@ -206,7 +209,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tok[2], "operator", tok[5])
 			return
 		}
-		g.respond(m, g.Op(ctx, tok[2], tok[4], tok[5], m.Data))
+		g.respond(m, g.observeOp(ctx, tok[2], tok[4], tok[5], m.Data))
 	}))
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -476,14 +477,16 @@ func TestIndexSkipsNonEvents(t *testing.T) {
 	}
 }
 
-// TestMetricsEndpoint: the daemon serves held and committed per guarantee and
-// resource in the Prometheus text format.
+// TestMetricsEndpoint: the daemon serves held and committed per guarantee and,
+// when runtime.metrics_resource_series asks, per resource in the Prometheus
+// text format.
 func TestMetricsEndpoint(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
 	cfg := testConfig(t, t.TempDir(), hs.URL)
 	cfg.Runtime.MetricsListen = "127.0.0.1:0"
+	cfg.Runtime.MetricsResourceSeries = 10
 	rt, err := Boot(cfg, BootOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -494,8 +497,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	nc := e.client("acme", "agent_email")
 	e.propose(nc, "acme", "agent_email", refund("run_m", "m1", "ord_m", 1500))
 	e.propose(nc, "acme", "agent_email", refund("run_m", "m2", "ord_m", 2500))
-	want := []string{`contextos_exposure_held{tenant="acme",guarantee="refunds-per-order",resource="ord_m"} 1500`,
-		`contextos_exposure_committed{tenant="acme",guarantee="refunds-per-order",resource="ord_m"} 2500`}
+	want := []string{`contextos_exposure_held{guarantee="refunds-per-order",resource="ord_m",tenant="acme"} 1500`,
+		`contextos_exposure_committed{guarantee="refunds-per-order",resource="ord_m",tenant="acme"} 2500`,
+		`contextos_guarantee_held{guarantee="refunds-per-order",tenant="acme"} 1500`}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := http.Get(rt.MetricsURL)
@@ -515,5 +519,52 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Fatalf("metrics never showed %v:\n%s", want, b)
 		}
 		time.Sleep(100 * time.Millisecond) // the view follows the stream
+	}
+}
+
+// TestProviderReceivesDigestedBytes: arguments sent in any JSON spelling
+// reach the provider as the canonical bytes the action digest was made
+// over; a lone surrogate escape is refused before anything is reserved.
+func TestProviderReceivesDigestedBytes(t *testing.T) {
+	e := startEnv(t)
+	nc := e.client("acme", "agent_email")
+	send := func(key, args string) Reply {
+		t.Helper()
+		body := `{"run_id":"run_d","operation_key":"` + key + `","capability_id":"adp_payments.issue_refund","arguments":` + args + `}`
+		msg, err := nc.Request(ProposeSubject("acme", "agent_email"), []byte(body), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r Reply
+		if err := json.Unmarshal(msg.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := send("d1", `{ "currency":"INR", "amount_minor": 1.0E2, "order_id":"ord_\u0064" }`)
+	if r.Status != kernel.StatusApplied {
+		t.Fatalf("proposal: %+v", r)
+	}
+	want := `{"amount_minor":100,"currency":"INR","order_id":"ord_d"}`
+	var got string
+	for _, rf := range e.prov.Refunds() {
+		if rf.Key == r.AttemptID {
+			got = string(rf.Args)
+		}
+	}
+	if got != want {
+		t.Fatalf("provider received %s, want the canonical %s", got, want)
+	}
+	cp, _ := e.rt.Config.Capability("adp_payments.issue_refund")
+	act, refusal := bindAction("acme", "agent_email", Proposal{RunID: "run_d", CapabilityID: cp.ID, Arguments: []byte(want)}, cp)
+	if refusal != nil || act.digest != r.ActionDigest {
+		t.Fatalf("digest of the provider's body %s (%v), reply's %s", act.digest, refusal, r.ActionDigest)
+	}
+	for i, args := range []string{`{"order_id":"s_\ud800","amount_minor":1}`, `{"order_id":"s_\udc00","amount_minor":1}`} {
+		before := e.prov.Stats().Calls
+		r := send(fmt.Sprint("s", i), args)
+		if r.Status != kernel.StatusRefused || r.Code != kernel.CodeRequestMalformed || e.prov.Stats().Calls != before {
+			t.Fatalf("%s: %+v", args, r)
+		}
 	}
 }

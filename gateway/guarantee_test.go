@@ -3,10 +3,15 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -98,6 +103,100 @@ func TestGuaranteeSetLimit(t *testing.T) {
 		got.At = ""
 		if got != want[i] {
 			t.Fatalf("version %d: got %+v, want %+v", i+1, got, want[i])
+		}
+	}
+}
+
+// TestWindowedGuarantee: a refund is covered by the order's ceiling and by a
+// per-customer-per-day ceiling in Asia/Kolkata. Both reserve atomically or
+// neither does, the refusal names the day's ceiling, and at local midnight
+// the customer's capacity returns while the order's does not.
+func TestWindowedGuarantee(t *testing.T) {
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	raw, err := os.ReadFile("testdata/gateway.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", hs.URL).Replace(string(raw)) + `
+[[guarantees]]
+id = "refunds-per-customer-day"
+capability_ids = ["adp_payments.issue_refund"]
+resource_pointer = "/customer_id"
+amount_pointer = "/amount_minor"
+limit = 150000
+unit = "INR_minor"
+window = "day"
+time_zone = "Asia/Kolkata"
+`
+	cfg, err := ParseConfig([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	e := &env{t: t, prov: prov, dir: dir, rt: rt}
+	clock := &fakeClock{t: time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)} // 22:30 in Kolkata
+	g := e.replica(clock, "replica-w")
+	t.Cleanup(g.Stop)
+	propose := func(key, order string, amount int64) Reply {
+		t.Helper()
+		p := refund("run_w", key, order, amount)
+		p["arguments"].(map[string]any)["customer_id"] = "cust_7"
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Propose(context.Background(), "acme", "agent_email", b)
+	}
+	balance := func(r Reply, guarantee string) kernel.Balance {
+		t.Helper()
+		for _, row := range r.Guarantees {
+			if row.GuaranteeID == guarantee {
+				return row.Balance
+			}
+		}
+		t.Fatalf("no %s in %+v", guarantee, r)
+		return kernel.Balance{}
+	}
+
+	if r := propose("w1", "ord_w1", 80000); r.Status != kernel.StatusApplied {
+		t.Fatalf("first refund: %+v", r)
+	}
+	calls := prov.Stats().Calls
+	r := propose("w2", "ord_w2", 80000)
+	if r.Code != kernel.CodeExceeded || !strings.HasPrefix(r.Reason, "refunds-per-customer-day:") {
+		t.Fatalf("second refund the same day: %+v", r)
+	}
+	if b := balance(r, "refunds-per-order"); b.Held != 0 || b.Committed != 0 {
+		t.Fatalf("the order's ledger moved on a refusal by the day's ceiling: %+v", b)
+	}
+	if prov.Stats().Calls != calls {
+		t.Fatal("a refused refund reached the provider")
+	}
+	clock.Advance(100 * time.Minute) // 00:10 on 2 December in Kolkata
+	r = propose("w3", "ord_w2", 80000)
+	if r.Status != kernel.StatusApplied {
+		t.Fatalf("after local midnight: %+v", r)
+	}
+	if b := balance(r, "refunds-per-customer-day"); b.Committed != 80000 || b.Available != 70000 {
+		t.Fatalf("the new day's ledger: %+v", b)
+	}
+	if r := propose("w4", "ord_w1", 30000); r.Code != kernel.CodeExceeded || !strings.HasPrefix(r.Reason, "refunds-per-order:") {
+		t.Fatalf("the order's ceiling has no window: %+v", r)
+	}
+	for _, window := range []string{"2026-12-01", "2026-12-02"} {
+		subject, err := events.ExposureWindowSubject("acme", "refunds-per-customer-day", "cust_7", window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if evs := e.signed(subject); len(evs) == 0 {
+			t.Fatalf("no ledger for the window %s", window)
 		}
 	}
 }

@@ -29,6 +29,7 @@ type ledgerEntry struct {
 	tenant  string
 	subject string
 	l       kernel.Ledger
+	reasons map[string]string // attempt id -> the last observation's ref (at most kernel.MaxReceipts)
 }
 
 type opEntry struct {
@@ -76,7 +77,14 @@ func (x *index) apply(st events.Stored) error {
 			e = &ledgerEntry{tenant: tenant, subject: st.Subject}
 			x.ledgers[st.Subject] = e
 		}
-		_ = e.l.Apply(ev)
+		if e.l.Apply(ev) == nil {
+			if o, ok := ev.(kernel.ExposureObserved); ok {
+				if e.reasons == nil {
+					e.reasons = map[string]string{}
+				}
+				e.reasons[o.AttemptID] = o.Ref
+			}
+		}
 	case "operation":
 		e := x.ops[st.Subject]
 		if e == nil {
@@ -125,7 +133,10 @@ type AttemptRow struct {
 	Amount      int64          `json:"amount"`
 	State       string         `json:"state"`
 	Last        kernel.Outcome `json:"last_observation,omitempty"`
-	NextStep    string         `json:"next_safe_step"`
+	// LastReason is what the last observation recorded: the provider's
+	// state, or why it could not answer ("provider unreachable: ...").
+	LastReason string `json:"last_reason,omitempty"`
+	NextStep   string `json:"next_safe_step"`
 }
 
 func (x *index) exposure(tenant, guaranteeID, resource string) []ExposureRow {
@@ -166,7 +177,7 @@ func (x *index) openAttempts(tenant string) []AttemptRow {
 				continue
 			}
 			row := AttemptRow{AttemptID: r.AttemptID, OperationID: r.OperationID, GuaranteeID: e.l.GuaranteeID, Resource: e.l.Resource,
-				Amount: r.Amount, State: r.State.String(), Last: r.Last, NextStep: r.State.NextSafeStep()}
+				Amount: r.Amount, State: r.State.String(), Last: r.Last, LastReason: e.reasons[r.AttemptID], NextStep: r.State.NextSafeStep()}
 			if oe := x.ops[x.attempts[r.AttemptID]]; oe != nil {
 				row.Principal, row.RunID = oe.op.Principal, oe.op.RunID
 			}

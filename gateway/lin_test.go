@@ -49,6 +49,7 @@ func linConfig(t testing.TB, dir, providerURL, natsURL, executor string) *gatewa
 	}
 	cfg.NATS.URL, cfg.NATS.User, cfg.NATS.Password = natsURL, gateway.RuntimeUser, linRuntimePassword
 	cfg.Runtime.Executor = executor
+	cfg.Runtime.ReconcileInterval.Duration = 0 // the test reconciles itself; its history has no reconciler
 	cfg.Runtime.KeyFile = filepath.Join(dir, "runtime.key")
 	return cfg
 }

@@ -120,28 +120,19 @@ func (g *Gateway) opTarget(tenant, attemptID string) (opEntry, aggregates.Ref, [
 			continue
 		}
 		for _, h := range a.Holds {
-			lref, err := aggregates.ExposureRef(tenant, h.GuaranteeID, h.Resource)
+			lref, err := aggregates.ExposureWindowRef(tenant, h.GuaranteeID, h.Resource, h.Window)
 			if err != nil {
 				return opEntry{}, aggregates.Ref{}, nil, err
 			}
 			hold := kernel.Hold{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount, DefinitionDigest: kernel.Definition{}.Digest()}
 			if pin, r := g.pinOf(tenant, h.GuaranteeID); r == nil {
 				hold = pin.PinnedHold(h.Resource, h.Amount)
+				hold.Window = h.Window
 			}
 			bs = append(bs, bound{hold: hold, ref: lref})
 		}
 	}
 	return oe, ref, bs, nil
-}
-
-// attemptAge is how long ago the attempt's dispatch started (or, unstarted,
-// it was reserved).
-func (g *Gateway) attemptAge(oe opEntry, attemptID string) time.Duration {
-	at, ok := oe.startedAt[attemptID]
-	if !ok {
-		at = oe.reservedAt[attemptID]
-	}
-	return g.clock.Now().Sub(at)
 }
 
 // operationOf looks an attempt's operation up in the index.
@@ -162,7 +153,7 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 	if cp, ok := g.cfg.Capability(oe.op.CapabilityID); ok {
 		ctl.CapabilityVersion, ctl.Risk, ctl.PolicyDigest = cp.Version, cp.Risk, cp.compiledPolicy().Digest()
 	}
-	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: source, Ref: obs.Ref, Claimant: g.executor + "/" + source,
+	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: source, Ref: obs.Ref, Claimant: g.executor + "/" + source, Now: g.clock.Now(),
 		Holds: holdsOf(bs), Controls: ctl}
 	row := SettleRow{AttemptID: attemptID, Outcome: obs.Outcome}
 	var st kernel.SettleState
@@ -233,13 +224,16 @@ func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source st
 		return SettleRow{AttemptID: attemptID, Code: kernel.CodeAttemptUnknown, Reason: "no operation holds this attempt"}
 	}
 	cp, _ := g.cfg.Capability(oe.op.CapabilityID)
-	plan := kernel.PlanReconcile(&oe.op, kernel.ReconcileInput{AttemptID: attemptID, Sweep: sweep, Age: g.attemptAge(oe, attemptID),
+	plan := kernel.PlanReconcile(&oe.op, kernel.ReconcileInput{AttemptID: attemptID, Sweep: sweep, Age: g.seen.since(attemptID, g.clock.Now()),
 		Grace: g.reconcileGrace(cp), InFlight: sweep && g.inflight.has(attemptID)})
 	switch plan.Action {
 	case kernel.ReconcileClose:
 		r := g.opClose(ctx, tenant, "reconciler", OpRequest{AttemptID: attemptID, Reason: plan.Reason})
 		return SettleRow{AttemptID: attemptID, Status: kernel.StatusNotApplied, Code: r.Code, Reason: r.Reason}
 	case kernel.ReconcileQuery:
+	case kernel.ReconcileNothing:
+		g.seen.forget(attemptID)
+		return SettleRow{AttemptID: attemptID, Status: plan.Status, Code: plan.Code, Reason: plan.Reason}
 	default:
 		return SettleRow{AttemptID: attemptID, Status: plan.Status, Code: plan.Code, Reason: plan.Reason}
 	}

@@ -161,3 +161,47 @@ func TestHostileProposals(t *testing.T) {
 		t.Errorf("not refused as it should be: %s", f)
 	}
 }
+
+// FuzzBindAction: for every proposal whose arguments are accepted, the
+// provider's body (the canonical bytes), the digest and the ledger's
+// resource and amount agree: the body is canonical and stable, the digest
+// is the one of the body, and the resource and amount read from the body
+// are the ones the ledger reserves on.
+func FuzzBindAction(f *testing.F) {
+	for _, s := range []string{`{"order_id":"ord_881","amount_minor":80000}`, `{"order_id":"s_\ud800","amount_minor":1}`,
+		`{"order_id":"s_\udc00","amount_minor":1}`, `{"order_id":"s_\uFFFD","amount_minor":1}`, `{ "amount_minor" : 1e2, "order_id":"\u0041" }`,
+		`{"order_id":"s_\ud83d\ude00","amount_minor":1.0}`, `{"order_id":"\u00e9","amount_minor":7,"x":[1,{"y":null}]}`} {
+		f.Add([]byte(s))
+	}
+	def := kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string{"adp_payments.issue_refund"},
+		ResourcePointer: "/order_id", AmountPointer: "/amount_minor", Limit: 100000, Unit: "INR_minor"}
+	cp := &CapabilityConfig{ID: "adp_payments.issue_refund", Version: "1"}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		p := Proposal{RunID: "run_1", OperationKey: "k", CapabilityID: cp.ID, Arguments: raw}
+		act, r := bindAction("acme", "agent_email", p, cp)
+		if r != nil {
+			if r.Code != kernel.CodeRequestMalformed {
+				t.Fatalf("refusal %+v", r)
+			}
+			return
+		}
+		if act.digest == "" || len(act.canon) == 0 {
+			t.Fatalf("accepted with digest %q and body %q", act.digest, act.canon)
+		}
+		twice, err := kernel.Canonical(act.canon)
+		if err != nil || string(twice) != string(act.canon) {
+			t.Fatalf("provider body %s is not canonical: %s %v", act.canon, twice, err)
+		}
+		q := p
+		q.Arguments = act.canon
+		again, r := bindAction("acme", "agent_email", q, cp)
+		if r != nil || again.digest != act.digest || string(again.canon) != string(act.canon) {
+			t.Fatalf("the provider body %s binds another action: %v %s vs %s", act.canon, r, again.digest, act.digest)
+		}
+		res, amt, er := def.Extract(act.args)
+		res2, amt2, er2 := def.Extract(again.args)
+		if (er == nil) != (er2 == nil) || res != res2 || amt != amt2 {
+			t.Fatalf("ledger reads %q %d (%v) from the proposal, %q %d (%v) from the provider body %s", res, amt, er, res2, amt2, er2, act.canon)
+		}
+	})
+}

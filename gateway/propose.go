@@ -44,6 +44,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 			Reason: fmt.Sprintf("proposal of %d bytes exceeds %d", len(body), g.cfg.Runtime.MaxProposalBytes)})
 	}
 	p, r := ParseProposal(body)
+	g.tel.decoded(ctx, p.CapabilityID)
 	if r != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, r)
 	}
@@ -73,25 +74,13 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	cp, surfaced := g.cfg.Capability(p.CapabilityID)
 	pc.cp = cp
-	args, argRefusal := kernel.DecodeArguments(p.Arguments)
-	canonArgs := json.RawMessage(p.Arguments)
-	if argRefusal == nil {
-		if c, err := kernel.Canonical(canonArgs); err == nil {
-			canonArgs = c
-		}
-	}
-	binding := kernel.ActionBinding{Tenant: tenant, Principal: principal, RunID: p.RunID, CapabilityID: p.CapabilityID,
-		Arguments: canonArgs, EvidenceRefs: p.EvidenceRefs}
-	if cp != nil {
-		binding.CapabilityVersion, binding.PolicyDigest = cp.Version, cp.compiledPolicy().Digest()
-	}
-	if argRefusal == nil {
-		pc.digest, _ = kernel.ActionDigest(binding)
-	} else {
+	act, argRefusal := bindAction(tenant, principal, p, cp)
+	args := act.args
+	pc.args, pc.digest = act.canon, act.digest
+	if argRefusal != nil {
 		sum := sha256.Sum256(body)
-		pc.digest = "body:" + hex.EncodeToString(sum[:])
+		pc.args, pc.digest = json.RawMessage(p.Arguments), "body:"+hex.EncodeToString(sum[:])
 	}
-	pc.args = canonArgs
 
 	// Checks that need no ledger, in the order of DESIGN section 1 (the
 	// kill switch is read in the reserve decision itself, so a replica that
@@ -99,6 +88,8 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	// operation, so the same key returns it.
 	var refusal *kernel.Refusal
 	switch {
+	case g.breakerRefusal(tenant, p.CapabilityID) != nil:
+		refusal = g.breakerRefusal(tenant, p.CapabilityID)
 	case !surfaced:
 		refusal = &kernel.Refusal{Code: kernel.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %s is not in the pinned manifest", p.CapabilityID)}
 	case argRefusal != nil:
@@ -123,15 +114,52 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 				refusal = er
 				break
 			}
-			ref, err := aggregates.ExposureRef(tenant, def.ID, res)
+			hold := pin.PinnedHold(res, amt)
+			if pin.Definition.Calendar() {
+				hold.Window = pin.Definition.WindowAt(g.cfg.Zone(pin.Definition.TimeZone), pc.now).Key
+			}
+			ref, err := aggregates.ExposureWindowRef(tenant, def.ID, res, hold.Window)
 			if err != nil {
 				refusal = &kernel.Refusal{Code: kernel.CodeResourceInvalid, Reason: err.Error()}
 				break
 			}
-			pc.bound = append(pc.bound, bound{hold: pin.PinnedHold(res, amt), ref: ref})
+			pc.bound = append(pc.bound, bound{hold: hold, ref: ref})
 		}
 	}
 	return pc.run(ctx, refusal)
+}
+
+// action is a proposal's tool call as it is bound: its decoded arguments,
+// their canonical bytes (exactly what the provider receives) and the digest
+// of the binding over those bytes.
+type action struct {
+	args   map[string]any
+	canon  json.RawMessage
+	digest string
+}
+
+// bindAction decodes a proposal's arguments strictly and binds them. Any
+// failure refuses the proposal (request_malformed): a digest is never left
+// empty nor made over other bytes than the provider's.
+func bindAction(tenant, principal string, p Proposal, cp *CapabilityConfig) (action, *kernel.Refusal) {
+	args, r := kernel.DecodeArguments(p.Arguments)
+	if r != nil {
+		return action{}, r
+	}
+	canon, err := kernel.Canonical(json.RawMessage(p.Arguments))
+	if err != nil {
+		return action{}, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: "arguments cannot be canonicalized: " + err.Error()}
+	}
+	binding := kernel.ActionBinding{Tenant: tenant, Principal: principal, RunID: p.RunID, CapabilityID: p.CapabilityID,
+		Arguments: canon, EvidenceRefs: p.EvidenceRefs}
+	if cp != nil {
+		binding.CapabilityVersion, binding.PolicyDigest = cp.Version, cp.compiledPolicy().Digest()
+	}
+	digest, err := kernel.ActionDigest(binding)
+	if err != nil {
+		return action{}, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: "the action cannot be digested: " + err.Error()}
+	}
+	return action{args: args, canon: canon, digest: digest}, nil
 }
 
 // proposalCtx carries one proposal through the sequence.
@@ -207,6 +235,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 	bind = append(bind, aggregates.Guard(pc.controlRef, &st.Control))
 	var reply Reply
 	var generation uint64
+	endStage := g.tel.stage(ctx, stageDecide)
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
 		Bind:   bind,
@@ -220,6 +249,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 			generation = st.Op.Generation
 		},
 	})
+	endStage()
 	if err != nil {
 		return pc.unknownReply(err)
 	}
@@ -277,11 +307,12 @@ func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation 
 	g := pc.g
 	ctl := pc.controls
 	ctl.Guarantees = nil
-	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: "provider", Ref: obs.Ref, Generation: generation,
+	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: "provider", Ref: obs.Ref, Generation: generation, Now: g.clock.Now(),
 		Holds: holdsOf(pc.bound), Controls: ctl}
 	var reply Reply
 	var st kernel.SettleState
 	var d kernel.SettleDecision
+	defer g.tel.stage(ctx, stageSettle)()
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
 		Bind:   append([]aggregates.Binding{aggregates.Bind(pc.opRef, &st.Op, &d.Op)}, aggregates.BindEach(ledgerRefs(pc.bound), &st.Ledgers, &d.Ledgers)...),

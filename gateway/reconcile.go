@@ -17,6 +17,49 @@ func (f *inflight) add(id string)      { f.m.Store(id, struct{}{}) }
 func (f *inflight) done(id string)     { f.m.Delete(id) }
 func (f *inflight) has(id string) bool { _, ok := f.m.Load(id); return ok }
 
+// sightings remembers when this replica first saw each attempt it
+// reconciles, on its own clock: the grace period of an attempt is measured
+// from there, never from a timestamp another replica wrote (its clock may
+// be skewed, or the attempt may be older than the crash that stranded it).
+// It holds only attempts still unresolved: each sweep drops the others.
+type sightings struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// since returns how long ago the attempt was first seen, recording now as
+// its first sighting if it had none.
+func (s *sightings) since(id string, now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at == nil {
+		s.at = map[string]time.Time{}
+	}
+	first, ok := s.at[id]
+	if !ok {
+		s.at[id] = now
+		return 0
+	}
+	return now.Sub(first)
+}
+
+func (s *sightings) forget(id string) {
+	s.mu.Lock()
+	delete(s.at, id)
+	s.mu.Unlock()
+}
+
+// keep drops every sighting but those of live.
+func (s *sightings) keep(live map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.at {
+		if !live[id] {
+			delete(s.at, id)
+		}
+	}
+}
+
 // Start pins every guarantee, loads the index and starts the background
 // reconciler. It returns once the gateway can serve. The kill switch needs
 // no following: every reserve decision reads it, guarded like the subjects
@@ -47,7 +90,7 @@ func (g *Gateway) reconcileLoop(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			g.ReconcileOnce(ctx)
+			g.reconcileObserved(ctx)
 		}
 	}
 }
@@ -63,12 +106,15 @@ func (g *Gateway) ReconcileOnce(ctx context.Context) []SettleRow {
 		return nil
 	}
 	var rows []SettleRow
+	live := map[string]bool{}
 	for _, oe := range g.index.unresolved() {
 		a, _ := oe.op.Current()
+		live[a.AttemptID] = true
 		row := g.reconcileOne(ctx, oe.tenant, a.AttemptID, "reconciler", true)
 		if row.Code != kernel.CodeDispatchActive {
 			rows = append(rows, row)
 		}
 	}
+	g.seen.keep(live)
 	return rows
 }

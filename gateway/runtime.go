@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/aggregates/jetsnap"
@@ -21,6 +20,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RuntimeUser is the NATS user of the runtime itself on the embedded server:
@@ -101,6 +101,16 @@ type Runtime struct {
 	// MCPURL is the MCP gateway's endpoint, if [mcp] listen is configured.
 	MCPURL  string
 	stopMCP func() error
+	// ConsoleURL is the operator console's, if [console] listen is configured.
+	ConsoleURL  string
+	stopConsole func() error
+
+	// Telemetry (telemetry_runtime.go).
+	tel           *telemetry
+	state         *stateSource
+	js            jetstream.JetStream
+	tracing       bool
+	traceShutdown func(context.Context) error
 }
 
 // BootOptions are the parts of a runtime a test or the chaos harness may
@@ -113,6 +123,12 @@ type BootOptions struct {
 	// MCP starts the MCP gateway (mcpgw.Start) when [mcp] listen is
 	// configured; Boot fails if it is configured and MCP is nil.
 	MCP MCPStarter
+	// Console starts the operator console (console.Boot) when [console]
+	// listen is configured; Boot fails if it is configured and Console is nil.
+	Console ConsoleStarter
+	// TracerProvider, when set, receives the runtime's spans instead of
+	// the OTLP exporter the OTEL_* variables describe (tests).
+	TracerProvider trace.TracerProvider
 }
 
 // Boot starts a runtime from a validated configuration.
@@ -207,6 +223,12 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		return nil, err
 	}
 	rt.Gateway.Engine().Snapshots = snaps
+	if err := rt.startTelemetry(ctx, o); err != nil {
+		return nil, err
+	}
+	if err := rt.Gateway.startBreakers(ctx, nc); err != nil {
+		return nil, err
+	}
 	// The projections: one signed audit chain per tenant, the exposure view
 	// and the operator verbs that export them (the only way a client reaches
 	// them: nobody but the runtime touches JetStream).
@@ -223,6 +245,7 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	for _, v := range projections.Verbs {
 		rt.Gateway.Mount(v, OpHandler(rt.Service.Ops.Handler(v)))
 	}
+	rt.watchState(js)
 	if cfg.Runtime.MetricsListen != "" {
 		if err := rt.serveMetrics(cfg.Runtime.MetricsListen); err != nil {
 			return nil, err
@@ -234,12 +257,19 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 	if err := rt.startMCP(o.MCP); err != nil {
 		return nil, err
 	}
+	if err := rt.startConsole(o.Console); err != nil {
+		return nil, err
+	}
 	ok = true
+	rt.logStartup()
 	return rt, nil
 }
 
 // Close stops serving and shuts the embedded server down.
 func (rt *Runtime) Close() {
+	if rt.stopConsole != nil {
+		_ = rt.stopConsole()
+	}
 	if rt.stopMCP != nil {
 		_ = rt.stopMCP()
 	}
@@ -264,25 +294,7 @@ func (rt *Runtime) Close() {
 	if rt.Embedded != nil {
 		rt.Embedded.Shutdown()
 	}
-}
-
-// serveMetrics serves the exposure view's held/committed/available gauges
-// on a loopback address.
-func (rt *Runtime) serveMetrics(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("runtime.metrics_listen: %w", err)
-	}
-	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
-		ln.Close()
-		return fmt.Errorf("runtime.metrics_listen: loopback only, not %s", ip)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", rt.Service.View.MetricsHandler())
-	rt.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	rt.MetricsURL = "http://" + ln.Addr().String() + "/metrics"
-	go func() { _ = rt.metrics.Serve(ln) }()
-	return nil
+	rt.closeTelemetry()
 }
 
 func listenAddr(s string) (string, int, error) {

@@ -122,3 +122,30 @@ func TestActionDigestSensitivity(t *testing.T) {
 		t.Errorf("key order, number spelling or duplicate refs changed the digest")
 	}
 }
+
+// TestDecodeArgumentsSurrogates: a lone UTF-16 surrogate escape would
+// decode as U+FFFD, so \ud800, \udc00 and U+FFFD would be one value to the
+// ledger and the digest but three to a provider: it is refused. A proper
+// pair, and a backslash escaped before a "u", are accepted.
+func TestDecodeArgumentsSurrogates(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{
+		{`{"order_id":"s_\ud800","amount_minor":1}`, false},
+		{`{"order_id":"s_\udc00","amount_minor":1}`, false},
+		{`{"order_id":"s_\uD800\u0041","amount_minor":1}`, false},
+		{`{"order_id":"s_\ud800\ud800","amount_minor":1}`, false},
+		{`{"s_\ud800":1}`, false},
+		{`{"order_id":"s_\ud800`, false},
+		{`{"order_id":"s_\ud83d\ude00","amount_minor":1}`, true},
+		{`{"order_id":"s_\\ud800","amount_minor":1}`, true},
+		{`{"order_id":"s_\uFFFD","amount_minor":1}`, true},
+		{`{"order_id":"s_\u00e9\n","amount_minor":1}`, true},
+	} {
+		_, r := DecodeArguments([]byte(c.in))
+		if (r == nil) != c.ok || r != nil && r.Code != CodeRequestMalformed {
+			t.Errorf("%s: refusal %v, want accepted %v", c.in, r, c.ok)
+		}
+	}
+}

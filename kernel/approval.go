@@ -23,15 +23,24 @@ type Approval struct {
 	ExpiresAt    time.Time `json:"expires_at"`
 	// RedeemedBy is the operation that redeemed it; empty while unused.
 	RedeemedBy string `json:"redeemed_by,omitempty"`
+	// DeniedBy is the operator who denied it (a request answered no, or a
+	// grant withdrawn before use), with why; a denied approval is never
+	// redeemed.
+	DeniedBy   string `json:"denied_by,omitempty"`
+	DenyReason string `json:"deny_reason,omitempty"`
 }
 
-// Granted reports whether the approval exists.
+// Granted reports whether the approval exists (granted or denied).
 func (a *Approval) Granted() bool { return a != nil && a.ApprovalID != "" }
+
+// Denied reports whether an operator denied the approval.
+func (a *Approval) Denied() bool { return a != nil && a.DeniedBy != "" }
 
 // Approval event types.
 const (
 	TypeApprovalGranted  = "approval.granted"
 	TypeApprovalRedeemed = "approval.redeemed"
+	TypeApprovalDenied   = "approval.denied"
 )
 
 // ApprovalGranted records an operator's approval of one action digest at
@@ -56,6 +65,22 @@ type ApprovalRedeemed struct {
 	ActionDigest string `json:"action_digest"`
 }
 
+// ApprovalDenied records an operator's refusal of one action digest at one
+// risk: the answer to a pending approval request (a new approval id, denied
+// from the start), or the withdrawal of an approval granted and not yet
+// redeemed.
+type ApprovalDenied struct {
+	ApprovalID   string    `json:"approval_id"`
+	ActionDigest string    `json:"action_digest"`
+	Risk         string    `json:"risk"`
+	Operator     string    `json:"operator"`
+	Reason       string    `json:"reason"`
+	DeniedAt     time.Time `json:"denied_at"`
+}
+
+// EventType implements Event.
+func (ApprovalDenied) EventType() string { return TypeApprovalDenied }
+
 // EventType implements Event.
 func (ApprovalGranted) EventType() string { return TypeApprovalGranted }
 
@@ -65,6 +90,7 @@ func (ApprovalRedeemed) EventType() string { return TypeApprovalRedeemed }
 func init() {
 	register[ApprovalGranted](TypeApprovalGranted)
 	register[ApprovalRedeemed](TypeApprovalRedeemed)
+	register[ApprovalDenied](TypeApprovalDenied)
 }
 
 // Apply folds an approval event.
@@ -89,6 +115,18 @@ func (a *Approval) Apply(ev Event) error {
 			return fmt.Errorf("approval %s redeemed for another action", a.ApprovalID)
 		}
 		a.RedeemedBy = e.OperationID
+	case ApprovalDenied:
+		switch {
+		case e.ApprovalID == "" || !validDigest(e.ActionDigest) || e.Operator == "" || e.Reason == "":
+			return errors.New("malformed approval denial")
+		case !a.Granted():
+			*a = Approval{ApprovalID: e.ApprovalID, ActionDigest: e.ActionDigest, Risk: e.Risk}
+		case e.ApprovalID != a.ApprovalID || e.ActionDigest != a.ActionDigest:
+			return fmt.Errorf("denial of approval %s on the subject of %s", e.ApprovalID, a.ApprovalID)
+		case a.RedeemedBy != "" || a.Denied():
+			return fmt.Errorf("approval %s denied after it was redeemed or denied", a.ApprovalID)
+		}
+		a.DeniedBy, a.DenyReason = e.Operator, e.Reason
 	default:
 		return fmt.Errorf("event %T does not belong to an approval subject", ev)
 	}
@@ -147,7 +185,8 @@ type RedeemApproval struct {
 // approval named, a required approval refuses with CodeApprovalRequired
 // (the reason names the action digest to approve) and otherwise nothing
 // happens. A named approval is always checked, required or not, in this
-// order: it must exist (CodeApprovalRequired), bind exactly this action
+// order: it must exist (CodeApprovalRequired), not be denied
+// (CodeApprovalDenied), bind exactly this action
 // digest and risk (CodeApprovalMismatch), be unused (CodeApprovalRedeemed)
 // and be unexpired at Now (CodeApprovalExpired). A valid approval yields
 // the ApprovalRedeemed event, which the caller appends atomically with the
@@ -162,6 +201,8 @@ func DecideApproval(a *Approval, c RedeemApproval) Decision {
 	switch {
 	case !a.Granted() || a.ApprovalID != c.ApprovalID:
 		return no(CodeApprovalRequired, "approval %s was never granted; an operator must approve action digest %s", c.ApprovalID, c.ActionDigest)
+	case a.Denied():
+		return no(CodeApprovalDenied, "approval %s was denied by %s: %s", c.ApprovalID, a.DeniedBy, a.DenyReason)
 	case a.ActionDigest != c.ActionDigest:
 		return no(CodeApprovalMismatch, "approval %s binds action %s, not this action %s", c.ApprovalID, short(a.ActionDigest), short(c.ActionDigest))
 	case a.Risk != c.Risk:
@@ -172,6 +213,53 @@ func DecideApproval(a *Approval, c RedeemApproval) Decision {
 		return no(CodeApprovalExpired, "approval %s expired at %s", c.ApprovalID, a.ExpiresAt.Format(time.RFC3339))
 	}
 	return Decision{Events: []Event{ApprovalRedeemed{ApprovalID: c.ApprovalID, OperationID: c.OperationID, ActionDigest: c.ActionDigest}}}
+}
+
+// DenyApproval is an operator's denial. With an ApprovalID that exists it
+// withdraws that approval (ActionDigest and Risk, when given, must be its
+// own); otherwise it answers a pending request for ActionDigest at Risk no,
+// under the new ApprovalID.
+type DenyApproval struct {
+	ApprovalID   string
+	ActionDigest string
+	Risk         string
+	Operator     string
+	Reason       string
+	Now          time.Time
+}
+
+// DecideApprovalDeny denies an approval. A reason is required; a redeemed
+// approval can no longer be denied (CodeApprovalRedeemed); denying a denied
+// one again changes nothing.
+func DecideApprovalDeny(a *Approval, c DenyApproval) Decision {
+	switch {
+	case c.ApprovalID == "" || c.Operator == "":
+		return no(CodeRequestMalformed, "a denial needs the approval id and its operator")
+	case c.Reason == "":
+		return no(CodeRequestMalformed, "a denial needs a reason")
+	case c.Now.IsZero():
+		return no(CodeRequestMalformed, "a denial needs the decision time")
+	}
+	ev := ApprovalDenied{ApprovalID: c.ApprovalID, ActionDigest: c.ActionDigest, Risk: c.Risk, Operator: c.Operator, Reason: c.Reason, DeniedAt: c.Now.UTC()}
+	if a.Granted() {
+		switch {
+		case a.Denied():
+			return Decision{}
+		case a.RedeemedBy != "":
+			return no(CodeApprovalRedeemed, "approval %s was already redeemed by operation %s; it can no longer be denied", a.ApprovalID, a.RedeemedBy)
+		case c.ActionDigest != "" && c.ActionDigest != a.ActionDigest, c.Risk != "" && c.Risk != a.Risk:
+			return no(CodeApprovalMismatch, "approval %s binds action %s at risk %s", a.ApprovalID, short(a.ActionDigest), a.Risk)
+		}
+		ev.ActionDigest, ev.Risk = a.ActionDigest, a.Risk
+		return Decision{Events: []Event{ev}}
+	}
+	switch {
+	case !validDigest(c.ActionDigest):
+		return no(CodeRequestMalformed, "action_digest must be 64 lowercase hex digits")
+	case !validRisk(c.Risk):
+		return no(CodeRequestMalformed, "risk must be one of %v, not %q", Risks, c.Risk)
+	}
+	return Decision{Events: []Event{ev}}
 }
 
 func validDigest(s string) bool { return len(s) == 64 && isLowerHex(s) }

@@ -21,10 +21,16 @@ func DecodeArguments(raw []byte) (map[string]any, *Refusal) {
 	if !utf8.Valid(raw) {
 		return nil, refuse(CodeRequestMalformed, "arguments are not valid UTF-8")
 	}
+	if loneSurrogate(raw) {
+		// encoding/json would decode it as U+FFFD: \ud800, \udc00 and
+		// U+FFFD itself would then be one value (one ledger, one digest)
+		// while the provider could receive either.
+		return nil, refuse(CodeRequestMalformed, "arguments escape a lone UTF-16 surrogate (\\ud800-\\udfff without its pair)")
+	}
 	if d := jsonDepth(raw); d > MaxArgumentDepth {
 		return nil, refuse(CodeRequestMalformed, "arguments nest deeper than %d", MaxArgumentDepth)
 	}
-	if name, err := DuplicateKey(raw); err != nil || name != "" {
+	if name, dup, err := DuplicateKey(raw); err != nil || dup {
 		if err != nil {
 			return nil, refuse(CodeRequestMalformed, "arguments are not valid JSON: %v", err)
 		}
@@ -97,4 +103,62 @@ func jsonDepth(raw []byte) int {
 		}
 	}
 	return max
+}
+
+// loneSurrogate reports whether raw holds a \u escape of a UTF-16
+// surrogate that is not a high surrogate followed by the escape of a low
+// one. Backslashes occur in valid JSON only inside strings, so every one is
+// an escape; an escaped backslash is skipped with its escape.
+func loneSurrogate(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if i+1 >= len(raw) || raw[i+1] != 'u' {
+			i++ // a two-byte escape such as \\ or \"
+			continue
+		}
+		u, ok := hex4(raw, i+2)
+		if !ok {
+			return false // not valid JSON: the decoder refuses it
+		}
+		switch {
+		case u >= 0xDC00 && u <= 0xDFFF:
+			return true
+		case u >= 0xD800 && u <= 0xDBFF:
+			if i+7 >= len(raw) || raw[i+6] != '\\' || raw[i+7] != 'u' {
+				return true
+			}
+			lo, ok := hex4(raw, i+8)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
+// hex4 decodes the four hex digits of a \u escape at raw[i:].
+func hex4(raw []byte, i int) (rune, bool) {
+	if i+4 > len(raw) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range raw[i : i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

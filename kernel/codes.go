@@ -16,6 +16,7 @@ const (
 	CodeApprovalMismatch           Code = "approval_mismatch"
 	CodeApprovalRedeemed           Code = "approval_redeemed"
 	CodeApprovalExpired            Code = "approval_expired"
+	CodeApprovalDenied             Code = "approval_denied"
 	CodeEvidenceInsufficient       Code = "evidence_insufficient"
 	CodeRunBudgetExhausted         Code = "run_budget_exhausted"
 	CodeExecutorFenced             Code = "executor_fenced"
@@ -44,6 +45,7 @@ const (
 	CodeProjectionUnavailable      Code = "projection_unavailable"
 	CodeLedgerUnavailable          Code = "ledger_unavailable"
 	CodeOverloaded                 Code = "overloaded"
+	CodeBreakerOpen                Code = "circuit_breaker_open"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -57,6 +59,8 @@ var Codes = []Code{
 	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
 	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
 	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeLedgerUnavailable, CodeOverloaded,
+	CodeBreakerOpen,
+	CodeApprovalDenied,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

@@ -19,6 +19,12 @@ type Definition struct {
 	Unit            string   `json:"unit"`
 	// Mode is ModeEnforce (the default, "") or ModeObserve.
 	Mode string `json:"mode,omitempty"`
+	// Window is "" (one ceiling for all time), a calendar window (day,
+	// week, month in TimeZone, "" meaning UTC) or WindowRolling over
+	// Duration (a Go duration such as "24h").
+	Window   string `json:"window,omitempty"`
+	TimeZone string `json:"time_zone,omitempty"`
+	Duration string `json:"duration,omitempty"`
 }
 
 // Validate checks the definition: a token id, at least one capability, valid
@@ -50,6 +56,9 @@ func (d Definition) Validate() *Refusal {
 	}
 	if d.Unit == "" {
 		return refuse(CodeDefinitionInvalid, "guarantee %s has no unit", d.ID)
+	}
+	if r := d.validateWindow(); r != nil {
+		return r
 	}
 	if d.Mode != "" && d.Mode != ModeEnforce && d.Mode != ModeObserve {
 		return refuse(CodeDefinitionInvalid, "guarantee %s mode %q must be %q or %q", d.ID, d.Mode, ModeEnforce, ModeObserve)

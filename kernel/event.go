@@ -43,6 +43,12 @@ type ExposureReserved struct {
 	// OverLimit marks a reservation of a guarantee in observe mode that
 	// enforcement would have refused (shared_guarantee_exceeded).
 	OverLimit bool `json:"over_limit,omitempty"`
+	// Window is the calendar window of the ledger; Rolling the duration in
+	// seconds of a rolling window, whose reservations carry their decision
+	// time At (RFC 3339).
+	Window  string `json:"window,omitempty"`
+	Rolling int64  `json:"rolling_seconds,omitempty"`
+	At      string `json:"at,omitempty"`
 }
 
 // ExposureDispatchStarted is the durable gate before a provider call: from
@@ -58,6 +64,7 @@ type ExposureObserved struct {
 	Outcome   Outcome `json:"outcome"`
 	Source    string  `json:"source"`
 	Ref       string  `json:"ref,omitempty"`
+	At        string  `json:"at,omitempty"` // the decision time, on a rolling window's ledger
 }
 
 // ExposureClosed releases the hold of an attempt that never started.

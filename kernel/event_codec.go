@@ -67,9 +67,9 @@ func decodeEvent(typ string, v int, body []byte, decode func([]byte, any) error)
 // member named twice and trailing data are refused. It is the one strict
 // decoder of the project's own formats (events, snapshots, keys, exports).
 func StrictJSON(b []byte, v any) error {
-	if name, err := DuplicateKey(b); err != nil {
+	if name, dup, err := DuplicateKey(b); err != nil {
 		return err
-	} else if name != "" {
+	} else if dup {
 		return fmt.Errorf("member %q appears twice", clip(name))
 	}
 	return KnownJSON(b, v)

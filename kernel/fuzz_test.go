@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -81,10 +82,22 @@ func FuzzDecodeArguments(f *testing.F) {
 	f.Add(`{"order_id":"ord_881","amount_minor":80000}`)
 	f.Add(`{"a":[[[[[[1]]]]]]}`)
 	f.Add(`{"n":9007199254740993}`)
+	f.Add(`{"order_id":"s_\ud800","amount_minor":1}`)
+	f.Add(`{"order_id":"s_\ud83d\ude00","amount_minor":1}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		args, r := DecodeArguments([]byte(s))
 		if r != nil {
 			return
+		}
+		canon, err := Canonical(json.RawMessage(s))
+		if err != nil {
+			t.Fatalf("accepted arguments do not canonicalize as sent: %v", err)
+		}
+		if _, r := DecodeArguments(canon); r != nil {
+			t.Fatalf("canonical form %s refused: %v", canon, r)
+		}
+		if twice, err := Canonical(json.RawMessage(canon)); err != nil || !bytes.Equal(twice, canon) {
+			t.Fatalf("canonical form %s is not stable: %s %v", canon, twice, err)
 		}
 		b, err := json.Marshal(args)
 		if err != nil {

@@ -19,12 +19,13 @@ type jsonFrame struct {
 }
 
 // DuplicateKey returns the first object member name that appears twice in
-// the same object of a JSON document ("" if none). Go's decoder keeps the
+// the same object of a JSON document, and whether there is one (the name
+// may be ""). Go's decoder keeps the
 // last of two equal names, other parsers keep the first: a document with
 // duplicates would mean one thing to the ledger and another to a provider,
 // so proposals and tool arguments that have one are refused. Call it on a
 // document whose nesting was already bounded.
-func DuplicateKey(raw []byte) (string, error) {
+func DuplicateKey(raw []byte) (string, bool, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var stack []*jsonFrame
@@ -36,23 +37,23 @@ func DuplicateKey(raw []byte) (string, error) {
 	for {
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
-			return "", nil
+			return "", false, nil
 		}
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
 			if d, ok := tok.(json.Delim); ok && d == '}' {
 				stack = stack[:n-1]
 				valueDone()
 				if len(stack) == 0 {
-					return "", nil
+					return "", false, nil
 				}
 				continue
 			}
 			name, _ := tok.(string)
 			if _, dup := stack[n-1].names[name]; dup {
-				return name, nil
+				return name, true, nil
 			}
 			stack[n-1].names[name] = struct{}{}
 			stack[n-1].wantKey = false
@@ -70,7 +71,7 @@ func DuplicateKey(raw []byte) (string, error) {
 		}
 		valueDone()
 		if len(stack) == 0 {
-			return "", nil // the first value is complete; what follows is the caller's concern
+			return "", false, nil // the first value is complete; what follows is the caller's concern
 		}
 	}
 }
@@ -89,9 +90,9 @@ func DecodeRequest(b []byte, v any) error {
 	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
 		return errors.New("not a JSON object")
 	}
-	if name, err := DuplicateKey(b); err != nil {
+	if name, dup, err := DuplicateKey(b); err != nil {
 		return err
-	} else if name != "" {
+	} else if dup {
 		return fmt.Errorf("member %q appears twice", clip(name))
 	}
 	if err := KnownJSON(b, v); err != nil {

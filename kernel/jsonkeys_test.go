@@ -15,10 +15,11 @@ func TestDuplicateKey(t *testing.T) {
 		`{"a":{},"b":[],"c":{"a":{}}}`:          "",
 		`{"order_id":"ord_2","amount_minor":100000,"order_id":"ord_1"}`: "order_id",
 		`[{"k":1},{"k":1,"k":2}]`: "k",
+		`{"":1,"":2}`:             "",
 	}
 	for doc, want := range cases {
-		got, err := DuplicateKey([]byte(doc))
-		if err != nil || got != want {
+		got, dup, err := DuplicateKey([]byte(doc))
+		if err != nil || got != want || dup != (want != "" || doc == `{"":1,"":2}`) {
 			t.Errorf("DuplicateKey(%s) = %q, %v; want %q", doc, got, err, want)
 		}
 	}

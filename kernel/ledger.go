@@ -1,6 +1,9 @@
 package kernel
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // MaxReceipts is the number of open receipts (reserved, started or held) one
 // resource ledger may hold at once. Sealed receipts do not count: the ledger
@@ -131,6 +134,12 @@ type Ledger struct {
 	Archived ArchivedReceipts `json:"archived_receipts"`
 	// OverLimit counts reservations made over the limit in observe mode.
 	OverLimit int64 `json:"over_limit,omitempty"`
+	// Window is the calendar window this ledger counts; Rolling the
+	// duration in seconds of its rolling window, whose committed amounts
+	// are kept in Buckets (their sum is Committed).
+	Window  string   `json:"window,omitempty"`
+	Rolling int64    `json:"rolling_seconds,omitempty"`
+	Buckets []Bucket `json:"buckets,omitempty"`
 
 	index  map[string]int      // attempt id -> position in Receipts
 	tombs  map[string]struct{} // attempt ids closed before they were seen
@@ -183,6 +192,9 @@ func (l *Ledger) Rebuild() error {
 		return fmt.Errorf("snapshot lists %d receipts, more than %d", len(l.Receipts), MaxListed)
 	}
 	committed, held := a.CommittedAmount, int64(0)
+	if l.Rolling < 0 || (l.Rolling == 0 && len(l.Buckets) > 0) {
+		return fmt.Errorf("snapshot has buckets without a rolling window")
+	}
 	for i, r := range l.Receipts {
 		if _, dup := l.index[r.AttemptID]; dup {
 			return fmt.Errorf("duplicate receipt %s", r.AttemptID)
@@ -201,6 +213,17 @@ func (l *Ledger) Rebuild() error {
 	}
 	for _, t := range l.Tombstones {
 		l.tombs[t] = struct{}{}
+	}
+	if l.Rolling > 0 {
+		// A rolling window counts what its buckets hold, not every
+		// committed receipt.
+		committed = 0
+		for i, b := range l.Buckets {
+			if b.Amount <= 0 || (i > 0 && b.Start <= l.Buckets[i-1].Start) {
+				return fmt.Errorf("snapshot has an invalid bucket %+v", b)
+			}
+			committed += b.Amount
+		}
 	}
 	if committed != l.Committed || held != l.Held {
 		return fmt.Errorf("snapshot balances committed=%d held=%d disagree with receipts committed=%d held=%d", l.Committed, l.Held, committed, held)
@@ -223,7 +246,10 @@ type Reserve struct {
 	Amount           int64
 	Limit            int64
 	DefinitionDigest string
-	Observe          bool // observe mode: over the limit is reserved and marked, not refused
+	Observe          bool      // observe mode: over the limit is reserved and marked, not refused
+	Window           string    // the calendar window of the ledger, if any
+	Rolling          int64     // the rolling window's duration in seconds, if any
+	Now              time.Time // the decision time
 }
 
 // StartDispatch asks to open the dispatch gate for an attempt.
@@ -244,6 +270,7 @@ type Observe struct {
 	Outcome   Outcome
 	Source    string
 	Ref       string
+	Now       time.Time // the decision time
 }
 
 // Close closes an unstarted attempt, or tombstones one never seen.
@@ -343,6 +370,9 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 	if c.Limit <= 0 || c.Limit > MaxAmount {
 		return no(CodeDefinitionInvalid, "limit %d must be in 1..2^53-1", c.Limit)
 	}
+	if l.Limit != 0 && (l.Window != c.Window || l.Rolling != c.Rolling) {
+		return no(CodeDefinitionMismatch, "resource ledger counts window %q (rolling %ds), not %q (rolling %ds)", l.Window, l.Rolling, c.Window, c.Rolling)
+	}
 	if l.Tombstoned(c.AttemptID) {
 		return no(CodeAttemptClosed, "attempt %s was closed before it was reserved", c.AttemptID)
 	}
@@ -361,14 +391,23 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 	if c.Amount <= 0 || c.Amount > MaxAmount {
 		return no(CodeAmountInvalid, "amount %d must be in 1..2^53-1", c.Amount)
 	}
-	over := l.Committed+l.Held+c.Amount > c.Limit
+	committed := l.Committed
+	if c.Rolling > 0 {
+		committed = l.CommittedAt(c.Now)
+	}
+	over := committed+l.Held+c.Amount > c.Limit
 	if over && !c.Observe {
 		return no(CodeExceeded, "%s: committed %d + held %d + amount %d exceeds limit %d (available %d)",
-			c.GuaranteeID, l.Committed, l.Held, c.Amount, c.Limit, c.Limit-l.Committed-l.Held)
+			c.GuaranteeID, committed, l.Held, c.Amount, c.Limit, c.Limit-committed-l.Held)
+	}
+	var at string
+	if c.Rolling > 0 {
+		at = formatAt(c.Now)
 	}
 	return Decision{Events: []Event{ExposureReserved{
 		GuaranteeID: c.GuaranteeID, Resource: c.Resource, AttemptID: c.AttemptID, OperationID: c.OperationID,
 		Amount: c.Amount, Limit: c.Limit, DefinitionDigest: c.DefinitionDigest, OverLimit: over,
+		Window: c.Window, Rolling: c.Rolling, At: at,
 	}}}
 }
 
@@ -381,6 +420,9 @@ func decideObserve(l *Ledger, c Observe) Decision {
 		return no(CodeAttemptUnknown, "attempt %s holds no reservation on this resource", c.AttemptID)
 	}
 	obs := ExposureObserved{AttemptID: c.AttemptID, Outcome: c.Outcome, Source: c.Source, Ref: c.Ref}
+	if l.Rolling > 0 && c.Outcome == OutcomeApplied {
+		obs.At = formatAt(c.Now)
+	}
 	switch r.State {
 	case StateReserved:
 		return no(CodeNotStarted, "attempt %s has no dispatch-start; nothing can have been observed", c.AttemptID)
@@ -423,16 +465,28 @@ func (l *Ledger) Apply(ev Event) error {
 		if _, ok := l.index[e.AttemptID]; ok {
 			return fmt.Errorf("attempt %s reserved twice", e.AttemptID)
 		}
-		if l.Limit != 0 && (e.Resource != l.Resource || e.GuaranteeID != l.GuaranteeID || e.DefinitionDigest != l.DefinitionDigest) {
+		if l.Limit != 0 && (e.Resource != l.Resource || e.GuaranteeID != l.GuaranteeID || e.DefinitionDigest != l.DefinitionDigest ||
+			e.Window != l.Window || e.Rolling != l.Rolling) {
 			return fmt.Errorf("reservation %s belongs to another ledger or definition", e.AttemptID)
 		}
-		if over := l.Committed+l.Held+e.Amount > e.Limit; e.Limit <= 0 || e.Limit > MaxAmount || e.Amount <= 0 || over != e.OverLimit {
+		at, err := parseAt(e.At)
+		if err != nil || e.Rolling < 0 || (e.Rolling > 0 && e.At == "") {
+			return fmt.Errorf("reservation %s has an invalid rolling window or time", e.AttemptID)
+		}
+		committed := l.Committed
+		if e.Rolling > 0 {
+			gone, _ := l.expired(at)
+			committed -= gone
+		}
+		if over := committed+l.Held+e.Amount > e.Limit; e.Limit <= 0 || e.Limit > MaxAmount || e.Amount <= 0 || over != e.OverLimit {
 			return fmt.Errorf("reservation %s of %d breaks the ceiling %d (committed %d, held %d)", e.AttemptID, e.Amount, e.Limit, l.Committed, l.Held)
 		}
 		if l.open >= MaxReceipts {
 			return fmt.Errorf("reservation %s exceeds %d open receipts", e.AttemptID, MaxReceipts)
 		}
-		l.GuaranteeID, l.Resource, l.Limit, l.DefinitionDigest = e.GuaranteeID, e.Resource, e.Limit, e.DefinitionDigest
+		l.GuaranteeID, l.Resource, l.Limit, l.DefinitionDigest, l.Window = e.GuaranteeID, e.Resource, e.Limit, e.DefinitionDigest, e.Window
+		l.Rolling = e.Rolling
+		l.expire(at)
 		if len(l.Receipts)-l.open >= 2*RecentSealed {
 			l.archive()
 		}
@@ -453,7 +507,12 @@ func (l *Ledger) Apply(ev Event) error {
 			return nil
 		})
 	case ExposureObserved:
-		return l.move(e.AttemptID, func(r *Receipt) error {
+		at, err := parseAt(e.At)
+		if err != nil || (l.Rolling > 0 && e.Outcome == OutcomeApplied && e.At == "") {
+			return fmt.Errorf("observation of %s has an invalid decision time", e.AttemptID)
+		}
+		var committed int64
+		err = l.move(e.AttemptID, func(r *Receipt) error {
 			if r.State != StateStarted && r.State != StateHeld {
 				return fmt.Errorf("observation of %s in state %s", r.AttemptID, r.State)
 			}
@@ -463,6 +522,7 @@ func (l *Ledger) Apply(ev Event) error {
 			r.Last = e.Outcome
 			switch e.Outcome {
 			case OutcomeApplied:
+				committed = r.Amount
 				r.State = StateCommitted
 			case OutcomeNotApplied:
 				r.State = StateReleased
@@ -471,6 +531,13 @@ func (l *Ledger) Apply(ev Event) error {
 			}
 			return nil
 		})
+		if err == nil && l.Rolling > 0 && committed > 0 {
+			// The amount joins the window at its decision time; what
+			// left the window by then goes first.
+			l.expire(at)
+			l.commitAt(at, committed)
+		}
+		return err
 	case ExposureClosed:
 		return l.move(e.AttemptID, func(r *Receipt) error {
 			if r.State != StateReserved {
@@ -574,6 +641,7 @@ func (l *Ledger) Clone() *Ledger {
 	c := *l
 	c.Receipts = append([]Receipt(nil), l.Receipts...)
 	c.Tombstones = append([]string(nil), l.Tombstones...)
+	c.Buckets = append([]Bucket(nil), l.Buckets...)
 	c.index, c.tombs, c.openOp = nil, nil, nil
 	if err := c.Rebuild(); err != nil {
 		// The original satisfied the same checks when it was built.

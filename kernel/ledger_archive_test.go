@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // the scenarios' time zones, whatever the machine has
 
 	"github.com/cockroachdb/datadriven"
 )
@@ -17,7 +18,7 @@ import (
 // go test ./kernel -run TestCeilingScenarios -rewrite
 func TestCeilingScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/ceilings", func(t *testing.T, path string) {
-		h := &ceilingScenario{ledgers: map[string]*Ledger{}, next: 1}
+		h := &ceilingScenario{ledgers: map[string]*Ledger{}, window: map[string]string{}, next: 1}
 		datadriven.RunTest(t, path, h.run)
 	})
 }
@@ -30,6 +31,7 @@ type ceilingScenario struct {
 	pins    map[string]*Pin
 	ctl     Control
 	history map[string][]Event
+	window  map[string]string // guarantee/attempt -> the calendar window it reserved in
 	order   []string
 	next    int
 }
@@ -78,7 +80,8 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 	case "pin":
 		id := arg("id", "")
 		def := Definition{ID: id, CapabilityIDs: []string{"adp_payments.issue_refund"}, ResourcePointer: "/order_id",
-			AmountPointer: "/amount_minor", Limit: num("limit", 0), Unit: "INR_minor", Mode: arg("mode", "")}
+			AmountPointer: "/amount_minor", Limit: num("limit", 0), Unit: "INR_minor", Mode: arg("mode", ""),
+			Window: arg("window", ""), TimeZone: arg("time_zone", ""), Duration: arg("duration", "")}
 		if h.pins == nil {
 			h.pins, h.history = map[string]*Pin{}, map[string][]Event{}
 		}
@@ -182,6 +185,21 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 			apply(l, last)
 		}
 		return h.show(id)
+	case "settle":
+		// One attempt's report, on the ledger the attempt reserved in.
+		att := arg("attempt", "")
+		now := scenarioTime(t, d, arg("at", "2026-12-01T09:00:00Z"))
+		res := arg("resource", "ord_881")
+		var b strings.Builder
+		for _, id := range h.order {
+			l := h.ledger(id, windowKey(res, h.window[id+"/"+att]))
+			dec := DecideExposure(l, Observe{AttemptID: att, Outcome: Outcome(arg("outcome", "applied")), Source: "reconcile", Now: now})
+			apply(l, dec)
+			b.WriteString(render(dec, nil))
+		}
+		return b.String() + h.showAll(res, now)
+	case "balance":
+		return h.showAll(arg("resource", "ord_881"), scenarioTime(t, d, arg("at", "2026-12-01T09:00:00Z")))
 	case "settle-open":
 		id := arg("guarantee", h.order[0])
 		l := h.ledger(id, arg("resource", "ord_881"))
@@ -204,18 +222,26 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 		att := fmt.Sprintf("att_%d", h.next)
 		h.next++
 		res := arg("resource", "ord_881")
+		now := scenarioTime(t, d, arg("at", "2026-12-01T09:00:00Z"))
 		var decs []Decision
 		var over []string
+		var keys []string // the ledger of each guarantee
 		for _, id := range h.order {
 			hold := Hold{GuaranteeID: id, DefinitionDigest: "d", Resource: res, Amount: num("amount", 1), Limit: h.limits[id]}
 			if p := h.pins[id]; p != nil {
 				hold = h.ctl.Bind(p.PinnedHold(res, hold.Amount))
 				hold.DefinitionDigest = "d"
+				if p.Definition.Calendar() {
+					hold.Window = p.Definition.WindowAt(scenarioZone(t, d, p.Definition.TimeZone), now).Key
+				}
 			}
-			dec := DecideExposure(h.ledger(id, res), ReserveStarted{Reserve{GuaranteeID: id, Resource: res, AttemptID: att,
-				OperationID: "op_" + att, Amount: hold.Amount, Limit: hold.Limit, DefinitionDigest: "d", Observe: hold.Observe}})
+			keys = append(keys, windowKey(res, hold.Window))
+			h.window[id+"/"+att] = hold.Window
+			dec := DecideExposure(h.ledger(id, keys[len(keys)-1]), ReserveStarted{Reserve{GuaranteeID: id, Resource: res, AttemptID: att,
+				OperationID: "op_" + att, Amount: hold.Amount, Limit: hold.Limit, DefinitionDigest: "d", Observe: hold.Observe,
+				Window: hold.Window, Rolling: hold.Rolling, Now: now}})
 			if dec.Refusal != nil {
-				return fmt.Sprintf("refused %s: %s\n", dec.Refusal.Code, dec.Refusal.Reason) + h.showAll(res)
+				return fmt.Sprintf("refused %s: %s\n", dec.Refusal.Code, dec.Refusal.Reason) + h.showAll(res, now)
 			}
 			if e, ok := dec.Events[0].(ExposureReserved); ok && e.OverLimit {
 				over = append(over, id)
@@ -223,19 +249,19 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 			decs = append(decs, dec)
 		}
 		for i, id := range h.order {
-			apply(h.ledger(id, res), decs[i])
+			apply(h.ledger(id, keys[i]), decs[i])
 		}
 		if o := arg("outcome", ""); o != "" {
-			for _, id := range h.order {
-				l := h.ledger(id, res)
-				apply(l, DecideExposure(l, Observe{AttemptID: att, Outcome: Outcome(o), Source: "provider"}))
+			for i, id := range h.order {
+				l := h.ledger(id, keys[i])
+				apply(l, DecideExposure(l, Observe{AttemptID: att, Outcome: Outcome(o), Source: "provider", Now: now}))
 			}
 		}
 		out := "reserved " + att + "\n"
 		for _, id := range over {
 			out += id + ": over the limit, recorded (observe mode)\n"
 		}
-		return out + h.showAll(res)
+		return out + h.showAll(res, now)
 	case "observe":
 		id := arg("guarantee", h.order[0])
 		l := h.ledger(id, "ord_881")
@@ -271,20 +297,52 @@ func (h *ceilingScenario) show(id string) string {
 		renderBalance(l.Balance()))
 }
 
-func (h *ceilingScenario) showAll(resource string) string {
+func (h *ceilingScenario) showAll(resource string, now time.Time) string {
 	var b strings.Builder
 	for _, id := range h.order {
 		l := h.ledger(id, resource)
+		p := h.pins[id]
+		if p != nil && p.Definition.Calendar() {
+			w := p.Definition.WindowAt(scenarioZone(nil, nil, p.Definition.TimeZone), now)
+			l = h.ledger(id, windowKey(resource, w.Key))
+			fmt.Fprintf(&b, "%s window %s until %s: ", id, w.Key, w.End.Format(time.RFC3339))
+		}
 		bal := l.Balance()
-		if p := h.pins[id]; p != nil {
+		if p != nil {
 			bal = l.BalanceUnder(h.ctl.LimitFor(p, resource))
 		}
+		if l.Rolling > 0 {
+			bal.Committed = l.CommittedAt(now)
+			bal.Available = bal.Limit - bal.Committed - bal.Held
+		}
 		fmt.Fprintf(&b, "%s %s", id, renderBalance(bal))
+		if at, amt, ok := l.NextReturn(now); ok {
+			fmt.Fprintf(&b, "%s returns %d at %s\n", id, amt, at.Format(time.RFC3339))
+		}
 		if l.OverLimit > 0 {
 			fmt.Fprintf(&b, "%s over_limit=%d\n", id, l.OverLimit)
 		}
 	}
 	return b.String()
+}
+
+// windowKey is the harness's ledger key of a resource in a window.
+func windowKey(resource, window string) string {
+	if window == "" {
+		return resource
+	}
+	return resource + "@" + window
+}
+
+func scenarioZone(t *testing.T, d *datadriven.TestData, name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		if d != nil {
+			d.Fatalf(t, "time zone %q: %v", name, err)
+		}
+		panic(err)
+	}
+	return loc
 }
 
 func scenarioTime(t *testing.T, d *datadriven.TestData, s string) time.Time {
@@ -459,6 +517,100 @@ func TestDefinitionChangesKeepTheCeiling(t *testing.T) {
 			for _, l := range ledgers {
 				checkInvariants(t, l)
 			}
+		}
+	}
+}
+
+// TestRollingWindowProperties drives random reservations and reports over
+// a rolling window with time moving forward at random steps, and checks
+// against a naive recount: what the ledger counts as committed at a
+// decision time is never less than what was committed within the duration
+// before it (an effect never leaves early), every enforced reservation fits
+// the limit that way, and a snapshot plus the tail equals the full fold.
+func TestRollingWindowProperties(t *testing.T) {
+	const dur = 24 * 3600
+	for seed := int64(1); seed <= 60; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		var l Ledger
+		var log []Event
+		type commit struct{ at, amount int64 }
+		var commits []commit
+		open := map[string]int64{}
+		var order []string
+		now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		limit := int64(1000 + rng.Intn(5000))
+		for step := 0; step < 400; step++ {
+			now = now.Add(time.Duration(rng.Intn(4*3600)) * time.Second)
+			var dec Decision
+			if len(order) > 0 && rng.Intn(2) == 0 {
+				i := rng.Intn(len(order))
+				att := order[i]
+				out := []Outcome{OutcomeApplied, OutcomeNotApplied, OutcomePending}[rng.Intn(3)]
+				dec = DecideExposure(&l, Observe{AttemptID: att, Outcome: out, Source: "p", Now: now})
+				if dec.Refusal == nil && out.Definitive() {
+					if out == OutcomeApplied {
+						commits = append(commits, commit{now.Unix(), open[att]})
+					}
+					delete(open, att)
+					order = append(order[:i], order[i+1:]...)
+				}
+			} else {
+				att := fmt.Sprintf("a%d", step)
+				amt := int64(1 + rng.Intn(800))
+				dec = DecideExposure(&l, ReserveStarted{Reserve{GuaranteeID: "g", Resource: "r", AttemptID: att, OperationID: "o" + att,
+					Amount: amt, Limit: limit, DefinitionDigest: "d", Rolling: dur, Now: now}})
+				if dec.Refusal == nil {
+					open[att] = amt
+					order = append(order, att)
+				}
+			}
+			for _, ev := range dec.Events {
+				if err := l.Apply(ev); err != nil {
+					t.Fatalf("seed %d step %d: %v", seed, step, err)
+				}
+				log = append(log, ev)
+			}
+			checkInvariants(t, &l)
+			var naive int64
+			for _, c := range commits {
+				if c.at > now.Unix()-dur {
+					naive += c.amount
+				}
+			}
+			if got := l.CommittedAt(now); got < naive {
+				t.Fatalf("seed %d step %d: the window counts %d committed, %d were committed within its duration", seed, step, got, naive)
+			}
+			if l.CommittedAt(now)+l.Held > limit {
+				t.Fatalf("seed %d step %d: %d + %d > %d", seed, step, l.CommittedAt(now), l.Held, limit)
+			}
+			if len(l.Buckets) > RollingBuckets+1 {
+				t.Fatalf("seed %d step %d: %d buckets", seed, step, len(l.Buckets))
+			}
+		}
+		cut := rng.Intn(len(log) + 1)
+		var head Ledger
+		for _, ev := range log[:cut] {
+			if err := head.Apply(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, _ := json.Marshal(&head)
+		var resumed Ledger
+		if err := json.Unmarshal(b, &resumed); err != nil {
+			t.Fatal(err)
+		}
+		if err := resumed.Rebuild(); err != nil {
+			t.Fatalf("seed %d: snapshot does not rebuild: %v", seed, err)
+		}
+		for _, ev := range log[cut:] {
+			if err := resumed.Apply(ev); err != nil {
+				t.Fatalf("seed %d: tail after snapshot: %v", seed, err)
+			}
+		}
+		want, _ := json.Marshal(&l)
+		got, _ := json.Marshal(&resumed)
+		if string(want) != string(got) {
+			t.Fatalf("seed %d: snapshot plus tail differs from the full fold", seed)
 		}
 	}
 }

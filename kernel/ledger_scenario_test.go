@@ -155,6 +155,12 @@ func checkInvariants(t testing.TB, l *Ledger) {
 			committed += r.Amount
 		}
 	}
+	if l.Rolling > 0 {
+		committed = 0
+		for _, b := range l.Buckets {
+			committed += b.Amount
+		}
+	}
 	if committed != l.Committed || held != l.Held {
 		t.Fatalf("balances drifted: kept committed=%d held=%d, receipts say committed=%d held=%d", l.Committed, l.Held, committed, held)
 	}

@@ -49,6 +49,7 @@ type HoldRef struct {
 	GuaranteeID string `json:"guarantee_id"`
 	Resource    string `json:"resource"`
 	Amount      int64  `json:"amount"`
+	Window      string `json:"window,omitempty"` // the calendar window whose ledger holds it
 }
 
 // RefusalRecord is a refusal as recorded.

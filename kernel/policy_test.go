@@ -397,3 +397,64 @@ func TestEvidenceRecordRules(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideApprovalDeny: a denial needs a reason; it answers a request no
+// under a new id, or withdraws an unused grant (its digest and risk, when
+// named, must be the grant's); a redeemed approval can no longer be denied;
+// denying twice changes nothing; and a denied approval never redeems.
+func TestDecideApprovalDeny(t *testing.T) {
+	now := time.Date(2026, 10, 26, 12, 0, 0, 0, time.UTC)
+	digest := strings.Repeat("ab", 32)
+	grant := func() *Approval {
+		a := &Approval{}
+		d := DecideApprovalGrant(a, GrantApproval{ApprovalID: "ap1", ActionDigest: digest, Risk: "high", Operator: "op", Now: now, TTL: time.Hour})
+		if err := a.Apply(d.Events[0]); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	deny := DenyApproval{ApprovalID: "ap1", Operator: "op", Reason: "no", Now: now}
+	redeemed := grant()
+	if err := redeemed.Apply(ApprovalRedeemed{ApprovalID: "ap1", OperationID: "o1", ActionDigest: digest}); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		a    *Approval
+		cmd  DenyApproval
+		code Code
+		evs  int
+	}{
+		"request":        {&Approval{}, DenyApproval{ApprovalID: "ap1", ActionDigest: digest, Risk: "high", Operator: "op", Reason: "no", Now: now}, "", 1},
+		"request digest": {&Approval{}, DenyApproval{ApprovalID: "ap1", ActionDigest: "x", Risk: "high", Operator: "op", Reason: "no", Now: now}, CodeRequestMalformed, 0},
+		"no reason":      {grant(), DenyApproval{ApprovalID: "ap1", Operator: "op", Now: now}, CodeRequestMalformed, 0},
+		"withdraw":       {grant(), deny, "", 1},
+		"other risk":     {grant(), DenyApproval{ApprovalID: "ap1", Risk: "low", Operator: "op", Reason: "no", Now: now}, CodeApprovalMismatch, 0},
+		"redeemed":       {redeemed, deny, CodeApprovalRedeemed, 0},
+	} {
+		d := DecideApprovalDeny(c.a, c.cmd)
+		if got := codeOf(d.Refusal); got != c.code || len(d.Events) != c.evs {
+			t.Errorf("%s: %v %d events, want %q %d", name, d.Refusal, len(d.Events), c.code, c.evs)
+			continue
+		}
+		if len(d.Events) == 0 {
+			continue
+		}
+		if err := c.a.Apply(d.Events[0]); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if again := DecideApprovalDeny(c.a, deny); again.Refusal != nil || len(again.Events) != 0 {
+			t.Errorf("%s: second denial %+v", name, again)
+		}
+		r := DecideApproval(c.a, RedeemApproval{Required: true, ApprovalID: "ap1", ActionDigest: digest, Risk: "high", Now: now})
+		if codeOf(r.Refusal) != CodeApprovalDenied {
+			t.Errorf("%s: redemption of a denied approval: %+v", name, r)
+		}
+	}
+}
+
+func codeOf(r *Refusal) Code {
+	if r == nil {
+		return ""
+	}
+	return r.Code
+}

@@ -19,7 +19,9 @@ type Hold struct {
 	Resource         string
 	Amount           int64
 	Limit            int64
-	Observe          bool // the guarantee is in observe mode: over the limit is recorded, not refused
+	Observe          bool   // the guarantee is in observe mode: over the limit is recorded, not refused
+	Window           string // the calendar window of the ledger (Definition.WindowAt), if any
+	Rolling          int64  // the rolling window's duration in seconds, if any
 }
 
 // ProposalState is what the reserve decision reads.
@@ -127,7 +129,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 		for i, h := range c.Holds {
 			rd := DecideExposure(s.Ledgers[i], ReserveStarted{Reserve: Reserve{GuaranteeID: h.GuaranteeID, Resource: h.Resource,
 				AttemptID: c.AttemptID, OperationID: c.Opened.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest,
-				Observe: h.Observe}})
+				Observe: h.Observe, Window: h.Window, Rolling: h.Rolling, Now: c.Now}})
 			if rd.Refusal != nil {
 				refusal = rd.Refusal
 				break
@@ -149,7 +151,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	}
 	hr := make([]HoldRef, len(c.Holds))
 	for i, h := range c.Holds {
-		hr[i] = HoldRef{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount}
+		hr[i] = HoldRef{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount, Window: h.Window}
 	}
 	if len(hr) == 0 {
 		hr = nil
@@ -190,6 +192,7 @@ type Settle struct {
 	Generation uint64
 	Claimant   string
 	Holds      []Hold
+	Now        time.Time // the decision time
 	// Controls are the controls recorded with the report; DecideSettle
 	// fills in the guarantees and the generation.
 	Controls Controls
@@ -223,7 +226,7 @@ func DecideSettle(s SettleState, c Settle) SettleDecision {
 	d := SettleDecision{Ledgers: make([][]Event, len(s.Ledgers))}
 	n := 0
 	for i, l := range s.Ledgers {
-		ld := DecideExposure(l, Observe{AttemptID: c.AttemptID, Outcome: c.Outcome, Source: c.Source, Ref: c.Ref})
+		ld := DecideExposure(l, Observe{AttemptID: c.AttemptID, Outcome: c.Outcome, Source: c.Source, Ref: c.Ref, Now: c.Now})
 		d.Ledgers[i] = ld.Events
 		n += len(ld.Events)
 		if ld.Refusal != nil && d.Refusal == nil {

@@ -25,6 +25,19 @@ type ProviderReply struct {
 	Body           []byte
 }
 
+// ClassifyQuery maps the reply to a reconciliation query (a look-up by the
+// attempt's idempotency key) to an outcome. Only the reported state
+// settles: NotAppliedStatuses are statuses of the dispatch call, and a
+// query's non-2xx is unknown whatever it is. A 404 for a key the provider
+// never saw proves nothing: the call may still be on its way, or the
+// provider may have lost the key, so it must never release a hold.
+func (c RecoveryContract) ClassifyQuery(r ProviderReply) (Outcome, string) {
+	if r.Status < 200 || r.Status > 299 {
+		return OutcomeUnknown, ""
+	}
+	return c.Classify(r)
+}
+
 // Classify maps a provider reply to an outcome under the contract. A 2xx
 // settles only when the reported state says so; a listed status is
 // not_applied; any other status, a transport failure, an unreadable body or

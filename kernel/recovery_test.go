@@ -28,3 +28,31 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyQueryStatuses: the statuses that prove a dispatch call did
+// not apply prove nothing about a query: a 404 for a key the provider never
+// saw is unknown, and only a reported state settles a query.
+func TestClassifyQueryStatuses(t *testing.T) {
+	c := RecoveryContract{Completion: "/refund/status", Applied: []string{"succeeded"}, NotApplied: []string{"failed"},
+		Pending: []string{"pending"}, NotAppliedStatuses: []int{404, 409}}
+	for _, tc := range []struct {
+		r     ProviderReply
+		query Outcome
+		call  Outcome
+	}{
+		{ProviderReply{Status: 404}, OutcomeUnknown, OutcomeNotApplied},
+		{ProviderReply{Status: 409}, OutcomeUnknown, OutcomeNotApplied},
+		{ProviderReply{Status: 500}, OutcomeUnknown, OutcomeUnknown},
+		{ProviderReply{TransportError: true}, OutcomeUnknown, OutcomeUnknown},
+		{ProviderReply{Status: 200, Body: []byte(`{"refund":{"status":"failed"}}`)}, OutcomeNotApplied, OutcomeNotApplied},
+		{ProviderReply{Status: 200, Body: []byte(`{"refund":{"status":"succeeded"}}`)}, OutcomeApplied, OutcomeApplied},
+		{ProviderReply{Status: 200, Body: []byte(`{"refund":{"status":"pending"}}`)}, OutcomePending, OutcomePending},
+	} {
+		if got, _ := c.ClassifyQuery(tc.r); got != tc.query {
+			t.Errorf("query %+v: %s, want %s", tc.r, got, tc.query)
+		}
+		if got, _ := c.Classify(tc.r); got != tc.call {
+			t.Errorf("call %+v: %s, want %s", tc.r, got, tc.call)
+		}
+	}
+}

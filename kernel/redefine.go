@@ -229,6 +229,7 @@ func (c *Control) applyRedefined(e GuaranteeRedefined) error {
 // PinnedHold is a hold on the pinned guarantee, with version 1's limit and
 // mode; Control.Bind applies the later versions.
 func (p *Pin) PinnedHold(resource string, amount int64) Hold {
+	rolling, _ := p.Definition.RollingSeconds()
 	return Hold{GuaranteeID: p.Definition.ID, DefinitionDigest: p.Digest, Resource: resource, Amount: amount,
-		Limit: p.Definition.Limit, Observe: p.Definition.Mode == ModeObserve}
+		Limit: p.Definition.Limit, Observe: p.Definition.Mode == ModeObserve, Rolling: rolling}
 }

@@ -146,6 +146,17 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		if dec.Refusal == nil {
 			w.approvals[id] = a
 		}
+	case "deny":
+		id := arg("id", "")
+		a := w.approvals[id]
+		if a == nil {
+			a = &Approval{}
+		}
+		dec := DecideApprovalDeny(a, DenyApproval{ApprovalID: id, ActionDigest: storyDigest(arg("principal", ""), arg("order", ""), num("amount", 0)),
+			Risk: "high", Operator: "op_priya", Reason: arg("reason", ""), Now: w.now})
+		apply("approval "+id, a, dec.Events)
+		refused(dec.Refusal)
+		w.approvals[id] = a
 	case "propose":
 		principal, order, amount := arg("principal", ""), arg("order", ""), num("amount", 0)
 		w.n++

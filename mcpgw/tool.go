@@ -10,6 +10,7 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/kernel"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // toolOf is a capability's MCP tool. Its input is the proposal less the
@@ -38,8 +39,9 @@ func toolOf(cp *gateway.CapabilityConfig) *mcp.Tool {
 	}
 }
 
-// call is a tool's handler: the proposal goes through Gateway.Propose under
-// the identity the token names, and its reply is the result.
+// call is a tool's handler: the proposal goes through Gateway.Propose (with
+// the runtime's logs, metrics and traces) under the identity the token
+// names, and its reply is the result.
 func call(gw *gateway.Gateway, capID string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		id, ok := identityOf(req.Extra)
@@ -48,7 +50,11 @@ func call(gw *gateway.Gateway, capID string) mcp.ToolHandler {
 		}
 		// A client that hangs up mid-call must not cut a dispatch short:
 		// the decision runs to its end, and a resend learns it.
-		reply := gw.Propose(context.WithoutCancel(ctx), id.tenant, id.principal, ProposalBody(capID, req.Params.Arguments))
+		var trace propagation.TextMapCarrier // the client's traceparent, if it sent one
+		if req.Extra != nil && req.Extra.Header != nil {
+			trace = propagation.HeaderCarrier(req.Extra.Header)
+		}
+		reply := gw.ProposeObserved(context.WithoutCancel(ctx), id.tenant, id.principal, trace, ProposalBody(capID, req.Params.Arguments))
 		return Result(reply), nil
 	}
 }

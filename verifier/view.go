@@ -42,7 +42,10 @@ type ResourceView struct {
 	Receipts    int    `json:"receipts"` // receipts listed: open ones and the newest sealed (at most kernel.MaxListed)
 	// Archived summarizes the sealed receipts the ledger no longer lists.
 	Archived     kernel.ArchivedReceipts `json:"archived_receipts,omitzero"`
-	OpenAttempts []OpenAttempt           `json:"open_attempts"` // receipts still holding exposure, in reservation order
+	Window       string                  `json:"window,omitempty"`          // the calendar window this ledger counts
+	Rolling      int64                   `json:"rolling_seconds,omitempty"` // the rolling window's duration
+	OverLimit    int64                   `json:"over_limit,omitempty"`      // reservations over the limit in observe mode
+	OpenAttempts []OpenAttempt           `json:"open_attempts"`             // receipts still holding exposure, in reservation order
 }
 
 // OpenAttempt is a receipt that still holds exposure, with the next safe step.
@@ -181,7 +184,8 @@ func (f *Fold) View() View {
 		rv := ResourceView{
 			GuaranteeID: l.GuaranteeID, Resource: l.Resource, Subject: subject,
 			Limit: b.Limit, Committed: b.Committed, Held: b.Held, Available: b.Available,
-			Receipts: len(l.Receipts), Archived: l.Archived, OpenAttempts: []OpenAttempt{},
+			Receipts: len(l.Receipts), Archived: l.Archived, Window: l.Window, Rolling: l.Rolling, OverLimit: l.OverLimit,
+			OpenAttempts: []OpenAttempt{},
 		}
 		for _, r := range l.Receipts {
 			if !r.State.Open() {
@@ -366,6 +370,8 @@ func Compare(got, want View) []Diff {
 		add(s, "available", g.Available, w.Available)
 		add(s, "receipts", g.Receipts, w.Receipts)
 		add(s, "archived_receipts", jsonString(g.Archived), jsonString(w.Archived))
+		add(s, "window", g.Window, w.Window)
+		add(s, "over_limit", g.OverLimit, w.OverLimit)
 		add(s, "open_attempts", jsonString(g.OpenAttempts), jsonString(w.OpenAttempts))
 	}
 	add("", "incidents", jsonString(got.Incidents), jsonString(want.Incidents))

@@ -8,11 +8,11 @@ package main
 import (
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/mcpgw"
 )
@@ -52,37 +52,18 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start})
+	log := gateway.NewLogger(cfg, os.Stderr) // runtime.log_format, runtime.log_level
+	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start, Console: console.Boot})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
-	log.Info("contextosd ready", "nats", rt.URL, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
-	if rt.MCPURL != "" {
-		log.Info("mcp gateway ready", "url", rt.MCPURL)
-	}
+	// Ready is said only once a signal would stop the daemon cleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	log.Info("contextosd ready", "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
 	<-sig
 	log.Info("contextosd stopping")
 	rt.Close()
 	return 0
-}
-
-// faultHooks lets the crash tests and the chaos harness kill this process
-// with SIGKILL at an exact point of the dispatch sequence. It is inert
-// unless CONTEXTOSD_FAULT names a point.
-func faultHooks() gateway.Hooks {
-	kill := func(string) {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
-	}
-	switch os.Getenv("CONTEXTOSD_FAULT") {
-	case "after-dispatch-start":
-		return gateway.Hooks{AfterDispatchStart: kill}
-	case "after-provider-call":
-		return gateway.Hooks{AfterProviderCall: kill}
-	}
-	return gateway.Hooks{}
 }

@@ -14,7 +14,7 @@ func init() { register(newContextCmd) }
 // newContextCmd returns `ctx context`, whose `compile` subcommand runs the
 // kernel's context compiler offline on files: it prints the CompiledContext
 // as indented JSON and exits 0 when the gate allows commit, 1 when it does
-// not, 2 on invalid input or usage.
+// not or on invalid input, 2 on usage.
 func newContextCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "context",
@@ -32,11 +32,11 @@ func newContextCmd() *cobra.Command {
 CompiledContext (payload, eligibility, dependencies, negative state and the
 evidence gate) as indented JSON on stdout.
 
-Exit codes: 0 when the gate's commit_allowed is true, 1 when it is false,
-2 on invalid input or usage.`,
+Exit codes: 0 when the gate's commit_allowed is true, 1 when it is false or
+an input is invalid, 2 on usage.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			invalid := func(err error) error { return &ExitError{Code: 2, Err: err} }
+			invalid := func(err error) error { return &ExitError{Code: exitRefused, Err: err} }
 			for _, req := range []struct{ flag, value string }{
 				{"--pack", packPath}, {"--run", runPath}, {"--evidence", evidencePath},
 			} {

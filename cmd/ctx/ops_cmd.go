@@ -1,12 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"os"
 	"text/tabwriter"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/client"
 	"github.com/spf13/cobra"
 )
 
@@ -20,19 +20,22 @@ func init() {
 	register(newAdmitRunCmd)
 }
 
-// refused turns a refused operator reply into exit code 1.
-func refused(r gateway.OpReply) error {
-	if r.OK {
-		return nil
-	}
-	return &ExitError{Code: 1, Err: fmt.Errorf("refused %s: %s", r.Code, r.Reason)}
-}
-
 func table(header string, rows func(w *tabwriter.Writer)) {
-	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	w := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(w, header)
 	rows(w)
 	_ = w.Flush()
+}
+
+// do connects, runs f and, in JSON output, prints a refusal as JSON too
+// (the exit code is 1 either way).
+func (c *connFlags) do(f func(ctx context.Context, cl *client.Client) error) error {
+	err := c.call(f)
+	var r client.Refused
+	if c.json && errors.As(err, &r) {
+		_ = printJSON(map[string]any{"ok": false, "code": r.Code, "reason": wireNames.Replace(r.Reason)})
+	}
+	return err
 }
 
 // exposureSubcommands are added under "ctx exposure" (ctx exposure export).
@@ -49,19 +52,29 @@ func newExposureCmd() *cobra.Command {
 	cmd.Flags().StringVar(&guarantee, "guarantee", "", "only this guarantee")
 	cmd.Flags().StringVar(&resource, "resource", "", "only this resource")
 	cmd.RunE = func(*cobra.Command, []string) error {
-		var r gateway.OpReply
-		if err := c.op("exposure", gateway.OpRequest{GuaranteeID: guarantee, Resource: resource}, &r); err != nil {
-			return err
-		}
-		if c.json {
-			return errors.Join(printJSON(r.Exposure), refused(r))
-		}
-		table("GUARANTEE\tRESOURCE\tLIMIT\tCOMMITTED\tHELD\tAVAILABLE\tOPEN", func(w *tabwriter.Writer) {
-			for _, e := range r.Exposure {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", e.GuaranteeID, e.Resource, e.Limit, e.Committed, e.Held, e.Available, e.OpenAttempts)
+		return c.do(func(ctx context.Context, cl *client.Client) error {
+			rows, err := cl.Exposure(ctx, guarantee, resource)
+			if err != nil {
+				return err
 			}
+			if c.json {
+				return printJSON(nonNil(rows))
+			}
+			head, wide := "GUARANTEE\tRESOURCE\tLIMIT\tCOMMITTED\tHELD\tAVAILABLE\tOPEN", ""
+			if c.wide() {
+				head, wide = "TENANT\t"+head, "%s\t"
+			}
+			table(head, func(w *tabwriter.Writer) {
+				for _, e := range rows {
+					cols := []any{e.GuaranteeID, e.Resource, e.Limit, e.Committed, e.Held, e.Available, e.OpenAttempts}
+					if wide != "" {
+						cols = append([]any{e.Tenant}, cols...)
+					}
+					fmt.Fprintf(w, wide+"%s\t%s\t%d\t%d\t%d\t%d\t%d\n", cols...)
+				}
+			})
+			return nil
 		})
-		return refused(r)
 	}
 	for _, f := range exposureSubcommands {
 		cmd.AddCommand(f())
@@ -77,21 +90,39 @@ func newAttemptsCmd() *cobra.Command {
 	}
 	c := addConnFlags(cmd)
 	cmd.RunE = func(*cobra.Command, []string) error {
-		var r gateway.OpReply
-		if err := c.op("attempts", gateway.OpRequest{}, &r); err != nil {
-			return err
-		}
-		if c.json {
-			return errors.Join(printJSON(r.Attempts), refused(r))
-		}
-		table("ATTEMPT\tPRINCIPAL\tGUARANTEE\tRESOURCE\tAMOUNT\tSTATE\tLAST\tNEXT SAFE STEP", func(w *tabwriter.Writer) {
-			for _, a := range r.Attempts {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.AttemptID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep)
+		return c.do(func(ctx context.Context, cl *client.Client) error {
+			rows, err := cl.Attempts(ctx)
+			if err != nil {
+				return err
 			}
+			if c.json {
+				return printJSON(nonNil(rows))
+			}
+			head := "ATTEMPT\tPRINCIPAL\tGUARANTEE\tRESOURCE\tAMOUNT\tSTATE\tLAST\tNEXT SAFE STEP\tLAST REASON"
+			if c.wide() {
+				head = "ATTEMPT\tOPERATION\tRUN\tPRINCIPAL\tGUARANTEE\tRESOURCE\tAMOUNT\tSTATE\tLAST\tNEXT SAFE STEP\tLAST REASON"
+			}
+			table(head, func(w *tabwriter.Writer) {
+				for _, a := range rows {
+					if c.wide() {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AttemptID, a.OperationID, a.RunID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep, orDash(a.LastReason))
+						continue
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AttemptID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep, orDash(a.LastReason))
+				}
+			})
+			return nil
 		})
-		return refused(r)
 	}
 	return cmd
+}
+
+// nonNil makes an empty list print as [] rather than null.
+func nonNil[T any](rows []T) []T {
+	if rows == nil {
+		return []T{}
+	}
+	return rows
 }
 
 func orDash(s string) string {
@@ -101,31 +132,31 @@ func orDash(s string) string {
 	return s
 }
 
-func printSettled(c *connFlags, r gateway.OpReply) error {
-	if c.json {
-		return errors.Join(printJSON(r), refused(r))
+// printSettled prints what an action did to each attempt; an attempt it
+// could not settle is exit 1.
+func printSettled(c *connFlags, rows []client.SettleRow) error {
+	var failed error
+	for _, s := range rows {
+		if s.Code != "" && failed == nil {
+			failed = &ExitError{Code: exitRefused, Err: fmt.Errorf("attempt %s: %s: %s", s.AttemptID, s.Code, wireNames.Replace(s.Reason))}
+		}
 	}
-	if !r.OK {
-		return refused(r)
+	if c.json {
+		return errors.Join(printJSON(nonNil(rows)), failed)
 	}
 	table("ATTEMPT\tOUTCOME\tSTATUS\tCODE\tNOTE", func(w *tabwriter.Writer) {
-		for _, s := range r.Settled {
+		for _, s := range rows {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.AttemptID, orDash(string(s.Outcome)), orDash(string(s.Status)), orDash(string(s.Code)), s.Reason)
 		}
 	})
-	for _, s := range r.Settled {
-		if s.Code != "" {
-			return &ExitError{Code: 1, Err: fmt.Errorf("attempt %s: %s", s.AttemptID, s.Code)}
-		}
-	}
-	return nil
+	return failed
 }
 
 func newReconcileCmd() *cobra.Command {
 	var attempt string
 	var all bool
 	cmd := &cobra.Command{
-		Use:   "reconcile",
+		Use:   "reconcile (--attempt ID | --all)",
 		Short: "Ask the provider about an attempt by its idempotency key and record the answer",
 		Long: `reconcile queries the provider through the capability's recovery contract and
 records what it reports: applied commits the hold, not_applied releases it,
@@ -139,11 +170,13 @@ pending or unknown keeps it.`,
 		if (attempt == "") == !all {
 			return usageError("name exactly one of --attempt or --all")
 		}
-		var r gateway.OpReply
-		if err := c.op("reconcile", gateway.OpRequest{AttemptID: attempt, All: all}, &r); err != nil {
-			return err
-		}
-		return printSettled(c, r)
+		return c.do(func(ctx context.Context, cl *client.Client) error {
+			rows, err := cl.Reconcile(ctx, attempt)
+			if err != nil {
+				return err
+			}
+			return printSettled(c, rows)
+		})
 	}
 	return cmd
 }
@@ -151,7 +184,7 @@ pending or unknown keeps it.`,
 func newCloseAttemptCmd() *cobra.Command {
 	var attempt, guarantee, resource, reason string
 	cmd := &cobra.Command{
-		Use:   "close-attempt",
+		Use:   "close-attempt --attempt ID",
 		Short: "Close an attempt whose dispatch never started (or tombstone an unknown one)",
 		Long: `close-attempt releases the hold of an attempt that never started dispatch. It is
 refused with shared_guarantee_dispatch_active once dispatch started: then only
@@ -169,11 +202,21 @@ is refused.`,
 		if attempt == "" {
 			return usageError("--attempt is required")
 		}
-		var r gateway.OpReply
-		if err := c.op("close-attempt", gateway.OpRequest{AttemptID: attempt, GuaranteeID: guarantee, Resource: resource, Reason: reason}, &r); err != nil {
-			return err
-		}
-		return printSettled(c, r)
+		return c.do(func(ctx context.Context, cl *client.Client) error {
+			r, err := cl.CloseAttempt(ctx, attempt, guarantee, resource, reason)
+			if err != nil {
+				return err
+			}
+			if len(r.Exposure) > 0 {
+				if c.json {
+					return printJSON(r.Exposure)
+				}
+				e := r.Exposure[0]
+				fmt.Fprintf(stdout, "tombstoned attempt %s on %s/%s (committed %d, held %d, available %d)\n", attempt, e.GuaranteeID, e.Resource, e.Committed, e.Held, e.Available)
+				return nil
+			}
+			return printSettled(c, r.Settled)
+		})
 	}
 	return cmd
 }
@@ -181,7 +224,7 @@ is refused.`,
 func newAssertAbsenceCmd() *cobra.Command {
 	var attempt, artifact string
 	cmd := &cobra.Command{
-		Use:   "assert-absence",
+		Use:   "assert-absence --attempt ID --artifact REF",
 		Short: "Release a held attempt on your signed assertion that the effect does not exist",
 		Long: `assert-absence records, signed and in your name, that the effect of an attempt
 does not exist, citing an artifact (a provider export, a ticket). It is
@@ -196,11 +239,13 @@ partial); with no observation at all the hold stays: reconcile first.`,
 		if attempt == "" || artifact == "" {
 			return usageError("--attempt and --artifact are required")
 		}
-		var r gateway.OpReply
-		if err := c.op("assert-absence", gateway.OpRequest{AttemptID: attempt, ArtifactRef: artifact}, &r); err != nil {
-			return err
-		}
-		return printSettled(c, r)
+		return c.do(func(ctx context.Context, cl *client.Client) error {
+			rows, err := cl.AssertAbsence(ctx, attempt, artifact)
+			if err != nil {
+				return err
+			}
+			return printSettled(c, rows)
+		})
 	}
 	return cmd
 }
@@ -213,12 +258,13 @@ func newKillSwitchCmd() *cobra.Command {
 		Long: `kill-switch with no argument shows the state. While engaged every new proposal
 of the tenant is refused kill_switch_engaged; settlement and reconciliation
 of existing attempts go on.`,
-		Args: cobra.MaximumNArgs(1),
+		Args:      cobra.MaximumNArgs(1),
+		ValidArgs: []string{"on", "off"},
 	}
 	c := addConnFlags(cmd)
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
-		req := gateway.OpRequest{Reason: reason}
+		var engage *bool
 		if len(args) == 1 {
 			var v bool
 			switch args[0] {
@@ -228,23 +274,23 @@ of existing attempts go on.`,
 			default:
 				return usageError("kill-switch takes on or off, not %q", args[0])
 			}
-			req.Engaged = &v
+			engage = &v
 		}
-		var r gateway.OpReply
-		if err := c.op("kill-switch", req, &r); err != nil {
-			return err
-		}
-		if c.json {
-			return errors.Join(printJSON(r), refused(r))
-		}
-		if r.OK && r.KillSwitch != nil {
+		return c.do(func(ctx context.Context, cl *client.Client) error {
+			v, err := cl.KillSwitch(ctx, engage, reason)
+			if err != nil {
+				return err
+			}
+			if c.json {
+				return printJSON(map[string]any{"tenant": cl.Tenant(), "kill_switch": v})
+			}
 			state := "released"
-			if *r.KillSwitch {
+			if v {
 				state = "engaged"
 			}
-			fmt.Printf("kill switch of %s: %s\n", c.tenant, state)
-		}
-		return refused(r)
+			fmt.Fprintf(stdout, "kill switch of %s: %s\n", cl.Tenant(), state)
+			return nil
+		})
 	}
 	return cmd
 }
@@ -273,18 +319,17 @@ the parent run's, which it may not exceed.`,
 		if runID == "" || principal == "" {
 			return usageError("--run and --principal are required")
 		}
-		var r gateway.OpReply
-		if err := c.op("admit-run", gateway.AdmitRunRequest{RunID: runID, ParentRunID: parent, Principal: principal, Calls: calls, Amount: amount}, &r); err != nil {
-			return err
-		}
-		if c.json {
-			return errors.Join(printJSON(r), refused(r))
-		}
-		if err := refused(r); err != nil {
-			return err
-		}
-		fmt.Printf("admitted run %s of %s: %d calls, amount %d\n", runID, principal, calls, amount)
-		return nil
+		return c.do(func(ctx context.Context, cl *client.Client) error {
+			run, err := cl.AdmitRun(ctx, client.AdmitRunRequest{RunID: runID, ParentRunID: parent, Principal: principal, Calls: calls, Amount: amount})
+			if err != nil {
+				return err
+			}
+			if c.json {
+				return printJSON(run)
+			}
+			fmt.Fprintf(stdout, "admitted run %s of %s: %d calls, amount %d\n", run.RunID, run.Principal, run.Calls, run.Amount)
+			return nil
+		})
 	}
 	return cmd
 }

@@ -145,6 +145,26 @@ func ExposureSubject(tenant, guaranteeID, resource string) (string, error) {
 	return SubjectPrefix + tenant + "." + KindExposure + "." + guaranteeID + "." + ResourceToken(resource), nil
 }
 
+// ExposureWindowSubject is ExposureSubject for the ledger of one calendar
+// window, "<exposure subject>.<window>"; an empty window is the guarantee's
+// only ledger. A window key is digits, ASCII letters and '-' (2026-12-01,
+// 2026-W49, 2026-12).
+func ExposureWindowSubject(tenant, guaranteeID, resource, window string) (string, error) {
+	s, err := ExposureSubject(tenant, guaranteeID, resource)
+	if err != nil || window == "" {
+		return s, err
+	}
+	if len(window) > 16 {
+		return "", fmt.Errorf("%w: window %q", ErrInvalidToken, window)
+	}
+	for _, r := range window {
+		if !(r == '-' || r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z') {
+			return "", fmt.Errorf("%w: window %q", ErrInvalidToken, window)
+		}
+	}
+	return s + "." + window, nil
+}
+
 // Subject returns "ctx.ev.<tenant>.<kind>.<KeyToken(key)>..." for the sibling
 // aggregates of the exposure ledger (operations, attempts, runs, ...). Tenant
 // and kind must be ValidTokens and kind must not be KindExposure, whose

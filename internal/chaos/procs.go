@@ -16,10 +16,11 @@ import (
 	"time"
 )
 
-// Build compiles contextosd and the natsd helper into dir with the go tool
-// of this machine, from the module rooted at root.
+// Build compiles contextosd, with its fault hooks (-tags faults), and the
+// natsd helper into dir with the go tool of this machine, from the module
+// rooted at root.
 func Build(ctx context.Context, root, dir string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator), "./cmd/contextosd", "./internal/chaos/cmd/natsd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "faults", "-o", dir+string(os.PathSeparator), "./cmd/contextosd", "./internal/chaos/cmd/natsd")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -384,7 +384,20 @@ resource_pointer = "/order_id"
 amount_pointer = "/amount_minor"
 limit = %d
 unit = "INR_minor"
-`, Capability, provURL, providerTimeout.String(), provURL, guaranteeID, Capability, limit)
+
+# A second, windowed ceiling on every refund (per order per day in a time
+# zone), never the binding one: every proposal reserves on two ledgers
+# atomically, and the audit checks the day's ledgers like the others.
+[[guarantees]]
+id = "refunds-per-order-day"
+capability_ids = [%q]
+resource_pointer = "/order_id"
+amount_pointer = "/amount_minor"
+limit = %d
+unit = "INR_minor"
+window = "day"
+time_zone = "Asia/Kolkata"
+`, Capability, provURL, providerTimeout.String(), provURL, guaranteeID, Capability, limit, Capability, 2*limit)
 	return b.String()
 }
 

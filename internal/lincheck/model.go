@@ -29,6 +29,10 @@ const (
 	KindClose Kind = "close"
 	// KindAssert is an operator's absence assertion.
 	KindAssert Kind = "assert"
+	// KindSetLimit is an operator's new version of the guarantee's limit
+	// (Input.Limit) for the resource: reservations linearized after it
+	// decide against it, and no balance moves.
+	KindSetLimit Kind = "set-limit"
 )
 
 // Statuses and outcomes as the wire spells them.
@@ -96,22 +100,27 @@ type keyState struct {
 // spelling, which identifies it.
 type state struct {
 	c, h  int64
+	limit int64 // the latest version's limit once one was set, else 0 (the input's)
 	keys  map[string]keyState
 	canon string
 }
 
 func newState(c, h int64, keys map[string]keyState) state {
+	return newStateLimit(c, h, 0, keys)
+}
+
+func newStateLimit(c, h, limit int64, keys map[string]keyState) state {
 	names := make([]string, 0, len(keys))
 	for k := range keys {
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d/%d", c, h)
+	fmt.Fprintf(&b, "%d/%d/%d", c, h, limit)
 	for _, k := range names {
 		fmt.Fprintf(&b, "|%s=%d", k, keys[k].phase)
 	}
-	return state{c: c, h: h, keys: keys, canon: b.String()}
+	return state{c: c, h: h, limit: limit, keys: keys, canon: b.String()}
 }
 
 func (s state) with(key string, ks keyState, dc, dh int64) state {
@@ -120,7 +129,7 @@ func (s state) with(key string, ks keyState, dc, dh int64) state {
 		keys[k] = v
 	}
 	keys[key] = ks
-	return newState(s.c+dc, s.h+dh, keys)
+	return newStateLimit(s.c+dc, s.h+dh, s.limit, keys)
 }
 
 // statusMatches says whether a reply status describes the attempt's state.
@@ -143,7 +152,7 @@ func balanceMatches(out Output, in Input, s state) bool {
 	if !out.HasBalance {
 		return true
 	}
-	if out.Limit != 0 && out.Limit != in.Limit {
+	if out.Limit != 0 && out.Limit != s.limitFor(in) {
 		return false
 	}
 	return out.Committed == s.c && out.Held == s.h
@@ -192,11 +201,30 @@ func outcomeOfStatus(status string) string {
 	return ""
 }
 
+// limitFor is the limit an operation decides against: the latest version
+// set in the history, else the one the client configured.
+func (s state) limitFor(in Input) int64 {
+	if s.limit != 0 {
+		return s.limit
+	}
+	return in.Limit
+}
+
 func step(s state, in Input, out Output) []state {
 	ks := s.keys[in.Key]
 	var next []state
-	fits := s.c+s.h+in.Amount <= in.Limit
+	fits := s.c+s.h+in.Amount <= s.limitFor(in)
 	switch in.Kind {
+	case KindSetLimit:
+		changed := newStateLimit(s.c, s.h, in.Limit, s.keys)
+		switch {
+		case out.Unknown:
+			next = append(next, s, changed)
+		case out.OK:
+			next = append(next, changed)
+		default:
+			next = append(next, s)
+		}
 	case KindReserve:
 		switch {
 		case out.Unknown:

@@ -149,3 +149,62 @@ func TestPartitionedByResource(t *testing.T) {
 		t.Fatal(r)
 	}
 }
+
+// TestDefinitionChange: a raised limit admits a reservation linearized after
+// it, never one that finished before the change began; a lowered one
+// refuses and moves no balance.
+func TestDefinitionChange(t *testing.T) {
+	raised := func(status string, c, h int64) Output {
+		o := bal(status, c, h)
+		o.Limit = 150000
+		return o
+	}
+	legal := []porcupine.Operation{
+		op(0, 0, 1, Input{Kind: KindReserve, Key: "a", Amount: 80000}, bal(StatusApplied, 80000, 0)),
+		op(0, 0, 1, Input{Kind: KindSettle, Key: "a", Amount: 80000}, bal(StatusApplied, 80000, 0)),
+		{ClientId: 2, Call: 2, Return: 3, Input: Input{Kind: KindSetLimit, Resource: "ord_1", Limit: 150000}, Output: Output{OK: true}},
+		op(1, 4, 5, Input{Kind: KindReserve, Key: "b", Amount: 60000}, raised(StatusApplied, 140000, 0)),
+		op(1, 4, 5, Input{Kind: KindSettle, Key: "b", Amount: 60000}, raised(StatusApplied, 140000, 0)),
+	}
+	if r := check(t, legal); !r.OK {
+		t.Fatalf("a reservation after the raise: %s", r)
+	}
+	early := []porcupine.Operation{
+		op(0, 0, 1, Input{Kind: KindReserve, Key: "a", Amount: 80000}, bal(StatusApplied, 80000, 0)),
+		op(0, 0, 1, Input{Kind: KindSettle, Key: "a", Amount: 80000}, bal(StatusApplied, 80000, 0)),
+		op(1, 2, 3, Input{Kind: KindReserve, Key: "b", Amount: 60000}, raised(StatusApplied, 140000, 0)),
+		op(1, 2, 3, Input{Kind: KindSettle, Key: "b", Amount: 60000}, raised(StatusApplied, 140000, 0)),
+		{ClientId: 2, Call: 4, Return: 5, Input: Input{Kind: KindSetLimit, Resource: "ord_1", Limit: 150000}, Output: Output{OK: true}},
+	}
+	if r := check(t, early); r.OK {
+		t.Fatal("a reservation over the old limit, done before the raise began, passed")
+	}
+	lowered := []porcupine.Operation{
+		op(0, 0, 1, Input{Kind: KindReserve, Key: "a", Amount: 80000}, bal(StatusPending, 0, 80000)),
+		{ClientId: 2, Call: 2, Return: 3, Input: Input{Kind: KindSetLimit, Resource: "ord_1", Limit: 50000}, Output: Output{OK: true}},
+		op(1, 4, 5, Input{Kind: KindReserve, Key: "b", Amount: 1}, Output{Status: StatusRefused, Code: CodeExceeded, HasBalance: true, Limit: 50000, Held: 80000}),
+		op(0, 6, 7, Input{Kind: KindReconcile, Key: "a"}, Output{Outcome: OutcomeApplied, Status: StatusApplied}),
+		op(1, 8, 9, Input{Kind: KindRead}, Output{HasBalance: true, Limit: 50000, Committed: 80000}),
+	}
+	if r := check(t, lowered); !r.OK {
+		t.Fatalf("a lowered limit with a hold outstanding: %s", r)
+	}
+}
+
+// TestWindowsPartition: each calendar window of a resource is its own ledger,
+// so its own partition with its own ceiling.
+func TestWindowsPartition(t *testing.T) {
+	ops := []porcupine.Operation{
+		op(0, 0, 10, Input{Kind: KindReserve, Resource: "cust_7@2026-12-01", Key: "a", Amount: 80000}, bal(StatusApplied, 80000, 0)),
+		op(0, 0, 10, Input{Kind: KindSettle, Resource: "cust_7@2026-12-01", Key: "a", Amount: 80000}, bal(StatusApplied, 80000, 0)),
+		op(1, 20, 30, Input{Kind: KindReserve, Resource: "cust_7@2026-12-02", Key: "b", Amount: 80000}, bal(StatusApplied, 80000, 0)),
+		op(1, 20, 30, Input{Kind: KindSettle, Resource: "cust_7@2026-12-02", Key: "b", Amount: 80000}, bal(StatusApplied, 80000, 0)),
+	}
+	if r := check(t, ops); !r.OK || r.Partitions != 2 {
+		t.Fatal(r)
+	}
+	over := append(ops[:2:2], op(1, 20, 30, Input{Kind: KindReserve, Resource: "cust_7@2026-12-01", Key: "b", Amount: 80000}, bal(StatusApplied, 160000, 0)))
+	if r := check(t, over); r.OK {
+		t.Fatal("a second 80,000 in the same window passed")
+	}
+}

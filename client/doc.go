@@ -1,0 +1,12 @@
+// Package client is the Go client of contextosd's agent and operator APIs
+// over NATS (docs/wire.md): it connects with a principal's credentials,
+// uses the principal's inbox prefix, resends a proposal under the same
+// operation key until its outcome is known, and turns refusals into typed
+// errors carrying the kernel's stable codes.
+//
+//	c, err := client.Connect(client.Options{URL: url, Tenant: "acme", Principal: "agent_email", Password: pw})
+//	d, err := c.Propose(ctx, client.Proposal{RunID: "run_1", OperationKey: "refund-ord_881",
+//		CapabilityID: "adp_payments.issue_refund", Arguments: args})
+//	var r client.Refused
+//	if errors.As(err, &r) && r.Code == client.CodeExceeded { ... }
+package client

@@ -1,0 +1,280 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/projections"
+	"github.com/nats-io/nats.go"
+)
+
+// The request bodies of the operator verbs (docs/wire.md).
+type (
+	// OpRequest is the body of exposure, attempts, reconcile,
+	// close-attempt, assert-absence and kill-switch.
+	OpRequest = gateway.OpRequest
+	// GrantRequest is the body of grant and revoke.
+	GrantRequest = gateway.GrantRequest
+	// ApproveRequest is the body of approve.
+	ApproveRequest = gateway.ApproveRequest
+	// AdmitRunRequest is the body of admit-run.
+	AdmitRunRequest = gateway.AdmitRunRequest
+	// EvidenceRequest is the body of evidence.
+	EvidenceRequest = gateway.EvidenceRequest
+)
+
+// DenyRequest is the body of deny: approve's, with a required reason.
+// Without ApprovalID it answers a pending approval request (the action
+// digest of an approval_required reply, at the capability's risk) no; with
+// one it withdraws that approval, granted and not yet redeemed.
+type DenyRequest struct {
+	ApprovalID   string `json:"approval_id,omitempty"`
+	ActionDigest string `json:"action_digest,omitempty"`
+	Risk         string `json:"risk,omitempty"`
+	Reason       string `json:"reason"`
+}
+
+// Denial is what deny recorded.
+type Denial struct {
+	ApprovalID   string `json:"approval_id"`
+	ActionDigest string `json:"action_digest"`
+	Risk         string `json:"risk"`
+	Denied       bool   `json:"denied"`
+	Reason       string `json:"reason"`
+}
+
+// Approval is what approve grants: the id a proposal names in approval_id.
+type Approval struct {
+	ApprovalID   string `json:"approval_id"`
+	ActionDigest string `json:"action_digest"`
+	Risk         string `json:"risk"`
+	ExpiresAt    string `json:"expires_at"`
+}
+
+// AuthorityChange is what grant and revoke recorded (Recorded is false
+// when the authority already was so).
+type AuthorityChange struct {
+	Principal    string `json:"principal"`
+	CapabilityID string `json:"capability_id"`
+	Granted      bool   `json:"granted"`
+	Recorded     bool   `json:"recorded"`
+}
+
+// opHeader is the part every operator reply has.
+type opHeader struct {
+	OK     bool   `json:"ok"`
+	Code   Code   `json:"code"`
+	Reason string `json:"reason"`
+}
+
+// Op sends an operator verb with req as its body and decodes the reply
+// into out (any struct or map; nil to ignore). A refusal is a Refused. An
+// operator verb is never resent: on Unreachable its outcome is unknown.
+func (c *Client) Op(ctx context.Context, verb string, req, out any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	raw, err := c.OpRaw(ctx, verb, body)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s: bad reply: %w", verb, err)
+	}
+	return nil
+}
+
+// OpRaw sends an operator verb's body as is and returns the reply's bytes
+// once it says ok.
+func (c *Client) OpRaw(ctx context.Context, verb string, body []byte) (json.RawMessage, error) {
+	m, err := c.request(ctx, gateway.OpSubject(c.tenant, verb, c.principal), body, c.timeout)
+	if err != nil {
+		var r Refused
+		if errors.As(err, &r) {
+			return nil, r
+		}
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrConnectionClosed) {
+			return nil, Unreachable{Op: verb, Err: err}
+		}
+		return nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	var h opHeader
+	if err := json.Unmarshal(m.Data, &h); err != nil {
+		return nil, fmt.Errorf("%s: bad reply: %w", verb, err)
+	}
+	if !h.OK {
+		return m.Data, Refused{Code: h.Code, Reason: h.Reason}
+	}
+	return m.Data, nil
+}
+
+// opData sends a verb whose reply carries a data object and decodes it.
+func (c *Client) opData(ctx context.Context, verb string, req, data any) error {
+	var r struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := c.Op(ctx, verb, req, &r); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(r.Data, data); err != nil {
+		return fmt.Errorf("%s: bad reply data: %w", verb, err)
+	}
+	return nil
+}
+
+// Exposure returns the balances of the tenant's resources, optionally of
+// one guarantee or resource.
+func (c *Client) Exposure(ctx context.Context, guaranteeID, resource string) ([]ExposureRow, error) {
+	var r gateway.OpReply
+	err := c.Op(ctx, "exposure", OpRequest{GuaranteeID: guaranteeID, Resource: resource}, &r)
+	return r.Exposure, err
+}
+
+// Attempts returns the open attempts with the next safe step of each.
+func (c *Client) Attempts(ctx context.Context) ([]AttemptRow, error) {
+	var r gateway.OpReply
+	err := c.Op(ctx, "attempts", OpRequest{}, &r)
+	return r.Attempts, err
+}
+
+// Reconcile asks the provider about one attempt (or, with attemptID
+// empty, every unresolved attempt of the tenant) and records the answers.
+func (c *Client) Reconcile(ctx context.Context, attemptID string) ([]SettleRow, error) {
+	var r gateway.OpReply
+	err := c.Op(ctx, "reconcile", OpRequest{AttemptID: attemptID, All: attemptID == ""}, &r)
+	return r.Settled, err
+}
+
+// CloseAttempt closes an attempt whose dispatch never started, or
+// tombstones an unknown one on the named guarantee and resource.
+func (c *Client) CloseAttempt(ctx context.Context, attemptID, guaranteeID, resource, reason string) (gateway.OpReply, error) {
+	var r gateway.OpReply
+	err := c.Op(ctx, "close-attempt", OpRequest{AttemptID: attemptID, GuaranteeID: guaranteeID, Resource: resource, Reason: reason}, &r)
+	return r, err
+}
+
+// AssertAbsence releases an observed attempt on the operator's signed
+// assertion, citing an artifact.
+func (c *Client) AssertAbsence(ctx context.Context, attemptID, artifactRef string) ([]SettleRow, error) {
+	var r gateway.OpReply
+	err := c.Op(ctx, "assert-absence", OpRequest{AttemptID: attemptID, ArtifactRef: artifactRef}, &r)
+	return r.Settled, err
+}
+
+// KillSwitch reads the tenant's kill switch (engage nil) or sets it, and
+// returns its state.
+func (c *Client) KillSwitch(ctx context.Context, engage *bool, reason string) (bool, error) {
+	var r gateway.OpReply
+	if err := c.Op(ctx, "kill-switch", OpRequest{Engaged: engage, Reason: reason}, &r); err != nil {
+		return false, err
+	}
+	if r.KillSwitch == nil {
+		return false, errors.New("kill-switch: reply without its state")
+	}
+	return *r.KillSwitch, nil
+}
+
+// AdmitRun gives a run its budget.
+func (c *Client) AdmitRun(ctx context.Context, req AdmitRunRequest) (Run, error) {
+	var d struct {
+		Run Run `json:"run"`
+	}
+	err := c.opData(ctx, "admit-run", req, &d)
+	return d.Run, err
+}
+
+// Run reads a run's budget.
+func (c *Client) Run(ctx context.Context, runID string) (Run, error) {
+	var d struct {
+		Run Run `json:"run"`
+	}
+	err := c.opData(ctx, "run", gateway.RunRequest{RunID: runID}, &d)
+	return d.Run, err
+}
+
+// Grant grants a principal a capability.
+func (c *Client) Grant(ctx context.Context, principal, capabilityID, reason string) (AuthorityChange, error) {
+	var d AuthorityChange
+	err := c.opData(ctx, "grant", GrantRequest{Principal: principal, CapabilityID: capabilityID, Reason: reason}, &d)
+	return d, err
+}
+
+// Revoke revokes a principal's capability.
+func (c *Client) Revoke(ctx context.Context, principal, capabilityID, reason string) (AuthorityChange, error) {
+	var d AuthorityChange
+	err := c.opData(ctx, "revoke", GrantRequest{Principal: principal, CapabilityID: capabilityID, Reason: reason}, &d)
+	return d, err
+}
+
+// Approve approves one action digest (single use, until it expires).
+func (c *Client) Approve(ctx context.Context, req ApproveRequest) (Approval, error) {
+	var d Approval
+	err := c.opData(ctx, "approve", req, &d)
+	return d, err
+}
+
+// Deny answers a pending approval request no, or withdraws an unused
+// approval, with a reason.
+func (c *Client) Deny(ctx context.Context, req DenyRequest) (Denial, error) {
+	var d Denial
+	err := c.opData(ctx, "deny", req, &d)
+	return d, err
+}
+
+// Evidence publishes one evidence candidate or one conflict marker (JSON
+// in the kernel's form) and returns the reply's data.
+func (c *Client) Evidence(ctx context.Context, req EvidenceRequest) (map[string]any, error) {
+	var d map[string]any
+	err := c.opData(ctx, "evidence", req, &d)
+	return d, err
+}
+
+// Approvals lists the proposals waiting for an approval (the read model's
+// approvals verb), each as the daemon describes it.
+func (c *Client) Approvals(ctx context.Context) ([]map[string]any, error) {
+	var r struct {
+		Approvals []map[string]any `json:"approvals"`
+	}
+	err := c.Op(ctx, "approvals", struct{}{}, &r)
+	return r.Approvals, err
+}
+
+// Incidents lists the tenant's incidents (the read model's incidents verb).
+func (c *Client) Incidents(ctx context.Context) ([]map[string]any, error) {
+	var r struct {
+		Incidents []map[string]any `json:"incidents"`
+	}
+	err := c.Op(ctx, "incidents", struct{}{}, &r)
+	return r.Incidents, err
+}
+
+// Audit returns the client of the audit verbs (audit-export,
+// audit-checkpoints, audit-keys, audit-prove, audit-prove-consistency,
+// events-export, exposure-view) on this connection: it pages the exports
+// and decodes their files.
+func (c *Client) Audit() *projections.OpsClient {
+	return &projections.OpsClient{NC: c.nc, Tenant: c.tenant, Operator: c.principal, Timeout: c.timeout}
+}
+
+// SetLimit records a new version of a guarantee: its default limit, one
+// resource's limit (req.Resource), or its mode; req.Reason is required. It
+// returns every version, the new one last.
+func (c *Client) SetLimit(ctx context.Context, req SetLimitRequest) ([]VersionRow, error) {
+	var r gateway.OpReply
+	err := c.Op(ctx, "guarantee-set-limit", req, &r)
+	return r.Versions, err
+}
+
+// GuaranteeHistory returns every version of a guarantee, its pin first.
+func (c *Client) GuaranteeHistory(ctx context.Context, guaranteeID string) ([]VersionRow, error) {
+	var r gateway.OpReply
+	err := c.Op(ctx, "guarantee-history", gateway.GuaranteeHistoryRequest{GuaranteeID: guaranteeID}, &r)
+	return r.Versions, err
+}

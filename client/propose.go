@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/contextos/ledger/gateway"
+	"github.com/nats-io/nats.go"
+)
+
+// DefaultProposeDeadline bounds Propose when its context has no deadline.
+const DefaultProposeDeadline = 2 * time.Minute
+
+// Propose sends a proposal and returns its decision. It resends the same
+// bytes (same run id and operation key, so the daemon answers from the
+// operation it already opened and never dispatches twice) when no reply
+// comes within the timeout, the reply is unknown or the daemon refused it
+// overloaded (before storing anything), waiting longer each
+// time, until a definitive status or ctx's deadline (DefaultProposeDeadline
+// when ctx has none).
+//
+// applied, not_applied and pending return the decision and no error (a
+// pending operation settles later; resending its key reports the
+// settlement). refused returns the decision and a Refused. At the deadline
+// it returns an Unresolved.
+func (c *Client) Propose(ctx context.Context, p Proposal) (Decision, error) {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return Decision{}, fmt.Errorf("proposal: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultProposeDeadline)
+		defer cancel()
+	}
+	subject := gateway.ProposeSubject(c.tenant, c.principal)
+	wait := c.timeout
+	backoff := 50 * time.Millisecond
+	var last *Decision
+	var lastErr error
+	for resends := 0; ; resends++ {
+		m, err := c.request(ctx, subject, body, wait)
+		var r Refused
+		switch {
+		case errors.As(err, &r):
+			return Decision{}, r
+		case err == nil:
+			var d Decision
+			if err := json.Unmarshal(m.Data, &d); err != nil {
+				return Decision{}, fmt.Errorf("propose: bad reply: %w", err)
+			}
+			switch {
+			case d.Status == StatusRefused && d.Code == CodeOverloaded:
+				// Refused before anything was stored: the same bytes later.
+				last, lastErr = &d, fmt.Errorf("refused %s: %s", d.Code, d.Reason)
+			case d.Status == StatusRefused:
+				return d, Refused{Code: d.Code, Reason: d.Reason, Decision: &d}
+			case d.Status == StatusApplied || d.Status == StatusNotApplied || d.Status == StatusPending:
+				return d, nil
+			default:
+				last, lastErr = &d, fmt.Errorf("status %s: %s", d.Status, d.Reason)
+			}
+		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders):
+			lastErr = err
+		default:
+			if ctx.Err() == nil {
+				return Decision{}, Unreachable{Op: "propose", Err: err}
+			}
+			lastErr = err
+		}
+		// The reply was lost, late or unknown: the same key again, later.
+		select {
+		case <-ctx.Done():
+			return Decision{}, Unresolved{Last: last, Resends: resends, Err: lastErr}
+		case <-time.After(backoff):
+		}
+		if c.onResend != nil {
+			c.onResend(resends+1, lastErr)
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		wait = min(2*wait, 30*time.Second)
+	}
+}

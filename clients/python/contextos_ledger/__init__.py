@@ -1,0 +1,29 @@
+"""contextos_ledger: the Python client of the ContextOS ledger (ctx.v1, docs/wire.md).
+
+    import asyncio
+    from contextos_ledger import Client, Proposal, SharedGuaranteeExceeded
+
+    async def main():
+        async with await Client.connect("nats://127.0.0.1:4222", tenant="acme",
+                                        principal="agent_email", password="...") as c:
+            try:
+                d = await c.propose(Proposal("run_1", "refund-ord_881", "adp_payments.issue_refund",
+                                             {"order_id": "ord_881", "amount_minor": 80000, "currency": "INR"}))
+                print(d.status, d.available)
+            except SharedGuaranteeExceeded as e:
+                print("ceiling reached; available", e.decision.available)
+
+    asyncio.run(main())
+"""
+
+from .client import (DEFAULT_PROPOSE_DEADLINE, DEFAULT_URL, Client, SyncClient, inbox_prefix, op_subject,
+                     propose_subject)
+from .errors import *  # noqa: F401,F403  (Code, LedgerError, Refused, Unreachable, Unresolved, one class per code)
+from .errors import REFUSALS, Code, LedgerError, Refused, Unreachable, Unresolved, refused
+from .types import DEFINITIVE, Decision, GuaranteeRow, Proposal, Status
+
+__version__ = "0.1.0"
+
+__all__ = ["Client", "SyncClient", "Proposal", "Decision", "GuaranteeRow", "Status", "DEFINITIVE", "Code", "LedgerError",
+           "Refused", "Unreachable", "Unresolved", "REFUSALS", "refused", "inbox_prefix", "propose_subject", "op_subject",
+           "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE"] + [cls.__name__ for cls in REFUSALS.values()]

@@ -1,0 +1,290 @@
+"""The async and sync clients of contextosd's agent and operator APIs."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import threading
+from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, Union
+
+from . import _nats
+from .errors import Code, Refused, Unreachable, Unresolved, refused
+from .types import Decision, Proposal
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+#: How long propose resends when no deadline is given, in seconds.
+DEFAULT_PROPOSE_DEADLINE = 120.0
+
+OnResend = Callable[[int, BaseException], Union[None, Awaitable[None]]]
+T = TypeVar("T")
+
+
+def inbox_prefix(tenant: str, principal: str) -> str:
+    """The only inbox a principal may subscribe to."""
+    return f"_INBOX.{tenant}.{principal}"
+
+
+def propose_subject(tenant: str, principal: str) -> str:
+    """Where an agent publishes proposals."""
+    return f"ctx.v1.{tenant}.{principal}.propose"
+
+
+def op_subject(tenant: str, verb: str, operator: str) -> str:
+    """Where an operator sends a verb."""
+    return f"ctx.v1.{tenant}.ops.{verb}.{operator}"
+
+
+class Client:
+    """A connection of one principal (agent or operator) to contextosd.
+
+    Use ``await Client.connect(...)``; ``async with`` closes it.
+    """
+
+    def __init__(self, conn: _nats.Connection, tenant: str, principal: str, timeout: float,
+                 on_resend: Optional[OnResend]) -> None:
+        self._conn = conn
+        self.tenant = tenant
+        self.principal = principal
+        self.timeout = timeout
+        self.on_resend = on_resend
+
+    @classmethod
+    async def connect(cls, url: str = DEFAULT_URL, *, tenant: str, principal: str, password: Optional[str] = None,
+                      timeout: float = 5.0, on_resend: Optional[OnResend] = None) -> "Client":
+        """Connects as ``<tenant>.<principal>`` with its password.
+
+        Raises AuthorityDenied when the server refuses the credentials,
+        Unreachable when it cannot be reached, and ValueError for a tenant or
+        principal that is not one subject token.
+        """
+        for ident in (tenant, principal):
+            if not ident or any(c in ident for c in ".*> \t\r\n"):
+                raise ValueError(f"{ident!r} is not a tenant or principal id: one subject token, no '.', '*', '>' or space")
+        try:
+            conn = await _nats.connect(url, user=f"{tenant}.{principal}", password=password or "",
+                                       inbox_prefix=inbox_prefix(tenant, principal), connect_timeout=timeout)
+        except _nats.AuthorizationError as e:
+            raise refused(Code.AUTHORITY_DENIED.value, f"the NATS server refused the credentials of {tenant}.{principal}: {e}") from e
+        except (_nats.NatsError, OSError, asyncio.TimeoutError) as e:
+            raise Unreachable(f"connect {url}: {e}") from e
+        return cls(conn, tenant, principal, timeout, on_resend)
+
+    async def close(self) -> None:
+        """Closes the connection."""
+        await self._conn.close()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def _request(self, subject: str, body: bytes, timeout: float) -> bytes:
+        try:
+            return await self._conn.request(subject, body, timeout)
+        except _nats.PermissionViolation as e:
+            raise refused(Code.AUTHORITY_DENIED.value, f"the NATS server refused the publish: {e}") from e
+
+    async def propose(self, proposal: Proposal, deadline: float = DEFAULT_PROPOSE_DEADLINE) -> Decision:
+        """Sends a proposal and returns its decision.
+
+        Resends the same bytes (same run id and operation key: the daemon
+        answers from the operation it already opened and never dispatches
+        twice) when no reply comes in time, the reply is unknown or the
+        daemon refused it overloaded (before storing anything), waiting
+        longer each time, for at most ``deadline`` seconds.
+
+        applied, not_applied and pending return the decision; refused
+        raises the code's Refused subclass (its ``decision`` has the
+        balances); at the deadline Unresolved is raised.
+        """
+        body = proposal.to_json()
+        subject = propose_subject(self.tenant, self.principal)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline
+        wait, backoff = self.timeout, 0.05
+        last: Optional[Decision] = None
+        resends = 0
+        while True:
+            why: BaseException
+            try:
+                raw = await self._request(subject, body, max(0.001, min(wait, end - loop.time())))
+                d = Decision.from_json(raw)
+                if d.status == "refused" and d.code != Code.OVERLOADED.value:
+                    raise refused(d.code, d.reason, d)
+                if d.status in ("applied", "not_applied", "pending"):
+                    return d
+                last, why = d, Unreachable(f"status {d.status}: {d.reason}")
+            except (asyncio.TimeoutError, _nats.NoRespondersError) as e:
+                why = e
+            except _nats.NatsError as e:
+                raise Unreachable(f"propose: {e}") from e
+            if loop.time() + backoff >= end:
+                raise Unresolved(f"outcome unknown after {resends} resends ({why!r}); resend the same operation key to learn it",
+                                 last, resends)
+            await asyncio.sleep(backoff)
+            resends += 1
+            if self.on_resend is not None:
+                r = self.on_resend(resends, why)
+                if inspect.isawaitable(r):
+                    await r
+            backoff, wait = min(2 * backoff, 2.0), min(2 * wait, 30.0)
+
+    async def op(self, verb: str, body: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Sends an operator verb and returns its reply once it says ok.
+
+        A refusal raises the code's Refused subclass. Operator verbs are
+        never resent: on Unreachable the outcome is unknown.
+        """
+        raw = json.dumps(body or {}, separators=(",", ":")).encode()
+        try:
+            reply = await self._request(op_subject(self.tenant, verb, self.principal), raw, self.timeout)
+        except (asyncio.TimeoutError, _nats.NoRespondersError, _nats.NatsError) as e:
+            raise Unreachable(f"{verb}: {e!r}") from e
+        r: Dict[str, Any] = json.loads(reply)
+        if not r.get("ok"):
+            raise refused(r.get("code", ""), r.get("reason", ""))
+        return r
+
+    async def _data(self, verb: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        return (await self.op(verb, body)).get("data") or {}
+
+    # One call per operator verb (docs/wire.md).
+
+    async def exposure(self, guarantee_id: str = "", resource: str = "") -> List[Dict[str, Any]]:
+        """Balances of the tenant's resources."""
+        body = {k: v for k, v in (("guarantee_id", guarantee_id), ("resource", resource)) if v}
+        return (await self.op("exposure", body)).get("exposure") or []
+
+    async def attempts(self) -> List[Dict[str, Any]]:
+        """Open attempts with the next safe step of each."""
+        return (await self.op("attempts")).get("attempts") or []
+
+    async def reconcile(self, attempt_id: str = "") -> List[Dict[str, Any]]:
+        """Queries the provider about one attempt (every unresolved one without an id)."""
+        body: Dict[str, Any] = {"attempt_id": attempt_id} if attempt_id else {"all": True}
+        return (await self.op("reconcile", body)).get("settled") or []
+
+    async def close_attempt(self, attempt_id: str, guarantee_id: str = "", resource: str = "", reason: str = "") -> Dict[str, Any]:
+        """Closes an unstarted attempt (or tombstones an unknown one)."""
+        body = {k: v for k, v in (("attempt_id", attempt_id), ("guarantee_id", guarantee_id), ("resource", resource), ("reason", reason)) if v}
+        return await self.op("close-attempt", body)
+
+    async def assert_absence(self, attempt_id: str, artifact_ref: str) -> List[Dict[str, Any]]:
+        """Releases an observed attempt on the operator's signed assertion."""
+        return (await self.op("assert-absence", {"attempt_id": attempt_id, "artifact_ref": artifact_ref})).get("settled") or []
+
+    async def kill_switch(self, engaged: Optional[bool] = None, reason: str = "") -> bool:
+        """Reads (engaged None) or sets the tenant's kill switch."""
+        body: Dict[str, Any] = {"reason": reason} if reason else {}
+        if engaged is not None:
+            body["engaged"] = engaged
+        return bool((await self.op("kill-switch", body)).get("kill_switch"))
+
+    async def admit_run(self, run_id: str, principal: str, calls: int, amount: int, parent_run_id: str = "") -> Dict[str, Any]:
+        """Gives a run its budget; returns the run."""
+        body: Dict[str, Any] = {"run_id": run_id, "principal": principal, "calls": calls, "amount": amount}
+        if parent_run_id:
+            body["parent_run_id"] = parent_run_id
+        return (await self._data("admit-run", body)).get("run") or {}
+
+    async def run(self, run_id: str) -> Dict[str, Any]:
+        """A run's budget."""
+        return (await self._data("run", {"run_id": run_id})).get("run") or {}
+
+    async def grant(self, principal: str, capability_id: str, reason: str = "") -> Dict[str, Any]:
+        """Grants a principal a capability."""
+        return await self._data("grant", _drop_empty({"principal": principal, "capability_id": capability_id, "reason": reason}))
+
+    async def revoke(self, principal: str, capability_id: str, reason: str = "") -> Dict[str, Any]:
+        """Revokes a principal's capability."""
+        return await self._data("revoke", _drop_empty({"principal": principal, "capability_id": capability_id, "reason": reason}))
+
+    async def approve(self, action_digest: str, risk: str = "high", expires_in: str = "15m", reason: str = "") -> Dict[str, Any]:
+        """Approves one action digest; returns approval_id, action_digest, risk, expires_at."""
+        return await self._data("approve", _drop_empty({"action_digest": action_digest, "risk": risk, "expires_in": expires_in, "reason": reason}))
+
+    async def deny(self, reason: str, action_digest: str = "", risk: str = "high", approval_id: str = "") -> Dict[str, Any]:
+        """Answers a pending approval request (action digest and risk) no, or
+        withdraws an unused approval (approval_id), with a reason."""
+        body = {"approval_id": approval_id, "reason": reason} if approval_id else {"action_digest": action_digest, "risk": risk, "reason": reason}
+        return await self._data("deny", body)
+
+    async def evidence(self, candidate: Optional[Dict[str, Any]] = None, marker: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Publishes one evidence candidate or one conflict marker."""
+        return await self._data("evidence", {"candidate": candidate} if candidate is not None else {"marker": marker})
+
+    async def approvals(self) -> List[Dict[str, Any]]:
+        """Proposals waiting for an approval."""
+        return (await self.op("approvals")).get("approvals") or []
+
+    async def incidents(self) -> List[Dict[str, Any]]:
+        """The tenant's incidents."""
+        return (await self.op("incidents")).get("incidents") or []
+
+
+def _drop_empty(d: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in d.items() if v not in ("", None)}
+
+
+class SyncClient:
+    """The blocking form of Client: the same calls, without await.
+
+    It runs its own event loop in a daemon thread; use it as a context
+    manager or call close().
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, tenant: str, principal: str, password: Optional[str] = None,
+                 timeout: float = 5.0, on_resend: Optional[Callable[[int, BaseException], None]] = None) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="contextos-ledger", daemon=True)
+        self._thread.start()
+        try:
+            self._client: Client = self._call(Client.connect(url, tenant=tenant, principal=principal, password=password,
+                                                             timeout=timeout, on_resend=on_resend))
+        except BaseException:
+            self._stop()
+            raise
+        self.tenant, self.principal = tenant, principal
+
+    def _call(self, coro: Awaitable[T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+    def close(self) -> None:
+        """Closes the connection and stops the loop."""
+        if self._loop.is_closed():
+            return
+        self._call(self._client.close())
+        self._stop()
+
+    def __enter__(self) -> "SyncClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def propose(self, proposal: Proposal, deadline: float = DEFAULT_PROPOSE_DEADLINE) -> Decision:
+        """Client.propose, blocking."""
+        return self._call(self._client.propose(proposal, deadline))
+
+    def op(self, verb: str, body: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Client.op, blocking."""
+        return self._call(self._client.op(verb, body))
+
+    def __getattr__(self, name: str) -> Any:
+        # Every other operator call of Client, blocking.
+        f = getattr(Client, name, None)
+        if f is None or name.startswith("_") or not inspect.iscoroutinefunction(f):
+            raise AttributeError(name)
+        method = getattr(self._client, name)
+        return lambda *a, **kw: self._call(method(*a, **kw))
+
+
+__all__ = ["Client", "SyncClient", "Refused", "Unreachable", "Unresolved", "inbox_prefix", "propose_subject", "op_subject",
+           "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE"]

@@ -1,0 +1,214 @@
+"""The Python client against a real contextosd."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import contextos_ledger as ledger
+from contextos_ledger import (AuthorityDenied, CapabilityNotSurfaced, Client, Proposal, Refused, SharedGuaranteeExceeded,
+                              SyncClient, Unreachable)
+from contextos_ledger import _nats
+
+from conftest import PASSWORDS, REPO, Daemon, _free_port
+
+
+def refund(run: str, key: str, order: str, amount: int) -> Proposal:
+    return Proposal(run, key, "adp_payments.issue_refund", {"order_id": order, "amount_minor": amount, "currency": "INR"})
+
+
+async def admit(d: Daemon, run: str, principal: str) -> None:
+    async with await d.connect("ops_alice") as ops:
+        await ops.admit_run(run, principal, calls=5, amount=200000)
+
+
+def test_codes_are_the_catalog() -> None:
+    common = json.loads((REPO / "docs/schema/common.json").read_text())
+    codes = common["$defs"]["code"]["enum"]
+    assert [c.value for c in ledger.Code] == codes
+    assert list(ledger.REFUSALS) == codes
+    for code, cls in ledger.REFUSALS.items():
+        assert issubclass(cls, Refused) and cls().code == code
+
+
+def test_seed_race(daemon: Daemon) -> None:
+    """Two agents race INR 800 refunds on one order (ceiling INR 1,000) from
+    two connections at once: one applied, one shared_guarantee_exceeded, one
+    provider call."""
+
+    async def main() -> None:
+        await admit(daemon, "py_run_email", "agent_email")
+        await admit(daemon, "py_run_chat", "agent_chat")
+        before = daemon.provider_stats()["calls"]
+        email, chat = await daemon.connect("agent_email"), await daemon.connect("agent_chat")
+        try:
+            results = await asyncio.gather(email.propose(refund("py_run_email", "refund-py_881", "py_ord_881", 80000)),
+                                           chat.propose(refund("py_run_chat", "refund-py_881", "py_ord_881", 80000)),
+                                           return_exceptions=True)
+        finally:
+            await email.close()
+            await chat.close()
+        applied = [r for r in results if isinstance(r, ledger.Decision) and r.status == "applied"]
+        exceeded = [r for r in results if isinstance(r, SharedGuaranteeExceeded)]
+        assert len(applied) == 1 and len(exceeded) == 1, results
+        assert exceeded[0].decision.available == 20000
+        assert applied[0].committed == 80000 and applied[0].guarantees[0].guarantee_id == "refunds-per-order"
+        assert daemon.provider_stats()["calls"] == before + 1
+
+    asyncio.run(main())
+
+
+def test_resend_after_lost_reply(daemon: Daemon) -> None:
+    """The first request reaches the daemon but its reply is lost; the
+    client resends the same operation key and learns the outcome of the one
+    operation, with one provider call."""
+
+    async def main() -> None:
+        await admit(daemon, "py_run_lost", "agent_email")
+        before = daemon.provider_stats()["calls"]
+        ops = await daemon.connect("ops_alice")
+        resends = []
+
+        async def settled(n: int, why: BaseException) -> None:
+            # Let the lost request finish before resending, so that the
+            # resend finds the operation settled, not in flight.
+            resends.append(why)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                rows = await ops.exposure(resource="py_ord_lost")
+                if rows and rows[0]["committed"] == 30000:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError("the lost request never settled")
+
+        agent = await daemon.connect("agent_email", on_resend=settled)
+        real = agent._conn.request
+        lost = []
+
+        async def lose_first(subject: str, payload: bytes, timeout: float) -> bytes:
+            if not lost:
+                lost.append(subject)
+                await agent._conn.publish(subject, payload, reply=agent._conn.new_inbox())
+                raise asyncio.TimeoutError()
+            return await real(subject, payload, timeout)
+
+        agent._conn.request = lose_first  # type: ignore[method-assign]
+        try:
+            d = await agent.propose(refund("py_run_lost", "op-lost", "py_ord_lost", 30000))
+            assert d.status == "applied" and len(resends) == 1
+            again = await agent.propose(refund("py_run_lost", "op-lost", "py_ord_lost", 30000))
+            assert (again.operation_id, again.attempt_id) == (d.operation_id, d.attempt_id)
+            assert daemon.provider_stats()["calls"] == before + 1
+        finally:
+            await agent.close()
+            await ops.close()
+
+    asyncio.run(main())
+
+
+def test_typed_errors(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with await daemon.connect("agent_phone") as agent:
+            with pytest.raises(CapabilityNotSurfaced):
+                await agent.propose(Proposal("r", "k", "no.such", {}))
+            with pytest.raises(ledger.SharedGuaranteeAmountInvalid):
+                await agent.propose(Proposal("r", "k2", "adp_payments.issue_refund", {"order_id": "o", "amount_minor": 1.5}))
+            with pytest.raises(ledger.RequestMalformed):
+                await agent.propose(Proposal("r" * 257, "k3", "adp_payments.issue_refund", {}))
+            start = time.monotonic()
+            with pytest.raises(AuthorityDenied):  # the server refuses an agent's publish on an operator subject
+                await agent.exposure()
+            assert time.monotonic() - start < 3
+        with pytest.raises(AuthorityDenied):
+            await Client.connect(daemon.url, tenant="acme", principal="agent_phone", password="wrong")
+        with pytest.raises(Unreachable):
+            await Client.connect(f"nats://127.0.0.1:{_free_port()}", tenant="acme", principal="agent_phone", password="x", timeout=1)
+        with pytest.raises(ValueError):
+            await Client.connect(daemon.url, tenant="acme", principal="ops.alice", password="x")
+
+    asyncio.run(main())
+
+
+def test_operator_calls(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with await daemon.connect("ops_alice") as ops:
+            run = await ops.admit_run("py_run_ops", "agent_phone", calls=2, amount=5000)
+            assert run["admitted"] and run["calls"] == 2
+            with pytest.raises(ledger.RunAlreadyAdmitted):
+                await ops.admit_run("py_run_ops", "agent_phone", calls=3, amount=5000)
+            assert (await ops.run("py_run_ops"))["used_calls"] == 0
+            assert (await ops.revoke("agent_phone", "adp_payments.issue_refund"))["granted"] is False
+            async with await daemon.connect("agent_phone") as agent:
+                with pytest.raises(AuthorityDenied):
+                    await agent.propose(refund("py_run_ops", "k1", "py_ord_ops", 100))
+                assert (await ops.grant("agent_phone", "adp_payments.issue_refund"))["granted"] is True
+                d = await agent.propose(refund("py_run_ops", "k2", "py_ord_ops", 100))
+                assert d.status == "applied"
+            assert (await ops.run("py_run_ops"))["used_calls"] == 1
+            assert any(r["resource"] == "py_ord_ops" for r in await ops.exposure())
+            assert isinstance(await ops.attempts(), list)
+            with pytest.raises(ledger.SharedGuaranteeAttemptUnknown):
+                await ops.close_attempt("nope")
+            assert await ops.kill_switch() is False
+
+    asyncio.run(main())
+
+
+def test_sync_client(daemon: Daemon) -> None:
+    with SyncClient(daemon.url, tenant="acme", principal="ops_alice", password=PASSWORDS["ops_alice"]) as ops:
+        ops.admit_run("py_run_sync", "agent_chat", calls=2, amount=1000)
+        assert ops.run("py_run_sync")["calls"] == 2
+    with SyncClient(daemon.url, tenant="acme", principal="agent_chat", password=PASSWORDS["agent_chat"]) as agent:
+        d = agent.propose(refund("py_run_sync", "s1", "py_ord_sync", 500))
+        assert d.status == "applied" and d.available == 99500
+        with pytest.raises(SharedGuaranteeExceeded):
+            agent.propose(refund("py_run_sync", "s2", "py_ord_sync", 100000))
+
+
+def test_unresolved_without_daemon() -> None:
+    """A NATS server with nobody behind the subject: the proposal resends
+    until its deadline and reports the outcome unknown."""
+
+    async def main() -> None:
+        # A minimal server speaking the protocol: it accepts the connection
+        # and answers every request with the no-responders status.
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b'INFO {"server_id":"t","headers":true,"proto":1}\r\n')
+            subs = {}
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                if line.startswith(b"PING"):
+                    writer.write(b"PONG\r\n")
+                elif line.startswith(b"SUB "):
+                    subject, sid = line.split()[1:3]
+                    subs[sid] = subject.rstrip(b"*")
+                elif line.startswith(b"PUB "):
+                    parts = line.split()
+                    await reader.readexactly(int(parts[-1]) + 2)
+                    reply = parts[2]
+                    hdr = b"NATS/1.0 503\r\n\r\n"
+                    for sid, prefix in subs.items():
+                        if reply.startswith(prefix):
+                            writer.write(b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sid, len(hdr), len(hdr), hdr))
+                await writer.drain()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        resends = []
+        try:
+            async with await Client.connect(f"nats://127.0.0.1:{port}", tenant="acme", principal="agent_email", password="p",
+                                            timeout=0.05, on_resend=lambda n, why: resends.append(why)) as c:
+                with pytest.raises(ledger.Unresolved) as e:
+                    await c.propose(refund("r", "k", "o", 1), deadline=0.6)
+                assert e.value.resends == len(resends) > 0
+                assert all(isinstance(w, _nats.NoRespondersError) for w in resends)
+        finally:
+            server.close()
+
+    asyncio.run(main())

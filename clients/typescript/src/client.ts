@@ -1,0 +1,236 @@
+import { connect, errors, type NatsConnection } from "@nats-io/transport-node";
+import { LedgerError, refused, Unreachable, Unresolved } from "./errors.js";
+import type {
+  Approval,
+  AttemptRow,
+  AuthorityChange,
+  Decision,
+  ExposureRow,
+  OpReply,
+  Proposal,
+  Run,
+  SettleRow,
+} from "./wire.js";
+
+export const DEFAULT_URL = "nats://127.0.0.1:4222";
+/** How long propose resends when no deadline is given, in milliseconds. */
+export const DEFAULT_PROPOSE_DEADLINE_MS = 120_000;
+
+/** The only inbox a principal may subscribe to. */
+export const inboxPrefix = (tenant: string, principal: string) => `_INBOX.${tenant}.${principal}`;
+/** Where an agent publishes proposals. */
+export const proposeSubject = (tenant: string, principal: string) => `ctx.v1.${tenant}.${principal}.propose`;
+/** Where an operator sends a verb. */
+export const opSubject = (tenant: string, verb: string, operator: string) => `ctx.v1.${tenant}.ops.${verb}.${operator}`;
+
+export interface ConnectOptions {
+  url?: string;
+  tenant: string;
+  principal: string;
+  password?: string;
+  /** One request's timeout in milliseconds (default 5000); proposals resend past it. */
+  timeoutMs?: number;
+  /** Called before each resend of a proposal with the resends so far and why. */
+  onResend?: (resends: number, why: unknown) => void | Promise<void>;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** A connection of one principal (agent or operator) to contextosd. */
+export class Client {
+  private constructor(
+    readonly nc: NatsConnection,
+    readonly tenant: string,
+    readonly principal: string,
+    readonly timeoutMs: number,
+    readonly onResend?: ConnectOptions["onResend"],
+  ) {}
+
+  /**
+   * Connects as `<tenant>.<principal>` through its inbox. Throws
+   * AuthorityDenied when the server refuses the credentials, Unreachable
+   * when it cannot be reached, and TypeError for a tenant or principal that
+   * is not one subject token.
+   */
+  static async connect(o: ConnectOptions): Promise<Client> {
+    for (const id of [o.tenant, o.principal]) {
+      if (!id || /[.*>\s]/.test(id)) {
+        throw new TypeError(`${JSON.stringify(id)} is not a tenant or principal id: one subject token, no '.', '*', '>' or space`);
+      }
+    }
+    const timeoutMs = o.timeoutMs ?? 5000;
+    try {
+      const nc = await connect({
+        servers: o.url ?? DEFAULT_URL,
+        user: `${o.tenant}.${o.principal}`,
+        pass: o.password ?? "",
+        inboxPrefix: inboxPrefix(o.tenant, o.principal),
+        name: "contextos-ledger-ts",
+        timeout: timeoutMs,
+        maxReconnectAttempts: 0,
+      });
+      return new Client(nc, o.tenant, o.principal, timeoutMs, o.onResend);
+    } catch (e) {
+      if (e instanceof errors.AuthorizationError) {
+        throw refused("authority_denied", `the NATS server refused the credentials of ${o.tenant}.${o.principal}`);
+      }
+      throw new Unreachable(`connect ${o.url ?? DEFAULT_URL}: ${String(e)}`, { cause: e });
+    }
+  }
+
+  /** Closes the connection. */
+  async close(): Promise<void> {
+    await this.nc.close();
+  }
+
+  private async request(subject: string, body: Uint8Array, timeout: number): Promise<Uint8Array> {
+    try {
+      const m = await this.nc.request(subject, body, { timeout });
+      return m.data;
+    } catch (e) {
+      const pv = permission(e);
+      if (pv) {
+        throw refused("authority_denied", `the NATS server refused the publish: ${pv.message}`);
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * Sends a proposal and returns its decision. Resends the same bytes (same
+   * run id and operation key: the daemon answers from the operation it
+   * already opened and never dispatches twice) when no reply comes in time,
+   * the reply is unknown or the daemon refused it overloaded (before storing
+   * anything), waiting longer each time, for at most
+   * deadlineMs. applied, not_applied and pending return the decision;
+   * refused throws the code's Refused class (its decision has the
+   * balances); at the deadline Unresolved is thrown.
+   */
+  async propose(p: Proposal, deadlineMs = DEFAULT_PROPOSE_DEADLINE_MS): Promise<Decision> {
+    const body = encoder.encode(JSON.stringify(p));
+    const subject = proposeSubject(this.tenant, this.principal);
+    const end = Date.now() + deadlineMs;
+    let wait = this.timeoutMs;
+    let backoff = 50;
+    let last: Decision | undefined;
+    for (let resends = 0; ; ) {
+      let why: unknown;
+      try {
+        const raw = await this.request(subject, body, Math.max(1, Math.min(wait, end - Date.now())));
+        const d = JSON.parse(decoder.decode(raw)) as Decision;
+        if (d.status === "refused" && d.code !== "overloaded") {
+          throw refused(d.code ?? "", d.reason ?? "", d);
+        }
+        if (d.status === "applied" || d.status === "not_applied" || d.status === "pending") {
+          return d;
+        }
+        last = d;
+        why = new Error(`status ${d.status}: ${d.reason ?? ""}`);
+      } catch (e) {
+        if (e instanceof LedgerError) throw e;
+        if (!isNoReply(e)) throw new Unreachable(`propose: ${String(e)}`, { cause: e });
+        why = e;
+      }
+      if (Date.now() + backoff >= end) {
+        throw new Unresolved(`outcome unknown after ${resends} resends (${String(why)}); resend the same operation key to learn it`, last, resends);
+      }
+      await new Promise((r) => setTimeout(r, backoff));
+      resends++;
+      await this.onResend?.(resends, why);
+      backoff = Math.min(2 * backoff, 2000);
+      wait = Math.min(2 * wait, 30_000);
+    }
+  }
+
+  /**
+   * Sends an operator verb and returns its reply once it says ok; a refusal
+   * throws the code's Refused class. Operator verbs are never resent: on
+   * Unreachable the outcome is unknown.
+   */
+  async op<T extends OpReply = OpReply>(verb: string, body: Record<string, unknown> = {}): Promise<T> {
+    let raw: Uint8Array;
+    try {
+      raw = await this.request(opSubject(this.tenant, verb, this.principal), encoder.encode(JSON.stringify(body)), this.timeoutMs);
+    } catch (e) {
+      if (e instanceof LedgerError) throw e;
+      throw new Unreachable(`${verb}: ${String(e)}`, { cause: e });
+    }
+    const r = JSON.parse(decoder.decode(raw)) as T;
+    if (!r.ok) {
+      throw refused(r.code ?? "", r.reason ?? "");
+    }
+    return r;
+  }
+
+  private async data<T>(verb: string, body: Record<string, unknown>): Promise<T> {
+    return ((await this.op(verb, body)).data ?? {}) as T;
+  }
+
+  // One call per operator verb (docs/wire.md).
+
+  async exposure(filter: { guarantee_id?: string; resource?: string } = {}): Promise<ExposureRow[]> {
+    return (await this.op("exposure", filter)).exposure ?? [];
+  }
+  async attempts(): Promise<AttemptRow[]> {
+    return (await this.op("attempts")).attempts ?? [];
+  }
+  async reconcile(attemptId?: string): Promise<SettleRow[]> {
+    return (await this.op("reconcile", attemptId ? { attempt_id: attemptId } : { all: true })).settled ?? [];
+  }
+  async closeAttempt(req: { attempt_id: string; guarantee_id?: string; resource?: string; reason?: string }): Promise<OpReply> {
+    return this.op("close-attempt", req);
+  }
+  async assertAbsence(attemptId: string, artifactRef: string): Promise<SettleRow[]> {
+    return (await this.op("assert-absence", { attempt_id: attemptId, artifact_ref: artifactRef })).settled ?? [];
+  }
+  async killSwitch(engaged?: boolean, reason?: string): Promise<boolean> {
+    const body: Record<string, unknown> = {};
+    if (engaged !== undefined) body.engaged = engaged;
+    if (reason) body.reason = reason;
+    return (await this.op("kill-switch", body)).kill_switch === true;
+  }
+  async admitRun(req: { run_id: string; principal: string; calls: number; amount: number; parent_run_id?: string }): Promise<Run> {
+    return (await this.data<{ run: Run }>("admit-run", req)).run;
+  }
+  async run(runId: string): Promise<Run> {
+    return (await this.data<{ run: Run }>("run", { run_id: runId })).run;
+  }
+  async grant(principal: string, capabilityId: string, reason?: string): Promise<AuthorityChange> {
+    return this.data("grant", { principal, capability_id: capabilityId, ...(reason ? { reason } : {}) });
+  }
+  async revoke(principal: string, capabilityId: string, reason?: string): Promise<AuthorityChange> {
+    return this.data("revoke", { principal, capability_id: capabilityId, ...(reason ? { reason } : {}) });
+  }
+  async approve(req: { action_digest: string; risk: "low" | "medium" | "high"; expires_in: string; reason?: string }): Promise<Approval> {
+    return this.data("approve", req);
+  }
+  /** Answers a pending approval request no (action_digest and risk), or withdraws an unused approval (approval_id). */
+  async deny(req: { reason: string } & ({ action_digest: string; risk: "low" | "medium" | "high" } | { approval_id: string })): Promise<Record<string, unknown>> {
+    return this.data("deny", req);
+  }
+  async evidence(req: { candidate: Record<string, unknown> } | { marker: Record<string, unknown> }): Promise<Record<string, unknown>> {
+    return this.data("evidence", req);
+  }
+  async approvals(): Promise<Record<string, unknown>[]> {
+    return (await this.op("approvals")).approvals ?? [];
+  }
+  async incidents(): Promise<Record<string, unknown>[]> {
+    return (await this.op("incidents")).incidents ?? [];
+  }
+}
+
+function permission(e: unknown): InstanceType<typeof errors.PermissionViolationError> | undefined {
+  for (let x: unknown = e; x instanceof Error; x = x.cause) {
+    if (x instanceof errors.PermissionViolationError) return x;
+  }
+  return undefined;
+}
+
+// isNoReply: a timeout or no responders, after which a proposal is resent.
+function isNoReply(e: unknown): boolean {
+  for (let x: unknown = e; x instanceof Error; x = x.cause) {
+    if (x instanceof errors.TimeoutError || x instanceof errors.NoRespondersError) return true;
+  }
+  return false;
+}

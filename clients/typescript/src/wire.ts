@@ -1,0 +1,194 @@
+// The ctx.v1 wire contract's messages (docs/wire.md), typed after the JSON
+// Schemas of docs/schema/; test/schema.test.ts holds these types to them.
+
+/** The stable refusal codes of the kernel's catalog (docs/errors.md). */
+export const CODES = [
+  "request_malformed",
+  "capability_not_surfaced",
+  "authority_denied",
+  "policy_denied",
+  "approval_required",
+  "approval_mismatch",
+  "approval_redeemed",
+  "approval_expired",
+  "evidence_insufficient",
+  "run_budget_exhausted",
+  "executor_fenced",
+  "kill_switch_engaged",
+  "shared_guarantee_resource_invalid",
+  "shared_guarantee_amount_invalid",
+  "shared_guarantee_exceeded",
+  "shared_guarantee_definition_mismatch",
+  "shared_guarantee_definition_invalid",
+  "shared_guarantee_contention",
+  "shared_guarantee_receipts_saturated",
+  "shared_guarantee_attempt_closed",
+  "shared_guarantee_attempt_known",
+  "shared_guarantee_attempt_unknown",
+  "shared_guarantee_dispatch_active",
+  "shared_guarantee_unresolved_attempt",
+  "shared_guarantee_not_started",
+  "shared_guarantee_absence_unproven",
+  "observation_contradicts_seal",
+  "operation_key_conflict",
+  "context_invalid",
+  "run_already_admitted",
+  "evidence_record_conflict",
+  "audit_not_found",
+  "audit_not_checkpointed",
+  "projection_unavailable",
+  "ledger_unavailable",
+  "overloaded",
+  "circuit_breaker_open",
+  "approval_denied",
+] as const;
+
+/** A stable refusal code. */
+export type Code = (typeof CODES)[number];
+
+/** What a decision says about an operation. */
+export type Status = "applied" | "not_applied" | "pending" | "unknown" | "refused";
+
+/** An attempt's observed outcome. */
+export type Outcome = "applied" | "not_applied" | "pending" | "unknown" | "partial";
+
+/** The body of ctx.v1.<tenant>.<principal>.propose (schema/proposal.json). */
+export interface Proposal {
+  run_id: string;
+  operation_key: string;
+  capability_id: string;
+  arguments: Record<string, unknown>;
+  evidence_refs?: string[] | null;
+  approval_id?: string | null;
+}
+
+/** One guarantee's balances in a decision. */
+export interface GuaranteeRow {
+  guarantee_id: string;
+  resource: string;
+  limit: number;
+  committed: number;
+  held: number;
+  available: number;
+}
+
+/** The reply to a proposal (schema/decision.json). */
+export interface Decision {
+  status: Status;
+  code?: Code;
+  reason?: string;
+  operation_id?: string;
+  attempt_id?: string;
+  action_digest?: string;
+  resource?: string;
+  limit?: number;
+  committed?: number;
+  held?: number;
+  available?: number;
+  guarantees?: GuaranteeRow[];
+  evidence_gate?: Record<string, unknown>;
+}
+
+/** One resource's balances (the exposure verb). */
+export interface ExposureRow {
+  tenant: string;
+  guarantee_id: string;
+  resource: string;
+  open_attempts: number;
+  limit: number;
+  committed: number;
+  held: number;
+  available: number;
+}
+
+/** An open attempt with its next safe step (the attempts verb). */
+export interface AttemptRow {
+  attempt_id: string;
+  operation_id: string;
+  principal: string;
+  run_id: string;
+  guarantee_id: string;
+  resource: string;
+  amount: number;
+  state: string;
+  last_observation?: Outcome;
+  next_safe_step: string;
+}
+
+/** What an operator action did to one attempt. */
+export interface SettleRow {
+  attempt_id: string;
+  outcome?: Outcome;
+  status?: Status;
+  code?: Code;
+  reason?: string;
+}
+
+/** A run's budget (the run and admit-run verbs). */
+export interface Run {
+  run_id: string;
+  parent_run_id?: string;
+  principal?: string;
+  admitted: boolean;
+  calls: number;
+  amount: number;
+  used_calls: number;
+  used_amount: number;
+  delegated_calls: number;
+  delegated_amount: number;
+  children?: string[] | null;
+}
+
+/** What approve grants. */
+export interface Approval {
+  approval_id: string;
+  action_digest: string;
+  risk: "low" | "medium" | "high";
+  expires_at: string;
+}
+
+/** What grant and revoke recorded. */
+export interface AuthorityChange {
+  principal: string;
+  capability_id: string;
+  granted: boolean;
+  recorded: boolean;
+}
+
+/** The reply of an operator verb (schema/op-reply.json). */
+export interface OpReply {
+  ok: boolean;
+  code?: Code;
+  reason?: string;
+  exposure?: ExposureRow[];
+  attempts?: AttemptRow[];
+  settled?: SettleRow[];
+  kill_switch?: boolean;
+  data?: Record<string, unknown>;
+  approvals?: Record<string, unknown>[];
+  incidents?: Record<string, unknown>[];
+}
+
+/** The members of each message, for the test that holds the types to the schemas. */
+export const MEMBERS = {
+  proposal: ["run_id", "operation_key", "capability_id", "arguments", "evidence_refs", "approval_id"],
+  decision: ["status", "code", "reason", "operation_id", "attempt_id", "action_digest", "resource", "limit", "committed", "held", "available", "guarantees", "evidence_gate"],
+  "op-reply": ["ok", "code", "reason", "exposure", "attempts", "settled", "kill_switch", "data", "approvals", "incidents"],
+  "op-reply#exposure_row": ["tenant", "guarantee_id", "resource", "open_attempts", "limit", "committed", "held", "available"],
+  "op-reply#attempt_row": ["attempt_id", "operation_id", "principal", "run_id", "guarantee_id", "resource", "amount", "state", "last_observation", "next_safe_step"],
+  "op-reply#settle_row": ["attempt_id", "outcome", "status", "code", "reason"],
+  "op-reply#approval_data": ["approval_id", "action_digest", "risk", "expires_at"],
+  "op-reply#authority_data": ["principal", "capability_id", "granted", "recorded"],
+} as const satisfies Record<string, readonly string[]>;
+
+// Compile-time checks that MEMBERS lists exactly each interface's keys.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const assertTrue = <T extends true>(): T => true as T;
+void assertTrue<Same<(typeof MEMBERS)["proposal"][number], keyof Proposal>>();
+void assertTrue<Same<(typeof MEMBERS)["decision"][number], keyof Decision>>();
+void assertTrue<Same<(typeof MEMBERS)["op-reply"][number], keyof OpReply>>();
+void assertTrue<Same<(typeof MEMBERS)["op-reply#exposure_row"][number], keyof ExposureRow>>();
+void assertTrue<Same<(typeof MEMBERS)["op-reply#attempt_row"][number], keyof AttemptRow>>();
+void assertTrue<Same<(typeof MEMBERS)["op-reply#settle_row"][number], keyof SettleRow>>();
+void assertTrue<Same<(typeof MEMBERS)["op-reply#approval_data"][number], keyof Approval>>();
+void assertTrue<Same<(typeof MEMBERS)["op-reply#authority_data"][number], keyof AuthorityChange>>();

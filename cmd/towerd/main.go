@@ -1,0 +1,124 @@
+// Command towerd is the fleet view (Tower): it reads several runtimes' audit
+// logs (exported files or live through an operator), verifies each chain and
+// checkpoint against trusted keys, and shows one table of exposure,
+// incidents and approvals across them, with a fleet kill switch.
+//
+//	towerd --config tower.toml                   # serve the web page
+//	towerd --config tower.toml --once            # print the table; exit 1 if a chain fails
+//	towerd --config tower.toml --engage "why"    # engage every runtime's kill switch
+//	towerd --config tower.toml --release "why"   # release it
+//
+// Exit codes: 0 ok, 1 a chain did not verify or a runtime did not
+// acknowledge, 2 usage.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/contextos/ledger/console/tower"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("towerd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", "", "the tower's TOML configuration")
+	once := fs.Bool("once", false, "read and verify every log, print the fleet table and exit")
+	engage := fs.String("engage", "", "engage the kill switch of every configured runtime, with this reason")
+	release := fs.String("release", "", "release the kill switch of every configured runtime, with this reason")
+	every := fs.Duration("refresh", 30*time.Second, "how often the web page reads the logs again")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if *config == "" || fs.NArg() > 0 || (*engage != "" && *release != "") {
+		fmt.Fprintln(stderr, "usage: towerd --config FILE [--once | --engage REASON | --release REASON]")
+		return 2
+	}
+	cfg, err := tower.LoadConfig(*config)
+	if err != nil {
+		fmt.Fprintln(stderr, "towerd:", err)
+		return 1
+	}
+	t := tower.New(cfg)
+	ctx := context.Background()
+	switch {
+	case *engage != "" || *release != "":
+		on, reason := *engage != "", *engage+*release
+		acks := t.KillSwitch(ctx, on, reason)
+		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "RUNTIME\tTENANT\tACKNOWLEDGED\tSTATE\tPROBLEM")
+		code := 0
+		for _, a := range acks {
+			state := map[bool]string{true: "engaged", false: "released"}[a.Engaged]
+			fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", a.Runtime, a.Tenant, a.Acknowledged, state, a.Error)
+			if !a.Acknowledged {
+				code = 1
+			}
+		}
+		w.Flush()
+		return code
+	case *once:
+		f := t.Refresh(ctx)
+		printFleet(stdout, f)
+		if !f.OK() {
+			return 1
+		}
+		return 0
+	}
+	srv, err := t.Serve(*every)
+	if err != nil {
+		fmt.Fprintln(stderr, "towerd:", err)
+		return 1
+	}
+	fmt.Fprintln(stderr, "towerd: serving", srv.URL)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	srv.Close()
+	return 0
+}
+
+func printFleet(out io.Writer, f *tower.Fleet) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "RUNTIME\tTENANT\tCHAIN\tRECORDS\tCHECKPOINTED\tOPEN HOLDS\tINCIDENTS\tAPPROVALS\tKILL SWITCH")
+	for _, l := range f.Logs {
+		chain := "verified"
+		switch {
+		case l.Error != "":
+			chain = "unreadable: " + l.Error
+		case !l.Verified:
+			chain = "TAMPERED: " + l.Failure
+		}
+		kill := ""
+		if k := l.Kill; k != nil {
+			kill = map[bool]string{true: "engaged", false: "released"}[k.Engaged] + " by " + k.Operator
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d/%d\t%s\n", l.Runtime, l.Tenant, chain, l.Records, l.CheckpointSize, l.OpenAttempts,
+			len(l.Incidents)+l.MoreIncidents, l.ApprovalsGranted, l.ApprovalsRedeemed, kill)
+	}
+	w.Flush()
+	fmt.Fprintln(out)
+	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "RUNTIME\tTENANT\tGUARANTEE\tRESOURCE\tLIMIT\tCOMMITTED\tHELD\tAVAILABLE")
+	for _, l := range f.Logs {
+		for _, r := range l.Resources {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%q\t%d\t%d\t%d\t%d\n", l.Runtime, l.Tenant, r.GuaranteeID, r.Resource, r.Limit, r.Committed, r.Held, r.Available)
+		}
+		if l.MoreResources > 0 {
+			fmt.Fprintf(w, "%s\t%s\t(%d more)\t\t\t\t\t\n", l.Runtime, l.Tenant, l.MoreResources)
+		}
+	}
+	w.Flush()
+}

@@ -1,0 +1,450 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/kernel"
+)
+
+// maxRows bounds every table a page shows; the rest is counted, not
+// rendered, so that no tenant's volume grows a page without bound.
+const maxRows = 500
+
+// exposureRow is one resource's balances with its bar.
+type exposureRow struct {
+	gateway.ExposureRow
+	Unit         string
+	CommittedPct string // the bar's segments, in percent of the limit
+	HeldPct      string
+	HeldX        string
+}
+
+// holdRow is an open attempt with the actions the daemon's next safe step
+// names for it.
+type holdRow struct {
+	gateway.AttemptRow
+	Actions []string
+}
+
+// exposureView is the live part of the exposure page.
+type exposureView struct {
+	Rows       []exposureRow
+	MoreRows   int
+	Holds      []holdRow
+	MoreHolds  int
+	KillSwitch bool
+	Error      string
+	At         string
+}
+
+// actionsOf maps the kernel's next safe step of an open attempt to the
+// console actions that carry it out. The kernel decides what is allowed:
+// this is the menu of its words, and the daemon refuses anything else.
+var actionsOf = map[string][]string{
+	kernel.NextStepReserved: {"close-attempt"},
+	kernel.NextStepStarted:  {"reconcile"},
+	kernel.NextStepHeld:     {"reconcile", "assert-absence"},
+}
+
+func (s *Server) unit(guaranteeID string) string {
+	if s.o.Manifest == nil {
+		return ""
+	}
+	for _, d := range s.o.Manifest.Guarantees {
+		if d.ID == guaranteeID {
+			return d.Unit
+		}
+	}
+	return ""
+}
+
+func percent(part, whole int64) float64 {
+	if whole <= 0 || part <= 0 {
+		return 0
+	}
+	p := float64(part) * 100 / float64(whole)
+	if p > 100 {
+		p = 100
+	}
+	return p
+}
+
+// exposure reads the tenant's balances, open holds and kill switch.
+func (s *Server) exposure(ctx context.Context, sess *session) exposureView {
+	v := exposureView{At: s.o.Now().UTC().Format(time.RFC3339)}
+	var exp, att, ks gateway.OpReply
+	for _, c := range []struct {
+		verb string
+		out  *gateway.OpReply
+	}{{"exposure", &exp}, {"attempts", &att}, {"kill-switch", &ks}} {
+		if err := sess.call(ctx, c.verb, struct{}{}, c.out); err != nil {
+			v.Error = err.Error()
+			return v
+		}
+		if !c.out.OK {
+			v.Error = fmt.Sprintf("%s refused: %s: %s", c.verb, c.out.Code, c.out.Reason)
+			return v
+		}
+	}
+	v.KillSwitch = ks.KillSwitch != nil && *ks.KillSwitch
+	for i, r := range exp.Exposure {
+		if i == maxRows {
+			v.MoreRows = len(exp.Exposure) - maxRows
+			break
+		}
+		c, h := percent(r.Committed, r.Limit), percent(r.Held, r.Limit)
+		v.Rows = append(v.Rows, exposureRow{ExposureRow: r, Unit: s.unit(r.GuaranteeID),
+			CommittedPct: strconv.FormatFloat(c, 'f', 2, 64), HeldPct: strconv.FormatFloat(h, 'f', 2, 64), HeldX: strconv.FormatFloat(c, 'f', 2, 64)})
+	}
+	for i, a := range att.Attempts {
+		if i == maxRows {
+			v.MoreHolds = len(att.Attempts) - maxRows
+			break
+		}
+		v.Holds = append(v.Holds, holdRow{AttemptRow: a, Actions: actionsOf[a.NextStep]})
+	}
+	return v
+}
+
+func (s *Server) exposurePage(w http.ResponseWriter, r *http.Request, sess *session) {
+	s.render(w, http.StatusOK, "exposure", s.page(sess, "exposure", "Exposure and open holds", s.exposure(r.Context(), sess)))
+}
+
+// keepAlive is how often a live stream with nothing new sends a comment.
+const keepAlive = 15 * time.Second
+
+// exposureLive streams the live part of the exposure page as server-sent
+// events: the fragment re-rendered from the runtime's replies, sent when it
+// changed.
+func (s *Server) exposureLive(w http.ResponseWriter, r *http.Request, sess *session) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	sess.mu.Lock()
+	if sess.streams >= maxStreamsPerSession {
+		sess.mu.Unlock()
+		http.Error(w, "too many live views in this session", http.StatusTooManyRequests)
+		return
+	}
+	sess.streams++
+	sess.mu.Unlock()
+	defer func() {
+		sess.mu.Lock()
+		sess.streams--
+		sess.mu.Unlock()
+	}()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	t := time.NewTicker(s.o.Poll)
+	defer t.Stop()
+	var last []byte
+	sent := time.Now()
+	for {
+		if !s.sessions.alive(sess.id) {
+			fmt.Fprint(w, "event: ended\ndata: session ended\n\n")
+			fl.Flush()
+			return
+		}
+		v := s.exposure(r.Context(), sess)
+		at := v.At
+		v.At = "" // the time alone is no change
+		var b bytes.Buffer
+		if err := s.pages["exposure"].ExecuteTemplate(&b, "live", v); err != nil {
+			return
+		}
+		switch {
+		case !bytes.Equal(b.Bytes(), last):
+			last = b.Bytes()
+			v.At = at
+			var out bytes.Buffer
+			if err := s.pages["exposure"].ExecuteTemplate(&out, "live", v); err != nil {
+				return
+			}
+			writeEvent(w, "live", out.Bytes())
+			sent = time.Now()
+		case time.Since(sent) >= keepAlive: // proxies close streams that stay silent
+			fmt.Fprint(w, ": keep-alive\n\n")
+			sent = time.Now()
+		}
+		fl.Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// writeEvent writes one server-sent event; every line of data is its own
+// data field. A carriage return ends a line for the browser's parser too,
+// so one inside what an agent controls (a resource id, say) is turned into
+// a newline first: it can only split a data line, never start a field.
+func writeEvent(w io.Writer, name string, data []byte) {
+	data = bytes.ReplaceAll(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
+	fmt.Fprintf(w, "event: %s\n", name)
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		fmt.Fprintf(w, "data: %s\n", line)
+	}
+	fmt.Fprint(w, "\n")
+}
+
+// killSwitchView is the kill switch page.
+type killSwitchView struct {
+	Engaged bool
+	// Audit is the last change as the verified audit chain records it, as
+	// of the session's last verification.
+	Audit   *KillChange
+	AuditAt string
+}
+
+func (s *Server) killSwitchPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	p := s.page(sess, "kill-switch", "Kill switch", nil)
+	var reply gateway.OpReply
+	err := sess.call(r.Context(), "kill-switch", struct{}{}, &reply)
+	v := killSwitchView{}
+	switch {
+	case err != nil:
+		p.Error = err.Error()
+	case !reply.OK:
+		p.Error = fmt.Sprintf("kill-switch refused: %s: %s", reply.Code, reply.Reason)
+	default:
+		v.Engaged = reply.KillSwitch != nil && *reply.KillSwitch
+	}
+	sess.mu.Lock()
+	if a := sess.audit; a != nil && a.OK {
+		v.Audit, v.AuditAt = a.Kill, a.At
+	}
+	sess.mu.Unlock()
+	p.Data = v
+	s.render(w, http.StatusOK, "kill-switch", p)
+}
+
+// Approval is one proposal refused approval_required, waiting for an
+// operator: a row of the approvals verb's reply.
+type Approval struct {
+	OperationID  string          `json:"operation_id"`
+	OperationKey string          `json:"operation_key"`
+	RunID        string          `json:"run_id"`
+	Principal    string          `json:"principal"`
+	CapabilityID string          `json:"capability_id"`
+	ActionDigest string          `json:"action_digest"`
+	Arguments    json.RawMessage `json:"arguments"`
+	RequestedAt  string          `json:"requested_at"`
+}
+
+// ArgumentsText is the arguments indented for reading, at most 4 KiB.
+func (a Approval) ArgumentsText() string {
+	var b bytes.Buffer
+	if json.Indent(&b, a.Arguments, "", "  ") != nil {
+		b.Reset()
+		b.Write(a.Arguments)
+	}
+	if b.Len() > 4096 {
+		return string(b.Bytes()[:4096]) + "\n… (cut)"
+	}
+	return b.String()
+}
+
+// ApprovalsReply is the reply of the approvals verb.
+type ApprovalsReply struct {
+	OK        bool        `json:"ok"`
+	Code      kernel.Code `json:"code,omitempty"`
+	Reason    string      `json:"reason,omitempty"`
+	Approvals []Approval  `json:"approvals"`
+}
+
+type approvalsView struct {
+	Rows      []Approval
+	More      int
+	ExpiresIn []string
+}
+
+// approvalExpiries are the expiries an operator picks from (the kernel
+// bounds them at kernel.MaxApprovalTTL).
+var approvalExpiries = []string{"15m", "1h", "4h", "24h"}
+
+func (s *Server) approvals(ctx context.Context, sess *session) ([]Approval, error) {
+	var reply ApprovalsReply
+	if err := sess.call(ctx, "approvals", struct{}{}, &reply); err != nil {
+		return nil, err
+	}
+	if !reply.OK {
+		return nil, fmt.Errorf("approvals refused: %s: %s", reply.Code, reply.Reason)
+	}
+	return reply.Approvals, nil
+}
+
+func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	p := s.page(sess, "approvals", "Approvals inbox", nil)
+	rows, err := s.approvals(r.Context(), sess)
+	if err != nil {
+		p.Error = err.Error()
+	}
+	v := approvalsView{ExpiresIn: approvalExpiries}
+	if len(rows) > maxRows {
+		v.More, rows = len(rows)-maxRows, rows[:maxRows]
+	}
+	v.Rows = rows
+	p.Data = v
+	s.render(w, http.StatusOK, "approvals", p)
+}
+
+// Incident is one incident: a row of the incidents verb's reply.
+type Incident struct {
+	Kind        string      `json:"kind"`
+	AttemptID   string      `json:"attempt_id"`
+	OperationID string      `json:"operation_id"`
+	Code        kernel.Code `json:"code"`
+	Reason      string      `json:"reason"`
+	At          string      `json:"at"`
+}
+
+type incidentsReply struct {
+	OK        bool        `json:"ok"`
+	Code      kernel.Code `json:"code,omitempty"`
+	Reason    string      `json:"reason,omitempty"`
+	Incidents []Incident  `json:"incidents"`
+}
+
+type incidentsView struct {
+	Rows []Incident
+	More int
+}
+
+func (s *Server) incidentsPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	p := s.page(sess, "incidents", "Incidents", nil)
+	var reply incidentsReply
+	v := incidentsView{}
+	if err := sess.call(r.Context(), "incidents", struct{}{}, &reply); err != nil {
+		p.Error = err.Error()
+	} else if !reply.OK {
+		p.Error = fmt.Sprintf("incidents refused: %s: %s", reply.Code, reply.Reason)
+	}
+	v.Rows = reply.Incidents
+	if len(v.Rows) > maxRows {
+		v.More, v.Rows = len(v.Rows)-maxRows, v.Rows[:maxRows]
+	}
+	p.Data = v
+	s.render(w, http.StatusOK, "incidents", p)
+}
+
+// authorityView lists the tenant's agents and the capabilities of the
+// manifest: the grants the configuration gives and, once the session has
+// verified the audit chain, the operators' grants and revocations it
+// records and what the kernel's CheckAuthority makes of both.
+type authorityView struct {
+	Agents       []agentRow
+	Capabilities []string
+	Changes      []kernel.AuthorityChanged // from the verified chain
+	AuditAt      string                    // when the chain was verified; "" if not yet
+}
+
+type agentRow struct {
+	ID         string
+	Configured []string
+	Effective  []holding // per capability of the manifest, once the chain is verified
+}
+
+type holding struct {
+	CapabilityID string
+	Holds        bool
+	Source       string // the kernel's authority source, or its refusal
+}
+
+func (s *Server) authorityPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	p := s.page(sess, "authority", "Authority", nil)
+	v := authorityView{}
+	sess.mu.Lock()
+	var auth *kernel.Authority
+	if a := sess.audit; a != nil && a.OK && a.Authority != nil {
+		auth, v.AuditAt = a.Authority, a.At
+	}
+	sess.mu.Unlock()
+	if auth != nil {
+		keys := make([]string, 0, len(auth.Overrides))
+		for k := range auth.Overrides {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			v.Changes = append(v.Changes, auth.Overrides[k])
+		}
+	}
+	if m := s.o.Manifest; m != nil {
+		for _, c := range m.Capabilities {
+			v.Capabilities = append(v.Capabilities, c.ID)
+		}
+		if tc, ok := m.Tenant(sess.tenant); ok {
+			for _, a := range tc.Agents {
+				caps := append([]string(nil), a.Capabilities...)
+				sort.Strings(caps)
+				row := agentRow{ID: a.ID, Configured: caps}
+				if auth != nil {
+					for _, c := range v.Capabilities {
+						src, refused := kernel.CheckAuthority(auth, a.ID, c, contains(caps, c))
+						h := holding{CapabilityID: c, Holds: refused == nil, Source: src}
+						if refused != nil {
+							h.Source = refused.Reason
+						}
+						row.Effective = append(row.Effective, h)
+					}
+				}
+				v.Agents = append(v.Agents, row)
+			}
+		}
+	}
+	p.Data = v
+	s.render(w, http.StatusOK, "authority", p)
+}
+
+// errNoSuchAttempt is an attempt id the confirmation page cannot find open.
+var errNoSuchAttempt = errors.New("no open attempt has this id")
+
+// openAttempt finds one open attempt of the session's tenant.
+func (s *Server) openAttempt(ctx context.Context, sess *session, id string) (gateway.AttemptRow, error) {
+	var reply gateway.OpReply
+	if err := sess.call(ctx, "attempts", struct{}{}, &reply); err != nil {
+		return gateway.AttemptRow{}, err
+	}
+	for _, a := range reply.Attempts {
+		if a.AttemptID == id {
+			return a, nil
+		}
+	}
+	return gateway.AttemptRow{}, errNoSuchAttempt
+}
+
+// group writes an integer with thousands separators.
+func group(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

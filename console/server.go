@@ -1,0 +1,379 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/kernel"
+	"github.com/nats-io/nats.go"
+	"golang.org/x/time/rate"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Options configure a console.
+type Options struct {
+	// Config is the [console] section (validated: gateway.ParseConfig).
+	Config gateway.ConsoleConfig
+	// NATSURL is where operators' connections go: the runtime's URL.
+	NATSURL string
+	// Manifest is the runtime's configuration: the console reads the
+	// capabilities' risk (what approve binds), guarantees' units and the
+	// tenant's agents from it, for display only.
+	Manifest *gateway.Config
+	Logger   *slog.Logger
+	// Now is the clock of sessions (default time.Now).
+	Now func() time.Time
+	// Poll is how often live updates read the runtime (default 1s).
+	Poll time.Duration
+}
+
+// Server is a running console.
+type Server struct {
+	// URL is where the console listens, "http://host:port".
+	URL string
+
+	o        Options
+	sessions *sessions
+	pages    map[string]*template.Template
+	logins   *rate.Limiter
+	http     *http.Server
+	done     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// cookieName is the session cookie; loginCookie carries the login form's
+// CSRF token before any session exists.
+const (
+	cookieName  = "ctx_console"
+	loginCookie = "ctx_console_login"
+)
+
+// Start listens on o.Config.Listen and serves the console until Close.
+func Start(o Options) (*Server, error) {
+	if o.Config.Listen == "" {
+		return nil, errors.New("console: no listen address")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	if o.Config.MaxSessions <= 0 {
+		o.Config.MaxSessions = 64
+	}
+	idle := o.Config.SessionIdle.Duration
+	if idle <= 0 {
+		idle = 30 * time.Minute
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.Config.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("console.listen: %w", err)
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !o.Config.AllowNonLoopback && !ip.IsLoopback() {
+		ln.Close()
+		return nil, fmt.Errorf("console.listen: loopback only, not %s", ip)
+	}
+	s := &Server{URL: "http://" + ln.Addr().String(), o: o, sessions: newSessions(o.Config.MaxSessions, idle, o.Now), pages: pages,
+		logins: rate.NewLimiter(rate.Limit(5), 10), done: make(chan struct{})}
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		_ = s.http.Serve(ln)
+	}()
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.done:
+				return
+			case <-t.C:
+				s.sessions.sweep()
+			}
+		}
+	}()
+	return s, nil
+}
+
+// Boot starts the console of a booted runtime from its [console] section:
+// a gateway.ConsoleStarter (contextosd passes it in gateway.BootOptions).
+func Boot(rt *gateway.Runtime) (string, func() error, error) {
+	s, err := Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config})
+	if err != nil {
+		return "", nil, err
+	}
+	return s.URL, func() error { s.Close(); return nil }, nil
+}
+
+// Close stops serving and ends every session.
+func (s *Server) Close() {
+	close(s.done)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = s.http.Shutdown(ctx)
+	_ = s.http.Close()
+	s.sessions.closeAll()
+	s.wg.Wait()
+}
+
+// Handler returns the console's routes behind its security headers and
+// cross-origin protection.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.StripPrefix("/static/", Static()))
+	mux.HandleFunc("GET /login", s.loginPage)
+	mux.HandleFunc("POST /login", s.login)
+	mux.HandleFunc("POST /logout", s.authed(s.logout))
+	mux.HandleFunc("GET /{$}", s.authed(func(w http.ResponseWriter, r *http.Request, _ *session) {
+		http.Redirect(w, r, "/exposure", http.StatusSeeOther)
+	}))
+	mux.HandleFunc("GET /exposure", s.authed(s.exposurePage))
+	mux.HandleFunc("GET /exposure/live", s.authed(s.exposureLive))
+	mux.HandleFunc("GET /confirm/{action}", s.authed(s.confirmPage))
+	mux.HandleFunc("POST /act/{action}", s.authed(s.act))
+	mux.HandleFunc("GET /kill-switch", s.authed(s.killSwitchPage))
+	mux.HandleFunc("GET /approvals", s.authed(s.approvalsPage))
+	mux.HandleFunc("GET /incidents", s.authed(s.incidentsPage))
+	mux.HandleFunc("GET /authority", s.authed(s.authorityPage))
+	mux.HandleFunc("GET /audit", s.authed(s.auditPage))
+	mux.HandleFunc("POST /audit/verify", s.authed(s.auditVerify))
+	return Protect(mux)
+}
+
+// Protect wraps a handler of the console (or of towerd's page) in its
+// security headers (a strict content security policy, no framing, no
+// caching) and net/http's cross-origin protection, which refuses a
+// state-changing request another origin's page sent.
+func Protect(h http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+	}))
+	h = cop.Handler(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// authed resolves the session of the request, refusing a state-changing
+// request without the session's CSRF token. Without a session a page
+// redirects to the login form.
+func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var sess *session
+		if c, err := r.Cookie(cookieName); err == nil {
+			sess, _ = s.sessions.get(c.Value)
+		}
+		if sess == nil {
+			if r.Method != http.MethodGet {
+				http.Error(w, "no session: log in again", http.StatusForbidden)
+				return
+			}
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			return
+		}
+		if r.Method != http.MethodGet {
+			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			if err := r.ParseForm(); err != nil || !sess.checkCSRF(r.PostFormValue("csrf")) {
+				http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
+				return
+			}
+		}
+		h(w, r, sess)
+	}
+}
+
+func (s *Server) cookie(name, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: s.o.Config.AllowNonLoopback}
+}
+
+type loginView struct {
+	CSRF     string
+	Error    string
+	Tenant   string
+	Operator string
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	s.renderLogin(w, loginView{}, http.StatusOK)
+}
+
+func (s *Server) renderLogin(w http.ResponseWriter, v loginView, status int) {
+	tok, err := randomToken()
+	if err != nil {
+		http.Error(w, "no randomness", http.StatusInternalServerError)
+		return
+	}
+	v.CSRF = tok
+	http.SetCookie(w, s.cookie(loginCookie, tok, 600))
+	s.render(w, status, "login", v)
+}
+
+// login opens a NATS connection as the operator: the NATS server checks
+// the credentials, and a first verb on the operator's own ops subject checks
+// that the user is an operator of that tenant.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	c, err := r.Cookie(loginCookie)
+	if err != nil || c.Value == "" || !sameToken(r.PostFormValue("csrf"), c.Value) {
+		http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
+		return
+	}
+	tenant, operator, password := r.PostFormValue("tenant"), r.PostFormValue("operator"), r.PostFormValue("password")
+	v := loginView{Tenant: tenant, Operator: operator}
+	if kernel.ValidToken(tenant) != nil || kernel.ValidToken(operator) != nil || password == "" || len(password) > 1024 {
+		v.Error = "name a tenant, an operator id and a password"
+		s.renderLogin(w, v, http.StatusBadRequest)
+		return
+	}
+	if !s.logins.Allow() {
+		v.Error = "too many logins; wait a moment"
+		s.renderLogin(w, v, http.StatusTooManyRequests)
+		return
+	}
+	nc, err := s.dial(r.Context(), tenant, operator, password)
+	if err != nil {
+		s.o.Logger.Info("console login refused", "tenant", tenant, "operator", operator, "err", err)
+		v.Error = "login refused: " + err.Error()
+		s.renderLogin(w, v, http.StatusUnauthorized)
+		return
+	}
+	sess, err := s.sessions.add(tenant, operator, nc)
+	if err != nil {
+		nc.Close()
+		http.Error(w, "no session", http.StatusInternalServerError)
+		return
+	}
+	s.o.Logger.Info("console login", "tenant", tenant, "operator", operator)
+	http.SetCookie(w, s.cookie(loginCookie, "", -1))
+	http.SetCookie(w, s.cookie(cookieName, sess.id, 0))
+	http.Redirect(w, r, "/exposure", http.StatusSeeOther)
+}
+
+var errNotOperator = errors.New("these credentials are not an operator's of that tenant")
+
+func (s *Server) dial(ctx context.Context, tenant, operator, password string) (*nats.Conn, error) {
+	denied := make(chan struct{}, 1)
+	nc, err := nats.Connect(s.o.NATSURL, nats.Name("contextos-console"), nats.UserInfo(gateway.UserName(tenant, operator), password),
+		nats.CustomInboxPrefix(gateway.InboxPrefix(tenant, operator)), nats.Timeout(5*time.Second), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				select {
+				case denied <- struct{}{}:
+				default:
+				}
+			}
+		}))
+	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			return nil, errors.New("the NATS server refused these credentials")
+		}
+		return nil, fmt.Errorf("the runtime cannot be reached: %v", err)
+	}
+	probe := &session{tenant: tenant, operator: operator, nc: nc}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-denied: // an agent: the server refuses its publish on an ops subject
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var reply gateway.OpReply
+	if err := probe.call(ctx, "kill-switch", struct{}{}, &reply); err != nil || !reply.OK {
+		nc.Close()
+		return nil, errNotOperator
+	}
+	return nc, nil
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, sess *session) {
+	s.sessions.end(sess)
+	http.SetCookie(w, s.cookie(cookieName, "", -1))
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// view is what every page's layout shows.
+type view struct {
+	Title    string
+	Nav      string
+	Tenant   string
+	Operator string
+	CSRF     string
+	Flash    *result
+	Error    string
+	Data     any
+}
+
+func (s *Server) page(sess *session, nav, title string, data any) view {
+	return view{Title: title, Nav: nav, Tenant: sess.tenant, Operator: sess.operator, CSRF: sess.csrf, Flash: sess.takeFlash(), Data: data}
+}
+
+// render executes a page into a buffer first, so that a template error
+// never sends half a page.
+func (s *Server) render(w http.ResponseWriter, status int, name string, data any) {
+	var b bytes.Buffer
+	if err := s.pages[name].ExecuteTemplate(&b, name, data); err != nil {
+		s.o.Logger.Error("console template", "page", name, "err", err)
+		http.Error(w, "page error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// back redirects to a console page after an action.
+func back(w http.ResponseWriter, r *http.Request, path string) {
+	if u, err := url.Parse(path); err != nil || u.IsAbs() || !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") {
+		path = "/exposure"
+	}
+	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// Static serves the console's stylesheet and script (towerd's page uses
+// them too).
+func Static() http.Handler {
+	static, _ := fs.Sub(staticFS, "static")
+	return http.FileServerFS(static)
+}

@@ -1,0 +1,159 @@
+package tower
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"github.com/contextos/ledger/kernel"
+)
+
+// Config is towerd's configuration file (docs/console.md).
+type Config struct {
+	// Listen is the web view's address; loopback only.
+	Listen string `toml:"listen"`
+	// MaxRowsPerTenant bounds the exposure and incident rows shown for one
+	// tenant (default 50); the rest are counted.
+	MaxRowsPerTenant int             `toml:"max_rows_per_tenant"`
+	Runtimes         []RuntimeConfig `toml:"runtimes"`
+}
+
+// RuntimeConfig is one runtime and the tenants' logs read from it.
+type RuntimeConfig struct {
+	Name string `toml:"name"`
+	// NATSURL is the runtime's NATS, for live logs and the kill switch.
+	NATSURL string         `toml:"nats_url"`
+	Tenants []TenantSource `toml:"tenants"`
+}
+
+// TenantSource is one tenant's audit log on a runtime.
+type TenantSource struct {
+	ID string `toml:"id"`
+	// Keys is the keys.json trusted for this log (obtained out of band).
+	Keys string `toml:"keys"`
+	// Entries is an exported entries.json; empty reads the log live through
+	// Operator.
+	Entries string `toml:"entries"`
+	// Operator and its password (from the environment variable PasswordEnv)
+	// read the live log and engage the kill switch.
+	Operator    string `toml:"operator"`
+	PasswordEnv string `toml:"password_env"`
+}
+
+// Live reports whether the tenant has operator credentials.
+func (s TenantSource) Live() bool { return s.Operator != "" }
+
+// LoadConfig reads and validates a configuration file; relative paths in
+// it are taken from the file's directory.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(b, filepath.Dir(path))
+}
+
+// ParseConfig decodes a configuration strictly (unknown keys are errors)
+// and validates it; relative paths are joined to dir.
+func ParseConfig(b []byte, dir string) (*Config, error) {
+	var c Config
+	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&c)
+	if err != nil {
+		return nil, fmt.Errorf("tower config: %w", err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return nil, fmt.Errorf("tower config: unknown keys: %s", strings.Join(keys, ", "))
+	}
+	if err := c.validate(dir); err != nil {
+		return nil, fmt.Errorf("tower config: %w", err)
+	}
+	return &c, nil
+}
+
+// maxSources bounds the logs one tower reads.
+const maxSources = 1024
+
+func (c *Config) validate(dir string) error {
+	if c.Listen != "" {
+		host, _, err := net.SplitHostPort(c.Listen)
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("listen: loopback only, not %q", host)
+		}
+	}
+	switch {
+	case c.MaxRowsPerTenant == 0:
+		c.MaxRowsPerTenant = 50
+	case c.MaxRowsPerTenant < 0 || c.MaxRowsPerTenant > 10000:
+		return errors.New("max_rows_per_tenant must be 1..10000")
+	}
+	if len(c.Runtimes) == 0 {
+		return errors.New("at least one [[runtimes]] is required")
+	}
+	names, n := map[string]bool{}, 0
+	for i := range c.Runtimes {
+		r := &c.Runtimes[i]
+		if err := kernel.ValidToken(r.Name); err != nil {
+			return fmt.Errorf("runtimes[%d].name %q: %w", i, r.Name, err)
+		}
+		if names[r.Name] {
+			return fmt.Errorf("runtime %s declared twice", r.Name)
+		}
+		names[r.Name] = true
+		if len(r.Tenants) == 0 {
+			return fmt.Errorf("runtime %s: at least one [[runtimes.tenants]] is required", r.Name)
+		}
+		seen := map[string]bool{}
+		for j := range r.Tenants {
+			t := &r.Tenants[j]
+			n++
+			if err := kernel.ValidToken(t.ID); err != nil {
+				return fmt.Errorf("runtime %s tenant %q: %w", r.Name, t.ID, err)
+			}
+			if seen[t.ID] {
+				return fmt.Errorf("runtime %s tenant %s declared twice", r.Name, t.ID)
+			}
+			seen[t.ID] = true
+			if t.Keys == "" {
+				return fmt.Errorf("runtime %s tenant %s: keys (the trusted keys.json) is required", r.Name, t.ID)
+			}
+			t.Keys = join(dir, t.Keys)
+			if t.Entries != "" {
+				t.Entries = join(dir, t.Entries)
+			}
+			if t.Operator != "" {
+				if err := kernel.ValidToken(t.Operator); err != nil {
+					return fmt.Errorf("runtime %s tenant %s operator %q: %w", r.Name, t.ID, t.Operator, err)
+				}
+				if r.NATSURL == "" {
+					return fmt.Errorf("runtime %s: nats_url is required for tenant %s's operator", r.Name, t.ID)
+				}
+			}
+			if t.Entries == "" && t.Operator == "" {
+				return fmt.Errorf("runtime %s tenant %s: name entries (an exported log) or an operator (the live log)", r.Name, t.ID)
+			}
+		}
+	}
+	if n > maxSources {
+		return fmt.Errorf("more than %d tenant logs", maxSources)
+	}
+	return nil
+}
+
+func join(dir, p string) string {
+	if filepath.IsAbs(p) || dir == "" {
+		return p
+	}
+	return filepath.Join(dir, p)
+}

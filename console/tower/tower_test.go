@@ -1,0 +1,354 @@
+package tower
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/verifier"
+	"github.com/nats-io/nats.go"
+)
+
+var passwords = map[string]string{"acme.agent_email": "email-secret", "acme.agent_phone": "phone-secret", "acme.ops_alice": "alice-secret",
+	"globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret"}
+
+type runtime struct {
+	t    *testing.T
+	rt   *gateway.Runtime
+	prov *provider.Server
+}
+
+// boot starts a real runtime (embedded NATS with JetStream, the loopback
+// provider) on the console tests' configuration.
+func boot(t *testing.T) *runtime {
+	t.Helper()
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	raw, err := os.ReadFile("../testdata/console.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Console.Listen = "" // the runtimes' consoles play no part here
+	rt, err := gateway.Boot(cfg, gateway.BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	return &runtime{t: t, rt: rt, prov: prov}
+}
+
+func (r *runtime) conn(tenant, principal string) *nats.Conn {
+	r.t.Helper()
+	user := gateway.UserName(tenant, principal)
+	nc, err := nats.Connect(r.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix(tenant, principal)))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(nc.Close)
+	return nc
+}
+
+func (r *runtime) propose(tenant, principal, key, order string, amount int64) gateway.Reply {
+	r.t.Helper()
+	b, _ := json.Marshal(map[string]any{"run_id": "run_" + key, "operation_key": key, "capability_id": "adp_payments.issue_refund",
+		"arguments": map[string]any{"order_id": order, "amount_minor": amount, "currency": "INR"}})
+	m, err := r.conn(tenant, principal).Request(gateway.ProposeSubject(tenant, principal), b, 10*time.Second)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var rep gateway.Reply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		r.t.Fatal(err)
+	}
+	return rep
+}
+
+// export writes tenant's audit log (entries.json) and keys.json into dir once
+// the log's replay is ready (the audit projector records events shortly
+// after they are appended).
+func (r *runtime) export(dir, tenant, operator string, ready func(verifier.View) bool) (entries, keys string) {
+	r.t.Helper()
+	oc := &projections.OpsClient{NC: r.conn(tenant, operator), Tenant: tenant, Operator: operator}
+	deadline := time.Now().Add(15 * time.Second)
+	var e verifier.Entries
+	for {
+		var err error
+		if e, err = oc.ExportAudit(context.Background()); err != nil {
+			r.t.Fatal(err)
+		}
+		if v, err := verifier.ReplayEntries(e); err == nil && ready(v) {
+			break
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the audit log of %s (%d records) is not ready", tenant, len(e.Records))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, err := verifier.MarshalEntries(e)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	kb, err := oc.File(context.Background(), projections.VerbAuditKeys, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	entries, keys = filepath.Join(dir, tenant+".entries.json"), filepath.Join(dir, tenant+".keys.json")
+	if err := os.WriteFile(entries, b, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(keys, kb, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	return entries, keys
+}
+
+// tamper copies an export and changes one amount inside one record.
+func tamper(t *testing.T, src string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := verifier.ParseEntries(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := false
+	for i, rec := range e.Records {
+		if c := bytes.Replace(rec, []byte("80000"), []byte("8000"), 1); !changed && !bytes.Equal(c, rec) {
+			e.Records[i], changed = c, true
+		}
+	}
+	if !changed {
+		t.Fatal("no record carries the amount to tamper with")
+	}
+	out, err := verifier.MarshalEntries(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := src + ".tampered"
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func logOf(t *testing.T, f *Fleet, runtime, tenant string) LogView {
+	t.Helper()
+	for _, l := range f.Logs {
+		if l.Runtime == runtime && l.Tenant == tenant {
+			return l
+		}
+	}
+	t.Fatalf("no log %s/%s", runtime, tenant)
+	return LogView{}
+}
+
+// TestTowerFleet: two runtimes' chains verify (one from an exported file,
+// one live), a tampered copy is reported with its first bad record and
+// none of its figures, a tenant with many resources is cut at the row bound
+// without crowding out the others, and the fleet kill switch engages every
+// runtime with an operator and says which acknowledged.
+func TestTowerFleet(t *testing.T) {
+	a, b := boot(t), boot(t)
+	if r := a.propose("acme", "agent_email", "k1", "ord_1", 80000); r.Status != kernel.StatusApplied {
+		t.Fatalf("%+v", r)
+	}
+	b.prov.Script(provider.Pending)
+	if r := b.propose("acme", "agent_phone", "k2", "ord_2", 15000); r.Status != kernel.StatusPending {
+		t.Fatalf("%+v", r)
+	}
+	for i := range 5 {
+		b.propose("globex", "agent_email", "g"+string(rune('a'+i)), "ord_g"+string(rune('a'+i)), 100)
+	}
+	dir := t.TempDir()
+	entries, keys := a.export(dir, "acme", "ops_alice", func(v verifier.View) bool {
+		return len(v.Resources) == 1 && v.Resources[0].Committed == 80000
+	})
+	bad := tamper(t, entries)
+	t.Setenv("TOWER_TEST_ALICE", passwords["acme.ops_alice"])
+	t.Setenv("TOWER_TEST_BOB", passwords["globex.ops_bob"])
+	// b's keys: exported from b itself for the test; an auditor gets them
+	// out of band.
+	_, bKeys := b.export(t.TempDir(), "acme", "ops_alice", func(v verifier.View) bool { return len(v.Resources) == 1 && v.Resources[0].Held == 15000 })
+	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", func(v verifier.View) bool { return len(v.Resources) == 5 })
+	cfgText := `
+max_rows_per_tenant = 3
+[[runtimes]]
+name = "eu-1"
+  [[runtimes.tenants]]
+  id = "acme"
+  entries = "` + entries + `"
+  keys = "` + keys + `"
+[[runtimes]]
+name = "eu-1-copy"
+  [[runtimes.tenants]]
+  id = "acme"
+  entries = "` + bad + `"
+  keys = "` + keys + `"
+[[runtimes]]
+name = "us-1"
+nats_url = "` + b.rt.URL + `"
+  [[runtimes.tenants]]
+  id = "acme"
+  keys = "` + bKeys + `"
+  operator = "ops_alice"
+  password_env = "TOWER_TEST_ALICE"
+  [[runtimes.tenants]]
+  id = "globex"
+  keys = "` + gKeys + `"
+  operator = "ops_bob"
+  password_env = "TOWER_TEST_BOB"
+`
+	cfg, err := ParseConfig([]byte(cfgText), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := New(cfg)
+	f := tw.Refresh(context.Background())
+	if f.OK() {
+		t.Fatal("the fleet with a tampered chain is OK")
+	}
+	good := logOf(t, f, "eu-1", "acme")
+	if !good.Verified || len(good.Resources) != 1 || good.Resources[0].Resource != "ord_1" || good.Resources[0].Committed != 80000 {
+		t.Fatalf("eu-1/acme: %+v", good)
+	}
+	tampered := logOf(t, f, "eu-1-copy", "acme")
+	if tampered.Verified || !strings.Contains(tampered.Failure, "record") || len(tampered.Resources) != 0 {
+		t.Fatalf("the tampered chain: %+v", tampered)
+	}
+	t.Logf("the tampered copy: %s", tampered.Failure)
+	live := logOf(t, f, "us-1", "acme")
+	if !live.Verified || live.OpenAttempts != 1 || live.Resources[0].Held != 15000 {
+		t.Fatalf("us-1/acme: %+v", live)
+	}
+	crowded := logOf(t, f, "us-1", "globex")
+	if !crowded.Verified || len(crowded.Resources) != 3 || crowded.MoreResources != 2 {
+		t.Fatalf("us-1/globex is not cut at 3 rows: %d shown, %d more", len(crowded.Resources), crowded.MoreResources)
+	}
+
+	acks := tw.KillSwitch(context.Background(), true, "fleet drill")
+	want := map[string]bool{"eu-1/acme": false, "eu-1-copy/acme": false, "us-1/acme": true, "us-1/globex": true}
+	for _, ack := range acks {
+		if got := ack.Acknowledged; got != want[ack.Runtime+"/"+ack.Tenant] {
+			t.Fatalf("ack %+v", ack)
+		}
+	}
+	if r := b.propose("globex", "agent_email", "after", "ord_x", 100); r.Code != kernel.CodeKillSwitchEngaged {
+		t.Fatalf("globex on us-1 after the fleet kill switch: %+v", r)
+	}
+	if r := b.propose("acme", "agent_email", "after", "ord_x", 100); r.Code != kernel.CodeKillSwitchEngaged {
+		t.Fatalf("acme on us-1 after the fleet kill switch: %+v", r)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		l := logOf(t, tw.Refresh(context.Background()), "us-1", "globex")
+		if l.Kill != nil && l.Kill.Engaged && l.Kill.Operator == "ops_bob" && l.Kill.Reason == "fleet drill" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the verified chain does not show the kill switch: %+v", l.Kill)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	cfg.Listen = "127.0.0.1:0"
+	srv, err := tw.Serve(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`data-log="eu-1-copy/acme"`, "<b>tampered</b>", `data-more="us-1/globex"`, `data-resource="eu-1/acme/ord_1"`} {
+		if !strings.Contains(string(page), want) {
+			t.Fatalf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	resp, err = http.PostForm(srv.URL+"/kill-switch", url.Values{"reason": {"x"}, "engaged": {"false"}, "confirm": {"yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the fleet kill switch without the page's token: %d", resp.StatusCode)
+	}
+	// Released from the page, with its token: the acknowledgements are shown.
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatal("no token on the page")
+	}
+	resp, err = http.PostForm(srv.URL+"/kill-switch", url.Values{"csrf": {string(m[1])}, "reason": {"drill over"}, "engaged": {"false"}, "confirm": {"yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`<tr data-ack="us-1/globex"><td>us-1</td><td>globex</td><td class="ack">yes</td><td>released</td>`,
+		`<tr data-ack="eu-1/acme"><td>eu-1</td><td>acme</td><td class="ack">no</td>`} {
+		if !strings.Contains(string(page), want) {
+			t.Fatalf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	if r := b.propose("globex", "agent_email", "released", "ord_y", 100); r.Status != kernel.StatusApplied {
+		t.Fatalf("globex on us-1 after the fleet release: %+v", r)
+	}
+	shotPage(t, srv.URL, "tower")
+}
+
+func TestTowerConfig(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"no runtimes", ``, "at least one [[runtimes]]"},
+		{"unknown key", "colour = 1\n[[runtimes]]\nname = \"a\"", "unknown keys: colour"},
+		{"no keys", "[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"acme\"\nentries = \"e.json\"", "keys (the trusted keys.json) is required"},
+		{"no source", "[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"acme\"\nkeys = \"k.json\"", "name entries"},
+		{"operator without url", "[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"acme\"\nkeys = \"k\"\noperator = \"o\"", "nats_url is required"},
+		{"remote listen", "listen = \"0.0.0.0:1\"\n[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"acme\"\nkeys = \"k\"\nentries = \"e\"", "loopback only"},
+		{"twice", "[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"x\"\nkeys = \"k\"\nentries = \"e\"\n[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"x\"\nkeys = \"k\"\nentries = \"e\"", "declared twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.text), "")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+	c, err := ParseConfig([]byte("[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"x\"\nkeys = \"k.json\"\nentries = \"e.json\""), "/etc/tower")
+	if err != nil || c.Runtimes[0].Tenants[0].Keys != "/etc/tower/k.json" || c.MaxRowsPerTenant != 50 {
+		t.Fatalf("%+v %v", c, err)
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"x\"\nkeys = \"k\"\nentries = \"e\""))
+	f.Add([]byte("listen = \"127.0.0.1:0\"\nmax_rows_per_tenant = 3"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseConfig(b, "")
+		if err == nil && (len(c.Runtimes) == 0 || c.MaxRowsPerTenant <= 0) {
+			t.Fatalf("accepted an invalid configuration: %+v", c)
+		}
+	})
+}

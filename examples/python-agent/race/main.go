@@ -1,0 +1,305 @@
+// Command race is the clients' demo: an agent on the Python client races an
+// agent on the Go client for the same order's refund ceiling, against a real
+// contextosd and the synthetic provider; then an agent on the TypeScript
+// client meets each status (applied, pending, exceeded, kill switch), and the
+// Python agent resends its operation key from a new process. It checks every
+// outcome and the provider's call counts, and exits non-zero if any differs.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/contextos/ledger/client"
+)
+
+var (
+	bin     = flag.String("bin", "bin", "directory holding contextosd and demo-provider")
+	python  = flag.String("python", "/usr/bin/python3", "the Python interpreter of the Python agent")
+	verbose = flag.Bool("v", false, "show the daemon's log")
+)
+
+var passwords = map[string]string{"agent_email": "email-demo-secret", "agent_chat": "chat-demo-secret",
+	"agent_phone": "phone-demo-secret", "ops_alice": "alice-demo-secret"}
+
+type demo struct {
+	dir, natsURL, provider string
+	procs                  []*exec.Cmd
+	failures               int
+}
+
+// result is what the scripted agents print per refund (--json).
+type result struct {
+	Status      string `json:"status"`
+	Code        string `json:"code"`
+	OperationID string `json:"operation_id"`
+	Available   *int64 `json:"available"`
+	Next        string `json:"next"`
+}
+
+func main() {
+	flag.Parse()
+	d := &demo{}
+	code := 0
+	if err := d.run(); err != nil {
+		fmt.Fprintln(os.Stderr, "\ndemo-clients: FAILED:", err)
+		code = 1
+	}
+	d.cleanup()
+	if code == 0 && d.failures > 0 {
+		fmt.Fprintf(os.Stderr, "\ndemo-clients: FAILED: %d check(s) did not hold\n", d.failures)
+		code = 1
+	}
+	if code == 0 {
+		fmt.Println("\ndemo-clients: every check held")
+	}
+	os.Exit(code)
+}
+
+func (d *demo) check(ok bool, format string, args ...any) {
+	mark := "✓"
+	if !ok {
+		mark = "✗"
+		d.failures++
+	}
+	fmt.Printf("   %s %s\n", mark, fmt.Sprintf(format, args...))
+}
+
+func (d *demo) run() error {
+	var err error
+	if d.dir, err = os.MkdirTemp("", "contextos-clients-demo-"); err != nil {
+		return err
+	}
+	fmt.Println("── 0. contextosd (embedded NATS) and the synthetic provider; the operator admits three runs through the Go client")
+	if err := d.start(); err != nil {
+		return err
+	}
+	ops, err := d.connect("ops_alice")
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, a := range [][2]string{{"run_py", "agent_email"}, {"run_go", "agent_chat"}, {"run_ts", "agent_phone"}} {
+		if _, err := ops.AdmitRun(ctx, client.AdmitRunRequest{RunID: a[0], Principal: a[1], Calls: 5, Amount: 200000}); err != nil {
+			return err
+		}
+	}
+
+	fmt.Println("\n── 1. The Python agent (agent_email) and the Go agent (agent_chat) race INR 800 refunds on ord_881 (ceiling INR 1,000)")
+	py := d.agentCmd(*python, []string{"examples/python-agent/agent.py", "--json", "--wait", "refund-ord_881:ord_881:80000"}, "agent_email", "run_py")
+	pyIn, _ := py.StdinPipe()
+	pyOut, _ := py.StdoutPipe()
+	if err := py.Start(); err != nil {
+		return err
+	}
+	lines := bufio.NewScanner(pyOut)
+	if !lines.Scan() || lines.Text() != "ready" {
+		return fmt.Errorf("the Python agent did not get ready: %q", lines.Text())
+	}
+	goAgent, err := d.connect("agent_chat")
+	if err != nil {
+		return err
+	}
+	defer goAgent.Close()
+	type goOutcome struct {
+		dec client.Decision
+		err error
+	}
+	goDone := make(chan goOutcome, 1)
+	_, _ = io.WriteString(pyIn, "go\n") // both start now
+	go func() {
+		dec, err := goAgent.Propose(ctx, client.Proposal{RunID: "run_go", OperationKey: "refund-ord_881", CapabilityID: "adp_payments.issue_refund",
+			Arguments: json.RawMessage(`{"order_id":"ord_881","amount_minor":80000,"currency":"INR"}`)})
+		goDone <- goOutcome{dec, err}
+	}()
+	var pyRes result
+	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &pyRes) != nil {
+		return fmt.Errorf("the Python agent printed %q", lines.Text())
+	}
+	_ = py.Wait()
+	g := <-goDone
+	goRes := result{Status: string(g.dec.Status)}
+	var r client.Refused
+	if errors.As(g.err, &r) {
+		goRes = result{Status: "refused", Code: string(r.Code), Available: r.Decision.Available}
+	} else if g.err != nil {
+		return g.err
+	}
+	fmt.Printf("   %-22s %-8s %s\n", "agent_email (Python)", pyRes.Status, pyRes.Code)
+	fmt.Printf("   %-22s %-8s %s\n", "agent_chat (Go)", goRes.Status, goRes.Code)
+	won := map[string]int{}
+	for _, x := range []result{pyRes, goRes} {
+		won[x.Status+" "+x.Code]++
+	}
+	d.check(won["applied "] == 1 && won["refused shared_guarantee_exceeded"] == 1, "one refund applied, one refused shared_guarantee_exceeded")
+	d.check(d.providerCalls() == 1, "the provider received exactly one refund call")
+
+	fmt.Println("\n── 2. The TypeScript agent (agent_phone) meets each status")
+	_ = d.post("/admin/script", `{"modes":["applied","pending"]}`)
+	ts := d.runAgent("node", []string{"examples/ts-agent/agent.js", "--json", "refund-ord_990:ord_990:30000", "refund-ord_991:ord_991:10000", "refund-ord_881-b:ord_881:50000"}, "agent_phone", "run_ts")
+	on := true
+	if _, err := ops.KillSwitch(ctx, &on, "demo: the kill switch"); err != nil {
+		return err
+	}
+	ts = append(ts, d.runAgent("node", []string{"examples/ts-agent/agent.js", "--json", "refund-ord_993:ord_993:100"}, "agent_phone", "run_ts")...)
+	off := false
+	if _, err := ops.KillSwitch(ctx, &off, "demo: released"); err != nil {
+		return err
+	}
+	want := []string{"applied ", "pending ", "refused shared_guarantee_exceeded", "refused kill_switch_engaged"}
+	for i, w := range want {
+		got := ""
+		if i < len(ts) {
+			got = ts[i].Status + " " + ts[i].Code
+			fmt.Printf("   %-8s %-34s -> %s\n", ts[i].Status, ts[i].Code, ts[i].Next)
+		}
+		d.check(got == w, "refund %d: %s", i+1, strings.TrimSpace(w))
+	}
+
+	fmt.Println("\n── 3. The Python agent resends its operation key from a new process (a lost reply)")
+	again := d.runAgent(*python, []string{"examples/python-agent/agent.py", "--json", "refund-ord_881:ord_881:80000"}, "agent_email", "run_py")
+	d.check(len(again) == 1 && again[0].Status == pyRes.Status && again[0].Code == pyRes.Code,
+		"the same answer: %s %s", pyRes.Status, pyRes.Code)
+	d.check(d.providerCalls() == 3, "no new provider call for the resend (3 calls in all: ord_881, ord_990, ord_991)")
+	return nil
+}
+
+func (d *demo) connect(principal string) (*client.Client, error) {
+	return client.Connect(client.Options{URL: d.natsURL, Tenant: "acme", Principal: principal, Password: passwords[principal]})
+}
+
+func (d *demo) agentCmd(name string, args []string, principal, run string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "CTX_NATS="+d.natsURL, "CTX_TENANT=acme", "AGENT="+principal, "AGENT_PASSWORD="+passwords[principal], "AGENT_RUN="+run)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// runAgent runs a scripted agent to its end and returns its results.
+func (d *demo) runAgent(name string, args []string, principal, run string) []result {
+	out, err := d.agentCmd(name, args, principal, run).Output()
+	if err != nil {
+		d.check(false, "%s %s: %v", name, strings.Join(args, " "), err)
+	}
+	var rs []result
+	for _, l := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		var r result
+		if json.Unmarshal(l, &r) == nil {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+func (d *demo) start() error {
+	portFile := filepath.Join(d.dir, "provider.addr")
+	if err := d.spawn(exec.Command(filepath.Join(*bin, "demo-provider"), "--port-file", portFile)); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for d.provider == "" {
+		if b, err := os.ReadFile(portFile); err == nil && len(b) > 0 {
+			d.provider = "http://" + string(b)
+		} else if time.Now().After(deadline) {
+			return errors.New("the provider did not start")
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	listen := ln.Addr().String()
+	ln.Close()
+	raw, err := os.ReadFile("examples/shared-guarantees/contextos.toml")
+	if err != nil {
+		return err
+	}
+	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.dir, "data"), "{{LISTEN}}", listen, "{{PROVIDER}}", d.provider).Replace(string(raw))
+	path := filepath.Join(d.dir, "contextos.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	if err := d.spawn(exec.Command(filepath.Join(*bin, "contextosd"), "--config", path)); err != nil {
+		return err
+	}
+	d.natsURL = "nats://" + listen
+	deadline = time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := d.connect("ops_alice"); err == nil {
+			_, err = c.Exposure(context.Background(), "", "")
+			c.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("contextosd did not become ready")
+}
+
+func (d *demo) spawn(cmd *exec.Cmd) error {
+	if *verbose {
+		cmd.Stderr = os.Stderr
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	d.procs = append(d.procs, cmd)
+	return nil
+}
+
+func (d *demo) cleanup() {
+	for i := len(d.procs) - 1; i >= 0; i-- {
+		p := d.procs[i]
+		_ = p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = p.Process.Kill()
+			<-done
+		}
+	}
+	if d.dir != "" {
+		os.RemoveAll(d.dir)
+	}
+}
+
+func (d *demo) providerCalls() int {
+	resp, err := http.Get(d.provider + "/admin/stats")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var s struct{ Calls int }
+	_ = json.NewDecoder(resp.Body).Decode(&s)
+	return s.Calls
+}
+
+func (d *demo) post(path, body string) error {
+	resp, err := http.Post(d.provider+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}

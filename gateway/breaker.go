@@ -1,0 +1,262 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+	"github.com/nats-io/nats.go"
+)
+
+// breakers are the circuit breakers of every (tenant, capability) whose
+// capability declares [capabilities.breaker]: the recent provider failures
+// this replica saw, and which breakers are open. The rule (how many
+// failures in what window trip) is kernel.DecideBreaker; a trip and a
+// reset are signed events on the breaker subject
+// ctx.ev.<tenant>.breaker.<capability>, which every replica follows.
+type breakers struct {
+	mu      sync.Mutex
+	windows map[string]kernel.FailureWindow // tenant/capability -> recent failures seen here
+	open    map[string]*kernel.BreakerTripped
+}
+
+func breakerKey(tenant, capabilityID string) string { return tenant + "/" + capabilityID }
+
+func breakerSubject(tenant, capabilityID string) (string, error) {
+	return events.Subject(tenant, "breaker", capabilityID)
+}
+
+func breakerRef(subject string) aggregates.Ref {
+	return aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.Breaker{} }}
+}
+
+// breakerRefusal is the refusal of a proposal while its capability's
+// breaker is open for the tenant, nil otherwise.
+func (g *Gateway) breakerRefusal(tenant, capabilityID string) *kernel.Refusal {
+	b := g.brk
+	if b == nil {
+		return nil
+	}
+	if cp, ok := g.cfg.Capability(capabilityID); !ok || cp.Breaker.Threshold == 0 {
+		return nil // a breaker applies only while its capability declares one
+	}
+	b.mu.Lock()
+	trip := b.open[breakerKey(tenant, capabilityID)]
+	b.mu.Unlock()
+	if trip == nil {
+		return nil
+	}
+	return &kernel.Refusal{Code: kernel.CodeBreakerOpen, Reason: fmt.Sprintf("the circuit breaker of %s tripped at %s after %d provider failures within %s (last: %s); an operator resets it with ctx breaker reset",
+		capabilityID, trip.LastFailure, trip.Failures, time.Duration(trip.WindowMillis)*time.Millisecond, trip.LastReason)}
+}
+
+func (b *breakers) set(tenant string, ev kernel.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch e := ev.(type) {
+	case kernel.BreakerTripped:
+		b.open[breakerKey(tenant, e.CapabilityID)] = &e
+	case kernel.BreakerReset:
+		delete(b.open, breakerKey(tenant, e.CapabilityID))
+		delete(b.windows, breakerKey(tenant, e.CapabilityID))
+	}
+}
+
+// breakerFailure counts a provider failure of a tenant's dispatch and, when
+// the kernel's rule says so, trips the breaker: a signed event with the
+// figures, appended before the next proposal is decided here.
+func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID string, obs Observation) {
+	cp, ok := g.cfg.Capability(capabilityID)
+	if g.brk == nil || !ok || cp.Breaker.Threshold == 0 {
+		return
+	}
+	rule := kernel.BreakerRule{Threshold: cp.Breaker.Threshold, Window: cp.Breaker.Window.Duration}
+	key := breakerKey(tenant, capabilityID)
+	b := g.brk
+	b.mu.Lock()
+	w, trip := kernel.DecideBreaker(b.windows[key], rule, b.open[key] != nil,
+		kernel.BreakerFailure{CapabilityID: capabilityID, At: g.clock.Now(), Reason: obs.Ref})
+	b.windows[key] = w
+	b.mu.Unlock()
+	if trip == nil {
+		return
+	}
+	subject, err := breakerSubject(tenant, capabilityID)
+	if err != nil {
+		g.log.Error("breaker subject", "tenant", tenant, "capability", capabilityID, "err", err)
+		return
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	mine := false // the last decision (the one that took effect) appended this trip
+	var st *kernel.Breaker
+	var evs []kernel.Event
+	_, err = g.engine.Do(actx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(breakerRef(subject), &st, &evs)},
+		Decide: func() *kernel.Refusal {
+			evs, mine = nil, !st.Open // else another replica tripped it first
+			if mine {
+				evs = []kernel.Event{*trip}
+			}
+			return nil
+		}})
+	if err != nil {
+		// The failures are still counted: the next one tries again.
+		g.log.Error("circuit breaker trip could not be recorded", "tenant", tenant, "capability", capabilityID, "err", err)
+		return
+	}
+	if !mine {
+		return // the other replica's event reaches this one through the subscription
+	}
+	b.set(tenant, *trip)
+	if g.tel != nil {
+		g.tel.m.breakerTrips.WithLabelValues(tenant, capabilityID).Inc()
+	}
+	g.log.Warn("circuit breaker tripped", "tenant", tenant, "capability", capabilityID, "failures", trip.Failures, "threshold", trip.Threshold,
+		"window_ms", trip.WindowMillis, "first_failure", trip.FirstFailure, "last_failure", trip.LastFailure, "last_reason", trip.LastReason)
+}
+
+// startBreakers loads the open breakers of every tenant and capability and
+// follows the trips and resets other replicas store.
+func (g *Gateway) startBreakers(ctx context.Context, nc *nats.Conn) error {
+	g.brk = &breakers{windows: map[string]kernel.FailureWindow{}, open: map[string]*kernel.BreakerTripped{}}
+	g.Mount(VerbBreaker, g.opBreaker)
+	if nc != nil {
+		sub, err := nc.Subscribe(events.SubjectPrefix+"*.breaker.*", func(m *nats.Msg) {
+			env, err := events.Decode(m.Data)
+			if err != nil {
+				return
+			}
+			if ev, err := kernel.DecodeEvent(env.Type, env.V, env.Body); err == nil {
+				g.brk.set(env.Tenant, ev)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		g.subs = append(g.subs, sub)
+	}
+	for _, t := range g.cfg.Tenants {
+		for _, cp := range g.cfg.Capabilities {
+			if cp.Breaker.Threshold == 0 {
+				continue
+			}
+			subject, err := breakerSubject(t.ID, cp.ID)
+			if err != nil {
+				return err
+			}
+			sts, err := g.store.Read(ctx, subject, 0)
+			if err != nil {
+				return fmt.Errorf("breaker %s/%s: %w", t.ID, cp.ID, err)
+			}
+			var st kernel.Breaker
+			for _, s := range sts {
+				if ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body); err == nil {
+					_ = st.Apply(ev)
+				}
+			}
+			if st.Open {
+				g.brk.set(t.ID, *st.Trip)
+			}
+		}
+	}
+	return nil
+}
+
+// breakerState is one capability's circuit breaker as the metrics show it.
+type breakerState struct {
+	tenant, capability string
+	open               bool
+}
+
+func (g *Gateway) breakerStates() []breakerState {
+	if g.brk == nil {
+		return nil
+	}
+	var out []breakerState
+	for _, t := range g.cfg.Tenants {
+		for _, cp := range g.cfg.Capabilities {
+			if cp.Breaker.Threshold > 0 {
+				out = append(out, breakerState{tenant: t.ID, capability: cp.ID, open: g.breakerRefusal(t.ID, cp.ID) != nil})
+			}
+		}
+	}
+	return out
+}
+
+// BreakerRequest is the body of the breaker verb: empty to list the
+// tenant's breakers, or a capability with reset set to close its breaker.
+type BreakerRequest struct {
+	CapabilityID string `json:"capability_id,omitempty"`
+	Reset        bool   `json:"reset,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// BreakerReply is the reply to the breaker verb.
+type BreakerReply struct {
+	OK       bool         `json:"ok"`
+	Code     kernel.Code  `json:"code,omitempty"`
+	Reason   string       `json:"reason,omitempty"`
+	Breakers []BreakerRow `json:"breakers,omitempty"`
+}
+
+// BreakerRow is one capability's breaker: its rule, and the figures that
+// tripped it while it is open.
+type BreakerRow struct {
+	CapabilityID string                 `json:"capability_id"`
+	Open         bool                   `json:"open"`
+	Threshold    int                    `json:"threshold"`
+	WindowMillis int64                  `json:"window_ms"`
+	Trip         *kernel.BreakerTripped `json:"trip,omitempty"`
+}
+
+// VerbBreaker is the operator verb that lists and resets breakers.
+const VerbBreaker = "breaker"
+
+func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body []byte) any {
+	var req BreakerRequest
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := kernel.DecodeRequest(body, &req); err != nil {
+			return BreakerReply{Code: kernel.CodeRequestMalformed, Reason: "request: " + err.Error()}
+		}
+	}
+	if req.Reset {
+		if _, ok := g.cfg.Capability(req.CapabilityID); !ok {
+			return BreakerReply{Code: kernel.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %q is not in the manifest", req.CapabilityID)}
+		}
+		subject, err := breakerSubject(tenant, req.CapabilityID)
+		if err != nil {
+			return BreakerReply{Code: kernel.CodeRequestMalformed, Reason: err.Error()}
+		}
+		reset := kernel.BreakerReset{CapabilityID: req.CapabilityID, Operator: operator, Reason: req.Reason}
+		var st *kernel.Breaker
+		var evs []kernel.Event
+		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(breakerRef(subject), &st, &evs)},
+			Decide: func() *kernel.Refusal { evs = kernel.DecideBreakerReset(st, reset); return nil }})
+		if err != nil {
+			return BreakerReply{Code: kernel.CodeLedgerUnavailable, Reason: err.Error()}
+		}
+		g.brk.set(tenant, reset)
+	} else if req.CapabilityID != "" || req.Reason != "" {
+		return BreakerReply{Code: kernel.CodeRequestMalformed, Reason: "capability_id and reason go with reset"}
+	}
+	reply := BreakerReply{OK: true}
+	for _, cp := range g.cfg.Capabilities {
+		if cp.Breaker.Threshold == 0 {
+			continue
+		}
+		row := BreakerRow{CapabilityID: cp.ID, Threshold: cp.Breaker.Threshold, WindowMillis: cp.Breaker.Window.Milliseconds()}
+		g.brk.mu.Lock()
+		if trip := g.brk.open[breakerKey(tenant, cp.ID)]; trip != nil {
+			t := *trip
+			row.Open, row.Trip = true, &t
+		}
+		g.brk.mu.Unlock()
+		reply.Breakers = append(reply.Breakers, row)
+	}
+	return reply
+}
