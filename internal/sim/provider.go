@@ -70,7 +70,7 @@ func (a *providerAdapter) Dispatch(ctx context.Context, attemptID string, args j
 	_ = json.Unmarshal(args, &ra)
 	b := a.p.behaviour()
 	s.tracef("%s: provider call %s (%s %d): %s", a.replica.name, short(attemptID), ra.OrderID, ra.Amount, b)
-	if b == CrashBefore && s.crash(a.replica) {
+	if b == CrashBefore && s.crash() {
 		panic(crashed{})
 	}
 	if b == CrashBefore {
@@ -125,7 +125,7 @@ func (a *providerAdapter) Dispatch(ctx context.Context, attemptID string, args j
 	case Unlisted:
 		obs = gateway.Observation{Outcome: kernel.OutcomeUnknown, Ref: "processing_review"}
 	case CrashAfter:
-		if s.crash(a.replica) {
+		if s.crash() {
 			panic(crashed{})
 		}
 		obs = gateway.Observation{Outcome: kernel.OutcomeApplied, Ref: "succeeded"}

@@ -268,7 +268,7 @@ func (s *Sim) boot(r *replica) {
 
 // crash reports whether the replica may crash here: only the outermost
 // call of the driver, never one nested in another replica's provider call.
-func (s *Sim) crash(r *replica) bool { return s.depth == 1 }
+func (s *Sim) crash() bool { return s.depth == 1 }
 
 // on runs fn on replica r; a crash point reached inside restarts r.
 func (s *Sim) on(r *replica, fn func()) (crash bool) {
@@ -490,7 +490,7 @@ func (s *Sim) read(resource string) {
 // drain stops the faults and lets the reconciler resolve what it can, as a
 // deployment does once the faults end.
 func (s *Sim) drain() {
-	s.store.faults = Faults{}
+	s.store.SetFaults(Faults{})
 	s.tracef("drain: faults off")
 	for i := 0; i < 4 && s.failure == nil; i++ {
 		s.clock.Advance(5 * time.Second)

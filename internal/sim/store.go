@@ -162,6 +162,13 @@ func (s *Store) CheckAcknowledged(ctx context.Context) error {
 	return nil
 }
 
+// SetFaults changes the fault probabilities from the next append on.
+func (s *Store) SetFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = f
+}
+
 // Stats returns what the store did.
 func (s *Store) Stats() StoreStats {
 	s.mu.Lock()
