@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-short test-clients verify fuzz-smoke bench bench-postgres demo demo-clients demo-mcp chaos clean tools
+.PHONY: help build test test-short test-clients verify fuzz-smoke bench bench-postgres demo demo-clients demo-mcp chaos clean tools vuln static release
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -73,6 +73,57 @@ demo-mcp: build ## the shared-refund race over MCP: scripted MCP agents, an MCP 
 
 clean:
 	rm -rf $(BIN)
+
+# static and release: contextosd and ctx with no C dependency (CGO_ENABLED=0),
+# no local paths (-trimpath), stripped (-s -w), and the release version stamped
+# into internal/version (what --version prints). deploy/Dockerfile runs
+# `make static`, so the image holds exactly these binaries.
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS    := -s -w -X github.com/contextos/ledger/internal/version.Version=$(VERSION)
+STATIC_DIR ?= $(BIN)/static
+RELEASE_DIR ?= $(BIN)/release
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+static: ## contextosd and ctx as static, trimmed, stripped binaries in $(STATIC_DIR) (what deploy/Dockerfile builds)
+	@mkdir -p $(STATIC_DIR)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(STATIC_DIR)/ ./cmd/contextosd ./cmd/ctx
+
+release: ## a .tar.gz of contextosd and ctx per platform of RELEASE_PLATFORMS, and SHA256SUMS, in $(RELEASE_DIR)
+	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	@set -e; for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=contextos-$(VERSION)-$$os-$$arch; dir=$(RELEASE_DIR)/$$name; \
+		GOOS=$$os GOARCH=$$arch $(MAKE) --no-print-directory static STATIC_DIR=$$dir VERSION=$(VERSION); \
+		cp README.md docs/config.md docs/operations.md deploy/systemd/contextosd.service $$dir/; \
+		tar -C $(RELEASE_DIR) --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -czf $(RELEASE_DIR)/$$name.tar.gz $$name; \
+		rm -rf $$dir; \
+	done
+	cd $(RELEASE_DIR) && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+
+# vuln: govulncheck against a local copy of the Go vulnerability database.
+# The database is the module golang.org/x/vulndb (its data/osv/*.json), fetched
+# through the module proxy at a pinned version and indexed by its own
+# cmd/indexdb into the layout `-db file://` reads (index/db.json,
+# index/modules.json, index/vulns.json, ID/<id>.json); govulncheck then
+# contacts nothing. Bump VULNDB_VERSION to a newer pseudo-version to refresh.
+GOVULNCHECK_VERSION := v1.9.0
+VULNDB_VERSION      := v0.0.0-20261105234957-e22db6528018
+GOVULNCHECK := $(abspath $(BIN))/tools/govulncheck@$(GOVULNCHECK_VERSION)/govulncheck
+VULNDB      := $(abspath $(BIN))/vulndb@$(VULNDB_VERSION)
+VULN_PKGS   ?= ./cmd/contextosd ./cmd/ctx
+
+$(GOVULNCHECK):
+	GOBIN=$(dir $(GOVULNCHECK)) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+
+$(VULNDB)/index/db.json:
+	@rm -rf $(VULNDB) $(VULNDB).tmp
+	@src=$$(cd / && $(GO) mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+	if [ -z "$$src" ]; then echo "cannot download golang.org/x/vulndb@$(VULNDB_VERSION)"; exit 1; fi; \
+	echo "indexing $$(ls $$src/data/osv | wc -l) reports of $$src/data/osv"; \
+	(cd / && $(GO) run golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION) -vulns $$src/data/osv -out $(VULNDB).tmp) && mv $(VULNDB).tmp $(VULNDB)
+
+vuln: $(GOVULNCHECK) $(VULNDB)/index/db.json ## govulncheck (pinned) on contextosd and ctx against a local, pinned vulnerability database; fails on a reachable vulnerability
+	@$(GO) version
+	$(GOVULNCHECK) -db file://$(VULNDB) $(VULN_PKGS)
 
 .PHONY: chaos-short fuzz
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 var testDef = kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string{"adp_payments.issue_refund"},
@@ -30,29 +30,16 @@ func testSealer() *Sealer {
 // returns a store on it.
 func startStore(t testing.TB, dir string) (*events.Embedded, *events.JetStore) {
 	t.Helper()
-	srv, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: dir, Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := testenv.Server(t, testenv.Options{Dir: dir})
 	return srv, connectStore(t, srv.ClientURL())
 }
 
+// connectStore opens a connection to url and returns a store on the event
+// stream there.
 func connectStore(t testing.TB, url string) *events.JetStore {
 	t.Helper()
-	nc, err := events.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := events.EnsureStream(context.Background(), js, events.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return events.NewJetStore(js, events.StreamName)
+	_, js := testenv.Connect(t, url)
+	return testenv.Store(t, js)
 }
 
 func reserve(attempt string, amount int64) kernel.Reserve {

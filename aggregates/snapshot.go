@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -18,55 +14,25 @@ import (
 )
 
 // Snapshots. A snapshot is the folded state of one subject at one of its
-// sequences, with the event id stored there (the anchor):
-//
-//	{"v":1,"subject":S,"seq":N,"event_id":ID,"sha256":H,"key_id":K,"sig":G,"state":{...}}
-//
-// H is the SHA-256 of the state's bytes and G the runtime key's Ed25519
-// signature over subject, seq, event id and H (see snapshotSigningBytes), so
-// a snapshot is as trustworthy as the events, which the same key signs.
+// sequences, with the event id stored there (the anchor), in the one signed
+// format of events.EncodeSnapshot (JCS bytes, signed by the runtime key like
+// the events), so a snapshot is as trustworthy as the events.
 // A cold load reads the subject's latest snapshot, then the subject's events
-// from N on: the first must be the anchor (sequence N, event id ID), the rest
-// is the tail to fold. A snapshot is an optimization only: one that is
-// missing, unreadable, for another subject, whose checksum, signature or
-// anchor does not match, whose state does not decode strictly, fails Snapshotter.Rebuild or
-// Ref.CheckState, or whose tail does not fold, is ignored and the whole
+// from its sequence on: the first must be the anchor, the rest is the tail
+// to fold. A snapshot is an optimization only: one that is missing,
+// unreadable, for another subject, whose encoding, signature or anchor does
+// not match, whose state does not decode strictly, fails Snapshotter.Rebuild
+// or Ref.CheckState, or whose tail does not fold, is ignored and the whole
 // subject is folded instead. Snapshots are written after the events they
 // describe are stored, asynchronously and coalesced per subject, so the
 // latest may lag: the longer tail costs time, never correctness.
 
-// Snapshot is one subject's encoded snapshot.
-type Snapshot struct {
-	Subject string
-	Data    []byte
-}
+// Snapshot is one subject's encoded snapshot (events.Snapshot).
+type Snapshot = events.Snapshot
 
-// SnapshotStore keeps the latest snapshot of each subject. Implementations
-// are safe for concurrent use; they need not be durable (a lost snapshot only
-// makes a cold load fold more).
-type SnapshotStore interface {
-	// Get returns the latest snapshot of subject; found is false when
-	// there is none.
-	Get(ctx context.Context, subject string) (data []byte, found bool, err error)
-	// Put stores snapshots, replacing each subject's previous one.
-	Put(ctx context.Context, snaps []Snapshot) error
-}
-
-type snapshotDoc struct {
-	V       int             `json:"v"`
-	Subject string          `json:"subject"`
-	Seq     uint64          `json:"seq"`
-	EventID string          `json:"event_id"`
-	SHA256  string          `json:"sha256"`
-	KeyID   string          `json:"key_id"`
-	Sig     string          `json:"sig"`
-	State   json.RawMessage `json:"state"`
-}
-
-// snapshotSigningBytes is what a snapshot's signature covers.
-func snapshotSigningBytes(d snapshotDoc) []byte {
-	return []byte(fmt.Sprintf("ctx-snapshot-v%d\n%s\n%d\n%s\n%s\n%s", d.V, d.Subject, d.Seq, d.EventID, d.SHA256, d.KeyID))
-}
+// SnapshotStore keeps the latest snapshot of each subject
+// (events.SnapshotStore).
+type SnapshotStore = events.SnapshotStore
 
 func (e *Engine) snapshots(ref Ref, st State) bool {
 	if e.Snapshots == nil || !ref.Snapshot || e.Sealer == nil || len(e.Sealer.Signer.Key) != ed25519.PrivateKeySize {
@@ -86,44 +52,17 @@ func (e *Engine) snapshotEvery() int {
 func marshalState(st State) ([]byte, error) { return json.Marshal(st) }
 
 // EncodeSnapshot encodes and signs the state of subject at sequence seq,
-// where event eventID is stored.
+// where event eventID is stored (events.EncodeSnapshot).
 func EncodeSnapshot(signer events.Signer, subject string, seq uint64, eventID string, state []byte) ([]byte, error) {
-	if len(signer.Key) != ed25519.PrivateKeySize {
-		return nil, errors.New("aggregates: snapshot signer has no key")
-	}
-	sum := sha256.Sum256(state)
-	d := snapshotDoc{V: 1, Subject: subject, Seq: seq, EventID: eventID, SHA256: hex.EncodeToString(sum[:]), KeyID: signer.KeyID, State: state}
-	d.Sig = base64.RawURLEncoding.EncodeToString(ed25519.Sign(signer.Key, snapshotSigningBytes(d)))
-	return json.Marshal(d)
+	return events.EncodeSnapshot(signer, subject, seq, eventID, state)
 }
 
 // decodeSnapshot checks a snapshot of ref's subject, signed by pub, and
 // decodes its state.
-func decodeSnapshot(ref Ref, pub ed25519.PublicKey, data []byte) (State, snapshotDoc, error) {
-	var doc snapshotDoc
-	// The fields decoded here are what the signature is checked against,
-	// and the state is decoded only once its checksum, which the signature
-	// covers, matches: kernel.KnownJSON (no duplicate-member walk) suffices.
-	if err := kernel.KnownJSON(data, &doc); err != nil {
+func decodeSnapshot(ref Ref, pub ed25519.PublicKey, data []byte) (State, events.SnapshotDoc, error) {
+	doc, err := events.ParseSnapshot(pub, ref.Subject, data)
+	if err != nil {
 		return nil, doc, err
-	}
-	switch {
-	case doc.V != 1:
-		return nil, doc, fmt.Errorf("snapshot version %d", doc.V)
-	case doc.Subject != ref.Subject:
-		return nil, doc, fmt.Errorf("snapshot of %q", doc.Subject)
-	case doc.Seq == 0 || doc.EventID == "":
-		return nil, doc, errors.New("snapshot without an anchor")
-	case doc.KeyID != events.KeyIDFor(pub):
-		return nil, doc, fmt.Errorf("snapshot signed by %q", doc.KeyID)
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(doc.Sig)
-	if err != nil || !ed25519.Verify(pub, snapshotSigningBytes(doc), sig) {
-		return nil, doc, errors.New("snapshot signature does not verify")
-	}
-	sum := sha256.Sum256(doc.State)
-	if hex.EncodeToString(sum[:]) != doc.SHA256 {
-		return nil, doc, errors.New("snapshot checksum mismatch")
 	}
 	st := ref.New()
 	sn, ok := st.(Snapshotter)

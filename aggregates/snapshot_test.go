@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -171,11 +169,11 @@ type mangled struct {
 // snapshotManglings returns damaged variants of a good snapshot.
 func snapshotManglings(t testing.TB, good, older []byte, subject string) []mangled {
 	t.Helper()
-	var doc snapshotDoc
+	var doc events.SnapshotDoc
 	if err := json.Unmarshal(good, &doc); err != nil {
 		t.Fatal(err)
 	}
-	re := func(f func(d *snapshotDoc, st map[string]any)) []byte {
+	re := func(f func(d *events.SnapshotDoc, st map[string]any)) []byte {
 		d := doc
 		var st map[string]any
 		if err := json.Unmarshal(doc.State, &st); err != nil {
@@ -185,11 +183,9 @@ func snapshotManglings(t testing.TB, good, older []byte, subject string) []mangl
 		if st != nil {
 			d.State, _ = json.Marshal(st)
 		}
-		// Re-encoded with its checksum right but the signature it had: a
-		// forgery, or corruption that kept the checksum consistent.
-		sum := sha256.Sum256(d.State)
-		d.SHA256 = hex.EncodeToString(sum[:])
-		b, _ := json.Marshal(d)
+		// Re-encoded canonically with the signature it had: a forgery, or
+		// corruption that kept the encoding valid.
+		b, _ := kernel.Canonical(d)
 		return b
 	}
 	out := []mangled{
@@ -198,28 +194,27 @@ func snapshotManglings(t testing.TB, good, older []byte, subject string) []mangl
 		{name: "resigned by another key", data: resign(t, good)},
 		{name: "not json", data: []byte("{\"v\":1,")},
 		{name: "flipped byte", data: flip(good)},
-		{name: "future seq", data: re(func(d *snapshotDoc, _ map[string]any) { d.Seq += 1000 })},
-		{name: "older seq, same state", data: re(func(d *snapshotDoc, _ map[string]any) { d.Seq-- })},
-		{name: "other event id", data: re(func(d *snapshotDoc, _ map[string]any) { d.EventID = "01JZZZZZZZZZZZZZZZZZZZZZZZ" })},
-		{name: "other subject", data: re(func(d *snapshotDoc, _ map[string]any) { d.Subject = subject + "x" })},
-		{name: "held changed", data: re(func(_ *snapshotDoc, st map[string]any) { st["held"] = st["held"].(float64) + 1 })},
-		{name: "other resource", data: re(func(_ *snapshotDoc, st map[string]any) { st["resource"] = "ord_other" })},
-		{name: "unknown field", data: re(func(_ *snapshotDoc, st map[string]any) { st["extra"] = 1 })},
-		{name: "receipts dropped", data: re(func(_ *snapshotDoc, st map[string]any) {
+		{name: "future seq", data: re(func(d *events.SnapshotDoc, _ map[string]any) { d.Seq += 1000 })},
+		{name: "older seq, same state", data: re(func(d *events.SnapshotDoc, _ map[string]any) { d.Seq-- })},
+		{name: "other event id", data: re(func(d *events.SnapshotDoc, _ map[string]any) { d.EventID = "01JZZZZZZZZZZZZZZZZZZZZZZZ" })},
+		{name: "other subject", data: re(func(d *events.SnapshotDoc, _ map[string]any) { d.Subject = subject + "x" })},
+		{name: "held changed", data: re(func(_ *events.SnapshotDoc, st map[string]any) { st["held"] = st["held"].(float64) + 1 })},
+		{name: "other resource", data: re(func(_ *events.SnapshotDoc, st map[string]any) { st["resource"] = "ord_other" })},
+		{name: "unknown field", data: re(func(_ *events.SnapshotDoc, st map[string]any) { st["extra"] = 1 })},
+		{name: "receipts dropped", data: re(func(_ *events.SnapshotDoc, st map[string]any) {
 			st["receipts"], st["held"], st["committed"] = []any{}, 0, 0
 		})},
 	}
-	var raw map[string]any
-	_ = json.Unmarshal(good, &raw)
-	raw["sha256"] = "00"
-	b, _ := json.Marshal(raw)
-	out = append(out, mangled{name: "bad checksum", data: b})
+	// The same document, signature intact, in another encoding (Go's
+	// struct field order instead of JCS): refused, one format one encoding.
+	b, _ := json.Marshal(doc)
+	out = append(out, mangled{name: "non-canonical encoding", data: b})
 	return out
 }
 
 // resign signs a copy of a good snapshot with another key.
 func resign(t testing.TB, good []byte) []byte {
-	var d snapshotDoc
+	var d events.SnapshotDoc
 	if err := json.Unmarshal(good, &d); err != nil {
 		t.Fatal(err)
 	}

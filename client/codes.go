@@ -49,6 +49,8 @@ const (
 	CodeOverloaded                 = kernel.CodeOverloaded
 	CodeBreakerOpen                = kernel.CodeBreakerOpen
 	CodeApprovalDenied             = kernel.CodeApprovalDenied
+	CodeStoredEventRefused         = kernel.CodeStoredEventRefused
+	CodeRateLimited                = kernel.CodeRateLimited
 )
 
 // Status is what a decision says about an operation.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,9 @@ func TestConsoleReconcile(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Fatalf("the holds table lacks %q:\n%s", want, page)
 		}
+	}
+	if !regexp.MustCompile(`data-attempt="` + r.AttemptID + `"[\s\S]*?<td class="age">[0-9]+s</td>`).MatchString(page) {
+		t.Fatalf("the hold shows no age in seconds:\n%s", page)
 	}
 	if strings.Contains(page, "/confirm/close-attempt?attempt_id="+r.AttemptID) {
 		t.Fatal("a held attempt is offered close-attempt, which the kernel refuses for a started attempt")
@@ -393,6 +397,20 @@ func TestWriteEvent(t *testing.T) {
 	for _, line := range strings.Split(b.String(), "\n") {
 		if strings.Contains(line, "\r") || (line != "" && !strings.HasPrefix(line, "data: ") && line != "event: live") {
 			t.Fatalf("line %q in\n%q", line, b.String())
+		}
+	}
+}
+
+func TestHoldAge(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {59 * time.Second, "59s"}, {time.Minute, "1m"}, {59*time.Minute + 59*time.Second, "59m"},
+		{time.Hour, "1h00m"}, {47*time.Hour + 5*time.Minute, "47h05m"}, {48 * time.Hour, "2d"}, {400 * time.Hour, "16d"},
+	} {
+		if got := holdAge(c.d); got != c.want {
+			t.Errorf("holdAge(%v) = %q, want %q", c.d, got, c.want)
 		}
 	}
 }

@@ -35,6 +35,7 @@ type exposureRow struct {
 type holdRow struct {
 	gateway.AttemptRow
 	Actions []string
+	Age     string // since the reservation, as this console's clock reads it
 }
 
 // exposureView is the live part of the exposure page.
@@ -112,7 +113,11 @@ func (s *Server) exposure(ctx context.Context, sess *session) exposureView {
 			v.MoreHolds = len(att.Attempts) - maxRows
 			break
 		}
-		v.Holds = append(v.Holds, holdRow{AttemptRow: a, Actions: actionsOf[a.NextStep]})
+		h := holdRow{AttemptRow: a, Actions: actionsOf[a.NextStep], Age: "—"}
+		if !a.ReservedAt.IsZero() {
+			h.Age = holdAge(time.Since(a.ReservedAt))
+		}
+		v.Holds = append(v.Holds, h)
 	}
 	return v
 }
@@ -447,4 +452,18 @@ func group(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// holdAge is a hold's age as an operator reads it: seconds, then minutes,
+// hours and days.
+func holdAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/storetest"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,12 +59,12 @@ func startCluster(t *testing.T) (jetstream.JetStream, []*events.Embedded) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "a JetStream meta leader", func() bool {
+	testenv.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := js.AccountInfo(ctx)
 		return err == nil
-	})
+	}, 30*time.Second, "a JetStream meta leader")
 	return js, srvs
 }
 
@@ -71,17 +72,17 @@ func startCluster(t *testing.T) (jetstream.JetStream, []*events.Embedded) {
 // until it takes appends.
 func freshR3Store(t *testing.T, js jetstream.JetStream) *events.JetStore {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	if err := js.DeleteStream(ctx, events.StreamName); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the R3 stream", func() bool {
+	testenv.Eventually(t, func() bool {
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := events.EnsureStream(c, js, events.StreamOptions{Replicas: 3})
 		return err == nil
-	})
-	eventually(t, 30*time.Second, "an R3 stream leader with current replicas", func() bool {
+	}, 30*time.Second, "the R3 stream")
+	testenv.Eventually(t, func() bool {
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		st, err := js.Stream(c, events.StreamName)
@@ -98,7 +99,7 @@ func freshR3Store(t *testing.T, js jetstream.JetStream) *events.JetStore {
 			}
 		}
 		return true
-	})
+	}, 30*time.Second, "an R3 stream leader with current replicas")
 	return events.NewJetStore(js, events.StreamName)
 }
 
@@ -133,7 +134,7 @@ func TestServerR3RetryIsDuplicate(t *testing.T) {
 	wantAckErr(t, a, 10071, "wrong last sequence: 1")
 
 	// Through the store: the retry returns the original sequence.
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	sub := storetest.Subject(t, "r3")
 	e := storetest.Event(t, 1)
 	s1, err := store.Append(ctx, sub, 0, e)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/storetest"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -26,7 +27,7 @@ import (
 func TestJetStoreRetryAfterLostAck(t *testing.T) {
 	store, srv, _ := newJetStore(t, true)
 	nc, _ := connect(t, srv)
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	sub := storetest.Subject(t, "ord.lost")
 	e := storetest.Event(t, 1)
 	raw, err := events.Encode(e)
@@ -44,10 +45,10 @@ func TestJetStoreRetryAfterLostAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stored uint64
-	eventually(t, 10*time.Second, "the unacknowledged publish to be stored", func() bool {
+	testenv.Eventually(t, func() bool {
 		stored, err = store.LastSeq(ctx, sub)
 		return err == nil && stored > 0
-	})
+	}, 10*time.Second, "the unacknowledged publish to be stored")
 
 	// The client times out and retries the same envelope and expectation.
 	for range 2 {
@@ -82,10 +83,10 @@ func TestJetStoreRetryAfterLostAck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "the unacknowledged batch to be committed", func() bool {
+	testenv.Eventually(t, func() bool {
 		stored, err = store.LastSeq(ctx, sub2)
 		return err == nil && stored > 0
-	})
+	}, 10*time.Second, "the unacknowledged batch to be committed")
 	seq, err := store.Append(ctx, sub2, 0, envs...)
 	if err != nil || seq != stored {
 		t.Fatalf("batch retry = %d, %v; want %d", seq, err, stored)
@@ -100,7 +101,7 @@ func TestJetStoreRetryAfterLostAck(t *testing.T) {
 // id reused for different content is an error, not a silent success.
 func TestJetStoreDuplicateAckChecksBytes(t *testing.T) {
 	store, _, _ := newJetStore(t, true)
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	a, b := storetest.Subject(t, "a"), storetest.Subject(t, "b")
 	e := storetest.Event(t, 1)
 	if _, err := store.Append(ctx, a, 0, e); err != nil {
@@ -188,7 +189,7 @@ func writeUntil(t *testing.T, store events.Store, subjects []string, n, k int, a
 
 func checkAcked(t *testing.T, store events.Store, all []acked) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	bySub := map[string][]acked{}
 	for _, a := range all {
 		bySub[a.subject] = append(bySub[a.subject], a)
@@ -233,7 +234,7 @@ func TestJetStoreServerRestartMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := events.EnsureStream(testCtx(t), js, events.StreamOptions{}); err != nil {
+	if _, err := events.EnsureStream(testenv.Context(t), js, events.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	store := events.NewJetStore(js, events.StreamName)
@@ -262,12 +263,12 @@ func TestJetStoreServerRestartMidRun(t *testing.T) {
 	srv.Shutdown()
 	srv = start()
 	_, js2 := connect(t, srv)
-	if _, err := events.EnsureStream(testCtx(t), js2, events.StreamOptions{}); err != nil {
+	if _, err := events.EnsureStream(testenv.Context(t), js2, events.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	store2 := events.NewJetStore(js2, events.StreamName)
 	checkAcked(t, store2, all)
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	for _, sub := range subjects {
 		last, err := store2.LastSeq(ctx, sub)
 		if err != nil {
@@ -326,14 +327,14 @@ func TestJetStoreProcessCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := events.EnsureStream(testCtx(t), js, events.StreamOptions{}); err != nil {
+	if _, err := events.EnsureStream(testenv.Context(t), js, events.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	store := events.NewJetStore(js, events.StreamName)
 	subjects := []string{storetest.Subject(t, "a"), storetest.Subject(t, "b")}
 	all := writeUntil(t, store, subjects, 40, 0, nil)
 	// And one atomic batch across both subjects.
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	items := []events.AppendItem{
 		{Subject: subjects[0], ExpectedLastSeq: all[len(all)-2].seq, Envs: []events.Envelope{storetest.Event(t, 100), storetest.Event(t, 101)}},
 		{Subject: subjects[1], ExpectedLastSeq: all[len(all)-1].seq, Envs: []events.Envelope{storetest.Event(t, 102)}},

@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -9,65 +8,33 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/storetest"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// startServer starts an embedded server on a random loopback port with its
-// data in dir, shut down at the end of the test.
-func startServer(t testing.TB, dir string, syncAlways bool) *events.Embedded {
-	t.Helper()
-	srv, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: dir, Port: -1, SyncAlways: &syncAlways})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
-}
-
-// connect opens a client connection to srv over loopback TCP and a
-// JetStream context on it, closed at the end of the test.
-func connect(t testing.TB, srv *events.Embedded) (*nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	nc, err := events.Connect(srv.ClientURL(), nats.MaxReconnects(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
-}
 
 // newJetStore returns a JetStore on a fresh stream of a fresh server.
 func newJetStore(t testing.TB, syncAlways bool) (*events.JetStore, *events.Embedded, jetstream.JetStream) {
 	t.Helper()
 	srv := startServer(t, t.TempDir(), syncAlways)
 	_, js := connect(t, srv)
-	if _, err := events.EnsureStream(testCtx(t), js, events.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return events.NewJetStore(js, events.StreamName), srv, js
+	return testenv.Store(t, js), srv, js
 }
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// eventually polls cond every few milliseconds until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+// startServer starts a server storing in dir, fsyncing every write or not.
+func startServer(t testing.TB, dir string, syncAlways bool) *events.Embedded {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	fsync := testenv.FsyncRelaxed
+	if syncAlways {
+		fsync = testenv.FsyncAlways
 	}
+	return testenv.Server(t, testenv.Options{Dir: dir, Fsync: fsync})
+}
+
+// connect opens a connection to srv that does not reconnect.
+func connect(t testing.TB, srv *events.Embedded) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	return testenv.Connect(t, srv.ClientURL(), nats.MaxReconnects(0))
 }
 
 func TestJetStoreConformance(t *testing.T) {
@@ -96,7 +63,7 @@ func TestJetStoreConformanceInProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := events.EnsureStream(testCtx(t), js, events.StreamOptions{}); err != nil {
+		if _, err := events.EnsureStream(testenv.Context(t), js, events.StreamOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return events.NewJetStore(js, events.StreamName)
@@ -119,7 +86,7 @@ func TestJetStoreConformanceBackwardRead(t *testing.T) {
 func TestJetStoreReadLinks(t *testing.T) {
 	store, srv, _ := newJetStore(t, false)
 	nc, _ := connect(t, srv)
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	sub, other := storetest.Subject(t, "linked"), storetest.Subject(t, "noise")
 	var want []string
 	var last, olast uint64
@@ -239,7 +206,7 @@ func jsOf(t *testing.T, nc *nats.Conn) jetstream.JetStream {
 func TestEnsureStream(t *testing.T) {
 	srv := startServer(t, t.TempDir(), false)
 	_, js := connect(t, srv)
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: events.StreamName, Subjects: []string{"ctx.ev.>"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +230,7 @@ func TestEnsureStream(t *testing.T) {
 // from its own bytes.
 func TestDecodeMemoAnswersOnlyForItsBytes(t *testing.T) {
 	store, _, js := newJetStore(t, false)
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	sub := storetest.Subject(t, "memo")
 	first, second := storetest.Event(t, 1), storetest.Event(t, 2)
 	if _, err := store.Append(ctx, sub, 0, first); err != nil {
@@ -295,10 +262,10 @@ func TestDecodeMemoAnswersOnlyForItsBytes(t *testing.T) {
 	// The server removes the deleted stream's files in the background; until
 	// it has, creating the stream again fails.
 	var err error
-	eventually(t, 10*time.Second, "the stream to be made again", func() bool {
+	testenv.Eventually(t, func() bool {
 		_, err = events.EnsureStream(ctx, js, events.StreamOptions{})
 		return err == nil
-	})
+	}, 10*time.Second, "the stream to be made again")
 	other := events.NewJetStore(js, events.StreamName)
 	if _, err := other.Append(ctx, sub, 0, second); err != nil {
 		t.Fatal(err)

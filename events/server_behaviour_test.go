@@ -13,6 +13,7 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/storetest"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/nats-io/nats.go"
 )
 
@@ -108,7 +109,7 @@ func TestServerRetryChecksExpectedSequenceBeforeMsgID(t *testing.T) {
 func TestServerAtomicBatch(t *testing.T) {
 	store, srv, _ := newJetStore(t, true)
 	nc, _ := connect(t, srv)
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	const a, b = "ctx.ev.acme.k.a", "ctx.ev.acme.k.b"
 	if ack := rawRequest(t, nc, "ctx.ev.acme.k.z", "z"); ack.Error != nil {
 		t.Fatal(ack)
@@ -180,7 +181,7 @@ func TestServerMsgIDInsideAtomicBatch(t *testing.T) {
 func TestServerDirectGetBatch(t *testing.T) {
 	store, srv, _ := newJetStore(t, true)
 	nc, _ := connect(t, srv)
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	sub := storetest.Subject(t, "r")
 	var last uint64
 	for i := range 5 {
@@ -223,7 +224,7 @@ func TestServerDirectGetBatch(t *testing.T) {
 // purge, so no API user can rewrite history.
 func TestServerRefusesDeleteAndPurge(t *testing.T) {
 	store, _, js := newJetStore(t, true)
-	ctx := testCtx(t)
+	ctx := testenv.Context(t)
 	seq, err := store.Append(ctx, storetest.Subject(t, "x"), 0, storetest.Event(t, 1))
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func NewMCPAdapter(cp *CapabilityConfig) *MCPAdapter {
 	return &MCPAdapter{
 		Cap:      cp,
 		Contract: kernel.RecoveryContract{Completion: r.Completion, Applied: r.Applied, NotApplied: r.NotApplied, Pending: r.Pending},
-		Client:   &http.Client{Transport: providerTransport()},
+		Client:   &http.Client{Transport: providerTransport(nil)},
 	}
 }
 

@@ -2,18 +2,26 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // guarantees' time zones, whatever the host has
 
 	"github.com/BurntSushi/toml"
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
+	"github.com/nats-io/nats.go"
 )
 
 // Config is the daemon's configuration: one TOML file (docs/config.md).
@@ -66,6 +74,16 @@ type NATSConfig struct {
 	ReplyUser     string `toml:"reply_user"`
 	ReplyPassword string `toml:"reply_password"`
 	ReplyCreds    string `toml:"reply_creds"`
+	// NkeyFile is an nkey seed file: the runtime's own user as an nkey
+	// (instead of user/password or creds).
+	NkeyFile string `toml:"nkey_file"`
+	// TLSCAFile (PEM) is the CA the servers' certificates are checked
+	// against instead of the system roots; TLSCertFile and TLSKeyFile are
+	// the runtime's client certificate, for servers that verify clients.
+	// Both connections (runtime and replies) use them.
+	TLSCAFile   string `toml:"tls_ca_file"`
+	TLSCertFile string `toml:"tls_cert_file"`
+	TLSKeyFile  string `toml:"tls_key_file"`
 }
 
 // RuntimeConfig tunes the runtime.
@@ -84,11 +102,21 @@ type RuntimeConfig struct {
 	// Workers bounds proposals handled at once (default 256).
 	Workers int `toml:"workers"`
 	// MetricsListen, when set, serves /metrics (Prometheus), /healthz and
-	// /readyz at http://<addr> (loopback only).
+	// /readyz at http://<addr> (loopback only, unless MetricsAllowNonLoopback).
 	MetricsListen string `toml:"metrics_listen"`
+	// MetricsAllowNonLoopback lets MetricsListen be a non-loopback address (a
+	// container's, for probes and scrapes from outside the pod): said
+	// explicitly, since the metrics name tenants and guarantees.
+	MetricsAllowNonLoopback bool `toml:"metrics_allow_non_loopback"`
+	// Limits bound the daemon's memory and each tenant's share of it
+	// (limits.go).
+	Limits LimitsConfig `toml:"limits"`
 	// ObservabilityConfig holds the logging, health and metrics keys
 	// (telemetry_config.go).
 	ObservabilityConfig
+	// Witnesses cosign the audit checkpoints ([[runtime.witnesses]],
+	// docs/audit.md).
+	Witnesses []WitnessConfig `toml:"witnesses"`
 }
 
 // TenantConfig declares a tenant's principals.
@@ -185,6 +213,36 @@ type HTTPConfig struct {
 	Timeout duration `toml:"timeout"`
 	// IdempotencyHeader carries the attempt id (default "Idempotency-Key").
 	IdempotencyHeader string `toml:"idempotency_header"`
+	// FallbackURLs are other endpoints of the same provider, tried in
+	// order only when a call provably never left (no connection could be
+	// made to the previous one). A call that may have reached an endpoint
+	// is never sent to another: its outcome is unknown until reconciled.
+	FallbackURLs []string `toml:"fallback_urls"`
+	// AllowHTTP permits plain http:// to a host that is not loopback.
+	AllowHTTP bool `toml:"allow_http"`
+	// CAFile (PEM) replaces the system roots for this provider's https
+	// certificates; CertFile and KeyFile are a client certificate.
+	CAFile   string `toml:"ca_file"`
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
+	// Headers are sent with every call; their values come from a file or
+	// an environment variable, never from this file.
+	Headers []HeaderConfig `toml:"headers"`
+
+	// tls and headers are what Validate loaded from the files and the
+	// environment (unexported: never part of a digest or a log).
+	tls     *tls.Config
+	headers http.Header
+}
+
+// HeaderConfig is a [[capabilities.http.headers]] entry: a header whose
+// value is read at start from ValueFile (trailing newlines dropped) or the
+// environment variable ValueEnv, after Prefix ("Bearer " for a token).
+type HeaderConfig struct {
+	Name      string `toml:"name"`
+	Prefix    string `toml:"prefix"`
+	ValueFile string `toml:"value_file"`
+	ValueEnv  string `toml:"value_env"`
 }
 
 // RecoveryConfig is an effectful capability's recovery contract.
@@ -201,6 +259,9 @@ type RecoveryConfig struct {
 	// QueryURL looks an attempt up later; "{idempotency_key}" is replaced
 	// by the attempt id (path-escaped).
 	QueryURL string `toml:"query_url"`
+	// FallbackQueryURLs are other endpoints for queries, under the same
+	// rule as http.fallback_urls.
+	FallbackQueryURLs []string `toml:"fallback_query_urls"`
 }
 
 // GuaranteeConfig is a [[guarantees]] table.
@@ -219,6 +280,8 @@ type GuaranteeConfig struct {
 	Window   string `toml:"window"`
 	TimeZone string `toml:"time_zone"`
 	Duration string `toml:"duration"`
+	// ResourceForm is "ascii-token", "nfc" or empty (any string).
+	ResourceForm string `toml:"resource_form"`
 }
 
 type duration struct{ time.Duration }
@@ -281,38 +344,20 @@ func parseConfig(b []byte, dir string) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config: unknown keys: %s", strings.Join(keys, ", "))
 	}
-	if err := c.validate(dir); err != nil {
+	if err := c.prepare(dir); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if err := c.Console.validate(); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
 	return &c, nil
 }
 
-func (c *Config) validate(dir string) error {
-	switch c.NATS.Sync {
-	case "":
+// prepare fills in the defaults and compiles what the file names (policies,
+// context packs, guarantee definitions); Validate then checks every value.
+func (c *Config) prepare(dir string) error {
+	if c.NATS.Sync == "" {
 		c.NATS.Sync = "always"
-	case "always", "relaxed":
-	default:
-		return fmt.Errorf("nats.sync must be \"always\" or \"relaxed\", not %q", c.NATS.Sync)
-	}
-	if c.NATS.URL == "" && c.NATS.DataDir == "" {
-		return errors.New("nats.data_dir is required for the embedded server")
-	}
-	if c.NATS.URL != "" {
-		if _, err := url.Parse(c.NATS.URL); err != nil {
-			return fmt.Errorf("nats.url: %w", err)
-		}
-	}
-	switch {
-	case c.NATS.URL == "" && (c.NATS.ReplyUser != "" || c.NATS.ReplyPassword != "" || c.NATS.ReplyCreds != ""):
-		return errors.New("nats.reply_user, reply_password and reply_creds are for an external deployment (nats.url); the embedded server makes its own")
-	case c.NATS.ReplyCreds != "" && c.NATS.ReplyUser != "":
-		return errors.New("nats.reply_creds and nats.reply_user exclude each other")
-	case (c.NATS.ReplyUser == "") != (c.NATS.ReplyPassword == ""):
-		return errors.New("nats.reply_user and nats.reply_password go together")
 	}
 	if c.NATS.Replicas == 0 {
 		c.NATS.Replicas = 1
@@ -323,14 +368,102 @@ func (c *Config) validate(dir string) error {
 	if c.Runtime.Workers == 0 {
 		c.Runtime.Workers = 256
 	}
-	if err := c.Runtime.ObservabilityConfig.validate(); err != nil {
+	if err := c.Runtime.Limits.validate(); err != nil {
 		return err
 	}
 	if !c.Runtime.ReconcileInterval.set && c.Runtime.ReconcileInterval.Duration == 0 {
 		c.Runtime.ReconcileInterval.Duration = DefaultReconcileInterval
 	}
+	for i := range c.Capabilities {
+		cp := &c.Capabilities[i]
+		if cp.Version == "" {
+			cp.Version = "1"
+		}
+		if cp.Risk == "" {
+			cp.Risk = "low"
+		}
+		if cp.Adapter == "http" {
+			if cp.HTTP.Method == "" {
+				cp.HTTP.Method = http.MethodPost
+			}
+			if cp.HTTP.Timeout.Duration == 0 {
+				cp.HTTP.Timeout.Duration = 5 * time.Second
+			}
+			if cp.HTTP.IdempotencyHeader == "" {
+				cp.HTTP.IdempotencyHeader = "Idempotency-Key"
+			}
+		}
+		if err := cp.validateControls(dir); err != nil {
+			return fmt.Errorf("capability %s: %w", cp.ID, err)
+		}
+	}
+	c.Guarantees = nil
+	for _, g := range c.RawGuarantee {
+		c.Guarantees = append(c.Guarantees, kernel.Definition{ID: g.ID, CapabilityIDs: g.CapabilityIDs, ResourcePointer: g.ResourcePointer,
+			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit, Mode: g.Mode, Window: g.Window, TimeZone: g.TimeZone, Duration: g.Duration,
+			ResourceForm: kernel.ResourceForm(g.ResourceForm)})
+	}
+	return nil
+}
+
+// Bounds of the values Validate accepts.
+const (
+	// MaxProposalBytesLimit is the largest runtime.max_proposal_bytes: the
+	// largest payload a NATS server can be configured to carry.
+	MaxProposalBytesLimit = 8 << 20
+	// MaxWorkers is the largest runtime.workers.
+	MaxWorkers = 1 << 16
+	// MaxReplicas is the largest nats.replicas JetStream accepts.
+	MaxReplicas = 5
+	// MaxProviderTimeout is the longest capabilities.http.timeout: an
+	// attempt's reconcile grace is twice its timeout, and a hold must not
+	// wait hours for a provider that is gone.
+	MaxProviderTimeout = 5 * time.Minute
+	// MinReconcileInterval and MaxReconcileInterval bound a nonzero
+	// runtime.reconcile_interval: a reconciler that never sleeps would
+	// spin, one that sleeps a day is off.
+	MinReconcileInterval = 10 * time.Millisecond
+	MaxReconcileInterval = 24 * time.Hour
+)
+
+// Validate checks every value of a configuration: LoadConfig calls it (so
+// `contextosd --check-config` reports it) and Boot calls it again, so a
+// configuration changed in code after loading is held to the same rules and
+// what the check accepts is what boot accepts.
+func (c *Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	if err := c.NATS.validate(c.Runtime.KeyFile); err != nil {
+		return err
+	}
+	if err := c.Runtime.validate(); err != nil {
+		return err
+	}
+	if err := c.Runtime.ObservabilityConfig.validate(); err != nil {
+		return err
+	}
+	if path := c.keyPath(); path != "" {
+		// A key that is there must load (mode 0600, well formed); one that
+		// is not is created at start.
+		if _, err := os.Stat(path); err == nil {
+			if _, err := events.LoadPrivateKey(path); err != nil {
+				return fmt.Errorf("runtime.key_file: %w", err)
+			}
+		}
+	}
+	if err := c.Console.validate(); err != nil {
+		return err
+	}
 	if len(c.Tenants) == 0 {
 		return errors.New("at least one [[tenants]] is required")
+	}
+	if err := c.Runtime.validateAudit(); err != nil {
+		return err
 	}
 	caps := map[string]*CapabilityConfig{}
 	for i := range c.Capabilities {
@@ -342,7 +475,7 @@ func (c *Config) validate(dir string) error {
 			return fmt.Errorf("capability %s declared twice", cp.ID)
 		}
 		caps[cp.ID] = cp
-		if err := cp.validate(dir); err != nil {
+		if err := cp.validate(); err != nil {
 			return fmt.Errorf("capability %s: %w", cp.ID, err)
 		}
 	}
@@ -380,49 +513,180 @@ func (c *Config) validate(dir string) error {
 		}
 	}
 	seenG := map[string]bool{}
-	for _, g := range c.RawGuarantee {
-		def := kernel.Definition{ID: g.ID, CapabilityIDs: g.CapabilityIDs, ResourcePointer: g.ResourcePointer,
-			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit, Mode: g.Mode, Window: g.Window, TimeZone: g.TimeZone, Duration: g.Duration}
+	for _, def := range c.Guarantees {
 		if r := def.Validate(); r != nil {
 			return r
 		}
-		if seenG[g.ID] {
-			return fmt.Errorf("guarantee %s declared twice", g.ID)
+		if seenG[def.ID] {
+			return fmt.Errorf("guarantee %s declared twice", def.ID)
 		}
-		seenG[g.ID] = true
-		for _, capID := range g.CapabilityIDs {
+		seenG[def.ID] = true
+		for _, capID := range def.CapabilityIDs {
 			if caps[capID] == nil {
-				return fmt.Errorf("guarantee %s covers unknown capability %s", g.ID, capID)
+				return fmt.Errorf("guarantee %s covers unknown capability %s", def.ID, capID)
 			}
 		}
 		if def.Calendar() && def.TimeZone != "" {
 			z, err := time.LoadLocation(def.TimeZone)
 			if err != nil {
-				return fmt.Errorf("guarantee %s time_zone: %w", g.ID, err)
+				return fmt.Errorf("guarantee %s time_zone: %w", def.ID, err)
 			}
 			if c.zones == nil {
 				c.zones = map[string]*time.Location{}
 			}
 			c.zones[def.TimeZone] = z
 		}
-		c.Guarantees = append(c.Guarantees, def)
 	}
 	return c.validateMCP()
 }
 
-func (cp *CapabilityConfig) validate(dir string) error {
-	if cp.Version == "" {
-		cp.Version = "1"
+func (n *NATSConfig) validate(keyFile string) error {
+	switch n.Sync {
+	case "always", "relaxed":
+	default:
+		return fmt.Errorf("nats.sync must be \"always\" or \"relaxed\", not %q", n.Sync)
 	}
+	if n.Replicas < 1 || n.Replicas > MaxReplicas {
+		return fmt.Errorf("nats.replicas must be 1..%d, not %d", MaxReplicas, n.Replicas)
+	}
+	if n.URL == "" {
+		if n.DataDir == "" {
+			return errors.New("nats.data_dir is required for the embedded server")
+		}
+		if _, _, err := listenAddr(n.Listen); err != nil {
+			return err
+		}
+		if n.Replicas != 1 {
+			return fmt.Errorf("nats.replicas = %d needs a JetStream cluster (nats.url); the embedded server is one node", n.Replicas)
+		}
+		if n.User != "" || n.Password != "" || n.Creds != "" || n.NkeyFile != "" || n.ReplyUser != "" || n.ReplyPassword != "" || n.ReplyCreds != "" {
+			return errors.New("nats.user, password, creds, nkey_file, reply_user, reply_password and reply_creds are for an external deployment (nats.url); the embedded server makes its own")
+		}
+		if n.TLSCAFile != "" || n.TLSCertFile != "" || n.TLSKeyFile != "" {
+			return errors.New("nats.tls_ca_file, tls_cert_file and tls_key_file are for an external deployment (nats.url); the embedded server listens on loopback")
+		}
+		return nil
+	}
+	if err := validNATSURLs(n.URL); err != nil {
+		return err
+	}
+	if keyFile == "" && n.DataDir == "" {
+		return errors.New("runtime.key_file (or nats.data_dir) is required with an external NATS (nats.url): the runtime's signing key must persist")
+	}
+	switch {
+	case countSet(n.Creds, n.User, n.NkeyFile) > 1:
+		return errors.New("nats.creds, nats.user and nats.nkey_file exclude each other")
+	case (n.User == "") != (n.Password == ""):
+		return errors.New("nats.user and nats.password go together")
+	case n.ReplyCreds != "" && n.ReplyUser != "":
+		return errors.New("nats.reply_creds and nats.reply_user exclude each other")
+	case (n.ReplyUser == "") != (n.ReplyPassword == ""):
+		return errors.New("nats.reply_user and nats.reply_password go together")
+	}
+	for _, f := range []struct{ key, path string }{{"creds", n.Creds}, {"reply_creds", n.ReplyCreds}} {
+		if f.path != "" {
+			if _, err := os.Stat(f.path); err != nil {
+				return fmt.Errorf("nats.%s: %w", f.key, err)
+			}
+		}
+	}
+	if n.NkeyFile != "" {
+		if _, err := nats.NkeyOptionFromSeed(n.NkeyFile); err != nil {
+			return fmt.Errorf("nats.nkey_file: %w", err)
+		}
+	}
+	if _, err := loadTLS(n.TLSCAFile, n.TLSCertFile, n.TLSKeyFile); err != nil {
+		return fmt.Errorf("nats.%w", err)
+	}
+	return nil
+}
+
+func countSet(v ...string) int {
+	n := 0
+	for _, s := range v {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// loadTLS reads a CA bundle and a client certificate; nil when none is
+// configured. Errors name the key ("tls_ca_file: ...") for the caller's
+// prefix.
+func loadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls_ca_file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("tls_ca_file %s: no PEM certificate in it", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("tls_cert_file and tls_key_file go together")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls_cert_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// validNATSURLs checks nats.url: one URL or a comma-separated list (the seed
+// servers of a cluster), each nats://, tls://, ws:// or wss:// with a host.
+func validNATSURLs(s string) error {
+	for _, one := range strings.Split(s, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil {
+			return fmt.Errorf("nats.url: %w", err)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("nats.url %q: the scheme must be nats, tls, ws or wss", one)
+		}
+		if u.Hostname() == "" {
+			return fmt.Errorf("nats.url %q: a host is required", one)
+		}
+	}
+	return nil
+}
+
+func (r *RuntimeConfig) validate() error {
+	if r.MaxProposalBytes < 1 || r.MaxProposalBytes > MaxProposalBytesLimit {
+		return fmt.Errorf("runtime.max_proposal_bytes must be 1..%d, not %d", MaxProposalBytesLimit, r.MaxProposalBytes)
+	}
+	if r.Workers < 1 || r.Workers > MaxWorkers {
+		return fmt.Errorf("runtime.workers must be 1..%d, not %d", MaxWorkers, r.Workers)
+	}
+	if d := r.ReconcileInterval.Duration; d != 0 && (d < MinReconcileInterval || d > MaxReconcileInterval) {
+		return fmt.Errorf("runtime.reconcile_interval must be 0 (off) or %s..%s, not %s", MinReconcileInterval, MaxReconcileInterval, d)
+	}
+	if r.MetricsListen != "" {
+		if err := listenAddress(r.MetricsListen, !r.MetricsAllowNonLoopback); err != nil {
+			return fmt.Errorf("runtime.metrics_listen: %w (runtime.metrics_allow_non_loopback = true allows any address)", err)
+		}
+	} else if r.MetricsAllowNonLoopback {
+		return errors.New("runtime.metrics_allow_non_loopback needs runtime.metrics_listen")
+	}
+	return nil
+}
+
+func (cp *CapabilityConfig) validate() error {
 	switch cp.Risk {
-	case "":
-		cp.Risk = "low"
 	case "low", "medium", "high":
 	default:
 		return fmt.Errorf("risk must be low, medium or high, not %q", cp.Risk)
-	}
-	if err := cp.validateControls(dir); err != nil {
-		return err
 	}
 	if err := cp.validateMCPManifest(); err != nil {
 		return err
@@ -432,17 +696,8 @@ func (cp *CapabilityConfig) validate(dir string) error {
 	}
 	switch cp.Adapter {
 	case "http":
-		if cp.HTTP.URL == "" {
-			return errors.New("http.url is required for the http adapter")
-		}
-		if cp.HTTP.Method == "" {
-			cp.HTTP.Method = "POST"
-		}
-		if cp.HTTP.Timeout.Duration == 0 {
-			cp.HTTP.Timeout.Duration = 5 * time.Second
-		}
-		if cp.HTTP.IdempotencyHeader == "" {
-			cp.HTTP.IdempotencyHeader = "Idempotency-Key"
+		if err := cp.HTTP.validate(); err != nil {
+			return err
 		}
 	case "mcp": // validateMCPManifest
 	case "noop":
@@ -452,13 +707,10 @@ func (cp *CapabilityConfig) validate(dir string) error {
 	default:
 		return fmt.Errorf("adapter must be \"http\", \"mcp\" or \"noop\", not %q", cp.Adapter)
 	}
+	r := cp.Recovery
 	if cp.Effectful && cp.Adapter == "http" {
-		r := cp.Recovery
 		if r.Completion == "" {
 			return errors.New("an effectful http capability must declare recovery.completion")
-		}
-		if _, err := kernel.ParsePointer(r.Completion); err != nil {
-			return fmt.Errorf("recovery.completion: %w", err)
 		}
 		if len(r.Applied) == 0 || len(r.NotApplied) == 0 {
 			return errors.New("recovery must list applied and not_applied states")
@@ -466,13 +718,202 @@ func (cp *CapabilityConfig) validate(dir string) error {
 		if r.QueryURL == "" {
 			return errors.New("recovery.query_url is required to reconcile attempts")
 		}
-		for _, s := range r.NotAppliedStatuses {
-			if s < 400 || s > 599 {
-				return fmt.Errorf("recovery.not_applied_statuses: %d is not a 4xx/5xx status", s)
-			}
+	}
+	if r.Completion != "" {
+		if _, err := kernel.ParsePointer(r.Completion); err != nil {
+			return fmt.Errorf("recovery.completion: %w", err)
+		}
+	}
+	if r.QueryURL != "" {
+		if !strings.Contains(r.QueryURL, "{idempotency_key}") {
+			return errors.New("recovery.query_url must contain {idempotency_key}: a query must name the attempt it asks about")
+		}
+		if err := cp.HTTP.validURL(strings.ReplaceAll(r.QueryURL, "{idempotency_key}", "k")); err != nil {
+			return fmt.Errorf("recovery.query_url: %w", err)
+		}
+	}
+	for _, u := range r.FallbackQueryURLs {
+		if r.QueryURL == "" || !strings.Contains(u, "{idempotency_key}") {
+			return errors.New("recovery.fallback_query_urls: each must contain {idempotency_key}, beside a query_url")
+		}
+		if err := cp.HTTP.validURL(strings.ReplaceAll(u, "{idempotency_key}", "k")); err != nil {
+			return fmt.Errorf("recovery.fallback_query_urls: %w", err)
+		}
+	}
+	for _, s := range r.NotAppliedStatuses {
+		if s < 400 || s > 599 {
+			return fmt.Errorf("recovery.not_applied_statuses: %d is not a 4xx/5xx status", s)
 		}
 	}
 	return nil
+}
+
+// providerMethods are the methods a provider may be called with.
+var providerMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodGet}
+
+// reservedHeaders are set by the transport or the adapter itself.
+var reservedHeaders = []string{"Content-Type", "Content-Length", "Host", "Transfer-Encoding", "Connection", "Traceparent", "Tracestate"}
+
+func (h *HTTPConfig) validate() error {
+	if h.URL == "" {
+		return errors.New("http.url is required for the http adapter")
+	}
+	if err := h.validURL(h.URL); err != nil {
+		return fmt.Errorf("http.url: %w", err)
+	}
+	if !slices.Contains(providerMethods, h.Method) {
+		return fmt.Errorf("http.method must be one of %s, not %q", strings.Join(providerMethods, ", "), h.Method)
+	}
+	if d := h.Timeout.Duration; d < time.Millisecond || d > MaxProviderTimeout {
+		return fmt.Errorf("http.timeout must be 1ms..%s, not %s", MaxProviderTimeout, d)
+	}
+	if err := validHeaderName(h.IdempotencyHeader); err != nil {
+		return fmt.Errorf("http.idempotency_header: %w", err)
+	}
+	for _, u := range h.FallbackURLs {
+		if err := h.validURL(u); err != nil {
+			return fmt.Errorf("http.fallback_urls: %w", err)
+		}
+	}
+	c, err := loadTLS(h.CAFile, h.CertFile, h.KeyFile)
+	if err != nil {
+		return fmt.Errorf("http.%s", strings.NewReplacer("tls_ca_file", "ca_file", "tls_cert_file", "cert_file", "tls_key_file", "key_file").Replace(err.Error()))
+	}
+	h.tls = c
+	h.headers = http.Header{}
+	for _, hc := range h.Headers {
+		if err := validHeaderName(hc.Name); err != nil {
+			return fmt.Errorf("http.headers: %w", err)
+		}
+		if strings.EqualFold(hc.Name, h.IdempotencyHeader) || h.headers.Get(hc.Name) != "" {
+			return fmt.Errorf("http.headers: %s is set twice", hc.Name)
+		}
+		v, err := hc.value()
+		if err != nil {
+			return fmt.Errorf("http.headers %s: %w", hc.Name, err)
+		}
+		h.headers.Set(hc.Name, v)
+	}
+	return nil
+}
+
+// value reads a header's value from its file or environment variable.
+func (hc HeaderConfig) value() (string, error) {
+	var v string
+	switch {
+	case (hc.ValueFile == "") == (hc.ValueEnv == ""):
+		return "", errors.New("exactly one of value_file and value_env is required (a value is never written in the configuration)")
+	case hc.ValueFile != "":
+		b, err := os.ReadFile(hc.ValueFile)
+		if err != nil {
+			return "", err
+		}
+		v = strings.TrimRight(string(b), "\r\n")
+	default:
+		var ok bool
+		if v, ok = os.LookupEnv(hc.ValueEnv); !ok {
+			return "", fmt.Errorf("environment variable %s is not set", hc.ValueEnv)
+		}
+	}
+	v = hc.Prefix + v
+	if v == "" || strings.ContainsAny(v, "\r\n\x00") {
+		return "", errors.New("the value is empty or holds a line break")
+	}
+	return v, nil
+}
+
+// validURL checks a provider URL: http or https with a host, and plain
+// http only to a loopback host.
+func (h *HTTPConfig) validURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("%q: a host is required", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q: credentials in the URL are refused (they would be logged and recorded)", s)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !isLoopbackHost(u.Hostname()) && !h.AllowHTTP {
+			return fmt.Errorf("%q: plain http only to a loopback host; use https (or say http.allow_http = true)", s)
+		}
+	default:
+		return fmt.Errorf("%q: the scheme must be http or https", s)
+	}
+	return nil
+}
+
+// isZero reports whether no [capabilities.http] key was given.
+func (h *HTTPConfig) isZero() bool { return reflect.ValueOf(*h).IsZero() }
+
+// validHeaderName checks an HTTP field name (an RFC 9110 token) that the
+// adapter may set.
+func validHeaderName(s string) error {
+	if s == "" {
+		return errors.New("a header name is required")
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenChar(s[i]) {
+			return fmt.Errorf("%q is not a valid header name", s)
+		}
+	}
+	for _, r := range reservedHeaders {
+		if strings.EqualFold(s, r) {
+			return fmt.Errorf("%s is set by the transport, not by configuration", r)
+		}
+	}
+	return nil
+}
+
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackAddr checks a host:port listen address on a loopback host.
+func loopbackAddr(s string) error { return listenAddress(s, true) }
+
+// listenAddress checks a host:port listen address, on a loopback host if
+// loopbackOnly.
+func listenAddress(s string, loopbackOnly bool) error {
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if port, err := strconv.Atoi(p); err != nil || port < 0 || port > 65535 {
+		return fmt.Errorf("%q: the port must be 0..65535", s)
+	}
+	if loopbackOnly && !isLoopbackHost(host) {
+		return fmt.Errorf("loopback only, not %q", host)
+	}
+	return nil
+}
+
+// keyPath is where the runtime key is read (or created): runtime.key_file,
+// else <data_dir>/runtime.key; empty when neither is set.
+func (c *Config) keyPath() string {
+	if c.Runtime.KeyFile != "" {
+		return c.Runtime.KeyFile
+	}
+	if c.NATS.DataDir != "" {
+		return filepath.Join(c.NATS.DataDir, "runtime.key")
+	}
+	return ""
 }
 
 // Capability returns the manifest of a capability id.
@@ -503,6 +944,19 @@ func (t *TenantConfig) Agent(id string) (*PrincipalConfig, bool) {
 		}
 	}
 	return nil, false
+}
+
+// amountPointers are the amount pointers of the guarantees that cover a
+// capability (kernel.DecodeArguments refuses an inexact number there as an
+// invalid amount).
+func (c *Config) amountPointers(capabilityID string) []kernel.Pointer {
+	var out []kernel.Pointer
+	for _, g := range c.GuaranteesFor(capabilityID) {
+		if p, err := kernel.ParsePointer(g.AmountPointer); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // GuaranteesFor returns the guarantees that cover a capability.

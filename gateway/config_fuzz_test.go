@@ -2,12 +2,16 @@ package gateway
 
 import (
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/contextos/ledger/kernel"
 )
 
-// FuzzParseConfig: never panics; an accepted configuration has a tenant,
+// FuzzParseConfig: never panics; an accepted configuration passes Validate
+// again (what Boot runs first), has a tenant,
 // positive bounds, and only valid guarantee definitions (limit within
 // 1..2^53-1) over declared capabilities; every principal's grants are
 // declared capabilities.
@@ -18,12 +22,15 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	}
 	f.Add([]byte("[nats]\ndata_dir = \"d\"\n[[tenants]]\nid = \"t\"\n"))
-	f.Add([]byte("[nats]\nurl = \"nats://127.0.0.1:4222\"\n[[tenants]]\nid = \"t\"\n[[guarantees]]\nid = \"g\"\nlimit = 9007199254740992\n"))
+	f.Add([]byte("[nats]\nurl = \"nats://127.0.0.1:4222\"\n[runtime]\nkey_file = \"k\"\n[[tenants]]\nid = \"t\"\n[[guarantees]]\nid = \"g\"\nlimit = 9007199254740992\n"))
 	f.Add([]byte("[nats]\ndata_dir = \"d\"\nbogus = 1\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cfg, err := ParseConfig(b)
 		if err != nil {
 			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted by ParseConfig, refused by Validate (what Boot runs): %v", err)
 		}
 		if len(cfg.Tenants) == 0 || cfg.Runtime.MaxProposalBytes <= 0 || cfg.Runtime.Workers <= 0 || cfg.NATS.Replicas <= 0 {
 			t.Fatalf("accepted bounds: %+v %+v", cfg.Runtime, cfg.NATS)
@@ -84,7 +91,7 @@ func TestUnadmittedRunsDefault(t *testing.T) {
 // external deployment (the embedded server makes its own), a user comes
 // with its password, and a user excludes a credentials file.
 func TestReplyCredentials(t *testing.T) {
-	tenant := "[[tenants]]\nid = \"t\"\n"
+	tenant := "[runtime]\nkey_file = \"k\"\n[[tenants]]\nid = \"t\"\n"
 	cases := []struct {
 		nats string
 		ok   bool
@@ -99,8 +106,12 @@ func TestReplyCredentials(t *testing.T) {
 		{"data_dir = \"d\"\nreply_user = \"r\"\nreply_password = \"p\"\n", false},
 		{"data_dir = \"d\"\nreply_creds = \"r.creds\"\n", false},
 	}
+	creds := filepath.Join(t.TempDir(), "r.creds")
+	if err := os.WriteFile(creds, []byte("creds"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range cases {
-		_, err := ParseConfig([]byte("[nats]\n" + c.nats + tenant))
+		_, err := ParseConfig([]byte("[nats]\n" + strings.ReplaceAll(c.nats, `"r.creds"`, strconv.Quote(creds)) + tenant))
 		if (err == nil) != c.ok {
 			t.Errorf("%q: err %v, want ok=%v", c.nats, err, c.ok)
 		}

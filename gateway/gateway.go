@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats.go"
 )
 
@@ -32,7 +34,8 @@ type Gateway struct {
 	brk          *breakers  // circuit breakers (breaker.go); nil: none
 
 	adapters map[string]Adapter
-	index    *index
+	model    *projections.Model
+	index    readModel
 	inflight inflight
 	seen     sightings
 	extraOps map[string]OpHandler
@@ -40,8 +43,14 @@ type Gateway struct {
 	mu      sync.RWMutex
 	pins    map[string]pinned // tenant/guarantee
 	subs    []*nats.Subscription
-	workers chan struct{}
-	replies *nats.Conn // publishes replies; nil: the serving connection
+	conns   []*nats.Conn // the serving connections (Serve)
+	replies *nats.Conn   // publishes replies; nil: the serving connection
+
+	overloaded  atomic.Uint64 // requests refused overloaded
+	rateLimited atomic.Uint64 // proposals refused rate_limited
+	badReplies  atomic.Uint64 // requests not answered: their reply subject is outside the requester's inbox
+	limiter     *limiter      // per-principal proposal rates
+	refusals    *refusalSampler
 }
 
 // Hooks let tests and the chaos harness stop a process at exact points of
@@ -73,6 +82,9 @@ type Options struct {
 	Hooks    Hooks
 	// Adapters overrides the adapter of a capability id (tests).
 	Adapters map[string]Adapter
+	// Model is the read model the operator verbs and the reconciler read;
+	// nil makes one over Store.
+	Model *projections.Model
 	// Replies, when set, is the connection replies are published through:
 	// one whose user may publish only to inboxes (ReplyUser), so that no
 	// reply can land anywhere else even if replyAllowed let one through.
@@ -84,12 +96,21 @@ func New(o Options) *Gateway {
 	g := &Gateway{
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
-		adapters: map[string]Adapter{}, index: newIndex(), extraOps: map[string]OpHandler{}, pins: map[string]pinned{},
-		workers: make(chan struct{}, o.Config.Runtime.Workers), replies: o.Replies,
+		adapters: map[string]Adapter{}, extraOps: map[string]OpHandler{}, pins: map[string]pinned{},
+		replies: o.Replies,
 	}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
+	g.model = o.Model
+	if g.model == nil {
+		g.model = projections.NewModel(projections.ModelConfig{Store: o.Store})
+	}
+	g.index = readModel{g.model}
+	lim := o.Config.Runtime.Limits
+	_ = lim.validate() // defaults for a Config not from ParseConfig
+	g.limiter = newLimiter(o.Config, lim)
+	g.refusals = newRefusalSampler(o.Config, lim.RefusalWindow.Duration)
 	for i := range o.Config.Capabilities {
 		cp := &o.Config.Capabilities[i]
 		switch cp.Adapter {
@@ -143,11 +164,22 @@ func (g *Gateway) authorize(tc *TenantConfig, principal string, cp *CapabilityCo
 }
 
 // refuseUnbound records a refusal that cannot be tied to an operation on the
-// principal's refusal subject, and replies with it.
+// principal's refusal subject, and replies with it. Refusals of malformed
+// and unsurfaced proposals are sampled (refusals.go): the first of each
+// principal and code in a window is recorded at once, the others are
+// counted and recorded as one aggregate at the window's end.
 func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, body []byte, r *kernel.Refusal) Reply {
 	sum := sha256.Sum256(body)
 	ev := kernel.ProposalRefused{Principal: principal, Code: r.Code, Reason: r.Reason, BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
-	subject, err := events.Subject(tenant, "refusal", principal)
+	if !g.refusals.sample(tenant, ev) {
+		g.recordRefusal(ctx, tenant, ev)
+	}
+	return Reply{Status: kernel.StatusRefused, Code: r.Code, Reason: r.Reason}
+}
+
+// recordRefusal appends ev on its principal's refusal subject.
+func (g *Gateway) recordRefusal(ctx context.Context, tenant string, ev kernel.ProposalRefused) {
+	subject, err := events.Subject(tenant, "refusal", ev.Principal)
 	if err == nil {
 		var l *kernel.RefusalLog
 		var d kernel.Decision
@@ -156,72 +188,181 @@ func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, b
 			Decide: func() *kernel.Refusal { d = kernel.DecideRecordRefusal(l, ev); return d.Refusal }})
 	}
 	if err != nil {
-		g.log.Error("refusal could not be recorded", "tenant", tenant, "principal", principal, "code", r.Code, "err", err)
+		g.log.Error("refusal could not be recorded", "tenant", tenant, "principal", ev.Principal, "code", ev.Code, "err", err)
 	}
-	return Reply{Status: kernel.StatusRefused, Code: r.Code, Reason: r.Reason}
 }
 
-// incident logs an incident; the signed record of it is the refused event
-// itself or the incident event the kernel decided.
+// incident logs an incident and reports it to the read model, which lists
+// it with the incidents the stream records (an executor fenced before it
+// appended anything leaves no event).
 func (g *Gateway) incident(tenant, kind, attemptID string, r *kernel.Refusal) {
 	g.log.Warn("incident", "tenant", tenant, "kind", kind, "attempt", attemptID, "code", r.Code, "reason", r.Reason)
+	if r.Code != kernel.CodeExecutorFenced {
+		return // the stream records it (exposure.incident): the model reads it there
+	}
+	in := projections.Incident{Kind: kind, AttemptID: attemptID, Code: r.Code, Reason: r.Reason, At: events.FormatTime(g.clock.Now())}
+	if e, ok := g.index.operationOf(attemptID); ok && e.tenant == tenant {
+		in.OperationID = e.op.OperationID
+	}
+	g.model.Report(tenant, in)
 }
 
-// Serve subscribes to the proposal and operator subjects on nc (the
-// runtime's own connection). Replicas share the load through a queue group.
+// Model returns the read model the gateway reads.
+func (g *Gateway) Model() *projections.Model { return g.model }
+
+// Serve subscribes to each tenant's proposal and operator subjects on nc
+// (the runtime's own connection). Replicas share the load through a queue
+// group. Each tenant's proposals and each tenant's operator verbs run in a
+// lane of their own (LimitsConfig: workers and a bounded queue); a request
+// that finds its lane full is answered overloaded before anything is
+// stored. Subscription callbacks never wait, and their pending limits are
+// set above what the lanes can queue, so the server has no reason to drop a
+// message as a slow consumer.
+//
+// Each tenant's proposals arrive on a connection of their own (made with
+// nc's options), and all operator verbs on another: one tenant's large or
+// many messages then never queue in front of another tenant's, or of an
+// operator's, in one TCP stream and one client read loop.
 func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
-	handle := func(fn func(m *nats.Msg)) nats.MsgHandler {
-		return func(m *nats.Msg) {
-			select {
-			case g.workers <- struct{}{}:
-			case <-ctx.Done():
+	lim := g.cfg.Runtime.Limits
+	if err := lim.validate(); err != nil { // a Config not from ParseConfig
+		return err
+	}
+	opsConn, err := g.connect(nc, "contextosd-ops")
+	if err != nil {
+		return err
+	}
+	for _, t := range g.cfg.Tenants {
+		tenant := t.ID
+		tenantConn, err := g.connect(nc, "contextosd-"+tenant)
+		if err != nil {
+			return err
+		}
+		proposals := newLane(ctx, lim.tenantWorkers(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue, func(m *nats.Msg) {
+			principal := strings.Split(m.Subject, ".")[3]
+			if !replyAllowed(m.Reply, tenant, principal) {
+				g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: kernel.CodeRequestMalformed,
+					Reason: "reply subject outside the principal's inbox " + InboxPrefix(tenant, principal) + ".>"})
+				g.badReplies.Add(1)
 				return
 			}
-			go func() {
-				defer func() { <-g.workers }()
-				fn(m)
-			}()
+			var reply Reply
+			if principal == "ops" {
+				reply = Reply{Status: kernel.StatusRefused, Code: kernel.CodeAuthorityDenied, Reason: "ops is not a principal"}
+			} else {
+				reply = g.observePropose(ctx, tenant, principal, m.Header, m.Data)
+			}
+			g.respond(m, reply)
+		})
+		if err := g.subscribe(tenantConn, "ctx.v1."+tenant+".*.propose", lim.TenantQueue, func(m *nats.Msg) {
+			principal := strings.Split(m.Subject, ".")[3]
+			if !g.limiter.allow(tenant, principal) {
+				g.rateLimited.Add(1)
+				if replyAllowed(m.Reply, tenant, principal) {
+					g.respond(m, Reply{Status: kernel.StatusRefused, Code: kernel.CodeRateLimited,
+						Reason: "more proposals than " + principal + "'s rate limit allows; nothing was stored, slow down"})
+				}
+				return
+			}
+			if proposals.offer(m) {
+				return
+			}
+			g.overloaded.Add(1)
+			if replyAllowed(m.Reply, tenant, strings.Split(m.Subject, ".")[3]) {
+				g.respond(m, Reply{Status: kernel.StatusRefused, Code: kernel.CodeOverloaded,
+					Reason: "tenant " + tenant + " has every proposal worker busy and its queue full; nothing was stored, retry later"})
+			}
+		}); err != nil {
+			return err
+		}
+		ops := newLane(ctx, lim.OperatorWorkers, lim.OperatorQueue, func(m *nats.Msg) {
+			tok := strings.Split(m.Subject, ".")
+			if !replyAllowed(m.Reply, tenant, tok[5]) {
+				g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tenant, "operator", tok[5])
+				g.badReplies.Add(1)
+				return
+			}
+			g.respond(m, g.observeOp(ctx, tenant, tok[4], tok[5], m.Data))
+		})
+		if err := g.subscribe(opsConn, "ctx.v1."+tenant+".ops.*.*", lim.OperatorQueue, func(m *nats.Msg) {
+			if ops.offer(m) {
+				return
+			}
+			g.overloaded.Add(1)
+			if replyAllowed(m.Reply, tenant, strings.Split(m.Subject, ".")[5]) {
+				g.respond(m, opRefused(kernel.CodeOverloaded, "tenant %s has every operator worker busy; retry later", tenant))
+			}
+		}); err != nil {
+			return err
 		}
 	}
-	sub, err := nc.QueueSubscribe("ctx.v1.*.*.propose", "contextosd", handle(func(m *nats.Msg) {
-		tok := strings.Split(m.Subject, ".")
-		tenant, principal := tok[2], tok[3]
-		if !replyAllowed(m.Reply, tenant, principal) {
-			g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: kernel.CodeRequestMalformed,
-				Reason: "reply subject outside the principal's inbox " + InboxPrefix(tenant, principal) + ".>"})
-			return
+	for _, c := range g.conns {
+		if err := c.Flush(); err != nil {
+			return err
 		}
-		var reply Reply
-		if principal == "ops" {
-			reply = Reply{Status: kernel.StatusRefused, Code: kernel.CodeAuthorityDenied, Reason: "ops is not a principal"}
-		} else {
-			reply = g.observePropose(ctx, tenant, principal, m.Header, m.Data)
-		}
-		g.respond(m, reply)
-	}))
-	if err != nil {
-		return err
 	}
-	g.subs = append(g.subs, sub)
-	sub, err = nc.QueueSubscribe("ctx.v1.*.ops.*.*", "contextosd", handle(func(m *nats.Msg) {
-		tok := strings.Split(m.Subject, ".")
-		if !replyAllowed(m.Reply, tok[2], tok[5]) {
-			g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tok[2], "operator", tok[5])
-			return
-		}
-		g.respond(m, g.observeOp(ctx, tok[2], tok[4], tok[5], m.Data))
-	}))
-	if err != nil {
-		return err
-	}
-	g.subs = append(g.subs, sub)
-	return nc.Flush()
+	return nil
 }
+
+// ServingErr reports a serving connection that is not connected: a replica
+// whose tenant or operator subscriptions are not back after a store outage
+// cannot answer, however healthy the store is.
+func (g *Gateway) ServingErr() error {
+	for _, c := range g.conns {
+		if !c.IsConnected() {
+			return fmt.Errorf("serving connection %s is %s", c.Opts.Name, c.Status())
+		}
+	}
+	return nil
+}
+
+// connect opens another connection with nc's options.
+func (g *Gateway) connect(nc *nats.Conn, name string) (*nats.Conn, error) {
+	o := nc.Opts
+	o.Name = name
+	c, err := o.Connect()
+	if err != nil {
+		return nil, fmt.Errorf("serve: connect %s: %w", name, err)
+	}
+	g.conns = append(g.conns, c)
+	return c, nil
+}
+
+// subscribe joins the queue group on subject with pending limits above
+// what the lane behind it can queue.
+func (g *Gateway) subscribe(nc *nats.Conn, subject string, queue int, cb nats.MsgHandler) error {
+	sub, err := nc.QueueSubscribe(subject, "contextosd", cb)
+	if err != nil {
+		return err
+	}
+	// The callback only queues or refuses, so the pending messages are
+	// those arrived during one callback: a few. The limits bound memory
+	// against a burst of large bodies all the same.
+	if err := sub.SetPendingLimits(4*queue+1024, 256<<20); err != nil {
+		return err
+	}
+	g.subs = append(g.subs, sub)
+	return nil
+}
+
+// Overloaded returns how many requests this gateway refused overloaded.
+func (g *Gateway) Overloaded() uint64 { return g.overloaded.Load() }
+
+// BadReplies returns how many requests this gateway handled without
+// answering, because they named a reply subject outside the requester's
+// inbox (a proposal's refusal is recorded before it is counted).
+func (g *Gateway) BadReplies() uint64 { return g.badReplies.Load() }
+
+// RateLimited returns how many proposals this gateway refused rate_limited.
+func (g *Gateway) RateLimited() uint64 { return g.rateLimited.Load() }
 
 // Stop unsubscribes; in-flight requests finish.
 func (g *Gateway) Stop() {
 	for _, s := range g.subs {
 		_ = s.Drain()
+	}
+	for _, c := range g.conns {
+		_ = c.Drain() // closes it once its subscriptions are drained
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -190,6 +191,22 @@ time_zone = "Asia/Kolkata"
 	if r := propose("w4", "ord_w1", 30000); r.Code != kernel.CodeExceeded || !strings.HasPrefix(r.Reason, "refunds-per-order:") {
 		t.Fatalf("the order's ceiling has no window: %+v", r)
 	}
+	// The operator's view lists each window's ledger with its balance.
+	var rows []ExposureRow
+	testenv.Eventually(t, func() bool {
+		rows = e.op("exposure", OpRequest{GuaranteeID: "refunds-per-customer-day"}).Exposure
+		return len(rows) == 2
+	}, 10*time.Second, "two window ledgers in the exposure view")
+	byWindow := map[string]ExposureRow{}
+	for _, r := range rows {
+		byWindow[r.Window] = r
+	}
+	if d1, d2 := byWindow["2026-12-01"], byWindow["2026-12-02"]; d1.Committed != 80000 || d2.Committed != 80000 || d1.Resource != "cust_7" {
+		t.Fatalf("window rows: %+v", rows)
+	}
+	if inc := e.op("incidents", OpRequest{}); len(inc.Incidents) != 0 {
+		t.Fatalf("the windows' events were refused by the read model: %+v", inc.Incidents)
+	}
 	for _, window := range []string{"2026-12-01", "2026-12-02"} {
 		subject, err := events.ExposureWindowSubject("acme", "refunds-per-customer-day", "cust_7", window)
 		if err != nil {
@@ -199,4 +216,26 @@ time_zone = "Asia/Kolkata"
 			t.Fatalf("no ledger for the window %s", window)
 		}
 	}
+}
+
+// TestObserveModeMetric: what a guarantee in observe mode would have
+// refused is counted in the metrics.
+func TestObserveModeMetric(t *testing.T) {
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	e, _ := bootObserved(t, hs.URL, BootOptions{}, nil)
+	e.prov = prov
+	nc := e.client("acme", "agent_email")
+	if r := e.propose(nc, "acme", "agent_email", refund("run_o", "o1", "ord_o", 90000)); r.Status != kernel.StatusApplied {
+		t.Fatalf("first: %+v", r)
+	}
+	e.mustOp("guarantee-set-limit", SetLimitRequest{GuaranteeID: "refunds-per-order", Mode: kernel.ModeObserve, Reason: "measure"})
+	if r := e.propose(nc, "acme", "agent_email", refund("run_o", "o2", "ord_o", 20000)); r.Status != kernel.StatusApplied {
+		t.Fatalf("over the limit in observe mode: %+v", r)
+	}
+	testenv.Eventually(t, func() bool {
+		v, ok := sample(scrape(t, e.rt), "contextos_guarantee_over_limit", map[string]string{"tenant": "acme", "guarantee": "refunds-per-order"})
+		return ok && v == 1
+	}, 10*time.Second, "contextos_guarantee_over_limit 1")
 }

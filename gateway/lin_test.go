@@ -25,6 +25,7 @@ import (
 	"github.com/contextos/ledger/internal/chaos"
 	"github.com/contextos/ledger/internal/lincheck"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -70,12 +71,8 @@ func startReplicas(t *testing.T, n int) *replicas {
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
 	base := linConfig(t, dir, hs.URL, "nats://unused", "x")
-	emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: filepath.Join(dir, "nats-server"), Port: -1,
+	emb := testenv.Server(t, testenv.Options{Dir: filepath.Join(dir, "nats-server"),
 		Configure: func(so *server.Options) { so.Users = gateway.ServerUsers(base, linRuntimePassword) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
 	r := &replicas{url: emb.ClientURL(), prov: prov, dir: dir}
 	for i := 0; i < n; i++ {
 		rt, err := gateway.Boot(linConfig(t, dir, hs.URL, r.url, "lin-"+string(rune('a'+i))), gateway.BootOptions{})

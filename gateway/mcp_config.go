@@ -162,7 +162,7 @@ func (cp *CapabilityConfig) validateMCPManifest() error {
 	if m.Timeout.Duration == 0 {
 		m.Timeout.Duration = 5 * time.Second
 	}
-	if cp.HTTP != (HTTPConfig{}) {
+	if !cp.HTTP.isZero() {
 		return errors.New("[capabilities.http] is for adapter = \"http\"")
 	}
 	r := cp.Recovery

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,15 +25,17 @@ type OpRequest struct {
 
 // OpReply is the reply to an operator verb.
 type OpReply struct {
-	OK         bool           `json:"ok"`
-	Code       kernel.Code    `json:"code,omitempty"`
-	Reason     string         `json:"reason,omitempty"`
-	Exposure   []ExposureRow  `json:"exposure,omitempty"`
-	Attempts   []AttemptRow   `json:"attempts,omitempty"`
-	Settled    []SettleRow    `json:"settled,omitempty"`
-	Versions   []VersionRow   `json:"versions,omitempty"`
-	KillSwitch *bool          `json:"kill_switch,omitempty"`
-	Data       map[string]any `json:"data,omitempty"`
+	OK         bool              `json:"ok"`
+	Code       kernel.Code       `json:"code,omitempty"`
+	Reason     string            `json:"reason,omitempty"`
+	Exposure   []ExposureRow     `json:"exposure,omitempty"`
+	Attempts   []AttemptRow      `json:"attempts,omitempty"`
+	Settled    []SettleRow       `json:"settled,omitempty"`
+	Versions   []VersionRow      `json:"versions,omitempty"`
+	Approvals  []PendingApproval `json:"approvals,omitempty"`
+	Incidents  []Incident        `json:"incidents,omitempty"`
+	KillSwitch *bool             `json:"kill_switch,omitempty"`
+	Data       map[string]any    `json:"data,omitempty"`
 }
 
 // SettleRow reports what reconciliation or an operator action did to one
@@ -52,7 +53,7 @@ func opRefused(code kernel.Code, format string, args ...any) OpReply {
 }
 
 // OpVerbs are the operator verbs, ctx.v1.<tenant>.ops.<verb>.<operator>.
-var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, append(authzVerbs, guaranteeVerbs...)...)
+var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, append(append(authzVerbs, guaranteeVerbs...), modelVerbs...)...)
 
 // Op serves one operator verb. The operator's identity comes from the
 // subject's last token, which the NATS server lets only that operator use.
@@ -70,11 +71,12 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 	if reply, ok := g.authzOp(ctx, tenant, verb, operator, body); ok {
 		return reply
 	}
+	if reply, ok := g.readOp(ctx, tenant, verb, body); ok {
+		return reply
+	}
 	var req OpRequest
-	if len(bytes.TrimSpace(body)) > 0 {
-		if err := kernel.DecodeRequest(body, &req); err != nil {
-			return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
-		}
+	if err := kernel.DecodeOptionalRequest(body, &req); err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
 	}
 	if err := g.index.catchUp(ctx, g.store); err != nil {
 		return opRefused(kernel.CodeLedgerUnavailable, "the ledger could not be read: %v", err)

@@ -36,6 +36,16 @@ func ledgerRefs(bs []bound) []aggregates.Ref {
 	return out
 }
 
+// clipID shortens an agent-chosen id for a reason string.
+func clipID(s string) string {
+	for i := range s {
+		if i >= 64 {
+			return s[:i] + "..."
+		}
+	}
+	return s
+}
+
 // Propose runs the dispatch sequence for one proposal of (tenant,
 // principal), identities the caller took from the authenticated subject.
 func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []byte) Reply {
@@ -51,6 +61,13 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	tc, ok := g.cfg.Tenant(tenant)
 	if !ok {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeAuthorityDenied, Reason: "unknown tenant"})
+	}
+	if _, ok := g.cfg.Capability(p.CapabilityID); !ok {
+		// Refused before any operation is opened: the refusal is sampled
+		// like a malformed proposal's, so unsurfaced names cannot grow the
+		// store one operation each.
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeCapabilityNotSurfaced,
+			Reason: fmt.Sprintf("capability %q is not in the pinned manifest", clipID(p.CapabilityID))})
 	}
 	opRef, err := aggregates.OperationRef(tenant, p.RunID, p.OperationKey)
 	if err != nil {
@@ -74,7 +91,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	cp, surfaced := g.cfg.Capability(p.CapabilityID)
 	pc.cp = cp
-	act, argRefusal := bindAction(tenant, principal, p, cp)
+	act, argRefusal := bindAction(tenant, principal, p, cp, g.cfg.amountPointers(p.CapabilityID)...)
 	args := act.args
 	pc.args, pc.digest = act.canon, act.digest
 	if argRefusal != nil {
@@ -141,8 +158,8 @@ type action struct {
 // bindAction decodes a proposal's arguments strictly and binds them. Any
 // failure refuses the proposal (request_malformed): a digest is never left
 // empty nor made over other bytes than the provider's.
-func bindAction(tenant, principal string, p Proposal, cp *CapabilityConfig) (action, *kernel.Refusal) {
-	args, r := kernel.DecodeArguments(p.Arguments)
+func bindAction(tenant, principal string, p Proposal, cp *CapabilityConfig, amountPointers ...kernel.Pointer) (action, *kernel.Refusal) {
+	args, r := kernel.DecodeArguments(p.Arguments, amountPointers...)
 	if r != nil {
 		return action{}, r
 	}
@@ -219,7 +236,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		Opened: kernel.OperationOpened{OperationID: g.ids.New(), Principal: pc.principal, RunID: pc.p.RunID,
 			OperationKey: pc.p.OperationKey, CapabilityID: pc.p.CapabilityID, ActionDigest: pc.digest, Executor: g.executor},
 		AttemptID: attemptID, Holds: holdsOf(pc.bound), Refusal: pre, ApprovalID: pc.p.ApprovalID, Now: pc.now,
-		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.allowsUnadmitted(), Controls: pc.baseControls(),
+		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.allowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args,
 	}
 	if pc.cp != nil {
 		cmd.ApprovalRequired, cmd.Risk = pc.cp.approvalRequired(), pc.cp.Risk

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -97,6 +98,8 @@ type Runtime struct {
 	Signer     events.Signer
 	URL        string
 	cancel     context.CancelFunc
+	// lock is the embedded server's data_dir lock, held until Close.
+	lock *os.File
 
 	// MCPURL is the MCP gateway's endpoint, if [mcp] listen is configured.
 	MCPURL  string
@@ -133,6 +136,9 @@ type BootOptions struct {
 
 // Boot starts a runtime from a validated configuration.
 func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if o.Clock == nil {
 		o.Clock = aggregates.SystemClock{}
 	}
@@ -149,8 +155,17 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		}
 	}()
 	var opts []nats.Option
-	opts = append(opts, nats.Name("contextosd"), nats.MaxReconnects(-1))
-	replyOpts := []nats.Option{nats.Name("contextosd-replies"), nats.MaxReconnects(-1)}
+	// The server refuses a publish or subscription the user may not make
+	// asynchronously; without a handler nats.go drops the error.
+	logAsync := nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		if sub != nil {
+			o.Logger.Error("nats error", "subject", sub.Subject, "err", err)
+			return
+		}
+		o.Logger.Error("nats error", "err", err)
+	})
+	opts = append(opts, nats.Name("contextosd"), nats.MaxReconnects(-1), logAsync)
+	replyOpts := []nats.Option{nats.Name("contextosd-replies"), nats.MaxReconnects(-1), logAsync}
 	if cfg.NATS.URL == "" {
 		pw := make([]byte, 24)
 		if _, err := rand.Read(pw); err != nil {
@@ -160,6 +175,12 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		host, port, err := listenAddr(cfg.NATS.Listen)
 		if err != nil {
 			return nil, err
+		}
+		if rt.lock, err = lockDataDir(cfg.NATS.DataDir); err != nil {
+			return nil, err
+		}
+		if err := addrFree(host, port); err != nil {
+			return nil, fmt.Errorf("nats.listen: %w", err)
 		}
 		sync := cfg.NATS.Sync != "relaxed"
 		emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: cfg.NATS.DataDir, Host: host, Port: port, SyncAlways: &sync,
@@ -172,10 +193,25 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		replyOpts = append(replyOpts, nats.UserInfo(ReplyUser, password))
 	} else {
 		rt.URL = cfg.NATS.URL
-		if cfg.NATS.Creds != "" {
+		switch {
+		case cfg.NATS.Creds != "":
 			opts = append(opts, nats.UserCredentials(cfg.NATS.Creds))
-		} else if cfg.NATS.User != "" {
+		case cfg.NATS.NkeyFile != "":
+			nk, err := nats.NkeyOptionFromSeed(cfg.NATS.NkeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("nats.nkey_file: %w", err)
+			}
+			opts = append(opts, nk)
+		case cfg.NATS.User != "":
 			opts = append(opts, nats.UserInfo(cfg.NATS.User, cfg.NATS.Password))
+		}
+		if cfg.NATS.TLSCAFile != "" {
+			opts = append(opts, nats.RootCAs(cfg.NATS.TLSCAFile))
+			replyOpts = append(replyOpts, nats.RootCAs(cfg.NATS.TLSCAFile))
+		}
+		if cfg.NATS.TLSCertFile != "" {
+			opts = append(opts, nats.ClientCert(cfg.NATS.TLSCertFile, cfg.NATS.TLSKeyFile))
+			replyOpts = append(replyOpts, nats.ClientCert(cfg.NATS.TLSCertFile, cfg.NATS.TLSKeyFile))
 		}
 		switch {
 		case cfg.NATS.ReplyCreds != "":
@@ -197,6 +233,13 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 			return nil, fmt.Errorf("connect %s for replies: %w", rt.URL, err)
 		}
 	}
+	if cfg.NATS.URL != "" {
+		// The reply user may subscribe to nothing, so it cannot ask; a
+		// reply it may not publish is logged by logAsync.
+		if err := checkPermissions(nc, "nats.user", RuntimePublish, RuntimeSubscribe); err != nil {
+			return nil, err
+		}
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -205,23 +248,30 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		return nil, err
 	}
 	rt.Store = events.NewJetStore(js, events.StreamName)
-	key, err := loadOrCreateKey(cfg)
+	var retired []ed25519.PublicKey
+	if rt.Signer, retired, err = bootKey(ctx, cfg, js); err != nil {
+		return nil, err
+	}
+	witnesses, witnessKeys, err := auditWitnesses(cfg)
 	if err != nil {
 		return nil, err
 	}
-	rt.Signer = events.NewSigner(key)
 	executor := cfg.Runtime.Executor
 	if executor == "" {
 		h, _ := os.Hostname()
 		executor = h + "-" + strconv.Itoa(os.Getpid())
 	}
 	sealer := &aggregates.Sealer{Signer: rt.Signer, Clock: o.Clock, IDs: aggregates.NewIDs(o.Clock, nil)}
-	rt.Gateway = New(Options{Config: cfg, Store: rt.Store, Sealer: sealer, Executor: executor, Logger: o.Logger, Hooks: o.Hooks, Adapters: o.Adapters,
-		Replies: rt.Replies})
 	snaps, err := jetsnap.Ensure(ctx, js, cfg.NATS.Replicas) // cold loads of resource ledgers start from a snapshot
 	if err != nil {
 		return nil, err
 	}
+	// One read model, from its snapshot, for the operator verbs, the
+	// reconciler, the exposure export and the metrics.
+	model := projections.NewModel(projections.ModelConfig{Store: rt.Store, Snapshots: snaps, Signer: rt.Signer,
+		Limits: cfg.Runtime.Limits.model(), Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
+	rt.Gateway = New(Options{Config: cfg, Store: rt.Store, Sealer: sealer, Executor: executor, Logger: o.Logger, Hooks: o.Hooks, Adapters: o.Adapters,
+		Replies: rt.Replies, Model: model})
 	rt.Gateway.Engine().Snapshots = snaps
 	if err := rt.startTelemetry(ctx, o); err != nil {
 		return nil, err
@@ -237,7 +287,8 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		tenants[i] = t.ID
 	}
 	rt.Service, err = projections.StartService(ctx, projections.ServiceConfig{NC: nc, JS: js, Store: rt.Store, Signer: rt.Signer,
-		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas},
+		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys,
+		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas}, Model: model,
 		Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
 	if err != nil {
 		return nil, err
@@ -295,50 +346,87 @@ func (rt *Runtime) Close() {
 		rt.Embedded.Shutdown()
 	}
 	rt.closeTelemetry()
+	if rt.lock != nil {
+		_ = rt.lock.Close()
+	}
 }
 
+// addrFree reports an address another process listens on at once and
+// clearly: the embedded server only logs its listen error, and Boot would
+// then wait for a server that never becomes ready. A random port (-1) is
+// always free.
+func addrFree(host string, port int) error {
+	if port < 0 {
+		return nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return ln.Close()
+}
+
+// listenAddr is the embedded server's host and port (-1: a random port).
 func listenAddr(s string) (string, int, error) {
 	if s == "" {
 		return "127.0.0.1", 4222, nil
 	}
-	host, p, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", 0, fmt.Errorf("nats.listen: %w", err)
+	if err := loopbackAddr(s); err != nil {
+		return "", 0, fmt.Errorf("nats.listen: the embedded server listens on loopback only: %w", err)
 	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		return "", 0, fmt.Errorf("nats.listen: %w", err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return "", 0, fmt.Errorf("nats.listen: the embedded server listens on loopback only, not %q", host)
-	}
+	host, p, _ := net.SplitHostPort(s)
+	port, _ := strconv.Atoi(p)
 	if port == 0 {
 		port = -1
 	}
 	return host, port, nil
 }
 
-func loadOrCreateKey(cfg *Config) ([]byte, error) {
-	path := cfg.Runtime.KeyFile
-	if path == "" {
-		if cfg.NATS.DataDir == "" {
-			return nil, errors.New("runtime.key_file is required with an external NATS")
-		}
-		path = filepath.Join(cfg.NATS.DataDir, "runtime.key")
+// createOrLoadKey makes the key at path, or loads the one there: replicas
+// that share a key file (a shared volume) may start at once, and the one
+// that linked first made the key they all use.
+func createOrLoadKey(path string) ([]byte, error) {
+	key, err := createKey(path)
+	if errors.Is(err, os.ErrExist) {
+		return events.LoadPrivateKey(path)
 	}
-	key, err := events.LoadPrivateKey(path)
-	if err == nil {
-		return key, nil
+	return key, err
+}
+
+// CreateKey makes a new runtime signing key at path (0600) and returns its
+// key id; it refuses to replace an existing file (os.ErrExist). It is how a
+// key shared by several replicas is made before any of them starts.
+func CreateKey(path string) (string, error) {
+	key, err := createKey(path)
+	if err != nil {
+		return "", err
 	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	key, err = events.GenerateKey(rand.Reader)
+	return events.NewSigner(key).KeyID, nil
+}
+
+// createKey writes a new key whole under a private name and links it into
+// place, which fails with os.ErrExist if a file is already there: nobody can
+// read a half-written key, and two processes creating one at once cannot
+// both win.
+func createKey(path string) ([]byte, error) {
+	key, err := events.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	return key, events.SavePrivateKey(path, key)
+	suffix := make([]byte, 8)
+	if _, err := rand.Read(suffix); err != nil {
+		return nil, err
+	}
+	tmp := path + "." + hex.EncodeToString(suffix) + ".tmp" // a pid repeats across containers
+	if err := events.SavePrivateKey(tmp, key); err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil {
+		return nil, err
+	}
+	return key, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -192,7 +193,11 @@ func TestSecurityReplySubject(t *testing.T) {
 	if err := opnc.PublishMsg(&nats.Msg{Subject: OpSubject("acme", "exposure", "ops_alice"), Reply: "ctx.ev.acme.control", Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // the proposals are served and answered
+	// Wait until all four requests were handled (the proposals' refusals
+	// recorded, the operator request dropped) before looking for what
+	// they may have written.
+	testenv.Eventually(t, func() bool { return e.rt.Gateway.BadReplies() == uint64(len(targets)+1) }, 10*time.Second,
+		"the gateway to handle the requests with foreign reply subjects")
 	js, err := jetstream.New(e.rt.NC)
 	if err != nil {
 		t.Fatal(err)

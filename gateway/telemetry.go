@@ -238,7 +238,7 @@ func (g *Gateway) ProposeObserved(ctx context.Context, tenant, principal string,
 }
 
 // readVerbs are operator verbs that change nothing: logged at debug.
-var readVerbs = map[string]bool{"exposure": true, "attempts": true}
+var readVerbs = map[string]bool{"exposure": true, "attempts": true, VerbApprovals: true, VerbIncidents: true}
 
 // observeOp runs an operator verb, logs it (actions at info, reads at
 // debug, the kill switch always at warn) and counts it.

@@ -184,7 +184,7 @@ var (
 	descStreamSeq     = prometheus.NewDesc("contextos_stream_last_seq", "Last sequence of the event stream.", nil, nil)
 	descViewSeq       = prometheus.NewDesc("contextos_exposure_view_seq", "Last event stream sequence the exposure view folded.", nil, nil)
 	descViewLag       = prometheus.NewDesc("contextos_read_model_lag_seq", "Event stream sequences the exposure view is behind.", nil, nil)
-	descViewSkipped   = prometheus.NewDesc("contextos_exposure_view_skipped", "Stored messages skipped because they are not valid events.", nil, nil)
+	descViewSkipped   = prometheus.NewDesc("contextos_exposure_view_skipped", "Stored messages the read model refused to fold (not applied, listed as incidents).", nil, nil)
 	descAuditLag      = prometheus.NewDesc("contextos_audit_lag_seq", "Stream sequences between the tenant's last event and the last one its audit chain records.", []string{"tenant"}, nil)
 	descAuditRecords  = prometheus.NewDesc("contextos_audit_records", "Records in the tenant's audit chain.", []string{"tenant"}, nil)
 	descIncidents     = prometheus.NewDesc("contextos_exposure_incidents", "Incident events of the tenant.", []string{"tenant"}, nil)
@@ -194,6 +194,7 @@ var (
 	descHoldsUp       = prometheus.NewDesc("contextos_open_holds_up", "1 when the open holds could be read at this scrape.", nil, nil)
 	descGHeld         = prometheus.NewDesc("contextos_guarantee_held", "Exposure held by open attempts, summed over the guarantee's resources.", []string{"tenant", "guarantee"}, nil)
 	descGCommitted    = prometheus.NewDesc("contextos_guarantee_committed", "Exposure committed by applied effects, summed over the guarantee's resources.", []string{"tenant", "guarantee"}, nil)
+	descGOverLimit    = prometheus.NewDesc("contextos_guarantee_over_limit", "Reservations a guarantee in observe mode made over its limit: what enforcement would have refused.", []string{"tenant", "guarantee"}, nil)
 	descGResources    = prometheus.NewDesc("contextos_guarantee_resources", "Resource ledgers of the guarantee.", []string{"tenant", "guarantee"}, nil)
 	descRHeld         = prometheus.NewDesc("contextos_exposure_held", "Exposure held on a resource (the runtime.metrics_resource_series resources holding most).", []string{"tenant", "guarantee", "resource"}, nil)
 	descRCommitted    = prometheus.NewDesc("contextos_exposure_committed", "Exposure committed on a resource (same resources as contextos_exposure_held).", []string{"tenant", "guarantee", "resource"}, nil)
@@ -237,7 +238,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 	gauge(descStoreUp, b2f(err == nil))
 	viewSeq := s.view.Seq()
 	gauge(descViewSeq, float64(viewSeq))
-	gauge(descViewSkipped, float64(len(s.view.Skipped())))
+	gauge(descViewSkipped, float64(s.view.RefusedEvents("")))
 	if err == nil {
 		gauge(descStreamSeq, float64(last))
 		gauge(descViewLag, float64(lag(last, viewSeq)))
@@ -256,7 +257,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 			gauge(descAuditRecords, float64(st.Records), t)
 		}
 		gauge(descKill, b2f(s.killed(t)), t)
-		type sum struct{ held, committed, n int64 }
+		type sum struct{ held, committed, over, n int64 }
 		sums := map[string]*sum{}
 		for _, r := range vw.Resources {
 			if r.GuaranteeID == "" {
@@ -267,7 +268,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 				sm = &sum{}
 				sums[r.GuaranteeID] = sm
 			}
-			sm.held, sm.committed, sm.n = sm.held+r.Held, sm.committed+r.Committed, sm.n+1
+			sm.held, sm.committed, sm.over, sm.n = sm.held+r.Held, sm.committed+r.Committed, sm.over+r.OverLimit, sm.n+1
 			if s.resourceSeries > 0 {
 				top = append(top, res{t, r.GuaranteeID, r.Resource, r.Held, r.Committed, r.Available})
 			}
@@ -276,6 +277,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 			gauge(descGHeld, float64(sm.held), t, gid)
 			gauge(descGCommitted, float64(sm.committed), t, gid)
 			gauge(descGResources, float64(sm.n), t, gid)
+			gauge(descGOverLimit, float64(sm.over), t, gid)
 		}
 	}
 	if s.resourceSeries > 0 {

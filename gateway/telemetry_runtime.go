@@ -107,7 +107,7 @@ func (rt *Runtime) serveMetrics(addr string) error {
 	if err != nil {
 		return fmt.Errorf("runtime.metrics_listen: %w", err)
 	}
-	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && !rt.Config.Runtime.MetricsAllowNonLoopback {
 		ln.Close()
 		return fmt.Errorf("runtime.metrics_listen: loopback only, not %s", ip)
 	}
@@ -197,6 +197,7 @@ func (rt *Runtime) Ready(ctx context.Context) Readiness {
 		}
 	}
 	add("audit_lag", auditErr)
+	add("serving", rt.Gateway.ServingErr())
 	rep.Ready = true
 	for _, c := range rep.Checks {
 		rep.Ready = rep.Ready && c.OK

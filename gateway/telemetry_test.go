@@ -363,7 +363,7 @@ func TestReadyzFollowsTheStore(t *testing.T) {
 	for _, c := range rep.Checks {
 		names = append(names, c.Name)
 	}
-	if strings.Join(names, ",") != "store,audit_stream,read_model,audit_lag" {
+	if strings.Join(names, ",") != "store,audit_stream,read_model,audit_lag,serving" {
 		t.Fatalf("checks %v", names)
 	}
 

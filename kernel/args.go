@@ -16,8 +16,11 @@ const MaxArgumentDepth = 32
 // trailing data, valid UTF-8, nesting at most MaxArgumentDepth, numbers kept
 // exact (json.Number) and each representable as an IEEE 754 double so that
 // RFC 8785 canonicalization cannot merge two different argument values.
-// Failures carry CodeRequestMalformed.
-func DecodeArguments(raw []byte) (map[string]any, *Refusal) {
+// Failures carry CodeRequestMalformed, except a number at one of amounts
+// (the amount pointers of the guarantees that cover the call) that is not
+// exactly representable, such as 1e400: it is an invalid amount
+// (CodeAmountInvalid), as any other amount outside 1..2^53-1 is.
+func DecodeArguments(raw []byte, amounts ...Pointer) (map[string]any, *Refusal) {
 	if !utf8.Valid(raw) {
 		return nil, refuse(CodeRequestMalformed, "arguments are not valid UTF-8")
 	}
@@ -48,6 +51,13 @@ func DecodeArguments(raw []byte) (map[string]any, *Refusal) {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return nil, refuse(CodeRequestMalformed, "arguments must be a JSON object")
+	}
+	for _, p := range amounts {
+		if v, ok := p.Eval(obj); ok {
+			if n, isNum := v.(json.Number); isNum && !exactFloat(string(n)) {
+				return nil, refuse(CodeAmountInvalid, "value at %s: amount %s is not an exact positive integer <= 2^53-1", p, clip(string(n)))
+			}
+		}
 	}
 	if lit, bad := inexactNumber(obj); bad {
 		return nil, refuse(CodeRequestMalformed, "number %s is not exactly representable; send it as a string", clip(lit))

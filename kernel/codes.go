@@ -46,6 +46,8 @@ const (
 	CodeLedgerUnavailable          Code = "ledger_unavailable"
 	CodeOverloaded                 Code = "overloaded"
 	CodeBreakerOpen                Code = "circuit_breaker_open"
+	CodeStoredEventRefused         Code = "stored_event_refused"
+	CodeRateLimited                Code = "rate_limited"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -61,6 +63,7 @@ var Codes = []Code{
 	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeLedgerUnavailable, CodeOverloaded,
 	CodeBreakerOpen,
 	CodeApprovalDenied,
+	CodeStoredEventRefused, CodeRateLimited,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

@@ -194,7 +194,7 @@ type EvidenceConflictMarker struct {
 type ConflictResolution struct {
 	ResolutionRef        string         `json:"resolution_ref"`
 	SelectedEvidenceRefs []string       `json:"selected_evidence_refs"`
-	Kind                 ResolutionKind `json:"kind"`
+	Kind                 ResolutionKind `json:"kind,omitempty"` // empty: the article's shape, resolved outside the pack's rules
 	ResolvedBy           string         `json:"resolved_by,omitempty"`
 	RuleID               string         `json:"rule_id,omitempty"`
 }

@@ -17,7 +17,9 @@ import (
 // selection that is empty, repeats a ref, names a ref outside the marker's
 // refs or selects every ref; a resolution whose kind is not a known kind
 // (a model is never a resolution source); an accountable review without
-// its reviewer; a rule-based resolution without its rule id.
+// its reviewer; a rule-based resolution without its rule id; a resolution
+// without a kind (the article's shape, accepted) that names a reviewer or
+// a rule.
 func ValidateMarkers(ms []EvidenceConflictMarker) error {
 	first := make(map[string]int, len(ms))
 	for i, m := range ms {
@@ -92,7 +94,14 @@ func validateMarker(m EvidenceConflictMarker) error {
 			return fmt.Errorf("a %s resolution has no resolved_by", r.Kind)
 		}
 	case "":
-		return errors.New("resolution.kind is required")
+		// The article's own shape, {resolution_ref, selected_evidence_refs}:
+		// a resolution made outside the pack's rules and not attributed to a
+		// named reviewer. It resolves as selected and is recorded as given;
+		// kind, resolved_by and rule_id only refine a resolution, so they
+		// are not half-given either.
+		if r.ResolvedBy != "" || r.RuleID != "" {
+			return errors.New("resolved_by and rule_id refine a resolution of a kind: name its kind")
+		}
 	default:
 		if strings.Contains(strings.ToLower(string(r.Kind)), "model") || strings.Contains(strings.ToLower(string(r.Kind)), "llm") {
 			return fmt.Errorf("resolution kind %q: a model's output is never a resolution", r.Kind)

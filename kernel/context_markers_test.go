@@ -98,8 +98,11 @@ func TestMarkerValidation(t *testing.T) {
 			0, seedID, "a model's output is never a resolution", true},
 		{"unknown resolution kind", []EvidenceConflictMarker{resolvedSeed(func(r *ConflictResolution) { r.Kind = "vote" })},
 			0, seedID, "resolution kind must be", true},
-		{"missing resolution kind", []EvidenceConflictMarker{resolvedSeed(func(r *ConflictResolution) { r.Kind = "" })},
-			0, seedID, "resolution.kind is required", true},
+		{"reviewer without a kind", []EvidenceConflictMarker{resolvedSeed(func(r *ConflictResolution) { r.Kind = "" })},
+			0, seedID, "resolved_by and rule_id refine a resolution of a kind", true},
+		{"rule without a kind", []EvidenceConflictMarker{resolvedSeed(func(r *ConflictResolution) {
+			r.Kind, r.ResolvedBy, r.RuleID = "", "", "order-identity-precedence"
+		})}, 0, seedID, "resolved_by and rule_id refine a resolution of a kind", true},
 		{"review without reviewer", []EvidenceConflictMarker{resolvedSeed(func(r *ConflictResolution) { r.ResolvedBy = "" })},
 			0, seedID, "needs resolved_by", true},
 		{"review with rule", []EvidenceConflictMarker{resolvedSeed(func(r *ConflictResolution) { r.RuleID = "order-identity-precedence" })},
@@ -160,8 +163,9 @@ func TestMarkerValidation(t *testing.T) {
 func TestMarkerAccepted(t *testing.T) {
 	in := loadContextInputs(t, filepath.Join(contextVectors, "conflict_resolved_source_priority"))
 	for name, ms := range map[string][]EvidenceConflictMarker{
-		"unresolved": {seedMarker()},
-		"review":     {resolvedSeed(nil)},
+		"unresolved":             {seedMarker()},
+		"review":                 {resolvedSeed(nil)},
+		"article shape, no kind": {resolvedSeed(func(r *ConflictResolution) { r.Kind, r.ResolvedBy = "", "" })},
 		"rule": {resolvedSeed(func(r *ConflictResolution) {
 			r.Kind, r.ResolvedBy, r.RuleID, r.ResolutionRef = ResolutionSourcePriority, "", "order-identity-precedence", "rule-receipt:1"
 		})},

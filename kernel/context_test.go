@@ -163,6 +163,8 @@ var contextExpectations = map[string]contextExpect{
 		}},
 	"conflict_resolved_review": {sufficient: true, satisfied: allThree, superseded: []string{refCRM}, dispatch: true,
 		evReasons: map[string][]string{"order_lookup|" + refCRM: {ReasonSupersededResolution}, "order_lookup|" + refKG: {}}},
+	"conflict_resolved_article": {sufficient: true, satisfied: allThree, superseded: []string{refCRM}, dispatch: true,
+		evReasons: map[string][]string{"order_lookup|" + refCRM: {ReasonSupersededResolution}, "order_lookup|" + refKG: {}}},
 	"no_conflict_control":               {sufficient: true, satisfied: allThree, dispatch: true},
 	"conflict_resolved_source_priority": {sufficient: true, satisfied: allThree, superseded: []string{refCRM}, dispatch: true},
 	"conflict_resolved_refresh": {sufficient: true, satisfied: allThree, superseded: []string{refCRM, refKG}, dispatch: true,

@@ -25,6 +25,10 @@ type Definition struct {
 	Window   string `json:"window,omitempty"`
 	TimeZone string `json:"time_zone,omitempty"`
 	Duration string `json:"duration,omitempty"`
+	// ResourceForm, when set, refuses resource ids outside the form
+	// (look-alikes). Omitted when empty, so definitions without one keep
+	// the digest they were pinned with.
+	ResourceForm ResourceForm `json:"resource_form,omitempty"`
 }
 
 // Validate checks the definition: a token id, at least one capability, valid
@@ -62,6 +66,9 @@ func (d Definition) Validate() *Refusal {
 	}
 	if d.Mode != "" && d.Mode != ModeEnforce && d.Mode != ModeObserve {
 		return refuse(CodeDefinitionInvalid, "guarantee %s mode %q must be %q or %q", d.ID, d.Mode, ModeEnforce, ModeObserve)
+	}
+	if !d.ResourceForm.Valid() {
+		return refuse(CodeDefinitionInvalid, "guarantee %s resource_form must be \"ascii-token\" or \"nfc\", not %q", d.ID, string(d.ResourceForm))
 	}
 	return nil
 }
@@ -107,8 +114,9 @@ func ParseDefinition(b []byte) (Definition, error) {
 }
 
 // Extract reads the resource and the amount from bound arguments (decoded by
-// DecodeArguments). The resource must be a non-empty string and is used as
-// is; the amount must satisfy ParseAmount.
+// DecodeArguments). The resource must be a non-empty string within the
+// definition's ResourceForm and is used as is; the amount must satisfy
+// ParseAmount.
 func (d Definition) Extract(args map[string]any) (resource string, amount int64, r *Refusal) {
 	rp, err := ParsePointer(d.ResourcePointer)
 	if err != nil {
@@ -118,6 +126,10 @@ func (d Definition) Extract(args map[string]any) (resource string, amount int64,
 	s, ok := v.(string)
 	if !ok || s == "" {
 		return "", 0, refuse(CodeResourceInvalid, "value at %s must be a non-empty string, got %s", d.ResourcePointer, describe(v))
+	}
+	if r := d.ResourceForm.CheckResource(s); r != nil {
+		r.Reason = "value at " + d.ResourcePointer + ": " + r.Reason
+		return "", 0, r
 	}
 	ap, err := ParsePointer(d.AmountPointer)
 	if err != nil {

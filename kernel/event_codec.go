@@ -88,7 +88,10 @@ func KnownJSON(b []byte, v any) error {
 		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data")
+		return ErrTrailingData
 	}
 	return nil
 }
+
+// ErrTrailingData is KnownJSON's error for input after the first value.
+var ErrTrailingData = errors.New("trailing data")

@@ -136,9 +136,13 @@ type OperationOpened struct {
 }
 
 // OperationRefused records that the operation was refused; it is final.
+// Arguments are the canonical arguments of a proposal refused with
+// CodeApprovalRequired (and only then): what the operator is asked to
+// approve, shown by the pending approvals of the read model.
 type OperationRefused struct {
-	Code   Code   `json:"code"`
-	Reason string `json:"reason"`
+	Code      Code            `json:"code"`
+	Reason    string          `json:"reason"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // OperationReserved records a new attempt and the exposure it holds.

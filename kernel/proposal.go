@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"encoding/json"
 	"slices"
 	"time"
 )
@@ -54,6 +55,11 @@ type Propose struct {
 	// Controls are the controls the decision is made under; DecidePropose
 	// fills in the run budget, the guarantees and the generation.
 	Controls Controls
+
+	// Arguments are the canonical arguments the action digest binds. A
+	// refusal for want of an approval records them (what an operator is
+	// asked to approve); no other event does.
+	Arguments json.RawMessage
 }
 
 // ProposalDecision is DecidePropose's result: the events per subject.
@@ -146,7 +152,11 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 		CapabilityID: c.Opened.CapabilityID, ActionDigest: c.Opened.ActionDigest, Controls: d.Controls}
 	if refusal != nil {
 		rec.Status, rec.Code, rec.Reason = StatusRefused, refusal.Code, refusal.Reason
-		return ProposalDecision{Op: append(d.Op, OperationRefused{Code: refusal.Code, Reason: refusal.Reason}, rec),
+		refused := OperationRefused{Code: refusal.Code, Reason: refusal.Reason}
+		if refusal.Code == CodeApprovalRequired {
+			refused.Arguments = c.Arguments
+		}
+		return ProposalDecision{Op: append(d.Op, refused, rec),
 			Ledgers: make([][]Event, len(s.Ledgers)), Controls: d.Controls, Refusal: refusal}
 	}
 	hr := make([]HoldRef, len(c.Holds))

@@ -7,13 +7,16 @@ const TypeProposalRefused = "proposal.refused"
 
 // ProposalRefused records a proposal refused before it could name an
 // operation (malformed, oversized, unknown principal): nothing is dropped
-// silently.
+// silently. Count, when above zero, makes the record an aggregate: it stands
+// for Count refusals of the same principal and code, of which BodyDigest and
+// BodyBytes describe the last.
 type ProposalRefused struct {
 	Principal  string `json:"principal"`
 	Code       Code   `json:"code"`
 	Reason     string `json:"reason"`
 	BodyDigest string `json:"body_digest"`
 	BodyBytes  int    `json:"body_bytes"`
+	Count      int    `json:"count,omitempty"`
 }
 
 // EventType implements Event.
@@ -25,10 +28,14 @@ type RefusalLog struct{ Count int }
 
 // Apply folds a refusal.
 func (l *RefusalLog) Apply(ev Event) error {
-	if _, ok := ev.(ProposalRefused); !ok {
+	r, ok := ev.(ProposalRefused)
+	if !ok {
 		return fmt.Errorf("event %T does not belong to a refusal log", ev)
 	}
-	l.Count++
+	if r.Count < 0 {
+		return fmt.Errorf("refusal aggregate of %d", r.Count)
+	}
+	l.Count += max(1, r.Count)
 	return nil
 }
 

@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
-	"github.com/contextos/ledger/verifier"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/mod/sumdb/note"
 )
@@ -53,6 +54,13 @@ type AuditConfig struct {
 	Notify *nats.Conn
 	// Logf, when set, receives Run's errors before it retries.
 	Logf func(format string, args ...any)
+	// Witnesses are asked to cosign each checkpoint before it is
+	// appended; their cosignatures travel with it (in the log and in
+	// exports). A witness that refuses or cannot be reached is logged and
+	// skipped: the log never waits for one.
+	Witnesses []*witness.Client
+	// WitnessTimeout bounds one witness's answer (default 5 s).
+	WitnessTimeout time.Duration
 }
 
 // AuditProjector appends one audit record per event of a tenant to the
@@ -79,6 +87,7 @@ type AuditProjector struct {
 	ckTime time.Time // when it was published or seen
 
 	appended, batches, conflicts int64
+	cosigned, witnessErrors      int64
 }
 
 // NewAuditProjector checks cfg and returns a projector.
@@ -89,7 +98,7 @@ func NewAuditProjector(cfg AuditConfig) (*AuditProjector, error) {
 	if cfg.Events == nil || cfg.Log == nil {
 		return nil, errors.New("projections: audit projector needs Events and Log")
 	}
-	ns, err := verifier.NewNoteSigner(verifier.Origin(cfg.Tenant), cfg.Signer.Key)
+	ns, err := audit.NewNoteSigner(audit.Origin(cfg.Tenant), cfg.Signer.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +114,7 @@ func NewAuditProjector(cfg AuditConfig) (*AuditProjector, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	return &AuditProjector{cfg: cfg, noteSigner: ns}, nil
+	return &AuditProjector{cfg: cfg, noteSigner: ns, chain: newChain(cfg.Tenant)}, nil
 }
 
 // AuditStatus is a projector's position.
@@ -116,14 +125,16 @@ type AuditStatus struct {
 	Appended       int64  // records this projector appended
 	Batches        int64  // appends that carried them (atomic batches of up to MaxRecordBatch)
 	Conflicts      int64  // appends refused because another writer appended first
+	Cosigned       int64  // cosignatures witnesses returned
+	WitnessErrors  int64  // checkpoints a witness refused or did not answer
 }
 
 // Status returns the projector's position.
 func (p *AuditProjector) Status() AuditStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return AuditStatus{Records: p.chain.tree.Size(), LastEventSeq: p.chain.lastEventSeq, CheckpointSize: p.ckSize,
-		Appended: p.appended, Batches: p.batches, Conflicts: p.conflicts}
+	return AuditStatus{Records: p.chain.Size(), LastEventSeq: p.chain.LastEventSeq(), CheckpointSize: p.ckSize,
+		Appended: p.appended, Batches: p.batches, Conflicts: p.conflicts, Cosigned: p.cosigned, WitnessErrors: p.witnessErrors}
 }
 
 // Sync records every event of the tenant stored after the log's last record,
@@ -201,7 +212,7 @@ func (p *AuditProjector) isLoaded() bool {
 func (p *AuditProjector) lastEventSeq() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.chain.lastEventSeq
+	return p.chain.LastEventSeq()
 }
 
 // load reads the whole log (to rebuild the Merkle tree) and its last
@@ -249,14 +260,14 @@ func (p *AuditProjector) record(ctx context.Context, sts []events.Stored) error 
 		// The chain may have moved past some of sts since they were read:
 		// a lost race for an append or for a checkpoint reads the records
 		// another replica wrote. Those events are recorded already.
-		for len(sts) > 0 && p.chain.tail != nil && sts[0].Seq <= p.chain.lastEventSeq {
+		for len(sts) > 0 && p.chain.Size() > 0 && sts[0].Seq <= p.chain.LastEventSeq() {
 			sts = sts[1:]
 		}
 		if len(sts) == 0 {
 			p.mu.Unlock()
 			return nil
 		}
-		index, prev, expected := p.chain.tree.Size(), p.chain.lastHash(), p.chain.lastSubjSeq
+		index, prev, expected := p.chain.Size(), p.chain.PrevHash(), p.chain.lastSubjSeq
 		n := min(len(sts), MaxRecordBatch)
 		if every := int64(p.cfg.CheckpointEvery); every > 0 {
 			if room := every - (index - p.ckSize); room > 0 && int64(n) > room {
@@ -270,13 +281,13 @@ func (p *AuditProjector) record(ctx context.Context, sts []events.Stored) error 
 			n = 1
 		}
 		raws := make([][]byte, n)
-		recs := make([]verifier.Record, n)
+		recs := make([]audit.Record, n)
 		for i, st := range sts[:n] {
-			rec, raw, err := verifier.SealDecodedRecord(p.cfg.Signer, p.cfg.Tenant, index+int64(i), prev, st.Seq, st.Subject, st.Raw, st.Envelope)
+			rec, raw, err := audit.Seal(p.cfg.Tenant, index+int64(i), prev, st.Seq, st.Subject, st.Raw, st.Envelope)
 			if err != nil {
 				return fmt.Errorf("projections: audit record of event %d: %w", st.Seq, err)
 			}
-			recs[i], raws[i], prev = rec, raw, verifier.HexHash(verifier.RecordHash(raw))
+			recs[i], raws[i], prev = rec, raw, audit.HexHash(audit.RecordHash(raw))
 		}
 		var last uint64
 		var err error
@@ -326,23 +337,24 @@ func (p *AuditProjector) record(ctx context.Context, sts []events.Stored) error 
 // always when force is set and records are uncovered).
 func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 	p.mu.Lock()
-	size := p.chain.tree.Size()
+	size := p.chain.Size()
 	due := size > p.ckSize && (force || size-p.ckSize >= int64(p.cfg.CheckpointEvery) ||
 		p.cfg.Clock.Now().Sub(p.ckTime) >= p.cfg.CheckpointInterval)
 	if !due {
 		p.mu.Unlock()
 		return nil
 	}
-	root, err := p.chain.tree.Root(size)
+	root, err := p.chain.Tree().Root(size)
 	expected := p.ckSeq
 	p.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	msg, err := verifier.SignCheckpoint(verifier.Checkpoint{Origin: verifier.Origin(p.cfg.Tenant), Size: size, Root: root}, p.noteSigner)
+	msg, err := audit.SignCheckpoint(audit.Checkpoint{Origin: audit.Origin(p.cfg.Tenant), Size: size, Root: root}, p.noteSigner)
 	if err != nil {
 		return err
 	}
+	msg = p.cosign(ctx, msg)
 	seq, err := p.cfg.Log.AppendCheckpoint(ctx, p.cfg.Tenant, expected, msg)
 	if err == nil {
 		p.mu.Lock()
@@ -376,53 +388,67 @@ func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 	return err
 }
 
-// chain is a tenant's audit log as read: its Merkle tree and its tail.
+// cosign asks every witness to cosign the signed checkpoint msg of the
+// whole chain and returns it with the cosignatures that came back. A
+// witness that refuses is logged: a refusal is what a witness is for (a
+// log that shrank or forked since it last cosigned), and the checkpoint is
+// appended without its cosignature, which an auditor's witness policy then
+// refuses.
+func (p *AuditProjector) cosign(ctx context.Context, msg []byte) []byte {
+	timeout := p.cfg.WitnessTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	for _, w := range p.cfg.Witnesses {
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		line, err := w.Submit(wctx, p.chain.Tree(), msg)
+		cancel()
+		p.mu.Lock()
+		if err != nil {
+			p.witnessErrors++
+		} else {
+			p.cosigned++
+		}
+		p.mu.Unlock()
+		if err != nil {
+			if p.cfg.Logf != nil {
+				p.cfg.Logf("projections: audit of %s: witness %s: %v", p.cfg.Tenant, w.URL, err)
+			}
+			continue
+		}
+		msg = audit.AddCosignatures(msg, line)
+	}
+	return msg
+}
+
+// chain is a tenant's audit log as read: the fold of its records
+// (audit.Chain, the rules the verifier applies to an export) and the
+// stream sequence of the last one.
 type chain struct {
-	tree         verifier.Tree
-	tail         []byte // the last record's canonical bytes
-	lastSubjSeq  uint64 // stream sequence of the last record (0 = none)
-	lastEventSeq uint64 // event_seq of the last record
+	*audit.Chain
+	lastSubjSeq uint64 // stream sequence of the last record (0 = none)
 }
 
-func (c *chain) lastHash() string {
-	if c.tail == nil {
-		return verifier.GenesisPrevHash
-	}
-	return verifier.HexHash(verifier.RecordHash(c.tail))
-}
+func newChain(tenant string) chain { return chain{Chain: audit.NewChain(tenant)} }
 
-// apply appends the next record of the log after checking that it continues
-// the chain (index, prev_hash, increasing event sequence, tenant).
+// apply appends the next record of the log after checking that it
+// continues the chain (audit.Chain.Append) and was stored after the last.
 func (c *chain) apply(r StoredRecord) error {
-	switch {
-	case r.Seq <= c.lastSubjSeq:
+	if r.Seq <= c.lastSubjSeq {
 		return fmt.Errorf("projections: audit record at %d read after %d", r.Seq, c.lastSubjSeq)
-	case r.Record.Index != c.tree.Size():
-		return fmt.Errorf("projections: audit log corrupt: record %d at sequence %d, want index %d", r.Record.Index, r.Seq, c.tree.Size())
-	case r.Record.PrevHash != c.lastHash():
-		return fmt.Errorf("projections: audit log corrupt: record %d does not chain to record %d", r.Record.Index, r.Record.Index-1)
-	case c.tail != nil && r.Record.EventSeq <= c.lastEventSeq:
-		return fmt.Errorf("projections: audit log corrupt: record %d has event_seq %d after %d", r.Record.Index, r.Record.EventSeq, c.lastEventSeq)
 	}
-	if err := c.tree.Append(verifier.RecordHash(r.Raw)); err != nil {
-		return err
+	if err := c.Append(r.Record, r.Raw); err != nil {
+		return fmt.Errorf("projections: audit log corrupt at sequence %d: %w", r.Seq, err)
 	}
-	c.tail, c.lastSubjSeq, c.lastEventSeq = r.Raw, r.Seq, r.Record.EventSeq
+	c.lastSubjSeq = r.Seq
 	return nil
 }
 
-// checkCheckpoint checks a checkpoint read from the log against the tree,
-// when the tree is large enough to know its root.
-func (c *chain) checkCheckpoint(cp verifier.Checkpoint) error {
-	if cp.Size > c.tree.Size() {
-		return nil
-	}
-	root, err := c.tree.Root(cp.Size)
-	if err != nil {
-		return err
-	}
-	if root != cp.Root {
-		return fmt.Errorf("projections: audit log corrupt: checkpoint of size %d has root %s, the records hash to %s", cp.Size, cp.Root, root)
+// checkCheckpoint checks a checkpoint read from the log against the
+// records, when the chain is large enough to know its root.
+func (c *chain) checkCheckpoint(cp audit.Checkpoint) error {
+	if err := c.CheckCheckpoint(cp); err != nil {
+		return fmt.Errorf("projections: audit log corrupt: checkpoint of size %d: %w", cp.Size, err)
 	}
 	return nil
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events"
-	"github.com/contextos/ledger/verifier"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -58,16 +58,16 @@ func EnsureAuditStream(ctx context.Context, js jetstream.JetStream, o AuditStrea
 
 // StoredRecord is an audit record as the audit stream holds it.
 type StoredRecord struct {
-	Seq    uint64          // stream sequence in the audit stream
-	Raw    []byte          // the canonical record
-	Record verifier.Record // parsed (verifier.ParseRecord) from Raw
+	Seq    uint64       // stream sequence in the audit stream
+	Raw    []byte       // the canonical record
+	Record audit.Record // parsed (audit.Parse) from Raw
 }
 
 // StoredCheckpoint is a signed checkpoint as the audit stream holds it.
 type StoredCheckpoint struct {
-	Seq        uint64              // stream sequence in the audit stream
-	Note       []byte              // the signed note
-	Checkpoint verifier.Checkpoint // read (unverified) from Note
+	Seq        uint64           // stream sequence in the audit stream
+	Note       []byte           // the signed note
+	Checkpoint audit.Checkpoint // read (unverified) from Note
 }
 
 // AuditLog reads and appends tenants' audit records and checkpoints on the
@@ -150,7 +150,7 @@ func (l *AuditLog) Tail(ctx context.Context, tenant string) (rec StoredRecord, o
 	if err != nil || !ok {
 		return StoredRecord{}, false, err
 	}
-	r, err := verifier.ParseRecord(data)
+	r, _, err := audit.Parse(data)
 	if err != nil {
 		return StoredRecord{}, false, fmt.Errorf("projections: audit record at %d: %w", seq, err)
 	}
@@ -164,7 +164,7 @@ func (l *AuditLog) LastCheckpoint(ctx context.Context, tenant string) (cp Stored
 	if err != nil || !ok {
 		return StoredCheckpoint{}, false, err
 	}
-	c, err := verifier.ReadCheckpoint(data)
+	c, err := audit.ReadCheckpoint(data)
 	if err != nil {
 		return StoredCheckpoint{}, false, fmt.Errorf("projections: checkpoint at %d: %w", seq, err)
 	}
@@ -176,7 +176,7 @@ func (l *AuditLog) LastCheckpoint(ctx context.Context, tenant string) (cp Stored
 // first error, which it returns.
 func (l *AuditLog) Records(ctx context.Context, tenant string, fromSeq uint64, limit int, fn func(StoredRecord) error) error {
 	return l.scan(ctx, RecordSubject(tenant), fromSeq, limit, func(seq uint64, data []byte) error {
-		r, err := verifier.ParseRecord(data)
+		r, _, err := audit.Parse(data)
 		if err != nil {
 			return fmt.Errorf("projections: audit record at %d: %w", seq, err)
 		}
@@ -188,7 +188,7 @@ func (l *AuditLog) Records(ctx context.Context, tenant string, fromSeq uint64, l
 // or later, in order, like Records.
 func (l *AuditLog) Checkpoints(ctx context.Context, tenant string, fromSeq uint64, limit int, fn func(StoredCheckpoint) error) error {
 	return l.scan(ctx, CheckpointSubject(tenant), fromSeq, limit, func(seq uint64, data []byte) error {
-		c, err := verifier.ReadCheckpoint(data)
+		c, err := audit.ReadCheckpoint(data)
 		if err != nil {
 			return fmt.Errorf("projections: checkpoint at %d: %w", seq, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/contextos/ledger/audit"
 	"io"
 	"time"
 
@@ -106,7 +107,7 @@ func (c *OpsClient) ExportAudit(ctx context.Context) (verifier.Entries, error) {
 		return verifier.Entries{}, err
 	}
 	if _, err := c.pages(ctx, VerbAuditCheckpoints, 0, func(b []byte) error {
-		cp, err := verifier.ReadCheckpoint(b)
+		cp, err := audit.ReadCheckpoint(b)
 		if err != nil {
 			return fmt.Errorf("%s: %w", VerbAuditCheckpoints, err)
 		}

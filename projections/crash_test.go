@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -78,12 +79,12 @@ func TestAuditSurvivesSIGKILL(t *testing.T) {
 			t.Fatal(err)
 		}
 		target := tail() + 1 + int64(rng.Intn(40))
-		waitFor(t, 60*time.Second, "the child to record events", func() bool {
+		testenv.Eventually(t, func() bool {
 			if _, err := d.step(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			return tail() >= target
-		})
+		}, 60*time.Second, "the child to record events")
 		if err := cmd.Process.Kill(); err != nil { // SIGKILL on unix
 			t.Fatal(err)
 		}

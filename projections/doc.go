@@ -1,6 +1,6 @@
 // Package projections builds the read models of the event stream: the
-// signed, hash-chained audit log of every tenant (with a Merkle tree and
-// signed checkpoints) and the in-memory exposure view. Both keep no cursor of
+// hash-chained audit log of every tenant (with a Merkle tree and signed,
+// witnessed checkpoints) and the in-memory exposure view. Both keep no cursor of
 // their own: the audit log's last record names the last event it recorded,
 // and the view rebuilds from the stream at start, so each resumes exactly
 // where it stopped.
@@ -29,7 +29,7 @@
 //	entries, _ := c.ExportAudit(ctx)
 //	b, _ := verifier.MarshalEntries(entries) // entries.json, verified offline by package verifier
 //
-// Record, checkpoint and file formats are defined by package verifier, so the
-// writer here and the offline checker share one encoder; docs/audit.md
-// describes them.
+// The record, checkpoint and cosignature formats and the chain's rules are
+// package audit's, the export files package verifier's, so the writer here
+// and the offline checker share one encoder; docs/audit.md describes them.
 package projections

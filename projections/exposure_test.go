@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 )
@@ -34,7 +35,7 @@ func TestExposureRandomRunReplayEqualsLive(t *testing.T) {
 	}
 	resources := []string{"ord_1", "ord_2", "ord.3", "ord*4", "ord>5", "ord 6", "ordé7", "ord_8"}
 	vnc, _ := e.connect(t)
-	live := NewExposureView(events.NewJetStore(e.js, events.StreamName))
+	live := NewModel(ModelConfig{Store: events.NewJetStore(e.js, events.StreamName)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -82,13 +83,13 @@ func TestExposureRandomRunReplayEqualsLive(t *testing.T) {
 	if err := e.store.Replay(context.Background(), 1, func(st events.Stored) error { lastSeq = st.Seq; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the live view to catch up", func() bool { return live.Seq() == lastSeq })
+	testenv.Eventually(t, func() bool { return live.Seq() == lastSeq }, 60*time.Second, "the live view to catch up")
 	acme := tenantEvents(t, e.store, "acme")
-	waitFor(t, 60*time.Second, "the audit log to catch up", func() bool { return projector.Status().LastEventSeq == acme[len(acme)-1].Seq })
+	testenv.Eventually(t, func() bool { return projector.Status().LastEventSeq == acme[len(acme)-1].Seq }, 60*time.Second, "the audit log to catch up")
 	cancel()
 	wg.Wait()
-	if err := live.Err(); err != nil {
-		t.Fatal(err)
+	if n := live.RefusedEvents(""); n != 0 {
+		t.Fatalf("the live model refused %d stored events", n)
 	}
 
 	c := serveOps(t, e, "acme", live)
@@ -128,7 +129,7 @@ func TestExposureRandomRunReplayEqualsLive(t *testing.T) {
 		t.Fatalf("replay of the audit export differs from the live view: %v", d)
 	}
 
-	fresh := NewExposureView(e.store)
+	fresh := NewModel(ModelConfig{Store: e.store})
 	if err := fresh.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +177,11 @@ func TestExposureRandomRunReplayEqualsLive(t *testing.T) {
 	}
 }
 
-// TestExposureViewDeliveryHarness delivers events to a view with duplicates,
-// stale repeats and a replay of everything after it caught up: the view
-// equals the full fold, and an event the kernel refuses stops it for good.
-func TestExposureViewDeliveryHarness(t *testing.T) {
+// TestModelDeliveryHarness delivers events to a model with duplicates,
+// stale repeats and a replay of everything after it caught up: the model
+// equals the full fold. An event the kernel refuses is not applied, is
+// counted and reported, and the fold goes on with the next event.
+func TestModelDeliveryHarness(t *testing.T) {
 	e := newEnv(t)
 	d := newDriver(e, "acme", 21, []string{"a", "b"})
 	d.appendN(t, 200)
@@ -187,47 +189,61 @@ func TestExposureViewDeliveryHarness(t *testing.T) {
 	if err := e.store.Replay(context.Background(), 1, func(st events.Stored) error { all = append(all, st); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	full := NewExposureView(e.store)
+	full := NewModel(ModelConfig{Store: e.store})
 	if err := full.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	ctx := context.Background()
 	rng := rand.New(rand.NewSource(1))
-	v := NewExposureView(e.store)
+	v := NewModel(ModelConfig{Store: e.store})
 	for i, st := range all {
-		if err := v.Apply(st); err != nil {
-			t.Fatal(err)
-		}
+		v.Apply(ctx, st)
 		if rng.Intn(3) == 0 { // a duplicate delivery
-			if err := v.Apply(st); err != nil {
-				t.Fatal(err)
-			}
+			v.Apply(ctx, st)
 		}
 		if i > 0 && rng.Intn(4) == 0 { // a stale redelivery
-			if err := v.Apply(all[rng.Intn(i)]); err != nil {
-				t.Fatal(err)
-			}
+			v.Apply(ctx, all[rng.Intn(i)])
 		}
 	}
 	for _, st := range all { // redeliver everything
-		if err := v.Apply(st); err != nil {
-			t.Fatal(err)
-		}
+		v.Apply(ctx, st)
 	}
 	if diff := verifier.Compare(v.View("acme"), full.View("acme")); len(diff) != 0 {
-		t.Fatalf("view after duplicated deliveries differs from the full fold: %v", diff)
+		t.Fatalf("model after duplicated deliveries differs from the full fold: %v", diff)
 	}
-	// An observation of an unknown attempt cannot be folded: the view stops.
+	if v.RefusedEvents("") != 0 {
+		t.Fatalf("refused %d valid events", v.RefusedEvents(""))
+	}
+	before := v.View("acme")
+	// An observation of an unknown attempt cannot be folded.
 	env, err := e.signer.Seal(kernel.TypeExposureObserved, kernel.EventVersion, nextID(), "acme", events.FormatTime(time.Unix(0, 0)),
 		kernel.ExposureObserved{AttemptID: "nobody", Outcome: kernel.OutcomeApplied, Source: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := events.Stored{Seq: all[len(all)-1].Seq + 1, Subject: all[0].Subject, Envelope: env}
-	if err := v.Apply(bad); err == nil || v.Err() == nil {
-		t.Fatal("view folded an event the kernel refuses")
+	last := all[len(all)-1]
+	bad := events.Stored{Seq: last.Seq + 1, Subject: all[0].Subject, Envelope: env}
+	v.Apply(ctx, bad)
+	if d := verifier.Compare(v.View("acme"), before); len(d) != 0 {
+		t.Fatalf("a refused event changed the view: %v", d)
 	}
-	if err := v.Apply(events.Stored{Seq: bad.Seq + 1, Subject: all[0].Subject, Envelope: all[0].Envelope}); err == nil {
-		t.Fatal("a stopped view went on")
+	if v.RefusedEvents("acme") != 1 || v.Seq() != bad.Seq {
+		t.Fatalf("refused %d, seq %d; want 1 refused and seq %d", v.RefusedEvents("acme"), v.Seq(), bad.Seq)
+	}
+	in := v.Incidents("acme")
+	if len(in) == 0 || in[len(in)-1].Kind != KindStoredEventRefused || in[len(in)-1].Code != kernel.CodeStoredEventRefused ||
+		!strings.Contains(in[len(in)-1].Reason, "unknown attempt nobody") {
+		t.Fatalf("incidents %+v do not report the refused event", in)
+	}
+	// The fold goes on: a valid event after it is applied.
+	env2, err := e.signer.Seal(kernel.TypeExposureTombstoned, kernel.EventVersion, nextID(), "acme", events.FormatTime(time.Unix(0, 0)),
+		kernel.ExposureTombstoned{AttemptID: "late", Reason: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Apply(ctx, events.Stored{Seq: bad.Seq + 1, Subject: all[0].Subject, Envelope: env2})
+	if v.View("acme").Seq != bad.Seq+1 {
+		t.Fatal("the model did not go on after a refused event")
 	}
 }
 
@@ -235,7 +251,7 @@ func TestExposureMetrics(t *testing.T) {
 	e := newEnv(t)
 	d := newDriver(e, "acme", 31, []string{`ord"1\x`, "ord\n2"})
 	d.appendN(t, 60)
-	v := NewExposureView(e.store)
+	v := NewModel(ModelConfig{Store: e.store})
 	if err := v.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -269,17 +285,17 @@ func TestExposureMetrics(t *testing.T) {
 		}
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
-		if !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "contextos_exposure_") {
+		if !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "contextos_exposure_") && !strings.HasPrefix(line, "contextos_readmodel_") {
 			t.Fatalf("malformed metrics line %q", line)
 		}
 	}
 }
 
-// TestExposureViewSkipsNonEvents: a stored message that is not a valid event
-// (only the runtime's own user can write one) is skipped and counted; the
-// view goes on folding the events after it, and its balances equal a fold
+// TestModelSkipsNonEvents: a stored message that is not a valid event
+// (only the runtime's own user can write one) is counted and reported; the
+// model goes on folding the events after it, and its balances equal a fold
 // of the valid events alone.
-func TestExposureViewSkipsNonEvents(t *testing.T) {
+func TestModelSkipsNonEvents(t *testing.T) {
 	e := newEnv(t)
 	d := newDriver(e, "acme", 41, []string{"ord_1", "ord_2"})
 	d.appendN(t, 30)
@@ -287,15 +303,15 @@ func TestExposureViewSkipsNonEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.appendN(t, 30)
-	v := NewExposureView(e.store)
+	v := NewModel(ModelConfig{Store: e.store})
 	if err := v.Sync(context.Background()); err != nil {
 		t.Fatalf("sync over a non-event: %v", err)
 	}
-	if got := v.Skipped(); len(got) != 1 {
-		t.Fatalf("skipped %v, want one message", got)
+	if got := v.RefusedEvents("acme"); got != 1 {
+		t.Fatalf("refused %d, want one message", got)
 	}
-	if err := v.Sync(context.Background()); err != nil || len(v.Skipped()) != 1 {
-		t.Fatalf("a second sync: %v, skipped %v", err, v.Skipped())
+	if err := v.Sync(context.Background()); err != nil || v.RefusedEvents("acme") != 1 {
+		t.Fatalf("a second sync: %v, refused %d", err, v.RefusedEvents("acme"))
 	}
 	var all []events.Stored
 	if err := events.ReplayValid(context.Background(), e.store, func() uint64 {
@@ -306,17 +322,15 @@ func TestExposureViewSkipsNonEvents(t *testing.T) {
 	}, func(s events.Stored) error { all = append(all, s); return nil }, func(*events.CorruptError) {}); err != nil {
 		t.Fatal(err)
 	}
-	fresh := NewExposureView(e.store)
+	fresh := NewModel(ModelConfig{Store: e.store})
 	for _, s := range all {
-		if err := fresh.Apply(s); err != nil {
-			t.Fatal(err)
-		}
+		fresh.Apply(context.Background(), s)
 	}
-	if fmt.Sprint(fresh.View("acme")) != fmt.Sprint(v.View("acme")) || v.Seq() != fresh.Seq() {
-		t.Fatalf("view over a skipped message %+v differs from the fold of the valid events %+v", v.View("acme"), fresh.View("acme"))
+	if d := verifier.Compare(fresh.View("acme"), v.View("acme")); len(d) != 0 {
+		t.Fatalf("model over a skipped message differs from the fold of the valid events: %v", d)
 	}
-	if !strings.Contains(string(v.metrics()), "contextos_exposure_view_skipped 1\n") {
-		t.Fatal("metrics do not count the skipped message")
+	if !strings.Contains(string(v.metrics()), "contextos_readmodel_refused_events{tenant=\"acme\"} 1\n") {
+		t.Fatal("metrics do not count the refused message")
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 	"github.com/nats-io/nats.go"
@@ -41,22 +42,15 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	sync := false // the server runs in this process: a projector crash cannot lose its acks
-	emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: t.TempDir(), Port: -1, SyncAlways: &sync})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
+	// The server runs in this process: a projector crash cannot lose its
+	// acks, so it need not fsync.
+	emb := testenv.Server(t, testenv.Options{Fsync: testenv.FsyncRelaxed})
 	e := &env{emb: emb, url: emb.ClientURL(), signer: events.NewSigner(testKey())}
 	e.nc, e.js = e.connect(t)
-	ctx := context.Background()
-	if _, err := events.EnsureStream(ctx, e.js, events.StreamOptions{}); err != nil {
+	e.store = testenv.Store(t, e.js)
+	if _, err := EnsureAuditStream(testenv.Context(t), e.js, AuditStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnsureAuditStream(ctx, e.js, AuditStreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.store = events.NewJetStore(e.js, events.StreamName)
 	e.log = NewAuditLog(e.js, AuditStreamName)
 	return e
 }
@@ -64,16 +58,7 @@ func newEnv(t testing.TB) *env {
 // connect opens a new connection (a replica has its own).
 func (e *env) connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
+	return testenv.Connect(t, e.url)
 }
 
 func (e *env) keys(t testing.TB, tenant string) verifier.Keys {
@@ -96,18 +81,6 @@ func (e *env) projector(t testing.TB, tenant string, log *AuditLog, mod func(*Au
 		t.Fatal(err)
 	}
 	return p
-}
-
-// waitFor polls cond every few milliseconds until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // ids makes unique, valid ULIDs without a clock: a millisecond counter and

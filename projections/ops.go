@@ -1,12 +1,12 @@
 package projections
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/audit"
 	"strings"
 	"sync"
 	"time"
@@ -93,10 +93,13 @@ type OpsConfig struct {
 	Log    *AuditLog
 	Events events.Store
 	// PublicKeys are the runtime's Ed25519 public keys (the current one and
-	// any retired one that signed records still in the log): audit-keys
+	// any retired one that signed events still in the log): audit-keys
 	// publishes them as the tenant's keys.json (verifier.KeysFor).
 	PublicKeys []ed25519.PublicKey
-	View       *ExposureView // serves exposure-view; nil refuses it
+	// WitnessKeys are the cosignature verifier keys of the witnesses that
+	// cosign the checkpoints; audit-keys publishes them too.
+	WitnessKeys []string
+	Model       *Model // serves exposure-view; nil refuses it
 	// MaxReply is the reply budget in bytes (default DefaultMaxReply).
 	MaxReply int
 }
@@ -165,6 +168,9 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsR
 			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
 		}
 		keys, err := verifier.KeysFor(tenant, o.cfg.PublicKeys...)
+		if err == nil {
+			keys.WitnessKeys = append(keys.WitnessKeys, o.cfg.WitnessKeys...)
+		}
 		if err != nil {
 			return refusedReply(CodeUnavailable, "%v", err)
 		}
@@ -183,21 +189,21 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsR
 		if err := decodeRequest(body, &req); err != nil {
 			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
 		}
-		if req.OldSize <= 0 || req.OldSize > verifier.MaxIndex {
-			return refusedReply(kernel.CodeRequestMalformed, "old_size must be a checkpoint's size, 1..%d", int64(verifier.MaxIndex))
+		if req.OldSize <= 0 || req.OldSize > audit.MaxIndex {
+			return refusedReply(kernel.CodeRequestMalformed, "old_size must be a checkpoint's size, 1..%d", int64(audit.MaxIndex))
 		}
 		return o.proveConsistency(ctx, tenant, req.OldSize)
 	case VerbExposureView:
 		if err := decodeRequest(body, &struct{}{}); err != nil {
 			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
 		}
-		if o.cfg.View == nil {
-			return refusedReply(CodeUnavailable, "no exposure view runs here")
+		if o.cfg.Model == nil {
+			return refusedReply(CodeUnavailable, "no read model runs here")
 		}
-		if err := o.cfg.View.Sync(ctx); err != nil {
+		if err := o.cfg.Model.Sync(ctx); err != nil {
 			return refusedReply(CodeUnavailable, "%v", err)
 		}
-		return fileReply(verifier.MarshalView(o.cfg.View.View(tenant)))
+		return fileReply(verifier.MarshalView(o.cfg.Model.View(tenant)))
 	}
 	return refusedReply(kernel.CodeRequestMalformed, "unknown verb %q", verb)
 }
@@ -217,10 +223,7 @@ func fileReply(b []byte, err error) OpsReply {
 
 // decodeRequest decodes a request body strictly; an empty body is {}.
 func decodeRequest(body []byte, into any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	if err := kernel.DecodeRequest(body, into); err != nil {
+	if err := kernel.DecodeOptionalRequest(body, into); err != nil {
 		return fmt.Errorf("request: %w", err)
 	}
 	return nil
@@ -239,7 +242,7 @@ func (b *budget) fits(n int) bool {
 }
 
 func (o *Ops) auditExport(ctx context.Context, tenant string, req PageRequest) OpsReply {
-	if req.From > verifier.MaxIndex {
+	if req.From > audit.MaxIndex {
 		return refusedReply(kernel.CodeRequestMalformed, "from out of range")
 	}
 	from := int64(req.From)
@@ -354,7 +357,7 @@ func (o *Ops) proofIndex(tenant string) *proofIndex {
 	defer o.mu.Unlock()
 	p := o.proofs[tenant]
 	if p == nil {
-		p = &proofIndex{by: map[string]int64{}}
+		p = &proofIndex{chain: newChain(tenant), by: map[string]int64{}}
 		o.proofs[tenant] = p
 	}
 	return p
@@ -402,7 +405,7 @@ func (o *Ops) prove(ctx context.Context, tenant, eventID string) OpsReply {
 	if err := o.cfg.Log.Records(ctx, tenant, p.seqs[index], 1, func(r StoredRecord) error { raw = r.Raw; return nil }); err != nil || raw == nil {
 		return refusedReply(CodeUnavailable, "record %d: %v", index, err)
 	}
-	proof, err := verifier.NewProof(&p.chain.tree, tenant, index, raw, cp.Note)
+	proof, err := verifier.NewProof(p.chain.Tree(), tenant, index, raw, cp.Note)
 	if err != nil {
 		return refusedReply(CodeUnavailable, "%v", err)
 	}
@@ -440,12 +443,12 @@ func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64
 	if old == nil {
 		return refusedReply(CodeNotFound, "tenant %s has no checkpoint of %d records", tenant, oldSize)
 	}
-	for _, c := range []verifier.Checkpoint{old.Checkpoint, cur.Checkpoint} {
+	for _, c := range []audit.Checkpoint{old.Checkpoint, cur.Checkpoint} {
 		if err := p.chain.checkCheckpoint(c); err != nil {
 			return refusedReply(CodeUnavailable, "%v", err)
 		}
 	}
-	c, err := verifier.NewConsistency(&p.chain.tree, tenant, old.Note, cur.Note)
+	c, err := verifier.NewConsistency(p.chain.Tree(), tenant, old.Note, cur.Note)
 	if err != nil {
 		return refusedReply(CodeUnavailable, "%v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,7 +18,7 @@ type ServiceConfig struct {
 	NC     *nats.Conn          // the runtime's connection: wake-ups on new events
 	JS     jetstream.JetStream // the runtime's JetStream context (audit stream)
 	Store  events.Store        // the event stream
-	Signer events.Signer       // the runtime key: signs records and checkpoints
+	Signer events.Signer       // the runtime key: signs checkpoints (events are signed by the gateway)
 	// RetiredKeys are earlier runtime public keys whose records are still in
 	// the log; audit-keys publishes them with the current one.
 	RetiredKeys        []ed25519.PublicKey
@@ -28,13 +29,23 @@ type ServiceConfig struct {
 	PollInterval       time.Duration // see AuditConfig
 	Clock              Clock
 	Logf               func(format string, args ...any)
+	// Witnesses cosign every tenant's checkpoints (see AuditConfig); their
+	// keys (WitnessKeys, cosignature verifier keys) are published in
+	// keys.json.
+	Witnesses   func(tenant string) []*witness.Client
+	WitnessKeys []string
+	// Model is the read model the service follows and serves (the one the
+	// gateway reads); nil makes one over Store.
+	Model *Model
 }
 
 // Service runs the projections of a daemon: one audit projector per tenant,
-// the exposure view, and the ops verbs over them.
+// the read model, and the ops verbs over them.
 type Service struct {
-	Log        *AuditLog
-	View       *ExposureView
+	Log   *AuditLog
+	Model *Model
+	// View is Model, under its former name.
+	View       *Model
 	Ops        *Ops
 	Projectors map[string]*AuditProjector
 
@@ -57,18 +68,27 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if _, err := EnsureAuditStream(ctx, cfg.JS, cfg.AuditStream); err != nil {
 		return nil, err
 	}
-	s := &Service{Log: NewAuditLog(cfg.JS, name), View: NewExposureView(cfg.Store), Projectors: map[string]*AuditProjector{}}
+	model := cfg.Model
+	if model == nil {
+		model = NewModel(ModelConfig{Store: cfg.Store, Logf: cfg.Logf})
+	}
+	s := &Service{Log: NewAuditLog(cfg.JS, name), Model: model, View: model, Projectors: map[string]*AuditProjector{}}
 	for _, t := range cfg.Tenants {
-		p, err := NewAuditProjector(AuditConfig{Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
+		var ws []*witness.Client
+		if cfg.Witnesses != nil {
+			ws = cfg.Witnesses(t) // one client per tenant: each remembers its log's size at the witness
+		}
+		p, err := NewAuditProjector(AuditConfig{Witnesses: ws, Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
 			CheckpointEvery: cfg.CheckpointEvery, CheckpointInterval: cfg.CheckpointInterval, Clock: cfg.Clock,
 			PollInterval: cfg.PollInterval, Notify: cfg.NC, Logf: cfg.Logf})
+
 		if err != nil {
 			return nil, err
 		}
 		s.Projectors[t] = p
 	}
 	pubs := []ed25519.PublicKey{cfg.Signer.Key.Public().(ed25519.PublicKey)}
-	s.Ops = NewOps(OpsConfig{Log: s.Log, Events: cfg.Store, PublicKeys: append(pubs, cfg.RetiredKeys...), View: s.View})
+	s.Ops = NewOps(OpsConfig{Log: s.Log, Events: cfg.Store, PublicKeys: append(pubs, cfg.RetiredKeys...), WitnessKeys: cfg.WitnessKeys, Model: s.Model})
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	for _, p := range s.Projectors {
@@ -76,12 +96,19 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		go func() { defer s.wg.Done(); _ = p.Run(rctx) }()
 	}
 	s.wg.Add(1)
-	go func() { defer s.wg.Done(); _ = s.View.Run(rctx, cfg.NC, cfg.PollInterval, cfg.Logf) }()
+	go func() { defer s.wg.Done(); _ = s.Model.Run(rctx, cfg.NC, cfg.PollInterval, cfg.Logf) }()
 	return s, nil
 }
 
-// Close stops the projectors and the view and waits for them.
+// Close stops the projectors and the read model and waits for them, then
+// writes a last snapshot of the model (when it has a snapshot store) so the
+// next start folds only what is stored after it.
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
+	if s.Model.snapshotting() && s.Model.Seq() > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Model.FlushSnapshot(ctx)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/kernel"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -55,7 +57,7 @@ func ParseConsistency(b []byte) (Consistency, error) {
 		return Consistency{}, errors.New("verifier: consistency: file too large")
 	}
 	var f consistencyFields
-	if err := strictJSON(b, &f); err != nil {
+	if err := kernel.StrictJSON(b, &f); err != nil {
 		return Consistency{}, fmt.Errorf("verifier: consistency: %w", err)
 	}
 	if f.V == nil || *f.V != ConsistencyVersion {
@@ -88,16 +90,16 @@ func ParseConsistency(b []byte) (Consistency, error) {
 // verified here (VerifyEntries does); the proof is checked by whoever
 // holds the older checkpoint (VerifyConsistency).
 func ProveConsistency(e Entries, oldSize int64) (Consistency, error) {
-	var t Tree
+	var t audit.Tree
 	for _, raw := range e.Records {
-		if err := t.Append(RecordHash(raw)); err != nil {
+		if err := t.Append(audit.RecordHash(raw)); err != nil {
 			return Consistency{}, err
 		}
 	}
 	var oldNote, newNote []byte
 	var newSize int64 = -1
 	for _, msg := range e.Checkpoints {
-		c, err := ReadCheckpoint(msg)
+		c, err := audit.ReadCheckpoint(msg)
 		if err != nil {
 			return Consistency{}, err
 		}
@@ -119,12 +121,12 @@ func ProveConsistency(e Entries, oldSize int64) (Consistency, error) {
 // their notes; cur no larger than t and at least as large as old). It is the
 // one way a proof is made, from an export (ProveConsistency) or from the
 // live log (the audit-prove-consistency verb).
-func NewConsistency(t *Tree, tenant string, old, cur []byte) (Consistency, error) {
-	o, err := ReadCheckpoint(old)
+func NewConsistency(t *audit.Tree, tenant string, old, cur []byte) (Consistency, error) {
+	o, err := audit.ReadCheckpoint(old)
 	if err != nil {
 		return Consistency{}, err
 	}
-	n, err := ReadCheckpoint(cur)
+	n, err := audit.ReadCheckpoint(cur)
 	if err != nil {
 		return Consistency{}, err
 	}
@@ -142,37 +144,42 @@ func NewConsistency(t *Tree, tenant string, old, cur []byte) (Consistency, error
 // offline: both checkpoints' signatures and origin (the proof's tenant),
 // the older no larger than the newer, and that the older tree is a prefix
 // of the newer (tlog.CheckTree; equal sizes need equal roots). It returns
-// the two checkpoints. Errors are *Failure, or a parse error.
-func VerifyConsistency(b []byte, keys Keys) (Consistency, Checkpoint, Checkpoint, error) {
+// the two checkpoints. Errors are *audit.Failure, or a parse error.
+func VerifyConsistency(b []byte, keys Keys) (Consistency, audit.Checkpoint, audit.Checkpoint, error) {
 	c, err := ParseConsistency(b)
 	if err != nil {
-		return Consistency{}, Checkpoint{}, Checkpoint{}, err
+		return Consistency{}, audit.Checkpoint{}, audit.Checkpoint{}, err
 	}
 	verifiers, err := keys.Verifiers()
 	if err != nil {
-		return Consistency{}, Checkpoint{}, Checkpoint{}, err
+		return Consistency{}, audit.Checkpoint{}, audit.Checkpoint{}, err
 	}
-	fail := func(reason Reason, format string, args ...any) (Consistency, Checkpoint, Checkpoint, error) {
-		return c, Checkpoint{}, Checkpoint{}, &Failure{Index: -1, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	witnesses, err := keys.Cosigners()
+	if err != nil {
+		return Consistency{}, audit.Checkpoint{}, audit.Checkpoint{}, err
 	}
-	var cps [2]Checkpoint
+	fail := func(reason audit.Reason, format string, args ...any) (Consistency, audit.Checkpoint, audit.Checkpoint, error) {
+		return c, audit.Checkpoint{}, audit.Checkpoint{}, &audit.Failure{Index: -1, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	}
+	var cps [2]audit.Checkpoint
 	for i, note := range [][]byte{c.Old, c.New} {
-		cp, err := OpenCheckpoint(note, verifiers)
+		o, err := audit.OpenCheckpoint(note, verifiers, witnesses)
+		cp := o.Checkpoint
 		if err != nil {
-			f := failureOf(err)
+			f := audit.FailureOf(err)
 			return fail(f.Reason, "%s checkpoint: %s", []string{"old", "new"}[i], f.Detail)
 		}
-		if cp.Origin != Origin(c.Tenant) {
-			return fail(ReasonHashBreak, "checkpoint of %q, proof of tenant %q", cp.Origin, c.Tenant)
+		if cp.Origin != audit.Origin(c.Tenant) {
+			return fail(audit.ReasonHashBreak, "checkpoint of %q, proof of tenant %q", cp.Origin, c.Tenant)
 		}
 		cps[i] = cp
 	}
 	old, cur := cps[0], cps[1]
 	if old.Size > cur.Size {
-		return fail(ReasonHashBreak, "old checkpoint of size %d is larger than the new one of %d", old.Size, cur.Size)
+		return fail(audit.ReasonHashBreak, "old checkpoint of size %d is larger than the new one of %d", old.Size, cur.Size)
 	}
 	if err := tlog.CheckTree(c.Hashes, cur.Size, cur.Root, old.Size, old.Root); err != nil {
-		return fail(ReasonHashBreak, "the log of %d records is not a prefix of the log of %d: %v", old.Size, cur.Size, err)
+		return fail(audit.ReasonHashBreak, "the log of %d records is not a prefix of the log of %d: %v", old.Size, cur.Size, err)
 	}
 	return c, old, cur, nil
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/kernel"
 	"io"
 	"strings"
 
@@ -59,7 +61,7 @@ func MarshalEventLine(seq uint64, subject string, raw []byte) ([]byte, error) {
 }
 
 func (l EventLine) validate() error {
-	if l.Seq < 1 || l.Seq > MaxIndex {
+	if l.Seq < 1 || l.Seq > audit.MaxIndex {
 		return fmt.Errorf("seq %d out of range", l.Seq)
 	}
 	if err := codec.ValidSubject(l.Subject); err != nil {
@@ -76,7 +78,7 @@ func (l EventLine) validate() error {
 // (codec.Decode) of the subject's tenant, and the canonical encoding.
 func ParseEventLine(line []byte) (EventLine, error) {
 	var f eventLineFields
-	if err := strictJSON(line, &f); err != nil {
+	if err := kernel.StrictJSON(line, &f); err != nil {
 		return EventLine{}, err
 	}
 	if f.Event == nil || f.Seq == nil || f.Subject == nil {

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"github.com/contextos/ledger/audit"
 	"testing"
 	"time"
 
@@ -39,8 +39,9 @@ type fixture struct {
 	noteSigner  note.Signer
 	stored      []storedEvent
 	records     [][]byte
-	tree        Tree
-	checkpoints [][]byte
+	tree        audit.Tree
+	checkpoints [][]byte // each cosigned by witness
+	witness     *audit.Cosigner
 	keys        Keys
 	view        View
 }
@@ -67,6 +68,10 @@ func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if f.witness, err = audit.NewCosigner("witness.test/w1", fixedKey("contextos verifier vectors: witness w1"), fixedClock); err != nil {
+		tb.Fatal(err)
+	}
+	keys.WitnessKeys = []string{f.witness.VerifierKey()}
 	f.keys = keys
 	type res struct {
 		name    string
@@ -121,32 +126,30 @@ func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 			f.stored = append(f.stored, storedEvent{seq: seq, subject: r.subject, raw: raw})
 		}
 	}
-	ns, err := NewNoteSigner(Origin(f.tenant), f.key)
+	ns, err := audit.NewNoteSigner(audit.Origin(f.tenant), f.key)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	f.noteSigner = ns
-	prev := GenesisPrevHash
+	chain := audit.NewChain(f.tenant)
 	for i, st := range f.stored {
-		rec, err := SealRecord(f.signer, f.tenant, int64(i), prev, st.seq, st.subject, st.raw)
+		env, err := events.Decode(st.raw)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		f.records = append(f.records, rec)
-		if err := f.tree.Append(RecordHash(rec)); err != nil {
+		rec, raw, err := audit.Seal(f.tenant, int64(i), chain.PrevHash(), st.seq, st.subject, st.raw, env)
+		if err != nil {
 			tb.Fatal(err)
 		}
-		prev = HexHash(RecordHash(rec))
+		if err := chain.Append(rec, raw); err != nil {
+			tb.Fatal(err)
+		}
+		f.records = append(f.records, raw)
+		if err := f.tree.Append(audit.RecordHash(raw)); err != nil {
+			tb.Fatal(err)
+		}
 		if size := int64(i + 1); size%int64(cpEvery) == 0 || i == len(f.stored)-1 {
-			root, err := f.tree.Root(size)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			cp, err := SignCheckpoint(Checkpoint{Origin: Origin(f.tenant), Size: size, Root: root}, ns)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			f.checkpoints = append(f.checkpoints, cp)
+			f.checkpoints = append(f.checkpoints, f.cosign(tb, f.sign(tb, size, chain.Tree()), f.witness))
 		}
 	}
 	fold := NewFold(f.tenant)
@@ -194,21 +197,45 @@ func (f *fixture) keysJSON(tb testing.TB) []byte {
 	return b
 }
 
-// reseal signs a record again after edit changed it (with the fixture's key
-// unless signer is given).
-func reseal(tb testing.TB, raw []byte, signer events.Signer, edit func(*Record)) []byte {
+// sign returns the log's signed checkpoint of the first size records of t.
+func (f *fixture) sign(tb testing.TB, size int64, t *audit.Tree) []byte {
 	tb.Helper()
-	r, err := ParseRecord(raw)
+	root, err := t.Root(size)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cp, err := audit.SignCheckpoint(audit.Checkpoint{Origin: audit.Origin(f.tenant), Size: size, Root: root}, f.noteSigner)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cp
+}
+
+// cosign adds w's cosignature to a signed checkpoint.
+func (f *fixture) cosign(tb testing.TB, signed []byte, w *audit.Cosigner) []byte {
+	tb.Helper()
+	c, err := audit.ReadCheckpoint(signed)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	line, err := w.Cosign(c.Text())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return audit.AddCosignatures(signed, line)
+}
+
+// fixedClock is the witnesses' clock in the vectors.
+func fixedClock() uint64 { return 1767225600 }
+
+// reencode encodes a record again after edit changed it.
+func reencode(tb testing.TB, raw []byte, edit func(*audit.Record)) []byte {
+	tb.Helper()
+	r, _, err := audit.Parse(raw)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	edit(&r)
-	r.KeyID = signer.KeyID
-	msg, err := RecordSigningBytes(r)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	r.Sig = b64url(ed25519.Sign(signer.Key, msg))
 	out, err := kernel.Canonical(r)
 	if err != nil {
 		tb.Fatal(err)
@@ -216,4 +243,22 @@ func reseal(tb testing.TB, raw []byte, signer events.Signer, edit func(*Record))
 	return out
 }
 
-func b64url(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+// resign signs a record's event again with signer, after edit changed its
+// envelope.
+func resign(tb testing.TB, raw []byte, signer events.Signer, edit func(*events.Envelope)) []byte {
+	tb.Helper()
+	return reencode(tb, raw, func(r *audit.Record) {
+		env, err := events.Decode(r.Event)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		edit(&env)
+		env, err = signer.Seal(env.Type, env.V, env.EventID, env.Tenant, env.Time, env.Body)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if r.Event, err = events.Encode(env); err != nil {
+			tb.Fatal(err)
+		}
+	})
+}

@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/contextos/ledger/events"
 )
 
 // seedVectors adds every file of testdata/verifier whose name ends with
@@ -24,24 +22,6 @@ func seedVectors(f *testing.F, suffix string) {
 		}
 		f.Add(b)
 	}
-}
-
-func fuzzKeys(f *testing.F) Keys {
-	f.Helper()
-	k, err := ParseKeys(mustReadF(f, "keys.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	return k
-}
-
-func mustReadF(f *testing.F, name string) []byte {
-	f.Helper()
-	b, err := os.ReadFile(filepath.Join(vectorDir, name))
-	if err != nil {
-		f.Fatal(err)
-	}
-	return b
 }
 
 // smallFixture is a 3-record log: small seeds keep each fuzz execution (and
@@ -74,31 +54,6 @@ func FuzzVerifyEntries(f *testing.F) {
 				t.Logf("verified export does not replay: %v", err)
 			}
 		}
-	})
-}
-
-// FuzzRecord: a record never panics ParseRecord or VerifyRecord, and a
-// parsed record is its own canonical encoding.
-func FuzzRecord(f *testing.F) {
-	e, err := ParseEntries(mustReadF(f, "ok.entries.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, r := range e.Records {
-		f.Add(r)
-	}
-	keys := fuzzKeys(f)
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ParseRecord(b)
-		if err != nil {
-			return
-		}
-		fast, err1 := signingBytes(r)
-		slow, err2 := RecordSigningBytes(r)
-		if (err1 == nil) != (err2 == nil) || !bytes.Equal(fast, slow) {
-			t.Fatalf("signing bytes differ: %q vs %q", fast, slow)
-		}
-		_, _ = VerifyRecord(b, keys.Keyring)
 	})
 }
 
@@ -187,43 +142,9 @@ func FuzzParseView(f *testing.F) {
 	})
 }
 
-// FuzzOpenCheckpoint: a checkpoint note never panics.
-func FuzzOpenCheckpoint(f *testing.F) {
-	e, err := ParseEntries(mustReadF(f, "ok.entries.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, c := range e.Checkpoints {
-		f.Add(c)
-	}
-	keys := fuzzKeys(f)
-	vs, err := keys.Verifiers()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := OpenCheckpoint(b, vs)
-		if err != nil {
-			_, _ = ReadCheckpoint(b)
-			return
-		}
-		if got, err := ParseCheckpointText(c.Text()); err != nil || got != c {
-			t.Fatalf("checkpoint text does not round-trip: %v", err)
-		}
-	})
-}
-
 func mustEventIDF(f *testing.F, rec []byte) string {
 	f.Helper()
-	r, err := ParseRecord(rec)
-	if err != nil {
-		f.Fatal(err)
-	}
-	env, err := events.Decode(r.Event)
-	if err != nil {
-		f.Fatal(err)
-	}
-	return env.EventID
+	return mustEnvelope(f, rec).EventID
 }
 
 // FuzzVerifyConsistency: consistency.json never panics, parses round-trip,

@@ -5,38 +5,47 @@ import (
 	"testing"
 )
 
-// TestMangleEveryRecordByte flips bits at every byte position of one record
-// of a small valid export: the verifier must reject each change (or the file
-// must no longer parse), never accept it.
+// TestMangleEveryRecordByte changes every byte of every record of a small
+// valid export (each of eight bit flips): the verifier refuses each change
+// and names that record's index, also when the change breaks the record's
+// JSON or falls on a field no event signature covers (subject, event_seq,
+// prev_hash).
 func TestMangleEveryRecordByte(t *testing.T) {
-	f := newFixture(t, 3, 2)
+	f := newFixture(t, 4, 2)
 	good := f.entries(t)
 	if res, err := VerifyEntries(good, f.keys); err != nil || !res.OK() {
 		t.Fatalf("fixture export does not verify: %v %+v", err, res.Failure)
 	}
-	rec := f.records[1]
-	start := bytes.Index(good, rec)
-	if start < 0 {
-		t.Fatal("record not found in export")
-	}
 	masks := []byte{0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80}
 	if testing.Short() {
-		masks = masks[:1]
+		masks = masks[:2]
 	}
 	b := append([]byte{}, good...)
 	checked := 0
-	for i := start; i < start+len(rec); i++ {
-		for _, m := range masks {
-			b[i] ^= m
-			res, err := VerifyEntries(b, f.keys)
-			if err == nil && res.OK() {
-				t.Fatalf("byte %d of record 1 (%q) xor %#x accepted", i-start, good[i], m)
+	for k, rec := range f.records {
+		start := bytes.Index(good, rec)
+		if start < 0 {
+			t.Fatal("record not found in export")
+		}
+		for i := start; i < start+len(rec); i++ {
+			for _, m := range masks {
+				b[i] ^= m
+				res, err := VerifyEntries(b, f.keys)
+				switch {
+				case err != nil:
+					t.Fatalf("record %d byte %d (%q) xor %#x: not read as an export: %v", k, i-start, good[i], m, err)
+				case res.OK():
+					t.Fatalf("record %d byte %d (%q) xor %#x accepted", k, i-start, good[i], m)
+				case res.Failure.Index != int64(k):
+					t.Fatalf("record %d byte %d (%q) xor %#x: refused at index %d (%s: %s)", k, i-start, good[i], m,
+						res.Failure.Index, res.Failure.Reason, res.Failure.Detail)
+				}
+				b[i] ^= m
+				checked++
 			}
-			b[i] ^= m
-			checked++
 		}
 	}
-	t.Logf("%d single-byte changes of a %d-byte record refused", checked, len(rec))
+	t.Logf("%d single-byte changes of %d records refused, each naming its record", checked, len(f.records))
 }
 
 // TestMangleEveryExportByte flips the low bit of every byte of the whole

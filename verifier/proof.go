@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/audit"
 
-	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -66,11 +66,11 @@ func canonicalLine(v any) ([]byte, error) {
 // unknown, valid hashes, and b equal to MarshalProof of the result. It does
 // not verify the proof (VerifyProof does).
 func ParseProof(b []byte) (Proof, error) {
-	if len(b) > maxRecordSize+64*1024 {
+	if len(b) > audit.MaxRecordSize+64*1024 {
 		return Proof{}, errors.New("verifier: proof: file too large")
 	}
 	var f proofFields
-	if err := strictJSON(b, &f); err != nil {
+	if err := kernel.StrictJSON(b, &f); err != nil {
 		return Proof{}, fmt.Errorf("verifier: proof: %w", err)
 	}
 	if f.V == nil || *f.V != ProofVersion {
@@ -101,8 +101,8 @@ func ParseProof(b []byte) (Proof, error) {
 // NewProof proves record index (whose canonical bytes are record) of tenant's
 // log in the signed checkpoint, using the stored hashes of t, which must hold
 // at least the checkpoint's size.
-func NewProof(t *Tree, tenant string, index int64, record, signedCheckpoint []byte) (Proof, error) {
-	c, err := ReadCheckpoint(signedCheckpoint)
+func NewProof(t *audit.Tree, tenant string, index int64, record, signedCheckpoint []byte) (Proof, error) {
+	c, err := audit.ReadCheckpoint(signedCheckpoint)
 	if err != nil {
 		return Proof{}, err
 	}
@@ -123,21 +123,20 @@ var ErrNotCheckpointed = errors.New("verifier: the record is not covered by a ch
 // ProveEntries proves the record holding event eventID in an export, against
 // the export's largest checkpoint. The export is not verified here.
 func ProveEntries(e Entries, eventID string) (Proof, error) {
-	var t Tree
+	var t audit.Tree
 	index := int64(-1)
 	for i, raw := range e.Records {
-		if err := t.Append(RecordHash(raw)); err != nil {
+		if err := t.Append(audit.RecordHash(raw)); err != nil {
 			return Proof{}, err
 		}
 		if index >= 0 {
 			continue
 		}
-		r, err := ParseRecord(raw)
+		_, env, err := audit.Parse(raw)
 		if err != nil {
 			return Proof{}, fmt.Errorf("verifier: record %d: %w", i, err)
 		}
-		env, err := codec.Decode(r.Event)
-		if err == nil && env.EventID == eventID {
+		if env.EventID == eventID {
 			index = int64(i)
 		}
 	}
@@ -147,7 +146,7 @@ func ProveEntries(e Entries, eventID string) (Proof, error) {
 	var best []byte
 	var bestSize int64
 	for _, msg := range e.Checkpoints {
-		c, err := ReadCheckpoint(msg)
+		c, err := audit.ReadCheckpoint(msg)
 		if err != nil {
 			return Proof{}, err
 		}
@@ -163,43 +162,48 @@ func ProveEntries(e Entries, eventID string) (Proof, error) {
 
 // VerifyProof verifies a proof.json against trusted keys, offline and without
 // the rest of the log: the checkpoint's signature and origin, the record on
-// its own (VerifyRecord: its signature, its event's signature and hash), that
+// its own (audit.VerifyRecord: its form and its event's signature), that
 // the record is the proof's index of the proof's tenant, and its inclusion in
-// the checkpoint's tree (tlog.CheckRecord). Errors are *Failure, or a parse
+// the checkpoint's tree (tlog.CheckRecord). Errors are *audit.Failure, or a parse
 // error.
-func VerifyProof(b []byte, keys Keys) (Proof, Record, error) {
+func VerifyProof(b []byte, keys Keys) (Proof, audit.Record, error) {
 	p, err := ParseProof(b)
 	if err != nil {
-		return Proof{}, Record{}, err
+		return Proof{}, audit.Record{}, err
 	}
 	verifiers, err := keys.Verifiers()
 	if err != nil {
-		return Proof{}, Record{}, err
+		return Proof{}, audit.Record{}, err
 	}
-	fail := func(reason Reason, format string, args ...any) (Proof, Record, error) {
-		return p, Record{}, &Failure{Index: p.Index, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
-	}
-	c, err := OpenCheckpoint(p.Checkpoint, verifiers)
+	witnesses, err := keys.Cosigners()
 	if err != nil {
-		f := failureOf(err)
+		return Proof{}, audit.Record{}, err
+	}
+	fail := func(reason audit.Reason, format string, args ...any) (Proof, audit.Record, error) {
+		return p, audit.Record{}, &audit.Failure{Index: p.Index, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	}
+	o, err := audit.OpenCheckpoint(p.Checkpoint, verifiers, witnesses)
+	c := o.Checkpoint
+	if err != nil {
+		f := audit.FailureOf(err)
 		return fail(f.Reason, "checkpoint: %s", f.Detail)
 	}
-	if c.Origin != Origin(p.Tenant) {
-		return fail(ReasonHashBreak, "checkpoint of %q, proof of tenant %q", c.Origin, p.Tenant)
+	if c.Origin != audit.Origin(p.Tenant) {
+		return fail(audit.ReasonHashBreak, "checkpoint of %q, proof of tenant %q", c.Origin, p.Tenant)
 	}
-	r, err := VerifyRecord(p.Record, keys.Keyring)
+	r, _, err := audit.VerifyRecord(p.Record, keys.Keyring)
 	if err != nil {
-		f := failureOf(err)
+		f := audit.FailureOf(err)
 		return fail(f.Reason, "%s", f.Detail)
 	}
 	if r.Tenant != p.Tenant || r.Index != p.Index {
-		return fail(ReasonHashBreak, "record %d of %q, proof of record %d of %q", r.Index, r.Tenant, p.Index, p.Tenant)
+		return fail(audit.ReasonHashBreak, "record %d of %q, proof of record %d of %q", r.Index, r.Tenant, p.Index, p.Tenant)
 	}
 	if p.Index >= c.Size {
-		return fail(ReasonGap, "checkpoint of size %d does not cover record %d", c.Size, p.Index)
+		return fail(audit.ReasonGap, "checkpoint of size %d does not cover record %d", c.Size, p.Index)
 	}
-	if err := tlog.CheckRecord(p.Hashes, c.Size, c.Root, p.Index, RecordHash(p.Record)); err != nil {
-		return fail(ReasonHashBreak, "inclusion proof: %v", err)
+	if err := tlog.CheckRecord(p.Hashes, c.Size, c.Root, p.Index, audit.RecordHash(p.Record)); err != nil {
+		return fail(audit.ReasonHashBreak, "inclusion proof: %v", err)
 	}
 	return p, r, nil
 }

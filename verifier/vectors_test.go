@@ -5,6 +5,9 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/kernel"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +26,8 @@ type expectation struct {
 	File       string `json:"file"`                 // the file verified
 	Kind       string `json:"kind"`                 // "entries", "proof" or "consistency"
 	Keys       string `json:"keys"`                 // the keys.json used
+	MinSize    int64  `json:"min_size,omitempty"`   // entries: Policy.MinSize
+	Quorum     int    `json:"quorum,omitempty"`     // entries: Policy.Quorum of keys.json's witnesses
 	Want       string `json:"want"`                 // "ok" or a Reason
 	Index      int64  `json:"index"`                // first bad record index, -1 for none
 	Checkpoint int    `json:"checkpoint,omitempty"` // bad checkpoint position + 1; 0 for none
@@ -31,23 +36,23 @@ type expectation struct {
 // vectorFiles builds every vector from the fixture: file name -> bytes, and
 // the expectations.
 func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
-	f := newFixture(t, 12, 5)
+	f := newFixture(t, 12, 5) // checkpoints of 5, 10 and 12 records
 	other := events.NewSigner(fixedKey("contextos verifier vectors: a key nobody trusts"))
 	files := map[string][]byte{}
 	var exp []expectation
-	entries := func(name string, recs [][]byte, cps [][]byte, keys, want string, index int64, cp int) {
+	entriesPolicy := func(name string, recs [][]byte, cps [][]byte, keys string, minSize int64, quorum int, want string, index int64, cp int) {
 		b, err := MarshalEntries(Entries{Tenant: f.tenant, Records: recs, Checkpoints: cps})
 		if err != nil {
 			t.Fatal(err)
 		}
 		files[name] = b
-		exp = append(exp, expectation{File: name, Kind: "entries", Keys: keys, Want: want, Index: index, Checkpoint: cp})
+		exp = append(exp, expectation{File: name, Kind: "entries", Keys: keys, MinSize: minSize, Quorum: quorum, Want: want, Index: index, Checkpoint: cp})
 	}
-	clone := func() [][]byte {
-		out := make([][]byte, len(f.records))
-		copy(out, f.records)
-		return out
+	entries := func(name string, recs [][]byte, cps [][]byte, keys, want string, index int64, cp int) {
+		entriesPolicy(name, recs, cps, keys, 0, 0, want, index, cp)
 	}
+	clone := func() [][]byte { return append([][]byte{}, f.records...) }
+	cpsClone := func() [][]byte { return append([][]byte{}, f.checkpoints...) }
 	files["keys.json"] = f.keysJSON(t)
 	otherKeys, err := KeysFor(f.tenant, other.Key.Public().(ed25519.PublicKey))
 	if err != nil {
@@ -58,77 +63,137 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	}
 
 	entries("ok.entries.json", f.records, f.checkpoints, "keys.json", "ok", -1, 0)
+	entriesPolicy("ok.entries.json", f.records, f.checkpoints, "keys.json", 12, 1, "ok", -1, 0)
 
+	// An event carrying another event's signature.
 	r := clone()
-	r2, _ := ParseRecord(r[2])
-	r3, _ := ParseRecord(r[3])
-	r[2] = bytes.Replace(r[2], []byte(r2.Sig), []byte(r3.Sig), 1)
-	entries("bad-signature.entries.json", r, f.checkpoints, "keys.json", string(ReasonBadSignature), 2, 0)
+	sig3 := mustEnvelope(t, r[3]).Sig
+	r[2] = reencode(t, r[2], func(rec *audit.Record) {
+		env := mustEnvelope(t, f.records[2])
+		env.Sig = sig3
+		var err error
+		if rec.Event, err = events.Encode(env); err != nil {
+			t.Fatal(err)
+		}
+	})
+	entries("bad-signature.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonBadSignature), 2, 0)
 
+	// An amount changed inside an event (the record re-encoded around it).
 	r = clone()
-	r[4] = reseal(t, r[4], f.signer, func(rec *Record) {
+	r[4] = reencode(t, r[4], func(rec *audit.Record) {
 		rec.Event = bytes.Replace(rec.Event, []byte(`"amount":`), []byte(`"amount":9`), 1)
 		if !bytes.Contains(rec.Event, []byte(`"amount":9`)) {
 			t.Fatal("fixture record 4 is not a reservation")
 		}
-		rec.EventHash = EventHash(rec.Event)
 	})
-	entries("bad-signature-event.entries.json", r, f.checkpoints, "keys.json", string(ReasonBadSignature), 4, 0)
+	entries("bad-signature-event.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonBadSignature), 4, 0)
 
 	r = clone()
-	r[3] = reseal(t, r[3], f.signer, func(rec *Record) { rec.PrevHash = HexHash(RecordHash(f.records[1])) })
-	entries("hash-break.entries.json", r, f.checkpoints, "keys.json", string(ReasonHashBreak), 3, 0)
+	r[3] = reencode(t, r[3], func(rec *audit.Record) { rec.PrevHash = audit.HexHash(audit.RecordHash(f.records[1])) })
+	entries("hash-break.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonHashBreak), 3, 0)
 
+	// A record of another tenant's log, signed by the same runtime key, in
+	// place of record 4.
 	r = clone()
-	r[4] = reseal(t, r[4], f.signer, func(rec *Record) { rec.EventHash = EventHash(f.records[4]) })
-	entries("hash-break-event.entries.json", r, f.checkpoints, "keys.json", string(ReasonHashBreak), 4, 0)
+	r[4] = reencode(t, r[4], func(rec *audit.Record) {
+		env := mustEnvelope(t, f.records[4])
+		env, err := f.signer.Seal(env.Type, env.V, env.EventID, "beta", env.Time, env.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Event, err = events.Encode(env); err != nil {
+			t.Fatal(err)
+		}
+		rec.Tenant, rec.Subject = "beta", "ctx.ev.beta"+strings.TrimPrefix(rec.Subject, "ctx.ev.acme")
+	})
+	entries("hash-break-tenant.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonHashBreak), 4, 0)
 
-	cps := append([][]byte{}, f.checkpoints...)
-	root, _ := f.tree.Root(4)
-	forged, err := SignCheckpoint(Checkpoint{Origin: Origin(f.tenant), Size: 5, Root: root}, f.noteSigner)
+	cps := cpsClone()
+	root4, _ := f.tree.Root(4)
+	forged, err := audit.SignCheckpoint(audit.Checkpoint{Origin: audit.Origin(f.tenant), Size: 5, Root: root4}, f.noteSigner)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cps[0] = forged
-	entries("hash-break-checkpoint.entries.json", f.records, cps, "keys.json", string(ReasonHashBreak), -1, 1)
+	entries("hash-break-checkpoint.entries.json", f.records, cps, "keys.json", string(audit.ReasonHashBreak), -1, 1)
 
+	// A checkpoint of another tenant's log (origin), signed by the same key.
+	cps = cpsClone()
+	root5, _ := f.tree.Root(5)
+	betaSigner, err := audit.NewNoteSigner(audit.Origin("beta"), f.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cps[0], err = audit.SignCheckpoint(audit.Checkpoint{Origin: audit.Origin("beta"), Size: 5, Root: root5}, betaSigner); err != nil {
+		t.Fatal(err)
+	}
+	entries("other-origin.entries.json", f.records, cps, "keys.json", string(audit.ReasonUnknownKey), -1, 1)
+
+	// A deleted record.
 	r = clone()
 	r = append(r[:2:2], r[3:]...)
-	entries("gap.entries.json", r, f.checkpoints, "keys.json", string(ReasonGap), 2, 0)
+	entries("gap.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonGap), 2, 0)
 
+	// An export shorter than a checkpoint it holds.
 	r = clone()
-	entries("gap-truncated.entries.json", r[:len(r)-1], f.checkpoints, "keys.json", string(ReasonGap), int64(len(r)-1), len(f.checkpoints))
+	entries("truncated.entries.json", r[:len(r)-1], f.checkpoints, "keys.json", string(audit.ReasonTruncated), int64(len(r)-1), len(f.checkpoints))
 
+	// The first five records and their checkpoint: a valid prefix, refused
+	// only against a size the auditor trusts.
+	entriesPolicy("truncated-prefix.entries.json", f.records[:5], f.checkpoints[:1], "keys.json", 12, 0, string(audit.ReasonTruncated), 5, 0)
+
+	// Records past the newest checkpoint (its last checkpoint dropped).
+	entries("uncovered.entries.json", f.records, f.checkpoints[:2], "keys.json", string(audit.ReasonUncovered), 10, 0)
+
+	// A reordered pair.
 	r = clone()
 	r[2], r[3] = r[3], r[2]
-	entries("reorder.entries.json", r, f.checkpoints, "keys.json", string(ReasonReorder), 2, 0)
+	entries("reorder.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonReorder), 2, 0)
 
 	r = clone()
 	r = append(r[:3:3], r[2:]...)
-	entries("reorder-duplicate.entries.json", r, nil, "keys.json", string(ReasonReorder), 3, 0)
+	entries("reorder-duplicate.entries.json", r, nil, "keys.json", string(audit.ReasonReorder), 3, 0)
 
 	r = clone()
 	r[1] = append([]byte("{ "), r[1][1:]...)
-	entries("non-canonical.entries.json", r, f.checkpoints, "keys.json", string(ReasonNonCanonical), 1, 0)
+	entries("non-canonical.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonNonCanonical), 1, 0)
 
 	r = clone()
 	r[1] = bytes.Replace(r[1], []byte(`"index":1,`), []byte(`"index":1.0,`), 1)
-	entries("non-canonical-number.entries.json", r, f.checkpoints, "keys.json", string(ReasonNonCanonical), 1, 0)
+	entries("non-canonical-number.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonNonCanonical), 1, 0)
+
+	// One byte that breaks the record's JSON still names the record.
+	r = clone()
+	r[6] = bytes.Replace(r[6], []byte(`"prev_hash":"`), []byte(`"prev_hash:"`), 1)
+	entries("non-canonical-json.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonNonCanonical), 6, 0)
 
 	r = clone()
-	r[4] = reseal(t, r[4], other, func(*Record) {})
-	entries("unknown-key.entries.json", r, f.checkpoints, "keys.json", string(ReasonUnknownKey), 4, 0)
+	r[4] = resign(t, r[4], other, func(*events.Envelope) {})
+	entries("unknown-key.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonUnknownKey), 4, 0)
 
-	entries("unknown-key-keys.entries.json", f.records, f.checkpoints, "other-keys.json", string(ReasonUnknownKey), 0, 0)
+	entries("unknown-key-keys.entries.json", f.records, f.checkpoints, "other-keys.json", string(audit.ReasonUnknownKey), 0, 0)
 
-	cps = append([][]byte{}, f.checkpoints...)
-	i := bytes.LastIndex(cps[1], []byte(" ")) + 10
+	cps = cpsClone()
+	line := bytes.Index(cps[1], []byte("\n— ")) + len("\n— ") // the log's signature line
+	i := line + bytes.IndexByte(cps[1][line:], ' ') + 10
 	cps[1] = append([]byte{}, cps[1]...)
 	cps[1][i] ^= 'A' ^ 'B'
-	if cps[1][i] == '\n' {
-		t.Fatal("fixture checkpoint signature too short")
+	entries("bad-signature-checkpoint.entries.json", f.records, cps, "keys.json", string(audit.ReasonBadSignature), -1, 2)
+
+	// A cosignature by a witness nobody trusts.
+	stranger, err := audit.NewCosigner("witness.test/stranger", fixedKey("contextos verifier vectors: an unknown witness"), fixedClock)
+	if err != nil {
+		t.Fatal(err)
 	}
-	entries("bad-signature-checkpoint.entries.json", f.records, cps, "keys.json", string(ReasonBadSignature), -1, 2)
+	cps = cpsClone()
+	cps[1] = f.cosign(t, cps[1], stranger)
+	entries("unknown-witness.entries.json", f.records, cps, "keys.json", string(audit.ReasonUnknownKey), -1, 2)
+
+	// The newest checkpoint without the witness's cosignature, under a
+	// policy of one witness.
+	cps = cpsClone()
+	cps[2] = f.sign(t, 12, &f.tree)
+	entriesPolicy("witness-missing.entries.json", f.records, cps, "keys.json", 0, 1, string(audit.ReasonWitness), -1, 3)
 
 	e := Entries{Tenant: f.tenant, Records: f.records, Checkpoints: f.checkpoints}
 	p, err := ProveEntries(e, mustEventID(t, f.records[6]))
@@ -144,7 +209,7 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	if files["proof-hash-break.json"], err = MarshalProof(p); err != nil {
 		t.Fatal(err)
 	}
-	exp = append(exp, expectation{File: "proof-hash-break.json", Kind: "proof", Keys: "keys.json", Want: string(ReasonHashBreak), Index: 6})
+	exp = append(exp, expectation{File: "proof-hash-break.json", Kind: "proof", Keys: "keys.json", Want: string(audit.ReasonHashBreak), Index: 6})
 
 	// The log of 5 records (the first checkpoint) is a prefix of the whole
 	// log (the last); a tampered proof, and a checkpoint of 5 records of
@@ -163,13 +228,13 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	if files["consistency-hash-break.json"], err = MarshalConsistency(bad); err != nil {
 		t.Fatal(err)
 	}
-	exp = append(exp, expectation{File: "consistency-hash-break.json", Kind: "consistency", Keys: "keys.json", Want: string(ReasonHashBreak), Index: -1})
-	var ft Tree
+	exp = append(exp, expectation{File: "consistency-hash-break.json", Kind: "consistency", Keys: "keys.json", Want: string(audit.ReasonHashBreak), Index: -1})
+	var ft audit.Tree
 	for i, raw := range f.records[:5] {
 		if i == 3 {
 			raw = f.records[4] // another record where the fourth was: another tree
 		}
-		if err := ft.Append(RecordHash(raw)); err != nil {
+		if err := ft.Append(audit.RecordHash(raw)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -178,13 +243,13 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 		t.Fatal(err)
 	}
 	fork := c
-	if fork.Old, err = SignCheckpoint(Checkpoint{Origin: Origin(f.tenant), Size: 5, Root: froot}, f.noteSigner); err != nil {
+	if fork.Old, err = audit.SignCheckpoint(audit.Checkpoint{Origin: audit.Origin(f.tenant), Size: 5, Root: froot}, f.noteSigner); err != nil {
 		t.Fatal(err)
 	}
 	if files["consistency-fork.json"], err = MarshalConsistency(fork); err != nil {
 		t.Fatal(err)
 	}
-	exp = append(exp, expectation{File: "consistency-fork.json", Kind: "consistency", Keys: "keys.json", Want: string(ReasonHashBreak), Index: -1})
+	exp = append(exp, expectation{File: "consistency-fork.json", Kind: "consistency", Keys: "keys.json", Want: string(audit.ReasonHashBreak), Index: -1})
 
 	files["events.jsonl"] = f.eventsJSONL(t)
 	if files["view.json"], err = MarshalView(f.view); err != nil {
@@ -198,17 +263,15 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	return files, exp
 }
 
-func mustEventID(t *testing.T, rec []byte) string {
-	t.Helper()
-	r, err := ParseRecord(rec)
+func mustEventID(t *testing.T, rec []byte) string { return mustEnvelope(t, rec).EventID }
+
+func mustEnvelope(tb testing.TB, rec []byte) events.Envelope {
+	tb.Helper()
+	_, env, err := audit.Parse(rec)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	env, err := events.Decode(r.Event)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env.EventID
+	return env
 }
 
 // TestVectors checks every vector in testdata/verifier against its expected
@@ -237,21 +300,25 @@ func TestVectors(t *testing.T) {
 		}
 	}
 	var exp []expectation
-	if err := strictJSON(mustRead(t, "expected.json"), &exp); err != nil {
+	if err := kernel.StrictJSON(mustRead(t, "expected.json"), &exp); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for _, e := range exp {
 		seen[e.Want] = true
-		t.Run(strings.TrimSuffix(e.File, ".json"), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/min%d/q%d", strings.TrimSuffix(e.File, ".json"), e.MinSize, e.Quorum), func(t *testing.T) {
 			keys, err := ParseKeys(mustRead(t, e.Keys))
 			if err != nil {
 				t.Fatal(err)
 			}
-			var f *Failure
+			var f *audit.Failure
 			switch e.Kind {
 			case "entries":
-				res, err := VerifyEntries(mustRead(t, e.File), keys)
+				ws, err := keys.Cosigners()
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := VerifyEntriesPolicy(mustRead(t, e.File), keys, Policy{MinSize: e.MinSize, Witnesses: ws, Quorum: e.Quorum})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -262,12 +329,12 @@ func TestVectors(t *testing.T) {
 			case "proof":
 				_, _, err := VerifyProof(mustRead(t, e.File), keys)
 				if err != nil {
-					f = failureOf(err)
+					f = audit.FailureOf(err)
 				}
 			case "consistency":
 				_, _, _, err := VerifyConsistency(mustRead(t, e.File), keys)
 				if err != nil {
-					f = failureOf(err)
+					f = audit.FailureOf(err)
 				}
 			default:
 				t.Fatalf("unknown kind %q", e.Kind)
@@ -284,7 +351,7 @@ func TestVectors(t *testing.T) {
 			}
 		})
 	}
-	for _, r := range append([]Reason{"ok"}, Reasons...) {
+	for _, r := range append([]audit.Reason{"ok"}, audit.Reasons...) {
 		if !seen[string(r)] {
 			t.Errorf("no vector expects %s", r)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/audit"
 	"io"
 	"slices"
 	"sort"
@@ -118,7 +119,7 @@ func (f *Fold) Apply(seq uint64, subject string, env codec.Envelope) error {
 			return fmt.Errorf("verifier: fold: seq %d event %s (%s) on %q: %w", seq, env.EventID, env.Type, subject, err)
 		}
 	}
-	if in, ok := incidentOf(seq, subject, env); ok {
+	if in, ok := IncidentOf(seq, subject, env); ok {
 		f.incidents = append(f.incidents, in)
 	}
 	f.seq = seq
@@ -130,14 +131,8 @@ func (f *Fold) applyExposure(subject string, env codec.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if r, ok := ev.(kernel.ExposureReserved); ok {
-		want, err := codec.ExposureSubject(f.tenant, r.GuaranteeID, r.Resource)
-		if err != nil {
-			return err
-		}
-		if want != subject {
-			return fmt.Errorf("reservation of %s/%q belongs on %q", r.GuaranteeID, r.Resource, want)
-		}
+	if err := CheckExposureSubject(f.tenant, subject, ev); err != nil {
+		return err
 	}
 	l := f.ledgers[subject]
 	if l == nil {
@@ -150,16 +145,33 @@ func (f *Fold) applyExposure(subject string, env codec.Envelope) error {
 	return nil
 }
 
+// CheckExposureSubject refuses a reservation stored on another subject than
+// its guarantee's and resource's exposure subject of tenant.
+func CheckExposureSubject(tenant, subject string, ev kernel.Event) error {
+	r, ok := ev.(kernel.ExposureReserved)
+	if !ok {
+		return nil
+	}
+	want, err := codec.ExposureWindowSubject(tenant, r.GuaranteeID, r.Resource, r.Window)
+	if err != nil {
+		return err
+	}
+	if want != subject {
+		return fmt.Errorf("reservation of %s/%q belongs on %q", r.GuaranteeID, r.Resource, want)
+	}
+	return nil
+}
+
 // IncidentCodes are the refusal codes that make a refusal event (a type
 // ending in ".refused", such as operation.refused) an incident: contention
 // exhausted, a fenced executor, an observation contradicting a seal.
 var IncidentCodes = []kernel.Code{kernel.CodeContention, kernel.CodeExecutorFenced, kernel.CodeObservationContradictsSeal}
 
-// incidentOf returns the incident an event records, if it is one: an
+// IncidentOf returns the incident an event records, if it is one: an
 // exposure.incident, any event whose type starts with "incident." or
 // "refusal.", and a refusal event (type ending in ".refused") whose code is
 // one of IncidentCodes.
-func incidentOf(seq uint64, subject string, env codec.Envelope) (Incident, bool) {
+func IncidentOf(seq uint64, subject string, env codec.Envelope) (Incident, bool) {
 	var body map[string]any
 	_ = json.Unmarshal(env.Body, &body)
 	kind, _ := body["kind"].(string)
@@ -180,26 +192,38 @@ func incidentOf(seq uint64, subject string, env codec.Envelope) (Incident, bool)
 func (f *Fold) View() View {
 	v := View{V: ViewVersion, Tenant: f.tenant, Seq: f.seq, Resources: []ResourceView{}, Incidents: append([]Incident{}, f.incidents...)}
 	for subject, l := range f.ledgers {
-		b := l.Balance()
-		rv := ResourceView{
-			GuaranteeID: l.GuaranteeID, Resource: l.Resource, Subject: subject,
-			Limit: b.Limit, Committed: b.Committed, Held: b.Held, Available: b.Available,
-			Receipts: len(l.Receipts), Archived: l.Archived, Window: l.Window, Rolling: l.Rolling, OverLimit: l.OverLimit,
-			OpenAttempts: []OpenAttempt{},
-		}
-		for _, r := range l.Receipts {
-			if !r.State.Open() {
-				continue
-			}
-			rv.OpenAttempts = append(rv.OpenAttempts, OpenAttempt{
-				AttemptID: r.AttemptID, OperationID: r.OperationID, Amount: r.Amount,
-				State: r.State.String(), Last: string(r.Last), NextStep: NextStep(r.State),
-			})
-		}
-		v.Resources = append(v.Resources, rv)
+		v.Resources = append(v.Resources, ResourceOf(subject, l))
 	}
-	sort.Slice(v.Resources, func(i, j int) bool {
-		a, b := v.Resources[i], v.Resources[j]
+	SortResources(v.Resources)
+	return v
+}
+
+// ResourceOf returns the view of the ledger l folded from subject.
+func ResourceOf(subject string, l *kernel.Ledger) ResourceView {
+	b := l.Balance()
+	rv := ResourceView{
+		GuaranteeID: l.GuaranteeID, Resource: l.Resource, Subject: subject,
+		Limit: b.Limit, Committed: b.Committed, Held: b.Held, Available: b.Available,
+		Receipts: len(l.Receipts), Archived: l.Archived, Window: l.Window, Rolling: l.Rolling, OverLimit: l.OverLimit,
+		OpenAttempts: []OpenAttempt{},
+	}
+	for _, r := range l.Receipts {
+		if !r.State.Open() {
+			continue
+		}
+		rv.OpenAttempts = append(rv.OpenAttempts, OpenAttempt{
+			AttemptID: r.AttemptID, OperationID: r.OperationID, Amount: r.Amount,
+			State: r.State.String(), Last: string(r.Last), NextStep: NextStep(r.State),
+		})
+	}
+	return rv
+}
+
+// SortResources sorts resource views by guarantee id, resource and subject,
+// the order of View.Resources.
+func SortResources(rs []ResourceView) {
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
 		if a.GuaranteeID != b.GuaranteeID {
 			return a.GuaranteeID < b.GuaranteeID
 		}
@@ -208,7 +232,6 @@ func (f *Fold) View() View {
 		}
 		return a.Subject < b.Subject
 	})
-	return v
 }
 
 // MarshalView returns the view.json form of v: indented JSON (two spaces,
@@ -242,7 +265,7 @@ func ParseView(b []byte) (View, error) {
 		return View{}, errors.New("verifier: view: file too large")
 	}
 	var v View
-	if err := strictJSON(b, &v); err != nil {
+	if err := kernel.StrictJSON(b, &v); err != nil {
 		return View{}, fmt.Errorf("verifier: view: %w", err)
 	}
 	if v.V != ViewVersion {
@@ -298,11 +321,7 @@ func Replay(r io.Reader, keyring codec.Keyring) (View, error) {
 func ReplayEntries(e Entries) (View, error) {
 	f := NewFold(e.Tenant)
 	for i, raw := range e.Records {
-		r, err := ParseRecord(raw)
-		if err != nil {
-			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
-		}
-		env, err := codec.Decode(r.Event)
+		r, env, err := audit.Parse(raw)
 		if err != nil {
 			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
 		}

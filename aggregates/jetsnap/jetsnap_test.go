@@ -12,8 +12,8 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/aggregates/jetsnap"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 var def = kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string{"adp_payments.issue_refund"},
@@ -28,29 +28,14 @@ func sealer() *aggregates.Sealer {
 // snapshot store on it.
 func start(t *testing.T, dir string) (*events.Embedded, *events.JetStore, *jetsnap.Store) {
 	t.Helper()
-	srv, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: dir, Port: -1})
+	srv := testenv.Server(t, testenv.Options{Dir: dir})
+	_, js := testenv.Connect(t, srv.ClientURL())
+	store := testenv.Store(t, js)
+	snaps, err := jetsnap.Ensure(testenv.Context(t), js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := events.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := events.EnsureStream(ctx, js, events.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	snaps, err := jetsnap.Ensure(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv, events.NewJetStore(js, events.StreamName), snaps
+	return srv, store, snaps
 }
 
 func command(r *rand.Rand, resource string) kernel.Command {

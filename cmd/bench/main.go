@@ -38,6 +38,7 @@ func main() {
 		skipPG     = flag.Bool("skip-postgres", false, "skip the PostgreSQL peer")
 		relaxed    = flag.Bool("relaxed", true, "also measure the relaxed setting")
 		cpuprof    = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
+		soak       = flag.Duration("soak", time.Minute, "length of the governed-proposals soak point at 64 agents, durable (0 skips)")
 		onlyRe     = flag.String("only", "", "measure only the workloads whose name matches this regular expression (the report then holds only those)")
 	)
 	flag.Parse()
@@ -102,9 +103,22 @@ func main() {
 		r.add(bench.Measure(ctx, cfg, bench.Point{Group: group, Name: "postgres", Durability: d, Concurrency: c, Unit: "reservation"},
 			pg.Reservations(pick), progress))
 	}
+	// The governed peer serves the same proposals over its own NATS
+	// server; it starts with the first proposals point.
+	var gp *bench.GovernedPeer
+	governedPeer := func(group, d string, durable bool, c int, pick func(w, i int) string) {
+		if gp == nil {
+			return
+		}
+		if err := pg.SetSynchronousCommit(ctx, durable, c); err != nil {
+			fail(err)
+		}
+		r.add(bench.Measure(ctx, cfg, bench.Point{Group: group, Name: "postgres", Durability: d, Concurrency: c, Unit: "proposal"},
+			gp.Proposals(pick), progress))
+	}
 	for _, durable := range modes {
 		d := bench.Durability(durable)
-		if skip(gRawOne, gRawBatch, gUniform, gHot) && skip(gProposals, gProposalsHot) {
+		if skip(gRawOne, gRawBatch, gUniform, gHot) && skip(gProposals, gProposalsHot, gSoak) {
 			continue
 		}
 		progress("== JetStream (%s): raw appends and reservations", d)
@@ -147,7 +161,7 @@ func main() {
 		}
 		n.Close()
 
-		if skip(gProposals, gProposalsHot) {
+		if skip(gProposals, gProposalsHot, gSoak) {
 			continue
 		}
 		progress("== governed proposals over NATS (%s)", d)
@@ -155,18 +169,44 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
+		if pg != nil && gp == nil {
+			if gp, err = bench.StartGovernedPeer(ctx, pg, 64); err != nil {
+				fail(err)
+			}
+			defer gp.Close()
+		}
 		for _, c := range []int{1, 8, 64} {
 			if skip(gProposals) {
 				break
 			}
-			r.add(auditLag(ctx, g, measureEngine(ctx, cfg, g.RT.Gateway.Engine(), bench.Point{Group: gProposals, Name: "ours", Durability: d, Concurrency: c, Unit: "proposal"},
-				g.Proposals(bench.Uniform("p"+d)), progress)))
+			r.add(proposals(ctx, cfg, g, bench.Point{Group: gProposals, Name: "ours", Durability: d, Concurrency: c, Unit: "proposal"},
+				bench.Uniform("p"+d), progress))
+			governedPeer(gProposals, d, durable, c, bench.Uniform("g"+d))
 		}
 		if !skip(gProposalsHot) {
-			r.add(measureEngine(ctx, cfg, g.RT.Gateway.Engine(), bench.Point{Group: gProposalsHot, Name: "ours", Durability: d, Concurrency: 32, Unit: "proposal"},
-				g.Proposals(bench.Hot("p"+d)), progress))
+			r.add(proposals(ctx, cfg, g, bench.Point{Group: gProposalsHot, Name: "ours", Durability: d, Concurrency: 32, Unit: "proposal"},
+				bench.Hot("p"+d), progress))
+			governedPeer(gProposalsHot, d, durable, 32, bench.Hot("g"+d))
+		}
+		if durable && *soak > 0 && !skip(gSoak) {
+			long := bench.Config{Warmup: cfg.Warmup, Duration: *soak}
+			r.add(proposals(ctx, long, g, bench.Point{Group: gSoak, Name: "ours", Durability: d, Concurrency: 64, Unit: "proposal"},
+				bench.Uniform("s"+d), progress))
 		}
 		g.Close()
+	}
+
+	if !skip(gCluster) {
+		progress("== governed proposals on a 3-node JetStream cluster (R3), 2 replicas")
+		cl, err := bench.StartCluster(tmp, 2, 64)
+		if err != nil {
+			fail(err)
+		}
+		for _, c := range []int{1, 8, 64} {
+			r.add(proposals(ctx, cfg, cl.Gateway(), bench.Point{Group: gCluster, Name: "ours, 2 replicas", Durability: "durable", Concurrency: c, Unit: "proposal"},
+				bench.Uniform("c"), progress))
+		}
+		cl.Close()
 	}
 
 	progress("== kernel decisions alone")
@@ -243,19 +283,33 @@ func skip(groups ...string) bool {
 	return true
 }
 
-// auditLag notes how far the runtime's audit projector is behind the event
-// stream at the end of a proposals point, then waits (up to a minute) for it
-// to catch up, so that the next point starts level.
-func auditLag(ctx context.Context, g *bench.Gateway, p bench.Point) bench.Point {
-	lag, err := g.AuditLag(ctx)
-	if err != nil {
-		fail(err)
+// proposals measures a governed-proposals point while reading the
+// followers' lag every 100 ms, and notes the audit's and the read model's
+// lag at the end of the point and whether either grew through it (not
+// sustained: the rate is more than the followers keep up with). It then
+// waits (up to two minutes) for both to catch up, so that the next point
+// starts level.
+func proposals(ctx context.Context, cfg bench.Config, g *bench.Gateway, p bench.Point, pick func(w, i int) string, progress bench.Progress) bench.Point {
+	stop := g.SampleLag(ctx, 100*time.Millisecond)
+	p = measureEngine(ctx, cfg, g.RT.Gateway.Engine(), p, g.Proposals(pick), progress)
+	t := bench.TrendOf(stop(), cfg.Warmup, cfg.Warmup+p.Elapsed)
+	p.Lag = &t
+	if p.Note != "" {
+		p.Note += ", "
 	}
-	p.Note += fmt.Sprintf(", audit %d events behind at the end", lag)
-	for deadline := time.Now().Add(time.Minute); lag > 0 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-		if lag, err = g.AuditLag(ctx); err != nil {
+	p.Note += fmt.Sprintf("at the end audit %d and read model %d events behind (through the point %+.0f and %+.0f)",
+		t.Audit.End, t.View.End, t.Audit.Growth, t.View.Growth)
+	if !t.Sustained() {
+		p.Note = "**not sustained**: " + p.Note
+	}
+	progress("  followers: %s", p.Note)
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		l, err := g.Lag(ctx)
+		if err != nil {
 			fail(err)
+		}
+		if l.Audit == 0 && l.View == 0 {
+			break
 		}
 	}
 	return p
@@ -280,6 +334,8 @@ const (
 	gHot          = "reservations, one hot resource"
 	gProposals    = "governed proposals over NATS, 10k resources"
 	gProposalsHot = "governed proposals over NATS, one hot resource"
+	gSoak         = "governed proposals over NATS, 10k resources, soak"
+	gCluster      = "governed proposals, 3-node cluster (R3)"
 	gCold         = "cold load of one resource"
 )
 
@@ -320,6 +376,23 @@ func (r *report) rate(group, name, d string, c int) float64 {
 	return p.Rate()
 }
 
+// sustained returns the highest rate of a sustained governed-proposals
+// point over 10k resources (the soak included) in setting d, and which.
+func (r *report) sustained(d string) (rate float64, at string, ok bool) {
+	for _, p := range r.points {
+		if (p.Group != gProposals && p.Group != gSoak) || p.Name != "ours" || p.Durability != d || p.Lag == nil || !p.Lag.Sustained() {
+			continue
+		}
+		if p.Rate() > rate {
+			rate, at, ok = p.Rate(), fmt.Sprintf("%d agents", p.Concurrency), true
+			if p.Group == gSoak {
+				at += fmt.Sprintf(", %s soak", p.Elapsed.Round(time.Second))
+			}
+		}
+	}
+	return rate, at, ok
+}
+
 func ms(d time.Duration) string {
 	if d == 0 {
 		return "-"
@@ -341,14 +414,31 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	b.WriteString("| reservation | ours: `aggregates.Engine.Exposure` with `kernel.Reserve` (decide, Ed25519-sign the event, append with expected sequence, group commit); PostgreSQL: one transaction `SELECT ... FOR UPDATE` on the resource row, check `committed + held + amount <= limit`, `INSERT` receipt, `UPDATE` held (pgx v5, one connection per client) |\n")
 	b.WriteString("| hot resource | every client on one resource; a new one after 1,000 reservations (a ledger holds at most 1,024 receipts) |\n")
 	b.WriteString("| proposal | an agent's request over NATS (own user and inbox) to the applied reply: reserve (operation + ledger), dispatch-start, loopback HTTP provider call (answers at once), settle; `gateway.Boot` with the embedded server |\n")
+	b.WriteString("| governed peer | PostgreSQL: the same proposal from the same client loop over a NATS request (its own plain NATS server on loopback, one connection per agent) to a Go service in this process; transaction 1 inserts the operation key's row (locked), reads the agent's grant, upserts the run's row, locks the resource's row (`FOR UPDATE`), checks the limit, holds, marks the operation dispatching and inserts an Ed25519-signed audit row; the same loopback provider call; transaction 2 locks the operation, moves held to committed, marks it applied and inserts a signed audit row (one pgx connection per agent) |\n")
+	b.WriteString("| followers | every proposals row notes how many stream sequences the audit projector and the exposure view (the read model) are behind at its end, and their least-squares growth through the point (read every 100 ms); a row whose audit or read-model lag grew by more than 5% of the events appended in it (at least 256) is **not sustained** |\n")
 	if r.coldEvents > 0 {
 		fmt.Fprintf(&b, "| cold load | a fresh engine loads one of 20 resources, each with ~300 events spread through a %d-event stream (other subjects between them); snapshots every %d events |\n", r.coldEvents, aggregates.DefaultSnapshotEvery)
 	}
 	fmt.Fprintf(&b, "\n## Results\n\n![throughput and p99 against concurrency](%s)\n\n", chart)
 	b.WriteString("| workload | system | setting | clients | throughput /s | p50 ms | p99 ms | errors | note |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	row := func(p bench.Point) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f %s | %s | %s | %d | %s |\n", p.Group, p.Name, p.Durability, p.Concurrency, p.Rate(), p.Unit+"s", ms(p.P50), ms(p.P99), p.Errors, p.Note)
+	}
+	var cluster []bench.Point
 	for _, p := range r.points {
-		unit := p.Unit + "s"
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f %s | %s | %s | %d | %s |\n", p.Group, p.Name, p.Durability, p.Concurrency, p.Rate(), unit, ms(p.P50), ms(p.P99), p.Errors, p.Note)
+		if p.Group == gCluster {
+			cluster = append(cluster, p)
+			continue
+		}
+		row(p)
+	}
+	if len(cluster) > 0 {
+		b.WriteString("\n## Scale-out: a 3-node JetStream cluster\n\n")
+		fmt.Fprintf(&b, "Three nats-servers in one JetStream cluster on loopback (R3 event, snapshot and audit streams, `sync_interval: always`), two runtimes booted against it as `contextosd` replicas are (one queue group, a shared runtime key, two executors), agents' connections spread over the three servers; the same proposals as above. **Caveat:** the three servers, both replicas, the provider and the agents share this machine's %d cores, so this measures the replicated path's cost on one machine, not what three machines would do. The engine's figures and the followers' lag in the notes are the first replica's.\n\n", runtime.NumCPU())
+		b.WriteString("| workload | system | setting | clients | throughput /s | p50 ms | p99 ms | errors | note |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+		for _, p := range cluster {
+			row(p)
+		}
 	}
 	var s strings.Builder
 	s.WriteString("Ratios (same run):\n")
@@ -372,6 +462,18 @@ func (r *report) markdown(chart string) ([]byte, string) {
 		}
 		ratio(d+": hot resource (32 clients) / 10k resources (64 clients)", r.rate(gHot, "ours", d, 32), r.rate(gUniform, "ours", d, 64))
 		ratio(d+": proposals (64 clients) / reservations (64 clients)", r.rate(gProposals, "ours", d, 64), r.rate(gUniform, "ours", d, 64))
+		for _, c := range []int{1, 8, 64} {
+			ratio(fmt.Sprintf("%s, governed proposals, %d clients: ours / PostgreSQL governed peer", d, c), r.rate(gProposals, "ours", d, c), r.rate(gProposals, "postgres", d, c))
+		}
+		ratio(d+", governed proposals, hot resource, 32 clients: ours / PostgreSQL governed peer", r.rate(gProposalsHot, "ours", d, 32), r.rate(gProposalsHot, "postgres", d, 32))
+		if rate, at, ok := r.sustained(d); ok {
+			fmt.Fprintf(&s, "- %s: sustained governed proposals rate: %.0f/s (%s)\n", d, rate, at)
+		} else if _, any := r.find(gProposals, "ours", d, 1); any {
+			fmt.Fprintf(&s, "- %s: sustained governed proposals rate: none of the points was sustained\n", d)
+		}
+	}
+	for _, c := range []int{1, 8, 64} {
+		ratio(fmt.Sprintf("durable, governed proposals, %d clients: 3-node cluster with 2 replicas / one server", c), r.rate(gCluster, "ours, 2 replicas", "durable", c), r.rate(gProposals, "ours", "durable", c))
 	}
 	s.WriteString("\nGoals (durable):\n")
 	goal := func(name string, ok bool, got string) {
@@ -391,6 +493,18 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	if p64, ok := r.find(gProposals, "ours", "durable", 64); ok {
 		goal(">= 2.5k governed proposals/s with p99 < 20 ms (64 agents)", p64.Rate() >= 2500 && p64.P99 < 20*time.Millisecond,
 			fmt.Sprintf("%.0f/s, p99 %s ms", p64.Rate(), ms(p64.P99)))
+	}
+	if sk, ok := r.find(gSoak, "ours", "durable", 64); ok {
+		got := fmt.Sprintf("%.0f/s over %s, p99 %s ms", sk.Rate(), sk.Elapsed.Round(time.Second), ms(sk.P99))
+		if !sk.Lag.Sustained() {
+			got += ", not sustained"
+		}
+		goal(">= 2,500 governed proposals/s sustained through the soak (64 agents), p99 <= 60 ms", sk.Lag.Sustained() && sk.Rate() >= 2500 && sk.P99 <= 60*time.Millisecond, got)
+	}
+	if pg64 := r.rate(gProposals, "postgres", "durable", 64); pg64 > 0 {
+		if rate, at, ok := r.sustained("durable"); ok {
+			goal(">= 2x the PostgreSQL governed peer, sustained rate against its 64-client rate", rate >= 2*pg64, fmt.Sprintf("%.2fx: %.0f/s (%s) against %.0f/s", rate/pg64, rate, at, pg64))
+		}
 	}
 	if h32, ok := r.find(gHot, "ours", "durable", 32); ok && uok {
 		goal("hot resource, 32 agents: >= 50% of the uniform rate and p99 < 25 ms", h32.Rate() >= u64.Rate()/2 && h32.P99 < 25*time.Millisecond,
@@ -418,6 +532,7 @@ func (r *report) panels() []bench.Panel {
 		{gProposals, "ours", "durable", color.RGBA{44, 160, 44, 255}, false, "ours, governed proposals"},
 		{gUniform, "postgres", "durable", color.RGBA{31, 119, 180, 255}, true, "PostgreSQL, 10k resources"},
 		{gHot, "postgres", "durable", color.RGBA{255, 127, 14, 255}, true, "PostgreSQL, hot resource"},
+		{gProposals, "postgres", "durable", color.RGBA{44, 160, 44, 255}, true, "PostgreSQL, governed peer"},
 		{gRawOne, "jetstream", "durable", color.RGBA{127, 127, 127, 255}, true, "raw JetStream append, 1 at a time"},
 	}
 	var tput, p99 []bench.Series

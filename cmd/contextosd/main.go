@@ -3,6 +3,9 @@
 //
 //	contextosd --config FILE
 //	contextosd --check-config FILE
+//	contextosd --init-key FILE
+//	contextosd --version
+//	contextosd keys rotate --config FILE
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/version"
 	"github.com/contextos/ledger/mcpgw"
 )
 
@@ -22,11 +26,16 @@ func main() {
 }
 
 func run() int {
+	if len(os.Args) > 1 && os.Args[1] == "keys" {
+		return runKeys(os.Args[2:])
+	}
 	fs := flag.NewFlagSet("contextosd", flag.ContinueOnError)
 	config := fs.String("config", "", "the TOML configuration file")
 	check := fs.String("check-config", "", "validate a configuration file and exit")
+	initKey := fs.String("init-key", "", "create a new runtime signing key file (0600) for runtime.key_file, print its key id and exit; refuses to replace one")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE\n\n")
+		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE | --init-key FILE | --version | keys rotate --config FILE\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -34,6 +43,19 @@ func run() int {
 			return 0
 		}
 		return 2
+	}
+	if *showVersion {
+		fmt.Println(version.String("contextosd"))
+		return 0
+	}
+	if *initKey != "" {
+		id, err := gateway.CreateKey(*initKey)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "contextosd:", err)
+			return 1
+		}
+		fmt.Println(id)
+		return 0
 	}
 	if *check != "" {
 		if _, err := gateway.LoadConfig(*check); err != nil {
@@ -61,7 +83,7 @@ func run() int {
 	// Ready is said only once a signal would stop the daemon cleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	log.Info("contextosd ready", "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
+	log.Info("contextosd ready", "version", version.Get().Version, "executor", rt.Gateway.Executor(), "key_id", rt.Signer.KeyID)
 	<-sig
 	log.Info("contextosd stopping")
 	rt.Close()

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/audit"
 	"os"
 	"path/filepath"
 
@@ -139,7 +141,7 @@ func newAuditCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Export the signed audit log, prove one event's record, verify a proof",
-		Long: `The audit log holds one signed record per event of the tenant, hash-chained and
+		Long: `The audit log holds one record per event of the tenant (the signed event), hash-chained and
 covered by signed Merkle checkpoints. Export it with "ctx audit export", check it
 offline with "ctx audit-verify", prove a single event with "ctx audit prove"
 and "ctx audit verify-proof", and show that an older checkpoint is a prefix of
@@ -148,12 +150,13 @@ See docs/audit.md for the file formats.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newAuditExportCmd(), newAuditProveCmd(), newAuditVerifyProofCmd(),
-		newAuditProveConsistencyCmd(), newAuditVerifyConsistencyCmd())
+		newAuditProveConsistencyCmd(), newAuditVerifyConsistencyCmd(), newAuditKeysCmd())
 	return cmd
 }
 
 func newAuditExportCmd() *cobra.Command {
 	var out, keysOut string
+	var allowPartial bool
 	cmd := &cobra.Command{
 		Use:   "export --out entries.json",
 		Short: "Write the tenant's audit log (records and checkpoints) and the public keys",
@@ -161,12 +164,15 @@ func newAuditExportCmd() *cobra.Command {
 signed checkpoints they cover, and write them to --out (entries.json). The runtime's
 public keys go to --keys-out (default keys.json beside --out). The export is verified
 against those keys before the command returns; an auditor should verify it again
-against keys obtained out of band (ctx audit-verify).`,
+against keys obtained out of band (ctx audit-verify). Records past the newest
+checkpoint are left for the next export unless --allow-partial, so that an
+export is complete: every record it holds is committed to by a signed checkpoint.`,
 		Args: cobra.NoArgs,
 	}
 	c := addConnFlags(cmd)
 	cmd.Flags().StringVar(&out, "out", "", "entries file to write (required)")
 	cmd.Flags().StringVar(&keysOut, "keys-out", "", "keys file to write (default: keys.json beside --out)")
+	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "also write the records past the newest checkpoint (the export then verifies only with --allow-partial)")
 	cmd.RunE = func(*cobra.Command, []string) error {
 		if out == "" {
 			return usageError("--out is required")
@@ -192,6 +198,13 @@ against keys obtained out of band (ctx audit-verify).`,
 		if err != nil {
 			return auditOpsError(err)
 		}
+		covered := entriesCovered(entries)
+		past := int64(len(entries.Records)) - covered
+		if !allowPartial {
+			// An export holds what a signed checkpoint commits to; the
+			// newest records wait for the next checkpoint (and export).
+			entries.Records = entries.Records[:covered]
+		}
 		b, err := verifier.MarshalEntries(entries)
 		if err != nil {
 			return err
@@ -202,7 +215,7 @@ against keys obtained out of band (ctx audit-verify).`,
 		if err := auditWriteFile(keysOut, keysJSON); err != nil {
 			return err
 		}
-		res, err := verifier.VerifyEntries(b, keys)
+		res, err := verifier.VerifyEntriesPolicy(b, keys, verifier.Policy{AllowPartial: allowPartial})
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
@@ -212,6 +225,9 @@ against keys obtained out of band (ctx audit-verify).`,
 			}
 		} else {
 			fmt.Printf("wrote %d records and %d checkpoints to %s, keys to %s\n", res.Records, res.Checkpoints, out, keysOut)
+			if past > 0 && !allowPartial {
+				fmt.Printf("note: %d newer records are not covered by a checkpoint yet; they are in the next export\n", past)
+			}
 		}
 		if !res.OK() {
 			return &ExitError{Code: 1, Err: fmt.Errorf("the export does not verify: %v", res.Failure)}
@@ -223,19 +239,21 @@ against keys obtained out of band (ctx audit-verify).`,
 
 // auditResult is the --json form of a verification.
 type auditResult struct {
-	OK          bool   `json:"ok"`
-	Tenant      string `json:"tenant"`
-	Records     int64  `json:"records"`
-	Checkpoints int    `json:"checkpoints"`
-	Root        string `json:"root,omitempty"`
-	Index       *int64 `json:"index,omitempty"`
-	Checkpoint  *int   `json:"checkpoint,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	Detail      string `json:"detail,omitempty"`
+	OK          bool     `json:"ok"`
+	Tenant      string   `json:"tenant"`
+	Records     int64    `json:"records"`
+	Checkpoints int      `json:"checkpoints"`
+	Covered     int64    `json:"covered"` // records covered by the newest checkpoint
+	Cosigned    []string `json:"cosigned,omitempty"`
+	Root        string   `json:"root,omitempty"`
+	Index       *int64   `json:"index,omitempty"`
+	Checkpoint  *int     `json:"checkpoint,omitempty"`
+	Reason      string   `json:"reason,omitempty"`
+	Detail      string   `json:"detail,omitempty"`
 }
 
 func auditResultJSON(res verifier.Result) auditResult {
-	r := auditResult{OK: res.OK(), Tenant: res.Tenant, Records: res.Records, Checkpoints: res.Checkpoints}
+	r := auditResult{OK: res.OK(), Tenant: res.Tenant, Records: res.Records, Checkpoints: res.Checkpoints, Covered: res.Covered, Cosigned: res.Cosigned}
 	if res.OK() {
 		r.Root = res.Root.String()
 		return r
@@ -251,26 +269,90 @@ func auditResultJSON(res verifier.Result) auditResult {
 	return r
 }
 
+// entriesCovered is the size of the newest checkpoint of an export (read,
+// not verified).
+func entriesCovered(e verifier.Entries) int64 {
+	var n int64
+	for _, msg := range e.Checkpoints {
+		if c, err := audit.ReadCheckpoint(msg); err == nil && c.Size > n && c.Size <= int64(len(e.Records)) {
+			n = c.Size
+		}
+	}
+	return n
+}
+
+// auditFailureLine is the one-line form of a failure: where, reason, detail.
+func auditFailureLine(f *audit.Failure) string {
+	where := fmt.Sprintf("first bad index %d", f.Index)
+	switch {
+	case f.Index < 0 && f.Checkpoint >= 0:
+		where = fmt.Sprintf("checkpoint %d", f.Checkpoint)
+	case f.Index < 0:
+		where = "export"
+	case f.Checkpoint >= 0:
+		where += fmt.Sprintf(" (checkpoint %d)", f.Checkpoint)
+	}
+	return fmt.Sprintf("%s: %s: %s", where, f.Reason, f.Detail)
+}
+
 func newAuditVerifyCmd() *cobra.Command {
 	var entriesPath, keysPath string
-	var asJSON bool
+	var witnessKeys, keptPaths []string
+	var quorum int
+	var minSize int64
+	var asJSON, allowPartial bool
 	cmd := &cobra.Command{
-		Use:   "audit-verify --entries entries.json --keys keys.json",
+		Use:   "audit-verify --entries entries.json --keys keys.json [--witness-key K --witnesses N] [--min-size N] [--kept NOTE] [--allow-partial]",
 		Short: "Verify an exported audit log offline (exit 0 valid, 1 with the first bad index)",
-		Long: `Check every record of entries.json in order: canonical form, a trusted key, the
-record's and its event's signatures, the event hash, the hash chain (prev_hash),
-index continuity and order; then every checkpoint's signature and Merkle root.
+		Long: `Check every record of entries.json in order: canonical form, its event's
+signature under a trusted key, the hash chain (prev_hash), index continuity and
+order; then every checkpoint's signature, its witnesses' cosignatures and its
+Merkle root; then coverage: every record must be covered by a checkpoint
+(unless --allow-partial), the export must hold at least --min-size records (a
+size you trust, from an earlier export or a witness) and extend every --kept
+checkpoint (one you kept, or a witness's latest: same root at its size). With --witness-key
+(repeatable, a witness's cosignature verifier key) and --witnesses N, the newest
+checkpoint must carry valid cosignatures of at least N of those witnesses: a
+log rewritten by whoever holds the runtime key is not cosigned by an honest
+witness that saw the earlier one.
 Exit 0 when all hold; otherwise exit 1 printing the first bad record index (or
 checkpoint) and one reason of: bad-signature, hash-break, gap, reorder,
-non-canonical, unknown-key. No network is used.`,
+non-canonical, unknown-key, uncovered, truncated, witness-policy. No network is
+used.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&entriesPath, "entries", "", "entries.json to verify (required)")
 	cmd.Flags().StringVar(&keysPath, "keys", "", "trusted keys.json (required)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringArrayVar(&witnessKeys, "witness-key", nil, "a trusted witness's cosignature key (<name>+<hash>+<key>); repeatable")
+	cmd.Flags().IntVar(&quorum, "witnesses", 0, "how many of the --witness-key witnesses must have cosigned the newest checkpoint")
+	cmd.Flags().Int64Var(&minSize, "min-size", 0, "a size the log is known to have reached: a shorter export is refused")
+	cmd.Flags().StringArrayVar(&keptPaths, "kept", nil, "a checkpoint note you kept (or a witness's latest): the export must extend it; repeatable")
+	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "accept records past the newest checkpoint")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (also when it fails)")
 	cmd.RunE = func(*cobra.Command, []string) error {
 		if entriesPath == "" || keysPath == "" {
 			return usageError("--entries and --keys are required")
+		}
+		if quorum < 0 || quorum > len(witnessKeys) {
+			return usageError("--witnesses %d needs at least that many --witness-key", quorum)
+		}
+		if minSize < 0 {
+			return usageError("--min-size must be >= 0")
+		}
+		p := verifier.Policy{AllowPartial: allowPartial, MinSize: minSize, Quorum: quorum}
+		for _, k := range witnessKeys {
+			w, err := audit.ParseCosignerKey(k)
+			if err != nil {
+				return usageError("--witness-key: %v", err)
+			}
+			p.Witnesses = append(p.Witnesses, w)
+		}
+		for _, k := range keptPaths {
+			b, err := os.ReadFile(k)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			p.Kept = append(p.Kept, b)
 		}
 		keys, err := auditReadKeys(keysPath)
 		if err != nil {
@@ -280,9 +362,10 @@ non-canonical, unknown-key. No network is used.`,
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
-		res, err := verifier.VerifyEntries(b, keys)
+		res, err := verifier.VerifyEntriesPolicy(b, keys, p)
 		if err != nil {
-			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", entriesPath, err)}
+			// Not an export at all: still a structured result.
+			res = verifier.Result{Failure: audit.Fail(audit.ReasonNonCanonical, "%v", err)}
 		}
 		if asJSON {
 			if err := printJSON(auditResultJSON(res)); err != nil {
@@ -290,19 +373,16 @@ non-canonical, unknown-key. No network is used.`,
 			}
 		}
 		if !res.OK() {
-			f := res.Failure
-			where := fmt.Sprintf("first bad index %d", f.Index)
-			if f.Index < 0 {
-				where = fmt.Sprintf("checkpoint %d", f.Checkpoint)
-			} else if f.Checkpoint >= 0 {
-				where += fmt.Sprintf(" (checkpoint %d)", f.Checkpoint)
-			}
-			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %s: %s", where, f.Reason, f.Detail)}
+			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %s", entriesPath, auditFailureLine(res.Failure))}
 		}
 		if !asJSON {
-			fmt.Printf("ok: %d records of %s, %d checkpoints, root %s\n", res.Records, res.Tenant, res.Checkpoints, res.Root)
-			if res.Checkpoints == 0 {
-				fmt.Println("note: no checkpoint covers these records; only the chain was checked")
+			fmt.Printf("ok: %d records of %s, %d checkpoints, %d records covered by the newest, root %s\n",
+				res.Records, res.Tenant, res.Checkpoints, res.Covered, res.Root)
+			if len(res.Cosigned) > 0 {
+				fmt.Printf("the newest checkpoint is cosigned by the witnesses %v\n", res.Cosigned)
+			}
+			if res.Covered < res.Records {
+				fmt.Printf("note: records %d to %d are not covered by a checkpoint; only the chain and their events' signatures were checked\n", res.Covered, res.Records-1)
 			}
 		}
 		return nil
@@ -369,7 +449,7 @@ Merkle tree. No network is used.`,
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
-		cp, err := verifier.ReadCheckpoint(p.Checkpoint)
+		cp, err := audit.ReadCheckpoint(p.Checkpoint)
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
@@ -534,7 +614,7 @@ from an export, offline.`,
 				return err
 			}
 		}
-		cur, err := verifier.ReadCheckpoint(proof.New)
+		cur, err := audit.ReadCheckpoint(proof.New)
 		if err != nil {
 			return err
 		}
@@ -586,6 +666,59 @@ network is used.`,
 		}
 		fmt.Printf("ok: the log of %d records (root %s) is a prefix of the log of %d records (root %s)\n", old.Size, old.Root, cur.Size, cur.Root)
 		return nil
+	}
+	return cmd
+}
+
+func newAuditKeysCmd() *cobra.Command {
+	var fromKeys []string
+	var witnessKeys []string
+	var tenant, out string
+	cmd := &cobra.Command{
+		Use:   "keys --from-key FILE --tenant T [--out keys.json]",
+		Short: "Print keys.json (public keys only) from the runtime's key file, for an auditor out of band",
+		Long: `Read the runtime's key file(s) (runtime.key_file; repeat --from-key for retired
+ones) and print the tenant's keys.json: the public keys that sign events and
+checkpoints, and the --witness-key witnesses. Nothing secret is printed: give
+the result to auditors out of band, so that they do not have to trust the
+keys a running daemon publishes.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.Flags().StringArrayVar(&fromKeys, "from-key", nil, "a runtime key file; repeatable (required)")
+	cmd.Flags().StringArrayVar(&witnessKeys, "witness-key", nil, "a witness's cosignature key; repeatable")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant whose log the keys verify (required)")
+	cmd.Flags().StringVar(&out, "out", "", "write to this file instead of stdout")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if len(fromKeys) == 0 || tenant == "" {
+			return usageError("--from-key and --tenant are required")
+		}
+		var pubs []ed25519.PublicKey
+		for _, p := range fromKeys {
+			key, err := events.LoadPrivateKey(p)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			pubs = append(pubs, key.Public().(ed25519.PublicKey))
+		}
+		keys, err := verifier.KeysFor(tenant, pubs...)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		for _, k := range witnessKeys {
+			if _, err := audit.ParseCosignerKey(k); err != nil {
+				return usageError("--witness-key: %v", err)
+			}
+			keys.WitnessKeys = append(keys.WitnessKeys, k)
+		}
+		b, err := verifier.MarshalKeys(keys)
+		if err != nil {
+			return err
+		}
+		if out != "" {
+			return auditWriteFile(out, b)
+		}
+		_, err = os.Stdout.Write(b)
+		return err
 	}
 	return cmd
 }

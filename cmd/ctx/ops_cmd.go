@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/contextos/ledger/client"
 	"github.com/spf13/cobra"
@@ -60,17 +61,22 @@ func newExposureCmd() *cobra.Command {
 			if c.json {
 				return printJSON(nonNil(rows))
 			}
-			head, wide := "GUARANTEE\tRESOURCE\tLIMIT\tCOMMITTED\tHELD\tAVAILABLE\tOPEN", ""
+			head := "GUARANTEE\tRESOURCE\tLIMIT\tCOMMITTED\tHELD\tAVAILABLE\tOPEN"
 			if c.wide() {
-				head, wide = "TENANT\t"+head, "%s\t"
+				head = "TENANT\t" + head + "\tWINDOW\tCAPACITY RETURNS\tARCHIVED (COMMITTED/RELEASED)\tOVER LIMIT"
 			}
 			table(head, func(w *tabwriter.Writer) {
 				for _, e := range rows {
-					cols := []any{e.GuaranteeID, e.Resource, e.Limit, e.Committed, e.Held, e.Available, e.OpenAttempts}
-					if wide != "" {
-						cols = append([]any{e.Tenant}, cols...)
+					if !c.wide() {
+						fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", e.GuaranteeID, e.Resource, e.Limit, e.Committed, e.Held, e.Available, e.OpenAttempts)
+						continue
 					}
-					fmt.Fprintf(w, wide+"%s\t%s\t%d\t%d\t%d\t%d\t%d\n", cols...)
+					returns := "-"
+					if !e.ReturnsAt.IsZero() {
+						returns = fmt.Sprintf("%d at %s", e.Returns, e.ReturnsAt.Format(time.RFC3339))
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d/%d\t%d\n", e.Tenant, e.GuaranteeID, e.Resource, e.Limit, e.Committed, e.Held,
+						e.Available, e.OpenAttempts, orDash(e.Window), returns, e.Archived.Committed, e.Archived.Released, e.OverLimit)
 				}
 			})
 			return nil

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -399,16 +398,14 @@ func Decode(b []byte) (Envelope, error) {
 	if len(bytes.TrimSpace(b)) == 0 || bytes.TrimSpace(b)[0] != '{' {
 		return Envelope{}, envErr(ReasonMalformed, "", "not a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
-		if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+	if err := kernel.KnownJSON(b, &raw); err != nil {
+		switch msg := err.Error(); {
+		case strings.HasPrefix(msg, "json: unknown field "):
 			return Envelope{}, envErr(ReasonUnknownField, "", "%s", strings.TrimPrefix(msg, "json: unknown field "))
+		case errors.Is(err, kernel.ErrTrailingData):
+			return Envelope{}, envErr(ReasonTrailingData, "", "")
 		}
 		return Envelope{}, envErr(ReasonMalformed, "", "%v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Envelope{}, envErr(ReasonTrailingData, "", "")
 	}
 	for _, f := range []struct {
 		name string
@@ -444,13 +441,8 @@ func Decode(b []byte) (Envelope, error) {
 // DecodeBody decodes e.Body into into, strictly: unknown fields and trailing
 // data are refused.
 func DecodeBody(e Envelope, into any) error {
-	dec := json.NewDecoder(bytes.NewReader(e.Body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
+	if err := kernel.KnownJSON(e.Body, into); err != nil {
 		return fmt.Errorf("events: body of %s v%d: %w", e.Type, e.V, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("events: body of %s v%d: trailing data", e.Type, e.V)
 	}
 	return nil
 }

@@ -167,7 +167,7 @@ func MarshalKeyring(k Keyring) ([]byte, error) {
 // duplicates are refused.
 func ParseKeyring(b []byte) (Keyring, error) {
 	var f keyringFile
-	if err := strictUnmarshal(b, &f); err != nil {
+	if err := kernel.StrictJSON(b, &f); err != nil {
 		return nil, fmt.Errorf("events: keyring: %w", err)
 	}
 	k := Keyring{}
@@ -244,7 +244,7 @@ func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
 		return nil, err
 	}
 	var f privateKeyFile
-	if err := strictUnmarshal(b, &f); err != nil {
+	if err := kernel.StrictJSON(b, &f); err != nil {
 		return nil, fmt.Errorf("events: private key %s: %w", path, err)
 	}
 	seed, err := base64.StdEncoding.Strict().DecodeString(f.Seed)
@@ -257,9 +257,6 @@ func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
 	}
 	return key, nil
 }
-
-// strictUnmarshal is kernel.StrictJSON: the one strict decoder.
-func strictUnmarshal(b []byte, v any) error { return kernel.StrictJSON(b, v) }
 
 // writeFileSync writes b to path with perm and fsyncs it; exclusive refuses an
 // existing file.

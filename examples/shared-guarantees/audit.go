@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -17,33 +20,44 @@ import (
 // auditStory is step 4: the auditor's promise, with only exported files and
 // the runtime's public keys.
 func (d *demo) auditStory(applied string) error {
-	step(4, "Audit: export, verify offline, flip one byte, prove one receipt")
+	step(5, "Audit: export, verify offline with a witness policy, flip one byte, prove one receipt")
 	dir := filepath.Join(d.dir, "audit")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	entries, keys := filepath.Join(dir, "entries.json"), filepath.Join(dir, "keys.json")
 
-	// The projector signs records as events arrive; wait until the export
-	// holds the whole story (the settlement of the INR 150 refund is last).
+	// The projector records events as they arrive and checkpoints them
+	// every few seconds; the witness cosigns each checkpoint. Wait until an
+	// export holds the whole story (the settlement of the INR 150 refund is
+	// last) under a checkpoint the witness cosigned.
 	var parsed verifier.Entries
-	deadline := time.Now().Add(20 * time.Second)
+	policy := []string{"--witness-key", demoWitness.key, "--witnesses", "1"}
+	var out []byte
+	var err error
+	deadline := time.Now().Add(40 * time.Second)
 	for {
 		if _, err := d.ctxOut("audit", "export", "--out", entries, "--keys-out", keys); err == nil {
 			if b, err := os.ReadFile(entries); err == nil {
 				parsed, _ = verifier.ParseEntries(b)
 			}
 		}
-		if hasSettlement(parsed) || time.Now().After(deadline) {
+		if hasSettlement(parsed) {
+			out, err = d.ctxOut(append([]string{"audit-verify", "--entries", entries, "--keys", keys}, policy...)...)
+			if err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // a checkpoint is published every few seconds
 	}
-	fmt.Printf("   $ ctx audit export --out entries.json   (%d records)\n", len(parsed.Records))
-	fmt.Println("   $ ctx audit-verify --entries entries.json --keys keys.json")
-	out, err := d.ctxOut("audit-verify", "--entries", entries, "--keys", keys)
+	fmt.Printf("   $ ctx audit export --out entries.json   (%d records, all under a signed checkpoint)\n", len(parsed.Records))
+	fmt.Printf("   $ ctx audit-verify --entries entries.json --keys keys.json --witness-key %s --witnesses 1\n", shorten(demoWitness.key))
 	indent(out)
-	d.check(err == nil && hasSettlement(parsed), "the exported audit verifies offline (%d records, signed and hash-chained)", len(parsed.Records))
+	d.check(err == nil && hasSettlement(parsed), "the exported audit verifies offline (%d records, hash-chained, every one under a signed checkpoint)", len(parsed.Records))
+	d.check(err == nil && bytes.Contains(out, []byte("cosigned by the witnesses ["+demoWitnessName+"]")), "the witness %s cosigned the newest checkpoint (it cosigns only a log that extends what it saw before)", demoWitnessName)
 
 	// Flip one byte inside a record: an amount digit of the applied refund.
 	raw, err := os.ReadFile(entries)
@@ -134,4 +148,68 @@ func reservationOf(e verifier.Entries, attemptID string) string {
 		}
 	}
 	return ""
+}
+
+// demoWitnessName is the witness of the story: a C2SP tlog-witness run with
+// "ctx witness serve", which the daemon asks to cosign every checkpoint.
+const demoWitnessName = "witness.demo/w1"
+
+// demoWitness is where the witness listens and its cosignature key.
+var demoWitness struct{ key, addr, keyFile string }
+
+// prepareWitness makes the witness's key and picks its address, before the
+// daemon starts (its configuration names them).
+func (d *demo) prepareWitness() error {
+	demoWitness.keyFile = filepath.Join(d.dir, "witness.key")
+	out, err := exec.Command(filepath.Join(*bin, "ctx"), "witness", "init", "--key", demoWitness.keyFile, "--name", demoWitnessName).Output()
+	if err != nil {
+		return fmt.Errorf("ctx witness init: %w", err)
+	}
+	demoWitness.key = strings.TrimSpace(string(out))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	demoWitness.addr = ln.Addr().String()
+	return ln.Close()
+}
+
+// witnessConfig is the daemon's [[runtime.witnesses]] entry.
+func witnessConfig() string {
+	if demoWitness.key == "" {
+		return ""
+	}
+	return fmt.Sprintf("\n[[runtime.witnesses]]\nurl = %q\nkey = %q\n", "http://"+demoWitness.addr, demoWitness.key)
+}
+
+// startWitness starts the witness for the daemon's log, whose key it reads
+// from the keys the daemon publishes (an operator would take them from
+// "ctx audit keys --from-key" out of band).
+func (d *demo) startWitness() error {
+	logKeys := filepath.Join(d.dir, "log-keys.json")
+	if _, err := d.ctxOut("audit", "export", "--out", filepath.Join(d.dir, "boot-entries.json"), "--keys-out", logKeys); err != nil {
+		return fmt.Errorf("fetch the log's keys: %w", err)
+	}
+	cmd := exec.Command(filepath.Join(*bin, "ctx"), "witness", "serve", "--key", demoWitness.keyFile, "--name", demoWitnessName,
+		"--state", filepath.Join(d.dir, "witness-state.json"), "--log-keys", logKeys, "--listen", demoWitness.addr)
+	if err := d.spawn(cmd); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", demoWitness.addr); err == nil {
+			c.Close()
+			fmt.Printf("   witness %s on http://%s (ctx witness serve), cosigning the audit checkpoints\n", demoWitnessName, demoWitness.addr)
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("the witness did not start")
+}
+
+func shorten(key string) string {
+	if i := strings.LastIndexByte(key, '+'); i > 0 && len(key) > i+9 {
+		return key[:i+9] + "…"
+	}
+	return key
 }

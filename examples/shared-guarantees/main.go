@@ -90,7 +90,13 @@ func (d *demo) run() error {
 	if err := d.startProvider(); err != nil {
 		return err
 	}
+	if err := d.prepareWitness(); err != nil {
+		return err
+	}
 	if err := d.startDaemon(); err != nil {
+		return err
+	}
+	if err := d.startWitness(); err != nil {
 		return err
 	}
 	fmt.Printf("   provider %s, contextosd NATS %s, data %s\n", d.provider, d.natsURL, d.dir)
@@ -179,6 +185,25 @@ func (d *demo) run() error {
 	d.check(r4.Status == first.Status && r4.Code == first.Code && r4.OperationID == first.OperationID,
 		"agent_email resends its operation key: the same operation %s, still %s %s", r4.OperationID, r4.Status, r4.Code)
 	d.check(d.providerStats().Calls == 2, "still two provider calls")
+
+	step(4, "Finance raises the order's ceiling at runtime: a signed, versioned definition change")
+	args := []string{"guarantee", "set-limit", "--guarantee", "refunds-per-order", "--limit", "200000", "--reason", "festival season: refunds up to INR 2,000 per order"}
+	fmt.Printf("   $ ctx %s\n", strings.Join(args, " "))
+	d.ctx(args...)
+	fmt.Println("   $ ctx guarantee history refunds-per-order")
+	d.ctx("guarantee", "history", "refunds-per-order")
+	loser := "agent_chat"
+	if replies["agent_email"].Status != kernel.StatusApplied {
+		loser = "agent_email"
+	}
+	r5, err := propose(d.agent(loser), loser, "run_"+loser, "refund-ord_881-raised", "ord_881", 80000)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   %-12s %-8s %s\n", loser, r5.Status, describe(r5))
+	d.check(r5.Status == kernel.StatusApplied && r5.Limit != nil && *r5.Limit == 200000,
+		"%s's INR 800 now fits under the new version's ceiling of INR 2,000", loser)
+	d.checkExposureUnder(175000, 0, 25000)
 	winner := replies["agent_email"]
 	if winner.Status != kernel.StatusApplied {
 		winner = replies["agent_chat"]
@@ -195,6 +220,18 @@ func describe(r gateway.Reply) string {
 		s += fmt.Sprintf("(committed %d, held %d, available %d of %d)", *r.Committed, *r.Held, *r.Available, *r.Limit)
 	}
 	return s
+}
+
+// checkExposureUnder checks the exposure of ord_881 as a proposal reply
+// reports it under the guarantee's latest version.
+func (d *demo) checkExposureUnder(committed, held, available int64) {
+	out, err := d.ctxOut("exposure", "--resource", "ord_881", "--json")
+	var rows []gateway.ExposureRow
+	if err == nil {
+		err = json.Unmarshal(out, &rows)
+	}
+	ok := err == nil && len(rows) == 1 && rows[0].Committed == committed && rows[0].Held == held
+	d.check(ok, "exposure of ord_881: committed %d, held %d (available %d under the new limit)", committed, held, available)
 }
 
 func (d *demo) checkExposure(committed, held, available int64) {
@@ -279,7 +316,7 @@ func (d *demo) startDaemon() error {
 	if err != nil {
 		return err
 	}
-	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.dir, "data"), "{{LISTEN}}", listen, "{{PROVIDER}}", d.provider).Replace(string(raw))
+	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.dir, "data"), "{{LISTEN}}", listen, "{{PROVIDER}}", d.provider).Replace(string(raw)) + witnessConfig()
 	path := filepath.Join(d.dir, "contextos.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return err

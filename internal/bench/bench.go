@@ -32,6 +32,7 @@ type Point struct {
 	Unit        string // what one operation is ("reservation", "event", ...)
 	PerOp       int    // units per operation (0 means 1): a batch of 100 events
 	Note        string
+	Lag         *Trends // the runtime's followers through the point (proposals only)
 }
 
 // Rate is units per second.

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // BenchmarkProposals: governed proposals over NATS through a booted runtime
@@ -44,4 +46,45 @@ func BenchmarkProposals(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "proposals/s")
+}
+
+// TestTrendOf: a lag that stays within a band is sustained whatever its
+// level; one that grows by more than the slack is not; readings outside the
+// window do not count.
+func TestTrendOf(t *testing.T) {
+	const perSec = 5000 // events appended per second
+	readings := func(lag func(s float64) float64) []Lag {
+		var out []Lag
+		for i := 0; i <= 100; i++ {
+			at := time.Duration(i) * 100 * time.Millisecond
+			out = append(out, Lag{At: at, Last: uint64(perSec * at.Seconds()), Audit: uint64(max(0, lag(at.Seconds()))), View: 3})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		lag       func(s float64) float64
+		from, to  time.Duration
+		sustained bool
+	}{
+		{"zero", func(float64) float64 { return 0 }, 0, 10 * time.Second, true},
+		{"high but flat, noisy", func(s float64) float64 { return 4000 + 600*float64(int(s*10)%3-1) }, 0, 10 * time.Second, true},
+		{"grows 1% of the rate", func(s float64) float64 { return 0.01 * perSec * s }, 0, 10 * time.Second, true},
+		{"grows 10% of the rate", func(s float64) float64 { return 0.1 * perSec * s }, 0, 10 * time.Second, false},
+		{"grows after the window", func(s float64) float64 { return max(0, s-5) * perSec }, 0, 5 * time.Second, true},
+		{"grows in the window", func(s float64) float64 { return max(0, s-5) * perSec }, 5 * time.Second, 10 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := TrendOf(readings(tc.lag), tc.from, tc.to)
+			if tr.Sustained() != tc.sustained {
+				t.Fatalf("sustained %v, want %v (%+v, slack %.0f)", tr.Sustained(), tc.sustained, tr, SustainSlack(tr.Appended))
+			}
+			if tr.View.End != 3 || math.Abs(tr.View.Growth) > 1e-6 {
+				t.Fatalf("view %+v, want end 3 and no growth", tr.View)
+			}
+		})
+	}
+	if tr := TrendOf(nil, 0, time.Second); !tr.Sustained() || tr.Readings != 0 {
+		t.Fatalf("no readings: %+v", tr)
+	}
 }

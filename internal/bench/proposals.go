@@ -29,14 +29,21 @@ type Gateway struct {
 }
 
 // gatewayConfig is gateway/testdata/gateway.toml's shape with agents
-// agent_00.. and the sync setting.
+// agent_00.. and the sync setting, on the runtime's embedded server.
 func gatewayConfig(dir, providerURL string, durable bool, agents int) string {
-	var b strings.Builder
 	sync := "always"
 	if !durable {
 		sync = "relaxed"
 	}
-	fmt.Fprintf(&b, "[nats]\ndata_dir = %q\nlisten = \"127.0.0.1:0\"\nsync = %q\n\n[runtime]\nexecutor = \"bench-1\"\n\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", dir, sync, Tenant)
+	return runtimeConfig(fmt.Sprintf("[nats]\ndata_dir = %q\nlisten = \"127.0.0.1:0\"\nsync = %q\n\n[runtime]\nexecutor = \"bench-1\"\n", dir, sync), providerURL, agents)
+}
+
+// runtimeConfig is the configuration of a runtime with the given [nats] and
+// [runtime] sections, agents agent_00.. of tenant Tenant allowed the refund
+// capability on the provider, and the refunds guarantee.
+func runtimeConfig(sections, providerURL string, agents int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n[runtime.limits]\nproposals_per_second = 1000000 # the benchmark measures throughput, not the rate limit\nproposal_burst = 1000000\n\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", sections, Tenant)
 	for a := 0; a < agents; a++ {
 		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
 	}
@@ -120,14 +127,21 @@ func (g *Gateway) Close() {
 // with a new operation key, on the resources pick chooses; an operation is
 // one proposal from send to the applied reply.
 func (g *Gateway) Proposals(pick func(w, i int) string) Op {
+	return proposals(g.agents, func(a int) string { return gateway.ProposeSubject(Tenant, fmt.Sprintf("agent_%02d", a)) }, pick)
+}
+
+// proposals is the agents' client loop, shared by the runtime and its
+// PostgreSQL peer: worker w sends from agent w's connection, on the
+// subject of that agent, a refund of 1 on the resource pick chooses under
+// a new operation key of the worker's run, and waits for the applied reply.
+func proposals(agents []*nats.Conn, subject func(a int) string, pick func(w, i int) string) Op {
 	run := rand.Uint64()
 	return func(ctx context.Context, w, i int) error {
-		a := w % len(g.agents)
-		p := fmt.Sprintf("agent_%02d", a)
+		a := w % len(agents)
 		body, _ := json.Marshal(map[string]any{"run_id": fmt.Sprintf("run-%x-%d", run, w), "operation_key": fmt.Sprint("k", i),
 			"capability_id": "adp_payments.issue_refund",
 			"arguments":     map[string]any{"order_id": pick(w, i), "amount_minor": 1, "currency": "INR"}})
-		msg, err := g.agents[a].Request(gateway.ProposeSubject(Tenant, p), body, 30*time.Second)
+		msg, err := agents[a].Request(subject(a), body, 30*time.Second)
 		if err != nil {
 			return err
 		}
@@ -142,20 +156,129 @@ func (g *Gateway) Proposals(pick func(w, i int) string) Op {
 	}
 }
 
-// AuditLag returns how many stream sequences the tenant's audit projector
-// is behind the event stream right now: a runtime whose audit falls behind
-// under load would report a rate it cannot sustain.
-func (g *Gateway) AuditLag(ctx context.Context) (uint64, error) {
+// Lag is one reading of how far the runtime's followers are behind the
+// event stream.
+type Lag struct {
+	At    time.Duration // since the sampling started
+	Last  uint64        // the stream's last sequence
+	Audit uint64        // sequences the tenant's audit projector is behind
+	View  uint64        // sequences the exposure view (the read model) is behind
+}
+
+// Lag reads the followers' lag now.
+func (g *Gateway) Lag(ctx context.Context) (Lag, error) {
 	last, err := g.RT.Store.LastStreamSeq(ctx)
 	if err != nil {
-		return 0, err
+		return Lag{}, err
 	}
 	p := g.RT.Service.Projectors[Tenant]
 	if p == nil {
-		return 0, fmt.Errorf("no audit projector for %s", Tenant)
+		return Lag{}, fmt.Errorf("no audit projector for %s", Tenant)
 	}
+	l := Lag{Last: last}
 	if done := p.Status().LastEventSeq; done < last {
-		return last - done, nil
+		l.Audit = last - done
 	}
-	return 0, nil
+	if done := g.RT.Service.View.Seq(); done < last {
+		l.View = last - done
+	}
+	return l, nil
+}
+
+// SampleLag reads the followers' lag every interval until the returned stop
+// is called, which returns the readings (a failed reading is left out).
+func (g *Gateway) SampleLag(ctx context.Context, every time.Duration) (stop func() []Lag) {
+	var out []Lag
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	t0 := time.Now()
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if l, err := g.Lag(ctx); err == nil {
+					l.At = time.Since(t0)
+					out = append(out, l)
+				}
+			}
+		}
+	}()
+	return func() []Lag {
+		close(done)
+		<-finished
+		return out
+	}
+}
+
+// LagTrend is how a follower's lag moved through a measured window.
+type LagTrend struct {
+	End    uint64  // lag at the window's last reading
+	Growth float64 // least-squares growth of the lag over the window, in events
+}
+
+// Trends is the audit's and the read model's trend over a window, with the
+// events appended during it.
+type Trends struct {
+	Audit, View LagTrend
+	Appended    uint64
+	Readings    int
+}
+
+// SustainSlack is the growth a follower's lag may show over a window and
+// still count as keeping up: 5% of the events appended in the window (the
+// follower processed at least 95% of the append rate), and never less than
+// 256 events (the readings' own noise: one audit batch, one replay step).
+func SustainSlack(appended uint64) float64 { return max(256, 0.05*float64(appended)) }
+
+// Sustained reports whether neither follower's lag grew through the window
+// by more than SustainSlack.
+func (t Trends) Sustained() bool {
+	s := SustainSlack(t.Appended)
+	return t.Audit.Growth <= s && t.View.Growth <= s
+}
+
+// TrendOf fits the readings taken in [from, to] (times since the sampling
+// started); fewer than two readings give a zero trend.
+func TrendOf(readings []Lag, from, to time.Duration) Trends {
+	var w []Lag
+	for _, l := range readings {
+		if l.At >= from && l.At <= to {
+			w = append(w, l)
+		}
+	}
+	var t Trends
+	t.Readings = len(w)
+	if len(w) < 2 {
+		if len(w) == 1 {
+			t.Audit.End, t.View.End = w[0].Audit, w[0].View
+		}
+		return t
+	}
+	first, last := w[0], w[len(w)-1]
+	t.Appended = last.Last - first.Last
+	t.Audit = LagTrend{End: last.Audit, Growth: growth(w, func(l Lag) uint64 { return l.Audit })}
+	t.View = LagTrend{End: last.View, Growth: growth(w, func(l Lag) uint64 { return l.View })}
+	return t
+}
+
+// growth is the least-squares slope of v over the readings times their
+// span: a noisy but bounded lag fits near zero, a lag that falls behind
+// without bound fits its growth.
+func growth(w []Lag, v func(Lag) uint64) float64 {
+	var sx, sy, sxx, sxy float64
+	n := float64(len(w))
+	for _, l := range w {
+		x, y := l.At.Seconds(), float64(v(l))
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	d := n*sxx - sx*sx
+	if d == 0 {
+		return 0
+	}
+	return (n*sxy - sx*sy) / d * (w[len(w)-1].At - w[0].At).Seconds()
 }

@@ -130,7 +130,7 @@ func Audit(ctx context.Context, store events.Store, keys events.Keyring) (*Repor
 			}
 		case "refusal":
 			if e, ok := ev.(kernel.ProposalRefused); ok {
-				r.Refusals[string(e.Code)]++
+				r.Refusals[string(e.Code)] += max(1, e.Count) // an aggregate counts as Count refusals
 			}
 		}
 		return nil

@@ -51,6 +51,8 @@ class Code(str, Enum):
     OVERLOADED = "overloaded"
     CIRCUIT_BREAKER_OPEN = "circuit_breaker_open"
     APPROVAL_DENIED = "approval_denied"
+    STORED_EVENT_REFUSED = "stored_event_refused"
+    RATE_LIMITED = "rate_limited"
 
 
 class LedgerError(Exception):
@@ -320,6 +322,18 @@ class ApprovalDenied(Refused):
     code = "approval_denied"
 
 
+class StoredEventRefused(Refused):
+    """Refused stored_event_refused (docs/errors.md)."""
+
+    code = "stored_event_refused"
+
+
+class RateLimited(Refused):
+    """Refused rate_limited (docs/errors.md)."""
+
+    code = "rate_limited"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -359,6 +373,8 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "overloaded": Overloaded,
     "circuit_breaker_open": CircuitBreakerOpen,
     "approval_denied": ApprovalDenied,
+    "stored_event_refused": StoredEventRefused,
+    "rate_limited": RateLimited,
 }
 
 

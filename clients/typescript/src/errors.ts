@@ -347,6 +347,22 @@ export class ApprovalDenied extends Refused {
   }
 }
 
+/** Refused stored_event_refused (docs/errors.md). */
+export class StoredEventRefused extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("stored_event_refused", reason, decision);
+    this.name = "StoredEventRefused";
+  }
+}
+
+/** Refused rate_limited (docs/errors.md). */
+export class RateLimited extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("rate_limited", reason, decision);
+    this.name = "RateLimited";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -387,6 +403,8 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   overloaded: Overloaded,
   circuit_breaker_open: CircuitBreakerOpen,
   approval_denied: ApprovalDenied,
+  stored_event_refused: StoredEventRefused,
+  rate_limited: RateLimited,
 };
 
 /** The error of a code (Refused itself for a code this version does not know). */

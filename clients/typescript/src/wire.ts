@@ -41,6 +41,8 @@ export const CODES = [
   "overloaded",
   "circuit_breaker_open",
   "approval_denied",
+  "stored_event_refused",
+  "rate_limited",
 ] as const;
 
 /** A stable refusal code. */

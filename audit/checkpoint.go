@@ -1,4 +1,4 @@
-package verifier
+package audit
 
 import (
 	"bytes"
@@ -19,7 +19,8 @@ func Origin(tenant string) string { return "contextos/audit/" + tenant }
 // Checkpoint is a commitment to the first Size records of a log: the RFC 6962
 // Merkle tree hash of their RecordHashes. Its text form (C2SP
 // tlog-checkpoint) is three lines: origin, size in decimal, root in standard
-// base64; it is published as a signed note (golang.org/x/mod/sumdb/note).
+// base64; it is published as a signed note (golang.org/x/mod/sumdb/note),
+// to which witnesses add cosignatures (Cosigner).
 type Checkpoint struct {
 	Origin string
 	Size   int64
@@ -57,9 +58,10 @@ func ParseCheckpointText(text []byte) (Checkpoint, error) {
 }
 
 // validNoteName mirrors note's rule for key names: non-empty UTF-8 without
-// spaces or '+'. Origins are ASCII here, so a byte check is exact.
+// spaces or '+'. Origins and witness names are ASCII here, so a byte check
+// is exact.
 func validNoteName(s string) bool {
-	if s == "" {
+	if s == "" || len(s) > 256 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -84,13 +86,8 @@ type noteSigner struct {
 	key  ed25519.PrivateKey
 }
 
-// Name implements note.Signer.
-func (s noteSigner) Name() string { return s.name }
-
-// KeyHash implements note.Signer.
-func (s noteSigner) KeyHash() uint32 { return s.hash }
-
-// Sign implements note.Signer.
+func (s noteSigner) Name() string                    { return s.name }
+func (s noteSigner) KeyHash() uint32                 { return s.hash }
 func (s noteSigner) Sign(msg []byte) ([]byte, error) { return ed25519.Sign(s.key, msg), nil }
 
 // NewNoteSigner returns the note signer of origin's checkpoints made from the
@@ -99,7 +96,7 @@ func (s noteSigner) Sign(msg []byte) ([]byte, error) { return ed25519.Sign(s.key
 // exactly as every note verifier computes it.
 func NewNoteSigner(origin string, key ed25519.PrivateKey) (note.Signer, error) {
 	if len(key) != ed25519.PrivateKeySize {
-		return nil, errors.New("verifier: NewNoteSigner: not an Ed25519 private key")
+		return nil, errors.New("audit: NewNoteSigner: not an Ed25519 private key")
 	}
 	vkey, err := NoteVerifierKey(origin, key.Public().(ed25519.PublicKey))
 	if err != nil {
@@ -112,26 +109,43 @@ func NewNoteSigner(origin string, key ed25519.PrivateKey) (note.Signer, error) {
 	return noteSigner{name: v.Name(), hash: v.KeyHash(), key: key}, nil
 }
 
-// SignCheckpoint returns c as a signed note.
+// SignCheckpoint returns c as a note signed by the log.
 func SignCheckpoint(c Checkpoint, s note.Signer) ([]byte, error) {
 	if s.Name() != c.Origin {
-		return nil, fmt.Errorf("verifier: SignCheckpoint: signer %q does not sign origin %q", s.Name(), c.Origin)
+		return nil, fmt.Errorf("audit: SignCheckpoint: signer %q does not sign origin %q", s.Name(), c.Origin)
 	}
 	return note.Sign(&note.Note{Text: string(c.Text())}, s)
 }
 
-// OpenCheckpoint verifies a signed checkpoint note against the trusted
-// verifiers and parses it. It is strict: exactly one signature, by a known
-// key named after the checkpoint's origin. Errors are *Failure with
-// ReasonUnknownKey, ReasonBadSignature or ReasonNonCanonical.
-func OpenCheckpoint(msg []byte, verifiers note.Verifiers) (Checkpoint, error) {
-	fail := func(r Reason, format string, args ...any) (Checkpoint, error) {
-		return Checkpoint{}, &Failure{Index: -1, Checkpoint: -1, Reason: r, Detail: fmt.Sprintf(format, args...)}
+// MaxNoteSize bounds a checkpoint note, with its cosignatures.
+const MaxNoteSize = 16 * 1024
+
+// Opened is a checkpoint note whose signatures verified: the log's and each
+// witness's cosignature.
+type Opened struct {
+	Checkpoint Checkpoint
+	Cosigned   []Cosignature // in the note's order
+}
+
+// Cosignature is one witness's verified cosignature of a checkpoint.
+type Cosignature struct {
+	Name string // the witness's key name
+	Time uint64 // when it cosigned (POSIX seconds)
+}
+
+// OpenCheckpoint verifies a checkpoint note and parses it. It is strict:
+// exactly one signature by a log key named after the checkpoint's origin
+// (logKeys), every other signature line a valid cosignature by one of
+// witnesses, and the note in its one encoding. Errors are *Failure with
+// ReasonUnknownKey (a line no trusted key verifies: an unknown witness),
+// ReasonBadSignature or ReasonNonCanonical.
+func OpenCheckpoint(msg []byte, logKeys note.Verifiers, witnesses []*Cosigner) (Opened, error) {
+	fail := func(r Reason, format string, args ...any) (Opened, error) { return Opened{}, Fail(r, format, args...) }
+	if len(msg) > MaxNoteSize {
+		return fail(ReasonNonCanonical, "checkpoint note longer than %d bytes", MaxNoteSize)
 	}
-	if len(msg) > 4096 {
-		return fail(ReasonNonCanonical, "checkpoint note longer than 4096 bytes")
-	}
-	n, err := note.Open(msg, verifiers)
+	vs := verifierSet{log: logKeys, witnesses: witnesses}
+	n, err := note.Open(msg, vs)
 	if err != nil {
 		var unverified *note.UnverifiedNoteError
 		var invalid *note.InvalidSignatureError
@@ -144,30 +158,75 @@ func OpenCheckpoint(msg []byte, verifiers note.Verifiers) (Checkpoint, error) {
 		}
 		return fail(ReasonNonCanonical, "checkpoint: %v", err)
 	}
-	if len(n.Sigs) != 1 || len(n.UnverifiedSigs) != 0 {
-		return fail(ReasonNonCanonical, "checkpoint must carry exactly one signature")
+	if len(n.UnverifiedSigs) != 0 {
+		return fail(ReasonUnknownKey, "checkpoint: signature by %q, a key nobody trusts here", n.UnverifiedSigs[0].Name)
 	}
 	c, err := ParseCheckpointText([]byte(n.Text))
 	if err != nil {
 		return fail(ReasonNonCanonical, "%v", err)
 	}
-	if n.Sigs[0].Name != c.Origin {
-		return fail(ReasonUnknownKey, "checkpoint of %q signed by key %q", c.Origin, n.Sigs[0].Name)
+	out := Opened{Checkpoint: c}
+	logSigs := 0
+	again := append([]byte(n.Text), '\n')
+	for _, s := range n.Sigs {
+		// note decodes signatures leniently (non-zero padding bits); one
+		// note has one spelling.
+		if sig, err := base64.StdEncoding.Strict().DecodeString(s.Base64); err != nil || base64.StdEncoding.EncodeToString(sig) != s.Base64 {
+			return fail(ReasonNonCanonical, "checkpoint: signature of %q is not canonical base64", s.Name)
+		}
+		again = append(again, "— "+s.Name+" "+s.Base64+"\n"...)
+		if w := vs.witness(s.Name, s.Hash); w != nil {
+			sig, _ := base64.StdEncoding.DecodeString(s.Base64)
+			out.Cosigned = append(out.Cosigned, Cosignature{Name: s.Name, Time: cosignTime(sig[4:])})
+			continue
+		}
+		if s.Name != c.Origin {
+			return fail(ReasonUnknownKey, "checkpoint of %q signed by key %q", c.Origin, s.Name)
+		}
+		logSigs++
 	}
-	// A note has one encoding per text and signature: re-encode to refuse
-	// anything note.Open tolerates (repeated signature lines).
-	again := append(append([]byte(n.Text), '\n'), []byte("— "+n.Sigs[0].Name+" "+n.Sigs[0].Base64+"\n")...)
+	if logSigs != 1 {
+		return fail(ReasonNonCanonical, "checkpoint must carry exactly one signature of its log, not %d", logSigs)
+	}
+	// A note has one encoding per text and signatures: re-encode to refuse
+	// anything note.Open tolerates.
 	if !bytes.Equal(again, msg) {
 		return fail(ReasonNonCanonical, "checkpoint note is not in its one encoding")
 	}
-	return c, nil
+	return out, nil
+}
+
+// verifierSet finds a log key or a witness's cosignature key by name and
+// hash.
+type verifierSet struct {
+	log       note.Verifiers
+	witnesses []*Cosigner
+}
+
+func (v verifierSet) witness(name string, hash uint32) *Cosigner {
+	for _, w := range v.witnesses {
+		if w.name == name && w.hash == hash {
+			return w
+		}
+	}
+	return nil
+}
+
+func (v verifierSet) Verifier(name string, hash uint32) (note.Verifier, error) {
+	if w := v.witness(name, hash); w != nil {
+		return w, nil
+	}
+	if v.log == nil {
+		return nil, &note.UnknownVerifierError{Name: name, KeyHash: hash}
+	}
+	return v.log.Verifier(name, hash)
 }
 
 // ReadCheckpoint parses a signed checkpoint note without verifying its
-// signature: for a writer reading back its own log. Auditors use
+// signatures: for a writer reading back its own log. Auditors use
 // OpenCheckpoint.
 func ReadCheckpoint(msg []byte) (Checkpoint, error) {
-	i := bytes.LastIndex(msg, []byte("\n\n"))
+	i := bytes.Index(msg, []byte("\n\n"))
 	if i < 0 {
 		return Checkpoint{}, errors.New("checkpoint: not a signed note")
 	}
@@ -175,8 +234,9 @@ func ReadCheckpoint(msg []byte) (Checkpoint, error) {
 }
 
 // Tree holds the RFC 6962 stored hashes (tlog's layout) of a log's first
-// Size() records and answers tree hashes and inclusion proofs for any size up
-// to it. It is a tlog.HashReader. Not safe for concurrent use.
+// Size() records and answers tree hashes, inclusion and consistency proofs
+// for any size up to it. It is a tlog.HashReader. Not safe for concurrent
+// use.
 type Tree struct {
 	hashes []tlog.Hash
 	n      int64
@@ -201,7 +261,7 @@ func (t *Tree) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	out := make([]tlog.Hash, len(indexes))
 	for i, x := range indexes {
 		if x < 0 || x >= int64(len(t.hashes)) {
-			return nil, fmt.Errorf("verifier: stored hash %d not available (have %d)", x, len(t.hashes))
+			return nil, fmt.Errorf("audit: stored hash %d not available (have %d)", x, len(t.hashes))
 		}
 		out[i] = t.hashes[x]
 	}
@@ -211,7 +271,7 @@ func (t *Tree) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 // Root returns the tree hash of the first size records.
 func (t *Tree) Root(size int64) (tlog.Hash, error) {
 	if size < 0 || size > t.n {
-		return tlog.Hash{}, fmt.Errorf("verifier: tree of %d records has no root for size %d", t.n, size)
+		return tlog.Hash{}, fmt.Errorf("audit: tree of %d records has no root for size %d", t.n, size)
 	}
 	return tlog.TreeHash(size, t)
 }
@@ -220,7 +280,16 @@ func (t *Tree) Root(size int64) (tlog.Hash, error) {
 // size records.
 func (t *Tree) Prove(index, size int64) (tlog.RecordProof, error) {
 	if size > t.n || index < 0 || index >= size {
-		return nil, fmt.Errorf("verifier: no proof of record %d in a tree of size %d (have %d)", index, size, t.n)
+		return nil, fmt.Errorf("audit: no proof of record %d in a tree of size %d (have %d)", index, size, t.n)
 	}
 	return tlog.ProveRecord(size, index, t)
+}
+
+// ProveTree returns the consistency proof of the tree of oldSize records in
+// the tree of size records.
+func (t *Tree) ProveTree(size, oldSize int64) (tlog.TreeProof, error) {
+	if size > t.n || oldSize < 0 || oldSize > size {
+		return nil, fmt.Errorf("audit: no consistency proof of %d in %d records (have %d)", oldSize, size, t.n)
+	}
+	return tlog.ProveTree(size, oldSize, t)
 }

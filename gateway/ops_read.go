@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/projections"
+)
+
+// ExposureRow is one resource's balances in the operator view.
+type ExposureRow = projections.ExposureRow
+
+// AttemptRow is an open attempt with its next safe step.
+type AttemptRow = projections.AttemptRow
+
+// PendingApproval is a proposal waiting for an operator's approval.
+type PendingApproval = projections.PendingApproval
+
+// Incident is an incident in the operator view.
+type Incident = projections.Incident
+
+// The read-only verbs served from the read model besides exposure and
+// attempts.
+const (
+	VerbApprovals = "approvals" // proposals refused approval_required, not yet approved
+	VerbIncidents = "incidents" // contradicting observations, fenced executors, refused stored events
+)
+
+var modelVerbs = []string{VerbApprovals, VerbIncidents}
+
+// readOp serves the verbs that only read the model. ok is false for any
+// other verb.
+func (g *Gateway) readOp(ctx context.Context, tenant, verb string, body []byte) (OpReply, bool) {
+	if verb != VerbApprovals && verb != VerbIncidents {
+		return OpReply{}, false
+	}
+	if err := kernel.DecodeOptionalRequest(body, &struct{}{}); err != nil {
+		return opRefused(kernel.CodeRequestMalformed, "request: %v (%s takes {})", err, verb), true
+	}
+	if err := g.model.Sync(ctx); err != nil {
+		return opRefused(kernel.CodeProjectionUnavailable, "the read model could not catch up: %v", err), true
+	}
+	if verb == VerbApprovals {
+		return OpReply{OK: true, Approvals: g.model.Approvals(tenant)}, true
+	}
+	return OpReply{OK: true, Incidents: g.model.Incidents(tenant)}, true
+}
+
+// readModel is what the operator verbs and the reconciler read of the
+// model: copies, never the model's own state.
+type readModel struct{ m *projections.Model }
+
+// opEntry is a copy of one operation of the model.
+type opEntry struct {
+	tenant     string
+	subject    string
+	op         kernel.Operation
+	startedAt  map[string]time.Time
+	reservedAt map[string]time.Time
+}
+
+func entryOf(v projections.OperationView) opEntry {
+	return opEntry{tenant: v.Tenant, subject: v.Subject, op: v.Op, startedAt: v.StartedAt, reservedAt: v.ReservedAt}
+}
+
+func (x readModel) catchUp(ctx context.Context, _ events.Store) error { return x.m.Sync(ctx) }
+
+func (x readModel) exposure(tenant, guaranteeID, resource string) []ExposureRow {
+	return x.m.Exposure(tenant, guaranteeID, resource)
+}
+
+func (x readModel) openAttempts(tenant string) []AttemptRow { return x.m.OpenAttempts(tenant) }
+
+// operationOf returns the operation that made an attempt, of any tenant
+// (attempt ids are ULIDs); callers check the tenant.
+func (x readModel) operationOf(attemptID string) (opEntry, bool) {
+	for _, t := range x.m.Tenants() {
+		if v, ok := x.m.OperationOf(t, attemptID); ok {
+			return entryOf(v), true
+		}
+	}
+	return opEntry{}, false
+}
+
+func (x readModel) unresolved() []opEntry {
+	vs := x.m.Unresolved()
+	out := make([]opEntry, len(vs))
+	for i, v := range vs {
+		out[i] = entryOf(v)
+	}
+	return out
+}
+
+func (x readModel) killEngaged(tenant string) bool { return x.m.KillEngaged(tenant) }

@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/provider"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Cluster is the scale-out deployment on loopback: three nats-servers in
+// one JetStream cluster (R3 streams, fsync before every acknowledgement),
+// runtimes booted against it as contextosd replicas are (external NATS,
+// one queue group, a shared runtime key, their own executor ids), a
+// loopback provider and one connection per agent, spread over the servers.
+type Cluster struct {
+	Servers []*server.Server
+	RTs     []*gateway.Runtime
+	http    *httptest.Server
+	dir     string
+	agents  []*nats.Conn
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartCluster starts the three servers, waits for JetStream, and boots
+// replicas runtimes and agents agent connections.
+func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
+	dir, err := os.MkdirTemp(parent, "cluster-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
+	prov := provider.New()
+	c.http = httptest.NewServer(prov.Handler())
+	var ports []int
+	for i := 0; i < 6; i++ {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports = append(ports, p)
+	}
+	var urls, routes []string
+	for i := 0; i < 3; i++ {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+i]))
+	}
+	pwb := make([]byte, 12)
+	_, _ = rand.Read(pwb)
+	pw := hex.EncodeToString(pwb)
+	cfgs := make([]*gateway.Config, replicas)
+	for r := range cfgs {
+		sections := fmt.Sprintf("[nats]\nurl = %q\nuser = %q\npassword = %q\nreply_user = %q\nreply_password = %q\nreplicas = 3\n\n[runtime]\nkey_file = %q\nexecutor = \"bench-%d\"\n",
+			strings.Join(urls, ","), gateway.RuntimeUser, pw, gateway.ReplyUser, pw, filepath.Join(dir, "runtime.key"), r+1)
+		if cfgs[r], err = gateway.ParseConfig([]byte(runtimeConfig(sections, c.http.URL, agents))); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < 3; i++ {
+		srv, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprint("n", i+1), Host: "127.0.0.1", Port: ports[i],
+			JetStream: true, StoreDir: filepath.Join(dir, fmt.Sprint("n", i+1)), SyncAlways: true,
+			Users: gateway.ServerUsers(cfgs[0], pw), NoLog: true, NoSigs: true,
+			Cluster: server.ClusterOpts{Name: "bench", Host: "127.0.0.1", Port: ports[3+i]},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+		})
+		if err != nil {
+			return nil, err
+		}
+		go srv.Start()
+		c.Servers = append(c.Servers, srv)
+	}
+	for _, srv := range c.Servers {
+		if !srv.ReadyForConnections(30 * time.Second) {
+			return nil, fmt.Errorf("cluster server %s did not start", srv.Name())
+		}
+	}
+	if err := waitJetStream(strings.Join(urls, ","), pw); err != nil {
+		return nil, err
+	}
+	quiet := gateway.BootOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, cfg := range cfgs {
+		// A cluster electing its stream leaders refuses the first boots.
+		var rt *gateway.Runtime
+		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+			if rt, err = gateway.Boot(cfg, quiet); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("boot a replica on the cluster: %w", err)
+		}
+		c.RTs = append(c.RTs, rt)
+	}
+	for a := 0; a < agents; a++ {
+		p := fmt.Sprintf("agent_%02d", a)
+		// Each agent starts on another server, as clients of a cluster do.
+		order := append(append([]string{}, urls[a%3:]...), urls[:a%3]...)
+		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(gateway.UserName(Tenant, p), fmt.Sprintf("secret-%02d", a)),
+			nats.CustomInboxPrefix(gateway.InboxPrefix(Tenant, p)))
+		if err != nil {
+			return nil, err
+		}
+		c.agents = append(c.agents, nc)
+	}
+	ok = true
+	return c, nil
+}
+
+// waitJetStream waits until the cluster has elected its meta leader.
+func waitJetStream(urls, pw string) error {
+	nc, err := nats.Connect(urls, nats.UserInfo(gateway.RuntimeUser, pw), nats.MaxReconnects(-1))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("JetStream cluster not ready: %w", err)
+		}
+	}
+}
+
+// Gateway is the cluster seen through its first replica: the agents'
+// proposals reach every replica (one queue group), the followers' lag and
+// the engine's statistics are the first replica's.
+func (c *Cluster) Gateway() *Gateway { return &Gateway{RT: c.RTs[0], agents: c.agents} }
+
+// Close stops the runtimes, the servers and the provider and removes the
+// data directories.
+func (c *Cluster) Close() {
+	for _, nc := range c.agents {
+		nc.Close()
+	}
+	for _, rt := range c.RTs {
+		rt.Close()
+	}
+	for _, srv := range c.Servers {
+		srv.Shutdown()
+	}
+	if c.http != nil {
+		c.http.Close()
+	}
+	_ = os.RemoveAll(c.dir)
+}

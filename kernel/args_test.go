@@ -1,0 +1,27 @@
+package kernel
+
+import "testing"
+
+// TestInexactAmount: a number no double holds exactly (1e400) at a
+// guarantee's amount pointer is an invalid amount, the code of every other
+// amount outside 1..2^53-1; elsewhere in the arguments it is a malformed
+// request.
+func TestInexactAmount(t *testing.T) {
+	amount := Pointer{"amount_minor"}
+	for _, c := range []struct {
+		args     string
+		pointers []Pointer
+		want     Code
+	}{
+		{`{"order_id":"o","amount_minor":1e400}`, []Pointer{amount}, CodeAmountInvalid},
+		{`{"order_id":"o","amount_minor":9007199254740993}`, []Pointer{amount}, CodeAmountInvalid},
+		{`{"order_id":"o","amount_minor":1e400}`, nil, CodeRequestMalformed},
+		{`{"order_id":"o","note":1e400,"amount_minor":5}`, []Pointer{amount}, CodeRequestMalformed},
+		{`{"order_id":"o","amount_minor":5}`, []Pointer{amount}, ""},
+	} {
+		_, r := DecodeArguments([]byte(c.args), c.pointers...)
+		if (r == nil) != (c.want == "") || r != nil && r.Code != c.want {
+			t.Errorf("%s: %v, want %q", c.args, r, c.want)
+		}
+	}
+}

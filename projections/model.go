@@ -1,0 +1,829 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/verifier"
+	"github.com/nats-io/nats.go"
+)
+
+// Model is the read model of the event stream: per tenant the resource
+// ledgers (exposure, open attempts), the operations that still matter (open
+// ones and the most recently resolved), the kill switch, the incidents and
+// the approvals pending. Operator verbs, the reconciler, the exposure export
+// and the metrics all read this one model, so they cannot disagree.
+//
+// Every state is built by the kernel's own Apply (kernel.Ledger,
+// kernel.Operation, kernel.Control); the model computes no balance. One
+// policy holds for a stored message the kernel refuses (not a valid event,
+// an unknown type, a transition the state does not allow): it is not
+// applied, it is counted (RefusedEvents, per tenant and in total) and it is
+// reported as an incident of kind KindStoredEventRefused; the fold goes on
+// with the next event. The offline verifier, given the same stream, reports
+// the same event as an error.
+//
+// Memory is bounded by the business state, not by what agents send: refused
+// operations without an attempt are not kept, resolved operations are kept
+// up to ModelLimits.ResolvedOperations per tenant (older ones are read back
+// from the store when an event names them again), incidents and pending
+// approvals are rings of ModelLimits.Incidents and ModelLimits.Approvals.
+//
+// With a SnapshotStore the model writes a signed snapshot of itself every
+// SnapshotEvery events, and its first Sync starts from the latest snapshot
+// and folds only the events after it. Safe for concurrent use.
+type Model struct {
+	cfg      ModelConfig
+	partSize int // bytes per snapshot part
+
+	syncMu sync.Mutex // one fold at a time; guards loaded and sinceSnap
+	loaded bool       // the snapshot was tried
+	since  int        // events folded since the last snapshot
+
+	mu      sync.RWMutex
+	st      *modelState
+	lastErr error // of the last Sync
+
+	snapMu      sync.Mutex
+	snapRunning bool
+	snapStats   SnapshotStats
+}
+
+// ModelConfig configures a Model.
+type ModelConfig struct {
+	Store events.Store
+	// Snapshots, when set with Signer, keeps the model's snapshot under
+	// ModelSnapshotKey (and its parts).
+	Snapshots events.SnapshotStore
+	Signer    events.Signer
+	// SnapshotEvery is the number of events folded between snapshots
+	// (default DefaultModelSnapshotEvery).
+	SnapshotEvery int
+	Limits        ModelLimits
+	Logf          func(format string, args ...any)
+}
+
+// ModelLimits bound the model's memory per tenant. Zero values take the
+// defaults.
+type ModelLimits struct {
+	Incidents          int // incidents kept (newest), default DefaultMaxIncidents
+	Approvals          int // pending approvals kept (newest), default DefaultMaxApprovals
+	ResolvedOperations int // resolved operations kept (newest), default DefaultMaxResolvedOperations
+}
+
+// Defaults of ModelConfig and ModelLimits.
+const (
+	DefaultModelSnapshotEvery    = 10000
+	DefaultMaxIncidents          = 1000
+	DefaultMaxApprovals          = 1000
+	DefaultMaxResolvedOperations = 10000
+)
+
+// Incident kinds besides the refusal codes of verifier.IncidentCodes.
+const (
+	// KindStoredEventRefused is a stored message the kernel refused to
+	// fold; its code is kernel.CodeStoredEventRefused.
+	KindStoredEventRefused = "stored_event_refused"
+)
+
+// Incident is one incident as operators see it (ctx incidents): a
+// contradicting observation, a fenced executor, exhausted contention, or a
+// stored event the model refused.
+type Incident struct {
+	Kind        string      `json:"kind"`
+	AttemptID   string      `json:"attempt_id"`
+	OperationID string      `json:"operation_id"`
+	Code        kernel.Code `json:"code"`
+	Reason      string      `json:"reason"`
+	At          string      `json:"at"`
+}
+
+// PendingApproval is a proposal refused approval_required that no approval
+// or denial of its action digest answered yet: what an operator is asked
+// to approve.
+type PendingApproval struct {
+	OperationID  string          `json:"operation_id"`
+	OperationKey string          `json:"operation_key"`
+	RunID        string          `json:"run_id"`
+	Principal    string          `json:"principal"`
+	CapabilityID string          `json:"capability_id"`
+	ActionDigest string          `json:"action_digest"`
+	Arguments    json.RawMessage `json:"arguments"`
+	RequestedAt  string          `json:"requested_at"`
+}
+
+// ExposureRow is one resource's balances in the operator view.
+type ExposureRow struct {
+	Tenant       string `json:"tenant"`
+	GuaranteeID  string `json:"guarantee_id"`
+	Resource     string `json:"resource"`
+	OpenAttempts int    `json:"open_attempts"`
+	kernel.Balance
+	// Window is the calendar window this ledger counts (a day, an ISO week
+	// or a month in the guarantee's time zone); capacity returns when it
+	// ends.
+	Window string `json:"window,omitempty"`
+	// ReturnsAt and Returns say when a rolling window's oldest committed
+	// amount leaves it, and how much; Balance.Committed is what the window
+	// counts at the time of the read.
+	ReturnsAt time.Time `json:"capacity_returns_at,omitzero"`
+	Returns   int64     `json:"capacity_returns,omitempty"`
+	// Archived summarizes the sealed receipts the ledger no longer lists.
+	Archived kernel.ArchivedReceipts `json:"archived_receipts,omitzero"`
+	// OverLimit counts reservations made over the limit in observe mode.
+	OverLimit int64 `json:"over_limit,omitempty"`
+}
+
+// AttemptRow is an open attempt with its next safe step. It carries no tool
+// arguments.
+type AttemptRow struct {
+	AttemptID   string         `json:"attempt_id"`
+	OperationID string         `json:"operation_id"`
+	Principal   string         `json:"principal"`
+	RunID       string         `json:"run_id"`
+	GuaranteeID string         `json:"guarantee_id"`
+	Resource    string         `json:"resource"`
+	Amount      int64          `json:"amount"`
+	State       string         `json:"state"`
+	Last        kernel.Outcome `json:"last_observation,omitempty"`
+	// LastReason is what the last observation recorded: the provider's
+	// state, or why it could not answer ("provider unreachable: ...").
+	LastReason string `json:"last_reason,omitempty"`
+	NextStep   string `json:"next_safe_step"`
+	// ReservedAt is when the attempt was reserved (its event's time).
+	ReservedAt time.Time `json:"reserved_at,omitzero"`
+}
+
+// OperationView is a copy of one operation the model keeps, with when each
+// attempt was reserved and dispatch-started (the envelopes' times).
+type OperationView struct {
+	Tenant     string
+	Subject    string
+	Op         kernel.Operation
+	ReservedAt map[string]time.Time
+	StartedAt  map[string]time.Time
+}
+
+// ModelStats are the model's counters.
+type ModelStats struct {
+	Seq              uint64 // last stream sequence folded
+	RefusedEvents    uint64 // stored messages refused, all tenants
+	IncidentsDropped uint64 // incidents pushed out of the rings
+	ApprovalsDropped uint64 // pending approvals pushed out of the rings
+	OperationsKept   int    // operations held in memory, all tenants
+	Snapshot         SnapshotStats
+}
+
+// SnapshotStats count the model's snapshots.
+type SnapshotStats struct {
+	Loaded   bool   // the model started from a snapshot
+	LoadedAt uint64 // the sequence of that snapshot
+	Written  uint64 // snapshots written
+}
+
+// modelVersion is the version of the model's snapshot state.
+const modelVersion = 1
+
+type modelState struct {
+	V        int                     `json:"v"`
+	Seq      uint64                  `json:"seq"`
+	Anchor   modelAnchor             `json:"anchor"` // the last valid event folded
+	Refused  uint64                  `json:"refused"`
+	Tenants  map[string]*tenantState `json:"tenants"`
+	Incident uint64                  `json:"incidents_dropped"`
+	Approval uint64                  `json:"approvals_dropped"`
+}
+
+type modelAnchor struct {
+	Seq     uint64 `json:"seq"`
+	Subject string `json:"subject"`
+	EventID string `json:"event_id"`
+}
+
+type tenantState struct {
+	Seq       uint64                    `json:"seq"` // last event of the tenant folded (the view's seq)
+	Ledgers   map[string]*kernel.Ledger `json:"ledgers"`
+	Ops       map[string]*opState       `json:"operations"`
+	Resolved  []string                  `json:"resolved"` // resolved operation subjects, oldest first
+	Attempts  map[string]string         `json:"attempts"` // attempt id -> operation subject
+	Reasons   map[string]string         `json:"reasons"`  // open attempt id -> its last observation's ref
+	Control   kernel.Control            `json:"control"`
+	Incidents []incidentEntry           `json:"incidents"` // oldest first
+	Approvals []PendingApproval         `json:"approvals"` // oldest first
+	Refused   uint64                    `json:"refused"`
+}
+
+type opState struct {
+	Op         kernel.Operation     `json:"op"`
+	ReservedAt map[string]time.Time `json:"reserved_at"`
+	StartedAt  map[string]time.Time `json:"started_at"`
+	Queued     bool                 `json:"queued"` // in Resolved
+}
+
+// incidentEntry is an incident; View is set when the event is one the
+// exported view lists (verifier.IncidentOf), so view.json stays what the
+// offline replay of the same events computes.
+type incidentEntry struct {
+	Incident Incident           `json:"incident"`
+	View     *verifier.Incident `json:"view,omitempty"`
+}
+
+func newModelState() *modelState {
+	return &modelState{V: modelVersion, Tenants: map[string]*tenantState{}}
+}
+
+func newTenantState() *tenantState {
+	return &tenantState{Ledgers: map[string]*kernel.Ledger{}, Ops: map[string]*opState{}, Attempts: map[string]string{}, Reasons: map[string]string{}}
+}
+
+// NewModel returns an empty model; Sync or Run fills it.
+func NewModel(cfg ModelConfig) *Model {
+	if cfg.SnapshotEvery <= 0 {
+		cfg.SnapshotEvery = DefaultModelSnapshotEvery
+	}
+	if cfg.Limits.Incidents <= 0 {
+		cfg.Limits.Incidents = DefaultMaxIncidents
+	}
+	if cfg.Limits.Approvals <= 0 {
+		cfg.Limits.Approvals = DefaultMaxApprovals
+	}
+	if cfg.Limits.ResolvedOperations <= 0 {
+		cfg.Limits.ResolvedOperations = DefaultMaxResolvedOperations
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	return &Model{cfg: cfg, partSize: modelPartSize, st: newModelState()}
+}
+
+// Seq returns the last stream sequence folded.
+func (m *Model) Seq() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.Seq
+}
+
+// Sync folds every message stored after the model's sequence, up to the end
+// of the stream. The first Sync starts from the latest usable snapshot.
+func (m *Model) Sync(ctx context.Context) error {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+	if !m.loaded {
+		m.loaded = true
+		m.loadSnapshot(ctx)
+	}
+	before := m.Seq()
+	err := events.ReplayValid(ctx, m.cfg.Store, m.Seq, func(s events.Stored) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if s.Seq <= m.st.Seq {
+			return nil
+		}
+		m.apply(ctx, s)
+		return nil
+	}, func(c *events.CorruptError) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if c.Seq > m.st.Seq {
+			m.refuse(c.Seq, c.Subject, "", c.Err)
+			m.st.Seq = c.Seq
+		}
+	})
+	m.mu.Lock()
+	m.lastErr = err
+	m.mu.Unlock()
+	if after := m.Seq(); after > before {
+		m.since += int(after - before)
+		if m.since >= m.cfg.SnapshotEvery && m.snapshotting() {
+			m.since = 0
+			m.writeSnapshot()
+		}
+	}
+	return err
+}
+
+// Err returns the error of the last Sync (the store could not be read), nil
+// once one succeeds. The model never stops on a stored event: see the
+// policy for refused events above.
+func (m *Model) Err() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.lastErr
+}
+
+// ExposureView is the read model's former name.
+type ExposureView = Model
+
+// Apply folds one stored message delivered from elsewhere (a consumer, a
+// test harness controlling delivery). Messages at or below the model's
+// sequence are ignored (a repeated or stale delivery); the others must come
+// in stream order.
+func (m *Model) Apply(ctx context.Context, s events.Stored) {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s.Seq > m.st.Seq {
+		m.apply(ctx, s)
+	}
+}
+
+// Run syncs until ctx is done: at start, on each event published under
+// "ctx.ev.>" when nc is set, and at least every interval (default
+// DefaultPollInterval). Errors go to logf and are retried. It returns ctx's
+// error.
+func (m *Model) Run(ctx context.Context, nc *nats.Conn, interval time.Duration, logf func(string, ...any)) error {
+	if interval <= 0 {
+		interval = DefaultPollInterval
+	}
+	return runLoop(ctx, nc, events.SubjectPrefix+">", interval, logf, m.Sync)
+}
+
+// apply folds one stored event; m.mu is held.
+func (m *Model) apply(ctx context.Context, s events.Stored) {
+	m.st.Seq = s.Seq
+	tenant, ok := codec.SubjectTenant(s.Subject)
+	if !ok || s.Envelope.Tenant != tenant {
+		m.refuse(s.Seq, s.Subject, s.Envelope.Time, fmt.Errorf("event of tenant %q on subject %q", s.Envelope.Tenant, s.Subject))
+		return
+	}
+	ev, err := kernel.DecodeCanonicalEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
+	if err == nil {
+		err = m.applyEvent(ctx, m.tenant(tenant), tenant, s, ev)
+	}
+	if err != nil {
+		m.refuse(s.Seq, s.Subject, s.Envelope.Time, err)
+		return
+	}
+	ts := m.tenant(tenant)
+	ts.Seq = s.Seq
+	m.st.Anchor = modelAnchor{Seq: s.Seq, Subject: s.Subject, EventID: s.Envelope.EventID}
+	in, isIncident := incidentOf(ts, s, ev)
+	var view *verifier.Incident
+	if v, ok := verifier.IncidentOf(s.Seq, s.Subject, s.Envelope); ok {
+		view = &v
+		if !isIncident {
+			in, isIncident = Incident{Kind: v.Kind, AttemptID: v.AttemptID, Code: kernel.Code(v.Kind), At: v.Time}, true
+		}
+	}
+	if isIncident {
+		m.addIncident(ts, incidentEntry{Incident: in, View: view})
+	}
+}
+
+func (m *Model) tenant(id string) *tenantState {
+	ts := m.st.Tenants[id]
+	if ts == nil {
+		ts = newTenantState()
+		m.st.Tenants[id] = ts
+	}
+	return ts
+}
+
+// refuse applies the policy for a stored message the kernel refuses: not
+// applied, counted, reported.
+func (m *Model) refuse(seq uint64, subject, at string, err error) {
+	m.st.Refused++
+	tenant, ok := codec.SubjectTenant(subject)
+	if !ok {
+		m.cfg.Logf("projections: read model: stored message %d on %q refused: %v", seq, subject, err)
+		return
+	}
+	ts := m.tenant(tenant)
+	ts.Refused++
+	m.addIncident(ts, incidentEntry{Incident: Incident{Kind: KindStoredEventRefused, Code: kernel.CodeStoredEventRefused,
+		Reason: fmt.Sprintf("stored message %d on %s: %v", seq, subject, err), At: at}})
+}
+
+func (m *Model) addIncident(ts *tenantState, e incidentEntry) {
+	ts.Incidents = append(ts.Incidents, e)
+	if over := len(ts.Incidents) - m.cfg.Limits.Incidents; over > 0 {
+		ts.Incidents = slices.Delete(ts.Incidents, 0, over)
+		m.st.Incident += uint64(over)
+	}
+}
+
+// applyEvent folds a decoded event into the state its subject's kind
+// names. It leaves the state unchanged when it returns an error.
+func (m *Model) applyEvent(ctx context.Context, ts *tenantState, tenant string, s events.Stored, ev kernel.Event) error {
+	tok := strings.SplitN(s.Subject, ".", 5)
+	if len(tok) < 4 {
+		return nil
+	}
+	switch tok[3] {
+	case codec.KindExposure:
+		if err := verifier.CheckExposureSubject(tenant, s.Subject, ev); err != nil {
+			return err
+		}
+		l := ts.Ledgers[s.Subject]
+		if l == nil {
+			l = &kernel.Ledger{}
+		}
+		if err := l.Apply(ev); err != nil {
+			return err
+		}
+		ts.Ledgers[s.Subject] = l
+		if o, ok := ev.(kernel.ExposureObserved); ok {
+			// Kept while the attempt holds exposure only: bounded by
+			// the open receipts.
+			if r, _ := l.Receipt(o.AttemptID); r.State.Open() {
+				ts.Reasons[o.AttemptID] = o.Ref
+			} else {
+				delete(ts.Reasons, o.AttemptID)
+			}
+		}
+		if a := exposureAttempt(ev); a != "" {
+			if r, _ := l.Receipt(a); !r.State.Open() {
+				delete(ts.Reasons, a)
+			}
+		}
+	case "operation":
+		return m.applyOperation(ctx, ts, s, ev)
+	case "control":
+		return ts.Control.Apply(ev)
+	case "approval":
+		// An approval or a denial of the digest answers its requests.
+		var digest string
+		switch e := ev.(type) {
+		case kernel.ApprovalGranted:
+			digest = e.ActionDigest
+		case kernel.ApprovalDenied:
+			digest = e.ActionDigest
+		}
+		if digest != "" {
+			ts.Approvals = slices.DeleteFunc(ts.Approvals, func(p PendingApproval) bool { return p.ActionDigest == digest })
+		}
+	}
+	return nil
+}
+
+// exposureAttempt is the attempt an exposure event moves, if any.
+func exposureAttempt(ev kernel.Event) string {
+	switch e := ev.(type) {
+	case kernel.ExposureClosed:
+		return e.AttemptID
+	case kernel.ExposureAbsenceAsserted:
+		return e.AttemptID
+	}
+	return ""
+}
+
+func (m *Model) applyOperation(ctx context.Context, ts *tenantState, s events.Stored, ev kernel.Event) error {
+	o := ts.Ops[s.Subject]
+	if o == nil {
+		o = &opState{ReservedAt: map[string]time.Time{}, StartedAt: map[string]time.Time{}}
+		if _, opens := ev.(kernel.OperationOpened); !opens {
+			// An operation the model let go of (resolved long ago): read
+			// its earlier events back from the store.
+			if err := m.reload(ctx, o, s); err != nil {
+				return err
+			}
+		}
+	}
+	if err := o.Op.Apply(ev); err != nil {
+		return err
+	}
+	for _, a := range o.Op.Attempts {
+		ts.Attempts[a.AttemptID] = s.Subject
+	}
+	at, _ := time.Parse(events.TimeLayout, s.Envelope.Time)
+	switch e := ev.(type) {
+	case kernel.OperationReserved:
+		o.ReservedAt[e.AttemptID] = at
+	case kernel.OperationDispatchStarted:
+		o.StartedAt[e.AttemptID] = at
+	case kernel.OperationRefused:
+		if e.Code == kernel.CodeApprovalRequired {
+			m.addApproval(ts, PendingApproval{OperationID: o.Op.OperationID, OperationKey: o.Op.OperationKey, RunID: o.Op.RunID,
+				Principal: o.Op.Principal, CapabilityID: o.Op.CapabilityID, ActionDigest: o.Op.ActionDigest,
+				Arguments: e.Arguments, RequestedAt: s.Envelope.Time})
+		}
+	}
+	switch {
+	case o.Op.Refusal != nil && len(o.Op.Attempts) == 0:
+		// A refused proposal: final, nothing to reconcile, not kept.
+		delete(ts.Ops, s.Subject)
+		return nil
+	case o.Op.Resolved() && !o.Queued:
+		o.Queued = true
+		ts.Resolved = append(ts.Resolved, s.Subject)
+	}
+	ts.Ops[s.Subject] = o
+	for len(ts.Resolved) > m.cfg.Limits.ResolvedOperations {
+		subject := ts.Resolved[0]
+		ts.Resolved = ts.Resolved[1:]
+		old := ts.Ops[subject]
+		if old == nil {
+			continue
+		}
+		old.Queued = false
+		if !old.Op.Resolved() {
+			continue // a new attempt reopened it; queued again once resolved
+		}
+		for _, a := range old.Op.Attempts {
+			delete(ts.Attempts, a.AttemptID)
+		}
+		delete(ts.Ops, subject)
+	}
+	return nil
+}
+
+// reload folds the events of s's operation subject stored before s.
+func (m *Model) reload(ctx context.Context, o *opState, s events.Stored) error {
+	earlier, err := m.cfg.Store.Read(ctx, s.Subject, 1)
+	if err != nil {
+		return fmt.Errorf("read back operation %s: %w", s.Subject, err)
+	}
+	for _, e := range earlier {
+		if e.Seq >= s.Seq {
+			break
+		}
+		ev, err := kernel.DecodeCanonicalEvent(e.Envelope.Type, e.Envelope.V, e.Envelope.Body)
+		if err != nil {
+			return fmt.Errorf("operation %s seq %d: %w", s.Subject, e.Seq, err)
+		}
+		if err := o.Op.Apply(ev); err != nil {
+			return fmt.Errorf("operation %s seq %d: %w", s.Subject, e.Seq, err)
+		}
+		at, _ := time.Parse(events.TimeLayout, e.Envelope.Time)
+		switch x := ev.(type) {
+		case kernel.OperationReserved:
+			o.ReservedAt[x.AttemptID] = at
+		case kernel.OperationDispatchStarted:
+			o.StartedAt[x.AttemptID] = at
+		}
+	}
+	if !o.Op.Opened() {
+		return fmt.Errorf("%s before operation.opened", s.Envelope.Type)
+	}
+	return nil
+}
+
+func (m *Model) addApproval(ts *tenantState, p PendingApproval) {
+	// A newer request for the same action digest supersedes the older: one
+	// approval of that digest answers either.
+	ts.Approvals = slices.DeleteFunc(ts.Approvals, func(q PendingApproval) bool { return q.ActionDigest == p.ActionDigest })
+	ts.Approvals = append(ts.Approvals, p)
+	if over := len(ts.Approvals) - m.cfg.Limits.Approvals; over > 0 {
+		ts.Approvals = slices.Delete(ts.Approvals, 0, over)
+		m.st.Approval += uint64(over)
+	}
+}
+
+// incidentOf returns the operator incident an applied event records.
+func incidentOf(ts *tenantState, s events.Stored, ev kernel.Event) (Incident, bool) {
+	switch e := ev.(type) {
+	case kernel.ExposureIncident:
+		in := Incident{Kind: string(e.Kind), AttemptID: e.AttemptID, Code: e.Kind, At: s.Envelope.Time,
+			Reason: fmt.Sprintf("%s reported %s for an attempt sealed %s", e.Source, e.Observed, e.Sealed)}
+		if l := ts.Ledgers[s.Subject]; l != nil {
+			if r, ok := l.Receipt(e.AttemptID); ok {
+				in.OperationID = r.OperationID
+			}
+		}
+		return in, true
+	case kernel.OperationRefused:
+		if slices.Contains(verifier.IncidentCodes, e.Code) {
+			in := Incident{Kind: string(e.Code), Code: e.Code, Reason: e.Reason, At: s.Envelope.Time}
+			if o := ts.Ops[s.Subject]; o != nil {
+				in.OperationID = o.Op.OperationID
+				if a, ok := o.Op.Current(); ok {
+					in.AttemptID = a.AttemptID
+				}
+			}
+			return in, true
+		}
+	case kernel.ProposalRefused:
+		if slices.Contains(verifier.IncidentCodes, e.Code) {
+			return Incident{Kind: string(e.Code), Code: e.Code, Reason: e.Reason, At: s.Envelope.Time}, true
+		}
+	}
+	return Incident{}, false
+}
+
+// Report records an incident this process saw but the stream does not hold
+// (an executor fenced before it could append anything). Such incidents live
+// in this replica's model only, in the same bounded ring.
+func (m *Model) Report(tenant string, in Incident) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.addIncident(m.tenant(tenant), incidentEntry{Incident: in})
+}
+
+// View returns tenant's exposure view (view.json).
+func (m *Model) View(tenant string) verifier.View {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	v := verifier.View{V: verifier.ViewVersion, Tenant: tenant, Resources: []verifier.ResourceView{}, Incidents: []verifier.Incident{}}
+	ts := m.st.Tenants[tenant]
+	if ts == nil {
+		return v
+	}
+	v.Seq = ts.Seq
+	for subject, l := range ts.Ledgers {
+		v.Resources = append(v.Resources, verifier.ResourceOf(subject, l))
+	}
+	verifier.SortResources(v.Resources)
+	for _, e := range ts.Incidents {
+		if e.View != nil {
+			v.Incidents = append(v.Incidents, *e.View)
+		}
+	}
+	return v
+}
+
+// Tenants returns the tenants with events, sorted.
+func (m *Model) Tenants() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]string, 0, len(m.st.Tenants))
+	for t := range m.st.Tenants {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Exposure returns tenant's resource balances, optionally of one guarantee
+// and resource, sorted by guarantee and resource. Ledgers holding only
+// tombstones are left out.
+func (m *Model) Exposure(tenant, guaranteeID, resource string) []ExposureRow {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var rows []ExposureRow
+	ts := m.st.Tenants[tenant]
+	if ts == nil {
+		return rows
+	}
+	for _, l := range ts.Ledgers {
+		if l.Limit == 0 || (guaranteeID != "" && l.GuaranteeID != guaranteeID) || (resource != "" && l.Resource != resource) {
+			continue
+		}
+		open := 0
+		for _, r := range l.Receipts {
+			if r.State.Open() {
+				open++
+			}
+		}
+		row := ExposureRow{Tenant: tenant, GuaranteeID: l.GuaranteeID, Resource: l.Resource, OpenAttempts: open, Balance: l.Balance(),
+			Window: l.Window, Archived: l.Archived, OverLimit: l.OverLimit}
+		if l.Rolling > 0 {
+			now := time.Now() // a read, not a decision: what the window counts now
+			row.Committed = l.CommittedAt(now)
+			row.Available = row.Limit - row.Committed - row.Held
+			row.ReturnsAt, row.Returns, _ = l.NextReturn(now)
+		}
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].GuaranteeID != rows[j].GuaranteeID {
+			return rows[i].GuaranteeID < rows[j].GuaranteeID
+		}
+		return rows[i].Resource < rows[j].Resource
+	})
+	return rows
+}
+
+// OpenAttempts returns tenant's attempts that still hold exposure, sorted
+// by attempt id.
+func (m *Model) OpenAttempts(tenant string) []AttemptRow {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var rows []AttemptRow
+	ts := m.st.Tenants[tenant]
+	if ts == nil {
+		return rows
+	}
+	for _, l := range ts.Ledgers {
+		for _, r := range l.Receipts {
+			if !r.State.Open() {
+				continue
+			}
+			row := AttemptRow{AttemptID: r.AttemptID, OperationID: r.OperationID, GuaranteeID: l.GuaranteeID, Resource: l.Resource,
+				Amount: r.Amount, State: r.State.String(), Last: r.Last, LastReason: ts.Reasons[r.AttemptID], NextStep: r.State.NextSafeStep()}
+			if o := ts.Ops[ts.Attempts[r.AttemptID]]; o != nil {
+				row.Principal, row.RunID, row.ReservedAt = o.Op.Principal, o.Op.RunID, o.ReservedAt[r.AttemptID]
+			}
+			rows = append(rows, row)
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].AttemptID < rows[j].AttemptID })
+	return rows
+}
+
+func (o *opState) view(tenant, subject string) OperationView {
+	v := OperationView{Tenant: tenant, Subject: subject, Op: o.Op, ReservedAt: maps(o.ReservedAt), StartedAt: maps(o.StartedAt)}
+	v.Op.Attempts = append([]kernel.OpAttempt(nil), o.Op.Attempts...)
+	return v
+}
+
+func maps(m map[string]time.Time) map[string]time.Time {
+	c := make(map[string]time.Time, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// OperationOf returns a copy of the operation of tenant that made an
+// attempt.
+func (m *Model) OperationOf(tenant, attemptID string) (OperationView, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ts := m.st.Tenants[tenant]
+	if ts == nil {
+		return OperationView{}, false
+	}
+	subject := ts.Attempts[attemptID]
+	o := ts.Ops[subject]
+	if o == nil {
+		return OperationView{}, false
+	}
+	return o.view(tenant, subject), true
+}
+
+// Unresolved returns every operation (all tenants) whose current attempt is
+// neither sealed nor closed, sorted by subject.
+func (m *Model) Unresolved() []OperationView {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []OperationView
+	for tenant, ts := range m.st.Tenants {
+		for subject, o := range ts.Ops {
+			if _, ok := o.Op.Current(); ok && !o.Op.Resolved() {
+				out = append(out, o.view(tenant, subject))
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Subject < out[j].Subject })
+	return out
+}
+
+// KillEngaged reports whether tenant's kill switch is engaged.
+func (m *Model) KillEngaged(tenant string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ts := m.st.Tenants[tenant]
+	return ts != nil && ts.Control.Engaged
+}
+
+// Approvals returns tenant's pending approvals, oldest first.
+func (m *Model) Approvals(tenant string) []PendingApproval {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := []PendingApproval{}
+	if ts := m.st.Tenants[tenant]; ts != nil {
+		out = append(out, ts.Approvals...)
+	}
+	return out
+}
+
+// Incidents returns tenant's incidents, oldest first.
+func (m *Model) Incidents(tenant string) []Incident {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := []Incident{}
+	if ts := m.st.Tenants[tenant]; ts != nil {
+		for _, e := range ts.Incidents {
+			out = append(out, e.Incident)
+		}
+	}
+	return out
+}
+
+// RefusedEvents returns the number of stored messages of tenant the model
+// refused ("" for all tenants).
+func (m *Model) RefusedEvents(tenant string) uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if tenant == "" {
+		return m.st.Refused
+	}
+	if ts := m.st.Tenants[tenant]; ts != nil {
+		return ts.Refused
+	}
+	return 0
+}
+
+// Stats returns the model's counters.
+func (m *Model) Stats() ModelStats {
+	m.mu.RLock()
+	s := ModelStats{Seq: m.st.Seq, RefusedEvents: m.st.Refused, IncidentsDropped: m.st.Incident, ApprovalsDropped: m.st.Approval}
+	for _, ts := range m.st.Tenants {
+		s.OperationsKept += len(ts.Ops)
+	}
+	m.mu.RUnlock()
+	m.snapMu.Lock()
+	s.Snapshot = m.snapStats
+	m.snapMu.Unlock()
+	return s
+}
