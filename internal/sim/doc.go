@@ -9,7 +9,7 @@
 //
 // The driver runs the real request path (gateway.Gateway.Propose), the
 // real engine, the real reconciler (ReconcileOnce) and the real read model
-// (projections.ExposureView) from one goroutine, one call at a time. The
+// (projections.Model) from one goroutine, one call at a time. The
 // engine still commits on its own goroutine, but each Do is waited for
 // before the next call starts, so there is never more than one transaction
 // in flight and the order of every store call is the driver's. Concurrency

@@ -206,7 +206,7 @@ func Run(o Options) Result {
 	s.signer = events.NewSigner(key)
 	s.keys = events.Keyring{}
 	s.keys.Add(key.Public().(ed25519.PublicKey))
-	s.view = projections.NewExposureView(s.store)
+	s.view = projections.NewModel(projections.ModelConfig{Store: s.store})
 	s.tracef("seed %d: %d replicas, %d steps, mutation %s", o.Seed, o.Replicas, o.Steps, o.Mutation)
 	for i := 0; i < o.Replicas; i++ {
 		r := &replica{name: fmt.Sprintf("r%d", i)}
@@ -506,6 +506,12 @@ func (s *Sim) check() {
 	}
 	if err := s.view.Sync(s.ctx); err != nil {
 		s.fail("read model: %v", err)
+		return
+	}
+	if n := s.view.RefusedEvents(Tenant); n > 0 {
+		// The kernel refused to fold a stored event: the runtime stored
+		// something its own rules do not allow.
+		s.fail("read model refused %d stored events: %v", n, s.view.Incidents(Tenant))
 		return
 	}
 	for _, rv := range s.view.View(Tenant).Resources {
