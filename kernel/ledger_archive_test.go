@@ -394,31 +394,7 @@ func TestArchivedLedgerReplays(t *testing.T) {
 				t.Fatalf("seed %d: %d receipts listed", seed, len(full.Receipts))
 			}
 		}
-		cut := rng.Intn(len(log))
-		var head Ledger
-		for _, ev := range log[:cut] {
-			if err := head.Apply(ev); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b, _ := json.Marshal(&head)
-		var resumed Ledger
-		if err := json.Unmarshal(b, &resumed); err != nil {
-			t.Fatal(err)
-		}
-		if err := resumed.Rebuild(); err != nil {
-			t.Fatalf("seed %d: snapshot does not rebuild: %v", seed, err)
-		}
-		for _, ev := range log[cut:] {
-			if err := resumed.Apply(ev); err != nil {
-				t.Fatalf("seed %d: tail after snapshot: %v", seed, err)
-			}
-		}
-		want, _ := json.Marshal(&full)
-		got, _ := json.Marshal(&resumed)
-		if string(want) != string(got) {
-			t.Fatalf("seed %d: snapshot plus tail differs from the full fold", seed)
-		}
+		checkSnapshotReplay(t, seed, log, &full, rng.Intn(len(log)))
 	}
 }
 
@@ -587,30 +563,36 @@ func TestRollingWindowProperties(t *testing.T) {
 				t.Fatalf("seed %d step %d: %d buckets", seed, step, len(l.Buckets))
 			}
 		}
-		cut := rng.Intn(len(log) + 1)
-		var head Ledger
-		for _, ev := range log[:cut] {
-			if err := head.Apply(ev); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b, _ := json.Marshal(&head)
-		var resumed Ledger
-		if err := json.Unmarshal(b, &resumed); err != nil {
+		checkSnapshotReplay(t, seed, log, &l, rng.Intn(len(log)+1))
+	}
+}
+
+// checkSnapshotReplay folds log[:cut], takes a snapshot of it (JSON, then
+// Rebuild), folds the rest on the snapshot and wants exactly full.
+func checkSnapshotReplay(t *testing.T, seed int64, log []Event, full *Ledger, cut int) {
+	t.Helper()
+	var head Ledger
+	for _, ev := range log[:cut] {
+		if err := head.Apply(ev); err != nil {
 			t.Fatal(err)
 		}
-		if err := resumed.Rebuild(); err != nil {
-			t.Fatalf("seed %d: snapshot does not rebuild: %v", seed, err)
+	}
+	b, _ := json.Marshal(&head)
+	var resumed Ledger
+	if err := json.Unmarshal(b, &resumed); err != nil {
+		t.Fatal(err)
+	}
+	if err := resumed.Rebuild(); err != nil {
+		t.Fatalf("seed %d: snapshot does not rebuild: %v", seed, err)
+	}
+	for _, ev := range log[cut:] {
+		if err := resumed.Apply(ev); err != nil {
+			t.Fatalf("seed %d: tail after snapshot: %v", seed, err)
 		}
-		for _, ev := range log[cut:] {
-			if err := resumed.Apply(ev); err != nil {
-				t.Fatalf("seed %d: tail after snapshot: %v", seed, err)
-			}
-		}
-		want, _ := json.Marshal(&l)
-		got, _ := json.Marshal(&resumed)
-		if string(want) != string(got) {
-			t.Fatalf("seed %d: snapshot plus tail differs from the full fold", seed)
-		}
+	}
+	want, _ := json.Marshal(full)
+	got, _ := json.Marshal(&resumed)
+	if string(want) != string(got) {
+		t.Fatalf("seed %d: snapshot plus tail differs from the full fold", seed)
 	}
 }

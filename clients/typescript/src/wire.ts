@@ -101,6 +101,14 @@ export interface ExposureRow {
   committed: number;
   held: number;
   available: number;
+  /** The calendar window this ledger counts. */
+  window?: string;
+  /** When a rolling window's oldest committed amount leaves it, and how much. */
+  capacity_returns_at?: string;
+  capacity_returns?: number;
+  archived_receipts?: { committed?: number; committed_amount?: number; released?: number };
+  /** Reservations made over the limit in observe mode. */
+  over_limit?: number;
 }
 
 /** An open attempt with its next safe step (the attempts verb). */
@@ -114,7 +122,11 @@ export interface AttemptRow {
   amount: number;
   state: string;
   last_observation?: Outcome;
+  /** What the last provider call or query reported. */
+  last_reason?: string;
   next_safe_step: string;
+  /** When the attempt was reserved. */
+  reserved_at?: string;
 }
 
 /** What an operator action did to one attempt. */
@@ -169,15 +181,28 @@ export interface OpReply {
   data?: Record<string, unknown>;
   approvals?: Record<string, unknown>[];
   incidents?: Record<string, unknown>[];
+  versions?: VersionRow[];
+}
+
+/** One version of a guarantee (guarantee-set-limit, guarantee-history): version 1 is its pin. */
+export interface VersionRow {
+  version: number;
+  at?: string;
+  operator?: string;
+  reason?: string;
+  resource?: string;
+  limit?: number;
+  mode?: "enforce" | "observe";
 }
 
 /** The members of each message, for the test that holds the types to the schemas. */
 export const MEMBERS = {
   proposal: ["run_id", "operation_key", "capability_id", "arguments", "evidence_refs", "approval_id"],
   decision: ["status", "code", "reason", "operation_id", "attempt_id", "action_digest", "resource", "limit", "committed", "held", "available", "guarantees", "evidence_gate"],
-  "op-reply": ["ok", "code", "reason", "exposure", "attempts", "settled", "kill_switch", "data", "approvals", "incidents"],
-  "op-reply#exposure_row": ["tenant", "guarantee_id", "resource", "open_attempts", "limit", "committed", "held", "available"],
-  "op-reply#attempt_row": ["attempt_id", "operation_id", "principal", "run_id", "guarantee_id", "resource", "amount", "state", "last_observation", "next_safe_step"],
+  "op-reply": ["ok", "code", "reason", "exposure", "attempts", "settled", "kill_switch", "data", "approvals", "incidents", "versions"],
+  "op-reply#exposure_row": ["tenant", "guarantee_id", "resource", "open_attempts", "limit", "committed", "held", "available", "window", "capacity_returns_at", "capacity_returns", "archived_receipts", "over_limit"],
+  "op-reply#attempt_row": ["attempt_id", "operation_id", "principal", "run_id", "guarantee_id", "resource", "amount", "state", "last_observation", "last_reason", "next_safe_step", "reserved_at"],
+  "op-reply#version_row": ["version", "at", "operator", "reason", "resource", "limit", "mode"],
   "op-reply#settle_row": ["attempt_id", "outcome", "status", "code", "reason"],
   "op-reply#approval_data": ["approval_id", "action_digest", "risk", "expires_at"],
   "op-reply#authority_data": ["principal", "capability_id", "granted", "recorded"],
@@ -192,5 +217,6 @@ void assertTrue<Same<(typeof MEMBERS)["op-reply"][number], keyof OpReply>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#exposure_row"][number], keyof ExposureRow>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#attempt_row"][number], keyof AttemptRow>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#settle_row"][number], keyof SettleRow>>();
+void assertTrue<Same<(typeof MEMBERS)["op-reply#version_row"][number], keyof VersionRow>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#approval_data"][number], keyof Approval>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#authority_data"][number], keyof AuthorityChange>>();
