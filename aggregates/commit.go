@@ -148,6 +148,12 @@ func (c *committer) maxTxs() int {
 
 func (c *committer) maxAttempts() int { return max(c.e.MaxAttempts, 1) }
 
+// idle reports whether the committer holds no work: nothing waiting,
+// forming, in flight, loading or sealing.
+func (c *committer) idle() bool {
+	return len(c.waiting) == 0 && len(c.forming) == 0 && c.inflight == nil && c.loads == 0 && c.seals == 0
+}
+
 func (c *committer) run() {
 	e := c.e
 	for {
@@ -159,7 +165,7 @@ func (c *committer) run() {
 		}
 		c.waiting = append(c.waiting, e.queue...)
 		e.queue = nil
-		if len(c.waiting) == 0 && len(c.forming) == 0 && c.inflight == nil && c.loads == 0 && c.seals == 0 {
+		if c.idle() {
 			// (e.front and e.queue were just emptied under the lock)
 			e.running = false
 			e.mu.Unlock()
@@ -169,6 +175,14 @@ func (c *committer) run() {
 		e.mu.Unlock()
 		c.decideReady()
 		c.maybeSend()
+		if c.idle() {
+			// Everything finished without waiting (decided on warm
+			// state, nothing to append): exit at the top, under the
+			// lock, rather than park with nothing that would wake the
+			// committer but the next Do, which kept an abandoned
+			// engine's goroutine and warm state alive for good.
+			continue
+		}
 		select {
 		case <-c.kick:
 		case r := <-c.sealDone:

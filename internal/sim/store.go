@@ -1,0 +1,177 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/kernel"
+)
+
+// Faults are the probabilities of the store's injected faults, per append.
+type Faults struct {
+	Conflict  float64 // a conflict although nothing moved: the engine re-reads and decides again
+	FailEarly float64 // the append fails before anything is stored
+	LostAck   float64 // the append is stored but its acknowledgement is lost
+}
+
+// ErrFailedEarly and ErrLostAck are the store's injected unknown outcomes:
+// both read as "retry the same append" to the engine; only the store knows
+// whether it stored.
+var (
+	ErrFailedEarly = errors.New("sim: append failed before reaching the store")
+	ErrLostAck     = errors.New("sim: append stored, acknowledgement lost")
+)
+
+// Store is the simulated event store: the in-memory store's semantics
+// (expected last subject sequence, atomic batches, guards, idempotent exact
+// retries) with faults drawn from the simulation's source. It outlives
+// every replica: what it acknowledged survives their restarts.
+type Store struct {
+	inner  *events.MemStore
+	rnd    *Rand
+	faults Faults
+	mut    Mutation
+	trace  func(format string, args ...any)
+
+	mu    sync.Mutex // serializes appends, so a mutation reads and appends atomically
+	acked map[string]uint64
+	stats StoreStats
+}
+
+// StoreStats counts what the store did.
+type StoreStats struct {
+	Appends, Conflicts, FailedEarly, LostAcks int
+}
+
+var _ events.Store = (*Store)(nil)
+
+// NewStore returns an empty simulated store.
+func NewStore(rnd *Rand, f Faults, mut Mutation, trace func(string, ...any)) *Store {
+	return &Store{inner: events.NewMemStore(), rnd: rnd, faults: f, mut: mut, trace: trace, acked: map[string]uint64{}}
+}
+
+// Append implements events.Store.
+func (s *Store) Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...events.Envelope) (uint64, error) {
+	seqs, err := s.AppendBatch(ctx, []events.AppendItem{{Subject: subject, ExpectedLastSeq: expectedLastSeq, Envs: envs}})
+	if err != nil {
+		return 0, err
+	}
+	return seqs[0], nil
+}
+
+// AppendBatch implements events.Store, with the faults.
+func (s *Store) AppendBatch(ctx context.Context, items []events.AppendItem) ([]uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Appends++
+	switch {
+	case s.rnd.Chance(s.faults.FailEarly):
+		s.stats.FailedEarly++
+		s.trace("store: append of %d items failed before storing", len(items))
+		return nil, ErrFailedEarly
+	case s.rnd.Chance(s.faults.Conflict):
+		s.stats.Conflicts++
+		last, _ := s.inner.LastSeq(ctx, items[0].Subject)
+		s.trace("store: injected conflict on %s", items[0].Subject)
+		return nil, &events.ConflictError{Subject: items[0].Subject, Expected: items[0].ExpectedLastSeq, Actual: last}
+	}
+	items = s.mutate(ctx, items)
+	seqs, err := s.inner.AppendBatch(ctx, items)
+	if err != nil {
+		if errors.Is(err, events.ErrConflict) {
+			s.trace("store: conflict: %v", err)
+		}
+		return nil, err
+	}
+	if s.rnd.Chance(s.faults.LostAck) {
+		s.stats.LostAcks++
+		s.trace("store: append of %d items stored, acknowledgement lost", len(items))
+		return nil, ErrLostAck
+	}
+	for i, it := range items {
+		for _, e := range it.Envs {
+			s.acked[e.EventID] = seqs[i]
+		}
+	}
+	return seqs, nil
+}
+
+// mutate applies the store-side mutations (tests of the simulator itself).
+func (s *Store) mutate(ctx context.Context, items []events.AppendItem) []events.AppendItem {
+	if s.mut != MutBlindAppend && s.mut != MutSkipDispatchStart {
+		return items
+	}
+	out := make([]events.AppendItem, 0, len(items))
+	for _, it := range items {
+		switch s.mut {
+		case MutBlindAppend:
+			it.ExpectedLastSeq, _ = s.inner.LastSeq(ctx, it.Subject)
+		case MutSkipDispatchStart:
+			var kept []events.Envelope
+			for _, e := range it.Envs {
+				if e.Type != kernel.TypeOperationDispatchStarted && e.Type != kernel.TypeExposureDispatchStarted {
+					kept = append(kept, e)
+				}
+			}
+			if len(kept) == 0 && len(it.Envs) > 0 {
+				continue
+			}
+			it.Envs = kept
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// Read implements events.Store.
+func (s *Store) Read(ctx context.Context, subject string, fromSeq uint64) ([]events.Stored, error) {
+	return s.inner.Read(ctx, subject, fromSeq)
+}
+
+// LastSeq implements events.Store.
+func (s *Store) LastSeq(ctx context.Context, subject string) (uint64, error) {
+	return s.inner.LastSeq(ctx, subject)
+}
+
+// Replay implements events.Store.
+func (s *Store) Replay(ctx context.Context, fromSeq uint64, fn func(events.Stored) error) error {
+	return s.inner.Replay(ctx, fromSeq, fn)
+}
+
+// CheckAcknowledged reports an acknowledged event the stream no longer
+// holds at the sequence its append reported.
+func (s *Store) CheckAcknowledged(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	found := map[string]uint64{}
+	if err := s.inner.Replay(ctx, 1, func(st events.Stored) error {
+		found[st.Envelope.EventID] = st.Seq
+		return nil
+	}); err != nil {
+		return err
+	}
+	for id, last := range s.acked {
+		seq, ok := found[id]
+		if !ok || seq > last {
+			return fmt.Errorf("acknowledged event %s (append ending at seq %d) is not in the stream", id, last)
+		}
+	}
+	return nil
+}
+
+// SetFaults changes the fault probabilities from the next append on.
+func (s *Store) SetFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = f
+}
+
+// Stats returns what the store did.
+func (s *Store) Stats() StoreStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
