@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-short test-clients verify fuzz-smoke bench bench-postgres demo demo-clients demo-mcp chaos clean tools vuln static release
+.PHONY: help build test test-sim test-short test-clients verify fuzz-smoke bench bench-postgres demo demo-clients demo-mcp chaos clean tools vuln static release
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -19,7 +19,12 @@ build: ## build contextosd, ctx and the demo provider into bin/
 test: ## all tests with the race detector (real embedded NATS, real processes), then the client suites
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./... > /dev/null
+	$(MAKE) test-sim
 	$(MAKE) test-clients
+
+test-sim: ## the deterministic simulation at its full seed count (10,000; -race runs fewer), with the count and time it took
+	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestSimulation$$' -v ./internal/sim > $$out 2>&1; rc=$$?; \
+	grep -E '^(--- |ok|FAIL)|seeds in' $$out; [ $$rc -eq 0 ] || tail -60 $$out; rm -f $$out; exit $$rc
 
 # Debian's interpreter, which sees Debian's python3-pytest (a pyenv python3
 # on PATH does not).
