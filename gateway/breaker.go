@@ -93,17 +93,11 @@ func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID strin
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	mine := false // the last decision (the one that took effect) appended this trip
+	mine := false // the last decision (the one that took effect) appended this trip; else another replica tripped it first
 	var st *kernel.Breaker
 	var evs []kernel.Event
 	_, err = g.engine.Do(actx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(breakerRef(subject), &st, &evs)},
-		Decide: func() *kernel.Refusal {
-			evs, mine = nil, !st.Open // else another replica tripped it first
-			if mine {
-				evs = []kernel.Event{*trip}
-			}
-			return nil
-		}})
+		Decide: func() *kernel.Refusal { evs = kernel.DecideBreakerTrip(st, *trip); mine = len(evs) > 0; return nil }})
 	if err != nil {
 		// The failures are still counted: the next one tries again.
 		g.log.Error("circuit breaker trip could not be recorded", "tenant", tenant, "capability", capabilityID, "err", err)

@@ -119,6 +119,15 @@ func DecideBreakerReset(b *Breaker, r BreakerReset) []Event {
 	return []Event{r}
 }
 
+// DecideBreakerTrip records a trip on the breaker's subject: a breaker
+// another replica already tripped stays as it is, recorded once.
+func DecideBreakerTrip(b *Breaker, t BreakerTripped) []Event {
+	if b.Open {
+		return nil
+	}
+	return []Event{t}
+}
+
 func init() {
 	register[BreakerTripped](TypeBreakerTripped)
 	register[BreakerReset](TypeBreakerReset)

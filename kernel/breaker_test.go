@@ -68,3 +68,13 @@ func TestBreakerState(t *testing.T) {
 		t.Fatal("a kill switch event folded into a breaker")
 	}
 }
+
+func TestDecideBreakerTrip(t *testing.T) {
+	trip := BreakerTripped{CapabilityID: "c"}
+	if evs := DecideBreakerTrip(&Breaker{}, trip); len(evs) != 1 {
+		t.Fatalf("a closed breaker: %v", evs)
+	}
+	if evs := DecideBreakerTrip(&Breaker{Open: true}, trip); len(evs) != 0 {
+		t.Fatalf("a breaker another replica tripped: %v", evs)
+	}
+}
