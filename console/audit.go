@@ -3,10 +3,10 @@ package console
 import (
 	"context"
 	"encoding/base64"
-	"github.com/contextos/ledger/audit"
 	"net/http"
 	"time"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
@@ -29,6 +29,10 @@ type auditResult struct {
 	// chain by the kernel (the operators' grants and revocations).
 	Authority *kernel.Authority
 	Keys      []string // the key ids the chain was checked against
+	// Witnesses are the witnesses the runtime publishes (keys.json), and
+	// Cosigned those whose cosignature of the newest checkpoint verified.
+	Witnesses []string
+	Cosigned  []string
 }
 
 type checkpointView struct {
@@ -56,6 +60,14 @@ func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult
 	for id := range keys.Keyring {
 		res.Keys = append(res.Keys, id)
 	}
+	ws, err := keys.Cosigners()
+	if err != nil {
+		res.Error = "keys.json: " + err.Error()
+		return res
+	}
+	for _, w := range ws {
+		res.Witnesses = append(res.Witnesses, w.Name())
+	}
 	e, err := oc.ExportAudit(ctx)
 	if err != nil {
 		res.Error = err.Error()
@@ -74,11 +86,12 @@ func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult
 	}
 	// The live log: records past the newest checkpoint are checked as a
 	// chain (an export for an auditor is cut at its newest checkpoint).
-	vr, err := verifier.VerifyEntriesPolicy(b, keys, verifier.Policy{AllowPartial: true})
+	vr, err := verifier.VerifyEntriesPolicy(b, keys, verifier.Policy{AllowPartial: true, Witnesses: ws})
 	if err != nil {
 		res.Error = err.Error()
 		return res
 	}
+	res.Cosigned = vr.Cosigned
 	res.OK = vr.OK()
 	if vr.Failure != nil {
 		res.Failure = vr.Failure.Error()

@@ -3,13 +3,20 @@ package console
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/audit/witness"
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
@@ -412,5 +419,58 @@ func TestHoldAge(t *testing.T) {
 		if got := holdAge(c.d); got != c.want {
 			t.Errorf("holdAge(%v) = %q, want %q", c.d, got, c.want)
 		}
+	}
+}
+
+// TestConsoleAuditWitness: with a witness configured, the audit page names
+// it and shows that its cosignature of the newest checkpoint verified.
+func TestConsoleAuditWitness(t *testing.T) {
+	runtimeKey, err := events.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "runtime.key")
+	if err := events.SavePrivateKey(keyFile, runtimeKey); err != nil {
+		t.Fatal(err)
+	}
+	wkey, err := events.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cos, err := audit.NewCosigner("witness.test/w1", wkey, func() uint64 { return uint64(time.Now().Unix()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logKey, err := audit.NoteVerifierKey(audit.Origin("acme"), events.NewSigner(runtimeKey).Key.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := witness.Open(cos, []string{logKey}, filepath.Join(t.TempDir(), "witness.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(witness.Handler(w))
+	t.Cleanup(hs.Close)
+	e := startEnvWith(t, func(c *gateway.Config) {
+		c.Runtime.KeyFile = keyFile
+		c.Runtime.Witnesses = []gateway.WitnessConfig{{URL: hs.URL, Key: cos.VerifierKey()}}
+	})
+	e.propose(e.agent("acme", "agent_email"), "acme", "agent_email", refund(refundCap, "w1", "ord_7", 100))
+	c := e.client()
+	_, csrf := c.login("acme", "ops_alice")
+	var page string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, page = c.post("/audit/verify", url.Values{"csrf": {csrf}}, nil)
+		if strings.Contains(page, "cosigned the newest checkpoint") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint cosigned by the witness:\n%s", page)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !strings.Contains(page, "<code>witness.test/w1</code>") || !strings.Contains(page, "<b>Verified</b>") {
+		t.Fatalf("the witness is not named on a verified chain:\n%s", page)
 	}
 }

@@ -33,6 +33,12 @@ type env struct {
 
 func startEnv(t testing.TB) *env {
 	t.Helper()
+	return startEnvWith(t, nil)
+}
+
+// startEnvWith is startEnv with the configuration edited before boot.
+func startEnvWith(t testing.TB, edit func(*gateway.Config)) *env {
+	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
@@ -43,6 +49,9 @@ func startEnv(t testing.TB) *env {
 	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(cfg)
 	}
 	// The runtime starts the console, as contextosd's console.Boot does,
 	// with a faster live poll.

@@ -2,6 +2,7 @@ package console
 
 import (
 	"html/template"
+	"slices"
 )
 
 // pageFiles maps each page to its template file; every page is parsed with
@@ -19,6 +20,7 @@ var pageFiles = map[string]string{
 
 var funcs = template.FuncMap{
 	"group": group,
+	"has":   slices.Contains[[]string],
 	"actionLabel": func(name string) string {
 		if a := actions[name]; a != nil {
 			return a.Label + "…"
