@@ -58,7 +58,7 @@ func serveOps(t *testing.T, e *env, tenant string, model *Model) *OpsClient {
 	t.Helper()
 	nc, js := e.connect(t)
 	ops := NewOps(OpsConfig{Log: NewAuditLog(js, AuditStreamName), Events: events.NewJetStore(js, events.StreamName), PublicKeys: []ed25519.PublicKey{e.signer.Key.Public().(ed25519.PublicKey)}, Model: model, MaxReply: 64 * 1024})
-	subs, err := ops.Serve(context.Background(), nc)
+	subs, err := serveVerbs(context.Background(), ops, nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +542,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 		}
 	}
 	nc, _ := e.connect(t)
-	subs, err := svc.Ops.Serve(context.Background(), nc)
+	subs, err := serveVerbs(context.Background(), svc.Ops, nc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,11 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -252,4 +254,31 @@ func tenantEvents(t testing.TB, store events.Store, tenant string) []events.Stor
 		t.Fatal(err)
 	}
 	return out
+}
+
+// serveVerbs subscribes the audit verbs on nc for every tenant, where no
+// gateway runs (the runtime mounts Ops.Handler on its gateway instead).
+func serveVerbs(ctx context.Context, o *Ops, nc *nats.Conn) ([]*nats.Subscription, error) {
+	var subs []*nats.Subscription
+	for _, verb := range Verbs {
+		verb := verb
+		sub, err := nc.QueueSubscribe("ctx.v1.*.ops."+verb+".*", "contextos-projections", func(m *nats.Msg) {
+			tok := strings.Split(m.Subject, ".")
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			b, err := json.Marshal(o.Handle(rctx, tok[2], verb, m.Data))
+			if err != nil {
+				b = []byte(`{"ok":false,"code":"projection_unavailable","reason":"reply encoding failed"}`)
+			}
+			_ = m.Respond(b)
+		})
+		if err != nil {
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+			return nil, err
+		}
+		subs = append(subs, sub)
+	}
+	return subs, nc.Flush()
 }

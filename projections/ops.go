@@ -3,18 +3,15 @@ package projections
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/contextos/ledger/audit"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
-	"github.com/nats-io/nats.go"
 )
 
 // The operator verbs served by Ops, on "ctx.v1.<tenant>.ops.<verb>.<operator>".
@@ -453,38 +450,6 @@ func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64
 		return refusedReply(CodeUnavailable, "%v", err)
 	}
 	return fileReply(verifier.MarshalConsistency(c))
-}
-
-// Serve subscribes the verbs on nc for every tenant
-// ("ctx.v1.*.ops.<verb>.*", queue group "contextos-projections") where no
-// gateway runs: the NATS server's permissions must let only a tenant's
-// operators publish there (as gateway.ServerUsers does). Do not Serve next
-// to a gateway, which answers every ops verb itself (an unknown one with a
-// refusal): mount Handler on it instead. Stop the returned subscriptions with
-// Unsubscribe or Drain.
-func (o *Ops) Serve(ctx context.Context, nc *nats.Conn) ([]*nats.Subscription, error) {
-	var subs []*nats.Subscription
-	for _, verb := range Verbs {
-		verb := verb
-		sub, err := nc.QueueSubscribe("ctx.v1.*.ops."+verb+".*", "contextos-projections", func(m *nats.Msg) {
-			tok := strings.Split(m.Subject, ".")
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			b, err := json.Marshal(o.Handle(rctx, tok[2], verb, m.Data))
-			if err != nil {
-				b = []byte(`{"ok":false,"code":"projection_unavailable","reason":"reply encoding failed"}`)
-			}
-			_ = m.Respond(b)
-		})
-		if err != nil {
-			for _, s := range subs {
-				_ = s.Unsubscribe()
-			}
-			return nil, err
-		}
-		subs = append(subs, sub)
-	}
-	return subs, nc.Flush()
 }
 
 // KeysFor returns the keys an auditor of tenant needs when events, records
