@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -66,7 +66,7 @@ func BenchmarkReservations(b *testing.B) {
 			subs := make([]string, c)
 			tag := rand.Uint64()
 			for w := range subs {
-				subs[w], _ = events.Subject("acme", "raw", fmt.Sprint(tag, "-", w))
+				subs[w], _ = codec.Subject("acme", "raw", fmt.Sprint(tag, "-", w))
 			}
 			runParallel(b, c, "appends", func(w, i int) error {
 				env := tmpl[0]

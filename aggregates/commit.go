@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -42,7 +43,7 @@ type txn struct {
 	refusal  *kernel.Refusal
 	nevents  int
 	decision int // bumped on each decision; stale seal results are ignored
-	envs     [][]events.Envelope
+	envs     [][]codec.Envelope
 	sealed   bool
 	sealErr  error
 	snaps    []snapCandidate
@@ -102,7 +103,7 @@ type committer struct {
 type sealResult struct {
 	t        *txn
 	decision int
-	envs     [][]events.Envelope
+	envs     [][]codec.Envelope
 	err      error
 }
 
@@ -390,7 +391,7 @@ func (c *committer) decide(t *txn) {
 	t.sealed = false
 	c.seals++
 	go func(d int) {
-		envs := make([][]events.Envelope, len(evs))
+		envs := make([][]codec.Envelope, len(evs))
 		var err error
 		for i, l := range evs {
 			if len(l) == 0 {
@@ -538,7 +539,7 @@ func (c *committer) maybeSend() {
 					defer wg.Done()
 					expected := items[k].ExpectedLastSeq
 					for j, env := range items[k].Envs {
-						it := []events.AppendItem{{Subject: items[k].Subject, ExpectedLastSeq: expected, Envs: []events.Envelope{env}}}
+						it := []events.AppendItem{{Subject: items[k].Subject, ExpectedLastSeq: expected, Envs: []codec.Envelope{env}}}
 						seqs, err := c.e.appendItems(it)
 						r := batchResult{txs: chains[k][j : j+1], items: it, ens: ens[k : k+1], seqs: seqs, err: err}
 						if err != nil {
@@ -924,7 +925,7 @@ func (c *committer) rollback(bad []*entry, involved []*txn, fail map[*txn]error,
 	c.waiting = append(again, c.waiting...)
 }
 
-func envsAt(envs [][]events.Envelope, i int) []events.Envelope {
+func envsAt(envs [][]codec.Envelope, i int) []codec.Envelope {
 	if i < len(envs) {
 		return envs[i]
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -29,7 +30,7 @@ func (s *slowStore) delay() {
 	}
 }
 
-func (s *slowStore) Append(ctx context.Context, subject string, expected uint64, envs ...events.Envelope) (uint64, error) {
+func (s *slowStore) Append(ctx context.Context, subject string, expected uint64, envs ...codec.Envelope) (uint64, error) {
 	s.delay()
 	return s.Store.Append(ctx, subject, expected, envs...)
 }
@@ -108,7 +109,7 @@ func TestGroupCommitConflictRedecidesOnlyConflicting(t *testing.T) {
 	}
 	twice := 0
 	for i := 0; i <= n; i++ {
-		sub, _ := events.ExposureSubject("acme", testDef.ID, fmt.Sprint("ord_g", i))
+		sub, _ := codec.ExposureSubject("acme", testDef.ID, fmt.Sprint("ord_g", i))
 		switch d := decisions[i].Load(); {
 		case sub == store.rival && d == 2:
 			twice++
@@ -131,7 +132,7 @@ type gateStore struct {
 	gate chan struct{}
 }
 
-func (g *gateStore) Append(ctx context.Context, subject string, expected uint64, envs ...events.Envelope) (uint64, error) {
+func (g *gateStore) Append(ctx context.Context, subject string, expected uint64, envs ...codec.Envelope) (uint64, error) {
 	<-g.gate
 	return g.Store.Append(ctx, subject, expected, envs...)
 }
@@ -225,7 +226,7 @@ func hotFIFO(t *testing.T, singles bool) {
 			t.Fatalf("proposal %d: %s, want %s (all: %v)", i, r, want, results)
 		}
 	}
-	sub, _ := events.ExposureSubject("acme", testDef.ID, "ord_hot")
+	sub, _ := codec.ExposureSubject("acme", testDef.ID, "ord_hot")
 	all, err := mem.Read(ctx, sub, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +259,7 @@ type rivalStore struct {
 	gate    chan struct{}
 }
 
-func (s *rivalStore) Append(ctx context.Context, subject string, expected uint64, envs ...events.Envelope) (uint64, error) {
+func (s *rivalStore) Append(ctx context.Context, subject string, expected uint64, envs ...codec.Envelope) (uint64, error) {
 	if s.gate != nil {
 		<-s.gate
 	}
@@ -276,7 +277,7 @@ func (s *rivalStore) Append(ctx context.Context, subject string, expected uint64
 // again, the others are stored once.
 func TestSplitGroupConflict(t *testing.T) {
 	mem := events.NewMemStore()
-	rival, _ := events.ExposureSubject("acme", testDef.ID, "ord_s3")
+	rival, _ := codec.ExposureSubject("acme", testDef.ID, "ord_s3")
 	store := &rivalStore{Store: mem, subject: rival, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
 	eng.Appends = AppendSingles
@@ -329,7 +330,7 @@ func TestSplitGroupConflict(t *testing.T) {
 // it are decided again on the refreshed ledger; all end up reserved once.
 func TestChainConflict(t *testing.T) {
 	mem := events.NewMemStore()
-	sub, _ := events.ExposureSubject("acme", testDef.ID, "ord_chain")
+	sub, _ := codec.ExposureSubject("acme", testDef.ID, "ord_chain")
 	store := &rivalStore{Store: mem, subject: sub, after: 4, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
 	eng.Appends = AppendSingles

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -304,10 +305,10 @@ func checkRef(tenant string, r Ref) error {
 	if r.New == nil {
 		return fmt.Errorf("aggregates: ref %s has no New", r.Subject)
 	}
-	if err := events.ValidSubject(r.Subject); err != nil {
+	if err := codec.ValidSubject(r.Subject); err != nil {
 		return fmt.Errorf("aggregates: %w", err)
 	}
-	if rest, ok := strings.CutPrefix(r.Subject, events.SubjectPrefix); ok {
+	if rest, ok := strings.CutPrefix(r.Subject, codec.SubjectPrefix); ok {
 		if tok, _, _ := strings.Cut(rest, "."); tok != tenant {
 			return fmt.Errorf("aggregates: subject %s is not of tenant %q", r.Subject, tenant)
 		}

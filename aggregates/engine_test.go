@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 )
@@ -23,7 +24,7 @@ var testDef = kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string
 
 func testSealer() *Sealer {
 	key := ed25519.NewKeyFromSeed(make([]byte, 32))
-	return &Sealer{Signer: events.NewSigner(key), Clock: SystemClock{}, IDs: NewIDs(SystemClock{}, nil)}
+	return &Sealer{Signer: codec.NewSigner(key), Clock: SystemClock{}, IDs: NewIDs(SystemClock{}, nil)}
 }
 
 // startStore starts a real embedded nats-server with JetStream in dir and
@@ -51,7 +52,7 @@ func reserve(attempt string, amount int64) kernel.Reserve {
 // fresh kernel ledger: the naive path the warm engine must agree with.
 func replayBalance(t testing.TB, store events.Store, resource string) kernel.Balance {
 	t.Helper()
-	subject, _ := events.ExposureSubject("acme", testDef.ID, resource)
+	subject, _ := codec.ExposureSubject("acme", testDef.ID, resource)
 	var l kernel.Ledger
 	err := store.Replay(context.Background(), 1, func(st events.Stored) error {
 		if st.Subject != subject {
@@ -339,7 +340,7 @@ type conflictingStore struct {
 	n int
 }
 
-func (c *conflictingStore) Append(ctx context.Context, subject string, expected uint64, envs ...events.Envelope) (uint64, error) {
+func (c *conflictingStore) Append(ctx context.Context, subject string, expected uint64, envs ...codec.Envelope) (uint64, error) {
 	c.n++
 	last, err := c.Store.LastSeq(ctx, subject)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -15,7 +16,7 @@ import (
 // (guarded) says the kill switch is engaged.
 func guardedReserve(ctx context.Context, eng *Engine, resource, attempt string, decisions *atomic.Int32) (Result, error) {
 	ledger, _ := ExposureRef("acme", testDef.ID, resource)
-	csub, _ := events.Subject("acme", "control")
+	csub, _ := codec.Subject("acme", "control")
 	control := Ref{Subject: csub, New: func() State { return &kernel.Control{} }}
 	var st struct {
 		L *kernel.Ledger
@@ -57,7 +58,7 @@ func TestGuardRefusesAStaleRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	csub, _ := events.Subject("acme", "control")
+	csub, _ := codec.Subject("acme", "control")
 	if _, err := js.Append(context.Background(), csub, 0, envs...); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestGuardRefusesAStaleRead(t *testing.T) {
 	if r.Refusal == nil || r.Refusal.Code != kernel.CodeKillSwitchEngaged || decisions.Load() < 2 {
 		t.Fatalf("result %+v after %d decisions, want kill_switch_engaged on the second", r.Refusal, decisions.Load())
 	}
-	sub, _ := events.ExposureSubject("acme", testDef.ID, "ord_guard")
+	sub, _ := codec.ExposureSubject("acme", testDef.ID, "ord_guard")
 	if last, err := js.LastSeq(context.Background(), sub); err != nil || last != 0 {
 		t.Fatalf("the ledger holds %d, %v: the stale decision was stored", last, err)
 	}
@@ -99,7 +100,7 @@ func (s *slowReads) Read(ctx context.Context, subject string, from uint64) ([]ev
 // not queue transactions behind each other as a shared appended subject
 // does.
 func TestGuardedReadKeepsNoOrder(t *testing.T) {
-	slow, _ := events.ExposureSubject("acme", testDef.ID, "ord_slow")
+	slow, _ := codec.ExposureSubject("acme", testDef.ID, "ord_slow")
 	store := &slowReads{Store: events.NewMemStore(), subject: slow, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
 	var decisions atomic.Int32

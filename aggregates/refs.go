@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -16,7 +16,7 @@ func ExposureRef(tenant, guaranteeID, resource string) (Ref, error) {
 // ExposureWindowRef is the ledger of one (tenant, guarantee, resource) in a
 // calendar window ("" for a guarantee without one).
 func ExposureWindowRef(tenant, guaranteeID, resource, window string) (Ref, error) {
-	subject, err := events.ExposureWindowSubject(tenant, guaranteeID, resource, window)
+	subject, err := codec.ExposureWindowSubject(tenant, guaranteeID, resource, window)
 	if err != nil {
 		return Ref{}, err
 	}
@@ -45,7 +45,7 @@ func ExposureWindowRef(tenant, guaranteeID, resource, window string) (Ref, error
 
 // PinRef is the pinned definition of (tenant, guarantee).
 func PinRef(tenant, guaranteeID string) (Ref, error) {
-	subject, err := events.Subject(tenant, "guarantee", guaranteeID)
+	subject, err := codec.Subject(tenant, "guarantee", guaranteeID)
 	if err != nil {
 		return Ref{}, err
 	}
@@ -54,7 +54,7 @@ func PinRef(tenant, guaranteeID string) (Ref, error) {
 
 // OperationRef is the operation (tenant, run, operation key).
 func OperationRef(tenant, runID, operationKey string) (Ref, error) {
-	subject, err := events.Subject(tenant, "operation", runID, operationKey)
+	subject, err := codec.Subject(tenant, "operation", runID, operationKey)
 	if err != nil {
 		return Ref{}, err
 	}

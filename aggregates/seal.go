@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/oklog/ulid/v2"
 )
@@ -47,15 +47,15 @@ func (g *IDs) New() string {
 // the tenant, the time and the runtime's signature. A reservation is thus
 // signed before it is appended, and before any provider call.
 type Sealer struct {
-	Signer events.Signer
+	Signer codec.Signer
 	Clock  Clock
 	IDs    *IDs
 }
 
 // Seal signs evs for tenant, in order.
-func (s *Sealer) Seal(tenant string, evs []kernel.Event) ([]events.Envelope, error) {
-	out := make([]events.Envelope, len(evs))
-	now := events.FormatTime(s.Clock.Now())
+func (s *Sealer) Seal(tenant string, evs []kernel.Event) ([]codec.Envelope, error) {
+	out := make([]codec.Envelope, len(evs))
+	now := codec.FormatTime(s.Clock.Now())
 	for i, ev := range evs {
 		env, err := s.Signer.Seal(ev.EventType(), kernel.EventVersion, s.IDs.New(), tenant, now, ev)
 		if err != nil {

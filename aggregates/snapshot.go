@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -53,7 +54,7 @@ func marshalState(st State) ([]byte, error) { return json.Marshal(st) }
 
 // EncodeSnapshot encodes and signs the state of subject at sequence seq,
 // where event eventID is stored (events.EncodeSnapshot).
-func EncodeSnapshot(signer events.Signer, subject string, seq uint64, eventID string, state []byte) ([]byte, error) {
+func EncodeSnapshot(signer codec.Signer, subject string, seq uint64, eventID string, state []byte) ([]byte, error) {
 	return events.EncodeSnapshot(signer, subject, seq, eventID, state)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -38,7 +39,7 @@ func randomCommand(r *rand.Rand, resource string) kernel.Command {
 // ledger.
 func fullFold(t testing.TB, store events.Store, resource string) (*kernel.Ledger, uint64) {
 	t.Helper()
-	subject, _ := events.ExposureSubject("acme", testDef.ID, resource)
+	subject, _ := codec.ExposureSubject("acme", testDef.ID, resource)
 	all, err := store.Read(context.Background(), subject, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestSnapshotPlusTailEqualsFullFold(t *testing.T) {
 			eng.SnapshotEvery = 1 + r.IntN(6)
 			ctx := context.Background()
 			resource := fmt.Sprintf("ord_%d", seed)
-			subject, _ := events.ExposureSubject("acme", testDef.ID, resource)
+			subject, _ := codec.ExposureSubject("acme", testDef.ID, resource)
 			var older []byte
 			for step := 0; step < 150; step++ {
 				if _, _, err := eng.Exposure(ctx, "acme", testDef.ID, resource, randomCommand(r, resource)); err != nil {
@@ -218,7 +219,7 @@ func resign(t testing.TB, good []byte) []byte {
 	if err := json.Unmarshal(good, &d); err != nil {
 		t.Fatal(err)
 	}
-	other := events.NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
+	other := codec.NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
 	b, err := EncodeSnapshot(other, d.Subject, d.Seq, d.EventID, d.State)
 	if err != nil {
 		t.Fatal(err)

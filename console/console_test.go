@@ -16,7 +16,7 @@ import (
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
@@ -425,15 +425,15 @@ func TestHoldAge(t *testing.T) {
 // TestConsoleAuditWitness: with a witness configured, the audit page names
 // it and shows that its cosignature of the newest checkpoint verified.
 func TestConsoleAuditWitness(t *testing.T) {
-	runtimeKey, err := events.GenerateKey(rand.Reader)
+	runtimeKey, err := codec.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	keyFile := filepath.Join(t.TempDir(), "runtime.key")
-	if err := events.SavePrivateKey(keyFile, runtimeKey); err != nil {
+	if err := codec.SavePrivateKey(keyFile, runtimeKey); err != nil {
 		t.Fatal(err)
 	}
-	wkey, err := events.GenerateKey(rand.Reader)
+	wkey, err := codec.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestConsoleAuditWitness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logKey, err := audit.NoteVerifierKey(audit.Origin("acme"), events.NewSigner(runtimeKey).Key.Public().(ed25519.PublicKey))
+	logKey, err := audit.NoteVerifierKey(audit.Origin("acme"), codec.NewSigner(runtimeKey).Key.Public().(ed25519.PublicKey))
 	if err != nil {
 		t.Fatal(err)
 	}

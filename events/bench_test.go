@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/events/storetest"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
@@ -16,9 +17,9 @@ import (
 // benchEvents returns n distinct envelopes cheaply: a sealed template with
 // fresh event ids. Their signatures do not verify (the store does not verify
 // signatures), which keeps Ed25519 signing out of the measurements.
-func benchEvents(b *testing.B, n int) []events.Envelope {
+func benchEvents(b *testing.B, n int) []codec.Envelope {
 	tmpl := storetest.Event(b, 1)
-	out := make([]events.Envelope, n)
+	out := make([]codec.Envelope, n)
 	for i := range out {
 		var id ulid.ULID
 		_ = id.SetTime(1_800_000_000_000)
@@ -192,7 +193,7 @@ func readWithConsumer(b *testing.B, ctx context.Context, js jetstream.JetStream,
 			b.Fatal(err)
 		}
 		for m := range msgs.Messages() {
-			if _, err := events.Decode(m.Data()); err != nil {
+			if _, err := codec.Decode(m.Data()); err != nil {
 				b.Fatal(err)
 			}
 			n++

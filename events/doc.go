@@ -12,9 +12,9 @@
 //	js, _ := jetstream.New(nc)
 //	events.EnsureStream(ctx, js, events.StreamOptions{})
 //	store := events.NewJetStore(js, events.StreamName)
-//	signer := events.NewSigner(key) // key from events.LoadPrivateKey
+//	signer := codec.NewSigner(key) // key from codec.LoadPrivateKey
 //
-//	subject, _ := events.ExposureSubject(tenant, guaranteeID, resource)
+//	subject, _ := codec.ExposureSubject(tenant, guaranteeID, resource)
 //	for attempt := 0; attempt < maxAttempts; attempt++ {
 //		history, err := store.Read(ctx, subject, 0)        // load
 //		last := uint64(0)
@@ -25,7 +25,7 @@
 //		if refusal != nil {
 //			return refusal
 //		}
-//		env, err := signer.Seal(typ, 1, eventID, tenant, events.FormatTime(now), body)
+//		env, err := signer.Seal(typ, 1, eventID, tenant, codec.FormatTime(now), body)
 //		seq, err := store.Append(ctx, subject, last, env)  // append iff nothing changed
 //		switch {
 //		case err == nil:

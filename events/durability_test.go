@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/events/storetest"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/nats-io/nats.go"
@@ -30,7 +31,7 @@ func TestJetStoreRetryAfterLostAck(t *testing.T) {
 	ctx := testenv.Context(t)
 	sub := storetest.Subject(t, "ord.lost")
 	e := storetest.Event(t, 1)
-	raw, err := events.Encode(e)
+	raw, err := codec.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,9 +65,9 @@ func TestJetStoreRetryAfterLostAck(t *testing.T) {
 
 	// Same for a multi-event append: the batch committed, its ack was lost.
 	sub2 := storetest.Subject(t, "ord.lost.batch")
-	envs := []events.Envelope{storetest.Event(t, 2), storetest.Event(t, 3)}
+	envs := []codec.Envelope{storetest.Event(t, 2), storetest.Event(t, 3)}
 	for i, e := range envs {
-		raw, err := events.Encode(e)
+		raw, err := codec.Encode(e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +112,7 @@ func TestJetStoreDuplicateAckChecksBytes(t *testing.T) {
 	// of e (the id was seen); the store must refuse to call that success.
 	other := storetest.Event(t, 2)
 	other.EventID = e.EventID
-	other, err := events.NewSigner(mustKey(t)).Seal(other.Type, other.V, e.EventID, other.Tenant, other.Time, other.Body)
+	other, err := codec.NewSigner(mustKey(t)).Seal(other.Type, other.V, e.EventID, other.Tenant, other.Time, other.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestJetStoreDuplicateAckChecksBytes(t *testing.T) {
 }
 
 func mustKey(t *testing.T) []byte {
-	k, err := events.GenerateKey(strings.NewReader(strings.Repeat("k", 32)))
+	k, err := codec.GenerateKey(strings.NewReader(strings.Repeat("k", 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func freePort(t *testing.T) int {
 type acked struct {
 	subject string
 	seq     uint64
-	env     events.Envelope
+	env     codec.Envelope
 }
 
 // writeUntil appends n events round-robin over subjects, retrying each one
@@ -336,8 +337,8 @@ func TestJetStoreProcessCrash(t *testing.T) {
 	// And one atomic batch across both subjects.
 	ctx := testenv.Context(t)
 	items := []events.AppendItem{
-		{Subject: subjects[0], ExpectedLastSeq: all[len(all)-2].seq, Envs: []events.Envelope{storetest.Event(t, 100), storetest.Event(t, 101)}},
-		{Subject: subjects[1], ExpectedLastSeq: all[len(all)-1].seq, Envs: []events.Envelope{storetest.Event(t, 102)}},
+		{Subject: subjects[0], ExpectedLastSeq: all[len(all)-2].seq, Envs: []codec.Envelope{storetest.Event(t, 100), storetest.Event(t, 101)}},
+		{Subject: subjects[1], ExpectedLastSeq: all[len(all)-1].seq, Envs: []codec.Envelope{storetest.Event(t, 102)}},
 	}
 	seqs, err := store.AppendBatch(ctx, items)
 	if err != nil {

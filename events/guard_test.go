@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/events/storetest"
 )
 
@@ -29,7 +30,7 @@ func guardedBatches(t *testing.T, store events.Store, w, n int) int {
 			var last uint64
 			for j := 0; j < n; j++ {
 				seqs, err := store.AppendBatch(context.Background(), []events.AppendItem{
-					{Subject: own, ExpectedLastSeq: last, Envs: []events.Envelope{storetest.Event(t, 2*j), storetest.Event(t, 2*j+1)}},
+					{Subject: own, ExpectedLastSeq: last, Envs: []codec.Envelope{storetest.Event(t, 2*j), storetest.Event(t, 2*j+1)}},
 					{Subject: shared, ExpectedLastSeq: 0},
 				})
 				switch {
@@ -79,7 +80,7 @@ func TestGuardHolds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stale := []events.AppendItem{{Subject: own, Envs: []events.Envelope{storetest.Event(t, 2), storetest.Event(t, 3)}}, {Subject: guard, ExpectedLastSeq: 0}}
+		stale := []events.AppendItem{{Subject: own, Envs: []codec.Envelope{storetest.Event(t, 2), storetest.Event(t, 3)}}, {Subject: guard, ExpectedLastSeq: 0}}
 		var conflict *events.ConflictError
 		if _, err := store.AppendBatch(ctx, stale); !errors.As(err, &conflict) || conflict.Subject != guard {
 			t.Fatalf("%s: a stale guard: %v, want a conflict on %s", name, err, guard)
@@ -89,7 +90,7 @@ func TestGuardHolds(t *testing.T) {
 		if err != nil || seqs[1] != moved {
 			t.Fatalf("%s: a fresh guard: %v %v", name, seqs, err)
 		}
-		if _, err := store.AppendBatch(ctx, []events.AppendItem{{Subject: storetest.Subject(t, "lone-"+name), Envs: []events.Envelope{storetest.Event(t, 4)}},
+		if _, err := store.AppendBatch(ctx, []events.AppendItem{{Subject: storetest.Subject(t, "lone-"+name), Envs: []codec.Envelope{storetest.Event(t, 4)}},
 			{Subject: guard, ExpectedLastSeq: moved}}); !errors.Is(err, events.ErrInvalidAppend) {
 			t.Fatalf("%s: a guard with no event to carry it: %v", name, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/events/codec"
 	"slices"
 	"strconv"
 	"strings"
@@ -307,7 +308,7 @@ const DefaultScanPerRoundTrip = 2000
 // exceeds ScanPerRoundTrip stream messages per event to fetch. Whatever a
 // lagging replica did not have is fetched from the leader.
 func (s *JetStore) Read(ctx context.Context, subject string, fromSeq uint64) ([]Stored, error) {
-	if err := ValidSubject(subject); err != nil {
+	if err := codec.ValidSubject(subject); err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.withTimeout(ctx)
@@ -409,7 +410,7 @@ func (s *JetStore) readBackward(ctx context.Context, subject string, first, last
 
 // LastSeq implements Store with a Direct Get of the subject's last message.
 func (s *JetStore) LastSeq(ctx context.Context, subject string) (uint64, error) {
-	if err := ValidSubject(subject); err != nil {
+	if err := codec.ValidSubject(subject); err != nil {
 		return 0, err
 	}
 	ctx, cancel := s.withTimeout(ctx)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/events/codec"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -77,7 +78,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 		o.Name = StreamName
 	}
 	if len(o.Subjects) == 0 {
-		o.Subjects = []string{SubjectPrefix + ">"}
+		o.Subjects = []string{codec.SubjectPrefix + ">"}
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 1
@@ -321,7 +322,7 @@ func conflictActual(e *jetstream.APIError) (uint64, bool) {
 }
 
 // Append implements Store.
-func (s *JetStore) Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...Envelope) (uint64, error) {
+func (s *JetStore) Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...codec.Envelope) (uint64, error) {
 	seqs, err := s.AppendBatch(ctx, []AppendItem{{Subject: subject, ExpectedLastSeq: expectedLastSeq, Envs: envs}})
 	if err != nil {
 		return 0, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/events/storetest"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/nats-io/nats.go"
@@ -90,7 +91,7 @@ func TestJetStoreReadLinks(t *testing.T) {
 	sub, other := storetest.Subject(t, "linked"), storetest.Subject(t, "noise")
 	var want []string
 	var last, olast uint64
-	appendOne := func(e events.Envelope) {
+	appendOne := func(e codec.Envelope) {
 		t.Helper()
 		var err error
 		if last, err = store.Append(ctx, sub, last, e); err != nil {
@@ -107,8 +108,8 @@ func TestJetStoreReadLinks(t *testing.T) {
 		appendOne(storetest.Event(t, i))
 	}
 	seqs, err := store.AppendBatch(ctx, []events.AppendItem{
-		{Subject: other, ExpectedLastSeq: olast, Envs: []events.Envelope{storetest.Event(t, 50)}},
-		{Subject: sub, ExpectedLastSeq: last, Envs: []events.Envelope{storetest.Event(t, 51), storetest.Event(t, 52)}},
+		{Subject: other, ExpectedLastSeq: olast, Envs: []codec.Envelope{storetest.Event(t, 50)}},
+		{Subject: sub, ExpectedLastSeq: last, Envs: []codec.Envelope{storetest.Event(t, 51), storetest.Event(t, 52)}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +155,7 @@ func TestJetStoreReadLinks(t *testing.T) {
 
 	// A valid event appended without the link header (another writer).
 	e := storetest.Event(t, 60)
-	raw, _ := events.Encode(e)
+	raw, _ := codec.Encode(e)
 	m := nats.NewMsg(sub)
 	m.Data = raw
 	m.Header.Set("Nats-Expected-Last-Subject-Sequence", fmt.Sprint(all[5].Seq))
@@ -165,7 +166,7 @@ func TestJetStoreReadLinks(t *testing.T) {
 	check("unlinked last", backward, 0, 7)
 	// And one whose link points at another subject's message.
 	e = storetest.Event(t, 61)
-	raw, _ = events.Encode(e)
+	raw, _ = codec.Encode(e)
 	m = nats.NewMsg(sub)
 	m.Data = raw
 	last, _ = store.LastSeq(ctx, sub)
@@ -179,7 +180,7 @@ func TestJetStoreReadLinks(t *testing.T) {
 	// And one whose link skips back over events of the same subject: the
 	// walk meets fewer messages than the server counts, so Read goes forward.
 	e = storetest.Event(t, 62)
-	raw, _ = events.Encode(e)
+	raw, _ = codec.Encode(e)
 	m = nats.NewMsg(sub)
 	m.Data = raw
 	last, _ = store.LastSeq(ctx, sub)
@@ -236,7 +237,7 @@ func TestDecodeMemoAnswersOnlyForItsBytes(t *testing.T) {
 	if _, err := store.Append(ctx, sub, 0, first); err != nil {
 		t.Fatal(err)
 	}
-	read := func(want events.Envelope) {
+	read := func(want codec.Envelope) {
 		t.Helper()
 		var got []events.Stored
 		if err := store.Replay(ctx, 1, func(st events.Stored) error { got = append(got, st); return nil }); err != nil {
@@ -250,7 +251,7 @@ func TestDecodeMemoAnswersOnlyForItsBytes(t *testing.T) {
 			if len(sts) != 1 || sts[0].Seq != 1 || !reflect.DeepEqual(sts[0].Envelope, want) {
 				t.Fatalf("stored %+v, want only %s at sequence 1", sts, want.EventID)
 			}
-			if d, err := events.Decode(sts[0].Raw); err != nil || !reflect.DeepEqual(d, sts[0].Envelope) {
+			if d, err := codec.Decode(sts[0].Raw); err != nil || !reflect.DeepEqual(d, sts[0].Envelope) {
 				t.Fatalf("envelope %+v is not its bytes' (%+v, %v)", sts[0].Envelope, d, err)
 			}
 		}

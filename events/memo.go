@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"github.com/contextos/ledger/events/codec"
 	"sync"
 )
 
@@ -26,23 +27,23 @@ type decodeMemo struct {
 type memoSlot struct {
 	seq uint64
 	raw []byte
-	env Envelope
+	env codec.Envelope
 }
 
-func (m *decodeMemo) get(seq uint64, raw []byte) (Envelope, bool) {
+func (m *decodeMemo) get(seq uint64, raw []byte) (codec.Envelope, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.slots == nil {
-		return Envelope{}, false
+		return codec.Envelope{}, false
 	}
 	sl := &m.slots[seq%memoSlots]
 	if sl.seq != seq || !bytes.Equal(sl.raw, raw) {
-		return Envelope{}, false
+		return codec.Envelope{}, false
 	}
 	return sl.env, true
 }
 
-func (m *decodeMemo) put(seq uint64, raw []byte, env Envelope) {
+func (m *decodeMemo) put(seq uint64, raw []byte, env codec.Envelope) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.slots == nil {
@@ -53,13 +54,13 @@ func (m *decodeMemo) put(seq uint64, raw []byte, env Envelope) {
 
 // decode returns Decode(raw) for the message at seq, from the memo when it
 // holds these bytes.
-func (m *decodeMemo) decode(seq uint64, raw []byte) (Envelope, error) {
+func (m *decodeMemo) decode(seq uint64, raw []byte) (codec.Envelope, error) {
 	if env, ok := m.get(seq, raw); ok {
 		return env, nil
 	}
-	env, err := Decode(raw)
+	env, err := codec.Decode(raw)
 	if err != nil {
-		return Envelope{}, err
+		return codec.Envelope{}, err
 	}
 	m.put(seq, raw, env)
 	return env, nil

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"context"
+	"github.com/contextos/ledger/events/codec"
 	"sort"
 	"sync"
 )
@@ -24,7 +25,7 @@ func NewMemStore() *MemStore {
 var _ Store = (*MemStore)(nil)
 
 // Append implements Store.
-func (m *MemStore) Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...Envelope) (uint64, error) {
+func (m *MemStore) Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...codec.Envelope) (uint64, error) {
 	seqs, err := m.AppendBatch(ctx, []AppendItem{{Subject: subject, ExpectedLastSeq: expectedLastSeq, Envs: envs}})
 	if err != nil {
 		return 0, err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/events/codec"
 
 	"github.com/contextos/ledger/kernel"
 )
@@ -64,7 +65,7 @@ func snapshotSigningBytes(d SnapshotDoc) ([]byte, error) {
 
 // EncodeSnapshot encodes and signs state (a JSON value), the state of
 // subject at sequence seq, where event eventID is stored.
-func EncodeSnapshot(signer Signer, subject string, seq uint64, eventID string, state []byte) ([]byte, error) {
+func EncodeSnapshot(signer codec.Signer, subject string, seq uint64, eventID string, state []byte) ([]byte, error) {
 	if len(signer.Key) != ed25519.PrivateKeySize {
 		return nil, errors.New("events: snapshot signer has no key")
 	}
@@ -96,7 +97,7 @@ func ParseSnapshot(pub ed25519.PublicKey, subject string, data []byte) (Snapshot
 		return d, fmt.Errorf("events: snapshot of %q, not %q", d.Subject, subject)
 	case d.Seq == 0 || d.EventID == "":
 		return d, errors.New("events: snapshot without an anchor")
-	case d.KeyID != KeyIDFor(pub):
+	case d.KeyID != codec.KeyIDFor(pub):
 		return d, fmt.Errorf("events: snapshot signed by %q", d.KeyID)
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(d.Sig)

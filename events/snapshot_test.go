@@ -3,13 +3,14 @@ package events
 import (
 	"bytes"
 	"crypto/ed25519"
+	"github.com/contextos/ledger/events/codec"
 	"testing"
 
 	"github.com/contextos/ledger/kernel"
 )
 
-func snapshotSigner() Signer {
-	return NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32)))
+func snapshotSigner() codec.Signer {
+	return codec.NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32)))
 }
 
 func TestSnapshotRoundTripAndRefusals(t *testing.T) {
@@ -23,7 +24,7 @@ func TestSnapshotRoundTripAndRefusals(t *testing.T) {
 	if err != nil || d.Seq != 7 || string(d.State) != `{"a":"x","b":[1,2]}` {
 		t.Fatalf("%+v %v", d, err)
 	}
-	other := NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{4}, 32)))
+	other := codec.NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{4}, 32)))
 	for name, data := range map[string][]byte{
 		"other subject": good,
 		"trailing":      append(bytes.Clone(good), '\n'),

@@ -10,10 +10,10 @@ import (
 // Stored is one event as the store holds it. Raw (and Envelope.Body) may be
 // shared with the store: do not modify them.
 type Stored struct {
-	Seq      uint64   // stream sequence, >= 1, strictly increasing across the whole stream
-	Subject  string   // the subject it was appended to
-	Envelope Envelope // decoded (strictly) from Raw
-	Raw      []byte   // the stored bytes: Encode(Envelope)
+	Seq      uint64         // stream sequence, >= 1, strictly increasing across the whole stream
+	Subject  string         // the subject it was appended to
+	Envelope codec.Envelope // decoded (strictly) from Raw
+	Raw      []byte         // the stored bytes: Encode(Envelope)
 }
 
 // AppendItem is one subject's share of an AppendBatch. An item with no
@@ -26,7 +26,7 @@ type Stored struct {
 type AppendItem struct {
 	Subject         string
 	ExpectedLastSeq uint64 // the subject's last sequence the decision was made on; 0 = subject empty
-	Envs            []Envelope
+	Envs            []codec.Envelope
 }
 
 // Store is an append-only event store with optimistic concurrency per
@@ -46,7 +46,7 @@ type Store interface {
 	// sequence is expectedLastSeq (0 = subject empty), all or nothing. It
 	// returns the sequence of the last appended event. A mismatch returns a
 	// *ConflictError (errors.Is(err, ErrConflict)).
-	Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...Envelope) (uint64, error)
+	Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...codec.Envelope) (uint64, error)
 	// AppendBatch appends several subjects' events atomically (all or
 	// nothing), each subject (distinct) with its own expected sequence. It
 	// returns, per item, the sequence of the item's last event. One
@@ -115,7 +115,7 @@ const MaxBatch = 1000
 type encodedItem struct {
 	subject  string
 	expected uint64
-	envs     []Envelope
+	envs     []codec.Envelope
 	raws     [][]byte
 }
 
@@ -132,7 +132,7 @@ func prepareAppend(items []AppendItem) ([]encodedItem, error) {
 	ids := make(map[string]struct{})
 	total, guards, carriers := 0, 0, 0
 	for i, it := range items {
-		if err := ValidSubject(it.Subject); err != nil {
+		if err := codec.ValidSubject(it.Subject); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidAppend, err)
 		}
 		if _, dup := subjects[it.Subject]; dup {
@@ -158,7 +158,7 @@ func prepareAppend(items []AppendItem) ([]encodedItem, error) {
 				return nil, fmt.Errorf("%w: event id %s appears twice", ErrInvalidAppend, e.EventID)
 			}
 			ids[e.EventID] = struct{}{}
-			b, err := Encode(e)
+			b, err := codec.Encode(e)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrInvalidAppend, err)
 			}

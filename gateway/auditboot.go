@@ -18,6 +18,7 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -103,7 +104,7 @@ type StreamKeys struct {
 // the key it retired (the rotation itself), else the latest event's key.
 func (sk StreamKeys) Current() string {
 	if sk.Rotation != nil {
-		if from, _, _, err := sk.Rotation.PublicKeys(); err == nil && (sk.LastKeyID == events.KeyIDFor(from) || sk.LastKeyID == sk.RotatedTo) {
+		if from, _, _, err := sk.Rotation.PublicKeys(); err == nil && (sk.LastKeyID == codec.KeyIDFor(from) || sk.LastKeyID == sk.RotatedTo) {
 			return sk.RotatedTo
 		}
 	}
@@ -129,7 +130,7 @@ func ReadStreamKeys(ctx context.Context, js jetstream.JetStream, tenants []strin
 	if err != nil {
 		return StreamKeys{}, fmt.Errorf("read the stream's latest event: %w", err)
 	}
-	env, err := events.Decode(m.Data)
+	env, err := codec.Decode(m.Data)
 	if err != nil {
 		return StreamKeys{}, fmt.Errorf("the stream's latest message (seq %d) is not an event: %w", m.Sequence, err)
 	}
@@ -146,7 +147,7 @@ func ReadStreamKeys(ctx context.Context, js jetstream.JetStream, tenants []strin
 		if m.Sequence < latest {
 			continue
 		}
-		env, err := events.Decode(m.Data)
+		env, err := codec.Decode(m.Data)
 		if err != nil {
 			return StreamKeys{}, fmt.Errorf("key rotation at seq %d: %w", m.Sequence, err)
 		}
@@ -158,7 +159,7 @@ func ReadStreamKeys(ctx context.Context, js jetstream.JetStream, tenants []strin
 		if err != nil {
 			return StreamKeys{}, err
 		}
-		latest, out.Rotation, out.RotatedTo = m.Sequence, &k, events.KeyIDFor(to)
+		latest, out.Rotation, out.RotatedTo = m.Sequence, &k, codec.KeyIDFor(to)
 	}
 	return out, nil
 }
@@ -170,10 +171,10 @@ func ReadStreamKeys(ctx context.Context, js jetstream.JetStream, tenants []strin
 // refused unless the stream records a rotation to it (contextosd keys
 // rotate). It returns the signer and the retired public keys, which
 // audit-keys publishes with the current one.
-func bootKey(ctx context.Context, cfg *Config, js jetstream.JetStream) (events.Signer, []ed25519.PublicKey, error) {
+func bootKey(ctx context.Context, cfg *Config, js jetstream.JetStream) (codec.Signer, []ed25519.PublicKey, error) {
 	path, err := KeyPath(cfg)
 	if err != nil {
-		return events.Signer{}, nil, err
+		return codec.Signer{}, nil, err
 	}
 	tenants := make([]string, len(cfg.Tenants))
 	for i, t := range cfg.Tenants {
@@ -181,29 +182,29 @@ func bootKey(ctx context.Context, cfg *Config, js jetstream.JetStream) (events.S
 	}
 	sk, err := ReadStreamKeys(ctx, js, tenants)
 	if err != nil {
-		return events.Signer{}, nil, err
+		return codec.Signer{}, nil, err
 	}
-	key, err := events.LoadPrivateKey(path)
+	key, err := codec.LoadPrivateKey(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && sk.Empty:
 		if key, err = createOrLoadKey(path); err != nil {
-			return events.Signer{}, nil, err
+			return codec.Signer{}, nil, err
 		}
 	case errors.Is(err, os.ErrNotExist):
-		return events.Signer{}, nil, fmt.Errorf("runtime key %s is missing, but the event stream holds events (the latest, seq %d, signed by %s): restore the key file, or record a new key with \"contextosd keys rotate\"",
+		return codec.Signer{}, nil, fmt.Errorf("runtime key %s is missing, but the event stream holds events (the latest, seq %d, signed by %s): restore the key file, or record a new key with \"contextosd keys rotate\"",
 			path, sk.LastSeq, sk.LastKeyID)
 	case err != nil:
-		return events.Signer{}, nil, err
+		return codec.Signer{}, nil, err
 	}
-	signer := events.NewSigner(key)
+	signer := codec.NewSigner(key)
 	if !sk.Empty && signer.KeyID != sk.Current() {
-		return events.Signer{}, nil, fmt.Errorf("runtime key %s (%s) is not the stream's signing key %s (its latest event, seq %d, is signed by %s): every replica must share one key file (runtime.key_file), or rotate with \"contextosd keys rotate\"",
+		return codec.Signer{}, nil, fmt.Errorf("runtime key %s (%s) is not the stream's signing key %s (its latest event, seq %d, is signed by %s): every replica must share one key file (runtime.key_file), or rotate with \"contextosd keys rotate\"",
 			path, signer.KeyID, sk.Current(), sk.LastSeq, sk.LastKeyID)
 	}
 	var retired []ed25519.PublicKey
 	if sk.Rotation != nil {
 		if _, _, retired, err = sk.Rotation.PublicKeys(); err != nil {
-			return events.Signer{}, nil, err
+			return codec.Signer{}, nil, err
 		}
 	}
 	return signer, retired, nil
@@ -245,15 +246,15 @@ func RotateKey(cfg *Config, o RotateOptions) (string, error) {
 	ctx := context.Background()
 	var old ed25519.PrivateKey
 	if !o.LostKey {
-		if old, err = events.LoadPrivateKey(path); err != nil {
+		if old, err = codec.LoadPrivateKey(path); err != nil {
 			return "", fmt.Errorf("the old key (use --lost-key with an operator's assertion if it is gone): %w", err)
 		}
 	}
 	var next ed25519.PrivateKey
 	if o.NewKeyFile != "" {
-		next, err = events.LoadPrivateKey(o.NewKeyFile)
+		next, err = codec.LoadPrivateKey(o.NewKeyFile)
 	} else {
-		next, err = events.GenerateKey(rand.Reader)
+		next, err = codec.GenerateKey(rand.Reader)
 	}
 	if err != nil {
 		return "", err
@@ -282,10 +283,10 @@ func RotateKey(cfg *Config, o RotateOptions) (string, error) {
 	switch cur := sk.Current(); {
 	case old != nil:
 		oldPub = old.Public().(ed25519.PublicKey)
-		if id := events.KeyIDFor(oldPub); id != cur {
+		if id := codec.KeyIDFor(oldPub); id != cur {
 			return "", fmt.Errorf("the key at %s (%s) is not the stream's signing key (%s)", path, id, cur)
 		}
-	case len(o.OldPublicKey) == ed25519.PublicKeySize && events.KeyIDFor(o.OldPublicKey) == cur:
+	case len(o.OldPublicKey) == ed25519.PublicKeySize && codec.KeyIDFor(o.OldPublicKey) == cur:
 		oldPub = o.OldPublicKey
 	case sk.Rotation != nil && sk.RotatedTo == cur:
 		_, oldPub, _, _ = sk.Rotation.PublicKeys()
@@ -300,16 +301,16 @@ func RotateKey(cfg *Config, o RotateOptions) (string, error) {
 			}
 		}
 	}
-	signer := events.NewSigner(next)
+	signer := codec.NewSigner(next)
 	if old != nil {
-		signer = events.NewSigner(old)
+		signer = codec.NewSigner(old)
 	} else {
 		rot.AssertedBy, rot.ArtifactRef = o.Operator, o.ArtifactRef
 	}
 	store := events.NewJetStore(js, events.StreamName)
 	ids := aggregates.NewIDs(o.Clock, nil)
 	for _, t := range tenants {
-		env, err := signer.Seal(audit.TypeKeyRotated, audit.KeyRotationVersion, ids.New(), t, events.FormatTime(o.Clock.Now()), rot)
+		env, err := signer.Seal(audit.TypeKeyRotated, audit.KeyRotationVersion, ids.New(), t, codec.FormatTime(o.Clock.Now()), rot)
 		if err != nil {
 			return "", err
 		}
@@ -325,9 +326,9 @@ func RotateKey(cfg *Config, o RotateOptions) (string, error) {
 			return "", fmt.Errorf("record the rotation for %s: %w", t, err)
 		}
 	}
-	newID := events.KeyIDFor(next.Public().(ed25519.PublicKey))
+	newID := codec.KeyIDFor(next.Public().(ed25519.PublicKey))
 	if old != nil {
-		if err := os.Rename(path, path+".retired-"+strings.TrimPrefix(events.KeyIDFor(oldPub), "ed25519:")); err != nil {
+		if err := os.Rename(path, path+".retired-"+strings.TrimPrefix(codec.KeyIDFor(oldPub), "ed25519:")); err != nil {
 			return "", err
 		}
 	} else if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -336,7 +337,7 @@ func RotateKey(cfg *Config, o RotateOptions) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", err
 	}
-	return newID, events.SavePrivateKey(path, next)
+	return newID, codec.SavePrivateKey(path, next)
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
@@ -32,11 +33,11 @@ func appendReservation(t *testing.T, rt *Runtime, n int) {
 	if dec.Refusal != nil || len(dec.Events) == 0 {
 		t.Fatalf("%+v", dec.Refusal)
 	}
-	env, err := rt.Signer.Seal(dec.Events[0].EventType(), kernel.EventVersion, aggregates.NewIDs(aggregates.SystemClock{}, nil).New(), "acme", events.FormatTime(time.Now()), dec.Events[0])
+	env, err := rt.Signer.Seal(dec.Events[0].EventType(), kernel.EventVersion, aggregates.NewIDs(aggregates.SystemClock{}, nil).New(), "acme", codec.FormatTime(time.Now()), dec.Events[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject, err := events.ExposureSubject("acme", "g", fmt.Sprintf("r%d", n))
+	subject, err := codec.ExposureSubject("acme", "g", fmt.Sprintf("r%d", n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +99,11 @@ func TestKeyLifecycle(t *testing.T) {
 	}
 	bootErr(t, cfg, "is missing")
 	// A replica with a key of its own is refused.
-	other, err := events.GenerateKey(rand.Reader)
+	other, err := codec.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := events.SavePrivateKey(path, other); err != nil {
+	if err := codec.SavePrivateKey(path, other); err != nil {
 		t.Fatal(err)
 	}
 	bootErr(t, cfg, "is not the stream's signing key")
@@ -203,7 +204,7 @@ func waitLog(t *testing.T, rt *Runtime, n int64) {
 // witness's key in audit-keys, and its log verifies under a policy of that
 // witness.
 func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
-	wkey, err := events.GenerateKey(rand.Reader)
+	wkey, err := codec.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 // export verifies against the runtime keys alone, and is refused under the
 // witness policy.
 func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
-	wkey, err := events.GenerateKey(rand.Reader)
+	wkey, err := codec.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

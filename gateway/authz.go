@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -128,12 +128,12 @@ func (cp *CapabilityConfig) runAmount(args map[string]any) (int64, *kernel.Refus
 // Subjects of the authorization aggregates.
 
 func authorityRef(tenant string) (aggregates.Ref, error) {
-	s, err := events.Subject(tenant, "authority")
+	s, err := codec.Subject(tenant, "authority")
 	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.Authority{} }}, err
 }
 
 func approvalRef(tenant, id string) (aggregates.Ref, error) {
-	s, err := events.Subject(tenant, "approval", id)
+	s, err := codec.Subject(tenant, "approval", id)
 	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.Approval{} },
 		Check: func(ev kernel.Event) error {
 			var got string
@@ -153,7 +153,7 @@ func approvalRef(tenant, id string) (aggregates.Ref, error) {
 }
 
 func runRef(tenant, runID string) (aggregates.Ref, error) {
-	s, err := events.Subject(tenant, "run", runID)
+	s, err := codec.Subject(tenant, "run", runID)
 	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.Run{} },
 		Check: func(ev kernel.Event) error {
 			if got := kernel.RunIDOf(ev); got != runID {
@@ -164,7 +164,7 @@ func runRef(tenant, runID string) (aggregates.Ref, error) {
 }
 
 func evidenceRef(tenant, ref string) (aggregates.Ref, error) {
-	s, err := events.Subject(tenant, "evidence", ref)
+	s, err := codec.Subject(tenant, "evidence", ref)
 	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.EvidenceRecord{} },
 		Check: func(ev kernel.Event) error {
 			if got := kernel.EvidenceRefOf(ev); got != ref {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
@@ -118,7 +118,7 @@ func (e *env) admit(run, principal string, calls, amount int64) {
 // runtime's key: what an auditor would do.
 func (e *env) signed(subject string) []kernel.Event {
 	e.t.Helper()
-	keys := events.Keyring{}
+	keys := codec.Keyring{}
 	keys.Add(e.rt.Signer.Key.Public().(ed25519.PublicKey))
 	stored, err := e.rt.Store.Read(context.Background(), subject, 1)
 	if err != nil {
@@ -141,7 +141,7 @@ func (e *env) signed(subject string) []kernel.Event {
 // decision returns the last signed DecisionRecorded of an operation.
 func (e *env) decision(tenant, run, key string) kernel.DecisionRecorded {
 	e.t.Helper()
-	subject, _ := events.Subject(tenant, "operation", run, key)
+	subject, _ := codec.Subject(tenant, "operation", run, key)
 	var rec *kernel.DecisionRecorded
 	for _, ev := range e.signed(subject) {
 		if d, ok := ev.(kernel.DecisionRecorded); ok {
@@ -690,7 +690,7 @@ func TestAuthzDeny(t *testing.T) {
 
 func mustSubject(t *testing.T, tenant, kind string, ids ...string) string {
 	t.Helper()
-	s, err := events.Subject(tenant, kind, ids...)
+	s, err := codec.Subject(tenant, kind, ids...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
@@ -28,7 +28,7 @@ type breakers struct {
 func breakerKey(tenant, capabilityID string) string { return tenant + "/" + capabilityID }
 
 func breakerSubject(tenant, capabilityID string) (string, error) {
-	return events.Subject(tenant, "breaker", capabilityID)
+	return codec.Subject(tenant, "breaker", capabilityID)
 }
 
 func breakerRef(subject string) aggregates.Ref {
@@ -120,8 +120,8 @@ func (g *Gateway) startBreakers(ctx context.Context, nc *nats.Conn) error {
 	g.brk = &breakers{windows: map[string]kernel.FailureWindow{}, open: map[string]*kernel.BreakerTripped{}}
 	g.Mount(VerbBreaker, g.opBreaker)
 	if nc != nil {
-		sub, err := nc.Subscribe(events.SubjectPrefix+"*.breaker.*", func(m *nats.Msg) {
-			env, err := events.Decode(m.Data)
+		sub, err := nc.Subscribe(codec.SubjectPrefix+"*.breaker.*", func(m *nats.Msg) {
+			env, err := codec.Decode(m.Data)
 			if err != nil {
 				return
 			}

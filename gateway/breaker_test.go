@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 )
@@ -82,7 +83,7 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 	if err != nil || len(sts) != 1 || sts[0].Envelope.Type != kernel.TypeBreakerTripped {
 		t.Fatalf("breaker subject: %d events, %v", len(sts), err)
 	}
-	ring := events.Keyring{}
+	ring := codec.Keyring{}
 	ring.Add(e.rt.Signer.Key.Public().(ed25519.PublicKey))
 	if err := ring.Verify(sts[0].Envelope); err != nil {
 		t.Fatalf("trip event signature: %v", err)

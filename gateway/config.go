@@ -19,7 +19,7 @@ import (
 	_ "time/tzdata" // guarantees' time zones, whatever the host has
 
 	"github.com/BurntSushi/toml"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
@@ -451,7 +451,7 @@ func (c *Config) validate() error {
 		// A key that is there must load (mode 0600, well formed); one that
 		// is not is created at start.
 		if _, err := os.Stat(path); err == nil {
-			if _, err := events.LoadPrivateKey(path); err != nil {
+			if _, err := codec.LoadPrivateKey(path); err != nil {
 				return fmt.Errorf("runtime.key_file: %w", err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats.go"
@@ -179,7 +180,7 @@ func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, b
 
 // recordRefusal appends ev on its principal's refusal subject.
 func (g *Gateway) recordRefusal(ctx context.Context, tenant string, ev kernel.ProposalRefused) {
-	subject, err := events.Subject(tenant, "refusal", ev.Principal)
+	subject, err := codec.Subject(tenant, "refusal", ev.Principal)
 	if err == nil {
 		var l *kernel.RefusalLog
 		var d kernel.Decision
@@ -200,7 +201,7 @@ func (g *Gateway) incident(tenant, kind, attemptID string, r *kernel.Refusal) {
 	if r.Code != kernel.CodeExecutorFenced {
 		return // the stream records it (exposure.incident): the model reads it there
 	}
-	in := projections.Incident{Kind: kind, AttemptID: attemptID, Code: r.Code, Reason: r.Reason, At: events.FormatTime(g.clock.Now())}
+	in := projections.Incident{Kind: kind, AttemptID: attemptID, Code: r.Code, Reason: r.Reason, At: codec.FormatTime(g.clock.Now())}
 	if e, ok := g.index.operationOf(attemptID); ok && e.tenant == tenant {
 		in.OperationID = e.op.OperationID
 	}

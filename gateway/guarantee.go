@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -53,7 +53,7 @@ type pinned struct {
 // naming the verb that changes them: the stream's version is the one used.
 func (g *Gateway) PinAll(ctx context.Context) error {
 	for _, t := range g.cfg.Tenants {
-		csub, err := events.Subject(t.ID, "control")
+		csub, err := codec.Subject(t.ID, "control")
 		if err != nil {
 			return err
 		}
@@ -134,7 +134,7 @@ func (g *Gateway) opSetLimit(ctx context.Context, tenant, operator string, req S
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "guarantee: %v", err)
 	}
-	csub, err := events.Subject(tenant, "control")
+	csub, err := codec.Subject(tenant, "control")
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "%v", err)
 	}
@@ -177,7 +177,7 @@ func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req Gua
 		return opRefused(kernel.CodeDefinitionMismatch, "guarantee %s is not pinned in tenant %s", req.GuaranteeID, tenant)
 	}
 	rows := []VersionRow{{Version: 1, Limit: p.Definition.Limit, Mode: modeName(p.Definition.Mode), Reason: "pinned at first use"}}
-	csub, err := events.Subject(tenant, "control")
+	csub, err := codec.Subject(tenant, "control")
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "%v", err)
 	}

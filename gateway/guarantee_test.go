@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -72,7 +72,7 @@ func TestGuaranteeSetLimit(t *testing.T) {
 		t.Fatalf("observe mode: %+v", r)
 	}
 	over := 0
-	subject, err := events.ExposureSubject("acme", "refunds-per-order", "ord_g")
+	subject, err := codec.ExposureSubject("acme", "refunds-per-order", "ord_g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ time_zone = "Asia/Kolkata"
 		t.Fatalf("the windows' events were refused by the read model: %+v", inc.Incidents)
 	}
 	for _, window := range []string{"2026-12-01", "2026-12-02"} {
-		subject, err := events.ExposureWindowSubject("acme", "refunds-per-customer-day", "cust_7", window)
+		subject, err := codec.ExposureWindowSubject("acme", "refunds-per-customer-day", "cust_7", window)
 		if err != nil {
 			t.Fatal(err)
 		}

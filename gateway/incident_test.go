@@ -3,7 +3,7 @@ package gateway
 import (
 	"testing"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 )
@@ -35,7 +35,7 @@ func TestContradictionIsAnIncident(t *testing.T) {
 	if len(ops.Exposure) != 1 || ops.Exposure[0].Committed != 0 || ops.Exposure[0].Held != 0 {
 		t.Fatalf("the seal moved: %+v", ops.Exposure)
 	}
-	subject, _ := events.Subject("acme", "operation", "run_i", "i1")
+	subject, _ := codec.Subject("acme", "operation", "run_i", "i1")
 	var inc *kernel.OperationIncident
 	for _, ev := range e.signed(subject) {
 		if i, ok := ev.(kernel.OperationIncident); ok {
@@ -45,7 +45,7 @@ func TestContradictionIsAnIncident(t *testing.T) {
 	if inc == nil || inc.Sealed != kernel.OutcomeNotApplied || inc.Observed != kernel.OutcomeApplied || inc.AttemptID != r.AttemptID {
 		t.Fatalf("operation incident: %+v", inc)
 	}
-	ledger, _ := events.ExposureSubject("acme", "refunds-per-order", "ord_i")
+	ledger, _ := codec.ExposureSubject("acme", "refunds-per-order", "ord_i")
 	found := false
 	for _, ev := range e.signed(ledger) {
 		_, found = ev.(kernel.ExposureIncident)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -123,7 +124,7 @@ func TestUnsurfacedFloodIsBounded(t *testing.T) {
 	}
 	// Every refusal is accounted for by the refusal log once the last
 	// window is flushed.
-	subject, _ := events.Subject("acme", "refusal", "agent_email")
+	subject, _ := codec.Subject("acme", "refusal", "agent_email")
 	want := n + 200
 	counted := func() int {
 		evs, err := e.rt.Store.Read(context.Background(), subject, 0)

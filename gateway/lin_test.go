@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/chaos"
 	"github.com/contextos/ledger/internal/lincheck"
@@ -97,7 +98,7 @@ func (r *replicas) audit(t *testing.T) *lincheck.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := events.Keyring{}
+	keys := codec.Keyring{}
 	for _, rt := range r.rts {
 		keys.Add(rt.Signer.Key.Public().(ed25519.PublicKey))
 	}

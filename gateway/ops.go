@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -328,7 +328,7 @@ func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req
 		v := g.index.killEngaged(tenant)
 		return OpReply{OK: true, KillSwitch: &v}
 	}
-	subject, err := events.Subject(tenant, "control")
+	subject, err := codec.Subject(tenant, "control")
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "%v", err)
 	}

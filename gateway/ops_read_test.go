@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -90,16 +90,16 @@ func TestExposureAgreesWithExport(t *testing.T) {
 	before := e.op("exposure", OpRequest{})
 	wantAgree(t, before.Exposure, e.exposureView())
 
-	subject, err := events.ExposureSubject("acme", "refunds-per-order", "ord_a")
+	subject, err := codec.ExposureSubject("acme", "refunds-per-order", "ord_a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	env, err := e.rt.Signer.Seal(kernel.TypeExposureObserved, kernel.EventVersion, e.rt.Gateway.ids.New(), "acme",
-		events.FormatTime(time.Now()), kernel.ExposureObserved{AttemptID: "01JNOBODY0000000000000000", Outcome: kernel.OutcomeApplied, Source: "forged"})
+		codec.FormatTime(time.Now()), kernel.ExposureObserved{AttemptID: "01JNOBODY0000000000000000", Outcome: kernel.OutcomeApplied, Source: "forged"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := events.Encode(env)
+	raw, err := codec.Encode(env)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
@@ -138,7 +138,7 @@ func TestHostileProposals(t *testing.T) {
 	// subject when it names no operation (sampled: the first of a window
 	// as itself, the others in the window's aggregate), on the operation
 	// otherwise.
-	subject, _ := events.Subject("acme", "refusal", "agent_email")
+	subject, _ := codec.Subject("acme", "refusal", "agent_email")
 	ops := map[string]bool{}
 	for _, k := range []string{"u", "n", "h1", "h2", "h3", "h4", "h5", "d", "o", "t", "a", "r", "dup"} {
 		ref, _ := aggregates.OperationRef("acme", "run_h", k)

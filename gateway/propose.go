@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -77,7 +77,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	if err != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
 	}
-	csub, err := events.Subject(tenant, "control")
+	csub, err := codec.Subject(tenant, "control")
 	if err != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
 	}

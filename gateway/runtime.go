@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/aggregates/jetsnap"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -95,7 +96,7 @@ type Runtime struct {
 	// MetricsURL is where the Prometheus endpoint listens, if configured.
 	MetricsURL string
 	metrics    *http.Server
-	Signer     events.Signer
+	Signer     codec.Signer
 	URL        string
 	cancel     context.CancelFunc
 	// lock is the embedded server's data_dir lock, held until Close.
@@ -388,7 +389,7 @@ func listenAddr(s string) (string, int, error) {
 func createOrLoadKey(path string) ([]byte, error) {
 	key, err := createKey(path)
 	if errors.Is(err, os.ErrExist) {
-		return events.LoadPrivateKey(path)
+		return codec.LoadPrivateKey(path)
 	}
 	return key, err
 }
@@ -401,7 +402,7 @@ func CreateKey(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return events.NewSigner(key).KeyID, nil
+	return codec.NewSigner(key).KeyID, nil
 }
 
 // createKey writes a new key whole under a private name and links it into
@@ -409,7 +410,7 @@ func CreateKey(path string) (string, error) {
 // read a half-written key, and two processes creating one at once cannot
 // both win.
 func createKey(path string) ([]byte, error) {
-	key, err := events.GenerateKey(rand.Reader)
+	key, err := codec.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
 	}
@@ -421,7 +422,7 @@ func createKey(path string) ([]byte, error) {
 		return nil, err
 	}
 	tmp := path + "." + hex.EncodeToString(suffix) + ".tmp" // a pid repeats across containers
-	if err := events.SavePrivateKey(tmp, key); err != nil {
+	if err := codec.SavePrivateKey(tmp, key); err != nil {
 		return nil, err
 	}
 	defer os.Remove(tmp)

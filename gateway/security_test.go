@@ -16,6 +16,7 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -37,7 +38,7 @@ func signedStream(t *testing.T, rt *Runtime) []signedEvent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := events.Keyring{}
+	keys := codec.Keyring{}
 	keys.Add(rt.Signer.Key.Public().(ed25519.PublicKey))
 	var out []signedEvent
 	err = events.NewJetStore(js, events.StreamName).Replay(context.Background(), 1, func(st events.Stored) error {
@@ -69,7 +70,7 @@ func wantSignedRefusal(t *testing.T, rt *Runtime, tenant, principal, run, key st
 				return
 			}
 		case kernel.ProposalRefused:
-			subject, _ := events.Subject(tenant, "refusal", principal)
+			subject, _ := codec.Subject(tenant, "refusal", principal)
 			if run == "" && se.subject == subject && ev.Code == code && ev.Principal == principal {
 				return
 			}
@@ -216,7 +217,7 @@ func TestSecurityReplySubject(t *testing.T) {
 			if err != nil || m.Subject != subj {
 				continue
 			}
-			if _, derr := events.Decode(m.Data); derr != nil {
+			if _, derr := codec.Decode(m.Data); derr != nil {
 				t.Errorf("a requester made the runtime store a non-event on %s (seq %d): %.100q", subj, seq, m.Data)
 			}
 		}
@@ -484,7 +485,7 @@ func TestSecurityStaleExecutor(t *testing.T) {
 	t.Run("started-before-dispatch", func(t *testing.T) {
 		e, attempt, wake, done := pausedAfterDispatchStart(t, refund("run_s", "s1", "ord_s", 5000))
 		prov := e.prov
-		opSubject, _ := events.Subject("acme", "operation", "run_s", "s1")
+		opSubject, _ := codec.Subject("acme", "operation", "run_s", "s1")
 		var reserved, started bool
 		for _, ev := range e.signed(opSubject) {
 			switch ev := ev.(type) {
@@ -494,7 +495,7 @@ func TestSecurityStaleExecutor(t *testing.T) {
 				started = started || (ev.AttemptID == attempt && reserved)
 			}
 		}
-		ledger, _ := events.ExposureSubject("acme", "refunds-per-order", "ord_s")
+		ledger, _ := codec.ExposureSubject("acme", "refunds-per-order", "ord_s")
 		var ledgerStarted bool
 		for _, ev := range e.signed(ledger) {
 			if ds, ok := ev.(kernel.ExposureDispatchStarted); ok && ds.AttemptID == attempt {

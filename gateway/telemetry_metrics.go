@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/projections"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -89,7 +90,7 @@ type meteredStore struct {
 	t *telemetry
 }
 
-func (s meteredStore) Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...events.Envelope) (uint64, error) {
+func (s meteredStore) Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...codec.Envelope) (uint64, error) {
 	start := time.Now()
 	seq, err := s.Store.Append(ctx, subject, expectedLastSeq, envs...)
 	s.observe(start, err)

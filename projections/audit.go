@@ -10,6 +10,7 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/mod/sumdb/note"
 )
@@ -36,7 +37,7 @@ type AuditConfig struct {
 	Tenant string       // the tenant whose events are recorded
 	Events events.Store // the event stream (source)
 	Log    *AuditLog    // the audit stream (destination)
-	Signer events.Signer
+	Signer codec.Signer
 	// CheckpointEvery publishes a checkpoint once this many records are not
 	// covered by one (default DefaultCheckpointEvery).
 	CheckpointEvery int
@@ -92,7 +93,7 @@ type AuditProjector struct {
 
 // NewAuditProjector checks cfg and returns a projector.
 func NewAuditProjector(cfg AuditConfig) (*AuditProjector, error) {
-	if err := events.ValidToken(cfg.Tenant); err != nil {
+	if err := codec.ValidToken(cfg.Tenant); err != nil {
 		return nil, fmt.Errorf("projections: audit tenant: %w", err)
 	}
 	if cfg.Events == nil || cfg.Log == nil {
@@ -149,7 +150,7 @@ func (p *AuditProjector) Sync(ctx context.Context) error {
 			return err
 		}
 	}
-	prefix := events.SubjectPrefix + p.cfg.Tenant + "."
+	prefix := codec.SubjectPrefix + p.cfg.Tenant + "."
 	var pending []events.Stored
 	err := p.cfg.Events.Replay(ctx, p.lastEventSeq()+1, func(st events.Stored) error {
 		if len(st.Subject) < len(prefix) || st.Subject[:len(prefix)] != prefix || st.Seq <= p.lastEventSeq() {
@@ -200,7 +201,7 @@ func (p *AuditProjector) Checkpoint(ctx context.Context) error {
 // every PollInterval. Errors are logged (Logf) and retried at the next
 // tick. It returns ctx's error.
 func (p *AuditProjector) Run(ctx context.Context) error {
-	return runLoop(ctx, p.cfg.Notify, events.SubjectPrefix+p.cfg.Tenant+".>", p.cfg.PollInterval, p.cfg.Logf, p.Sync)
+	return runLoop(ctx, p.cfg.Notify, codec.SubjectPrefix+p.cfg.Tenant+".>", p.cfg.PollInterval, p.cfg.Logf, p.Sync)
 }
 
 func (p *AuditProjector) isLoaded() bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/verifier"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -25,7 +26,7 @@ func envAt(t *testing.T, dir string) (e *env, stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e = &env{emb: emb, url: emb.ClientURL(), signer: events.NewSigner(testKey())}
+	e = &env{emb: emb, url: emb.ClientURL(), signer: codec.NewSigner(testKey())}
 	e.nc, e.js = e.connect(t)
 	ctx := context.Background()
 	if _, err := events.EnsureStream(ctx, e.js, events.StreamOptions{}); err != nil {
@@ -92,7 +93,7 @@ func TestAuditWitnessCatchesDeletionAndRepublish(t *testing.T) {
 			c.Logf = func(format string, args ...any) { refusals = append(refusals, format) }
 		})
 	}
-	keys, err := KeysFor("acme", events.NewSigner(testKey()))
+	keys, err := KeysFor("acme", codec.NewSigner(testKey()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -136,7 +137,7 @@ func (l *AuditLog) AppendCheckpoint(ctx context.Context, tenant string, expected
 // append stores raws on one of tenant's subjects under the event store's
 // concurrency rule (events.AppendRaw).
 func (l *AuditLog) append(ctx context.Context, tenant, subject string, expected uint64, raws [][]byte) (uint64, error) {
-	if err := events.ValidToken(tenant); err != nil {
+	if err := codec.ValidToken(tenant); err != nil {
 		return 0, fmt.Errorf("projections: audit subject %q: %w", subject, err)
 	}
 	ctx, cancel := l.withTimeout(ctx)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,7 +44,7 @@ func runAuditChild(url string) int {
 		return 3
 	}
 	p, err := NewAuditProjector(AuditConfig{Tenant: "acme", Events: events.NewJetStore(js, events.StreamName),
-		Log: NewAuditLog(js, AuditStreamName), Signer: events.NewSigner(testKey()), CheckpointEvery: 5,
+		Log: NewAuditLog(js, AuditStreamName), Signer: codec.NewSigner(testKey()), CheckpointEvery: 5,
 		PollInterval: 2 * time.Millisecond, Notify: nc})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
@@ -216,7 +217,7 @@ func TestModelDeliveryHarness(t *testing.T) {
 	}
 	before := v.View("acme")
 	// An observation of an unknown attempt cannot be folded.
-	env, err := e.signer.Seal(kernel.TypeExposureObserved, kernel.EventVersion, nextID(), "acme", events.FormatTime(time.Unix(0, 0)),
+	env, err := e.signer.Seal(kernel.TypeExposureObserved, kernel.EventVersion, nextID(), "acme", codec.FormatTime(time.Unix(0, 0)),
 		kernel.ExposureObserved{AttemptID: "nobody", Outcome: kernel.OutcomeApplied, Source: "x"})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +237,7 @@ func TestModelDeliveryHarness(t *testing.T) {
 		t.Fatalf("incidents %+v do not report the refused event", in)
 	}
 	// The fold goes on: a valid event after it is applied.
-	env2, err := e.signer.Seal(kernel.TypeExposureTombstoned, kernel.EventVersion, nextID(), "acme", events.FormatTime(time.Unix(0, 0)),
+	env2, err := e.signer.Seal(kernel.TypeExposureTombstoned, kernel.EventVersion, nextID(), "acme", codec.FormatTime(time.Unix(0, 0)),
 		kernel.ExposureTombstoned{AttemptID: "late", Reason: "x"})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
@@ -39,7 +40,7 @@ type env struct {
 	js     jetstream.JetStream
 	store  *events.JetStore
 	log    *AuditLog
-	signer events.Signer
+	signer codec.Signer
 }
 
 func newEnv(t testing.TB) *env {
@@ -47,7 +48,7 @@ func newEnv(t testing.TB) *env {
 	// The server runs in this process: a projector crash cannot lose its
 	// acks, so it need not fsync.
 	emb := testenv.Server(t, testenv.Options{Fsync: testenv.FsyncRelaxed})
-	e := &env{emb: emb, url: emb.ClientURL(), signer: events.NewSigner(testKey())}
+	e := &env{emb: emb, url: emb.ClientURL(), signer: codec.NewSigner(testKey())}
 	e.nc, e.js = e.connect(t)
 	e.store = testenv.Store(t, e.js)
 	if _, err := EnsureAuditStream(testenv.Context(t), e.js, AuditStreamOptions{}); err != nil {
@@ -102,7 +103,7 @@ func nextID() string {
 // with the expected sequence, re-read and re-decide on conflict.
 type driver struct {
 	store   events.Store
-	signer  events.Signer
+	signer  codec.Signer
 	tenant  string
 	rng     *rand.Rand
 	ledgers map[string]*resState // by subject: this writer's view
@@ -122,7 +123,7 @@ func newDriver(e *env, tenant string, seed int64, resources []string) *driver {
 	d := &driver{store: e.store, signer: e.signer, tenant: tenant, rng: rand.New(rand.NewSource(seed)), seed: seed,
 		ledgers: map[string]*resState{}, names: map[string]string{}, stats: map[string]int{}}
 	for _, r := range resources {
-		s, err := events.ExposureSubject(tenant, "refunds", r)
+		s, err := codec.ExposureSubject(tenant, "refunds", r)
 		if err != nil {
 			panic(err)
 		}
@@ -175,9 +176,9 @@ func (d *driver) step(ctx context.Context) (int, error) {
 		if len(dec.Events) == 0 {
 			return 0, nil
 		}
-		envs := make([]events.Envelope, len(dec.Events))
+		envs := make([]codec.Envelope, len(dec.Events))
 		for i, ev := range dec.Events {
-			env, err := d.signer.Seal(ev.EventType(), kernel.EventVersion, nextID(), d.tenant, events.FormatTime(time.Unix(1767225600, int64(i)).UTC()), ev)
+			env, err := d.signer.Seal(ev.EventType(), kernel.EventVersion, nextID(), d.tenant, codec.FormatTime(time.Unix(1767225600, int64(i)).UTC()), ev)
 			if err != nil {
 				return 0, err
 			}
@@ -242,7 +243,7 @@ func tenantEvents(t testing.TB, store events.Store, tenant string) []events.Stor
 	t.Helper()
 	var out []events.Stored
 	var mu sync.Mutex
-	prefix := events.SubjectPrefix + tenant + "."
+	prefix := codec.SubjectPrefix + tenant + "."
 	if err := store.Replay(context.Background(), 1, func(st events.Stored) error {
 		if len(st.Subject) > len(prefix) && st.Subject[:len(prefix)] == prefix {
 			mu.Lock()

@@ -64,7 +64,7 @@ type ModelConfig struct {
 	// Snapshots, when set with Signer, keeps the model's snapshot under
 	// ModelSnapshotKey (and its parts).
 	Snapshots events.SnapshotStore
-	Signer    events.Signer
+	Signer    codec.Signer
 	// SnapshotEvery is the number of events folded between snapshots
 	// (default DefaultModelSnapshotEvery).
 	SnapshotEvery int
@@ -345,7 +345,7 @@ func (m *Model) Run(ctx context.Context, nc *nats.Conn, interval time.Duration, 
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
-	return runLoop(ctx, nc, events.SubjectPrefix+">", interval, logf, m.Sync)
+	return runLoop(ctx, nc, codec.SubjectPrefix+">", interval, logf, m.Sync)
 }
 
 // apply folds one stored event; m.mu is held.
@@ -495,7 +495,7 @@ func (m *Model) applyOperation(ctx context.Context, ts *tenantState, s events.St
 	for _, a := range o.Op.Attempts {
 		ts.Attempts[a.AttemptID] = s.Subject
 	}
-	at, _ := time.Parse(events.TimeLayout, s.Envelope.Time)
+	at, _ := time.Parse(codec.TimeLayout, s.Envelope.Time)
 	switch e := ev.(type) {
 	case kernel.OperationReserved:
 		o.ReservedAt[e.AttemptID] = at
@@ -554,7 +554,7 @@ func (m *Model) reload(ctx context.Context, o *opState, s events.Stored) error {
 		if err := o.Op.Apply(ev); err != nil {
 			return fmt.Errorf("operation %s seq %d: %w", s.Subject, e.Seq, err)
 		}
-		at, _ := time.Parse(events.TimeLayout, e.Envelope.Time)
+		at, _ := time.Parse(codec.TimeLayout, e.Envelope.Time)
 		switch x := ev.(type) {
 		case kernel.OperationReserved:
 			o.ReservedAt[x.AttemptID] = at

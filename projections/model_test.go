@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 )
@@ -85,7 +86,7 @@ func TestModelStartsFromItsSnapshot(t *testing.T) {
 	if err := full.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	check := func(name string, snaps events.SnapshotStore, signer events.Signer, wantLoaded bool) {
+	check := func(name string, snaps events.SnapshotStore, signer codec.Signer, wantLoaded bool) {
 		t.Helper()
 		cs := &countingStore{Store: e.store}
 		m := NewModel(ModelConfig{Store: cs, Snapshots: snaps, Signer: signer})
@@ -121,7 +122,7 @@ func TestModelStartsFromItsSnapshot(t *testing.T) {
 	damaged.m[ModelSnapshotKey+".p1"][10] ^= 1
 	check("damaged part", damaged, e.signer, false)
 
-	other := events.NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32)))
+	other := codec.NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32)))
 	check("other key", snaps, other, false)
 }
 
@@ -133,9 +134,9 @@ func (e *env) seal(t testing.TB, tenant, subject string, evs ...kernel.Event) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	envs := make([]events.Envelope, len(evs))
+	envs := make([]codec.Envelope, len(evs))
 	for i, ev := range evs {
-		if envs[i], err = e.signer.Seal(ev.EventType(), kernel.EventVersion, nextID(), tenant, events.FormatTime(time.Unix(1_767_225_600, 0)), ev); err != nil {
+		if envs[i], err = e.signer.Seal(ev.EventType(), kernel.EventVersion, nextID(), tenant, codec.FormatTime(time.Unix(1_767_225_600, 0)), ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,7 +153,7 @@ func TestModelBounds(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	opSubject := func(key string) string {
-		s, err := events.Subject("acme", "operation", "run_1", key)
+		s, err := codec.Subject("acme", "operation", "run_1", key)
 		if err != nil {
 			t.Fatal(err)
 		}

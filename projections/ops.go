@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 )
@@ -138,7 +139,7 @@ func (o *Ops) Handler(verb string) func(ctx context.Context, tenant, operator st
 // Handle serves one verb for tenant. It never returns an error: a refusal is
 // a reply with OK false and a stable code.
 func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsReply {
-	if err := events.ValidToken(tenant); err != nil {
+	if err := codec.ValidToken(tenant); err != nil {
 		return refusedReply(kernel.CodeRequestMalformed, "tenant: %v", err)
 	}
 	switch verb {
@@ -177,7 +178,7 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsR
 		if err := decodeRequest(body, &req); err != nil {
 			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
 		}
-		if err := events.ValidEventID(req.EventID); err != nil {
+		if err := codec.ValidEventID(req.EventID); err != nil {
 			return refusedReply(kernel.CodeRequestMalformed, "event_id: %v", err)
 		}
 		return o.prove(ctx, tenant, req.EventID)
@@ -309,7 +310,7 @@ func (o *Ops) eventsExport(ctx context.Context, tenant string, req PageRequest) 
 	}
 	b := budget{left: o.cfg.MaxReply - 256}
 	reply := OpsReply{OK: true, Items: [][]byte{}, Next: from}
-	prefix := events.SubjectPrefix + tenant + "."
+	prefix := codec.SubjectPrefix + tenant + "."
 	err := o.cfg.Events.Replay(ctx, from, func(st events.Stored) error {
 		if len(reply.Items) == req.Limit {
 			return errStop
@@ -366,7 +367,7 @@ func (p *proofIndex) catchUp(ctx context.Context, log *AuditLog, tenant string) 
 			return err
 		}
 		p.seqs = append(p.seqs, r.Seq)
-		env, err := events.Decode(r.Record.Event)
+		env, err := codec.Decode(r.Record.Event)
 		if err != nil {
 			return fmt.Errorf("audit record %d: %w", r.Record.Index, err)
 		}
@@ -455,7 +456,7 @@ func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64
 // KeysFor returns the keys an auditor of tenant needs when events, records
 // and checkpoints are signed by the given runtime signers: what audit-keys
 // publishes.
-func KeysFor(tenant string, signers ...events.Signer) (verifier.Keys, error) {
+func KeysFor(tenant string, signers ...codec.Signer) (verifier.Keys, error) {
 	pubs := make([]ed25519.PublicKey, 0, len(signers))
 	for _, s := range signers {
 		if len(s.Key) != ed25519.PrivateKeySize {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -18,7 +19,7 @@ type ServiceConfig struct {
 	NC     *nats.Conn          // the runtime's connection: wake-ups on new events
 	JS     jetstream.JetStream // the runtime's JetStream context (audit stream)
 	Store  events.Store        // the event stream
-	Signer events.Signer       // the runtime key: signs checkpoints (events are signed by the gateway)
+	Signer codec.Signer        // the runtime key: signs checkpoints (events are signed by the gateway)
 	// RetiredKeys are earlier runtime public keys whose records are still in
 	// the log; audit-keys publishes them with the current one.
 	RetiredKeys        []ed25519.PublicKey

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/oklog/ulid/v2"
 	"golang.org/x/mod/sumdb/note"
@@ -35,7 +35,7 @@ type storedEvent struct {
 type fixture struct {
 	tenant      string
 	key         ed25519.PrivateKey
-	signer      events.Signer
+	signer      codec.Signer
 	noteSigner  note.Signer
 	stored      []storedEvent
 	records     [][]byte
@@ -54,7 +54,7 @@ func fixedID(i int) string {
 }
 
 func fixedTime(i int) string {
-	return events.FormatTime(time.Unix(1767225600+int64(i), 0).UTC())
+	return codec.FormatTime(time.Unix(1767225600+int64(i), 0).UTC())
 }
 
 // newFixture decides a scripted exposure history over two resources, seals
@@ -63,7 +63,7 @@ func fixedTime(i int) string {
 func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 	tb.Helper()
 	f := &fixture{tenant: "acme", key: fixedKey("contextos verifier vectors: runtime key")}
-	f.signer = events.NewSigner(f.key)
+	f.signer = codec.NewSigner(f.key)
 	keys, err := KeysFor(f.tenant, f.key.Public().(ed25519.PublicKey))
 	if err != nil {
 		tb.Fatal(err)
@@ -80,7 +80,7 @@ func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 	}
 	rs := []*res{{name: "ord_881"}, {name: "ord 992.*>/é"}}
 	for _, r := range rs {
-		if r.subject, err = events.ExposureSubject(f.tenant, "refunds-per-order", r.name); err != nil {
+		if r.subject, err = codec.ExposureSubject(f.tenant, "refunds-per-order", r.name); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -118,7 +118,7 @@ func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 			if err != nil {
 				tb.Fatal(err)
 			}
-			raw, err := events.Encode(env)
+			raw, err := codec.Encode(env)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -133,7 +133,7 @@ func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 	f.noteSigner = ns
 	chain := audit.NewChain(f.tenant)
 	for i, st := range f.stored {
-		env, err := events.Decode(st.raw)
+		env, err := codec.Decode(st.raw)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 	}
 	fold := NewFold(f.tenant)
 	for _, st := range f.stored {
-		env, err := events.Decode(st.raw)
+		env, err := codec.Decode(st.raw)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -245,10 +245,10 @@ func reencode(tb testing.TB, raw []byte, edit func(*audit.Record)) []byte {
 
 // resign signs a record's event again with signer, after edit changed its
 // envelope.
-func resign(tb testing.TB, raw []byte, signer events.Signer, edit func(*events.Envelope)) []byte {
+func resign(tb testing.TB, raw []byte, signer codec.Signer, edit func(*codec.Envelope)) []byte {
 	tb.Helper()
 	return reencode(tb, raw, func(r *audit.Record) {
-		env, err := events.Decode(r.Event)
+		env, err := codec.Decode(r.Event)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -257,7 +257,7 @@ func resign(tb testing.TB, raw []byte, signer events.Signer, edit func(*events.E
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if r.Event, err = events.Encode(env); err != nil {
+		if r.Event, err = codec.Encode(env); err != nil {
 			tb.Fatal(err)
 		}
 	})

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -37,7 +37,7 @@ type expectation struct {
 // the expectations.
 func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	f := newFixture(t, 12, 5) // checkpoints of 5, 10 and 12 records
-	other := events.NewSigner(fixedKey("contextos verifier vectors: a key nobody trusts"))
+	other := codec.NewSigner(fixedKey("contextos verifier vectors: a key nobody trusts"))
 	files := map[string][]byte{}
 	var exp []expectation
 	entriesPolicy := func(name string, recs [][]byte, cps [][]byte, keys string, minSize int64, quorum int, want string, index int64, cp int) {
@@ -72,7 +72,7 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 		env := mustEnvelope(t, f.records[2])
 		env.Sig = sig3
 		var err error
-		if rec.Event, err = events.Encode(env); err != nil {
+		if rec.Event, err = codec.Encode(env); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -101,7 +101,7 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Event, err = events.Encode(env); err != nil {
+		if rec.Event, err = codec.Encode(env); err != nil {
 			t.Fatal(err)
 		}
 		rec.Tenant, rec.Subject = "beta", "ctx.ev.beta"+strings.TrimPrefix(rec.Subject, "ctx.ev.acme")
@@ -168,7 +168,7 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	entries("non-canonical-json.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonNonCanonical), 6, 0)
 
 	r = clone()
-	r[4] = resign(t, r[4], other, func(*events.Envelope) {})
+	r[4] = resign(t, r[4], other, func(*codec.Envelope) {})
 	entries("unknown-key.entries.json", r, f.checkpoints, "keys.json", string(audit.ReasonUnknownKey), 4, 0)
 
 	entries("unknown-key-keys.entries.json", f.records, f.checkpoints, "other-keys.json", string(audit.ReasonUnknownKey), 0, 0)
@@ -265,7 +265,7 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 
 func mustEventID(t *testing.T, rec []byte) string { return mustEnvelope(t, rec).EventID }
 
-func mustEnvelope(tb testing.TB, rec []byte) events.Envelope {
+func mustEnvelope(tb testing.TB, rec []byte) codec.Envelope {
 	tb.Helper()
 	_, env, err := audit.Parse(rec)
 	if err != nil {

@@ -3,7 +3,7 @@ package verifier
 import (
 	"testing"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -12,7 +12,7 @@ import (
 func TestFoldIncidents(t *testing.T) {
 	f := newFixture(t, 1, 1)
 	fold := NewFold(f.tenant)
-	sub, err := events.Subject(f.tenant, "operation", "op 1")
+	sub, err := codec.Subject(f.tenant, "operation", "op 1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,14 +40,14 @@ func TestFoldIncidents(t *testing.T) {
 // that do not increase.
 func TestFoldRefusesForeignEvents(t *testing.T) {
 	f := newFixture(t, 4, 4)
-	env := func(i int) events.Envelope {
-		e, err := events.Decode(f.stored[i].raw)
+	env := func(i int) codec.Envelope {
+		e, err := codec.Decode(f.stored[i].raw)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return e
 	}
-	other, err := events.ExposureSubject(f.tenant, "refunds-per-order", "another")
+	other, err := codec.ExposureSubject(f.tenant, "refunds-per-order", "another")
 	if err != nil {
 		t.Fatal(err)
 	}

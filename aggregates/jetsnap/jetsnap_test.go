@@ -12,6 +12,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/aggregates/jetsnap"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 )
@@ -21,7 +22,7 @@ var def = kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string{"ad
 
 func sealer() *aggregates.Sealer {
 	key := ed25519.NewKeyFromSeed(make([]byte, 32))
-	return &aggregates.Sealer{Signer: events.NewSigner(key), Clock: aggregates.SystemClock{}, IDs: aggregates.NewIDs(aggregates.SystemClock{}, nil)}
+	return &aggregates.Sealer{Signer: codec.NewSigner(key), Clock: aggregates.SystemClock{}, IDs: aggregates.NewIDs(aggregates.SystemClock{}, nil)}
 }
 
 // start runs an embedded server in dir and returns the event store and the
@@ -53,7 +54,7 @@ func command(r *rand.Rand, resource string) kernel.Command {
 
 func fullFold(t *testing.T, store events.Store, resource string) []byte {
 	t.Helper()
-	subject, _ := events.ExposureSubject("acme", def.ID, resource)
+	subject, _ := codec.ExposureSubject("acme", def.ID, resource)
 	all, err := store.Read(context.Background(), subject, 1)
 	if err != nil {
 		t.Fatal(err)

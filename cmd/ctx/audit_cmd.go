@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
 	"github.com/spf13/cobra"
@@ -404,7 +404,7 @@ func newAuditProveCmd() *cobra.Command {
 		if eventID == "" || out == "" {
 			return usageError("--event and --out are required")
 		}
-		if err := events.ValidEventID(eventID); err != nil {
+		if err := codec.ValidEventID(eventID); err != nil {
 			return usageError("--event: %v", err)
 		}
 		var p verifier.Proof
@@ -445,7 +445,7 @@ Merkle tree. No network is used.`,
 		if err != nil {
 			return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", args[0], err)}
 		}
-		env, err := events.Decode(r.Event)
+		env, err := codec.Decode(r.Event)
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
@@ -694,7 +694,7 @@ keys a running daemon publishes.`,
 		}
 		var pubs []ed25519.PublicKey
 		for _, p := range fromKeys {
-			key, err := events.LoadPrivateKey(p)
+			key, err := codec.LoadPrivateKey(p)
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}

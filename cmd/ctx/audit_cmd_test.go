@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/verifier"
 )
 
@@ -156,11 +156,11 @@ func mustJSON(t *testing.T, v any) []byte {
 func TestAuditKeysFromKeyFile(t *testing.T) {
 	dir := t.TempDir()
 	keyPath := filepath.Join(dir, "runtime.key")
-	key, err := events.GenerateKey(rand.Reader)
+	key, err := codec.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := events.SavePrivateKey(keyPath, key); err != nil {
+	if err := codec.SavePrivateKey(keyPath, key); err != nil {
 		t.Fatal(err)
 	}
 	code, out := runStdout(t, "audit", "keys", "--from-key", keyPath, "--tenant", "acme")

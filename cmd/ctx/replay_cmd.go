@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/verifier"
 	"github.com/spf13/cobra"
 )
@@ -102,7 +102,7 @@ func replayEvents(path string, keys *verifier.Keys) (verifier.View, error) {
 		return verifier.View{}, err
 	}
 	defer fh.Close()
-	var ring events.Keyring
+	var ring codec.Keyring
 	if keys != nil {
 		ring = keys.Keyring
 	}

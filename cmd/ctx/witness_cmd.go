@@ -14,7 +14,7 @@ import (
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/verifier"
 	"github.com/spf13/cobra"
 )
@@ -39,7 +39,7 @@ where the runtime's operators cannot rewrite its state.`,
 
 // witnessCosigner loads a witness key file and names it.
 func witnessCosigner(keyPath, name string) (*audit.Cosigner, error) {
-	key, err := events.LoadPrivateKey(keyPath)
+	key, err := codec.LoadPrivateKey(keyPath)
 	if err != nil {
 		return nil, &ExitError{Code: 1, Err: err}
 	}
@@ -63,7 +63,7 @@ func newWitnessInitCmd() *cobra.Command {
 		if keyPath == "" || name == "" {
 			return usageError("--key and --name are required")
 		}
-		key, err := events.GenerateKey(rand.Reader)
+		key, err := codec.GenerateKey(rand.Reader)
 		if err != nil {
 			return err
 		}
@@ -71,7 +71,7 @@ func newWitnessInitCmd() *cobra.Command {
 		if err != nil {
 			return usageError("%v", err)
 		}
-		if err := events.SavePrivateKey(keyPath, key); err != nil {
+		if err := codec.SavePrivateKey(keyPath, key); err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
 		fmt.Println(c.VerifierKey())

@@ -3,27 +3,27 @@ package codec_test
 import (
 	"testing"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 )
 
 // BenchmarkCodec: the client-side cost every stored event pays once on write
 // (Encode) and once per read (Decode), and sealing (Ed25519 signature).
 func BenchmarkCodec(b *testing.B) {
 	e := goldenEnvelope(b)
-	raw, err := events.Encode(e)
+	raw, err := codec.Encode(e)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("encode", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if _, err := events.Encode(e); err != nil {
+			if _, err := codec.Encode(e); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("decode", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if _, err := events.Decode(raw); err != nil {
+			if _, err := codec.Decode(raw); err != nil {
 				b.Fatal(err)
 			}
 		}

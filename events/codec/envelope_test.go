@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -26,9 +26,9 @@ const (
 )
 
 func init() {
-	events.Register(testType, 1)
-	events.Register(testType, 2)
-	events.Register(testType2, 1)
+	codec.Register(testType, 1)
+	codec.Register(testType, 2)
+	codec.Register(testType2, 1)
 }
 
 // goldenSeed is the fixed Ed25519 seed of the golden vector: bytes 0..31.
@@ -40,19 +40,19 @@ func goldenSeed() []byte {
 	return s
 }
 
-func goldenSigner(t testing.TB) events.Signer {
+func goldenSigner(t testing.TB) codec.Signer {
 	t.Helper()
-	key, err := events.GenerateKey(bytes.NewReader(goldenSeed()))
+	key, err := codec.GenerateKey(bytes.NewReader(goldenSeed()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return events.NewSigner(key)
+	return codec.NewSigner(key)
 }
 
-func goldenEnvelope(t testing.TB) events.Envelope {
+func goldenEnvelope(t testing.TB) codec.Envelope {
 	t.Helper()
 	e, err := goldenSigner(t).Seal(testType, 1, "01HZY7Q3J5R8N2B4C6D8E0F1G2", "acme",
-		events.FormatTime(time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)),
+		codec.FormatTime(time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)),
 		map[string]any{"resource": "ord.881 é", "amount": 800, "z": []int{3, 1}, "a": map[string]bool{"y": true, "b": false}})
 	if err != nil {
 		t.Fatal(err)
@@ -72,11 +72,11 @@ type golden struct {
 func TestGoldenEnvelope(t *testing.T) {
 	s := goldenSigner(t)
 	e := goldenEnvelope(t)
-	enc, err := events.Encode(e)
+	enc, err := codec.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := events.SigningBytes(e)
+	sb, err := codec.SigningBytes(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +113,12 @@ func TestGoldenEnvelope(t *testing.T) {
 	if err := json.Unmarshal(want, &w); err != nil {
 		t.Fatal(err)
 	}
-	d, err := events.Decode([]byte(w.Encoded))
+	d, err := codec.Decode([]byte(w.Encoded))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pub, _ := hex.DecodeString(w.PublicKey)
-	kr := events.Keyring{}
+	kr := codec.Keyring{}
 	if kr.Add(pub) != w.KeyID {
 		t.Fatal("key id of golden public key differs")
 	}
@@ -132,17 +132,17 @@ func TestGoldenEnvelope(t *testing.T) {
 
 func TestSealVerifyRoundTrip(t *testing.T) {
 	s := goldenSigner(t)
-	kr := events.Keyring{}
+	kr := codec.Keyring{}
 	kr.Add(s.Key.Public().(ed25519.PublicKey))
 	e := goldenEnvelope(t)
 	if err := kr.Verify(e); err != nil {
 		t.Fatal(err)
 	}
-	b, err := events.Encode(e)
+	b, err := codec.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := events.Decode(b)
+	d, err := codec.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,36 +155,36 @@ func TestSealVerifyRoundTrip(t *testing.T) {
 		Z        []int           `json:"z"`
 		A        map[string]bool `json:"a"`
 	}
-	if err := events.DecodeBody(d, &body); err != nil || body.Amount != 800 || body.Resource != "ord.881 é" {
+	if err := codec.DecodeBody(d, &body); err != nil || body.Amount != 800 || body.Resource != "ord.881 é" {
 		t.Fatalf("DecodeBody = %+v, %v", body, err)
 	}
 	var narrow struct {
 		Amount int64 `json:"amount"`
 	}
-	if err := events.DecodeBody(d, &narrow); err == nil {
+	if err := codec.DecodeBody(d, &narrow); err == nil {
 		t.Fatal("DecodeBody accepted unknown fields")
 	}
 }
 
 func TestTamperingFailsVerification(t *testing.T) {
 	s := goldenSigner(t)
-	other, err := events.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{9}, 32)))
+	other, err := codec.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{9}, 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	kr := events.Keyring{}
+	kr := codec.Keyring{}
 	kr.Add(s.Key.Public().(ed25519.PublicKey))
 	otherID := kr.Add(other.Public().(ed25519.PublicKey))
 	base := goldenEnvelope(t)
-	tampers := map[string]func(e *events.Envelope){
-		"type":     func(e *events.Envelope) { e.Type = testType2 },
-		"v":        func(e *events.Envelope) { e.V = 2 },
-		"event_id": func(e *events.Envelope) { e.EventID = "01HZY7Q3J5R8N2B4C6D8E0F1G3" },
-		"tenant":   func(e *events.Envelope) { e.Tenant = "globex" },
-		"time":     func(e *events.Envelope) { e.Time = "2026-01-02T03:04:05.000000007Z" },
-		"body":     func(e *events.Envelope) { e.Body = json.RawMessage(`{"amount":801}`) },
-		"key_id":   func(e *events.Envelope) { e.KeyID = otherID },
-		"sig": func(e *events.Envelope) {
+	tampers := map[string]func(e *codec.Envelope){
+		"type":     func(e *codec.Envelope) { e.Type = testType2 },
+		"v":        func(e *codec.Envelope) { e.V = 2 },
+		"event_id": func(e *codec.Envelope) { e.EventID = "01HZY7Q3J5R8N2B4C6D8E0F1G3" },
+		"tenant":   func(e *codec.Envelope) { e.Tenant = "globex" },
+		"time":     func(e *codec.Envelope) { e.Time = "2026-01-02T03:04:05.000000007Z" },
+		"body":     func(e *codec.Envelope) { e.Body = json.RawMessage(`{"amount":801}`) },
+		"key_id":   func(e *codec.Envelope) { e.KeyID = otherID },
+		"sig": func(e *codec.Envelope) {
 			b := []byte(e.Sig)
 			b[3] ^= 'A' ^ 'B'
 			if b[3] == e.Sig[3] {
@@ -196,17 +196,17 @@ func TestTamperingFailsVerification(t *testing.T) {
 	for field, tamper := range tampers {
 		e := base
 		tamper(&e)
-		if err := kr.Verify(e); !errors.Is(err, events.ErrBadSignature) {
+		if err := kr.Verify(e); !errors.Is(err, codec.ErrBadSignature) {
 			t.Errorf("tampered %s: Verify = %v, want ErrBadSignature", field, err)
 		}
 	}
 	e := base
 	e.KeyID = "ed25519:0000000000000000"
-	var uk *events.UnknownKeyError
-	if err := kr.Verify(e); !errors.Is(err, events.ErrUnknownKey) || !errors.As(err, &uk) || uk.KeyID != e.KeyID {
+	var uk *codec.UnknownKeyError
+	if err := kr.Verify(e); !errors.Is(err, codec.ErrUnknownKey) || !errors.As(err, &uk) || uk.KeyID != e.KeyID {
 		t.Errorf("unknown key: %v", err)
 	}
-	var se *events.SignatureError
+	var se *codec.SignatureError
 	e = base
 	e.Tenant = "globex"
 	if err := kr.Verify(e); !errors.As(err, &se) || se.EventID != e.EventID {
@@ -218,9 +218,9 @@ func TestTamperingFailsVerification(t *testing.T) {
 // fails to decode or fails to verify (age/sumdb-style mangling).
 func TestEveryByteChangeRejected(t *testing.T) {
 	s := goldenSigner(t)
-	kr := events.Keyring{}
+	kr := codec.Keyring{}
 	kr.Add(s.Key.Public().(ed25519.PublicKey))
-	b, err := events.Encode(goldenEnvelope(t))
+	b, err := codec.Encode(goldenEnvelope(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestEveryByteChangeRejected(t *testing.T) {
 			}
 			m := bytes.Clone(b)
 			m[i] = repl
-			e, err := events.Decode(m)
+			e, err := codec.Decode(m)
 			if err == nil {
 				err = kr.Verify(e)
 			}
@@ -242,8 +242,8 @@ func TestEveryByteChangeRejected(t *testing.T) {
 	}
 }
 
-func reasonOf(err error) events.Reason {
-	var ee *events.EnvelopeError
+func reasonOf(err error) codec.Reason {
+	var ee *codec.EnvelopeError
 	if errors.As(err, &ee) {
 		return ee.Reason
 	}
@@ -252,7 +252,7 @@ func reasonOf(err error) events.Reason {
 
 func TestDecodeStrict(t *testing.T) {
 	e := goldenEnvelope(t)
-	good, err := events.Encode(e)
+	good, err := codec.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,47 +278,47 @@ func TestDecodeStrict(t *testing.T) {
 	cases := []struct {
 		name string
 		in   string
-		want events.Reason
+		want codec.Reason
 	}{
-		{"unknown type", unregType, events.ReasonUnregistered},
-		{"unknown version", unregVersion, events.ReasonUnregistered},
-		{"trailing object", g + "{}", events.ReasonTrailingData},
-		{"trailing garbage", g + "x", events.ReasonTrailingData},
-		{"trailing newline", g + "\n", events.ReasonNonCanonical},
-		{"leading space", " " + g, events.ReasonNonCanonical},
-		{"indented", indent(t, good), events.ReasonNonCanonical},
-		{"keys reordered", `{"v":1,` + strings.Replace(g[1:], `"v":1,`, "", 1), events.ReasonNonCanonical},
-		{"escaped char", strings.Replace(g, `"acme"`, `"\u0061cme"`, 1), events.ReasonNonCanonical},
-		{"duplicate key", strings.Replace(g, `"tenant":"acme"`, `"tenant":"acme","tenant":"acme"`, 1), events.ReasonNonCanonical},
-		{"number form", strings.Replace(g, `"v":1`, `"v":1.0`, 1), events.ReasonMalformed},
-		{"unknown field", strings.Replace(g, `"v":1`, `"v":1,"x":1`, 1), events.ReasonUnknownField},
-		{"case-folded field", strings.Replace(g, `"tenant"`, `"Tenant"`, 1), events.ReasonNonCanonical},
-		{"missing field", strings.Replace(g, `"tenant":"acme",`, "", 1), events.ReasonMissingField},
-		{"empty tenant", strings.Replace(g, `"tenant":"acme"`, `"tenant":""`, 1), events.ReasonMissingField},
-		{"bad tenant", strings.Replace(g, `"tenant":"acme"`, `"tenant":"ac.me"`, 1), events.ReasonInvalidField},
-		{"lowercase ulid", strings.Replace(g, e.EventID, strings.ToLower(e.EventID), 1), events.ReasonInvalidField},
-		{"short time", strings.Replace(g, e.Time, "2026-01-02T03:04:05Z", 1), events.ReasonInvalidField},
-		{"offset time", strings.Replace(g, e.Time, "2026-01-02T03:04:05.000000006+00:00", 1), events.ReasonInvalidField},
-		{"body array", strings.Replace(g, string(e.Body), "[1]", 1), events.ReasonBodyNotObject},
-		{"body null", strings.Replace(g, string(e.Body), "null", 1), events.ReasonBodyNotObject},
-		{"padded sig", strings.Replace(g, e.Sig, e.Sig+"==", 1), events.ReasonInvalidField},
-		{"v zero", strings.Replace(g, `"v":1`, `"v":0`, 1), events.ReasonInvalidField},
-		{"not an object", `[1,2]`, events.ReasonMalformed},
-		{"empty", ``, events.ReasonMalformed},
-		{"null", `null`, events.ReasonMalformed},
-		{"too large", `{"type":"` + strings.Repeat("a", events.MaxEnvelopeSize) + `"}`, events.ReasonTooLarge},
+		{"unknown type", unregType, codec.ReasonUnregistered},
+		{"unknown version", unregVersion, codec.ReasonUnregistered},
+		{"trailing object", g + "{}", codec.ReasonTrailingData},
+		{"trailing garbage", g + "x", codec.ReasonTrailingData},
+		{"trailing newline", g + "\n", codec.ReasonNonCanonical},
+		{"leading space", " " + g, codec.ReasonNonCanonical},
+		{"indented", indent(t, good), codec.ReasonNonCanonical},
+		{"keys reordered", `{"v":1,` + strings.Replace(g[1:], `"v":1,`, "", 1), codec.ReasonNonCanonical},
+		{"escaped char", strings.Replace(g, `"acme"`, `"\u0061cme"`, 1), codec.ReasonNonCanonical},
+		{"duplicate key", strings.Replace(g, `"tenant":"acme"`, `"tenant":"acme","tenant":"acme"`, 1), codec.ReasonNonCanonical},
+		{"number form", strings.Replace(g, `"v":1`, `"v":1.0`, 1), codec.ReasonMalformed},
+		{"unknown field", strings.Replace(g, `"v":1`, `"v":1,"x":1`, 1), codec.ReasonUnknownField},
+		{"case-folded field", strings.Replace(g, `"tenant"`, `"Tenant"`, 1), codec.ReasonNonCanonical},
+		{"missing field", strings.Replace(g, `"tenant":"acme",`, "", 1), codec.ReasonMissingField},
+		{"empty tenant", strings.Replace(g, `"tenant":"acme"`, `"tenant":""`, 1), codec.ReasonMissingField},
+		{"bad tenant", strings.Replace(g, `"tenant":"acme"`, `"tenant":"ac.me"`, 1), codec.ReasonInvalidField},
+		{"lowercase ulid", strings.Replace(g, e.EventID, strings.ToLower(e.EventID), 1), codec.ReasonInvalidField},
+		{"short time", strings.Replace(g, e.Time, "2026-01-02T03:04:05Z", 1), codec.ReasonInvalidField},
+		{"offset time", strings.Replace(g, e.Time, "2026-01-02T03:04:05.000000006+00:00", 1), codec.ReasonInvalidField},
+		{"body array", strings.Replace(g, string(e.Body), "[1]", 1), codec.ReasonBodyNotObject},
+		{"body null", strings.Replace(g, string(e.Body), "null", 1), codec.ReasonBodyNotObject},
+		{"padded sig", strings.Replace(g, e.Sig, e.Sig+"==", 1), codec.ReasonInvalidField},
+		{"v zero", strings.Replace(g, `"v":1`, `"v":0`, 1), codec.ReasonInvalidField},
+		{"not an object", `[1,2]`, codec.ReasonMalformed},
+		{"empty", ``, codec.ReasonMalformed},
+		{"null", `null`, codec.ReasonMalformed},
+		{"too large", `{"type":"` + strings.Repeat("a", codec.MaxEnvelopeSize) + `"}`, codec.ReasonTooLarge},
 	}
 	for _, c := range cases {
-		_, err := events.Decode([]byte(c.in))
+		_, err := codec.Decode([]byte(c.in))
 		if err == nil {
 			t.Errorf("%s: accepted", c.name)
 			continue
 		}
-		if !errors.Is(err, events.ErrInvalidEnvelope) || reasonOf(err) != c.want {
+		if !errors.Is(err, codec.ErrInvalidEnvelope) || reasonOf(err) != c.want {
 			t.Errorf("%s: %v (reason %q), want reason %q", c.name, err, reasonOf(err), c.want)
 		}
 	}
-	if _, err := events.Decode(good); err != nil {
+	if _, err := codec.Decode(good); err != nil {
 		t.Fatalf("good envelope refused: %v", err)
 	}
 }
@@ -344,7 +344,7 @@ func TestSealRefusesInvalid(t *testing.T) {
 		"bad time":     func() error { _, err := s.Seal(testType, 1, id, "acme", "yesterday", map[string]int{}); return err },
 		"bad tenant":   func() error { _, err := s.Seal(testType, 1, id, "a b", tm, map[string]int{}); return err },
 		"wrong key id": func() error {
-			_, err := events.Signer{KeyID: "ed25519:0", Key: s.Key}.Seal(testType, 1, id, "acme", tm, map[string]int{})
+			_, err := codec.Signer{KeyID: "ed25519:0", Key: s.Key}.Seal(testType, 1, id, "acme", tm, map[string]int{})
 			return err
 		},
 	} {
@@ -360,10 +360,10 @@ func TestSealRefusesInvalid(t *testing.T) {
 }
 
 func TestRegister(t *testing.T) {
-	if !events.Registered(testType, 2) || events.Registered(testType, 3) {
+	if !codec.Registered(testType, 2) || codec.Registered(testType, 3) {
 		t.Fatal("Registered wrong")
 	}
-	if !events.Registered(kernel.TypeExposureReserved, kernel.EventVersion) {
+	if !codec.Registered(kernel.TypeExposureReserved, kernel.EventVersion) {
 		t.Fatal("kernel event types are not registered")
 	}
 	for _, bad := range []struct {
@@ -376,13 +376,13 @@ func TestRegister(t *testing.T) {
 					t.Errorf("Register(%q, %d) did not panic", bad.typ, bad.v)
 				}
 			}()
-			events.Register(bad.typ, bad.v)
+			codec.Register(bad.typ, bad.v)
 		}()
 	}
 }
 
 func FuzzDecode(f *testing.F) {
-	good, err := events.Encode(goldenEnvelope(f))
+	good, err := codec.Encode(goldenEnvelope(f))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -394,14 +394,14 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"body":{"a":1e400}}`))
 	f.Add([]byte("\xff\xfe"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := events.Decode(b)
+		e, err := codec.Decode(b)
 		if err != nil {
-			if !errors.Is(err, events.ErrInvalidEnvelope) {
+			if !errors.Is(err, codec.ErrInvalidEnvelope) {
 				t.Fatalf("untyped error %v", err)
 			}
 			return
 		}
-		again, err := events.Encode(e)
+		again, err := codec.Encode(e)
 		if err != nil {
 			t.Fatalf("decoded envelope does not encode: %v", err)
 		}
@@ -410,7 +410,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		// The store's decode memo rests on this: bytes Encode made decode
 		// to the very envelope they were made from.
-		if d, err := events.Decode(again); err != nil || !reflect.DeepEqual(d, e) {
+		if d, err := codec.Decode(again); err != nil || !reflect.DeepEqual(d, e) {
 			t.Fatalf("encode-decode changed the envelope: %+v, %v", d, err)
 		}
 	})

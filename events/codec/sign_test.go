@@ -8,28 +8,28 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 )
 
 func TestGenerateKeyIsDeterministicInItsInput(t *testing.T) {
-	a, err := events.GenerateKey(bytes.NewReader(goldenSeed()))
+	a, err := codec.GenerateKey(bytes.NewReader(goldenSeed()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := events.GenerateKey(bytes.NewReader(goldenSeed()))
+	b, err := codec.GenerateKey(bytes.NewReader(goldenSeed()))
 	if err != nil || !a.Equal(b) {
 		t.Fatal("same seed, different keys")
 	}
 	if !bytes.Equal(a.Seed(), goldenSeed()) {
 		t.Fatal("key is not made from the bytes read")
 	}
-	if _, err := events.GenerateKey(bytes.NewReader(make([]byte, 31))); err == nil {
+	if _, err := codec.GenerateKey(bytes.NewReader(make([]byte, 31))); err == nil {
 		t.Fatal("short random source accepted")
 	}
-	if _, err := events.GenerateKey(nil); err == nil {
+	if _, err := codec.GenerateKey(nil); err == nil {
 		t.Fatal("nil random source accepted")
 	}
-	id := events.KeyIDFor(a.Public().(ed25519.PublicKey))
+	id := codec.KeyIDFor(a.Public().(ed25519.PublicKey))
 	if !strings.HasPrefix(id, "ed25519:") || len(id) != len("ed25519:")+16 || id != goldenSigner(t).KeyID {
 		t.Fatalf("key id %q", id)
 	}
@@ -37,20 +37,20 @@ func TestGenerateKeyIsDeterministicInItsInput(t *testing.T) {
 
 func TestKeyringFile(t *testing.T) {
 	dir := t.TempDir()
-	k1, _ := events.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{1}, 32)))
-	k2, _ := events.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{2}, 32)))
-	kr := events.Keyring{}
+	k1, _ := codec.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{1}, 32)))
+	k2, _ := codec.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{2}, 32)))
+	kr := codec.Keyring{}
 	kr.Add(k1.Public().(ed25519.PublicKey))
 	kr.Add(k2.Public().(ed25519.PublicKey))
 	path := filepath.Join(dir, "keys.json")
-	if err := events.SaveKeyring(path, kr); err != nil {
+	if err := codec.SaveKeyring(path, kr); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
 	if !bytes.Contains(b, []byte(`"keys"`)) || !bytes.Contains(b, []byte(`"public_key"`)) {
 		t.Fatalf("keyring file: %s", b)
 	}
-	got, err := events.LoadKeyring(path)
+	got, err := codec.LoadKeyring(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestKeyringFile(t *testing.T) {
 		"wrong id":      strings.Replace(string(b), `"ed25519:`, `"ed25519:f`, 1),
 		"duplicate":     strings.Replace(string(b), `"keys": [`, `"keys": [`+firstEntry(t, b)+",", 1),
 	} {
-		if _, err := events.ParseKeyring([]byte(text)); err == nil {
+		if _, err := codec.ParseKeyring([]byte(text)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -90,33 +90,33 @@ func firstEntry(t *testing.T, b []byte) string {
 
 func TestPrivateKeyFile(t *testing.T) {
 	dir := t.TempDir()
-	key, _ := events.GenerateKey(bytes.NewReader(goldenSeed()))
+	key, _ := codec.GenerateKey(bytes.NewReader(goldenSeed()))
 	path := filepath.Join(dir, "runtime.key")
-	if err := events.SavePrivateKey(path, key); err != nil {
+	if err := codec.SavePrivateKey(path, key); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %v, %v", fi.Mode().Perm(), err)
 	}
-	got, err := events.LoadPrivateKey(path)
+	got, err := codec.LoadPrivateKey(path)
 	if err != nil || !got.Equal(key) {
 		t.Fatalf("LoadPrivateKey: %v", err)
 	}
-	if err := events.SavePrivateKey(path, key); err == nil {
+	if err := codec.SavePrivateKey(path, key); err == nil {
 		t.Fatal("SavePrivateKey overwrote an existing key")
 	}
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := events.LoadPrivateKey(path); err == nil {
+	if _, err := codec.LoadPrivateKey(path); err == nil {
 		t.Fatal("LoadPrivateKey accepted a world-readable key")
 	}
 	bad := filepath.Join(dir, "bad.key")
 	if err := os.WriteFile(bad, []byte(`{"key_id":"ed25519:0000000000000000","seed":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := events.LoadPrivateKey(bad); err == nil {
+	if _, err := codec.LoadPrivateKey(bad); err == nil {
 		t.Fatal("LoadPrivateKey accepted a mismatched key id")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -30,16 +31,16 @@ const EventType = "storetest.event"
 const Tenant = "acme"
 
 var (
-	signer  = events.NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize)))
+	signer  = codec.NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize)))
 	counter atomic.Uint64
 	regOnce sync.Once
 )
 
 // Event returns a new sealed event of the suite's type for Tenant, with a
 // fresh ULID and body {"n": n}. It fails t on error.
-func Event(t testing.TB, n int) events.Envelope {
+func Event(t testing.TB, n int) codec.Envelope {
 	t.Helper()
-	regOnce.Do(func() { events.Register(EventType, 1) })
+	regOnce.Do(func() { codec.Register(EventType, 1) })
 	var id ulid.ULID
 	if err := id.SetTime(1_700_000_000_000); err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func Event(t testing.TB, n int) events.Envelope {
 // Subject returns the exposure subject of resource for Tenant and guarantee "g1".
 func Subject(t testing.TB, resource string) string {
 	t.Helper()
-	s, err := events.ExposureSubject(Tenant, "g1", resource)
+	s, err := codec.ExposureSubject(Tenant, "g1", resource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func mustAppend(t *testing.T, s events.Store, subject string, exp uint64, envs ...events.Envelope) uint64 {
+func mustAppend(t *testing.T, s events.Store, subject string, exp uint64, envs ...codec.Envelope) uint64 {
 	t.Helper()
 	seq, err := s.Append(ctx(t), subject, exp, envs...)
 	if err != nil {
@@ -121,14 +122,14 @@ func mustLast(t *testing.T, s events.Store, subject string) uint64 {
 	return seq
 }
 
-func checkStored(t *testing.T, got []events.Stored, subject string, want ...events.Envelope) {
+func checkStored(t *testing.T, got []events.Stored, subject string, want ...codec.Envelope) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d events stored, want %d", subject, len(got), len(want))
 	}
 	var prev uint64
 	for i, st := range got {
-		raw, err := events.Encode(want[i])
+		raw, err := codec.Encode(want[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +187,7 @@ func testAppendRead(t *testing.T, s events.Store) {
 
 func testAppendSeveral(t *testing.T, s events.Store) {
 	sub := Subject(t, "ord 2")
-	e := []events.Envelope{Event(t, 1), Event(t, 2), Event(t, 3)}
+	e := []codec.Envelope{Event(t, 1), Event(t, 2), Event(t, 3)}
 	last := mustAppend(t, s, sub, 0, e...)
 	got := mustRead(t, s, sub, 0)
 	checkStored(t, got, sub, e...)
@@ -254,7 +255,7 @@ func testRetry(t *testing.T, s events.Store) {
 
 func testRetrySeveral(t *testing.T, s events.Store) {
 	sub := Subject(t, "ord>retry")
-	e := []events.Envelope{Event(t, 1), Event(t, 2)}
+	e := []codec.Envelope{Event(t, 1), Event(t, 2)}
 	last := mustAppend(t, s, sub, 0, e...)
 	got, err := s.Append(ctx(t), sub, 0, e...)
 	if err != nil || got != last {
@@ -288,9 +289,9 @@ func testBatchAtomic(t *testing.T, s events.Store) {
 	a, b, c := Subject(t, "ord_1"), Subject(t, "ORD_1"), Subject(t, "ord 1")
 	sb := mustAppend(t, s, b, 0, Event(t, 1))
 	items := []events.AppendItem{
-		{Subject: a, ExpectedLastSeq: 0, Envs: []events.Envelope{Event(t, 2), Event(t, 3)}},
-		{Subject: b, ExpectedLastSeq: 0, Envs: []events.Envelope{Event(t, 4)}}, // stale: b holds sb
-		{Subject: c, ExpectedLastSeq: 0, Envs: []events.Envelope{Event(t, 5)}},
+		{Subject: a, ExpectedLastSeq: 0, Envs: []codec.Envelope{Event(t, 2), Event(t, 3)}},
+		{Subject: b, ExpectedLastSeq: 0, Envs: []codec.Envelope{Event(t, 4)}}, // stale: b holds sb
+		{Subject: c, ExpectedLastSeq: 0, Envs: []codec.Envelope{Event(t, 5)}},
 	}
 	_, err := s.AppendBatch(ctx(t), items)
 	wantConflict(t, err, b, 0, sb)
@@ -326,8 +327,8 @@ func testBatchAtomic(t *testing.T, s events.Store) {
 	}
 	// One item whose expectation is beyond the end is refused too.
 	_, err = s.AppendBatch(ctx(t), []events.AppendItem{
-		{Subject: a, ExpectedLastSeq: seqs[0], Envs: []events.Envelope{Event(t, 6)}},
-		{Subject: Subject(t, "fresh"), ExpectedLastSeq: 99, Envs: []events.Envelope{Event(t, 7)}},
+		{Subject: a, ExpectedLastSeq: seqs[0], Envs: []codec.Envelope{Event(t, 6)}},
+		{Subject: Subject(t, "fresh"), ExpectedLastSeq: 99, Envs: []codec.Envelope{Event(t, 7)}},
 	})
 	wantConflict(t, err, Subject(t, "fresh"), 99, 0)
 	if mustLast(t, s, a) != seqs[0] {
@@ -338,8 +339,8 @@ func testBatchAtomic(t *testing.T, s events.Store) {
 func testBatchRetry(t *testing.T, s events.Store) {
 	a, b := Subject(t, "x"), Subject(t, "y")
 	items := []events.AppendItem{
-		{Subject: a, Envs: []events.Envelope{Event(t, 1)}},
-		{Subject: b, Envs: []events.Envelope{Event(t, 2), Event(t, 3)}},
+		{Subject: a, Envs: []codec.Envelope{Event(t, 1)}},
+		{Subject: b, Envs: []codec.Envelope{Event(t, 2), Event(t, 3)}},
 	}
 	seqs, err := s.AppendBatch(ctx(t), items)
 	if err != nil {
@@ -352,7 +353,7 @@ func testBatchRetry(t *testing.T, s events.Store) {
 	checkStored(t, mustRead(t, s, a, 0), a, items[0].Envs...)
 	checkStored(t, mustRead(t, s, b, 0), b, items[1].Envs...)
 	// A batch that matches only partly is a conflict.
-	_, err = s.AppendBatch(ctx(t), []events.AppendItem{items[0], {Subject: b, Envs: []events.Envelope{Event(t, 4)}}})
+	_, err = s.AppendBatch(ctx(t), []events.AppendItem{items[0], {Subject: b, Envs: []codec.Envelope{Event(t, 4)}}})
 	if !errors.Is(err, events.ErrConflict) {
 		t.Fatalf("partial retry: %v, want conflict", err)
 	}
@@ -360,7 +361,7 @@ func testBatchRetry(t *testing.T, s events.Store) {
 
 func testReadFrom(t *testing.T, s events.Store) {
 	sub, other := Subject(t, "r"), Subject(t, "o")
-	var want []events.Envelope
+	var want []codec.Envelope
 	var seqs []uint64
 	var last, olast uint64
 	for i := range 6 {
@@ -377,7 +378,7 @@ func testReadFrom(t *testing.T, s events.Store) {
 }
 
 func testReplay(t *testing.T, s events.Store) {
-	var all []events.Envelope
+	var all []codec.Envelope
 	var lasts [3]uint64
 	for i := range 9 {
 		sub := Subject(t, fmt.Sprint("res", i%3))
@@ -443,11 +444,11 @@ func testInvalid(t *testing.T, s events.Store) {
 		{"duplicate event id", func() error { _, err := s.Append(ctx(t), sub, 0, e, e); return err }},
 		{"no items", func() error { _, err := s.AppendBatch(ctx(t), nil); return err }},
 		{"duplicate subject", func() error {
-			_, err := s.AppendBatch(ctx(t), []events.AppendItem{{Subject: sub, Envs: []events.Envelope{Event(t, 5)}}, {Subject: sub, Envs: []events.Envelope{Event(t, 6)}}})
+			_, err := s.AppendBatch(ctx(t), []events.AppendItem{{Subject: sub, Envs: []codec.Envelope{Event(t, 5)}}, {Subject: sub, Envs: []codec.Envelope{Event(t, 6)}}})
 			return err
 		}},
 		{"too many events", func() error {
-			many := make([]events.Envelope, events.MaxBatch+1)
+			many := make([]codec.Envelope, events.MaxBatch+1)
 			for i := range many {
 				many[i] = Event(t, i)
 			}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 )
@@ -111,16 +111,16 @@ func indent(out []byte) {
 }
 
 // recordEvent decodes the event of one exported record.
-func recordEvent(rec []byte) (events.Envelope, kernel.Event, bool) {
+func recordEvent(rec []byte) (codec.Envelope, kernel.Event, bool) {
 	var r struct {
 		Event json.RawMessage `json:"event"`
 	}
 	if json.Unmarshal(rec, &r) != nil {
-		return events.Envelope{}, nil, false
+		return codec.Envelope{}, nil, false
 	}
-	env, err := events.Decode(r.Event)
+	env, err := codec.Decode(r.Event)
 	if err != nil {
-		return events.Envelope{}, nil, false
+		return codec.Envelope{}, nil, false
 	}
 	ev, err := kernel.DecodeEvent(env.Type, env.V, env.Body)
 	return env, ev, err == nil

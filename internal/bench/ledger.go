@@ -13,6 +13,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/aggregates/jetsnap"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,7 +84,7 @@ func StartNATS(parent string, durable bool) (*NATS, error) {
 // NewSealer returns a sealer with a fixed key.
 func NewSealer() *aggregates.Sealer {
 	key := ed25519.NewKeyFromSeed(make([]byte, 32))
-	return &aggregates.Sealer{Signer: events.NewSigner(key), Clock: aggregates.SystemClock{}, IDs: aggregates.NewIDs(aggregates.SystemClock{}, nil)}
+	return &aggregates.Sealer{Signer: codec.NewSigner(key), Clock: aggregates.SystemClock{}, IDs: aggregates.NewIDs(aggregates.SystemClock{}, nil)}
 }
 
 // Engine returns a new engine (a process's worth of warm state) on the
@@ -116,12 +117,12 @@ func Durability(durable bool) string {
 // envelopes returns n distinct valid envelopes of tenant Tenant cheaply: one
 // sealed event copied under fresh event ids (the store does not check
 // signatures, so signing stays out of the raw measurements).
-func envelopes(s *aggregates.Sealer, n int) []events.Envelope {
+func envelopes(s *aggregates.Sealer, n int) []codec.Envelope {
 	tmpl, err := s.Seal(Tenant, []kernel.Event{kernel.ExposureTombstoned{AttemptID: "raw", Reason: "bench"}})
 	if err != nil {
 		panic(err)
 	}
-	out := make([]events.Envelope, n)
+	out := make([]codec.Envelope, n)
 	for i := range out {
 		out[i] = tmpl[0]
 		out[i].EventID = s.IDs.New()
@@ -136,7 +137,7 @@ func (n *NATS) RawAppend(workers int) Op {
 	last := make([]uint64, workers)
 	subs := make([]string, workers)
 	for w := range subs {
-		subs[w], _ = events.Subject(Tenant, "raw", fmt.Sprint("w", w, "-", rand.Uint64()))
+		subs[w], _ = codec.Subject(Tenant, "raw", fmt.Sprint("w", w, "-", rand.Uint64()))
 	}
 	pool := envelopes(n.Sealer, 4096)
 	return func(ctx context.Context, w, i int) error {
@@ -161,7 +162,7 @@ func (n *NATS) RawBatch(workers, size int) Op {
 		last[w] = make([]uint64, size)
 		subs[w] = make([]string, size)
 		for j := range subs[w] {
-			subs[w][j], _ = events.Subject(Tenant, "rawbatch", fmt.Sprint("w", w, "-", j, "-", tag))
+			subs[w][j], _ = codec.Subject(Tenant, "rawbatch", fmt.Sprint("w", w, "-", j, "-", tag))
 		}
 	}
 	pool := envelopes(n.Sealer, 4096)
@@ -170,7 +171,7 @@ func (n *NATS) RawBatch(workers, size int) Op {
 		for j := range items {
 			env := pool[(w*size+j+i*31)%len(pool)]
 			env.EventID = n.Sealer.IDs.New()
-			items[j] = events.AppendItem{Subject: subs[w][j], ExpectedLastSeq: last[w][j], Envs: []events.Envelope{env}}
+			items[j] = events.AppendItem{Subject: subs[w][j], ExpectedLastSeq: last[w][j], Envs: []codec.Envelope{env}}
 		}
 		seqs, err := n.Store.AppendBatch(ctx, items)
 		if err == nil {
@@ -253,7 +254,7 @@ func (n *NATS) ColdLoads(ctx context.Context, total, targets, perTarget int, pro
 	subs := make([]string, batch)
 	last := make([]uint64, batch)
 	for j := range subs {
-		subs[j], _ = events.Subject(Tenant, "fill", fmt.Sprint(j))
+		subs[j], _ = codec.Subject(Tenant, "fill", fmt.Sprint(j))
 	}
 	started := time.Now()
 	done := 0
@@ -262,7 +263,7 @@ func (n *NATS) ColdLoads(ctx context.Context, total, targets, perTarget int, pro
 		for j := range items {
 			env := pool[j]
 			env.EventID = n.Sealer.IDs.New()
-			items[j] = events.AppendItem{Subject: subs[j], ExpectedLastSeq: last[j], Envs: []events.Envelope{env}}
+			items[j] = events.AppendItem{Subject: subs[j], ExpectedLastSeq: last[j], Envs: []codec.Envelope{env}}
 		}
 		seqs, err := n.Store.AppendBatch(ctx, items)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,7 +35,7 @@ func checkAuditLog(ctx context.Context, store *events.JetStore, js jetstream.Jet
 	fail := func(format string, args ...any) AuditLogCheck {
 		return AuditLogCheck{Err: fmt.Errorf(format, args...)}
 	}
-	prefix := events.SubjectPrefix + tenant + "."
+	prefix := codec.SubjectPrefix + tenant + "."
 	var want []events.Stored
 	if err := store.Replay(ctx, 1, func(st events.Stored) error {
 		if strings.HasPrefix(st.Subject, prefix) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/lincheck"
 	"github.com/contextos/ledger/internal/provider"
@@ -240,7 +241,7 @@ func (r *run) setup(ctx context.Context) error {
 	_ = pub
 	r.key = key
 	keyPath := filepath.Join(r.dir, "runtime.key")
-	if err := events.SavePrivateKey(keyPath, key); err != nil && !os.IsExist(err) {
+	if err := codec.SavePrivateKey(keyPath, key); err != nil && !os.IsExist(err) {
 		return err
 	}
 	pwb := make([]byte, 12)
@@ -452,7 +453,7 @@ func (r *run) exercise(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer nc.Close()
-	keys := events.Keyring{}
+	keys := codec.Keyring{}
 	keys.Add(r.key.Public().(ed25519.PublicKey))
 	before, err := lincheck.Audit(ctx, store, keys)
 	if err != nil {

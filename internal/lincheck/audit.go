@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -55,7 +56,7 @@ type Report struct {
 // Audit replays the whole stream of store: it verifies every signature with
 // keys, folds every ledger and operation with the kernel, and checks the
 // ceiling after every event.
-func Audit(ctx context.Context, store events.Store, keys events.Keyring) (*Report, error) {
+func Audit(ctx context.Context, store events.Store, keys codec.Keyring) (*Report, error) {
 	r := &Report{Types: map[string]int{}, EventIDs: map[string]struct{}{}, Ledgers: map[string]*LedgerState{},
 		Operations: map[string]*kernel.Operation{}, OperationIDs: map[string]string{}, Attempts: map[string]*Attempt{}, Refusals: map[string]int{}}
 	err := store.Replay(ctx, 1, func(st events.Stored) error {

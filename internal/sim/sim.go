@@ -13,6 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/lincheck"
 	"github.com/contextos/ledger/kernel"
@@ -151,8 +152,8 @@ type Sim struct {
 	store    *Store
 	prov     *Provider
 	cfg      *gateway.Config
-	signer   events.Signer
-	keys     events.Keyring
+	signer   codec.Signer
+	keys     codec.Keyring
 	view     *projections.ExposureView
 	reps     []*replica
 	depth    int
@@ -203,8 +204,8 @@ func Run(o Options) Result {
 	seed := make([]byte, ed25519.SeedSize)
 	copy(seed, "contextos deterministic simulation")
 	key := ed25519.NewKeyFromSeed(seed)
-	s.signer = events.NewSigner(key)
-	s.keys = events.Keyring{}
+	s.signer = codec.NewSigner(key)
+	s.keys = codec.Keyring{}
 	s.keys.Add(key.Public().(ed25519.PublicKey))
 	s.view = projections.NewModel(projections.ModelConfig{Store: s.store})
 	s.tracef("seed %d: %d replicas, %d steps, mutation %s", o.Seed, o.Replicas, o.Steps, o.Mutation)
@@ -536,7 +537,7 @@ func (s *Sim) final() {
 	}
 	// One run in SignEvery verifies every signature: the simulation signs
 	// with one key and cannot forge, and verifying is a quarter of a run.
-	keys := events.Keyring{}
+	keys := codec.Keyring{}
 	if s.opts.Seed%SignEvery == 0 || s.opts.Trace != nil {
 		keys = s.keys
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -54,7 +55,7 @@ func NewStore(rnd *Rand, f Faults, mut Mutation, trace func(string, ...any)) *St
 }
 
 // Append implements events.Store.
-func (s *Store) Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...events.Envelope) (uint64, error) {
+func (s *Store) Append(ctx context.Context, subject string, expectedLastSeq uint64, envs ...codec.Envelope) (uint64, error) {
 	seqs, err := s.AppendBatch(ctx, []events.AppendItem{{Subject: subject, ExpectedLastSeq: expectedLastSeq, Envs: envs}})
 	if err != nil {
 		return 0, err
@@ -110,7 +111,7 @@ func (s *Store) mutate(ctx context.Context, items []events.AppendItem) []events.
 		case MutBlindAppend:
 			it.ExpectedLastSeq, _ = s.inner.LastSeq(ctx, it.Subject)
 		case MutSkipDispatchStart:
-			var kept []events.Envelope
+			var kept []codec.Envelope
 			for _, e := range it.Envs {
 				if e.Type != kernel.TypeOperationDispatchStarted && e.Type != kernel.TypeExposureDispatchStarted {
 					kept = append(kept, e)

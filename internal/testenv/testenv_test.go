@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 )
 
 func TestServerConnectStore(t *testing.T) {
 	srv := Server(t, Options{})
 	_, js := Connect(t, srv.ClientURL())
 	store := Store(t, js)
-	if seq, err := store.LastSeq(context.Background(), events.SubjectPrefix+"acme.control"); err != nil || seq != 0 {
+	if seq, err := store.LastSeq(context.Background(), codec.SubjectPrefix+"acme.control"); err != nil || seq != 0 {
 		t.Fatalf("a fresh stream: seq %d, %v", seq, err)
 	}
 }
