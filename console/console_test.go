@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -14,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/audit"
-	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
@@ -433,27 +431,10 @@ func TestConsoleAuditWitness(t *testing.T) {
 	if err := codec.SavePrivateKey(keyFile, runtimeKey); err != nil {
 		t.Fatal(err)
 	}
-	wkey, err := codec.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cos, err := audit.NewCosigner("witness.test/w1", wkey, func() uint64 { return uint64(time.Now().Unix()) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	logKey, err := audit.NoteVerifierKey(audit.Origin("acme"), codec.NewSigner(runtimeKey).Key.Public().(ed25519.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := witness.Open(cos, []string{logKey}, filepath.Join(t.TempDir(), "witness.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(witness.Handler(w))
-	t.Cleanup(hs.Close)
+	tw := testenv.Witness(t, "acme", codec.NewSigner(runtimeKey).Key.Public().(ed25519.PublicKey))
 	e := startEnvWith(t, func(c *gateway.Config) {
 		c.Runtime.KeyFile = keyFile
-		c.Runtime.Witnesses = []gateway.WitnessConfig{{URL: hs.URL, Key: cos.VerifierKey()}}
+		c.Runtime.Witnesses = []gateway.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
 	})
 	e.propose(e.agent("acme", "agent_email"), "acme", "agent_email", refund(refundCap, "w1", "ord_7", 100))
 	c := e.client()

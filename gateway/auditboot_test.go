@@ -5,19 +5,17 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/audit"
-	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
@@ -204,14 +202,6 @@ func waitLog(t *testing.T, rt *Runtime, n int64) {
 // witness's key in audit-keys, and its log verifies under a policy of that
 // witness.
 func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
-	wkey, err := codec.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cos, err := audit.NewCosigner("witness.test/w1", wkey, func() uint64 { return uint64(time.Now().Unix()) })
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "http://127.0.0.1:1")
 	// The runtime's key is made first, so that the witness knows the log.
@@ -219,18 +209,10 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logKey, err := audit.NoteVerifierKey(audit.Origin("acme"), rt.Signer.Key.Public().(ed25519.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tw := testenv.Witness(t, "acme", rt.Signer.Key.Public().(ed25519.PublicKey))
+	cos, w := tw.Cosigner, tw.Witness
 	rt.Close()
-	w, err := witness.Open(cos, []string{logKey}, filepath.Join(t.TempDir(), "witness.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(witness.Handler(w))
-	defer hs.Close()
-	cfg.Runtime.Witnesses = []WitnessConfig{{URL: hs.URL, Key: cos.VerifierKey()}}
+	cfg.Runtime.Witnesses = []WitnessConfig{{URL: tw.URL, Key: tw.Key}}
 	if err := cfg.Runtime.validateAudit(); err != nil {
 		t.Fatal(err)
 	}
@@ -283,32 +265,16 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 // export verifies against the runtime keys alone, and is refused under the
 // witness policy.
 func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
-	wkey, err := codec.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cos, err := audit.NewCosigner("witness.test/w1", wkey, func() uint64 { return uint64(time.Now().Unix()) })
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "http://127.0.0.1:1")
 	rt, err := Boot(cfg, BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	logKey, err := audit.NoteVerifierKey(audit.Origin("acme"), rt.Signer.Key.Public().(ed25519.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tw := testenv.Witness(t, "acme", rt.Signer.Key.Public().(ed25519.PublicKey))
+	cos, w := tw.Cosigner, tw.Witness
 	rt.Close()
-	w, err := witness.Open(cos, []string{logKey}, filepath.Join(t.TempDir(), "witness.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(witness.Handler(w))
-	defer hs.Close()
-	cfg.Runtime.Witnesses = []WitnessConfig{{URL: hs.URL, Key: cos.VerifierKey()}}
+	cfg.Runtime.Witnesses = []WitnessConfig{{URL: tw.URL, Key: tw.Key}}
 	waitWitness := func(size int64) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
