@@ -312,8 +312,7 @@ func (h *ceilingScenario) showAll(resource string, now time.Time) string {
 			bal = l.BalanceUnder(h.ctl.LimitFor(p, resource))
 		}
 		if l.Rolling > 0 {
-			bal.Committed = l.CommittedAt(now)
-			bal.Available = bal.Limit - bal.Committed - bal.Held
+			bal = bal.withCommitted(l.CommittedAt(now))
 		}
 		fmt.Fprintf(&b, "%s %s", id, renderBalance(bal))
 		if at, amt, ok := l.NextReturn(now); ok {

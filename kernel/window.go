@@ -130,6 +130,17 @@ func (l *Ledger) CommittedAt(now time.Time) int64 {
 	return l.Committed - gone
 }
 
+// BalanceAt is the ledger's balances at a time: for a rolling window,
+// counting only what was committed within its duration.
+func (l *Ledger) BalanceAt(now time.Time) Balance {
+	return l.BalanceUnder(l.Limit).withCommitted(l.CommittedAt(now))
+}
+
+func (b Balance) withCommitted(c int64) Balance {
+	b.Committed, b.Available = c, b.Limit-c-b.Held
+	return b
+}
+
 // NextReturn is when, after now, a rolling window's oldest committed amount
 // still in it leaves it, and how much returns then; ok is false when
 // nothing will.

@@ -678,8 +678,7 @@ func (m *Model) Exposure(tenant, guaranteeID, resource string) []ExposureRow {
 			Window: l.Window, Archived: l.Archived, OverLimit: l.OverLimit}
 		if l.Rolling > 0 {
 			now := time.Now() // a read, not a decision: what the window counts now
-			row.Committed = l.CommittedAt(now)
-			row.Available = row.Limit - row.Committed - row.Held
+			row.Balance = l.BalanceAt(now)
 			row.ReturnsAt, row.Returns, _ = l.NextReturn(now)
 		}
 		rows = append(rows, row)
