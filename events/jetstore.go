@@ -57,6 +57,7 @@ const (
 	errCodeWrongLastSeq         = 10071 // "wrong last sequence: {seq}"
 	errCodeWrongLastSeqConstant = 10164 // "wrong last sequence" (replicated and batch paths)
 	errCodeNoMessageFound       = 10037 // "no message found"
+	errCodeBatchIncomplete      = 10176 // "atomic publish batch is incomplete"
 )
 
 // StreamOptions configures EnsureStream. Zero fields take the defaults.
@@ -426,6 +427,16 @@ func (s *JetStore) appendAtomic(ctx context.Context, enc []encodedItem) ([]uint6
 		}
 		if ack.Error == nil {
 			break
+		}
+		if ack.Error.ErrorCode == errCodeBatchIncomplete && try < maxUnmovedRetries {
+			// A replicated stream's leader may see the commit of a batch
+			// before all of its messages: it stores none of them, so the
+			// same batch goes again (its expected sequences refuse a second
+			// copy should the first have been stored after all).
+			if err := pause(ctx, try); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		actual, isConflict := conflictActual(ack.Error)
 		if !isConflict {
