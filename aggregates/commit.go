@@ -316,7 +316,11 @@ func (c *committer) decide(t *txn) {
 		c.finish(t, txResult{err: fmt.Errorf("aggregates: Decide returned %d event lists for %d refs", len(evs), len(t.ens))})
 		return
 	}
-	if !t.verified && (refusal != nil || countEvents(evs) == 0) {
+	unverified := refusal != nil || countEvents(evs) == 0
+	if refusal != nil && c.e.Faults.UnverifiedRefusals {
+		unverified = false // the broken variant: the refusal is answered on the cache
+	}
+	if !t.verified && unverified {
 		// A refusal (often appended only to the operation subject, where
 		// no expected sequence guards the ledger it read) or a no-op must
 		// not rest on a stale cache: another replica may have changed a

@@ -137,6 +137,10 @@ type Engine struct {
 	// the least recently used idle ones; they load again (from their
 	// snapshot) when next named.
 	MaxWarm int
+	// Faults switch safety steps off, for the simulator's mutation check
+	// (internal/sim proves it catches their absence). Production code never
+	// sets them; the zero value is the engine as documented.
+	Faults EngineFaults
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -150,6 +154,16 @@ type Engine struct {
 	// their resubmissions after a verification (tests).
 	submitted atomic.Uint64
 	stats     engineStats
+}
+
+// EngineFaults are Engine.Faults: deliberately broken variants of the
+// engine, each off by default.
+type EngineFaults struct {
+	// UnverifiedRefusals answers a refusal decided on warm state without
+	// first re-reading the store's last sequences of the subjects it
+	// read: another replica may have moved them, and the refusal then
+	// rests on a state that was never current during the call.
+	UnverifiedRefusals bool
 }
 
 // AppendMode is Engine.Appends.

@@ -11,7 +11,7 @@ const mutationBudget = 500
 // cannot see these bugs would pass anything. With -seed it replays one
 // seed of the mutation (with -v, its trace).
 func TestMutations(t *testing.T) {
-	for _, m := range []Mutation{MutReleaseOnUnknown, MutSkipDispatchStart, MutBlindAppend} {
+	for _, m := range []Mutation{MutReleaseOnUnknown, MutSkipDispatchStart, MutBlindAppend, MutStaleRefusal} {
 		t.Run(m.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			opts := func(seed uint64) Options { o := DefaultOptions(seed); o.Mutation, o.LinDir = m, dir; return o }

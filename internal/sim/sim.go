@@ -24,7 +24,8 @@ import (
 // Mutation is a deliberately broken variant of the runtime, used to prove
 // that the simulator catches what it claims to catch. Production code has
 // no such switch: each mutation is applied at the simulator's seams (the
-// adapter's reply, the store's appends).
+// adapter's reply, the store's appends) or through aggregates.EngineFaults,
+// which only the simulator sets.
 type Mutation uint8
 
 // Mutations.
@@ -33,9 +34,17 @@ const (
 	MutReleaseOnUnknown           // an unknown provider reply is recorded as not applied: the hold is released
 	MutSkipDispatchStart          // the dispatch-start never reaches the store: the attempt looks unstarted
 	MutBlindAppend                // appends ignore the expected last subject sequence: decisions on stale state are stored
+	// MutStaleRefusal is a refusal not re-verified: the engine decides on
+	// its warm (cached) state of a subject and, before answering a
+	// refusal, reads the store's last sequences and decides again if
+	// another replica moved one (aggregates.Engine.Do, verify); this
+	// variant answers the refusal on the cache (EngineFaults
+	// UnverifiedRefusals). Its balances and its verdict then belong to no
+	// instant of the call, which lincheck sees.
+	MutStaleRefusal
 )
 
-var mutationNames = [...]string{"none", "release-on-unknown", "skip-dispatch-start", "blind-append"}
+var mutationNames = [...]string{"none", "release-on-unknown", "skip-dispatch-start", "blind-append", "stale-refusal"}
 
 func (m Mutation) String() string { return mutationNames[m] }
 
@@ -253,6 +262,7 @@ func (s *Sim) boot(r *replica) {
 		Logger:   slog.New(slog.DiscardHandler),
 		Adapters: map[string]gateway.Adapter{Capability: &providerAdapter{p: s.prov, replica: r}}})
 	g.Engine().Linger = -1 // never wait on the wall clock for a group to fill
+	g.Engine().Faults.UnverifiedRefusals = s.opts.Mutation == MutStaleRefusal
 	for i := 0; ; i++ {
 		err := g.PinAll(s.ctx)
 		if err == nil {
