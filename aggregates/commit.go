@@ -169,6 +169,9 @@ func (c *committer) run() {
 		if c.idle() {
 			// (e.front and e.queue were just emptied under the lock)
 			e.running = false
+			if e.Driver != nil {
+				e.Driver.Idle(0)
+			}
 			e.mu.Unlock()
 			return
 		}
@@ -183,6 +186,9 @@ func (c *committer) run() {
 			// committer but the next Do, which kept an abandoned
 			// engine's goroutine and warm state alive for good.
 			continue
+		}
+		if e.Driver != nil && c.loads == 0 && c.seals == 0 && c.inflight == nil {
+			e.Driver.Idle(len(c.forming))
 		}
 		select {
 		case <-c.kick:
@@ -228,6 +234,9 @@ func (c *committer) evict() {
 }
 
 func (c *committer) finish(t *txn, r txResult) {
+	if c.e.Driver != nil {
+		c.e.Driver.Finished(t.ctx)
+	}
 	t.done <- r
 }
 
@@ -394,7 +403,7 @@ func (c *committer) decide(t *txn) {
 	}
 	t.sealed = false
 	c.seals++
-	go func(d int) {
+	seal := func(d int) sealResult {
 		envs := make([][]codec.Envelope, len(evs))
 		var err error
 		for i, l := range evs {
@@ -405,8 +414,14 @@ func (c *committer) decide(t *txn) {
 				break
 			}
 		}
-		c.sealDone <- sealResult{t: t, decision: d, envs: envs, err: err}
-	}(t.decision)
+		return sealResult{t: t, decision: d, envs: envs, err: err}
+	}
+	if c.e.Driver != nil {
+		// Under a driver, seals draw their ids in decision order.
+		c.onSeal(seal(t.decision))
+		return
+	}
+	go func(d int) { c.sealDone <- seal(d) }(t.decision)
 }
 
 func callDecide(tx Tx, s []State) (evs [][]kernel.Event, r *kernel.Refusal, panicked any) {
@@ -460,7 +475,7 @@ func (c *committer) maybeSend() {
 		evs += c.forming[n].nevents
 		n++
 	}
-	if n == 0 || c.linger(n) {
+	if n == 0 || c.linger(n) || c.e.Driver != nil && c.e.Driver.Hold(n) {
 		return
 	}
 	var bad []*txn

@@ -141,6 +141,11 @@ type Engine struct {
 	// (internal/sim proves it catches their absence). Production code never
 	// sets them; the zero value is the engine as documented.
 	Faults EngineFaults
+	// Driver, when set, is told where the engine's goroutines stand and
+	// decides when a group goes out: a deterministic simulation
+	// (internal/sim) uses it to land several transactions in one group
+	// commit in an order its seed chose. Production leaves it nil.
+	Driver Driver
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -164,6 +169,49 @@ type EngineFaults struct {
 	// read: another replica may have moved them, and the refusal then
 	// rests on a state that was never current during the call.
 	UnverifiedRefusals bool
+}
+
+// Driver is Engine.Driver. Its methods run on the engine's goroutines and
+// must not call the engine, but Kick may be called from the driver's own.
+type Driver interface {
+	// Submitting is told, on the caller's goroutine, that the transaction
+	// of ctx is about to be queued; Parked that it is queued and its
+	// caller is about to wait; Woken that the caller has its outcome (it
+	// may block until the driver lets the caller go on).
+	Submitting(ctx context.Context)
+	Parked(ctx context.Context)
+	Woken(ctx context.Context)
+	// Finished is told, on the committer, that the outcome of the
+	// transaction of ctx was handed to its caller.
+	Finished(ctx context.Context)
+	// Idle is told that the committer waits with nothing in flight (no
+	// load, seal or append) and held sealed transactions forming (0
+	// when it stops).
+	Idle(held int)
+	// Hold is asked before a group of n sealed transactions is sent; true
+	// keeps it forming until the next Kick.
+	Hold(n int) bool
+}
+
+// Kick wakes the committer, as a new transaction does: a Driver that let a
+// held group go calls it.
+func (e *Engine) Kick() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.c != nil && e.running {
+		select {
+		case e.c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Running reports whether the committer goroutine runs (it stops when it
+// holds no work).
+func (e *Engine) Running() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running
 }
 
 // AppendMode is Engine.Appends.
@@ -379,6 +427,9 @@ func (e *Engine) maxWarm() int {
 // submit queues t for the committer and waits for its outcome.
 func (e *Engine) submit(ctx context.Context, t *txn) (txResult, error) {
 	t.done = make(chan txResult, 1)
+	if e.Driver != nil {
+		e.Driver.Submitting(ctx)
+	}
 	e.mu.Lock()
 	if t.verified {
 		e.front = append(e.front, t)
@@ -399,8 +450,14 @@ func (e *Engine) submit(ctx context.Context, t *txn) (txResult, error) {
 		}
 	}
 	e.mu.Unlock()
+	if e.Driver != nil {
+		e.Driver.Parked(ctx)
+	}
 	select {
 	case r := <-t.done:
+		if e.Driver != nil {
+			e.Driver.Woken(ctx)
+		}
 		return r, nil
 	case <-ctx.Done():
 		// The committer drops t if it has not decided it yet; otherwise

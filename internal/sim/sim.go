@@ -178,8 +178,9 @@ type Sim struct {
 }
 
 type replica struct {
-	name string
-	g    *gateway.Gateway
+	name  string
+	g     *gateway.Gateway
+	sched *scheduler
 }
 
 type proposal struct {
@@ -263,6 +264,11 @@ func (s *Sim) boot(r *replica) {
 		Adapters: map[string]gateway.Adapter{Capability: &providerAdapter{p: s.prov, replica: r}}})
 	g.Engine().Linger = -1 // never wait on the wall clock for a group to fill
 	g.Engine().Faults.UnverifiedRefusals = s.opts.Mutation == MutStaleRefusal
+	// One atomic batch per group, never parallel single appends, whose
+	// order the Go scheduler would choose.
+	g.Engine().Appends = aggregates.AppendBatches
+	r.sched = newScheduler(s, g.Engine())
+	g.Engine().Driver = r.sched
 	for i := 0; ; i++ {
 		err := g.PinAll(s.ctx)
 		if err == nil {
@@ -307,8 +313,14 @@ func (s *Sim) step() {
 	n := s.rnd.IntN(100)
 	r := s.reps[s.rnd.IntN(len(s.reps))]
 	switch {
-	case n < 40:
+	case n < 30:
 		s.propose(r, s.newProposal())
+	case n < 40:
+		ps := make([]*proposal, 2+s.rnd.IntN(3))
+		for i := range ps {
+			ps[i] = s.newProposal()
+		}
+		s.group(r, ps)
 	case n < 52 && len(s.props) > 0:
 		s.propose(r, s.props[s.rnd.IntN(len(s.props))])
 	case n < 67:
@@ -367,12 +379,16 @@ func (s *Sim) newProposal() *proposal {
 // propose sends p to replica r and records the reply as the chaos driver
 // does: a reservation and, unless refused, a settlement over the window.
 func (s *Sim) propose(r *replica, p *proposal) {
-	in := lincheck.Input{Resource: p.resource, Limit: Limit, Key: p.key, Amount: p.amount}
 	call := s.now()
 	s.tracef("%s: propose %s by %s: %s %d", r.name, p.key, p.principal, p.resource, p.amount)
 	var reply gateway.Reply
 	crash := s.on(r, func() { reply = r.g.Propose(s.ctx, Tenant, p.principal, p.body) })
-	ret := s.now()
+	s.reply(r, p, reply, call, s.now(), crash)
+}
+
+// reply records the reply to p, a call of the history from call to ret.
+func (s *Sim) reply(r *replica, p *proposal, reply gateway.Reply, call, ret int64, crash bool) {
+	in := lincheck.Input{Resource: p.resource, Limit: Limit, Key: p.key, Amount: p.amount}
 	if crash || (reply.Status == kernel.StatusUnknown && reply.OperationID == "") {
 		s.tracef("%s: propose %s: no reply (%s)", r.name, p.key, reply.Reason)
 		s.record(call, ret, in, lincheck.Output{Unknown: true}, true)
