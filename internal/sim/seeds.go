@@ -5,8 +5,9 @@ import "sync"
 // RunSeeds runs n seeds from base on workers goroutines (each run is
 // deterministic on its own: runs share nothing) and returns their results
 // in seed order, each without its trace unless it failed. It stops
-// starting seeds after the first failure.
-func RunSeeds(base uint64, n, workers int, opts func(seed uint64) Options) []Result {
+// starting seeds after the first failure that known does not excuse (nil:
+// none).
+func RunSeeds(base uint64, n, workers int, opts func(seed uint64) Options, known func(seed uint64) bool) []Result {
 	out := make([]Result, n)
 	var mu sync.Mutex
 	next, failed := 0, false
@@ -30,7 +31,7 @@ func RunSeeds(base uint64, n, workers int, opts func(seed uint64) Options) []Res
 				}
 				mu.Lock()
 				out[i] = r
-				failed = failed || r.Failure != nil
+				failed = failed || r.Failure != nil && (known == nil || !known(r.Seed))
 				mu.Unlock()
 			}
 		}()

