@@ -385,6 +385,9 @@ func Decode(b []byte) (Envelope, error) {
 	if len(b) > MaxEnvelopeSize {
 		return Envelope{}, envErr(ReasonTooLarge, "", "%d bytes > %d", len(b), MaxEnvelopeSize)
 	}
+	if e, ok := decodeLayout(b); ok && validate(e, false) == nil {
+		return e, nil
+	}
 	var raw struct {
 		Type    *string         `json:"type"`
 		V       *int            `json:"v"`
@@ -436,6 +439,65 @@ func Decode(b []byte) (Envelope, error) {
 		return Envelope{}, envErr(ReasonNonCanonical, "", "input differs from its canonical encoding")
 	}
 	return e, nil
+}
+
+// decodeLayout reads b by the layout of a canonical envelope, the one form
+// Decode accepts: the body first (canonical, kernel.CanonicalPrefix), then
+// the string members in their sorted order, each plain (written as is
+// between its quotes), then v, and nothing after. When it succeeds, b is
+// what assemble writes for the result, so with the fields valid (validate)
+// Decode's decode, re-encode and compare would accept b and return the same
+// envelope: reading the bytes once is that check. ok false leaves the
+// verdict, and the error, to that slower path.
+func decodeLayout(b []byte) (Envelope, bool) {
+	const head = `{"body":`
+	if len(b) < len(head) || string(b[:len(head)]) != head || b[len(head)] != '{' {
+		return Envelope{}, false
+	}
+	n, ok := kernel.CanonicalPrefix(b[len(head):])
+	if !ok {
+		return Envelope{}, false
+	}
+	i := len(head) + n
+	s := string(b) // one copy that every string field shares
+	var vals [6]string
+	for k, name := range [...]string{"event_id", "key_id", "sig", "tenant", "time", "type"} {
+		if len(b)-i < len(name)+5 || b[i] != ',' || b[i+1] != '"' || s[i+2:i+2+len(name)] != name || s[i+2+len(name):i+5+len(name)] != `":"` {
+			return Envelope{}, false
+		}
+		i += len(name) + 5
+		start := i
+		for ; i < len(b) && b[i] != '"'; i++ {
+			if c := b[i]; c < 0x20 || c > 0x7e || c == '\\' {
+				return Envelope{}, false
+			}
+		}
+		if i == len(b) {
+			return Envelope{}, false
+		}
+		vals[k] = s[start:i]
+		i++
+	}
+	const vKey = `,"v":`
+	if len(b)-i < len(vKey)+2 || s[i:i+len(vKey)] != vKey || b[len(b)-1] != '}' {
+		return Envelope{}, false
+	}
+	digits := s[i+len(vKey) : len(b)-1]
+	if len(digits) == 0 || len(digits) > 9 || digits[0] < '1' || digits[0] > '9' {
+		return Envelope{}, false
+	}
+	v := 0
+	for j := 0; j < len(digits); j++ {
+		c := digits[j]
+		if c < '0' || c > '9' {
+			return Envelope{}, false
+		}
+		v = 10*v + int(c-'0')
+	}
+	return Envelope{
+		Type: vals[5], V: v, EventID: vals[0], Tenant: vals[3], Time: vals[4],
+		Body: bytes.Clone(b[len(head) : len(head)+n]), KeyID: vals[1], Sig: vals[2],
+	}, true
 }
 
 // DecodeBody decodes e.Body into into, strictly: unknown fields and trailing
