@@ -149,6 +149,17 @@ func Parse(raw []byte) (Record, codec.Envelope, error) {
 	if r, env, ok := parseLayout(raw); ok {
 		return r, env, nil
 	}
+	return parseStrict(raw)
+}
+
+// parseStrict is Parse by decoding raw, encoding the result and comparing:
+// the path of every record parseLayout does not read, and the reference
+// FuzzParse holds parseLayout to.
+func parseStrict(raw []byte) (Record, codec.Envelope, error) {
+	index := int64(-1)
+	fail := func(reason Reason, format string, args ...any) (Record, codec.Envelope, error) {
+		return Record{}, codec.Envelope{}, &Failure{Index: index, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	}
 	var f recordFields
 	// KnownJSON, not StrictJSON: the comparison with the re-encoding below
 	// refuses repeated members, at no extra walk over the event.

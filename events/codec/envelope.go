@@ -388,6 +388,13 @@ func Decode(b []byte) (Envelope, error) {
 	if e, ok := decodeLayout(b); ok && validate(e, false) == nil {
 		return e, nil
 	}
+	return decodeStrict(b)
+}
+
+// decodeStrict is Decode by decoding b, encoding the result and comparing:
+// the path of every input decodeLayout does not read, and the reference
+// FuzzDecodeLayout holds decodeLayout to.
+func decodeStrict(b []byte) (Envelope, error) {
 	var raw struct {
 		Type    *string         `json:"type"`
 		V       *int            `json:"v"`
@@ -451,7 +458,7 @@ func Decode(b []byte) (Envelope, error) {
 // verdict, and the error, to that slower path.
 func decodeLayout(b []byte) (Envelope, bool) {
 	const head = `{"body":`
-	if len(b) < len(head) || string(b[:len(head)]) != head || b[len(head)] != '{' {
+	if len(b) <= len(head) || string(b[:len(head)]) != head || b[len(head)] != '{' {
 		return Envelope{}, false
 	}
 	n, ok := kernel.CanonicalPrefix(b[len(head):])
