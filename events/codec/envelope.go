@@ -456,17 +456,20 @@ func decodeStrict(b []byte) (Envelope, error) {
 // Decode's decode, re-encode and compare would accept b and return the same
 // envelope: reading the bytes once is that check. ok false leaves the
 // verdict, and the error, to that slower path.
-func decodeLayout(b []byte) (Envelope, bool) {
+func decodeLayout(in []byte) (Envelope, bool) {
 	const head = `{"body":`
-	if len(b) <= len(head) || string(b[:len(head)]) != head || b[len(head)] != '{' {
+	if len(in) <= len(head) || string(in[:len(head)]) != head || in[len(head)] != '{' {
 		return Envelope{}, false
 	}
-	n, ok := kernel.CanonicalPrefix(b[len(head):])
+	n, ok := kernel.CanonicalPrefix(in[len(head):])
 	if !ok {
 		return Envelope{}, false
 	}
-	i := len(head) + n
-	s := string(b) // one copy that every string field shares
+	body, b := in[len(head):len(head)+n], in[len(head)+n:]
+	// One copy that every string field shares, of the members after the
+	// body only: a field kept does not keep the body alive.
+	s := string(b)
+	i := 0
 	var vals [6]string
 	for k, name := range [...]string{"event_id", "key_id", "sig", "tenant", "time", "type"} {
 		if len(b)-i < len(name)+5 || b[i] != ',' || b[i+1] != '"' || s[i+2:i+2+len(name)] != name || s[i+2+len(name):i+5+len(name)] != `":"` {
@@ -503,7 +506,7 @@ func decodeLayout(b []byte) (Envelope, bool) {
 	}
 	return Envelope{
 		Type: vals[5], V: v, EventID: vals[0], Tenant: vals[3], Time: vals[4],
-		Body: bytes.Clone(b[len(head) : len(head)+n]), KeyID: vals[1], Sig: vals[2],
+		Body: bytes.Clone(body), KeyID: vals[1], Sig: vals[2],
 	}, true
 }
 
