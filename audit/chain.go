@@ -18,7 +18,7 @@ import (
 type Chain struct {
 	Tenant       string
 	frontier     Frontier
-	tree         *Tree // nil unless kept (NewTreeChain)
+	tree         *Tree     // nil unless kept (NewTreeChain)
 	last         tlog.Hash // RecordHash of the last record
 	lastEventSeq uint64
 }

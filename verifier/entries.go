@@ -344,11 +344,7 @@ func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 			return fail(f)
 		}
 	}
-	root, err := chain.Tree().Root(chain.Size())
-	if err != nil {
-		return Result{}, err
-	}
-	res.Root = root
+	res.Root = chain.Root()
 	return res, nil
 }
 
