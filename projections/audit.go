@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -247,6 +248,7 @@ func (p *AuditProjector) load(ctx context.Context) error {
 			return err
 		}
 	}
+	known := p.witnessSizes()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ok {
@@ -254,15 +256,15 @@ func (p *AuditProjector) load(ctx context.Context) error {
 	}
 	p.ckTime = p.cfg.Clock.Now()
 	p.loaded = true
-	p.prune()
+	p.prune(known)
 	return nil
 }
 
-// checkAt checks a checkpoint read from the log against the records: at
-// the chain's size from its compact range, at a smaller one by reading the
-// records from the nearest snapshot at or below it, unless the fold
-// already checked it (expect). A larger one cannot be checked yet and is
-// accepted.
+// checkAt checks a checkpoint read from the log against the records: at a
+// snapshot's size from that snapshot (the fold takes one where it checks
+// expect), at the chain's size from its compact range, at a smaller one by
+// reading the records from the nearest snapshot below it. A larger one
+// cannot be checked yet and is accepted.
 func (p *AuditProjector) checkAt(ctx context.Context, cp audit.Checkpoint) error {
 	p.mu.Lock()
 	if p.expect != nil && p.expect.Size <= p.chain.Size() {
@@ -324,16 +326,23 @@ func (p *AuditProjector) seed(size int64) chain {
 	return best
 }
 
-// prune drops the snapshots neither the last checkpoint nor a witness is
-// at. Callers hold p.mu.
-func (p *AuditProjector) prune() {
+// witnessSizes returns the sizes the witnesses last cosigned. Callers do
+// not hold p.mu: a witness client holds its own lock while it asks
+// ProveTree for a proof.
+func (p *AuditProjector) witnessSizes() []int64 {
+	out := make([]int64, 0, len(p.cfg.Witnesses))
+	for _, w := range p.cfg.Witnesses {
+		out = append(out, w.Known())
+	}
+	return out
+}
+
+// prune drops the snapshots neither the last checkpoint nor a witness (at
+// one of known) is at. Callers hold p.mu.
+func (p *AuditProjector) prune(known []int64) {
 	keep := p.snaps[:0]
 	for _, s := range p.snaps {
-		want := s.Size() == p.ckSize
-		for _, w := range p.cfg.Witnesses {
-			want = want || s.Size() == w.Known()
-		}
-		if want {
+		if s.Size() == p.ckSize || slices.Contains(known, s.Size()) {
 			keep = append(keep, s)
 		}
 	}
@@ -491,9 +500,10 @@ func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 	msg = p.cosign(ctx, msg)
 	seq, err := p.cfg.Log.AppendCheckpoint(ctx, p.cfg.Tenant, expected, msg)
 	if err == nil {
+		known := p.witnessSizes()
 		p.mu.Lock()
 		p.ckSize, p.ckSeq, p.ckTime = size, seq, p.cfg.Clock.Now()
-		p.prune()
+		p.prune(known)
 		p.mu.Unlock()
 		return nil
 	}
@@ -515,12 +525,13 @@ func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 	if cerr := p.checkAt(ctx, cp.Checkpoint); cerr != nil {
 		return cerr
 	}
+	known := p.witnessSizes()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cp.Seq != p.ckSeq {
 		p.ckSize, p.ckSeq, p.ckTime = cp.Checkpoint.Size, cp.Seq, p.cfg.Clock.Now()
 	}
-	p.prune()
+	p.prune(known)
 	if errors.Is(err, events.ErrConflict) {
 		return nil
 	}
