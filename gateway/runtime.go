@@ -291,7 +291,7 @@ func Boot(cfg *Config, o BootOptions) (*Runtime, error) {
 		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys,
 		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas}, Model: model,
 		CheckpointEvery: cfg.Runtime.AuditCheckpointEvery,
-		Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
+		Logf:            func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
 	if err != nil {
 		return nil, err
 	}
