@@ -29,7 +29,7 @@ func (SystemClock) Now() time.Time { return time.Now() }
 
 // Defaults of AuditConfig.
 const (
-	DefaultCheckpointEvery    = 256
+	DefaultCheckpointEvery    = 1000
 	DefaultCheckpointInterval = 10 * time.Second
 	DefaultPollInterval       = time.Second
 )
@@ -189,7 +189,7 @@ func (p *AuditProjector) Sync(ctx context.Context) error {
 // went one durable append each before: past about two thousand events a
 // second the projector fell behind the event stream, and its fsyncs
 // competed with the request path's.
-const MaxRecordBatch = 256
+const MaxRecordBatch = 1000
 
 // MinRecordBatch is the fewest records worth an atomic batch; fewer go one
 // append each.
