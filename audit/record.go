@@ -135,7 +135,9 @@ const MaxRecordSize = maxRecordSize
 // byte for byte to Encode of the result (decode, re-encode, compare: which
 // also refuses a repeated member or a key spelled in another case). It
 // checks neither the event's signature (VerifyEvent) nor the record's place
-// in a chain (Chain.Append). Errors are *Failure with ReasonNonCanonical,
+// in a chain (Chain.Append). A record in the layout the projector writes is
+// read once by that layout (parseLayout), which is the same check in one
+// pass; any other goes the decode, re-encode and compare way (parseStrict). Errors are *Failure with ReasonNonCanonical,
 // or ReasonHashBreak for an event of another tenant; their Index is the
 // record's when it could be read, else -1.
 func Parse(raw []byte) (Record, codec.Envelope, error) {

@@ -381,6 +381,9 @@ func encode(e Envelope, bodyCanonical bool) ([]byte, error) {
 // object with exactly the Envelope fields (unknown ones refused), nothing
 // after it, every field valid, (type, v) registered, and b equal byte for byte
 // to Encode of the result. Errors are *EnvelopeError. Decode never panics.
+// Bytes in the canonical layout are read once by it (decodeLayout), which is
+// that comparison in one pass; any other input is decoded, encoded again and
+// compared (decodeStrict).
 func Decode(b []byte) (Envelope, error) {
 	if len(b) > MaxEnvelopeSize {
 		return Envelope{}, envErr(ReasonTooLarge, "", "%d bytes > %d", len(b), MaxEnvelopeSize)
