@@ -213,6 +213,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	cos, w := tw.Cosigner, tw.Witness
 	rt.Close()
 	cfg.Runtime.Witnesses = []WitnessConfig{{URL: tw.URL, Key: tw.Key}}
+	cfg.Runtime.AuditCheckpointEvery = 256
 	if err := cfg.Runtime.validateAudit(); err != nil {
 		t.Fatal(err)
 	}
@@ -275,6 +276,7 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	cos, w := tw.Cosigner, tw.Witness
 	rt.Close()
 	cfg.Runtime.Witnesses = []WitnessConfig{{URL: tw.URL, Key: tw.Key}}
+	cfg.Runtime.AuditCheckpointEvery = 256
 	waitWitness := func(size int64) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)

@@ -45,6 +45,14 @@ func MarshalEntries(e Entries) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
+	n := 64 + len(tenant)
+	for _, r := range e.Records {
+		n += len(r) + 2
+	}
+	for _, c := range e.Checkpoints {
+		n += 2*len(c) + 4 // room for the escapes of a JSON string
+	}
+	b.Grow(n)
 	fmt.Fprintf(&b, `{"v":%d,"tenant":%s,"records":[`, EntriesVersion, tenant)
 	for i, r := range e.Records {
 		b.WriteByte('\n')
@@ -243,7 +251,7 @@ func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 		}
 		return false
 	}
-	chain := audit.NewChain(e.Tenant)
+	chain := audit.NewTreeChain(e.Tenant)
 	for i, raw := range e.Records {
 		pos := int64(i)
 		r, env, err := audit.Parse(raw)
@@ -344,11 +352,7 @@ func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 			return fail(f)
 		}
 	}
-	root, err := chain.Tree().Root(chain.Size())
-	if err != nil {
-		return Result{}, err
-	}
-	res.Root = root
+	res.Root = chain.Root()
 	return res, nil
 }
 
