@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/contextos/ledger/internal/daemon"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -22,14 +23,14 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-type daemon struct {
-	rt   *gateway.Runtime
+type testDaemon struct {
+	rt   *daemon.Runtime
 	prov *provider.Server
 }
 
 // boot starts a real runtime (embedded NATS with JetStream) and the
 // synthetic provider on loopback.
-func boot(t *testing.T, hooks gateway.Hooks) *daemon {
+func boot(t *testing.T, hooks gateway.Hooks) *testDaemon {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -42,17 +43,17 @@ func boot(t *testing.T, hooks gateway.Hooks) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{Hooks: hooks})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	return &daemon{rt: rt, prov: prov}
+	return &testDaemon{rt: rt, prov: prov}
 }
 
 var passwords = map[string]string{"agent_email": "email-secret", "agent_chat": "chat-secret", "ops_alice": "alice-secret"}
 
-func (d *daemon) connect(t *testing.T, principal string, o ...func(*client.Options)) *client.Client {
+func (d *testDaemon) connect(t *testing.T, principal string, o ...func(*client.Options)) *client.Client {
 	t.Helper()
 	opts := client.Options{URL: d.rt.URL, Tenant: "acme", Principal: principal, Password: passwords[principal], Timeout: 5 * time.Second}
 	for _, f := range o {

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/contextos/ledger/internal/daemon"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -124,8 +125,8 @@ func Start(o Options) (*Server, error) {
 }
 
 // Boot starts the console of a booted runtime from its [console] section:
-// a gateway.ConsoleStarter (contextosd passes it in gateway.BootOptions).
-func Boot(rt *gateway.Runtime) (string, func() error, error) {
+// a daemon.ConsoleStarter (contextosd passes it in daemon.BootOptions).
+func Boot(rt *daemon.Runtime) (string, func() error, error) {
 	s, err := Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config})
 	if err != nil {
 		return "", nil, err

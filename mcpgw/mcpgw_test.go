@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/contextos/ledger/internal/daemon"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -41,7 +42,7 @@ const (
 // HTTP provider and an MCP provider, all on loopback.
 type env struct {
 	t       testing.TB
-	rt      *gateway.Runtime
+	rt      *daemon.Runtime
 	prov    *provider.Server
 	mcpProv *mcpprovider.Server
 }
@@ -62,7 +63,7 @@ func start(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{MCP: mcpgw.Start})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestBootNeedsMCPStarter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err == nil {
 		rt.Close()
 		t.Fatal("booted with [mcp] listen and no MCP gateway")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/contextos/ledger/internal/daemon"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -43,7 +44,7 @@ func TestMCPProposalLogged(t *testing.T) {
 	}
 	cfg.Runtime.LogFormat = "json"
 	logs := &syncBuf{}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{MCP: mcpgw.Start, Logger: gateway.NewLogger(cfg, logs)})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start, Logger: gateway.NewLogger(cfg, logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
