@@ -1,12 +1,12 @@
 package console
 
 import (
-	"github.com/contextos/ledger/internal/daemon"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 )
 
 const baseConfig = `

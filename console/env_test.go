@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"encoding/json"
-	"github.com/contextos/ledger/internal/daemon"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/nats-io/nats.go"
 )

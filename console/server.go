@@ -6,7 +6,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/internal/daemon"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"

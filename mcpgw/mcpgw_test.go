@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/contextos/ledger/internal/daemon"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/mcpprovider"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"github.com/contextos/ledger/internal/daemon"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/mcpgw"

@@ -4,10 +4,10 @@ import (
 	"crypto/ed25519"
 	"flag"
 	"fmt"
-	"github.com/contextos/ledger/internal/daemon"
 	"os"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/verifier"
 )
 

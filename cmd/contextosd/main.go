@@ -11,13 +11,13 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/contextos/ledger/internal/daemon"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/version"
 	"github.com/contextos/ledger/mcpgw"
 )

@@ -3,7 +3,6 @@ package daemon
 import (
 	"crypto/ed25519"
 	"encoding/json"
-	"github.com/contextos/ledger/gateway"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 )

@@ -1,13 +1,14 @@
 package daemon
 
 import (
-	"github.com/contextos/ledger/gateway"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contextos/ledger/gateway"
 )
 
 // validationBase is a valid configuration with one effectful HTTP

@@ -3,10 +3,11 @@ package daemon
 import (
 	"bytes"
 	"errors"
-	"github.com/contextos/ledger/gateway"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/contextos/ledger/gateway"
 )
 
 // TestSharedKeyFileConverges: replicas that start at once on one key file

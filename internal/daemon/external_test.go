@@ -2,18 +2,18 @@ package daemon
 
 import (
 	"context"
-	"github.com/contextos/ledger/gateway"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats-server/v2/server"
-	"net/http/httptest"
 )
 
 // docsAuthorization is the nats-server authorization block of

@@ -3,11 +3,11 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"github.com/contextos/ledger/gateway"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 )

@@ -1,10 +1,10 @@
 package daemon
 
 import (
-	"github.com/contextos/ledger/gateway"
 	"testing"
 
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 )

@@ -8,18 +8,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/gateway"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/nats-io/nats.go"
-
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/gateway"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

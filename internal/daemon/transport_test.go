@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"github.com/contextos/ledger/gateway"
 	"math/big"
 	"net"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
