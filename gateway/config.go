@@ -430,7 +430,7 @@ const (
 )
 
 // Validate checks every value of a configuration: LoadConfig calls it (so
-// `contextosd --check-config` reports it) and Boot calls it again, so a
+// `contextosd --check-config` reports it) and daemon.Boot calls it again, so a
 // configuration changed in code after loading is held to the same rules and
 // what the check accepts is what boot accepts.
 func (c *Config) Validate() error {

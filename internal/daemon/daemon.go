@@ -53,7 +53,7 @@ type Runtime struct {
 	ConsoleURL  string
 	stopConsole func() error
 
-	// Telemetry (telemetry.go).
+	// Telemetry and health endpoints (telemetry.go).
 	registry      *prometheus.Registry
 	log           *slog.Logger
 	js            jetstream.JetStream
