@@ -1,6 +1,7 @@
 // Package audit defines a tenant's audit log and checks it: the record
 // format (one struct, one canonical encoding), sealing a record around a
-// stored event, folding records into a chain and its Merkle tree, signed
+// stored event, folding records into a chain and the compact range of
+// its Merkle tree (proofs are streamed from compact ranges), signed
 // checkpoints of that tree, witness cosignatures of the checkpoints, and
 // the reasons a record or checkpoint is refused. It does no I/O: the
 // projector (package projections) writes the log over NATS with it, and the

@@ -117,6 +117,10 @@ type RuntimeConfig struct {
 	// Witnesses cosign the audit checkpoints ([[runtime.witnesses]],
 	// docs/audit.md).
 	Witnesses []WitnessConfig `toml:"witnesses"`
+	// AuditCheckpointEvery is how many uncovered audit records make a
+	// checkpoint due (default projections.DefaultCheckpointEvery); it also
+	// bounds the projector's atomic batches, which never cross a checkpoint.
+	AuditCheckpointEvery int `toml:"audit_checkpoint_every"`
 }
 
 // TenantConfig declares a tenant's principals.
@@ -416,6 +420,10 @@ const (
 	MaxProposalBytesLimit = 8 << 20
 	// MaxWorkers is the largest runtime.workers.
 	MaxWorkers = 1 << 16
+	// MaxAuditCheckpointEvery is the largest runtime.audit_checkpoint_every:
+	// records wait at most this long for a checkpoint by count (the
+	// checkpoint interval still covers them within seconds).
+	MaxAuditCheckpointEvery = 1 << 20
 	// MaxReplicas is the largest nats.replicas JetStream accepts.
 	MaxReplicas = 5
 	// MaxProviderTimeout is the longest capabilities.http.timeout: an
@@ -671,6 +679,9 @@ func (r *RuntimeConfig) validate() error {
 	}
 	if r.Workers < 1 || r.Workers > MaxWorkers {
 		return fmt.Errorf("runtime.workers must be 1..%d, not %d", MaxWorkers, r.Workers)
+	}
+	if r.AuditCheckpointEvery < 0 || r.AuditCheckpointEvery > MaxAuditCheckpointEvery {
+		return fmt.Errorf("runtime.audit_checkpoint_every must be 1..%d (0: the default), not %d", MaxAuditCheckpointEvery, r.AuditCheckpointEvery)
 	}
 	if d := r.ReconcileInterval.Duration; d != 0 && (d < MinReconcileInterval || d > MaxReconcileInterval) {
 		return fmt.Errorf("runtime.reconcile_interval must be 0 (off) or %s..%s, not %s", MinReconcileInterval, MaxReconcileInterval, d)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/contextos/ledger/events/codec"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // Clock gives the projections their time (checkpoint intervals). Tests
@@ -27,7 +29,7 @@ func (SystemClock) Now() time.Time { return time.Now() }
 
 // Defaults of AuditConfig.
 const (
-	DefaultCheckpointEvery    = 256
+	DefaultCheckpointEvery    = 1000
 	DefaultCheckpointInterval = 10 * time.Second
 	DefaultPollInterval       = time.Second
 )
@@ -86,6 +88,15 @@ type AuditProjector struct {
 	ckSize int64     // size of the last checkpoint on the log
 	ckSeq  uint64    // its stream sequence (0 = none)
 	ckTime time.Time // when it was published or seen
+	// expect is a checkpoint read from the log to check when the fold
+	// reaches its size; the chain keeps only the compact range of its
+	// current size, so that is when its root is known.
+	expect *audit.Checkpoint
+	// snaps are the chain as folded at a few sizes: the last checkpoint's
+	// and each witness's, so that a consistency proof for a witness or the
+	// check of another replica's checkpoint reads only the records after
+	// one. At most one per witness plus one.
+	snaps []chain
 
 	appended, batches, conflicts int64
 	cosigned, witnessErrors      int64
@@ -178,7 +189,7 @@ func (p *AuditProjector) Sync(ctx context.Context) error {
 // went one durable append each before: past about two thousand events a
 // second the projector fell behind the event stream, and its fsyncs
 // competed with the request path's.
-const MaxRecordBatch = 256
+const MaxRecordBatch = 1000
 
 // MinRecordBatch is the fewest records worth an atomic batch; fewer go one
 // append each.
@@ -216,27 +227,149 @@ func (p *AuditProjector) lastEventSeq() uint64 {
 	return p.chain.LastEventSeq()
 }
 
-// load reads the whole log (to rebuild the Merkle tree) and its last
-// checkpoint, which must match the tree.
+// load reads the log's last checkpoint and the whole log (to rebuild the
+// compact range of its Merkle tree), checking the checkpoint as the fold
+// passes its size.
 func (p *AuditProjector) load(ctx context.Context) error {
+	cp, ok, err := p.cfg.Log.LastCheckpoint(ctx, p.cfg.Tenant)
+	if err != nil {
+		return err
+	}
+	if ok {
+		p.mu.Lock()
+		p.expect = &cp.Checkpoint
+		p.mu.Unlock()
+	}
 	if err := p.catchUp(ctx); err != nil {
 		return err
 	}
-	cp, ok, err := p.cfg.Log.LastCheckpoint(ctx, p.cfg.Tenant)
+	if ok {
+		if err := p.checkAt(ctx, cp.Checkpoint); err != nil {
+			return err
+		}
+	}
+	known := p.witnessSizes()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ok {
+		p.ckSize, p.ckSeq = cp.Checkpoint.Size, cp.Seq
+	}
+	p.ckTime = p.cfg.Clock.Now()
+	p.loaded = true
+	p.prune(known)
+	return nil
+}
+
+// checkAt checks a checkpoint read from the log against the records: at a
+// snapshot's size from that snapshot (the fold takes one where it checks
+// expect), at the chain's size from its compact range, at a smaller one by
+// reading the records from the nearest snapshot below it. A larger one
+// cannot be checked yet and is accepted.
+func (p *AuditProjector) checkAt(ctx context.Context, cp audit.Checkpoint) error {
+	p.mu.Lock()
+	if p.expect != nil && p.expect.Size <= p.chain.Size() {
+		// The fold has passed it (and checked it) or is there now.
+		p.expect = nil
+	}
+	if s := p.snapAt(cp.Size); s != nil && s.Root() == cp.Root && cp.Origin == audit.Origin(p.cfg.Tenant) {
+		p.mu.Unlock()
+		return nil
+	}
+	if cp.Size >= p.chain.Size() {
+		defer p.mu.Unlock()
+		if err := p.chain.checkCheckpoint(cp); err != nil {
+			return err
+		}
+		if cp.Size == p.chain.Size() {
+			p.snapshot()
+		}
+		return nil
+	}
+	start := p.seed(cp.Size)
+	p.mu.Unlock()
+	ps, err := logPass(ctx, p.cfg.Log, start, cp.Size, nil, []audit.Checkpoint{cp}, -1)
 	if err != nil {
 		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ok {
-		if err := p.chain.checkCheckpoint(cp.Checkpoint); err != nil {
-			return err
-		}
-		p.ckSize, p.ckSeq = cp.Checkpoint.Size, cp.Seq
-	}
-	p.ckTime = p.cfg.Clock.Now()
-	p.loaded = true
+	p.snaps = append(p.snaps, ps.end)
 	return nil
+}
+
+// snapshot keeps the chain as folded now. Callers hold p.mu.
+func (p *AuditProjector) snapshot() {
+	if p.snapAt(p.chain.Size()) == nil {
+		p.snaps = append(p.snaps, chain{Chain: p.chain.Clone(), lastSubjSeq: p.chain.lastSubjSeq})
+	}
+}
+
+// snapAt returns the snapshot of size records, or nil. Callers hold p.mu.
+func (p *AuditProjector) snapAt(size int64) *chain {
+	for i := range p.snaps {
+		if p.snaps[i].Size() == size {
+			return &p.snaps[i]
+		}
+	}
+	return nil
+}
+
+// seed returns the largest snapshot of at most size records, or the empty
+// chain. Callers hold p.mu.
+func (p *AuditProjector) seed(size int64) chain {
+	best := newChain(p.cfg.Tenant)
+	for _, s := range p.snaps {
+		if s.Size() <= size && s.Size() > best.Size() {
+			best = s
+		}
+	}
+	return best
+}
+
+// witnessSizes returns the sizes the witnesses last cosigned. Callers do
+// not hold p.mu: a witness client holds its own lock while it asks
+// ProveTree for a proof.
+func (p *AuditProjector) witnessSizes() []int64 {
+	out := make([]int64, 0, len(p.cfg.Witnesses))
+	for _, w := range p.cfg.Witnesses {
+		out = append(out, w.Known())
+	}
+	return out
+}
+
+// prune drops the snapshots neither the last checkpoint nor a witness (at
+// one of known) is at. Callers hold p.mu.
+func (p *AuditProjector) prune(known []int64) {
+	keep := p.snaps[:0]
+	for _, s := range p.snaps {
+		if s.Size() == p.ckSize || slices.Contains(known, s.Size()) {
+			keep = append(keep, s)
+		}
+	}
+	clear(p.snaps[len(keep):])
+	p.snaps = keep
+}
+
+// ProveTree implements witness.Prover: the consistency proof of the log's
+// first oldSize records in its first size records, from the snapshot of
+// oldSize records when there is one (the common case: the witness
+// cosigned the last checkpoint), else from the log's start.
+func (p *AuditProjector) ProveTree(ctx context.Context, size, oldSize int64) (tlog.TreeProof, error) {
+	ranges, err := audit.ConsistencyRanges(oldSize, size)
+	if err != nil || len(ranges) == 0 {
+		return nil, err
+	}
+	p.mu.Lock()
+	start := newChain(p.cfg.Tenant)
+	if s := p.snapAt(oldSize); s != nil {
+		start = *s
+	}
+	p.mu.Unlock()
+	ps, err := logPass(ctx, p.cfg.Log, start, size, ranges, nil, -1)
+	if err != nil {
+		return nil, err
+	}
+	return ps.hashes, nil
 }
 
 // catchUp folds the records appended after the last one known.
@@ -247,7 +380,18 @@ func (p *AuditProjector) catchUp(ctx context.Context) error {
 	return p.cfg.Log.Records(ctx, p.cfg.Tenant, from, 0, func(r StoredRecord) error {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.chain.apply(r)
+		if err := p.chain.apply(r); err != nil {
+			return err
+		}
+		if p.expect != nil && p.expect.Size == p.chain.Size() {
+			cp := *p.expect
+			p.expect = nil
+			if err := p.chain.checkCheckpoint(cp); err != nil {
+				return err
+			}
+			p.snapshot()
+		}
+		return nil
 	})
 }
 
@@ -345,12 +489,10 @@ func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 		p.mu.Unlock()
 		return nil
 	}
-	root, err := p.chain.Tree().Root(size)
+	root := p.chain.Root()
 	expected := p.ckSeq
+	p.snapshot()
 	p.mu.Unlock()
-	if err != nil {
-		return err
-	}
 	msg, err := audit.SignCheckpoint(audit.Checkpoint{Origin: audit.Origin(p.cfg.Tenant), Size: size, Root: root}, p.noteSigner)
 	if err != nil {
 		return err
@@ -358,8 +500,10 @@ func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 	msg = p.cosign(ctx, msg)
 	seq, err := p.cfg.Log.AppendCheckpoint(ctx, p.cfg.Tenant, expected, msg)
 	if err == nil {
+		known := p.witnessSizes()
 		p.mu.Lock()
 		p.ckSize, p.ckSeq, p.ckTime = size, seq, p.cfg.Clock.Now()
+		p.prune(known)
 		p.mu.Unlock()
 		return nil
 	}
@@ -371,18 +515,23 @@ func (p *AuditProjector) checkpoint(ctx context.Context, force bool) error {
 		return errors.Join(err, cerr)
 	}
 	if cp.Checkpoint.Size > size {
+		p.mu.Lock()
+		p.expect = &cp.Checkpoint
+		p.mu.Unlock()
 		if cerr := p.catchUp(ctx); cerr != nil {
 			return errors.Join(err, cerr)
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if cerr := p.chain.checkCheckpoint(cp.Checkpoint); cerr != nil {
+	if cerr := p.checkAt(ctx, cp.Checkpoint); cerr != nil {
 		return cerr
 	}
+	known := p.witnessSizes()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if cp.Seq != p.ckSeq {
 		p.ckSize, p.ckSeq, p.ckTime = cp.Checkpoint.Size, cp.Seq, p.cfg.Clock.Now()
 	}
+	p.prune(known)
 	if errors.Is(err, events.ErrConflict) {
 		return nil
 	}
@@ -402,7 +551,7 @@ func (p *AuditProjector) cosign(ctx context.Context, msg []byte) []byte {
 	}
 	for _, w := range p.cfg.Witnesses {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
-		line, err := w.Submit(wctx, p.chain.Tree(), msg)
+		line, err := w.Submit(wctx, p, msg)
 		cancel()
 		p.mu.Lock()
 		if err != nil {

@@ -618,3 +618,22 @@ func TestAuditRecordsInBatches(t *testing.T) {
 		t.Fatalf("%d checkpoints for %d records", len(sizes), n)
 	}
 }
+
+// TestAuditRecordsInFullBatches: with the default checkpoint spacing a
+// backlog goes in atomic batches as large as nats-server accepts, and the
+// server stores them.
+func TestAuditRecordsInFullBatches(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(e, "acme", 9, []string{"ord_1", "ord_2", "ord_3"})
+	d.appendN(t, 2500)
+	n := int64(len(tenantEvents(t, e.store, "acme")))
+	p := e.projector(t, "acme", e.log, func(c *AuditConfig) { c.CheckpointEvery = 0; c.CheckpointInterval = time.Hour })
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Status()
+	if n < 2*MaxRecordBatch || st.Appended != n || st.Batches > n/MaxRecordBatch+1 {
+		t.Fatalf("%d events: %+v", n, st)
+	}
+	checkExactlyOnce(t, e, "acme")
+}

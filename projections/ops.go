@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"github.com/contextos/ledger/audit"
 	"strings"
-	"sync"
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
@@ -103,12 +102,10 @@ type OpsConfig struct {
 }
 
 // Ops serves the audit and export verbs. The tenant always comes from the
-// subject, never from a body. Safe for concurrent use.
+// subject, never from a body. It keeps nothing between requests: a proof
+// reads the log again (logPass). Safe for concurrent use.
 type Ops struct {
 	cfg OpsConfig
-
-	mu     sync.Mutex
-	proofs map[string]*proofIndex
 }
 
 // NewOps returns the verbs' handlers.
@@ -116,7 +113,7 @@ func NewOps(cfg OpsConfig) *Ops {
 	if cfg.MaxReply <= 0 {
 		cfg.MaxReply = DefaultMaxReply
 	}
-	return &Ops{cfg: cfg, proofs: map[string]*proofIndex{}}
+	return &Ops{cfg: cfg}
 }
 
 // Handler returns the handler of verb, in the shape of the gateway's
@@ -341,91 +338,41 @@ func (o *Ops) eventsExport(ctx context.Context, tenant string, req PageRequest) 
 	return reply
 }
 
-// proofIndex is a tenant's log as read for proofs: the Merkle tree, and
-// where each event's record is.
-type proofIndex struct {
-	mu    sync.Mutex
-	chain chain
-	seqs  []uint64         // record index -> stream sequence
-	by    map[string]int64 // event id -> record index
-}
-
-func (o *Ops) proofIndex(tenant string) *proofIndex {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	p := o.proofs[tenant]
-	if p == nil {
-		p = &proofIndex{chain: newChain(tenant), by: map[string]int64{}}
-		o.proofs[tenant] = p
-	}
-	return p
-}
-
-func (p *proofIndex) catchUp(ctx context.Context, log *AuditLog, tenant string) error {
-	return log.Records(ctx, tenant, p.chain.lastSubjSeq+1, 0, func(r StoredRecord) error {
-		if err := p.chain.apply(r); err != nil {
-			return err
-		}
-		p.seqs = append(p.seqs, r.Seq)
-		env, err := codec.Decode(r.Record.Event)
-		if err != nil {
-			return fmt.Errorf("audit record %d: %w", r.Record.Index, err)
-		}
-		if _, dup := p.by[env.EventID]; !dup {
-			p.by[env.EventID] = r.Record.Index
-		}
-		return nil
-	})
-}
-
 func (o *Ops) prove(ctx context.Context, tenant, eventID string) OpsReply {
-	p := o.proofIndex(tenant)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	cp, ok, err := o.cfg.Log.LastCheckpoint(ctx, tenant)
 	if err != nil {
 		return refusedReply(CodeUnavailable, "%v", err)
 	}
-	if err := p.catchUp(ctx, o.cfg.Log, tenant); err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
-	}
-	index, found := p.by[eventID]
+	index, found, err := findEvent(ctx, o.cfg.Log, tenant, eventID)
 	switch {
+	case err != nil:
+		return refusedReply(CodeUnavailable, "%v", err)
 	case !found:
 		return refusedReply(CodeNotFound, "no audit record of tenant %s holds event %s", tenant, eventID)
 	case !ok || cp.Checkpoint.Size <= index:
 		return refusedReply(CodeNotCheckpointed, "record %d of event %s is not covered by a checkpoint yet; retry later", index, eventID)
 	}
-	if err := p.chain.checkCheckpoint(cp.Checkpoint); err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
-	}
-	var raw []byte
-	if err := o.cfg.Log.Records(ctx, tenant, p.seqs[index], 1, func(r StoredRecord) error { raw = r.Raw; return nil }); err != nil || raw == nil {
-		return refusedReply(CodeUnavailable, "record %d: %v", index, err)
-	}
-	proof, err := verifier.NewProof(p.chain.Tree(), tenant, index, raw, cp.Note)
+	ranges, err := audit.InclusionRanges(index, cp.Checkpoint.Size)
 	if err != nil {
 		return refusedReply(CodeUnavailable, "%v", err)
 	}
-	return fileReply(verifier.MarshalProof(proof))
+	ps, err := logPass(ctx, o.cfg.Log, newChain(tenant), cp.Checkpoint.Size, ranges, []audit.Checkpoint{cp.Checkpoint}, index)
+	if err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	return fileReply(verifier.MarshalProof(verifier.Proof{Tenant: tenant, Index: index, Record: ps.raw, Checkpoint: cp.Note, Hashes: ps.hashes}))
 }
 
 // proveConsistency proves that the tenant's checkpoint of oldSize records is
 // a prefix of its latest checkpoint, from the records as the log holds them
 // (both checkpoints are first checked against those records).
 func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64) OpsReply {
-	p := o.proofIndex(tenant)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	cur, ok, err := o.cfg.Log.LastCheckpoint(ctx, tenant)
 	if err != nil {
 		return refusedReply(CodeUnavailable, "%v", err)
 	}
 	if !ok || cur.Checkpoint.Size < oldSize {
 		return refusedReply(CodeNotCheckpointed, "no checkpoint of tenant %s covers %d records yet; retry later", tenant, oldSize)
-	}
-	if err := p.catchUp(ctx, o.cfg.Log, tenant); err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
 	}
 	var old *StoredCheckpoint
 	err = o.cfg.Log.Checkpoints(ctx, tenant, 0, 0, func(c StoredCheckpoint) error {
@@ -441,16 +388,15 @@ func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64
 	if old == nil {
 		return refusedReply(CodeNotFound, "tenant %s has no checkpoint of %d records", tenant, oldSize)
 	}
-	for _, c := range []audit.Checkpoint{old.Checkpoint, cur.Checkpoint} {
-		if err := p.chain.checkCheckpoint(c); err != nil {
-			return refusedReply(CodeUnavailable, "%v", err)
-		}
-	}
-	c, err := verifier.NewConsistency(p.chain.Tree(), tenant, old.Note, cur.Note)
+	ranges, err := audit.ConsistencyRanges(oldSize, cur.Checkpoint.Size)
 	if err != nil {
 		return refusedReply(CodeUnavailable, "%v", err)
 	}
-	return fileReply(verifier.MarshalConsistency(c))
+	ps, err := logPass(ctx, o.cfg.Log, newChain(tenant), cur.Checkpoint.Size, ranges, []audit.Checkpoint{old.Checkpoint, cur.Checkpoint}, -1)
+	if err != nil {
+		return refusedReply(CodeUnavailable, "%v", err)
+	}
+	return fileReply(verifier.MarshalConsistency(verifier.Consistency{Tenant: tenant, Old: old.Note, New: cur.Note, Hashes: ps.hashes}))
 }
 
 // KeysFor returns the keys an auditor of tenant needs when events, records

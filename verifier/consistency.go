@@ -118,9 +118,9 @@ func ProveConsistency(e Entries, oldSize int64) (Consistency, error) {
 
 // NewConsistency proves, over the record hashes in t, that the checkpoint
 // note old is a prefix of the checkpoint note cur (both read, unverified, from
-// their notes; cur no larger than t and at least as large as old). It is the
-// one way a proof is made, from an export (ProveConsistency) or from the
-// live log (the audit-prove-consistency verb).
+// their notes; cur no larger than t and at least as large as old), from an
+// export (ProveConsistency). The live log's verb streams the same hashes
+// from compact ranges instead (audit.ConsistencyRanges) and keeps no tree.
 func NewConsistency(t *audit.Tree, tenant string, old, cur []byte) (Consistency, error) {
 	o, err := audit.ReadCheckpoint(old)
 	if err != nil {

@@ -243,7 +243,7 @@ func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 		}
 		return false
 	}
-	chain := audit.NewChain(e.Tenant)
+	chain := audit.NewTreeChain(e.Tenant)
 	for i, raw := range e.Records {
 		pos := int64(i)
 		r, env, err := audit.Parse(raw)
@@ -344,11 +344,7 @@ func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 			return fail(f)
 		}
 	}
-	root, err := chain.Tree().Root(chain.Size())
-	if err != nil {
-		return Result{}, err
-	}
-	res.Root = root
+	res.Root = chain.Root()
 	return res, nil
 }
 

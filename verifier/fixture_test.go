@@ -149,7 +149,7 @@ func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 			tb.Fatal(err)
 		}
 		if size := int64(i + 1); size%int64(cpEvery) == 0 || i == len(f.stored)-1 {
-			f.checkpoints = append(f.checkpoints, f.cosign(tb, f.sign(tb, size, chain.Tree()), f.witness))
+			f.checkpoints = append(f.checkpoints, f.cosign(tb, f.sign(tb, size, &f.tree), f.witness))
 		}
 	}
 	fold := NewFold(f.tenant)

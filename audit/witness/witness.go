@@ -195,11 +195,35 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("witness refused the checkpoint: %d %s", e.Status, e.Reason)
 }
 
+// Prover makes the consistency proof of a log's first oldSize records in
+// its first size records, the proof a witness that has cosigned oldSize
+// records asks for.
+type Prover interface {
+	ProveTree(ctx context.Context, size, oldSize int64) (tlog.TreeProof, error)
+}
+
+// TreeProver proves from a Merkle tree held in memory.
+type TreeProver struct{ Tree *audit.Tree }
+
+// ProveTree implements Prover.
+func (p TreeProver) ProveTree(_ context.Context, size, oldSize int64) (tlog.TreeProof, error) {
+	return p.Tree.ProveTree(size, oldSize)
+}
+
+// Known returns the size the witness was last known to have cosigned (0
+// until learned).
+func (c *Client) Known() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.known
+}
+
 // Submit asks the witness to cosign the signed checkpoint note of the
-// first size records of tree, and returns its cosignature line (checked
+// log's first size records, proving it consistent with what the witness
+// cosigned before with proofs from tree, and returns its cosignature line (checked
 // against c.Key). When the witness's last size is unknown or stale it asks
 // again once with the size the witness gave. A refusal is a *RefusedError.
-func (c *Client) Submit(ctx context.Context, tree *audit.Tree, signed []byte) ([]byte, error) {
+func (c *Client) Submit(ctx context.Context, tree Prover, signed []byte) ([]byte, error) {
 	cp, err := audit.ReadCheckpoint(signed)
 	if err != nil {
 		return nil, err
@@ -215,7 +239,7 @@ func (c *Client) Submit(ctx context.Context, tree *audit.Tree, signed []byte) ([
 		}
 		var proof tlog.TreeProof
 		if c.known > 0 {
-			if proof, err = tree.ProveTree(cp.Size, c.known); err != nil {
+			if proof, err = tree.ProveTree(ctx, cp.Size, c.known); err != nil {
 				return nil, err
 			}
 		}

@@ -96,7 +96,7 @@ func TestWitnessCosignsConsistentAndRefusesForks(t *testing.T) {
 	client := &Client{URL: hs.URL, Key: c.Verifier()}
 	for _, size := range []int64{5, 12, 20} {
 		signed := honest.checkpoint(t, size)
-		line, err := client.Submit(ctx, &honest.tree, signed)
+		line, err := client.Submit(ctx, TreeProver{&honest.tree}, signed)
 		if err != nil {
 			t.Fatalf("size %d: %v", size, err)
 		}
@@ -109,7 +109,7 @@ func TestWitnessCosignsConsistentAndRefusesForks(t *testing.T) {
 	refused := func(l *logOf, size int64, status int, why string) {
 		t.Helper()
 		// A fresh client (a republished log knows nothing of the witness).
-		_, err := (&Client{URL: hs.URL, Key: c.Verifier()}).Submit(ctx, &l.tree, l.checkpoint(t, size))
+		_, err := (&Client{URL: hs.URL, Key: c.Verifier()}).Submit(ctx, TreeProver{&l.tree}, l.checkpoint(t, size))
 		var re *RefusedError
 		if !errors.As(err, &re) || re.Status != status || !strings.Contains(re.Reason, why) {
 			t.Fatalf("size %d: %v; want a refusal %d naming %q", size, err, status, why)
@@ -125,12 +125,12 @@ func TestWitnessCosignsConsistentAndRefusesForks(t *testing.T) {
 	// The state survives a restart.
 	hs.Close()
 	hs2, c2 := serve(t, state)
-	_, err := (&Client{URL: hs2.URL, Key: c2.Verifier()}).Submit(ctx, &newLog(t, 25, 7).tree, newLog(t, 25, 7).checkpoint(t, 25))
+	_, err := (&Client{URL: hs2.URL, Key: c2.Verifier()}).Submit(ctx, TreeProver{&newLog(t, 25, 7).tree}, newLog(t, 25, 7).checkpoint(t, 25))
 	if err == nil || !strings.Contains(err.Error(), "not a prefix") {
 		t.Fatalf("after a restart the fork was not refused: %v", err)
 	}
 	grown := newLog(t, 30, -1)
-	if _, err := (&Client{URL: hs2.URL, Key: c2.Verifier()}).Submit(ctx, &grown.tree, grown.checkpoint(t, 30)); err != nil {
+	if _, err := (&Client{URL: hs2.URL, Key: c2.Verifier()}).Submit(ctx, TreeProver{&grown.tree}, grown.checkpoint(t, 30)); err != nil {
 		t.Fatalf("the honest log after a restart: %v", err)
 	}
 }
@@ -161,7 +161,7 @@ func TestWitnessRefusesUnknownLogAndBadSignature(t *testing.T) {
 		note   []byte
 		status int
 	}{{beta, http.StatusNotFound}, {forged, http.StatusForbidden}} {
-		_, err := (&Client{URL: hs.URL, Key: c.Verifier()}).Submit(context.Background(), &l.tree, tc.note)
+		_, err := (&Client{URL: hs.URL, Key: c.Verifier()}).Submit(context.Background(), TreeProver{&l.tree}, tc.note)
 		var re *RefusedError
 		if !errors.As(err, &re) || re.Status != tc.status {
 			t.Fatalf("%v; want %d", err, tc.status)

@@ -234,7 +234,8 @@ func Boot(cfg *gateway.Config, o BootOptions) (*Runtime, error) {
 	rt.Service, err = projections.StartService(ctx, projections.ServiceConfig{NC: nc, JS: js, Store: rt.Store, Signer: rt.Signer,
 		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys,
 		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas}, Model: model,
-		Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
+		CheckpointEvery: cfg.Runtime.AuditCheckpointEvery,
+		Logf:            func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
 	if err != nil {
 		return nil, err
 	}

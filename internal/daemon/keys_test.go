@@ -214,6 +214,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	cos, w := tw.Cosigner, tw.Witness
 	rt.Close()
 	cfg.Runtime.Witnesses = []gateway.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
+	cfg.Runtime.AuditCheckpointEvery = 256
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -276,6 +277,7 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	cos, w := tw.Cosigner, tw.Witness
 	rt.Close()
 	cfg.Runtime.Witnesses = []gateway.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
+	cfg.Runtime.AuditCheckpointEvery = 256
 	waitWitness := func(size int64) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
