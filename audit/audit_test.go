@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -191,6 +192,41 @@ func TestOpenCheckpoint(t *testing.T) {
 	}
 }
 
+// TestParseLayout: the records the projector writes are read by their
+// layout (the strict path is for the others), as the strict path reads
+// them; a record off the layout still parses when it is canonical.
+func TestParseLayout(t *testing.T) {
+	for i, raw := range vectorRecords(t) {
+		r, env, ok := parseLayout(raw)
+		if !ok {
+			t.Fatalf("record %d is not read by its layout", i)
+		}
+		sr, senv, err := parseStrict(raw)
+		if err != nil || !reflect.DeepEqual(r, sr) || !reflect.DeepEqual(env, senv) {
+			t.Fatalf("record %d: layout %+v, strict %+v, %v", i, r, sr, err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		edit func([]byte) []byte
+	}{
+		{"a space", func(b []byte) []byte { return bytes.Replace(b, []byte(`"index":`), []byte(`"index": `), 1) }},
+		{"a leading zero", func(b []byte) []byte { return bytes.Replace(b, []byte(`"v":2`), []byte(`"v":02`), 1) }},
+		{"an escaped tenant", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"tenant":"acme","v"`), []byte(`"tenant":"\u0061cme","v"`), 1)
+		}},
+		{"a member after v", func(b []byte) []byte { return append(bytes.Clone(b[:len(b)-1]), []byte(`,"x":1}`)...) }},
+	} {
+		b := c.edit(vectorRecords(t)[1])
+		if _, _, ok := parseLayout(b); ok {
+			t.Errorf("%s: read by the layout", c.name)
+		}
+		if _, _, err := Parse(b); err == nil {
+			t.Errorf("%s: Parse accepted %q", c.name, b)
+		}
+	}
+}
+
 // FuzzParse: a record never panics Parse, and whatever parses is its own
 // encoding, which kernel.Canonical agrees with.
 func FuzzParse(f *testing.F) {
@@ -199,6 +235,13 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, env, err := Parse(b)
+		if lr, lenv, ok := parseLayout(b); ok {
+			// The layout's reading is the strict path's verdict.
+			sr, senv, err := parseStrict(b)
+			if err != nil || !reflect.DeepEqual(lr, sr) || !reflect.DeepEqual(lenv, senv) {
+				t.Fatalf("parseLayout read %q as %+v, the strict path says %+v, %v", b, lr, sr, err)
+			}
+		}
 		if err != nil {
 			return
 		}

@@ -135,7 +135,9 @@ const MaxRecordSize = maxRecordSize
 // byte for byte to Encode of the result (decode, re-encode, compare: which
 // also refuses a repeated member or a key spelled in another case). It
 // checks neither the event's signature (VerifyEvent) nor the record's place
-// in a chain (Chain.Append). Errors are *Failure with ReasonNonCanonical,
+// in a chain (Chain.Append). A record in the layout the projector writes is
+// read once by that layout (parseLayout), which is the same check in one
+// pass; any other goes the decode, re-encode and compare way (parseStrict). Errors are *Failure with ReasonNonCanonical,
 // or ReasonHashBreak for an event of another tenant; their Index is the
 // record's when it could be read, else -1.
 func Parse(raw []byte) (Record, codec.Envelope, error) {
@@ -145,6 +147,20 @@ func Parse(raw []byte) (Record, codec.Envelope, error) {
 	}
 	if len(raw) > maxRecordSize {
 		return fail(ReasonNonCanonical, "record of %d bytes exceeds %d", len(raw), maxRecordSize)
+	}
+	if r, env, ok := parseLayout(raw); ok {
+		return r, env, nil
+	}
+	return parseStrict(raw)
+}
+
+// parseStrict is Parse by decoding raw, encoding the result and comparing:
+// the path of every record parseLayout does not read, and the reference
+// FuzzParse holds parseLayout to.
+func parseStrict(raw []byte) (Record, codec.Envelope, error) {
+	index := int64(-1)
+	fail := func(reason Reason, format string, args ...any) (Record, codec.Envelope, error) {
+		return Record{}, codec.Envelope{}, &Failure{Index: index, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 	}
 	var f recordFields
 	// KnownJSON, not StrictJSON: the comparison with the re-encoding below
@@ -177,6 +193,92 @@ func Parse(raw []byte) (Record, codec.Envelope, error) {
 		return fail(ReasonNonCanonical, "record bytes are not canonical (JCS)")
 	}
 	return r, env, nil
+}
+
+// parseLayout reads raw by the layout of a canonical record, the one form
+// Parse accepts: the event first, then the other members in their sorted
+// order, each string plain and each integer in plain decimal, and nothing
+// after. The event is the one member that may hold arbitrary text, so it is
+// cut at the last `,"event_seq":` (every later member is a plain value) and
+// decoded strictly on its own (codec.Decode). When it succeeds and the
+// fields are valid, raw is what assemble writes for the result, so Parse's
+// decode, re-encode and compare would accept raw and return the same
+// record: reading the bytes once is that check. ok false leaves the
+// verdict, and the error, to that slower path.
+func parseLayout(raw []byte) (Record, codec.Envelope, bool) {
+	const head, seqKey = `{"event":`, `,"event_seq":`
+	if len(raw) < len(head) || string(raw[:len(head)]) != head {
+		return Record{}, codec.Envelope{}, false
+	}
+	k := bytes.LastIndex(raw, []byte(seqKey))
+	if k <= len(head) {
+		return Record{}, codec.Envelope{}, false
+	}
+	tail := raw[k+len(seqKey):]
+	seq, tail, ok := layoutInt(tail, `,"index":`)
+	if !ok {
+		return Record{}, codec.Envelope{}, false
+	}
+	index, tail, ok := layoutInt(tail, `,"prev_hash":"`)
+	if !ok {
+		return Record{}, codec.Envelope{}, false
+	}
+	prev, tail, ok := layoutString(tail, `,"subject":"`)
+	if !ok {
+		return Record{}, codec.Envelope{}, false
+	}
+	subject, tail, ok := layoutString(tail, `,"tenant":"`)
+	if !ok {
+		return Record{}, codec.Envelope{}, false
+	}
+	tenant, tail, ok := layoutString(tail, `,"v":`)
+	if !ok {
+		return Record{}, codec.Envelope{}, false
+	}
+	v, tail, ok := layoutInt(tail, `}`)
+	if !ok || len(tail) != 0 {
+		return Record{}, codec.Envelope{}, false
+	}
+	r := Record{V: int(v), Index: int64(index), Tenant: tenant, EventSeq: uint64(seq), Subject: subject,
+		Event: bytes.Clone(raw[len(head):k]), PrevHash: prev}
+	if r.validate() != nil {
+		return Record{}, codec.Envelope{}, false
+	}
+	env, err := codec.Decode(r.Event)
+	if err != nil || env.Tenant != r.Tenant {
+		return Record{}, codec.Envelope{}, false
+	}
+	return r, env, true
+}
+
+// layoutInt reads a non-negative integer of at most 15 digits in plain
+// decimal (no leading zero; JCS writes such an integer as is) followed by
+// next, and returns it and what follows.
+func layoutInt(b []byte, next string) (uint64, []byte, bool) {
+	i, v := 0, uint64(0)
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		v = 10*v + uint64(b[i]-'0')
+	}
+	if i == 0 || i > 15 || b[0] == '0' && i > 1 || len(b)-i < len(next) || string(b[i:i+len(next)]) != next {
+		return 0, nil, false
+	}
+	return v, b[i+len(next):], true
+}
+
+// layoutString reads a string's contents up to its closing quote, each byte
+// printable ASCII other than '"' and '\\' (JCS writes such a string as is),
+// followed after the quote by next, and returns it and what follows.
+func layoutString(b []byte, next string) (string, []byte, bool) {
+	i := 0
+	for ; i < len(b) && b[i] != '"'; i++ {
+		if c := b[i]; c < 0x20 || c > 0x7e || c == '\\' {
+			return "", nil, false
+		}
+	}
+	if i == len(b) || len(b)-i-1 < len(next) || string(b[i+1:i+1+len(next)]) != next {
+		return "", nil, false
+	}
+	return string(b[:i]), b[i+1+len(next):], true
 }
 
 // Index reads the index of a record without checking anything else, for

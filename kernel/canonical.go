@@ -1,12 +1,14 @@
 package kernel
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
@@ -101,4 +103,153 @@ func plain(s string) bool {
 		}
 	}
 	return true
+}
+
+// CanonicalPrefix returns the length of the JSON value at the start of b
+// when that value is certainly its own canonical (JCS) encoding, without
+// building it again: no whitespace, object members in strictly increasing
+// order of their names (so none repeated), strings with no escape and no
+// control byte and only valid UTF-8, numbers that are integers of at most
+// 15 digits (which JCS writes as they are), literals. ok false means only
+// "not certain": a canonical value outside that subset (an escaped string,
+// a fraction, a name outside printable ASCII, deep nesting) is not
+// recognized, and the caller asks Canonical. Decoders of canonical input
+// check that way in one pass over the bytes; TestCanonicalPrefix and
+// FuzzCanonicalPrefix hold it to Canonical.
+func CanonicalPrefix(b []byte) (n int, ok bool) { return canonicalValue(b, 0, 0) }
+
+// maxCanonicalDepth bounds the nesting CanonicalPrefix follows (deeper
+// values are left to Canonical).
+const maxCanonicalDepth = 32
+
+// canonicalValue scans the value at b[i:] and returns where it ends.
+func canonicalValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch c := b[i]; {
+	case c == '{':
+		if depth >= maxCanonicalDepth {
+			return 0, false
+		}
+		i++
+		if i < len(b) && b[i] == '}' {
+			return i + 1, true
+		}
+		var prev []byte
+		for first := true; ; first = false {
+			if i >= len(b) || b[i] != '"' {
+				return 0, false
+			}
+			end, ok := canonicalString(b, i, true)
+			if !ok {
+				return 0, false
+			}
+			// Plain names are ASCII, whose UTF-16 order is their byte
+			// order: strictly increasing is sorted without a repeat.
+			name := b[i+1 : end-1]
+			if !first && bytes.Compare(prev, name) >= 0 {
+				return 0, false
+			}
+			prev = name
+			if end >= len(b) || b[end] != ':' {
+				return 0, false
+			}
+			if i, ok = canonicalValue(b, end+1, depth+1); !ok || i >= len(b) {
+				return 0, false
+			}
+			switch b[i] {
+			case ',':
+				i++
+			case '}':
+				return i + 1, true
+			default:
+				return 0, false
+			}
+		}
+	case c == '[':
+		if depth >= maxCanonicalDepth {
+			return 0, false
+		}
+		i++
+		if i < len(b) && b[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if i, ok = canonicalValue(b, i, depth+1); !ok || i >= len(b) {
+				return 0, false
+			}
+			switch b[i] {
+			case ',':
+				i++
+			case ']':
+				return i + 1, true
+			default:
+				return 0, false
+			}
+		}
+	case c == '"':
+		return canonicalString(b, i, false)
+	case c == '-' || c >= '0' && c <= '9':
+		return canonicalInteger(b, i)
+	}
+	for _, lit := range [...]string{"true", "false", "null"} {
+		if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+			return i + len(lit), true
+		}
+	}
+	return 0, false
+}
+
+// canonicalString scans the string whose opening quote is b[i] and returns
+// the index after its closing quote. JCS writes a string with no byte that
+// needs an escape as is, valid UTF-8 included; a name must be plain
+// (printable ASCII).
+func canonicalString(b []byte, i int, name bool) (int, bool) {
+	for i++; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, true
+		case c == '\\' || c < 0x20:
+			return 0, false
+		case c < utf8.RuneSelf:
+			i++
+		case name:
+			return 0, false
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return 0, false
+			}
+			i += size
+		}
+	}
+	return 0, false
+}
+
+// canonicalInteger scans an integer of at most 15 digits without a leading
+// zero (not -0): a double holds it exactly, and JCS writes it as is.
+func canonicalInteger(b []byte, i int) (int, bool) {
+	start := i
+	if b[i] == '-' {
+		i++
+	}
+	digits := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	switch n := i - digits; {
+	case n == 0 || n > 15:
+		return 0, false
+	case b[digits] == '0' && (n > 1 || digits > start):
+		return 0, false
+	}
+	if i < len(b) {
+		if c := b[i]; c == '.' || c == 'e' || c == 'E' {
+			return 0, false
+		}
+	}
+	return i, true
 }

@@ -45,6 +45,14 @@ func MarshalEntries(e Entries) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
+	n := 64 + len(tenant)
+	for _, r := range e.Records {
+		n += len(r) + 2
+	}
+	for _, c := range e.Checkpoints {
+		n += 2*len(c) + 4 // room for the escapes of a JSON string
+	}
+	b.Grow(n)
 	fmt.Fprintf(&b, `{"v":%d,"tenant":%s,"records":[`, EntriesVersion, tenant)
 	for i, r := range e.Records {
 		b.WriteByte('\n')

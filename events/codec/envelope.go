@@ -381,10 +381,23 @@ func encode(e Envelope, bodyCanonical bool) ([]byte, error) {
 // object with exactly the Envelope fields (unknown ones refused), nothing
 // after it, every field valid, (type, v) registered, and b equal byte for byte
 // to Encode of the result. Errors are *EnvelopeError. Decode never panics.
+// Bytes in the canonical layout are read once by it (decodeLayout), which is
+// that comparison in one pass; any other input is decoded, encoded again and
+// compared (decodeStrict).
 func Decode(b []byte) (Envelope, error) {
 	if len(b) > MaxEnvelopeSize {
 		return Envelope{}, envErr(ReasonTooLarge, "", "%d bytes > %d", len(b), MaxEnvelopeSize)
 	}
+	if e, ok := decodeLayout(b); ok && validate(e, false) == nil {
+		return e, nil
+	}
+	return decodeStrict(b)
+}
+
+// decodeStrict is Decode by decoding b, encoding the result and comparing:
+// the path of every input decodeLayout does not read, and the reference
+// FuzzDecodeLayout holds decodeLayout to.
+func decodeStrict(b []byte) (Envelope, error) {
 	var raw struct {
 		Type    *string         `json:"type"`
 		V       *int            `json:"v"`
@@ -436,6 +449,68 @@ func Decode(b []byte) (Envelope, error) {
 		return Envelope{}, envErr(ReasonNonCanonical, "", "input differs from its canonical encoding")
 	}
 	return e, nil
+}
+
+// decodeLayout reads b by the layout of a canonical envelope, the one form
+// Decode accepts: the body first (canonical, kernel.CanonicalPrefix), then
+// the string members in their sorted order, each plain (written as is
+// between its quotes), then v, and nothing after. When it succeeds, b is
+// what assemble writes for the result, so with the fields valid (validate)
+// Decode's decode, re-encode and compare would accept b and return the same
+// envelope: reading the bytes once is that check. ok false leaves the
+// verdict, and the error, to that slower path.
+func decodeLayout(in []byte) (Envelope, bool) {
+	const head = `{"body":`
+	if len(in) <= len(head) || string(in[:len(head)]) != head || in[len(head)] != '{' {
+		return Envelope{}, false
+	}
+	n, ok := kernel.CanonicalPrefix(in[len(head):])
+	if !ok {
+		return Envelope{}, false
+	}
+	body, b := in[len(head):len(head)+n], in[len(head)+n:]
+	// One copy that every string field shares, of the members after the
+	// body only: a field kept does not keep the body alive.
+	s := string(b)
+	i := 0
+	var vals [6]string
+	for k, name := range [...]string{"event_id", "key_id", "sig", "tenant", "time", "type"} {
+		if len(b)-i < len(name)+5 || b[i] != ',' || b[i+1] != '"' || s[i+2:i+2+len(name)] != name || s[i+2+len(name):i+5+len(name)] != `":"` {
+			return Envelope{}, false
+		}
+		i += len(name) + 5
+		start := i
+		for ; i < len(b) && b[i] != '"'; i++ {
+			if c := b[i]; c < 0x20 || c > 0x7e || c == '\\' {
+				return Envelope{}, false
+			}
+		}
+		if i == len(b) {
+			return Envelope{}, false
+		}
+		vals[k] = s[start:i]
+		i++
+	}
+	const vKey = `,"v":`
+	if len(b)-i < len(vKey)+2 || s[i:i+len(vKey)] != vKey || b[len(b)-1] != '}' {
+		return Envelope{}, false
+	}
+	digits := s[i+len(vKey) : len(b)-1]
+	if len(digits) == 0 || len(digits) > 9 || digits[0] < '1' || digits[0] > '9' {
+		return Envelope{}, false
+	}
+	v := 0
+	for j := 0; j < len(digits); j++ {
+		c := digits[j]
+		if c < '0' || c > '9' {
+			return Envelope{}, false
+		}
+		v = 10*v + int(c-'0')
+	}
+	return Envelope{
+		Type: vals[5], V: v, EventID: vals[0], Tenant: vals[3], Time: vals[4],
+		Body: bytes.Clone(body), KeyID: vals[1], Sig: vals[2],
+	}, true
 }
 
 // DecodeBody decodes e.Body into into, strictly: unknown fields and trailing
