@@ -16,20 +16,21 @@ import (
 
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 )
 
-type daemon struct {
-	rt   *gateway.Runtime
+type testDaemon struct {
+	rt   *daemon.Runtime
 	prov *provider.Server
 }
 
 // boot starts a real runtime (embedded NATS with JetStream) and the
 // synthetic provider on loopback.
-func boot(t *testing.T, hooks gateway.Hooks) *daemon {
+func boot(t *testing.T, hooks gateway.Hooks) *testDaemon {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -42,17 +43,17 @@ func boot(t *testing.T, hooks gateway.Hooks) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{Hooks: hooks})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	return &daemon{rt: rt, prov: prov}
+	return &testDaemon{rt: rt, prov: prov}
 }
 
 var passwords = map[string]string{"agent_email": "email-secret", "agent_chat": "chat-secret", "ops_alice": "alice-secret"}
 
-func (d *daemon) connect(t *testing.T, principal string, o ...func(*client.Options)) *client.Client {
+func (d *testDaemon) connect(t *testing.T, principal string, o ...func(*client.Options)) *client.Client {
 	t.Helper()
 	opts := client.Options{URL: d.rt.URL, Tenant: "acme", Principal: principal, Password: passwords[principal], Timeout: 5 * time.Second}
 	for _, f := range o {

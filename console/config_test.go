@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 )
 
 const baseConfig = `
@@ -91,7 +92,7 @@ func TestBootNeedsConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.NATS.Listen = "127.0.0.1:0"
-	if rt, err := gateway.Boot(cfg, gateway.BootOptions{}); err == nil || !strings.Contains(err.Error(), "BootOptions.Console") {
+	if rt, err := daemon.Boot(cfg, daemon.BootOptions{}); err == nil || !strings.Contains(err.Error(), "BootOptions.Console") {
 		if rt != nil {
 			rt.Close()
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/nats-io/nats.go"
 )
@@ -26,7 +27,7 @@ var passwords = map[string]string{"acme.agent_email": "email-secret", "acme.agen
 // provider) with its console.
 type env struct {
 	t    testing.TB
-	rt   *gateway.Runtime
+	rt   *daemon.Runtime
 	prov *provider.Server
 	con  *Server
 }
@@ -56,7 +57,7 @@ func startEnvWith(t testing.TB, edit func(*gateway.Config)) *env {
 	// The runtime starts the console, as contextosd's console.Boot does,
 	// with a faster live poll.
 	var con *Server
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{Console: func(rt *gateway.Runtime) (string, func() error, error) {
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Console: func(rt *daemon.Runtime) (string, func() error, error) {
 		var err error
 		if con, err = Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config, Poll: 100 * time.Millisecond}); err != nil {
 			return "", nil, err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"
@@ -124,8 +125,8 @@ func Start(o Options) (*Server, error) {
 }
 
 // Boot starts the console of a booted runtime from its [console] section:
-// a gateway.ConsoleStarter (contextosd passes it in gateway.BootOptions).
-func Boot(rt *gateway.Runtime) (string, func() error, error) {
+// a daemon.ConsoleStarter (contextosd passes it in daemon.BootOptions).
+func Boot(rt *daemon.Runtime) (string, func() error, error) {
 	s, err := Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config})
 	if err != nil {
 		return "", nil, err

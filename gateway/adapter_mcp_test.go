@@ -46,7 +46,7 @@ func TestMCPAdapterContract(t *testing.T) {
 
 	adapter := func(url string) *MCPAdapter {
 		cp := &CapabilityConfig{ID: "pay", Effectful: true, Adapter: "mcp",
-			MCP:      MCPToolConfig{URL: url, Tool: "pay", IdempotencyArgument: "idem", Timeout: duration{2 * time.Second}},
+			MCP:      MCPToolConfig{URL: url, Tool: "pay", IdempotencyArgument: "idem", Timeout: Duration{2 * time.Second}},
 			Recovery: RecoveryConfig{Completion: "/payment/state", Applied: []string{"captured"}, NotApplied: []string{"declined"}, Pending: []string{"processing"}}}
 		if err := cp.validateMCPManifest(); err != nil {
 			t.Fatal(err)

@@ -92,9 +92,9 @@ func (cp *CapabilityConfig) approvalRequired() bool {
 	return cp.Risk == "high"
 }
 
-// compiledPolicy returns the capability's policy (an empty one for a
+// CompiledPolicy returns the capability's policy (an empty one for a
 // manifest that was never validated).
-func (cp *CapabilityConfig) compiledPolicy() *kernel.CompiledPolicy {
+func (cp *CapabilityConfig) CompiledPolicy() *kernel.CompiledPolicy {
 	if cp.policy == nil {
 		p, _ := kernel.CompilePolicy(kernel.Policy{})
 		return p
@@ -132,7 +132,8 @@ func authorityRef(tenant string) (aggregates.Ref, error) {
 	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.Authority{} }}, err
 }
 
-func approvalRef(tenant, id string) (aggregates.Ref, error) {
+// ApprovalRef is the reference of approval id of tenant.
+func ApprovalRef(tenant, id string) (aggregates.Ref, error) {
 	s, err := codec.Subject(tenant, "approval", id)
 	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.Approval{} },
 		Check: func(ev kernel.Event) error {
@@ -152,7 +153,8 @@ func approvalRef(tenant, id string) (aggregates.Ref, error) {
 		}}, err
 }
 
-func runRef(tenant, runID string) (aggregates.Ref, error) {
+// RunRef is the reference of run runID of tenant.
+func RunRef(tenant, runID string) (aggregates.Ref, error) {
 	s, err := codec.Subject(tenant, "run", runID)
 	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.Run{} },
 		Check: func(ev kernel.Event) error {
@@ -221,7 +223,7 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args
 	if r != nil {
 		return r, nil
 	}
-	if r := cp.compiledPolicy().Evaluate(args); r != nil {
+	if r := cp.CompiledPolicy().Evaluate(args); r != nil {
 		return r, nil
 	}
 	if pc.runAmount, r = cp.runAmount(args); r != nil {
@@ -344,7 +346,7 @@ func (g *Gateway) authzOp(ctx context.Context, tenant, verb, operator string, bo
 		if r := decodeOp(body, &req); r != nil {
 			return *r, true
 		}
-		ref, err := runRef(tenant, req.RunID)
+		ref, err := RunRef(tenant, req.RunID)
 		if err != nil || req.RunID == "" {
 			return opRefused(kernel.CodeRequestMalformed, "run_id is required"), true
 		}
@@ -414,7 +416,7 @@ func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req Ap
 		return opRefused(kernel.CodeRequestMalformed, "expires_in: %v", err)
 	}
 	id := g.ids.New()
-	ref, err := approvalRef(tenant, id)
+	ref, err := ApprovalRef(tenant, id)
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "%v", err)
 	}
@@ -443,7 +445,7 @@ func (g *Gateway) opDeny(ctx context.Context, tenant, operator string, req DenyR
 	if id == "" {
 		id = g.ids.New()
 	}
-	ref, err := approvalRef(tenant, id)
+	ref, err := ApprovalRef(tenant, id)
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "%v", err)
 	}
@@ -470,7 +472,7 @@ func (g *Gateway) opAdmitRun(ctx context.Context, tc *TenantConfig, operator str
 	if req.RunID == "" || len(req.RunID) > maxIDBytes || len(req.ParentRunID) > maxIDBytes {
 		return opRefused(kernel.CodeRequestMalformed, "run_id is required and ids are at most %d bytes", maxIDBytes)
 	}
-	child, err := runRef(tc.ID, req.RunID)
+	child, err := RunRef(tc.ID, req.RunID)
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "%v", err)
 	}
@@ -478,7 +480,7 @@ func (g *Gateway) opAdmitRun(ctx context.Context, tc *TenantConfig, operator str
 	var d kernel.AdmitDecision
 	bind := []aggregates.Binding{aggregates.Bind(child, &st.Run, &d.Child)}
 	if req.ParentRunID != "" && req.ParentRunID != req.RunID {
-		parent, err := runRef(tc.ID, req.ParentRunID)
+		parent, err := RunRef(tc.ID, req.ParentRunID)
 		if err != nil {
 			return opRefused(kernel.CodeRequestMalformed, "%v", err)
 		}

@@ -27,7 +27,8 @@ type breakers struct {
 
 func breakerKey(tenant, capabilityID string) string { return tenant + "/" + capabilityID }
 
-func breakerSubject(tenant, capabilityID string) (string, error) {
+// BreakerSubject is the subject of the breaker of capabilityID of tenant.
+func BreakerSubject(tenant, capabilityID string) (string, error) {
 	return codec.Subject(tenant, "breaker", capabilityID)
 }
 
@@ -53,6 +54,12 @@ func (g *Gateway) breakerRefusal(tenant, capabilityID string) *kernel.Refusal {
 	}
 	return &kernel.Refusal{Code: kernel.CodeBreakerOpen, Reason: fmt.Sprintf("the circuit breaker of %s tripped at %s after %d provider failures within %s (last: %s); an operator resets it with ctx breaker reset",
 		capabilityID, trip.LastFailure, trip.Failures, time.Duration(trip.WindowMillis)*time.Millisecond, trip.LastReason)}
+}
+
+// BreakerOpen reports whether capabilityID's circuit breaker is open for
+// tenant, as this replica has seen it.
+func (g *Gateway) BreakerOpen(tenant, capabilityID string) bool {
+	return g.breakerRefusal(tenant, capabilityID) != nil
 }
 
 func (b *breakers) set(tenant string, ev kernel.Event) {
@@ -86,7 +93,7 @@ func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID strin
 	if trip == nil {
 		return
 	}
-	subject, err := breakerSubject(tenant, capabilityID)
+	subject, err := BreakerSubject(tenant, capabilityID)
 	if err != nil {
 		g.log.Error("breaker subject", "tenant", tenant, "capability", capabilityID, "err", err)
 		return
@@ -114,9 +121,9 @@ func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID strin
 		"window_ms", trip.WindowMillis, "first_failure", trip.FirstFailure, "last_failure", trip.LastFailure, "last_reason", trip.LastReason)
 }
 
-// startBreakers loads the open breakers of every tenant and capability and
+// StartBreakers loads the open breakers of every tenant and capability and
 // follows the trips and resets other replicas store.
-func (g *Gateway) startBreakers(ctx context.Context, nc *nats.Conn) error {
+func (g *Gateway) StartBreakers(ctx context.Context, nc *nats.Conn) error {
 	g.brk = &breakers{windows: map[string]kernel.FailureWindow{}, open: map[string]*kernel.BreakerTripped{}}
 	g.Mount(VerbBreaker, g.opBreaker)
 	if nc != nil {
@@ -139,7 +146,7 @@ func (g *Gateway) startBreakers(ctx context.Context, nc *nats.Conn) error {
 			if cp.Breaker.Threshold == 0 {
 				continue
 			}
-			subject, err := breakerSubject(t.ID, cp.ID)
+			subject, err := BreakerSubject(t.ID, cp.ID)
 			if err != nil {
 				return err
 			}
@@ -222,7 +229,7 @@ func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body [
 		if _, ok := g.cfg.Capability(req.CapabilityID); !ok {
 			return BreakerReply{Code: kernel.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %q is not in the manifest", req.CapabilityID)}
 		}
-		subject, err := breakerSubject(tenant, req.CapabilityID)
+		subject, err := BreakerSubject(tenant, req.CapabilityID)
 		if err != nil {
 			return BreakerReply{Code: kernel.CodeRequestMalformed, Reason: err.Error()}
 		}

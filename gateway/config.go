@@ -214,7 +214,7 @@ type PatternConfig struct {
 type HTTPConfig struct {
 	URL     string   `toml:"url"`
 	Method  string   `toml:"method"`
-	Timeout duration `toml:"timeout"`
+	Timeout Duration `toml:"timeout"`
 	// IdempotencyHeader carries the attempt id (default "Idempotency-Key").
 	IdempotencyHeader string `toml:"idempotency_header"`
 	// FallbackURLs are other endpoints of the same provider, tried in
@@ -288,9 +288,12 @@ type GuaranteeConfig struct {
 	ResourceForm string `toml:"resource_form"`
 }
 
-type duration struct{ time.Duration }
+// Duration is a configuration duration, written as Go writes one ("90s",
+// "5m"); it is never negative.
+type Duration struct{ time.Duration }
 
-func (d *duration) UnmarshalText(b []byte) error {
+// UnmarshalText parses a Go duration.
+func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
 		return err
@@ -309,7 +312,7 @@ type optionalDuration struct {
 }
 
 func (d *optionalDuration) UnmarshalText(b []byte) error {
-	var v duration
+	var v Duration
 	if err := v.UnmarshalText(b); err != nil {
 		return err
 	}
@@ -435,7 +438,7 @@ const (
 )
 
 // Validate checks every value of a configuration: LoadConfig calls it (so
-// `contextosd --check-config` reports it) and Boot calls it again, so a
+// `contextosd --check-config` reports it) and daemon.Boot calls it again, so a
 // configuration changed in code after loading is held to the same rules and
 // what the check accepts is what boot accepts.
 func (c *Config) Validate() error {
@@ -561,7 +564,7 @@ func (n *NATSConfig) validate(keyFile string) error {
 		if n.DataDir == "" {
 			return errors.New("nats.data_dir is required for the embedded server")
 		}
-		if _, _, err := listenAddr(n.Listen); err != nil {
+		if _, _, err := n.EmbeddedListen(); err != nil {
 			return err
 		}
 		if n.Replicas != 1 {
@@ -894,6 +897,23 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// EmbeddedListen is the embedded server's host and port (-1: a random port).
+func (n NATSConfig) EmbeddedListen() (string, int, error) {
+	s := n.Listen
+	if s == "" {
+		return "127.0.0.1", 4222, nil
+	}
+	if err := loopbackAddr(s); err != nil {
+		return "", 0, fmt.Errorf("nats.listen: the embedded server listens on loopback only: %w", err)
+	}
+	host, p, _ := net.SplitHostPort(s)
+	port, _ := strconv.Atoi(p)
+	if port == 0 {
+		port = -1
+	}
+	return host, port, nil
 }
 
 // loopbackAddr checks a host:port listen address on a loopback host.

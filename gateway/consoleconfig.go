@@ -21,7 +21,7 @@ type ConsoleConfig struct {
 	// marked Secure.
 	AllowNonLoopback bool `toml:"allow_non_loopback"`
 	// SessionIdle ends a session nobody used for this long (default 30m).
-	SessionIdle duration `toml:"session_idle"`
+	SessionIdle Duration `toml:"session_idle"`
 	// MaxSessions bounds the sessions (each one NATS connection) kept at
 	// once (default 64); logging in beyond it ends the least recently used.
 	MaxSessions int `toml:"max_sessions"`

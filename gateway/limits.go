@@ -43,7 +43,7 @@ type LimitsConfig struct {
 	// proposals are aggregated per agent and code (default 10s): the
 	// first of a window is recorded at once, the rest as one signed
 	// aggregate at its end.
-	RefusalWindow duration `toml:"refusal_window"`
+	RefusalWindow Duration `toml:"refusal_window"`
 }
 
 // validate fills the defaults and refuses values that cannot work.
@@ -90,6 +90,7 @@ func (l LimitsConfig) tenantWorkers(tenants, workers int) int {
 	return max(4, workers/tenants)
 }
 
-func (l LimitsConfig) model() projections.ModelLimits {
+// Model is the bounds of the read model these limits set.
+func (l LimitsConfig) Model() projections.ModelLimits {
 	return projections.ModelLimits{Incidents: l.Incidents, Approvals: l.PendingApprovals, ResolvedOperations: l.ResolvedOperations}
 }

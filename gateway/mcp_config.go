@@ -37,7 +37,7 @@ type MCPToolConfig struct {
 	// IdempotencyArgument is the top-level tool argument that carries the
 	// attempt id (default "idempotency_key"), on the call and the query.
 	IdempotencyArgument string   `toml:"idempotency_argument"`
-	Timeout             duration `toml:"timeout"`
+	Timeout             Duration `toml:"timeout"`
 }
 
 // minMCPTokenBytes keeps bearer tokens out of guessing range.

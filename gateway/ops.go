@@ -153,7 +153,7 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 	}
 	ctl := kernel.Controls{Authority: "reconciliation", Executor: g.executor}
 	if cp, ok := g.cfg.Capability(oe.op.CapabilityID); ok {
-		ctl.CapabilityVersion, ctl.Risk, ctl.PolicyDigest = cp.Version, cp.Risk, cp.compiledPolicy().Digest()
+		ctl.CapabilityVersion, ctl.Risk, ctl.PolicyDigest = cp.Version, cp.Risk, cp.CompiledPolicy().Digest()
 	}
 	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: source, Ref: obs.Ref, Claimant: g.executor + "/" + source, Now: g.clock.Now(),
 		Holds: holdsOf(bs), Controls: ctl}
@@ -182,7 +182,7 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 // reconcileGrace is how long an attempt is left to its executor: the
 // provider call may still be in flight, and a query then could report an
 // absence that is about to end.
-func (g *Gateway) reconcileGrace(cp *CapabilityConfig) time.Duration {
+func (g *Gateway) ReconcileGrace(cp *CapabilityConfig) time.Duration {
 	switch {
 	case cp == nil:
 		return time.Second
@@ -227,7 +227,7 @@ func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source st
 	}
 	cp, _ := g.cfg.Capability(oe.op.CapabilityID)
 	plan := kernel.PlanReconcile(&oe.op, kernel.ReconcileInput{AttemptID: attemptID, Sweep: sweep, Age: g.seen.since(attemptID, g.clock.Now()),
-		Grace: g.reconcileGrace(cp), InFlight: sweep && g.inflight.has(attemptID)})
+		Grace: g.ReconcileGrace(cp), InFlight: sweep && g.inflight.has(attemptID)})
 	switch plan.Action {
 	case kernel.ReconcileClose:
 		r := g.opClose(ctx, tenant, "reconciler", OpRequest{AttemptID: attemptID, Reason: plan.Reason})

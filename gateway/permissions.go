@@ -25,12 +25,12 @@ var (
 // userInfoSubject is the server's own answer to "what may I do".
 const userInfoSubject = "$SYS.REQ.USER.INFO"
 
-// checkPermissions asks the server what the connection's user may publish
+// CheckPermissions asks the server what the connection's user may publish
 // and subscribe to and fails naming every subject of publish and subscribe
 // that is missing. Without it a runtime whose user lacks, say, publish on
 // ctx.audit.> would say ready and keep an empty audit: the server refuses
 // such publishes asynchronously, and nothing would fail.
-func checkPermissions(nc *nats.Conn, role string, publish, subscribe []string) error {
+func CheckPermissions(nc *nats.Conn, role string, publish, subscribe []string) error {
 	msg, err := nc.Request(userInfoSubject, nil, 5*time.Second)
 	if err != nil {
 		return fmt.Errorf("%s: cannot read the NATS user's permissions (request %s: %v): it needs publish %s and subscribe _INBOX.> (docs/operations.md)", role, userInfoSubject, err, userInfoSubject)

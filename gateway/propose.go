@@ -73,7 +73,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	if err != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
 	}
-	rref, err := runRef(tenant, p.RunID)
+	rref, err := RunRef(tenant, p.RunID)
 	if err != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
 	}
@@ -83,7 +83,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	pc := &proposalCtx{g: g, tenant: tenant, principal: principal, p: p, opRef: opRef, runRef: rref, controlRef: controlRef(csub), tc: tc, now: g.clock.Now()}
 	if p.ApprovalID != "" {
-		ref, err := approvalRef(tenant, p.ApprovalID)
+		ref, err := ApprovalRef(tenant, p.ApprovalID)
 		if err != nil {
 			return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
 		}
@@ -155,6 +155,13 @@ type action struct {
 	digest string
 }
 
+// ActionDigest is the digest of the action p binds for principal of tenant
+// (what an approval names and a reply reports), or why p is refused.
+func ActionDigest(tenant, principal string, p Proposal, cp *CapabilityConfig) (string, *kernel.Refusal) {
+	act, r := bindAction(tenant, principal, p, cp)
+	return act.digest, r
+}
+
 // bindAction decodes a proposal's arguments strictly and binds them. Any
 // failure refuses the proposal (request_malformed): a digest is never left
 // empty nor made over other bytes than the provider's.
@@ -170,7 +177,7 @@ func bindAction(tenant, principal string, p Proposal, cp *CapabilityConfig, amou
 	binding := kernel.ActionBinding{Tenant: tenant, Principal: principal, RunID: p.RunID, CapabilityID: p.CapabilityID,
 		Arguments: canon, EvidenceRefs: p.EvidenceRefs}
 	if cp != nil {
-		binding.CapabilityVersion, binding.PolicyDigest = cp.Version, cp.compiledPolicy().Digest()
+		binding.CapabilityVersion, binding.PolicyDigest = cp.Version, cp.CompiledPolicy().Digest()
 	}
 	digest, err := kernel.ActionDigest(binding)
 	if err != nil {
@@ -207,7 +214,7 @@ type proposalCtx struct {
 func (pc *proposalCtx) baseControls() kernel.Controls {
 	c := kernel.Controls{Authority: pc.authority, ApprovalID: pc.p.ApprovalID, Executor: pc.g.executor, EvidenceGate: pc.gate}
 	if pc.cp != nil {
-		c.CapabilityVersion, c.Risk, c.PolicyDigest = pc.cp.Version, pc.cp.Risk, pc.cp.compiledPolicy().Digest()
+		c.CapabilityVersion, c.Risk, c.PolicyDigest = pc.cp.Version, pc.cp.Risk, pc.cp.CompiledPolicy().Digest()
 	}
 	return c
 }

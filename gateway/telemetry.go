@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -412,4 +414,26 @@ func (g *Gateway) instrument(t *telemetry) {
 		g.adapters[id] = observedAdapter{a: a, capID: id, t: t, failed: g.breakerFailure}
 	}
 	g.engine.Store = meteredStore{Store: g.engine.Store, t: t}
+}
+
+// Instrument gives the gateway its telemetry: metrics, logs to log, and
+// spans to tp (nil: none). It returns the registry the metrics are in,
+// which the composition root serves. Call it once, after New and before
+// Start.
+func (g *Gateway) Instrument(log *slog.Logger, tp trace.TracerProvider) *prometheus.Registry {
+	g.instrument(newTelemetry(g.cfg, log, tp))
+	return g.tel.m.reg
+}
+
+// WatchState registers the scrape-time metrics over the projections of svc,
+// the event stream's head (streamSeq) and the gateway's switches in the
+// registry Instrument returned. Call it once the projections run.
+func (g *Gateway) WatchState(svc *projections.Service, streamSeq func(context.Context) (uint64, error)) {
+	tenants := make([]string, len(g.cfg.Tenants))
+	for i, t := range g.cfg.Tenants {
+		tenants[i] = t.ID
+	}
+	g.tel.m.reg.MustRegister(&stateSource{tenants: tenants, view: svc.View, audit: svc.Projectors, streamSeq: streamSeq,
+		holds: g.openHolds, killed: g.index.killEngaged, breakers: g.breakerStates,
+		resourceSeries: g.cfg.Runtime.MetricsResourceSeries, now: g.clock.Now})
 }

@@ -87,7 +87,7 @@ func NewLogger(cfg *Config, w io.Writer) *slog.Logger {
 // A zero Threshold disables the breaker.
 type BreakerConfig struct {
 	Threshold int      `toml:"threshold"`
-	Window    duration `toml:"window"`
+	Window    Duration `toml:"window"`
 }
 
 // MaxBreakerThreshold bounds BreakerConfig.Threshold: the breaker keeps the

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/mcpprovider"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
@@ -41,7 +42,7 @@ const (
 // HTTP provider and an MCP provider, all on loopback.
 type env struct {
 	t       testing.TB
-	rt      *gateway.Runtime
+	rt      *daemon.Runtime
 	prov    *provider.Server
 	mcpProv *mcpprovider.Server
 }
@@ -62,7 +63,7 @@ func start(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{MCP: mcpgw.Start})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestBootNeedsMCPStarter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err == nil {
 		rt.Close()
 		t.Fatal("booted with [mcp] listen and no MCP gateway")

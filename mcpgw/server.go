@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -34,8 +35,8 @@ type Server struct {
 }
 
 // Start serves the MCP gateway of a booted runtime on [mcp] listen; it is
-// the gateway.MCPStarter contextosd boots with.
-func Start(rt *gateway.Runtime) (string, func() error, error) {
+// the daemon.MCPStarter contextosd boots with.
+func Start(rt *daemon.Runtime) (string, func() error, error) {
 	s, err := Listen(rt.Config, rt.Gateway, slog.Default())
 	if err != nil {
 		return "", nil, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/mcpgw"
@@ -43,7 +44,7 @@ func TestMCPProposalLogged(t *testing.T) {
 	}
 	cfg.Runtime.LogFormat = "json"
 	logs := &syncBuf{}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{MCP: mcpgw.Start, Logger: gateway.NewLogger(cfg, logs)})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start, Logger: gateway.NewLogger(cfg, logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/verifier"
 )
 
@@ -51,7 +52,7 @@ first; give each the new key file before restarting them.
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
-	o := gateway.RotateOptions{NewKeyFile: *newKey, LostKey: *lost, Operator: *operator, ArtifactRef: *artifact}
+	o := daemon.RotateOptions{NewKeyFile: *newKey, LostKey: *lost, Operator: *operator, ArtifactRef: *artifact}
 	if *oldKeys != "" {
 		b, err := os.ReadFile(*oldKeys)
 		if err != nil {
@@ -71,12 +72,12 @@ first; give each the new key file before restarting them.
 		}
 		o.OldPublicKey = sk
 	}
-	id, err := gateway.RotateKey(cfg, o)
+	id, err := daemon.RotateKey(cfg, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd: keys rotate:", err)
 		return 1
 	}
-	path, _ := gateway.KeyPath(cfg)
+	path, _ := daemon.KeyPath(cfg)
 	fmt.Printf("rotated: the runtime now signs with %s (%s)\n", id, path)
 	return 0
 }
@@ -84,7 +85,7 @@ first; give each the new key file before restarting them.
 // currentKey picks from an auditor's keys the public key the rotation
 // retires: the one whose id the stream's events were last signed with.
 func currentKey(cfg *gateway.Config, k verifier.Keys) (ed25519.PublicKey, error) {
-	ids, err := gateway.StreamSigningKey(cfg)
+	ids, err := daemon.StreamSigningKey(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/version"
 	"github.com/contextos/ledger/mcpgw"
 )
@@ -49,7 +50,7 @@ func run() int {
 		return 0
 	}
 	if *initKey != "" {
-		id, err := gateway.CreateKey(*initKey)
+		id, err := daemon.CreateKey(*initKey)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "contextosd:", err)
 			return 1
@@ -75,7 +76,7 @@ func run() int {
 		return 1
 	}
 	log := gateway.NewLogger(cfg, os.Stderr) // runtime.log_format, runtime.log_level
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start, Console: console.Boot})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start, Console: console.Boot})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1

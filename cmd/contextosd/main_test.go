@@ -38,7 +38,7 @@ id = "acme"
   password = "alice-secret"
 `
 
-func daemon(t *testing.T, listen string) *exec.Cmd {
+func startDaemon(t *testing.T, listen string) *exec.Cmd {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "contextos.toml")
@@ -54,7 +54,7 @@ func daemon(t *testing.T, listen string) *exec.Cmd {
 // TestConsoleStarts: a [console] listen address makes contextosd serve the
 // console, and it stops with the daemon.
 func TestConsoleStarts(t *testing.T) {
-	cmd := daemon(t, "127.0.0.1:0")
+	cmd := startDaemon(t, "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestConsoleStarts(t *testing.T) {
 // TestConsoleRefusesRemote: a non-loopback console address is a
 // configuration error.
 func TestConsoleRefusesRemote(t *testing.T) {
-	cmd := daemon(t, "0.0.0.0:8480")
+	cmd := startDaemon(t, "0.0.0.0:8480")
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "console.listen: loopback only") {
 		t.Fatalf("%v\n%s", err, out)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/mcpprovider"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/mcpgw"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 
 const stdioToken = "acme-stdio-token-0123456789abcdef"
 
-func bootMCP(t *testing.T) *gateway.Runtime {
+func bootMCP(t *testing.T) *daemon.Runtime {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -73,7 +74,7 @@ unit = "INR_minor"
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{MCP: mcpgw.Start})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start})
 	if err != nil {
 		t.Fatal(err)
 	}

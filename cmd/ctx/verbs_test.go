@@ -15,6 +15,7 @@ import (
 
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/spf13/cobra"
 )
@@ -35,12 +36,12 @@ func deadURL(t *testing.T) string {
 	return "nats://" + ln.Addr().String()
 }
 
-type daemon struct {
-	rt   *gateway.Runtime
+type testDaemon struct {
+	rt   *daemon.Runtime
 	prov *provider.Server
 }
 
-func boot(t *testing.T) *daemon {
+func boot(t *testing.T) *testDaemon {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -53,12 +54,12 @@ func boot(t *testing.T) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	return &daemon{rt: rt, prov: prov}
+	return &testDaemon{rt: rt, prov: prov}
 }
 
 // TestExitCodes: one rule whatever the output format: 0 ok, 1 refused or

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
@@ -28,7 +29,7 @@ var passwords = map[string]string{"acme.agent_email": "email-secret", "acme.agen
 
 type runtime struct {
 	t    *testing.T
-	rt   *gateway.Runtime
+	rt   *daemon.Runtime
 	prov *provider.Server
 }
 
@@ -48,7 +49,7 @@ func boot(t *testing.T) *runtime {
 		t.Fatal(err)
 	}
 	cfg.Console.Listen = "" // the runtimes' consoles play no part here
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

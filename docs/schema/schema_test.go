@@ -17,6 +17,7 @@ import (
 
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -106,12 +107,12 @@ func TestCodeEnumIsTheCatalog(t *testing.T) {
 	schemas(t)
 }
 
-type daemon struct {
-	rt   *gateway.Runtime
+type testDaemon struct {
+	rt   *daemon.Runtime
 	prov *provider.Server
 }
 
-func boot(t *testing.T) *daemon {
+func boot(t *testing.T) *testDaemon {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -124,15 +125,15 @@ func boot(t *testing.T) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := gateway.Boot(cfg, gateway.BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	return &daemon{rt: rt, prov: prov}
+	return &testDaemon{rt: rt, prov: prov}
 }
 
-func (d *daemon) connect(t *testing.T, principal, password string) *client.Client {
+func (d *testDaemon) connect(t *testing.T, principal, password string) *client.Client {
 	t.Helper()
 	c, err := client.Connect(client.Options{URL: d.rt.URL, Tenant: "acme", Principal: principal, Password: password, Timeout: 10 * time.Second})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -28,7 +29,7 @@ import (
 // loopback provider and one connection per agent, spread over the servers.
 type Cluster struct {
 	Servers []*server.Server
-	RTs     []*gateway.Runtime
+	RTs     []*daemon.Runtime
 	http    *httptest.Server
 	dir     string
 	agents  []*nats.Conn
@@ -105,12 +106,12 @@ func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
 	if err := waitJetStream(strings.Join(urls, ","), pw); err != nil {
 		return nil, err
 	}
-	quiet := gateway.BootOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	quiet := daemon.BootOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, cfg := range cfgs {
 		// A cluster electing its stream leaders refuses the first boots.
-		var rt *gateway.Runtime
+		var rt *daemon.Runtime
 		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-			if rt, err = gateway.Boot(cfg, quiet); err == nil || time.Now().After(deadline) {
+			if rt, err = daemon.Boot(cfg, quiet); err == nil || time.Now().After(deadline) {
 				break
 			}
 		}

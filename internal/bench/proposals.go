@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
@@ -21,7 +22,7 @@ import (
 // Gateway is a booted runtime (embedded NATS), a loopback provider that
 // answers at once, and one NATS connection per agent.
 type Gateway struct {
-	RT     *gateway.Runtime
+	RT     *daemon.Runtime
 	Prov   *provider.Server
 	http   *httptest.Server
 	dir    string
@@ -91,7 +92,7 @@ func StartGateway(parent string, durable bool, agents int) (*Gateway, error) {
 		g.Close()
 		return nil, err
 	}
-	g.RT, err = gateway.Boot(cfg, gateway.BootOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	g.RT, err = daemon.Boot(cfg, daemon.BootOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		g.Close()
 		return nil, err

@@ -1,0 +1,154 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/kernel"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// cutProxy forwards loopback TCP connections to target until it is cut:
+// then every connection is dropped and new ones are closed at once, as a
+// network partition between one replica and the NATS server would.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	t.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				_ = c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				_ = c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) url() string { return "nats://" + p.ln.Addr().String() }
+
+func (p *cutProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+// TestKillSwitchHoldsOnACutReplica: two replicas on one NATS server, the
+// second behind a TCP proxy. The proxy cuts the second for a few seconds
+// while an operator engages the kill switch through the first; the second
+// never hears of it, and its warm state still says released. After the
+// cut, 100 proposals through the second replica: none may reach the
+// provider, because the reserve decision reads the control subject guarded
+// by its sequence, not a copy in memory.
+func TestKillSwitchHoldsOnACutReplica(t *testing.T) {
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	dir := t.TempDir()
+	base := linConfig(t, dir, hs.URL, "nats://unused", "x")
+	emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: filepath.Join(dir, "nats-server"), Port: -1,
+		Configure: func(so *server.Options) { so.Users = gateway.ServerUsers(base, linRuntimePassword) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	proxy := newCutProxy(t, strings.TrimPrefix(emb.ClientURL(), "nats://"))
+	a, err := Boot(linConfig(t, dir, hs.URL, emb.ClientURL(), "ks-a"), BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	b, err := Boot(linConfig(t, dir, hs.URL, proxy.url(), "ks-b"), BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	ctx := context.Background()
+	body := func(key string) []byte {
+		raw, _ := json.Marshal(map[string]any{"run_id": "run_ks", "operation_key": key, "capability_id": "adp_payments.issue_refund",
+			"arguments": map[string]any{"order_id": "ord_" + key, "amount_minor": 100, "currency": "INR"}})
+		return raw
+	}
+	// B decides once with the switch released: its warm state holds that.
+	if r := b.Gateway.Propose(ctx, "acme", "agent_email", body("warm")); r.Status != kernel.StatusApplied {
+		t.Fatalf("warm-up through B: %+v", r)
+	}
+	proxy.setCut(true)
+	waitFor(t, 10*time.Second, func() bool { return !b.NC.IsConnected() }, "B to notice the cut")
+	engaged := true
+	req, _ := json.Marshal(gateway.OpRequest{Engaged: &engaged, Reason: "incident drill"})
+	if r, ok := a.Gateway.Op(ctx, "acme", "kill-switch", "ops_alice", req).(gateway.OpReply); !ok || !r.OK {
+		t.Fatalf("engage through A: %+v", r)
+	}
+	proxy.setCut(false)
+	waitFor(t, 20*time.Second, b.NC.IsConnected, "B to reconnect")
+	before := prov.Stats().Calls
+	for i := 0; i < 100; i++ {
+		r := b.Gateway.Propose(ctx, "acme", "agent_email", body(fmt.Sprint("k", i)))
+		if r.Status != kernel.StatusRefused || r.Code != kernel.CodeKillSwitchEngaged {
+			t.Errorf("proposal %d through B: %s %s %s", i, r.Status, r.Code, r.Reason)
+		}
+	}
+	if got := prov.Stats().Calls - before; got != 0 {
+		t.Fatalf("%d of 100 proposals through the cut replica reached the provider", got)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
