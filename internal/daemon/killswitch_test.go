@@ -4,81 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats-server/v2/server"
 )
-
-// cutProxy forwards loopback TCP connections to target until it is cut:
-// then every connection is dropped and new ones are closed at once, as a
-// network partition between one replica and the NATS server would.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  []net.Conn
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target}
-	t.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			if p.cut {
-				p.mu.Unlock()
-				_ = c.Close()
-				continue
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				p.mu.Unlock()
-				_ = c.Close()
-				continue
-			}
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *cutProxy) url() string { return "nats://" + p.ln.Addr().String() }
-
-func (p *cutProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for _, c := range p.conns {
-			_ = c.Close()
-		}
-		p.conns = nil
-	}
-}
 
 // TestKillSwitchHoldsOnACutReplica: two replicas on one NATS server, the
 // second behind a TCP proxy. The proxy cuts the second for a few seconds
@@ -99,13 +37,13 @@ func TestKillSwitchHoldsOnACutReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(emb.Shutdown)
-	proxy := newCutProxy(t, strings.TrimPrefix(emb.ClientURL(), "nats://"))
+	proxy := testenv.NewCutProxy(t, strings.TrimPrefix(emb.ClientURL(), "nats://"))
 	a, err := Boot(linConfig(t, dir, hs.URL, emb.ClientURL(), "ks-a"), BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	b, err := Boot(linConfig(t, dir, hs.URL, proxy.url(), "ks-b"), BootOptions{})
+	b, err := Boot(linConfig(t, dir, hs.URL, proxy.URL(), "ks-b"), BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,14 +58,14 @@ func TestKillSwitchHoldsOnACutReplica(t *testing.T) {
 	if r := b.Gateway.Propose(ctx, "acme", "agent_email", body("warm")); r.Status != kernel.StatusApplied {
 		t.Fatalf("warm-up through B: %+v", r)
 	}
-	proxy.setCut(true)
+	proxy.SetCut(true)
 	waitFor(t, 10*time.Second, func() bool { return !b.NC.IsConnected() }, "B to notice the cut")
 	engaged := true
 	req, _ := json.Marshal(gateway.OpRequest{Engaged: &engaged, Reason: "incident drill"})
 	if r, ok := a.Gateway.Op(ctx, "acme", "kill-switch", "ops_alice", req).(gateway.OpReply); !ok || !r.OK {
 		t.Fatalf("engage through A: %+v", r)
 	}
-	proxy.setCut(false)
+	proxy.SetCut(false)
 	waitFor(t, 20*time.Second, b.NC.IsConnected, "B to reconnect")
 	before := prov.Stats().Calls
 	for i := 0; i < 100; i++ {
