@@ -3,17 +3,14 @@ package projections
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"net/http/httptest"
 	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/verifier"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -68,28 +65,15 @@ func exportOf(t *testing.T, e *env, tenant string) []byte {
 // that cosigned the 23-record checkpoint refuses to cosign one of 12 and
 // says why; nor against the size an auditor kept (--min-size).
 func TestAuditWitnessCatchesDeletionAndRepublish(t *testing.T) {
-	seed := sha256.Sum256([]byte("contextos projections tests: witness key"))
-	cos, err := audit.NewCosigner("witness.test/w1", ed25519.NewKeyFromSeed(seed[:]), func() uint64 { return uint64(time.Now().Unix()) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	logKey, err := audit.NoteVerifierKey(audit.Origin("acme"), testKey().Public().(ed25519.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := witness.Open(cos, []string{logKey}, filepath.Join(t.TempDir(), "witness-state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(witness.Handler(w))
-	defer hs.Close()
+	tw := testenv.Witness(t, "acme", testKey().Public().(ed25519.PublicKey))
+	cos, w := tw.Cosigner, tw.Witness
 	var refusals []string
 	projector := func(e *env) *AuditProjector {
 		// A fresh client each boot: a restarted daemon knows nothing of the
 		// witness but its URL and key.
 		return e.projector(t, "acme", e.log, func(c *AuditConfig) {
 			c.CheckpointEvery = 1000
-			c.Witnesses = []*witness.Client{{URL: hs.URL, Key: cos.Verifier()}}
+			c.Witnesses = []*witness.Client{{URL: tw.URL, Key: cos.Verifier()}}
 			c.Logf = func(format string, args ...any) { refusals = append(refusals, format) }
 		})
 	}

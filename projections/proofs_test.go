@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"math/bits"
-	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"testing"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/verifier"
 )
 
@@ -27,21 +25,8 @@ import (
 // compact range of one hash per bit of its size, the projector keeps at
 // most one snapshot per witness plus one, and Ops has no state at all.
 func TestProofsKeepNothingPerRecord(t *testing.T) {
-	seed := sha256.Sum256([]byte("contextos projections tests: proofs witness key"))
-	cos, err := audit.NewCosigner("witness.test/w1", ed25519.NewKeyFromSeed(seed[:]), func() uint64 { return uint64(time.Now().Unix()) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	logKey, err := audit.NoteVerifierKey(audit.Origin("acme"), testKey().Public().(ed25519.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := witness.Open(cos, []string{logKey}, filepath.Join(t.TempDir(), "witness-state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(witness.Handler(w))
-	defer hs.Close()
+	tw := testenv.Witness(t, "acme", testKey().Public().(ed25519.PublicKey))
+	cos := tw.Cosigner
 
 	e := newEnv(t)
 	ctx := context.Background()
@@ -49,7 +34,7 @@ func TestProofsKeepNothingPerRecord(t *testing.T) {
 	var witnessErrs []string
 	p := e.projector(t, "acme", e.log, func(c *AuditConfig) {
 		c.CheckpointEvery = 37
-		c.Witnesses = []*witness.Client{{URL: hs.URL, Key: cos.Verifier()}}
+		c.Witnesses = []*witness.Client{{URL: tw.URL, Key: cos.Verifier()}}
 		c.Logf = func(format string, args ...any) { witnessErrs = append(witnessErrs, format) }
 	})
 	for p.Status().Records < 300 {
