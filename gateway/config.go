@@ -123,6 +123,15 @@ type RuntimeConfig struct {
 	AuditCheckpointEvery int `toml:"audit_checkpoint_every"`
 }
 
+// TenantIDs returns the configured tenants' ids, in configuration order.
+func (c *Config) TenantIDs() []string {
+	ids := make([]string, len(c.Tenants))
+	for i, t := range c.Tenants {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
 // TenantConfig declares a tenant's principals.
 type TenantConfig struct {
 	ID        string            `toml:"id"`

@@ -429,10 +429,7 @@ func (g *Gateway) Instrument(log *slog.Logger, tp trace.TracerProvider) *prometh
 // the event stream's head (streamSeq) and the gateway's switches in the
 // registry Instrument returned. Call it once the projections run.
 func (g *Gateway) WatchState(svc *projections.Service, streamSeq func(context.Context) (uint64, error)) {
-	tenants := make([]string, len(g.cfg.Tenants))
-	for i, t := range g.cfg.Tenants {
-		tenants[i] = t.ID
-	}
+	tenants := g.cfg.TenantIDs()
 	g.tel.m.reg.MustRegister(&stateSource{tenants: tenants, view: svc.View, audit: svc.Projectors, streamSeq: streamSeq,
 		holds: g.openHolds, killed: g.index.killEngaged, breakers: g.breakerStates,
 		resourceSeries: g.cfg.Runtime.MetricsResourceSeries, now: g.clock.Now})

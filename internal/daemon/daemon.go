@@ -227,10 +227,7 @@ func Boot(cfg *gateway.Config, o BootOptions) (*Runtime, error) {
 	// The projections: one signed audit chain per tenant, the exposure view
 	// and the operator verbs that export them (the only way a client reaches
 	// them: nobody but the runtime touches JetStream).
-	tenants := make([]string, len(cfg.Tenants))
-	for i, t := range cfg.Tenants {
-		tenants[i] = t.ID
-	}
+	tenants := cfg.TenantIDs()
 	rt.Service, err = projections.StartService(ctx, projections.ServiceConfig{NC: nc, JS: js, Store: rt.Store, Signer: rt.Signer,
 		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys,
 		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas}, Model: model,

@@ -146,10 +146,7 @@ func bootKey(ctx context.Context, cfg *gateway.Config, js jetstream.JetStream) (
 	if err != nil {
 		return codec.Signer{}, nil, err
 	}
-	tenants := make([]string, len(cfg.Tenants))
-	for i, t := range cfg.Tenants {
-		tenants[i] = t.ID
-	}
+	tenants := cfg.TenantIDs()
 	sk, err := ReadStreamKeys(ctx, js, tenants)
 	if err != nil {
 		return codec.Signer{}, nil, err
@@ -238,10 +235,7 @@ func RotateKey(cfg *gateway.Config, o RotateOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tenants := make([]string, len(cfg.Tenants))
-	for i, t := range cfg.Tenants {
-		tenants[i] = t.ID
-	}
+	tenants := cfg.TenantIDs()
 	sk, err := ReadStreamKeys(ctx, js, tenants)
 	if err != nil {
 		return "", err
@@ -355,10 +349,7 @@ func StreamSigningKey(cfg *gateway.Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tenants := make([]string, len(cfg.Tenants))
-	for i, t := range cfg.Tenants {
-		tenants[i] = t.ID
-	}
+	tenants := cfg.TenantIDs()
 	sk, err := ReadStreamKeys(context.Background(), js, tenants)
 	if err != nil {
 		return "", err
