@@ -15,8 +15,8 @@ import (
 	"github.com/contextos/ledger/kernel"
 )
 
-// This file holds the gateway side of authorization (issue 5) and of the
-// evidence gate (issue 7): the capability controls of the configuration,
+// This file holds the gateway side of authorization and of the evidence
+// gate: the capability controls of the configuration,
 // the subjects they live on, the per-proposal checks that run before the
 // reserve transaction and the operator verbs that write them. Every rule is
 // a kernel call; docs/authorization.md describes the contract.

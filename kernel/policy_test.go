@@ -49,8 +49,8 @@ func fold(t *testing.T, s interface{ Apply(Event) error }, evs []Event) {
 const digestA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 const digestB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 
-// TestAuthorizationTable walks every authorization control of issue 5 and
-// the evidence gate of issue 7 through the kernel: each row is one decision
+// TestAuthorizationTable walks every authorization control and the
+// evidence gate through the kernel: each row is one decision
 // and the code it must give ("" = allowed). The controls are distinct: no
 // row passes one control by satisfying another.
 func TestAuthorizationTable(t *testing.T) {
