@@ -226,15 +226,11 @@ func RotateKey(cfg *gateway.Config, o RotateOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	nc, stop, err := storeConn(cfg)
+	js, stop, err := stoppedStore(cfg)
 	if err != nil {
 		return "", err
 	}
 	defer stop()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", err
-	}
 	tenants := cfg.TenantIDs()
 	sk, err := ReadStreamKeys(ctx, js, tenants)
 	if err != nil {
@@ -306,9 +302,22 @@ func RotateKey(cfg *gateway.Config, o RotateOptions) (string, error) {
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
-// storeConn connects to the store as the runtime would, for a tool run
-// while the runtime is stopped: the embedded server over data_dir without a
+// stoppedStore opens the store as the runtime would, for a tool run while
+// the runtime is stopped: the embedded server over data_dir without a
 // listener, or nats.url with the runtime's credentials.
+func stoppedStore(cfg *gateway.Config) (jetstream.JetStream, func(), error) {
+	nc, stop, err := storeConn(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return js, stop, nil
+}
+
 func storeConn(cfg *gateway.Config) (*nats.Conn, func(), error) {
 	if cfg.NATS.URL == "" {
 		sync := true
@@ -340,17 +349,12 @@ func storeConn(cfg *gateway.Config) (*nats.Conn, func(), error) {
 // StreamSigningKey returns the id of the key a stopped runtime's stream is
 // signed with now (StreamKeys.Current).
 func StreamSigningKey(cfg *gateway.Config) (string, error) {
-	nc, stop, err := storeConn(cfg)
+	js, stop, err := stoppedStore(cfg)
 	if err != nil {
 		return "", err
 	}
 	defer stop()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", err
-	}
-	tenants := cfg.TenantIDs()
-	sk, err := ReadStreamKeys(context.Background(), js, tenants)
+	sk, err := ReadStreamKeys(context.Background(), js, cfg.TenantIDs())
 	if err != nil {
 		return "", err
 	}
