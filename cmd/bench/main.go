@@ -182,6 +182,9 @@ func main() {
 			r.add(proposals(ctx, cfg, g, bench.Point{Group: gProposals, Name: "ours", Durability: d, Concurrency: c, Unit: "proposal"},
 				bench.Uniform("p"+d), progress))
 			governedPeer(gProposals, d, durable, c, bench.Uniform("g"+d))
+			if c == 1 {
+				r.add(rawProposal(ctx, cfg, g, tmp, d, durable, progress))
+			}
 		}
 		if !skip(gProposalsHot) {
 			r.add(proposals(ctx, cfg, g, bench.Point{Group: gProposalsHot, Name: "ours", Durability: d, Concurrency: 32, Unit: "proposal"},
@@ -267,6 +270,34 @@ func measureEngine(ctx context.Context, cfg bench.Config, eng *aggregates.Engine
 	return p
 }
 
+// rawProposal measures the appends of one governed proposal without the
+// runtime: the shape g's proposals append (ProposalShape), one batch after
+// the other from one client, on an idle server of the same durability. A
+// one-agent proposal's latency is judged against it.
+func rawProposal(ctx context.Context, cfg bench.Config, g *bench.Gateway, tmp, d string, durable bool, progress bench.Progress) bench.Point {
+	shape, err := g.ProposalShape(ctx)
+	if err != nil {
+		fail(err)
+	}
+	n, err := bench.StartNATS(tmp, durable)
+	if err != nil {
+		fail(err)
+	}
+	defer n.Close()
+	p := bench.Measure(ctx, cfg, bench.Point{Group: gRawProposal, Name: "jetstream", Durability: d, Concurrency: 1, Unit: "pair"},
+		n.RawBatches(1, shape...), progress)
+	var sizes []string
+	for _, b := range shape {
+		var counts []string
+		for _, c := range b {
+			counts = append(counts, fmt.Sprint(c))
+		}
+		sizes = append(sizes, strings.Join(counts, "+"))
+	}
+	p.Note = fmt.Sprintf("atomic batches of %s events per subject, one after the other", strings.Join(sizes, ", then "))
+	return p
+}
+
 // only, when set, selects the workloads to measure (-only).
 var only *regexp.Regexp
 
@@ -329,6 +360,7 @@ func fail(err error) {
 const (
 	gRawOne       = "raw append, 1 event, expected seq"
 	gRawBatch     = "raw atomic batch of 100 (ceiling)"
+	gRawProposal  = "raw appends of one proposal (reserve, then settle)"
 	gKernel       = "kernel decision + fold"
 	gUniform      = "reservations, 10k resources"
 	gHot          = "reservations, one hot resource"
@@ -414,6 +446,7 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	b.WriteString("| reservation | ours: `aggregates.Engine.Exposure` with `kernel.Reserve` (decide, Ed25519-sign the event, append with expected sequence, group commit); PostgreSQL: one transaction `SELECT ... FOR UPDATE` on the resource row, check `committed + held + amount <= limit`, `INSERT` receipt, `UPDATE` held (pgx v5, one connection per client) |\n")
 	b.WriteString("| hot resource | every client on one resource; a new one after 1,000 reservations (a ledger holds at most 1,024 receipts) |\n")
 	b.WriteString("| proposal | an agent's request over NATS (own user and inbox) to the applied reply: reserve (operation + ledger), dispatch-start, loopback HTTP provider call (answers at once), settle; `daemon.Boot` with the embedded server |\n")
+	b.WriteString("| raw appends of one proposal | the atomic batches one one-agent proposal appends (read back from the stream after a proposal: its reservation with dispatch-start, then its settlement, the same events per subject), appended one after the other by one client with their expected sequences on an idle server of the same setting: what a proposal's appends cost without the runtime |\n")
 	b.WriteString("| governed peer | PostgreSQL: the same proposal from the same client loop over a NATS request (its own plain NATS server on loopback, one connection per agent) to a Go service in this process; transaction 1 inserts the operation key's row (locked), reads the agent's grant, upserts the run's row, locks the resource's row (`FOR UPDATE`), checks the limit, holds, marks the operation dispatching and inserts an Ed25519-signed audit row; the same loopback provider call; transaction 2 locks the operation, moves held to committed, marks it applied and inserts a signed audit row (one pgx connection per agent) |\n")
 	b.WriteString("| followers | every proposals row notes how many stream sequences the audit projector and the exposure view (the read model) are behind at its end, and their least-squares growth through the point (read every 100 ms); a row whose audit or read-model lag grew by more than 5% of the events appended in it (at least 256) is **not sustained** |\n")
 	if r.coldEvents > 0 {
@@ -489,6 +522,26 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	}
 	if pg64 := r.rate(gUniform, "postgres", "durable", 64); uok && pg64 > 0 {
 		goal(">= 2x the PostgreSQL peer on the same workload (64 clients)", u64.Rate() >= 2*pg64, fmt.Sprintf("%.2fx", u64.Rate()/pg64))
+	}
+	if uok {
+		if ceil := max(r.rate(gRawBatch, "jetstream", "durable", 1), r.rate(gRawBatch, "jetstream", "durable", 8)); ceil > 0 {
+			goal("reservations, 64 agents: >= 0.5 of the raw atomic-batch ceiling", u64.Rate() >= ceil/2, fmt.Sprintf("%.2f of %.0f events/s", u64.Rate()/ceil, ceil))
+		}
+		if pg64 := r.rate(gUniform, "postgres", "durable", 64); pg64 > 0 {
+			goal("reservations, 64 agents: >= 2.5x the PostgreSQL peer", u64.Rate() >= 2.5*pg64, fmt.Sprintf("%.2fx", u64.Rate()/pg64))
+		}
+	}
+	if u8, ok := r.find(gUniform, "ours", "durable", 8); ok {
+		if one := r.rate(gRawOne, "jetstream", "durable", 8); one > 0 {
+			goal("reservations, 8 agents: >= 0.9 of the raw single-append rate (8 clients)", u8.Rate() >= 0.9*one, fmt.Sprintf("%.2f of %.0f/s", u8.Rate()/one, one))
+		}
+	}
+	if p1, ok := r.find(gProposals, "ours", "durable", 1); ok {
+		if raw, ok := r.find(gRawProposal, "jetstream", "durable", 1); ok && raw.P50 > 0 {
+			ratio := float64(p1.P50) / float64(raw.P50)
+			goal("governed proposals, 1 agent: p50 <= 1.3x the raw appends of one proposal", ratio <= 1.3,
+				fmt.Sprintf("%.2fx: p50 %s ms against %s ms", ratio, ms(p1.P50), ms(raw.P50)))
+		}
 	}
 	if p64, ok := r.find(gProposals, "ours", "durable", 64); ok {
 		goal(">= 2.5k governed proposals/s with p99 < 20 ms (64 agents)", p64.Rate() >= 2500 && p64.P99 < 20*time.Millisecond,

@@ -155,29 +155,54 @@ func (n *NATS) RawAppend(workers int) Op {
 // operation, each with its expected sequence: the ceiling group commit
 // approaches.
 func (n *NATS) RawBatch(workers, size int) Op {
+	subjects := make([]int, size)
+	for j := range subjects {
+		subjects[j] = 1
+	}
+	return n.RawBatches(workers, subjects)
+}
+
+// RawBatches appends, per operation, one atomic batch per element of
+// shape in turn, each waited for before the next: shape[b][k] events on
+// the batch's k-th subject, every subject the worker's own, with its
+// expected last sequence. It is what the engine's appends cost without
+// the engine: ProposalShape gives the shape of a governed proposal's.
+func (n *NATS) RawBatches(workers int, shape ...[]int) Op {
+	total := 0
+	for _, b := range shape {
+		total += len(b)
+	}
 	last := make([][]uint64, workers)
 	subs := make([][]string, workers)
 	tag := rand.Uint64()
 	for w := range subs {
-		last[w] = make([]uint64, size)
-		subs[w] = make([]string, size)
+		last[w] = make([]uint64, total)
+		subs[w] = make([]string, total)
 		for j := range subs[w] {
 			subs[w][j], _ = codec.Subject(Tenant, "rawbatch", fmt.Sprint("w", w, "-", j, "-", tag))
 		}
 	}
 	pool := envelopes(n.Sealer, 4096)
 	return func(ctx context.Context, w, i int) error {
-		items := make([]events.AppendItem, size)
-		for j := range items {
-			env := pool[(w*size+j+i*31)%len(pool)]
-			env.EventID = n.Sealer.IDs.New()
-			items[j] = events.AppendItem{Subject: subs[w][j], ExpectedLastSeq: last[w][j], Envs: []codec.Envelope{env}}
+		off := 0
+		for _, b := range shape {
+			items := make([]events.AppendItem, len(b))
+			for j, count := range b {
+				envs := make([]codec.Envelope, count)
+				for e := range envs {
+					envs[e] = pool[(w*total+off+j+e+i*31)%len(pool)]
+					envs[e].EventID = n.Sealer.IDs.New()
+				}
+				items[j] = events.AppendItem{Subject: subs[w][off+j], ExpectedLastSeq: last[w][off+j], Envs: envs}
+			}
+			seqs, err := n.Store.AppendBatch(ctx, items)
+			if err != nil {
+				return err
+			}
+			copy(last[w][off:], seqs)
+			off += len(b)
 		}
-		seqs, err := n.Store.AppendBatch(ctx, items)
-		if err == nil {
-			copy(last[w], seqs)
-		}
-		return err
+		return nil
 	}
 }
 

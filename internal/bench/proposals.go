@@ -9,9 +9,11 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
@@ -129,6 +131,41 @@ func (g *Gateway) Close() {
 // one proposal from send to the applied reply.
 func (g *Gateway) Proposals(pick func(w, i int) string) Op {
 	return proposals(g.agents, func(a int) string { return gateway.ProposeSubject(Tenant, fmt.Sprintf("agent_%02d", a)) }, pick)
+}
+
+// ProposalShape sends one proposal as agent_00 on a resource of its own
+// and reads back what it appended: its appends (the reservation with its
+// dispatch-start, then the settlement, which starts at the first
+// observation), each as its subjects' event counts in stream order.
+// RawBatches of that shape is what a proposal's appends cost alone.
+func (g *Gateway) ProposalShape(ctx context.Context) ([][]int, error) {
+	from, err := g.RT.Store.LastStreamSeq(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Proposals(func(w, i int) string { return fmt.Sprint("ord-shape-", rand.Uint64()) })(ctx, 0, 0); err != nil {
+		return nil, err
+	}
+	var shape [][]int
+	var subjects []string
+	err = g.RT.Store.Replay(ctx, from+1, func(st events.Stored) error {
+		settle := strings.HasSuffix(st.Envelope.Type, ".observed")
+		if len(shape) == 0 || settle && len(shape) == 1 {
+			shape, subjects = append(shape, nil), nil
+		}
+		b := len(shape) - 1
+		if k := slices.Index(subjects, st.Subject); k >= 0 {
+			shape[b][k]++
+		} else {
+			subjects = append(subjects, st.Subject)
+			shape[b] = append(shape[b], 1)
+		}
+		return nil
+	})
+	if err == nil && len(shape) != 2 {
+		err = fmt.Errorf("a proposal appended %d groups of events, not a reservation and a settlement", len(shape))
+	}
+	return shape, err
 }
 
 // proposals is the agents' client loop, shared by the runtime and its
