@@ -124,13 +124,13 @@ func (e *Engine) snapshotLoaded(ref Ref, st State, seq uint64, lastID string, si
 	return 0
 }
 
-// putSnapshot queues a snapshot for the background writer, replacing any
-// older one of the subject still queued.
+// putSnapshot queues a snapshot of state (the subject's state at seq,
+// where event eventID is stored) for the background writer, replacing any
+// older one of the subject still queued. The writer encodes and signs it:
+// a hot ledger's state is large, and canonicalizing it on the committer
+// held up every group commit behind it, while a snapshot superseded before
+// the writer reaches it need not be encoded at all.
 func (e *Engine) putSnapshot(subject string, seq uint64, eventID string, state []byte) {
-	data, err := EncodeSnapshot(e.Sealer.Signer, subject, seq, eventID, state)
-	if err != nil {
-		return
-	}
 	w := &e.snapw
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -140,7 +140,7 @@ func (e *Engine) putSnapshot(subject string, seq uint64, eventID string, state [
 	if q, ok := w.queued[subject]; ok && q.seq >= seq {
 		return
 	}
-	w.queued[subject] = queuedSnap{seq: seq, data: data}
+	w.queued[subject] = queuedSnap{seq: seq, eventID: eventID, state: state}
 	if !w.running {
 		w.running = true
 		go e.writeSnapshots()
@@ -168,8 +168,9 @@ type snapWriter struct {
 }
 
 type queuedSnap struct {
-	seq  uint64
-	data []byte
+	seq     uint64
+	eventID string
+	state   []byte
 }
 
 func (e *Engine) writeSnapshots() {
@@ -181,12 +182,18 @@ func (e *Engine) writeSnapshots() {
 			w.mu.Unlock()
 			return
 		}
-		snaps := make([]Snapshot, 0, len(w.queued))
-		for s, q := range w.queued {
-			snaps = append(snaps, Snapshot{Subject: s, Data: q.data})
-		}
+		queued := w.queued
 		w.queued = nil
 		w.mu.Unlock()
+		snaps := make([]Snapshot, 0, len(queued))
+		for s, q := range queued {
+			if data, err := EncodeSnapshot(e.Sealer.Signer, s, q.seq, q.eventID, q.state); err == nil {
+				snaps = append(snaps, Snapshot{Subject: s, Data: data})
+			}
+		}
+		if len(snaps) == 0 {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := e.Snapshots.Put(ctx, snaps); err == nil {
 			e.stats.snapshotsPut.Add(uint64(len(snaps)))

@@ -1,14 +1,15 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/events/codec"
 
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -60,7 +61,44 @@ type SnapshotDoc struct {
 // of the document without its signature.
 func snapshotSigningBytes(d SnapshotDoc) ([]byte, error) {
 	d.Sig = ""
+	return snapshotJCS(d)
+}
+
+// snapshotJCS is kernel.Canonical(d). A snapshot's state is most of its
+// bytes (a hot ledger's is a thousand receipts), and the state is stored
+// canonical already, so when kernel.CanonicalPrefix finds it so and every
+// other member is plain, the document is put together around the state by
+// kernel.CanonicalObject instead of parsing the state again; anything else
+// goes through kernel.Canonical. FuzzSnapshotJCS holds the two to the same
+// bytes.
+func snapshotJCS(d SnapshotDoc) ([]byte, error) {
+	if b, ok := spliceSnapshot(d); ok {
+		return b, nil
+	}
 	return kernel.Canonical(d)
+}
+
+func spliceSnapshot(d SnapshotDoc) ([]byte, bool) {
+	if n, ok := kernel.CanonicalPrefix(d.State); !ok || n != len(d.State) || d.Seq >= 1<<53 {
+		return nil, false
+	}
+	v, okV := kernel.CanonicalInt(int64(d.V))
+	seq, okSeq := kernel.CanonicalInt(int64(d.Seq))
+	if !okV || !okSeq {
+		return nil, false
+	}
+	members := []kernel.Member{{Name: "v", Value: v}, {Name: "seq", Value: seq}, {Name: "state", Value: d.State}}
+	for _, m := range []struct{ name, value string }{{"subject", d.Subject}, {"event_id", d.EventID}, {"key_id", d.KeyID}, {"sig", d.Sig}} {
+		if m.name == "sig" && m.value == "" {
+			continue // omitempty
+		}
+		b, ok := kernel.CanonicalString(m.value)
+		if !ok {
+			return nil, false
+		}
+		members = append(members, kernel.Member{Name: m.name, Value: b})
+	}
+	return kernel.CanonicalObject(members)
 }
 
 // EncodeSnapshot encodes and signs state (a JSON value), the state of
@@ -72,13 +110,22 @@ func EncodeSnapshot(signer codec.Signer, subject string, seq uint64, eventID str
 	if seq == 0 || eventID == "" {
 		return nil, errors.New("events: snapshot without an anchor")
 	}
+	// The state is canonicalized once here; both encodings below are then
+	// put together around it.
+	if n, ok := kernel.CanonicalPrefix(state); !ok || n != len(state) {
+		canon, err := kernel.Canonical(json.RawMessage(state))
+		if err != nil {
+			return nil, fmt.Errorf("events: snapshot: %w", err)
+		}
+		state = canon
+	}
 	d := SnapshotDoc{V: SnapshotVersion, Subject: subject, Seq: seq, EventID: eventID, KeyID: signer.KeyID, State: state}
 	msg, err := snapshotSigningBytes(d)
 	if err != nil {
 		return nil, fmt.Errorf("events: snapshot: %w", err)
 	}
 	d.Sig = base64.RawURLEncoding.EncodeToString(ed25519.Sign(signer.Key, msg))
-	return kernel.Canonical(d)
+	return snapshotJCS(d)
 }
 
 // ParseSnapshot parses a snapshot of subject signed by pub: strictly (one
@@ -86,9 +133,14 @@ func EncodeSnapshot(signer codec.Signer, subject string, seq uint64, eventID str
 // signature that verifies. The state is returned as stored (canonical JSON);
 // decode it with kernel.KnownJSON.
 func ParseSnapshot(pub ed25519.PublicKey, subject string, data []byte) (SnapshotDoc, error) {
+	// kernel.DecodeCanonical's check, with the snapshot's own encoder:
+	// decode, encode again, compare.
 	var d SnapshotDoc
-	if err := kernel.DecodeCanonical(data, &d); err != nil {
+	if err := kernel.KnownJSON(data, &d); err != nil {
 		return d, fmt.Errorf("events: snapshot: %w", err)
+	}
+	if again, err := snapshotJCS(d); err != nil || !bytes.Equal(again, data) {
+		return d, errors.New("events: snapshot: not in its canonical (JCS) encoding")
 	}
 	switch {
 	case d.V != SnapshotVersion:

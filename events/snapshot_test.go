@@ -74,3 +74,43 @@ func FuzzParseSnapshot(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSnapshotJCS: the snapshot's encoder, which puts the document together
+// around a state already canonical, writes exactly kernel.Canonical's bytes
+// for every document, and fails exactly when kernel.Canonical does.
+func FuzzSnapshotJCS(f *testing.F) {
+	f.Add(2, uint64(7), "ctx.ev.acme.exposure.g.r", "01JAAAAAAAAAAAAAAAAAAAAAAA", "ed25519:0123", "", []byte(`{"a":"x","b":[1,2]}`))
+	f.Add(2, uint64(1), "k", "e", "k", "c2ln", []byte(`{"b":1,"a":2}`))
+	f.Add(-1, uint64(1)<<60, "é", "\"", "<&>", "x", []byte(`{"a":"\u00e9","n":1.5e3}`))
+	f.Add(2, uint64(3), "k", "e", "k", "s", []byte(`null`))
+	f.Add(2, uint64(3), "k", "e", "k", "s", []byte(` {"a" : 1} `))
+	f.Fuzz(func(t *testing.T, v int, seq uint64, subject, eventID, keyID, sig string, state []byte) {
+		d := SnapshotDoc{V: v, Subject: subject, Seq: seq, EventID: eventID, KeyID: keyID, Sig: sig, State: state}
+		want, wantErr := kernel.Canonical(d)
+		got, err := snapshotJCS(d)
+		if (err != nil) != (wantErr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("%+v: snapshotJCS %q (%v), kernel.Canonical %q (%v)", d, got, err, want, wantErr)
+		}
+	})
+}
+
+// TestSnapshotStateStoredCanonical: a state written in a struct's field
+// order is stored canonical, so the document is put together around it,
+// and the stored bytes are kernel.Canonical's.
+func TestSnapshotStateStoredCanonical(t *testing.T) {
+	s := snapshotSigner()
+	data := must(EncodeSnapshot(s, "k", 3, "01JAAAAAAAAAAAAAAAAAAAAAAA", []byte(`{"z":{"y":1,"x":[true,null]},"a":"\u00e9"}`)))
+	var d SnapshotDoc
+	if err := kernel.KnownJSON(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if string(d.State) != `{"a":"é","z":{"x":[true,null],"y":1}}` {
+		t.Fatalf("state stored as %s", d.State)
+	}
+	if _, ok := spliceSnapshot(d); !ok {
+		t.Fatal("the stored document is not put together around its canonical state")
+	}
+	if want := must(kernel.Canonical(d)); !bytes.Equal(data, want) {
+		t.Fatalf("stored %s, kernel.Canonical %s", data, want)
+	}
+}
