@@ -83,6 +83,8 @@ func snapshotJCS(d SnapshotDoc) ([]byte, error) {
 func (d *SnapshotDoc) EncodeCanonical() ([]byte, error) { return snapshotJCS(*d) }
 
 func spliceSnapshot(d SnapshotDoc) ([]byte, bool) {
+	// A sequence past 2^53 is left to kernel.Canonical (and int64(d.Seq)
+	// below stays exact).
 	if n, ok := kernel.CanonicalPrefix(d.State); !ok || n != len(d.State) || d.Seq >= 1<<53 {
 		return nil, false
 	}
@@ -92,15 +94,16 @@ func spliceSnapshot(d SnapshotDoc) ([]byte, bool) {
 		return nil, false
 	}
 	members := []kernel.Member{{Name: "v", Value: v}, {Name: "seq", Value: seq}, {Name: "state", Value: d.State}}
-	for _, m := range []struct{ name, value string }{{"subject", d.Subject}, {"event_id", d.EventID}, {"key_id", d.KeyID}, {"sig", d.Sig}} {
-		if m.name == "sig" && m.value == "" {
-			continue // omitempty
-		}
-		b, ok := kernel.CanonicalString(m.value)
+	strs := [][2]string{{"subject", d.Subject}, {"event_id", d.EventID}, {"key_id", d.KeyID}}
+	if d.Sig != "" { // omitempty
+		strs = append(strs, [2]string{"sig", d.Sig})
+	}
+	for _, m := range strs {
+		b, ok := kernel.CanonicalString(m[1])
 		if !ok {
 			return nil, false
 		}
-		members = append(members, kernel.Member{Name: m.name, Value: b})
+		members = append(members, kernel.Member{Name: m[0], Value: b})
 	}
 	return kernel.CanonicalObject(members)
 }
