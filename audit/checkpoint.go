@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/contextos/ledger/events/codec"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -88,7 +89,7 @@ type noteSigner struct {
 
 func (s noteSigner) Name() string                    { return s.name }
 func (s noteSigner) KeyHash() uint32                 { return s.hash }
-func (s noteSigner) Sign(msg []byte) ([]byte, error) { return ed25519.Sign(s.key, msg), nil }
+func (s noteSigner) Sign(msg []byte) ([]byte, error) { return codec.SignBytes(s.key, msg), nil }
 
 // NewNoteSigner returns the note signer of origin's checkpoints made from the
 // runtime's Ed25519 key; its verifier key is NoteVerifierKey(origin, public

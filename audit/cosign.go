@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/contextos/ledger/events/codec"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -112,7 +113,7 @@ func (c *Cosigner) Verify(msg, sig []byte) bool {
 	if t > 1<<63-1 {
 		return false
 	}
-	return ed25519.Verify(c.pub, cosignedMessage(msg, t), sig[8:])
+	return codec.VerifyBytes(c.pub, cosignedMessage(msg, t), sig[8:])
 }
 
 // Sign implements note.Signer (a Cosigner from NewCosigner only).
@@ -122,7 +123,7 @@ func (c *Cosigner) Sign(msg []byte) ([]byte, error) {
 	}
 	t := c.now()
 	out := binary.BigEndian.AppendUint64(nil, t)
-	return append(out, ed25519.Sign(c.key, cosignedMessage(msg, t))...), nil
+	return append(out, codec.SignBytes(c.key, cosignedMessage(msg, t))...), nil
 }
 
 // cosignTime reads the timestamp of a cosignature's signature bytes (after

@@ -359,7 +359,7 @@ func VerifyEvent(r Record, env codec.Envelope, keyring codec.Keyring) error {
 		return nil
 	}
 	sig, err := base64.RawURLEncoding.Strict().DecodeString(env.Sig)
-	if err != nil || !ed25519.Verify(pub, msg, sig) {
+	if err != nil || !codec.VerifyBytes(pub, msg, sig) {
 		return fail(ReasonBadSignature, "event %s: signature does not verify under %q", env.EventID, env.KeyID)
 	}
 	return nil

@@ -131,7 +131,7 @@ func EncodeSnapshot(signer codec.Signer, subject string, seq uint64, eventID str
 	if err != nil {
 		return nil, fmt.Errorf("events: snapshot: %w", err)
 	}
-	d.Sig = base64.RawURLEncoding.EncodeToString(ed25519.Sign(signer.Key, msg))
+	d.Sig = base64.RawURLEncoding.EncodeToString(codec.SignBytes(signer.Key, msg))
 	return snapshotJCS(d)
 }
 
@@ -159,7 +159,7 @@ func ParseSnapshot(pub ed25519.PublicKey, subject string, data []byte) (Snapshot
 		return d, errors.New("events: snapshot signature does not verify")
 	}
 	msg, err := snapshotSigningBytes(d)
-	if err != nil || !ed25519.Verify(pub, msg, sig) {
+	if err != nil || !codec.VerifyBytes(pub, msg, sig) {
 		return d, errors.New("events: snapshot signature does not verify")
 	}
 	return d, nil

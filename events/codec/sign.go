@@ -69,7 +69,7 @@ func (s Signer) Seal(typ string, v int, eventID, tenant, time string, body any) 
 	if err != nil {
 		return Envelope{}, err
 	}
-	e.Sig = base64.RawURLEncoding.EncodeToString(ed25519.Sign(s.Key, msg))
+	e.Sig = base64.RawURLEncoding.EncodeToString(SignBytes(s.Key, msg))
 	return e, nil
 }
 
@@ -128,7 +128,7 @@ func (k Keyring) Verify(e Envelope) error {
 		return err
 	}
 	sig, err := base64.RawURLEncoding.Strict().DecodeString(e.Sig)
-	if err != nil || !ed25519.Verify(pub, msg, sig) {
+	if err != nil || !VerifyBytes(pub, msg, sig) {
 		return &SignatureError{KeyID: e.KeyID, EventID: e.EventID}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
@@ -374,7 +375,7 @@ func (p *GovernedPeer) audit(ctx context.Context, tx pgx.Tx, r auditRecord) erro
 		return err
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO audit (tenant, operation_id, decision, record, signature) VALUES ($1, $2, $3, $4, $5)`,
-		r.Tenant, r.OperationID, r.Decision, b, ed25519.Sign(p.key, b))
+		r.Tenant, r.OperationID, r.Decision, b, codec.SignBytes(p.key, b))
 	return err
 }
 
@@ -393,7 +394,7 @@ func (p *GovernedPeer) VerifyAudit(ctx context.Context) (int, error) {
 		if err := rows.Scan(&rec, &sig); err != nil {
 			return n, err
 		}
-		if !ed25519.Verify(pub, rec, sig) {
+		if !codec.VerifyBytes(pub, rec, sig) {
 			return n, fmt.Errorf("audit row %d: bad signature", n)
 		}
 		n++
