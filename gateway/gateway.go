@@ -50,6 +50,7 @@ type Gateway struct {
 	overloaded  atomic.Uint64 // requests refused overloaded
 	rateLimited atomic.Uint64 // proposals refused rate_limited
 	badReplies  atomic.Uint64 // requests not answered: their reply subject is outside the requester's inbox
+	proposing   atomic.Int64  // proposals received over NATS and not answered yet (queued or being handled)
 	limiter     *limiter      // per-principal proposal rates
 	refusals    *refusalSampler
 }
@@ -240,6 +241,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			return err
 		}
 		proposals := newLane(ctx, lim.tenantWorkers(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue, func(m *nats.Msg) {
+			defer g.proposing.Add(-1)
 			principal := strings.Split(m.Subject, ".")[3]
 			if !replyAllowed(m.Reply, tenant, principal) {
 				g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: kernel.CodeRequestMalformed,
@@ -265,9 +267,11 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 				}
 				return
 			}
+			g.proposing.Add(1)
 			if proposals.offer(m) {
 				return
 			}
+			g.proposing.Add(-1)
 			g.overloaded.Add(1)
 			if replyAllowed(m.Reply, tenant, strings.Split(m.Subject, ".")[3]) {
 				g.respond(m, Reply{Status: kernel.StatusRefused, Code: kernel.CodeOverloaded,
@@ -356,6 +360,12 @@ func (g *Gateway) BadReplies() uint64 { return g.badReplies.Load() }
 
 // RateLimited returns how many proposals this gateway refused rate_limited.
 func (g *Gateway) RateLimited() uint64 { return g.rateLimited.Load() }
+
+// Proposing returns how many proposals this gateway received and has not
+// answered yet, queued or being handled, including those whose requester
+// stopped waiting: a proposal's dispatch goes on to its settlement whatever
+// its client does.
+func (g *Gateway) Proposing() int64 { return g.proposing.Load() }
 
 // Stop unsubscribes; in-flight requests finish.
 func (g *Gateway) Stop() {

@@ -32,6 +32,7 @@ const (
 	DefaultCheckpointEvery    = 1000
 	DefaultCheckpointInterval = 10 * time.Second
 	DefaultPollInterval       = time.Second
+	DefaultLinger             = 100 * time.Millisecond
 )
 
 // AuditConfig configures an AuditProjector.
@@ -52,9 +53,17 @@ type AuditConfig struct {
 	// DefaultPollInterval); Notify wakes it earlier.
 	PollInterval time.Duration
 	// Notify, when set, is subscribed (core NATS) to the tenant's event
-	// subjects so that Run syncs as soon as an event is published. Lost or
+	// subjects so that Run syncs soon after an event is published. Lost or
 	// repeated notifications are harmless: Sync reads the stream itself.
 	Notify *nats.Conn
+	// Linger is how long Run lets events gather after a notification before
+	// it syncs (default DefaultLinger; negative: none). Every append to the
+	// audit stream is a durable write on the disk the proposals' own appends
+	// wait for: recorded as they come, the nine events of one agent's
+	// proposal would be nine synced appends; gathered for a tenth of a
+	// second, a quiet tenant's events are one append, and a busy tenant's
+	// audit ends no further behind than that tenth of a second of events.
+	Linger time.Duration
 	// Logf, when set, receives Run's errors before it retries.
 	Logf func(format string, args ...any)
 	// Witnesses are asked to cosign each checkpoint before it is
@@ -125,6 +134,9 @@ func NewAuditProjector(cfg AuditConfig) (*AuditProjector, error) {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = DefaultLinger
 	}
 	return &AuditProjector{cfg: cfg, noteSigner: ns, chain: newChain(cfg.Tenant)}, nil
 }
@@ -212,7 +224,7 @@ func (p *AuditProjector) Checkpoint(ctx context.Context) error {
 // every PollInterval. Errors are logged (Logf) and retried at the next
 // tick. It returns ctx's error.
 func (p *AuditProjector) Run(ctx context.Context) error {
-	return runLoop(ctx, p.cfg.Notify, codec.SubjectPrefix+p.cfg.Tenant+".>", p.cfg.PollInterval, p.cfg.Logf, p.Sync)
+	return runLoop(ctx, p.cfg.Notify, codec.SubjectPrefix+p.cfg.Tenant+".>", p.cfg.PollInterval, p.cfg.Linger, p.cfg.Logf, p.Sync)
 }
 
 func (p *AuditProjector) isLoaded() bool {
@@ -603,9 +615,10 @@ func (c *chain) checkCheckpoint(cp audit.Checkpoint) error {
 	return nil
 }
 
-// runLoop calls sync at start, on each message on subject (when nc is set)
-// and every interval, until ctx is done.
-func runLoop(ctx context.Context, nc *nats.Conn, subject string, interval time.Duration, logf func(string, ...any), sync func(context.Context) error) error {
+// runLoop calls sync at start, linger after a message on subject (when nc
+// is set; the messages of that time are one wake-up) and every interval,
+// until ctx is done.
+func runLoop(ctx context.Context, nc *nats.Conn, subject string, interval, linger time.Duration, logf func(string, ...any), sync func(context.Context) error) error {
 	wake := make(chan struct{}, 1)
 	if nc != nil {
 		sub, err := nc.Subscribe(subject, func(*nats.Msg) {
@@ -637,6 +650,19 @@ func runLoop(ctx context.Context, nc *nats.Conn, subject string, interval time.D
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wake:
+			if linger > 0 {
+				gather := time.NewTimer(linger)
+				select {
+				case <-ctx.Done():
+					gather.Stop()
+					return ctx.Err()
+				case <-gather.C:
+				}
+				select {
+				case <-wake:
+				default:
+				}
+			}
 		case <-t.C:
 		}
 	}

@@ -345,7 +345,7 @@ func (m *Model) Run(ctx context.Context, nc *nats.Conn, interval time.Duration, 
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
-	return runLoop(ctx, nc, codec.SubjectPrefix+">", interval, logf, m.Sync)
+	return runLoop(ctx, nc, codec.SubjectPrefix+">", interval, 0, logf, m.Sync)
 }
 
 // apply folds one stored event; m.mu is held.

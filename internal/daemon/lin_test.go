@@ -158,7 +158,16 @@ func TestLinearizableAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer op.Close()
-	time.Sleep(2500 * time.Millisecond) // calls left behind by short client timeouts finish
+	// Calls whose clients stopped waiting go on to their settlement; they
+	// must end before Finalize may find no open attempt and stop.
+	testenv.Eventually(t, func() bool {
+		for _, rt := range r.rts {
+			if rt.Gateway.Proposing() != 0 {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, "proposals left behind by short client timeouts to end")
 	if _, err := d.Finalize(ctx, op, r.prov, 3*time.Second, time.Now().Add(4*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
