@@ -431,6 +431,6 @@ func (g *Gateway) Instrument(log *slog.Logger, tp trace.TracerProvider) *prometh
 func (g *Gateway) WatchState(svc *projections.Service, streamSeq func(context.Context) (uint64, error)) {
 	tenants := g.cfg.TenantIDs()
 	g.tel.m.reg.MustRegister(&stateSource{tenants: tenants, view: svc.View, audit: svc.Projectors, streamSeq: streamSeq,
-		holds: g.openHolds, killed: g.index.killEngaged, breakers: g.breakerStates,
+		holds: g.openHolds, killed: g.index.killEngaged, breakers: g.breakerStates, proposing: g.Proposing,
 		resourceSeries: g.cfg.Runtime.MetricsResourceSeries, now: g.clock.Now})
 }

@@ -176,12 +176,14 @@ type stateSource struct {
 	holds          func(context.Context) ([]HoldSample, error)
 	killed         func(tenant string) bool
 	breakers       func() []breakerState
+	proposing      func() int64
 	resourceSeries int
 	now            func() time.Time
 }
 
 var (
 	descStoreUp       = prometheus.NewDesc("contextos_store_up", "1 when the event stream answered the last scrape.", nil, nil)
+	descProposing     = prometheus.NewDesc("contextos_proposals_in_progress", "Proposals received and not answered yet, queued or being handled (their dispatch goes on after a requester stops waiting).", nil, nil)
 	descStreamSeq     = prometheus.NewDesc("contextos_stream_last_seq", "Last sequence of the event stream.", nil, nil)
 	descViewSeq       = prometheus.NewDesc("contextos_exposure_view_seq", "Last event stream sequence the exposure view folded.", nil, nil)
 	descViewLag       = prometheus.NewDesc("contextos_read_model_lag_seq", "Event stream sequences the exposure view is behind.", nil, nil)
@@ -235,6 +237,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 			gauge(descHolds, float64(counts[[3]string{t, st, holdAgeOldest}]), t, st, holdAgeOldest)
 		}
 	}
+	gauge(descProposing, float64(s.proposing()))
 	last, err := s.streamSeq(ctx)
 	gauge(descStoreUp, b2f(err == nil))
 	viewSeq := s.view.Seq()

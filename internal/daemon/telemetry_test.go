@@ -20,6 +20,7 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 	dto "github.com/prometheus/client_model/go"
@@ -662,4 +663,50 @@ func TestRedactURL(t *testing.T) {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestProposalsInProgressGauge: a proposal waiting on its provider is
+// counted until it is answered, and only then.
+func TestProposalsInProgressGauge(t *testing.T) {
+	prov := provider.New()
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		prov.Handler().ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	defer open()
+	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *gateway.Config) {
+		cp, _ := c.Capability("adp_payments.issue_refund")
+		cp.HTTP.Timeout.Duration = time.Minute
+	})
+	inProgress := func() float64 {
+		v, ok := sample(scrape(t, e.rt), "contextos_proposals_in_progress", nil)
+		if !ok {
+			t.Fatal("no contextos_proposals_in_progress series")
+		}
+		return v
+	}
+	if v := inProgress(); v != 0 {
+		t.Fatalf("%v proposals in progress before any was sent", v)
+	}
+	nc := e.client("acme", "agent_email")
+	body, _ := json.Marshal(refund("run_gauge", "k1", "ord_gauge", 900))
+	replied := make(chan error, 1)
+	go func() {
+		_, err := nc.Request(gateway.ProposeSubject("acme", "agent_email"), body, time.Minute)
+		replied <- err
+	}()
+	testenv.Eventually(t, func() bool { return inProgress() == 1 }, 30*time.Second, "the proposal waiting on its provider to be counted")
+	open()
+	if err := <-replied; err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() bool { return inProgress() == 0 }, 30*time.Second, "the answered proposal to be counted no more")
 }
