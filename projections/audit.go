@@ -62,7 +62,7 @@ type AuditConfig struct {
 	// wait for: recorded as they come, the nine events of one agent's
 	// proposal would be nine synced appends; gathered for a tenth of a
 	// second, a quiet tenant's events are one append, and a busy tenant's
-	// audit ends no further behind than that tenth of a second of events.
+	// audit ends about that tenth of a second of events behind.
 	Linger time.Duration
 	// Logf, when set, receives Run's errors before it retries.
 	Logf func(format string, args ...any)

@@ -28,7 +28,6 @@ type ServiceConfig struct {
 	CheckpointEvery    int           // see AuditConfig
 	CheckpointInterval time.Duration // see AuditConfig
 	PollInterval       time.Duration // see AuditConfig
-	Linger             time.Duration // see AuditConfig
 	Clock              Clock
 	Logf               func(format string, args ...any)
 	// Witnesses cosign every tenant's checkpoints (see AuditConfig); their
@@ -82,7 +81,7 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		}
 		p, err := NewAuditProjector(AuditConfig{Witnesses: ws, Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
 			CheckpointEvery: cfg.CheckpointEvery, CheckpointInterval: cfg.CheckpointInterval, Clock: cfg.Clock,
-			PollInterval: cfg.PollInterval, Linger: cfg.Linger, Notify: cfg.NC, Logf: cfg.Logf})
+			PollInterval: cfg.PollInterval, Notify: cfg.NC, Logf: cfg.Logf})
 
 		if err != nil {
 			return nil, err

@@ -43,7 +43,7 @@ func VerifyBytes(pub ed25519.PublicKey, msg, sig []byte) bool {
 }
 
 // A verification decodes the public key's point and builds its table of
-// multiples (about 5 µs, an eighth of the check); the handful of keys a
+// multiples (about 5 µs, a sixth of the check); the handful of keys a
 // process trusts (the runtime's, retired ones, witnesses) are kept expanded.
 // The cache stops growing at maxExpanded keys; further keys are expanded on
 // every call, so no input can grow it.
