@@ -70,13 +70,23 @@ func submit(t *testing.T, ctx context.Context, what, id string) {
 	}
 }
 
+// text waits for an element matching css, then reads its text in one
+// script: the live part of a page is swapped whole (a hold's age changes
+// every second), and a script runs between two swaps, never across one.
 func text(t *testing.T, ctx context.Context, css string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
+	js := fmt.Sprintf(`(function () { var n = document.querySelector(%q); return n ? n.innerText : null; })()`, css)
+	if _, err := chromedp.Run(ctx, chromedp.WaitReady(chromedp.CSS(css))); err != nil {
+		t.Fatalf("text of %s: %v", css, err)
+	}
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[*string](js))
 	if err != nil {
 		t.Fatalf("text of %s: %v", css, err)
 	}
-	return strings.TrimSpace(s)
+	if s == nil {
+		t.Fatalf("no element %s", css)
+	}
+	return strings.TrimSpace(*s)
 }
 
 // waitJS polls a JavaScript condition in the page until it is true.
