@@ -302,10 +302,15 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	waitWitness(256) // acme's guarantee pin and 255 reservations
 	seen, _ := w.Last(audit.Origin("acme"))
 	keys := publishedKeys(t, rt)
+	// The projector submits a checkpoint to the witness before it appends
+	// it to the log: wait for the log to hold it too.
 	var kept []byte // the cosigned checkpoint of 256 records an auditor kept
-	if err := rt.Service.Log.Checkpoints(context.Background(), "acme", 0, 1, func(c projections.StoredCheckpoint) error { kept = c.Note; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Eventually(t, func() bool {
+		if err := rt.Service.Log.Checkpoints(context.Background(), "acme", 0, 1, func(c projections.StoredCheckpoint) error { kept = c.Note; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return kept != nil
+	}, 20*time.Second, "the cosigned checkpoint in the audit log")
 	var stored [][2]string // subject, raw
 	if err := rt.Store.Replay(context.Background(), 1, func(st events.Stored) error {
 		stored = append(stored, [2]string{st.Subject, string(st.Raw)})
