@@ -104,6 +104,36 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[i]
 }
 
+// Fill runs op once for each i in [0, n) on workers goroutines and returns
+// the first error.
+func Fill(ctx context.Context, workers, n int, op Op) error {
+	var next atomic.Int64
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					errs <- nil
+					return
+				}
+				if err := op(ctx, w, i); err != nil {
+					next.Store(int64(n)) // the others stop at their next operation
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	var first error
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // Progress reports what a bench is doing.
 type Progress func(format string, args ...any)
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -86,5 +87,38 @@ func TestTrendOf(t *testing.T) {
 	}
 	if tr := TrendOf(nil, 0, time.Second); !tr.Sustained() || tr.Readings != 0 {
 		t.Fatalf("no readings: %+v", tr)
+	}
+}
+
+// TestFill: every index runs exactly once across the workers, and the first
+// error stops the rest and is returned.
+func TestFill(t *testing.T) {
+	const n = 1000
+	var seen [n]atomic.Int32
+	if err := Fill(context.Background(), 7, n, func(_ context.Context, _, i int) error {
+		seen[i].Add(1)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range seen {
+		if got := seen[i].Load(); got != 1 {
+			t.Fatalf("index %d ran %d times", i, got)
+		}
+	}
+	boom := errors.New("boom")
+	var ran atomic.Int32
+	err := Fill(context.Background(), 1, n, func(_ context.Context, _, i int) error {
+		ran.Add(1)
+		if i == 10 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Fill returned %v, want the operation's error", err)
+	}
+	if got := ran.Load(); got != 11 {
+		t.Fatalf("%d operations ran, want the 11 up to the failing one", got)
 	}
 }

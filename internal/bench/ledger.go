@@ -221,6 +221,12 @@ func Uniform(tag string) func(w, i int) string {
 	return func(w, i int) string { return fmt.Sprintf("ord-%s-%d", tag, rand.IntN(Resources)) }
 }
 
+// Every picks the i-th resource of Uniform's set: Fill with it reserves once
+// on each.
+func Every(tag string) func(w, i int) string {
+	return func(w, i int) string { return fmt.Sprintf("ord-%s-%d", tag, i) }
+}
+
 // Hot sends every operation to the same resource, moving to a fresh one
 // after HotSpan reservations.
 func Hot(tag string) func(w, i int) string {
