@@ -89,6 +89,14 @@ func text(t *testing.T, ctx context.Context, css string) string {
 	return strings.TrimSpace(*s)
 }
 
+// clickLive clicks an element of the page's live part, which the live
+// stream swaps whole: found and clicked in one script, so that a swap cannot
+// fall between finding the node and clicking it.
+func clickLive(t *testing.T, ctx context.Context, what, css string) {
+	t.Helper()
+	waitJS(t, ctx, what, fmt.Sprintf(`(function () { var n = document.querySelector(%q); if (!n) return false; n.click(); return true; })()`, css))
+}
+
 // waitJS polls a JavaScript condition in the page until it is true.
 func waitJS(t *testing.T, ctx context.Context, what, cond string) {
 	t.Helper()
@@ -162,7 +170,8 @@ func TestBrowserReconcile(t *testing.T) {
 	}
 	shot(t, ctx, "exposure")
 	e.prov.Settle(r.AttemptID, "succeeded")
-	do(t, ctx, "open the reconcile confirmation", chromedp.Click(chromedp.CSS(row+` a[data-action="reconcile"]`)), chromedp.WaitVisible(chromedp.ID("confirm")))
+	clickLive(t, ctx, "the reconcile link", row+` a[data-action="reconcile"]`)
+	do(t, ctx, "open the reconcile confirmation", chromedp.WaitVisible(chromedp.ID("confirm")))
 	shot(t, ctx, "confirm-reconcile")
 	do(t, ctx, "confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("flash")))
 	if f := text(t, ctx, "#flash"); !strings.Contains(f, "applied") {
