@@ -623,6 +623,20 @@ type costs struct{ single, batch float64 }
 // singles reports whether n single appends cost less than one atomic batch.
 func (k costs) singles(n int) bool { return float64(n)*k.single < k.batch }
 
+// choose reports whether the sends-th group that may go either way, of n
+// transactions, goes as single appends: the cheaper way, but the other way
+// now and then (see preferSingles).
+func (k costs) choose(n, sends int) bool {
+	singles := k.singles(n)
+	switch {
+	case singles && sends%100 == 0:
+		return false
+	case !singles && n <= 8 && sends%10 == 0:
+		return true
+	}
+	return singles
+}
+
 // lingerWait is how long after the last append returned a ready group of n
 // transactions may wait for more (0: send it now). The callers of the
 // append that just returned usually come back at once with their next
@@ -654,11 +668,18 @@ func (k costs) lingerWait(n, lastTxs int, full bool, limit time.Duration) time.D
 // fixed cost of an atomic batch (on a single server it stages every batch
 // in a store of its own, created and removed on disk) exceeds that many
 // single appends, which the moving averages of both, measured here, decide.
-// Every 100th group that could go either way goes the other way, to keep
+// Now and then a group that could go either way goes the other way, to keep
 // both averages current: a model that only ever sent batches would never
-// learn that singles got cheaper (relaxed sync, a quieter disk; measured:
-// relaxed uniform reservations at 64 agents stayed at the batch rate), nor
-// the reverse.
+// learn that singles got cheaper (relaxed sync, a quieter disk, fewer
+// callers), nor the reverse. Every 100th group tries a batch; every 10th
+// tries singles, but only when it holds at most 8 transactions (a large
+// group, a hot resource's chain above all, would pay one round trip per
+// event and put its transactions in the p99). Small groups try more often:
+// at a few callers the two ways cost about the same, a single sample moves
+// the average a fifth of the way, and one try in 100 left the committer on
+// atomic batches for most of a 5 s point after the disk slowed for a moment
+// (measured: 8 agents at a third of the raw single-append rate, where
+// single appends made 0.8-1.1 of it).
 func (c *committer) preferSingles(batch []*txn, items []events.AppendItem, ens []*entry) [][]*txn {
 	if len(batch) < 2 {
 		return nil
@@ -686,14 +707,7 @@ func (c *committer) preferSingles(batch []*txn, items []events.AppendItem, ens [
 		return chains
 	}
 	c.sends++
-	singles := c.costs.singles(len(batch))
-	if c.sends%100 == 0 && (singles || len(batch) <= 8) {
-		// Explored as singles only when small: a large group, a hot
-		// resource's chain above all, would pay one round trip per event
-		// and put its transactions in the p99.
-		singles = !singles
-	}
-	if !singles {
+	if !c.costs.choose(len(batch), c.sends) {
 		return nil
 	}
 	return chains
@@ -707,7 +721,9 @@ func (c *committer) observe(r batchResult) {
 	case r.split != nil:
 		c.costs.single = (1-a)*c.costs.single + a*r.elapsed.Seconds()/float64(max(r.events, 1))
 	case len(r.items) == 1 && len(r.items[0].Envs) == 1:
-		c.costs.single = (1-a)*c.costs.single + a*r.elapsed.Seconds()
+		// A group of one: a single append either way. Its round trip is
+		// not what a single append adds to a group of several (those are
+		// pipelined), so the average it would move is left alone.
 	case len(r.items) > 0:
 		c.costs.batch = (1-a)*c.costs.batch + a*r.elapsed.Seconds()
 	}

@@ -3,6 +3,7 @@ package aggregates
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -465,5 +466,45 @@ func waitStats(t *testing.T, eng *Engine, cond func(EngineStats) bool) {
 			t.Fatalf("engine stats %+v: condition not reached", eng.Stats())
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestAppendChoice: a group goes the way measured cheaper, but a batch is
+// tried once in 100 groups while singles win, and singles once in 10 while
+// batches win, only for groups of at most 8. A group of one (a single
+// append either way) leaves the single-append average alone.
+func TestAppendChoice(t *testing.T) {
+	k := costs{single: 0.001, batch: 0.006}
+	count := func(n int) (singles int) {
+		for sends := 1; sends <= 1000; sends++ {
+			if k.choose(n, sends) {
+				singles++
+			}
+		}
+		return singles
+	}
+	for _, c := range []struct {
+		n, want int
+	}{
+		{2, 990}, // singles cheaper: a batch once in 100
+		{5, 990}, // still cheaper: 5 ms against 6
+		{6, 100}, // a batch cheaper, a small group: singles once in 10
+		{8, 100}, // the largest group that tries singles
+		{9, 0},   // larger: never as singles
+		{64, 0},  // a hot resource's chain or 64 agents: never
+	} {
+		if got := count(c.n); got != c.want {
+			t.Errorf("groups of %d: %d of 1000 as singles, want %d", c.n, got, c.want)
+		}
+	}
+	c := &committer{costs: k}
+	one := batchResult{items: []events.AppendItem{{Envs: make([]codec.Envelope, 1)}}, elapsed: 50 * time.Millisecond}
+	c.observe(one)
+	if c.costs != k {
+		t.Fatalf("a group of one moved the averages: %+v", c.costs)
+	}
+	c.observe(batchResult{split: []batchResult{{}}, events: 4, elapsed: 2 * time.Millisecond})
+	if want := 0.8*0.001 + 0.2*0.0005; math.Abs(c.costs.single-want) > 1e-12 || c.costs.batch != k.batch {
+		t.Fatalf("after four singles in 2 ms: %+v, want single %v", c.costs, want)
 	}
 }
