@@ -415,3 +415,56 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeChecksBody: Encode stores a body only in its canonical form,
+// whether the one-pass check vouches for it or the JCS comparison decides.
+func TestEncodeChecksBody(t *testing.T) {
+	e := goldenEnvelope(t)
+	for _, c := range []struct {
+		name, body string
+		want       codec.Reason // "" accepted
+	}{
+		{"canonical", `{"a":1,"b":[true,null,"x"],"c":{"d":-5}}`, ""},
+		{"canonical, a fraction (past the one-pass check)", `{"a":1.5}`, ""},
+		{"canonical, a non-ASCII name (past the one-pass check)", `{"é":1}`, ""},
+		{"members out of order", `{"b":1,"a":2}`, codec.ReasonNonCanonical},
+		{"whitespace", `{"a": 1}`, codec.ReasonNonCanonical},
+		{"escaped string", `{"a":"\u0061"}`, codec.ReasonNonCanonical},
+		{"exponent", `{"a":1e2}`, codec.ReasonNonCanonical},
+		{"member twice", `{"a":1,"a":1}`, codec.ReasonInvalidField},
+		{"not JSON", `{"a":}`, codec.ReasonInvalidField},
+		{"trailing bytes", `{"a":1}x`, codec.ReasonInvalidField},
+	} {
+		e.Body = json.RawMessage(c.body)
+		_, err := codec.Encode(e)
+		var ee *codec.EnvelopeError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (!errors.As(err, &ee) || ee.Reason != c.want || ee.Field != "body"):
+			t.Errorf("%s: %v, want %s on body", c.name, err, c.want)
+		}
+	}
+}
+
+// FuzzEncodeBody: Encode accepts a body exactly when it is a JSON object
+// that kernel.Canonical leaves byte for byte as it is.
+func FuzzEncodeBody(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"b":1,"a":2}`, `{"a":1.5}`, `{"é":"\u0061"}`, `{"a":{"b":[1,{"c":null}]}}`, `{"a":1,"a":1}`, `{}`, `[]`, `{"a":1}x`} {
+		f.Add([]byte(s))
+	}
+	e := goldenEnvelope(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) > codec.MaxEnvelopeSize/2 {
+			t.Skip("past the envelope's size bound")
+		}
+		e := e
+		e.Body = body
+		_, err := codec.Encode(e)
+		c, cerr := kernel.Canonical(json.RawMessage(body))
+		want := len(body) > 0 && body[0] == '{' && cerr == nil && bytes.Equal(c, body)
+		if (err == nil) != want {
+			t.Fatalf("Encode of body %q: %v; canonical form %q (%v)", body, err, c, cerr)
+		}
+	})
+}
