@@ -25,6 +25,14 @@ func Canonical(v any) ([]byte, error) {
 			return nil, err
 		}
 	}
+	// Most values (every event body, marshaled from the kernel's structs)
+	// differ from their canonical form only in the order of object
+	// members: sorted in one pass over the bytes, without the general
+	// transform's tree and number formatting. FuzzCanonicalSorted holds
+	// the result to jcs.Transform.
+	if n, out, ok := canonicalSorted(raw, 0, 0, make([]byte, 0, len(raw))); ok && n == len(raw) {
+		return out, nil
+	}
 	return jcs.Transform(raw)
 }
 
@@ -200,6 +208,95 @@ func canonicalValue(b []byte, i, depth int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// canonicalSorted appends to out the canonical form of the value at b[i:]
+// and returns where the value ends, when the value lies in CanonicalPrefix's
+// subset but for the order of object members (and has none named twice,
+// which Canonical refuses); ok false leaves it to jcs.Transform.
+func canonicalSorted(b []byte, i, depth int, out []byte) (int, []byte, bool) {
+	if i >= len(b) {
+		return 0, nil, false
+	}
+	switch b[i] {
+	case '{':
+		if depth >= maxCanonicalDepth {
+			return 0, nil, false
+		}
+		i++
+		if i < len(b) && b[i] == '}' {
+			return i + 1, append(out, '{', '}'), true
+		}
+		type member struct{ name, value []byte }
+		var ms []member
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return 0, nil, false
+			}
+			end, ok := canonicalString(b, i, true)
+			if !ok || end >= len(b) || b[end] != ':' {
+				return 0, nil, false
+			}
+			m := member{name: b[i+1 : end-1]}
+			if i, m.value, ok = canonicalSorted(b, end+1, depth+1, nil); !ok || i >= len(b) {
+				return 0, nil, false
+			}
+			ms = append(ms, m)
+			if b[i] == '}' {
+				i++
+				break
+			}
+			if b[i] != ',' {
+				return 0, nil, false
+			}
+			i++
+		}
+		// Plain names are ASCII, whose UTF-16 order is their byte order.
+		slices.SortFunc(ms, func(x, y member) int { return bytes.Compare(x.name, y.name) })
+		out = append(out, '{')
+		for k, m := range ms {
+			if k > 0 {
+				if bytes.Equal(ms[k-1].name, m.name) {
+					return 0, nil, false
+				}
+				out = append(out, ',')
+			}
+			out = append(out, '"')
+			out = append(out, m.name...)
+			out = append(out, '"', ':')
+			out = append(out, m.value...)
+		}
+		return i, append(out, '}'), true
+	case '[':
+		if depth >= maxCanonicalDepth {
+			return 0, nil, false
+		}
+		i++
+		out = append(out, '[')
+		if i < len(b) && b[i] == ']' {
+			return i + 1, append(out, ']'), true
+		}
+		for {
+			var ok bool
+			if i, out, ok = canonicalSorted(b, i, depth+1, out); !ok || i >= len(b) {
+				return 0, nil, false
+			}
+			switch b[i] {
+			case ',':
+				out = append(out, ',')
+				i++
+			case ']':
+				return i + 1, append(out, ']'), true
+			default:
+				return 0, nil, false
+			}
+		}
+	}
+	end, ok := canonicalValue(b, i, depth) // a string, an integer or a literal
+	if !ok {
+		return 0, nil, false
+	}
+	return end, append(out, b[i:end]...), true
 }
 
 // canonicalString scans the string whose opening quote is b[i] and returns

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/gowebpki/jcs"
 )
 
 // TestCanonicalPrefix: the values CanonicalPrefix vouches for are their own
@@ -62,8 +64,8 @@ func TestCanonicalPrefix(t *testing.T) {
 	}
 }
 
-// FuzzCanonicalPrefix: whatever CanonicalPrefix vouches for, Canonical
-// encodes to the same bytes.
+// FuzzCanonicalPrefix: whatever CanonicalPrefix vouches for, the JCS
+// transform encodes to the same bytes.
 func FuzzCanonicalPrefix(f *testing.F) {
 	f.Add([]byte(`{"a":1,"b":[true,false,null,"x"],"c":{"d":-5}}`))
 	f.Add([]byte(`{"amount":100,"attempt_id":"att_1","resource":"ord 992.*>/é"},"x"`))
@@ -76,9 +78,30 @@ func FuzzCanonicalPrefix(f *testing.F) {
 		if n <= 0 || n > len(b) {
 			t.Fatalf("length %d of %d bytes", n, len(b))
 		}
-		want, err := Canonical(json.RawMessage(b[:n]))
+		want, err := jcs.Transform(b[:n])
 		if err != nil || !bytes.Equal(want, b[:n]) {
-			t.Fatalf("CanonicalPrefix vouched for %q, Canonical makes %q (%v)", b[:n], want, err)
+			t.Fatalf("CanonicalPrefix vouched for %q, JCS makes %q (%v)", b[:n], want, err)
+		}
+	})
+}
+
+// FuzzCanonicalSorted: Canonical, which sorts the members of a plain value
+// in one pass and leaves anything else to the JCS transform, gives exactly
+// the transform's bytes, and fails exactly when it fails.
+func FuzzCanonicalSorted(f *testing.F) {
+	for _, s := range []string{
+		`{"b":1,"a":[true,false,null,"x"],"c":{"e":-5,"d":"é"}}`,
+		`{"resource":"ord_881","amount":100,"attempt_id":"att_1","nested":[{"z":0,"y":1},[]]}`,
+		`{"a":1,"a":2}`, `{"b":{"a":1,"a":1}}`, `{"a":1.5,"b":1}`, `{"b":"\u0061","a":1}`, `{"é":1,"a":2}`,
+		`{"a" :1}`, `{"a":1} `, `[1,2,{"b":1,"a":0}]`, `"x"`, `123456789012345`, `1234567890123456`, `-0`, `{}`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := Canonical(json.RawMessage(b))
+		want, werr := jcs.Transform(b)
+		if (err == nil) != (werr == nil) || err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("Canonical(%q) = %q, %v; JCS makes %q, %v", b, got, err, want, werr)
 		}
 	})
 }
