@@ -146,7 +146,8 @@ func main() {
 		if !skip(gUniform) {
 			// Every point of the group measures the same warm working set:
 			// otherwise the first points would pay a cold load on most
-			// reservations (measured by its own point) and the last few.
+			// reservations and the last on few (a cold load has its own
+			// point).
 			progress("  %s: one reservation on each resource first, ours and the peer's", gUniform)
 			if err := bench.Fill(ctx, 64, bench.Resources, bench.Reservations(eng, bench.Every(d))); err != nil {
 				fail(err)

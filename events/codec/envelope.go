@@ -239,7 +239,7 @@ func validBody(b json.RawMessage, canonical bool) error {
 	}
 	if n, ok := kernel.CanonicalPrefix(b); ok && n == len(b) {
 		// Certainly its own canonical form (FuzzCanonicalPrefix holds
-		// this to kernel.Canonical), checked in one pass: every append
+		// this to the JCS transform), checked in one pass: every append
 		// encodes a body Seal has just canonicalized, and the JCS parse
 		// of it again was most of Encode's cost.
 		return nil
