@@ -57,18 +57,28 @@ type Config struct {
 // complete inside the measured window count, with their whole latency
 // (throughput = completions in the window / the window).
 func Run(ctx context.Context, cfg Config, n int, op Op) (ops, errs int, elapsed, p50, p99 time.Duration) {
+	lat, errs, elapsed := run(ctx, cfg, make([]int, n), op)
+	slices.Sort(lat)
+	return len(lat), errs, elapsed, quantile(lat, 0.50), quantile(lat, 0.99)
+}
+
+// run is Run's loop over len(next) workers. Worker w numbers its operations
+// from next[w] on and leaves next[w] past the last it started, so a workload
+// measured in several slices never repeats an operation (a proposal's key is
+// its worker's count). It returns the latencies of the operations completed
+// in the measured window, and only once every worker has stopped.
+func run(ctx context.Context, cfg Config, next []int, op Op) (lat []time.Duration, errs int, elapsed time.Duration) {
 	var measuring, stopping atomic.Bool
-	lat := make([][]time.Duration, n)
+	lats := make([][]time.Duration, len(next))
 	var errCount atomic.Int64
 	var wg sync.WaitGroup
-	var start time.Time
-	for w := 0; w < n; w++ {
+	for w := range next {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			for i := 0; !stopping.Load() && ctx.Err() == nil; i++ {
+			for ; !stopping.Load() && ctx.Err() == nil; next[w]++ {
 				t0 := time.Now()
-				err := op(ctx, w, i)
+				err := op(ctx, w, next[w])
 				d := time.Since(t0)
 				if !measuring.Load() || stopping.Load() {
 					continue
@@ -77,23 +87,69 @@ func Run(ctx context.Context, cfg Config, n int, op Op) (ops, errs int, elapsed,
 					errCount.Add(1)
 					continue
 				}
-				lat[w] = append(lat[w], d)
+				lats[w] = append(lats[w], d)
 			}
 		}(w)
 	}
 	time.Sleep(cfg.Warmup)
-	start = time.Now()
+	start := time.Now()
 	measuring.Store(true)
 	time.Sleep(cfg.Duration)
 	stopping.Store(true)
 	elapsed = time.Since(start)
 	wg.Wait()
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
+	for _, l := range lats {
+		lat = append(lat, l...)
 	}
-	slices.Sort(all)
-	return len(all), int(errCount.Load()), elapsed, quantile(all, 0.50), quantile(all, 0.99)
+	return lat, int(errCount.Load()), elapsed
+}
+
+// Leg is one side of an interleaved measurement: its point (Concurrency is
+// its number of workers) and its operation.
+type Leg struct {
+	Point Point
+	Op    Op
+}
+
+// Interleave measures two legs in alternating slices. In each of rounds
+// rounds, each leg runs alone: cfg.Warmup unmeasured, then
+// cfg.Duration/rounds measured; the order swaps every round (a b, b a,
+// a b, ...) so that neither leg always runs right after the other. A ratio
+// of two points measured one after the other moves with whatever the
+// machine does between them (on a shared disk the same raw append moves 2x
+// within minutes); alternating slices expose both legs to the same drift.
+// Each point sums its slices: operations, errors, measured time, and the
+// quantiles of all its latencies.
+func Interleave(ctx context.Context, cfg Config, rounds int, legs [2]Leg, progress Progress) [2]Point {
+	rounds = max(rounds, 1)
+	slice := Config{Warmup: cfg.Warmup, Duration: cfg.Duration / time.Duration(rounds)}
+	var lat [2][]time.Duration
+	var next [2][]int
+	for k, l := range legs {
+		next[k] = make([]int, l.Point.Concurrency)
+	}
+	pts := [2]Point{legs[0].Point, legs[1].Point}
+	if progress != nil {
+		progress("  %s c=%d and %s c=%d alternating, %d rounds ...", pts[0].Name, pts[0].Concurrency, pts[1].Name, pts[1].Concurrency, rounds)
+	}
+	for r := 0; r < rounds; r++ {
+		for j := 0; j < 2; j++ {
+			k := j
+			if r%2 == 1 {
+				k = 1 - j
+			}
+			l, errs, elapsed := run(ctx, slice, next[k], legs[k].Op)
+			lat[k] = append(lat[k], l...)
+			pts[k].Errors += errs
+			pts[k].Elapsed += elapsed
+		}
+	}
+	for k := range pts {
+		slices.Sort(lat[k])
+		pts[k].Ops, pts[k].P50, pts[k].P99 = len(lat[k]), quantile(lat[k], 0.50), quantile(lat[k], 0.99)
+		measured(progress, pts[k])
+	}
+	return pts
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {
@@ -143,11 +199,16 @@ func Measure(ctx context.Context, cfg Config, p Point, op Op, progress Progress)
 		progress("  %-40s %-8s %-7s c=%-3d ...", p.Group, p.Name, p.Durability, p.Concurrency)
 	}
 	p.Ops, p.Errors, p.Elapsed, p.P50, p.P99 = Run(ctx, cfg, p.Concurrency, op)
+	measured(progress, p)
+	return p
+}
+
+// measured reports a measured point's figures.
+func measured(progress Progress, p Point) {
 	if progress != nil {
 		progress("  %-40s %-8s %-7s c=%-3d %10.0f %s/s  p50 %-9s p99 %-9s errors %d", p.Group, p.Name, p.Durability, p.Concurrency,
 			p.Rate(), p.Unit, fmtDur(p.P50), fmtDur(p.P99), p.Errors)
 	}
-	return p
 }
 
 func fmtDur(d time.Duration) string {

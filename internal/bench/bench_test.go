@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,5 +121,86 @@ func TestFill(t *testing.T) {
 	}
 	if got := ran.Load(); got != 11 {
 		t.Fatalf("%d operations ran, want the 11 up to the failing one", got)
+	}
+}
+
+// TestInterleave: the two legs never run at the same time and take turns
+// as the rounds say (a b, b a, ...); each counts only its own measured
+// operations and time; a worker's operations are numbered on across slices,
+// so none repeats.
+func TestInterleave(t *testing.T) {
+	type call struct {
+		leg, w, i  int
+		start, end time.Time
+	}
+	var mu sync.Mutex
+	var calls []call
+	op := func(leg int) Op {
+		return func(ctx context.Context, w, i int) error {
+			c := call{leg: leg, w: w, i: i, start: time.Now()}
+			time.Sleep(200 * time.Microsecond) // the operation's own work
+			c.end = time.Now()
+			mu.Lock()
+			calls = append(calls, c)
+			mu.Unlock()
+			if leg == 1 && i%10 == 9 {
+				return errors.New("every tenth fails")
+			}
+			return nil
+		}
+	}
+	const rounds = 4
+	cfg := Config{Warmup: 20 * time.Millisecond, Duration: 200 * time.Millisecond}
+	pts := Interleave(context.Background(), cfg, rounds, [2]Leg{
+		{Point: Point{Name: "a", Concurrency: 3}, Op: op(0)},
+		{Point: Point{Name: "b", Concurrency: 2}, Op: op(1)},
+	}, nil)
+
+	slices.SortFunc(calls, func(x, y call) int { return x.start.Compare(y.start) })
+	switches := 0
+	for k := 1; k < len(calls); k++ {
+		if calls[k].leg != calls[k-1].leg {
+			switches++
+		}
+	}
+	// a b | b a | a b | b a: one change of leg inside each round, none
+	// between rounds.
+	if switches != rounds {
+		t.Errorf("the legs changed %d times, want %d", switches, rounds)
+	}
+	var ends [2]time.Time
+	seen := map[[3]int]bool{}
+	var ops, errs [2]int
+	for _, c := range calls {
+		if c.start.Before(ends[1-c.leg]) {
+			t.Fatalf("leg %d started an operation at %v while the other leg's ran until %v", c.leg, c.start, ends[1-c.leg])
+		}
+		if c.end.After(ends[c.leg]) {
+			ends[c.leg] = c.end
+		}
+		k := [3]int{c.leg, c.w, c.i}
+		if seen[k] {
+			t.Fatalf("leg %d worker %d ran operation %d twice", c.leg, c.w, c.i)
+		}
+		seen[k] = true
+		if c.leg == 1 && c.i%10 == 9 {
+			errs[1]++
+		} else {
+			ops[c.leg]++
+		}
+	}
+	for k, p := range pts {
+		if p.Ops == 0 || p.Ops >= ops[k] {
+			t.Errorf("leg %d counted %d operations of the %d that succeeded (warm-ups included): want some, not all", k, p.Ops, ops[k])
+		}
+		if p.Elapsed < cfg.Duration || p.Elapsed > cfg.Duration+rounds*50*time.Millisecond {
+			t.Errorf("leg %d measured %v, want the %v of its slices", k, p.Elapsed, cfg.Duration)
+		}
+		if p.P50 < 200*time.Microsecond || p.P99 < p.P50 {
+			t.Errorf("leg %d: p50 %v p99 %v", k, p.P50, p.P99)
+		}
+	}
+	if pts[0].Errors != 0 || pts[1].Errors == 0 || pts[1].Errors >= errs[1] {
+		t.Errorf("errors counted %d and %d, of %d failed in all", pts[0].Errors, pts[1].Errors, errs[1])
 	}
 }
