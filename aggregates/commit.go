@@ -21,15 +21,18 @@ import (
 //	waiting  transactions not decided yet, in arrival order
 //	forming  decided (folded into the warm states), being sealed or sealed,
 //	         not sent: the next batch
-//	inflight the one batch being appended
+//	flights  the groups sent and not answered yet: one atomic batch, or
+//	         groups of single appends on disjoint subjects
 //
 // A transaction is decided as soon as every subject it names is loaded and no
 // earlier waiting transaction names one of them (FIFO per subject). Its
 // events are sealed on their own goroutine (signing is the costly part), and
-// whenever no batch is in flight the sealed prefix of forming is sent as one
-// append. A transaction's result is delivered when the batch holding it is
-// stored, never before: a later decision may rest on it only inside this
-// process, and if it fails the later one is made again.
+// whenever nothing is in flight the sealed prefix of forming is sent as one
+// append. While only single appends are in flight, a group that goes as
+// single appends too and names none of their subjects goes without waiting
+// (see maybeSend). A transaction's result is delivered when the append
+// holding it is stored, never before: a later decision may rest on it only
+// inside this process, and if it fails the later one is made again.
 
 // txn is one Do call inside the committer.
 type txn struct {
@@ -88,7 +91,10 @@ type committer struct {
 	waiting       []*txn
 	forming       []*txn
 	formingEvents int
-	inflight      []*txn
+	flights       int    // groups sent and not yet answered
+	sent          uint64 // groups sent so far
+	flyingTxs     int    // transactions in the groups in flight
+	batchFlying   bool   // one of them is an atomic batch: nothing else goes
 	loads, seals  int
 	costs         costs // of the two ways to append a group; see preferSingles
 	sends         int
@@ -118,6 +124,12 @@ type batchResult struct {
 	split   []batchResult
 	events  int // events of a split group
 	elapsed time.Duration
+	flew    []*entry // every subject the group named, appended to or guarded
+	// sent numbers the group among those sent (committer.sent); overlapped:
+	// others were in flight when it was sent.
+	sent       uint64
+	overlapped bool
+	group      int // transactions sent in the group
 }
 
 type loadResult struct {
@@ -152,7 +164,7 @@ func (c *committer) maxAttempts() int { return max(c.e.MaxAttempts, 1) }
 // idle reports whether the committer holds no work: nothing waiting,
 // forming, in flight, loading or sealing.
 func (c *committer) idle() bool {
-	return len(c.waiting) == 0 && len(c.forming) == 0 && c.inflight == nil && c.loads == 0 && c.seals == 0
+	return len(c.waiting) == 0 && len(c.forming) == 0 && c.flights == 0 && c.loads == 0 && c.seals == 0
 }
 
 func (c *committer) run() {
@@ -187,7 +199,7 @@ func (c *committer) run() {
 			// engine's goroutine and warm state alive for good.
 			continue
 		}
-		if e.Driver != nil && c.loads == 0 && c.seals == 0 && c.inflight == nil {
+		if e.Driver != nil && c.loads == 0 && c.seals == 0 && c.flights == 0 {
 			e.Driver.Idle(len(c.forming))
 		}
 		select {
@@ -296,7 +308,13 @@ func (c *committer) usable(en *entry, ref Ref) bool {
 	case entryLoading:
 		return false
 	case entryUnloaded:
-		c.startLoad(en, ref, true)
+		if en.flying == 0 {
+			// (A subject dropped while a group of single appends
+			// carrying it is in flight is read once that group is
+			// answered: read before, it would hold the state before the
+			// group with the sequence after it.)
+			c.startLoad(en, ref, true)
+		}
 		return false
 	}
 	forget := en.forget.Load()
@@ -459,9 +477,14 @@ func (c *committer) onSeal(r sealResult) {
 	c.e.stats.sealed.Add(1)
 }
 
-// maybeSend sends the sealed prefix of forming when no batch is in flight.
+// maybeSend sends the sealed prefix of forming when nothing is in flight,
+// and, while only groups of single appends are, the part of it that names
+// none of their subjects if it goes as single appends too: such a group
+// does not rest on what is in flight (its subjects' transactions before it
+// are stored or in it), so the store answers it independently, and
+// callers each wait one append, not the group before theirs.
 func (c *committer) maybeSend() {
-	if c.inflight != nil || len(c.forming) == 0 {
+	if len(c.forming) == 0 || c.batchFlying || c.flights > 0 && c.e.Appends == AppendBatches {
 		return
 	}
 	// The sealed prefix, cut to what one append may carry: a transaction
@@ -472,10 +495,13 @@ func (c *committer) maybeSend() {
 		if evs+c.forming[n].nevents > c.maxEvents() && n > 0 {
 			break
 		}
+		if c.flights > 0 && c.flying(c.forming[n]) {
+			break
+		}
 		evs += c.forming[n].nevents
 		n++
 	}
-	if n == 0 || c.linger(n) || c.e.Driver != nil && c.e.Driver.Hold(n) {
+	if n == 0 || c.flights == 0 && c.linger(n) || c.e.Driver != nil && c.e.Driver.Hold(n) {
 		return
 	}
 	var bad []*txn
@@ -494,11 +520,6 @@ func (c *committer) maybeSend() {
 		return
 	}
 	batch := c.forming[:n:n]
-	c.forming = append([]*txn(nil), c.forming[n:]...)
-	c.formingEvents = 0
-	for _, t := range c.forming {
-		c.formingEvents += t.nevents
-	}
 	idx := map[*entry]int{}
 	var items []events.AppendItem
 	var ens []*entry
@@ -541,12 +562,39 @@ func (c *committer) maybeSend() {
 			}
 		}
 	}
-	c.inflight = batch
+	var chains [][]*txn
+	single := len(items) == 1 && len(items[0].Envs) == 1 && !guards && c.e.Appends != AppendBatches
+	switch {
+	case c.flights == 0:
+		if !guards {
+			chains = c.preferSingles(batch, items, ens)
+		}
+	case guards || !c.pipelines(len(c.waiting)+len(c.forming)+c.flyingTxs):
+		return // it waits for the single appends in flight
+	case !single:
+		if chains = singleChains(batch, items, ens); chains == nil {
+			return
+		}
+	}
+	c.forming = append([]*txn(nil), c.forming[n:]...)
+	c.formingEvents = 0
+	for _, t := range c.forming {
+		c.formingEvents += t.nevents
+	}
+	overlapped := c.flights > 0
+	c.flights++
+	c.flyingTxs += n
+	c.sent++
+	c.batchFlying = chains == nil && !single
+	sent := c.sent
+	for _, en := range ens {
+		en.flying++
+	}
 	if len(items) == 0 {
-		c.onBatch(batchResult{txs: batch})
+		c.onBatch(batchResult{txs: batch, group: n})
 		return
 	}
-	if chains := c.preferSingles(batch, items, ens); chains != nil && !guards {
+	if chains != nil {
 		c.e.stats.singleGroups.Add(1)
 		go func() {
 			t0 := time.Now()
@@ -576,14 +624,14 @@ func (c *committer) maybeSend() {
 			for _, l := range per {
 				split = append(split, l...)
 			}
-			c.batchDone <- batchResult{split: split, elapsed: time.Since(t0), events: len(batch)}
+			c.batchDone <- batchResult{split: split, elapsed: time.Since(t0), events: len(batch), flew: ens, sent: sent, overlapped: overlapped, group: n}
 		}()
 		return
 	}
 	go func() {
 		t0 := time.Now()
 		seqs, err := c.e.appendItems(items)
-		c.batchDone <- batchResult{txs: batch, items: items, ens: ens, seqs: seqs, err: err, elapsed: time.Since(t0)}
+		c.batchDone <- batchResult{txs: batch, items: items, ens: ens, seqs: seqs, err: err, elapsed: time.Since(t0), flew: ens, sent: sent, overlapped: overlapped, group: n}
 	}()
 }
 
@@ -684,6 +732,27 @@ func (c *committer) preferSingles(batch []*txn, items []events.AppendItem, ens [
 	if len(batch) < 2 {
 		return nil
 	}
+	chains := singleChains(batch, items, ens)
+	if chains == nil {
+		return nil
+	}
+	switch c.e.Appends {
+	case AppendBatches:
+		return nil
+	case AppendSingles:
+		return chains
+	}
+	c.sends++
+	if !c.costs.choose(len(batch), c.sends) {
+		return nil
+	}
+	return chains
+}
+
+// singleChains returns, per item, the transactions whose events it carries,
+// in order, when every transaction of the group appends exactly one event
+// (nil otherwise).
+func singleChains(batch []*txn, items []events.AppendItem, ens []*entry) [][]*txn {
 	idx := make(map[*entry]int, len(ens))
 	for k, en := range ens {
 		idx[en] = k
@@ -700,17 +769,25 @@ func (c *committer) preferSingles(batch []*txn, items []events.AppendItem, ens [
 			}
 		}
 	}
+	return chains
+}
+
+// pipelines reports whether a group may go out as single appends while
+// groups of single appends are in flight, given the n transactions in the
+// committer (waiting, forming and in flight): when single appends are the
+// way (Engine.Appends), or when the cost model would send all n as single
+// appends rather than as one atomic batch (without its occasional tries of
+// the other way, made when nothing is in flight). So a few callers each
+// keep an append in flight, and many wait for the flights to end and go
+// out together, where one atomic batch carries them for less.
+func (c *committer) pipelines(n int) bool {
 	switch c.e.Appends {
 	case AppendBatches:
-		return nil
+		return false
 	case AppendSingles:
-		return chains
+		return true
 	}
-	c.sends++
-	if !c.costs.choose(len(batch), c.sends) {
-		return nil
-	}
-	return chains
+	return c.costs.singles(max(n, 2))
 }
 
 // observe updates the cost model with a finished append.
@@ -758,9 +835,29 @@ func (e *Engine) appendItems(items []events.AppendItem) ([]uint64, error) {
 	return got, nil
 }
 
+// flying reports whether t names a subject of a group in flight.
+func (c *committer) flying(t *txn) bool {
+	for _, en := range t.ens {
+		if en.flying > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *committer) onBatch(r batchResult) {
-	c.inflight = nil
-	c.observe(r)
+	c.flights--
+	c.flyingTxs -= r.group
+	c.batchFlying = false
+	for _, en := range r.flew {
+		en.flying--
+	}
+	if !r.overlapped && r.sent == c.sent {
+		// Only an append that had the connection and the server to
+		// itself measures what its way costs; one that overlapped others
+		// measures their contention too.
+		c.observe(r)
+	}
 	c.lastTxs, c.lastDone = len(r.txs), time.Now()
 	if r.split != nil {
 		c.lastTxs = r.events // the group's transactions, however its chains ended

@@ -508,3 +508,192 @@ func TestAppendChoice(t *testing.T) {
 		t.Fatalf("after four singles in 2 ms: %+v, want single %v", c.costs, want)
 	}
 }
+
+// TestPipelines: a group goes out beside single appends in flight only while
+// single appends are the way for every transaction in the committer; only
+// an append that had the store to itself moves the cost averages.
+func TestPipelines(t *testing.T) {
+	k := costs{single: 0.001, batch: 0.006}
+	for _, c := range []struct {
+		mode AppendMode
+		n    int
+		want bool
+	}{
+		{AppendMeasured, 1, true}, // judged as a pair: 2 ms against 6
+		{AppendMeasured, 5, true},
+		{AppendMeasured, 6, false}, // 6 ms: one batch carries them as cheaply
+		{AppendMeasured, 64, false},
+		{AppendSingles, 64, true},
+		{AppendBatches, 1, false},
+	} {
+		cm := &committer{e: &Engine{Appends: c.mode}, costs: k}
+		if got := cm.pipelines(c.n); got != c.want {
+			t.Errorf("mode %d, %d transactions: pipelines = %v, want %v", c.mode, c.n, got, c.want)
+		}
+	}
+
+	c := &committer{costs: k, flights: 3, flyingTxs: 6, sent: 3}
+	four := func(sent uint64, overlapped bool) batchResult {
+		return batchResult{split: []batchResult{}, events: 4, elapsed: 2 * time.Millisecond, sent: sent, overlapped: overlapped, group: 2}
+	}
+	c.onBatch(four(1, false)) // another group went out after it
+	c.onBatch(four(3, true))  // it went out beside another
+	if c.costs != k {
+		t.Fatalf("overlapped appends moved the averages: %+v", c.costs)
+	}
+	c.onBatch(four(3, false))
+	if want := 0.8*0.001 + 0.2*0.0005; math.Abs(c.costs.single-want) > 1e-12 || c.flights != 0 || c.flyingTxs != 0 {
+		t.Fatalf("after an append alone: %+v, %d flights of %d transactions", c.costs, c.flights, c.flyingTxs)
+	}
+}
+
+// flightStore holds single appends to the subjects in held until their
+// channel is closed, moves rival with a rival writer's event just before
+// the first append to it, and notes a read of a held subject made while an
+// append to it is still held.
+type flightStore struct {
+	events.Store
+	rival   string
+	rivaled atomic.Bool
+	held    map[string]chan struct{}
+	arrived chan string // each held append, when it reaches the store
+	mu      sync.Mutex
+	holding map[string]int
+	early   atomic.Bool
+}
+
+func (s *flightStore) Append(ctx context.Context, subject string, expected uint64, envs ...codec.Envelope) (uint64, error) {
+	if gate, ok := s.held[subject]; ok {
+		s.mu.Lock()
+		s.holding[subject]++
+		s.mu.Unlock()
+		s.arrived <- subject
+		<-gate
+		defer func() {
+			s.mu.Lock()
+			s.holding[subject]--
+			s.mu.Unlock()
+		}()
+	}
+	if subject == s.rival && s.rivaled.CompareAndSwap(false, true) {
+		other, _ := testSealer().Seal("acme", []kernel.Event{kernel.ExposureTombstoned{AttemptID: "rival", Reason: "rival"}})
+		if _, err := s.Store.Append(ctx, subject, expected, other...); err != nil {
+			return 0, err
+		}
+	}
+	return s.Store.Append(ctx, subject, expected, envs...)
+}
+
+func (s *flightStore) Read(ctx context.Context, subject string, fromSeq uint64) ([]events.Stored, error) {
+	s.mu.Lock()
+	if s.holding[subject] > 0 {
+		s.early.Store(true)
+	}
+	s.mu.Unlock()
+	return s.Store.Read(ctx, subject, fromSeq)
+}
+
+// TestPipelinedSinglesReloadAfterFlight: single appends on disjoint subjects
+// go out while others are in flight, and a subject that a conflict drops
+// while an append to it is in flight is read only once that append is
+// stored. Here the reservation on A is in flight when the one on B goes
+// out; a third transaction, decided on both, waits (it names subjects in
+// flight); A conflicts, which drops A and B with it. Read before B's append
+// landed, B would hold the state before it with the sequence after it, and
+// the next reservation on B would be decided 10 short.
+func TestPipelinedSinglesReloadAfterFlight(t *testing.T) {
+	mem := events.NewMemStore()
+	subA, _ := codec.ExposureSubject("acme", testDef.ID, "ord_a")
+	subB, _ := codec.ExposureSubject("acme", testDef.ID, "ord_b")
+	gateA, gateB := make(chan struct{}), make(chan struct{})
+	store := &flightStore{Store: mem, rival: subA, held: map[string]chan struct{}{subA: gateA, subB: gateB},
+		arrived: make(chan string, 8), holding: map[string]int{}}
+	eng := NewEngine(store, testSealer())
+	eng.Appends = AppendSingles
+	ctx := context.Background()
+	reserve := func(res, attempt string) kernel.Reserve {
+		return kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: attempt, OperationID: "o" + attempt,
+			Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}
+	}
+	do := func(res, attempt string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			r, _, err := eng.Exposure(ctx, "acme", testDef.ID, res, reserve(res, attempt))
+			if err == nil && r.Refusal != nil {
+				err = fmt.Errorf("refused: %v", r.Refusal)
+			}
+			done <- err
+		}()
+		return done
+	}
+	arrival := func(want string) {
+		select {
+		case got := <-store.arrived:
+			if got != want {
+				t.Fatalf("held append on %s, want %s", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no append on %s reached the store while the one before it was held", want)
+		}
+	}
+	doneA := do("ord_a", "a1")
+	arrival(subA)
+	doneB := do("ord_b", "b1")
+	arrival(subB) // not behind A's append: it names none of its subjects
+	// Decided on A and B as they will be once both appends land, appending
+	// to A only.
+	refA, _ := ExposureRef("acme", testDef.ID, "ord_a")
+	refB, _ := ExposureRef("acme", testDef.ID, "ord_b")
+	doneAB := make(chan error, 1)
+	var seenB []int64 // B's held amount at each decision of the third transaction
+	go func() {
+		var la, lb *kernel.Ledger
+		var da kernel.Decision
+		var none []kernel.Event
+		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(refA, &la, &da.Events), Bind(refB, &lb, &none)}, Decide: func() *kernel.Refusal {
+			seenB = append(seenB, lb.Balance().Held)
+			da = kernel.DecideExposure(la, reserve("ord_a", "ab1"))
+			return da.Refusal
+		}})
+		if err == nil && r.Refusal != nil {
+			err = fmt.Errorf("refused: %v", r.Refusal)
+		}
+		doneAB <- err
+	}()
+	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= 3 })
+	close(gateA) // A conflicts: a1 and the third transaction are decided again
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+	close(gateB)
+	for _, done := range []<-chan error{doneB, doneAB} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if store.early.Load() {
+		t.Fatal("a subject was read while an append to it was in flight")
+	}
+	for i, held := range seenB {
+		if held != 10 {
+			t.Fatalf("decision %d of the third transaction saw %d held on B, want 10", i+1, held)
+		}
+	}
+	if err := <-do("ord_b", "b2"); err != nil {
+		t.Fatal(err)
+	}
+	a, b := replayBalance(t, mem, "ord_a"), replayBalance(t, mem, "ord_b")
+	if a.Held != 20 || b.Held != 20 {
+		t.Fatalf("replay: A %+v, B %+v; want 20 held on each", a, b)
+	}
+	var lb *kernel.Ledger
+	var none []kernel.Event
+	if _, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(refB, &lb, &none)}, Decide: func() *kernel.Refusal {
+		if got := lb.Balance().Held; got != 20 {
+			t.Errorf("the engine's B holds %d, the store 20", got)
+		}
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -249,6 +249,7 @@ type entry struct {
 	state     State
 	status    entryStatus
 	pending   int // decided transactions on this subject not yet finished
+	flying    int // groups in flight that name this subject
 	sinceSnap int // events folded since the last snapshot
 	delay     int // conflict count: back off before the next reload
 
