@@ -1,8 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"image/color"
+	"image/png"
 	"math"
 	"slices"
 	"sync"
@@ -203,4 +207,35 @@ func TestInterleave(t *testing.T) {
 	if pts[0].Errors != 0 || pts[1].Errors == 0 || pts[1].Errors >= errs[1] {
 		t.Errorf("errors counted %d and %d, of %d failed in all", pts[0].Errors, pts[1].Errors, errs[1])
 	}
+}
+
+// TestChartLegendFits: every series of a panel has its line in the legend
+// under the plot, however many there are.
+func TestChartLegendFits(t *testing.T) {
+	last := color.RGBA{200, 0, 200, 255}
+	var series []Series
+	for k := 0; k < 9; k++ {
+		s := Series{Name: fmt.Sprint("series ", k), Color: color.RGBA{0, 0, uint8(20 * k), 255}, X: []int{1, 8, 64}, Y: []float64{1, 2, 3}}
+		if k == 8 {
+			s.Color, s.Y = last, []float64{100, 100, 100} // its line at the top of the plot
+		}
+		series = append(series, s)
+	}
+	var buf bytes.Buffer
+	if err := WriteChart(&buf, []Panel{{Title: "t", YLabel: "y", Series: series}}); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := img.Bounds()
+	for y := b.Max.Y - 1; y > b.Max.Y-3*b.Dy()/10; y-- {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if color.RGBAModel.Convert(img.At(x, y)) == last {
+				return
+			}
+		}
+	}
+	t.Fatalf("no legend line of the last series in the bottom of the %dx%d chart", b.Dx(), b.Dy())
 }

@@ -31,9 +31,14 @@ type Panel struct {
 }
 
 // WriteChart draws the panels side by side (x: concurrency on a log2 axis)
-// as a PNG.
+// as a PNG, tall enough for the longest legend.
 func WriteChart(w io.Writer, panels []Panel) error {
-	const pw, ph = 560, 420
+	const pw, plot = 560, 290
+	n := 0
+	for _, p := range panels {
+		n = max(n, len(p.Series))
+	}
+	ph := plot + legendHeight(n)
 	img := image.NewRGBA(image.Rect(0, 0, pw*len(panels), ph))
 	draw.Draw(img, img.Bounds(), image.NewUniform(color.White), image.Point{}, draw.Src)
 	for i, p := range panels {
@@ -48,7 +53,7 @@ var (
 )
 
 func drawPanel(img *image.RGBA, r image.Rectangle, p Panel) {
-	left, right, top, bottom := r.Min.X+70, r.Max.X-20, r.Min.Y+40, r.Max.Y-130
+	left, right, top, bottom := r.Min.X+70, r.Max.X-20, r.Min.Y+40, r.Max.Y-legendHeight(len(p.Series))
 	text(img, r.Min.X+(r.Dx()-7*len(p.Title))/2, r.Min.Y+20, p.Title, black)
 	text(img, r.Min.X+8, top-10, p.YLabel, black)
 	xs := map[int]bool{}
@@ -100,6 +105,10 @@ func drawPanel(img *image.RGBA, r image.Rectangle, p Panel) {
 		text(img, left+38, ly, s.Name, black)
 	}
 }
+
+// legendHeight is the room under a plot for its axis labels and a legend of
+// n series, one line each.
+func legendHeight(n int) int { return 50 + 14*n + 10 }
 
 func niceStep(x float64) float64 {
 	if x <= 0 {
