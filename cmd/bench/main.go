@@ -618,11 +618,11 @@ func (r *report) markdown(chart string) ([]byte, string) {
 		aBase, ok2 := r.find(alt, "jetstream", "durable", cb)
 		switch {
 		case ok1 && ok2 && aOurs.Ops > 0 && aBase.Ops > 0:
+			seqWhat := what
 			got, what = val(aOurs, aBase)
 			what += " in alternating slices"
 			if seq {
-				_, s := val(sOurs, sBase)
-				what += "; " + s + " one after the other"
+				what += "; " + seqWhat + " one after the other"
 			}
 		case !seq:
 			return
