@@ -172,16 +172,19 @@ var IncidentCodes = []kernel.Code{kernel.CodeContention, kernel.CodeExecutorFenc
 // "refusal.", and a refusal event (type ending in ".refused") whose code is
 // one of IncidentCodes.
 func IncidentOf(seq uint64, subject string, env codec.Envelope) (Incident, bool) {
+	incident := env.Type == kernel.TypeExposureIncident || strings.HasPrefix(env.Type, "incident.") || strings.HasPrefix(env.Type, "refusal.")
+	// Every event of the stream passes here in the read model's fold: the
+	// body is parsed only for a type that can make an incident.
+	if !incident && !strings.HasSuffix(env.Type, ".refused") {
+		return Incident{}, false
+	}
 	var body map[string]any
 	_ = json.Unmarshal(env.Body, &body)
 	kind, _ := body["kind"].(string)
 	if kind == "" {
 		kind, _ = body["code"].(string)
 	}
-	switch {
-	case env.Type == kernel.TypeExposureIncident, strings.HasPrefix(env.Type, "incident."), strings.HasPrefix(env.Type, "refusal."):
-	case strings.HasSuffix(env.Type, ".refused") && slices.Contains(IncidentCodes, kernel.Code(kind)):
-	default:
+	if !incident && !slices.Contains(IncidentCodes, kernel.Code(kind)) {
 		return Incident{}, false
 	}
 	attempt, _ := body["attempt_id"].(string)
