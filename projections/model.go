@@ -39,15 +39,20 @@ import (
 // approvals are rings of ModelLimits.Incidents and ModelLimits.Approvals.
 //
 // With a SnapshotStore the model writes a signed snapshot of itself every
-// SnapshotEvery events, and its first Sync starts from the latest snapshot
-// and folds only the events after it. Safe for concurrent use.
+// SnapshotEvery events, spaced so that encoding them takes at most a
+// snapshotSpacing-th of the time (the state, and so each snapshot's cost,
+// grows with the business, the events between them need not), and its first
+// Sync starts from the latest snapshot and folds only the events after it.
+// Safe for concurrent use.
 type Model struct {
 	cfg      ModelConfig
 	partSize int // bytes per snapshot part
 
-	syncMu sync.Mutex // one fold at a time; guards loaded and sinceSnap
-	loaded bool       // the snapshot was tried
-	since  int        // events folded since the last snapshot
+	syncMu   sync.Mutex    // one fold at a time; guards loaded, since, snapAt and snapCost
+	loaded   bool          // the snapshot was tried
+	since    int           // events folded since the last snapshot
+	snapAt   time.Time     // when the last snapshot was encoded
+	snapCost time.Duration // how long its encoding took
 
 	mu      sync.RWMutex
 	st      *modelState
@@ -303,7 +308,7 @@ func (m *Model) Sync(ctx context.Context) error {
 	m.mu.Unlock()
 	if after := m.Seq(); after > before {
 		m.since += int(after - before)
-		if m.since >= m.cfg.SnapshotEvery && m.snapshotting() {
+		if m.since >= m.cfg.SnapshotEvery && m.snapshotting() && time.Since(m.snapAt) >= snapshotSpacing*m.snapCost {
 			m.since = 0
 			m.writeSnapshot()
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 )
@@ -215,4 +216,46 @@ func TestModelBounds(t *testing.T) {
 	if v, ok := m.OperationOf("acme", "att000"); !ok || v.Op.Generation != 2 {
 		t.Fatalf("operation read back: %+v %v", v, ok)
 	}
+}
+
+// TestModelSnapshotsSpaced: a snapshot is due SnapshotEvery events after the
+// last, and not before snapshotSpacing times the last one's encoding time has
+// passed; the events folded meanwhile still count, so the first Sync after
+// the spacing writes it.
+func TestModelSnapshotsSpaced(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	acme := newDriver(e, "acme", 53, []string{"ord_1", "ord_2"})
+	m := NewModel(ModelConfig{Store: e.store, Snapshots: &memSnaps{}, Signer: e.signer, SnapshotEvery: 5})
+	written := func() (uint64, bool) {
+		m.snapMu.Lock()
+		defer m.snapMu.Unlock()
+		return m.snapStats.Written, m.snapRunning
+	}
+	fold := func(n int) {
+		t.Helper()
+		acme.appendN(t, n)
+		if err := m.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fold(10)
+	testenv.Eventually(t, func() bool { n, running := written(); return n == 1 && !running }, 10*time.Second, "the first snapshot")
+
+	// The last encoding "took" an hour: none is due for 40 hours.
+	m.syncMu.Lock()
+	m.snapCost = time.Hour
+	m.syncMu.Unlock()
+	fold(10)
+	fold(10)
+	if n, running := written(); n != 1 || running {
+		t.Fatalf("%d snapshots written (one running: %v) within the spacing, want 1", n, running)
+	}
+
+	// Spacing passed: the next Sync that folds anything writes one.
+	m.syncMu.Lock()
+	m.snapCost, m.snapAt = time.Millisecond, time.Now().Add(-time.Second)
+	m.syncMu.Unlock()
+	fold(1)
+	testenv.Eventually(t, func() bool { n, running := written(); return n == 2 && !running }, 10*time.Second, "the snapshot after the spacing")
 }
