@@ -194,11 +194,44 @@ func ValidEventID(id string) error {
 
 // ValidTime checks that s is an instant written in TimeLayout.
 func ValidTime(s string) error {
-	t, err := time.Parse(TimeLayout, s)
-	if err != nil || t.Format(TimeLayout) != s {
+	if !validTime(s) {
 		return envErr(ReasonInvalidField, "time", "not RFC 3339 UTC with 9 fraction digits")
 	}
 	return nil
+}
+
+// validTime reports whether s has TimeLayout's shape and names a real date
+// and time of day: exactly the strings time.Parse accepts in TimeLayout and
+// Format writes back unchanged (FuzzValidTime holds the two together). Every
+// event's time is checked when it is sealed and again when it is decoded;
+// parsing and formatting it was a tenth of sealing's CPU.
+func validTime(s string) bool {
+	if len(s) != len(TimeLayout) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c, l := s[i], TimeLayout[i]; l >= '0' && l <= '9' {
+			if c < '0' || c > '9' {
+				return false
+			}
+		} else if c != l {
+			return false
+		}
+	}
+	num := func(from, to int) int {
+		n := 0
+		for i := from; i < to; i++ {
+			n = n*10 + int(s[i]-'0')
+		}
+		return n
+	}
+	year, month, day := num(0, 4), num(5, 7), num(8, 10)
+	days := [13]int{0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+	if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+		days[2] = 29
+	}
+	return month >= 1 && month <= 12 && day >= 1 && day <= days[month] &&
+		num(11, 13) < 24 && num(14, 16) < 60 && num(17, 19) < 60
 }
 
 // validKeyID checks the shape of a key id: 1..128 bytes of [A-Za-z0-9:_.-].

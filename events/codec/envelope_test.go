@@ -468,3 +468,50 @@ func FuzzEncodeBody(f *testing.F) {
 		}
 	})
 }
+
+// timeByParse is the definition ValidTime answers for: what time.Parse
+// accepts in TimeLayout and Format writes back unchanged.
+func timeByParse(s string) bool {
+	t, err := time.Parse(codec.TimeLayout, s)
+	return err == nil && t.Format(codec.TimeLayout) == s
+}
+
+var timeSeeds = []string{
+	"2026-12-03T13:05:00.123456789Z", "0000-01-01T00:00:00.000000000Z", "9999-12-31T23:59:59.999999999Z",
+	"2024-02-29T00:00:00.000000000Z", "2023-02-29T00:00:00.000000000Z", "2000-02-29T00:00:00.000000000Z",
+	"2100-02-29T00:00:00.000000000Z", "2026-04-31T00:00:00.000000000Z", "2026-00-10T00:00:00.000000000Z",
+	"2026-13-10T00:00:00.000000000Z", "2026-01-00T00:00:00.000000000Z", "2026-01-10T24:00:00.000000000Z",
+	"2026-01-10T23:60:00.000000000Z", "2026-01-10T23:59:60.000000000Z", "2026-01-10T23:59:59.00000000Z",
+	"2026-01-10T23:59:59.0000000000Z", "2026-01-10 23:59:59.000000000Z", "2026-01-10T23:59:59.000000000+",
+	"2026-01-10T23:59:59,000000000Z", "+026-01-10T23:59:59.000000000Z", "2026-1-10T23:59:59.0000000000Z",
+	"2026-01-10T23:59:59.000000000z", "２026-01-10T23:59:59.000000000Z", "",
+}
+
+// TestValidTime: the shape and the calendar, as time.Parse and Format see
+// them.
+func TestValidTime(t *testing.T) {
+	valid := 0
+	for _, s := range timeSeeds {
+		got, want := codec.ValidTime(s) == nil, timeByParse(s)
+		if got != want {
+			t.Errorf("ValidTime(%q) = %v, time.Parse and Format say %v", s, got, want)
+		}
+		if got {
+			valid++
+		}
+	}
+	if valid != 5 {
+		t.Errorf("%d seeds valid, want 5", valid)
+	}
+}
+
+func FuzzValidTime(f *testing.F) {
+	for _, s := range timeSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := codec.ValidTime(s) == nil, timeByParse(s); got != want {
+			t.Fatalf("ValidTime(%q) = %v, time.Parse and Format say %v", s, got, want)
+		}
+	})
+}
