@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/contextos/ledger/events"
@@ -91,7 +91,7 @@ type committer struct {
 	waiting       []*txn
 	forming       []*txn
 	formingEvents int
-	flights       int    // groups sent and not yet answered
+	flights       int    // appends in flight: an atomic batch, or a chain of a group of single appends
 	sent          uint64 // groups sent so far
 	flyingTxs     int    // transactions in the groups in flight
 	batchFlying   bool   // one of them is an atomic batch: nothing else goes
@@ -119,12 +119,15 @@ type batchResult struct {
 	ens   []*entry // per item
 	seqs  []uint64
 	err   error
-	// split holds the results of a group sent as independent single
-	// appends (see maybeSend), one per transaction.
-	split   []batchResult
-	events  int // events of a split group
-	elapsed time.Duration
-	flew    []*entry // every subject the group named, appended to or guarded
+	// split holds the results of one chain of a group sent as independent
+	// single appends (see maybeSend), one per transaction.
+	split []batchResult
+	// groupDone: the last chain of its group to be answered; events and
+	// elapsed are then the group's.
+	groupDone bool
+	events    int
+	elapsed   time.Duration
+	flew      []*entry // every subject the group named, appended to or guarded
 	// sent numbers the group among those sent (committer.sent); overlapped:
 	// others were in flight when it was sent.
 	sent       uint64
@@ -595,37 +598,38 @@ func (c *committer) maybeSend() {
 		return
 	}
 	if chains != nil {
+		// Each chain is a flight of its own and is answered when its
+		// appends are: a caller waits for its own append, not for the
+		// slowest of the group. The chain answered last carries the
+		// group's time and size, for the cost model and linger.
 		c.e.stats.singleGroups.Add(1)
-		go func() {
-			t0 := time.Now()
-			per := make([][]batchResult, len(items))
-			var wg sync.WaitGroup
-			for k := range items {
-				wg.Add(1)
-				go func(k int) {
-					defer wg.Done()
-					expected := items[k].ExpectedLastSeq
-					for j, env := range items[k].Envs {
-						it := []events.AppendItem{{Subject: items[k].Subject, ExpectedLastSeq: expected, Envs: []codec.Envelope{env}}}
-						seqs, err := c.e.appendItems(it)
-						r := batchResult{txs: chains[k][j : j+1], items: it, ens: ens[k : k+1], seqs: seqs, err: err}
-						if err != nil {
-							r.txs = chains[k][j:] // not stored: this one and the ones chained after it
-							per[k] = append(per[k], r)
-							return
-						}
-						per[k] = append(per[k], r)
-						expected = seqs[0]
+		c.flights += len(chains) - 1
+		t0 := time.Now()
+		var left atomic.Int32
+		left.Store(int32(len(chains)))
+		for k := range items {
+			go func(k int) {
+				var split []batchResult
+				expected := items[k].ExpectedLastSeq
+				for j, env := range items[k].Envs {
+					it := []events.AppendItem{{Subject: items[k].Subject, ExpectedLastSeq: expected, Envs: []codec.Envelope{env}}}
+					seqs, err := c.e.appendItems(it)
+					r := batchResult{txs: chains[k][j : j+1], items: it, ens: ens[k : k+1], seqs: seqs, err: err}
+					if err != nil {
+						r.txs = chains[k][j:] // not stored: this one and the ones chained after it
+						split = append(split, r)
+						break
 					}
-				}(k)
-			}
-			wg.Wait()
-			var split []batchResult
-			for _, l := range per {
-				split = append(split, l...)
-			}
-			c.batchDone <- batchResult{split: split, elapsed: time.Since(t0), events: len(batch), flew: ens, sent: sent, overlapped: overlapped, group: n}
-		}()
+					split = append(split, r)
+					expected = seqs[0]
+				}
+				r := batchResult{split: split, flew: ens[k : k+1], sent: sent, overlapped: overlapped, group: len(chains[k])}
+				if left.Add(-1) == 0 {
+					r.groupDone, r.elapsed, r.events = true, time.Since(t0), n
+				}
+				c.batchDone <- r
+			}(k)
+		}
 		return
 	}
 	go func() {
@@ -858,12 +862,14 @@ func (c *committer) onBatch(r batchResult) {
 		// measures their contention too.
 		c.observe(r)
 	}
-	c.lastTxs, c.lastDone = len(r.txs), time.Now()
 	if r.split != nil {
-		c.lastTxs = r.events // the group's transactions, however its chains ended
+		if r.groupDone {
+			c.lastTxs, c.lastDone = r.events, time.Now() // the group's transactions, however its chains ended
+		}
 		c.onSplit(r.split)
 		return
 	}
+	c.lastTxs, c.lastDone = len(r.txs), time.Now()
 	var conflict *events.ConflictError
 	switch {
 	case r.err == nil:

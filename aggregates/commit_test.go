@@ -534,7 +534,7 @@ func TestPipelines(t *testing.T) {
 
 	c := &committer{costs: k, flights: 3, flyingTxs: 6, sent: 3}
 	four := func(sent uint64, overlapped bool) batchResult {
-		return batchResult{split: []batchResult{}, events: 4, elapsed: 2 * time.Millisecond, sent: sent, overlapped: overlapped, group: 2}
+		return batchResult{split: []batchResult{}, groupDone: true, events: 4, elapsed: 2 * time.Millisecond, sent: sent, overlapped: overlapped, group: 2}
 	}
 	c.onBatch(four(1, false)) // another group went out after it
 	c.onBatch(four(3, true))  // it went out beside another
@@ -760,5 +760,66 @@ func TestPipelinedSinglesAcrossReplicas(t *testing.T) {
 		if res := fmt.Sprint("ord_p", p); reserved[res] < testDef.Limit-amount {
 			t.Errorf("%s: %d held, want the limit %d nearly full", res, reserved[res], testDef.Limit)
 		}
+	}
+}
+
+// pairDriver holds sealed groups until two transactions form one.
+type pairDriver struct{}
+
+func (pairDriver) Submitting(context.Context) {}
+func (pairDriver) Parked(context.Context)     {}
+func (pairDriver) Woken(context.Context)      {}
+func (pairDriver) Finished(context.Context)   {}
+func (pairDriver) Idle(int)                   {}
+func (pairDriver) Hold(n int) bool            { return n < 2 }
+
+// TestSingleAppendsAnsweredOneByOne: two reservations on distinct resources
+// go out as one group of single appends; the one stored first is answered
+// while the other is still in flight, not when the group's slowest append
+// returns.
+func TestSingleAppendsAnsweredOneByOne(t *testing.T) {
+	mem := events.NewMemStore()
+	subA, _ := codec.ExposureSubject("acme", testDef.ID, "ord_a")
+	gateA := make(chan struct{})
+	store := &flightStore{Store: mem, held: map[string]chan struct{}{subA: gateA}, arrived: make(chan string, 8), holding: map[string]int{}}
+	eng := NewEngine(store, testSealer())
+	eng.Appends = AppendSingles
+	eng.Driver = pairDriver{}
+	ctx := context.Background()
+	do := func(res string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			r, _, err := eng.Exposure(ctx, "acme", testDef.ID, res, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: res,
+				OperationID: "o" + res, Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
+			if err == nil && r.Refusal != nil {
+				err = fmt.Errorf("refused: %v", r.Refusal)
+			}
+			done <- err
+		}()
+		return done
+	}
+	doneA, doneB := do("ord_a"), do("ord_b")
+	select {
+	case <-store.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the append on A did not reach the store")
+	}
+	select {
+	case err := <-doneB:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("B was not answered while A's append was in flight")
+	}
+	if st := eng.Stats(); st.SingleGroups != 1 {
+		t.Fatalf("%d groups of single appends, want the pair as one", st.SingleGroups)
+	}
+	close(gateA)
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+	if a, b := replayBalance(t, mem, "ord_a"), replayBalance(t, mem, "ord_b"); a.Held != 10 || b.Held != 10 {
+		t.Fatalf("replay: A %+v, B %+v; want 10 held on each", a, b)
 	}
 }
