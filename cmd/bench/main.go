@@ -118,7 +118,7 @@ func main() {
 	}
 	for _, durable := range modes {
 		d := bench.Durability(durable)
-		if skip(gRawOne, gRawBatch, gUniform, gHot, gAltCeiling, gAltSingle) && skip(gProposals, gProposalsHot, gSoak, gAltProposal) {
+		if skip(gRawOne, gRawBatch, gUniform, gHot, gAltCeiling, gAltSingle, gAltSame) && skip(gProposals, gProposalsHot, gSoak, gAltProposal) {
 			continue
 		}
 		progress("== JetStream (%s): raw appends and reservations", d)
@@ -143,7 +143,7 @@ func main() {
 			r.add(p)
 		}
 		eng := n.Engine()
-		if !skip(gUniform, gAltCeiling, gAltSingle) {
+		if !skip(gUniform, gAltCeiling, gAltSingle, gAltSame) {
 			// Every point of the group measures the same warm working set:
 			// otherwise the first points would pay a cold load on most
 			// reservations and the last on few (a cold load has its own
@@ -186,6 +186,16 @@ func main() {
 			alternate(ctx, cfg, r, bench.Leg{Point: bench.Point{Group: gAltSingle, Name: "ours", Durability: d, Concurrency: 8, Unit: "reservation"},
 				Op: bench.Reservations(eng, bench.Uniform(d))}, bench.Leg{Point: bench.Point{Group: gAltSingle, Name: "jetstream", Durability: d, Concurrency: 8, Unit: "append"},
 				Op: n.RawAppend(8)}, progress)
+		}
+		if durable && !skip(gAltSame) {
+			progress("  %s: one event on each of the raw clients' %d subjects first", gAltSame, bench.Resources)
+			fill, op := n.RawReservations(8)
+			if err := bench.Fill(ctx, 64, bench.Resources, fill); err != nil {
+				fail(err)
+			}
+			alternate(ctx, cfg, r, bench.Leg{Point: bench.Point{Group: gAltSame, Name: "ours", Durability: d, Concurrency: 8, Unit: "reservation"},
+				Op: bench.Reservations(eng, bench.Uniform(d))}, bench.Leg{Point: bench.Point{Group: gAltSame, Name: "jetstream", Durability: d, Concurrency: 8, Unit: "append",
+				Note: "one exposure.reserved event per append, over 10k subjects"}, Op: op}, progress)
 		}
 		n.Close()
 
@@ -428,6 +438,9 @@ const (
 	gAltCeiling  = "reservations, 64 agents, alternating with raw atomic batches of 100"
 	gAltSingle   = "reservations, 8 agents, alternating with raw single appends"
 	gAltProposal = "governed proposals, 1 agent, alternating with the raw appends of one proposal"
+	// Not a goal's baseline: the 8-agent reservations against raw single
+	// appends of the very events they append, over as many subjects.
+	gAltSame = "reservations, 8 agents, alternating with raw appends of the same events over 10k subjects"
 )
 
 // altRounds and altWarmup shape the alternating measurements: each leg
@@ -530,7 +543,7 @@ func (r *report) markdown(chart string) ([]byte, string) {
 		switch p.Group {
 		case gCluster:
 			cluster = append(cluster, p)
-		case gAltCeiling, gAltSingle, gAltProposal:
+		case gAltCeiling, gAltSingle, gAltProposal, gAltSame:
 			alt = append(alt, p)
 		default:
 			row(p)
@@ -585,6 +598,7 @@ func (r *report) markdown(chart string) ([]byte, string) {
 			fmt.Fprintf(&s, "- %s: sustained governed proposals rate: none of the points was sustained\n", d)
 		}
 	}
+	ratio("durable, reservations, 8 agents: ours / raw single appends of the same events over 10k subjects (alternating)", r.rate(gAltSame, "ours", "durable", 8), r.rate(gAltSame, "jetstream", "durable", 8))
 	for _, c := range []int{1, 8, 64} {
 		ratio(fmt.Sprintf("durable, governed proposals, %d clients: 3-node cluster with 2 replicas / one server", c), r.rate(gCluster, "ours, 2 replicas", "durable", c), r.rate(gProposals, "ours", "durable", c))
 	}

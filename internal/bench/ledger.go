@@ -151,6 +151,40 @@ func (n *NATS) RawAppend(workers int) Op {
 	}
 }
 
+// RawReservations is RawAppend with the engine's reservations workload
+// without the engine: per append one event of a reservation's kind and size
+// (exposure.reserved), on one of Resources subjects picked at random among
+// the worker's own share of them (so no two workers conflict), expecting the
+// subject's previous sequence. Fill with fill first stores one event on each
+// subject, as the engine's resources hold one reservation before its points.
+func (n *NATS) RawReservations(workers int) (fill, op Op) {
+	subs := make([]string, Resources)
+	last := make([]uint64, Resources)
+	tag := rand.Uint64()
+	for j := range subs {
+		subs[j], _ = codec.Subject(Tenant, "rawreserve", fmt.Sprint("ord-", j, "-", tag))
+	}
+	tmpl, err := n.Sealer.Seal(Tenant, []kernel.Event{kernel.ExposureReserved{GuaranteeID: Def.ID, Resource: "ord-durable-1234",
+		AttemptID: n.Sealer.IDs.New(), OperationID: "op-" + n.Sealer.IDs.New(), Amount: 1, Limit: Def.Limit, DefinitionDigest: Def.Digest()}})
+	if err != nil {
+		panic(err)
+	}
+	appendTo := func(ctx context.Context, j int) error {
+		env := tmpl[0]
+		env.EventID = n.Sealer.IDs.New()
+		seq, err := n.Store.Append(ctx, subs[j], last[j], env)
+		if err == nil {
+			last[j] = seq
+		}
+		return err
+	}
+	fill = func(ctx context.Context, _, i int) error { return appendTo(ctx, i) }
+	op = func(ctx context.Context, w, _ int) error {
+		return appendTo(ctx, w+workers*rand.IntN(Resources/workers))
+	}
+	return fill, op
+}
+
 // RawBatch is one atomic batch of size events on size distinct subjects per
 // operation, each with its expected sequence: the ceiling group commit
 // approaches.
