@@ -122,12 +122,13 @@ type batchResult struct {
 	// split holds the results of one chain of a group sent as independent
 	// single appends (see maybeSend), one per transaction.
 	split []batchResult
-	// groupDone: the last chain of its group to be answered; events and
-	// elapsed are then the group's.
+	// groupDone marks the chain of such a group answered last: only it
+	// carries the group's transactions (events) and time (elapsed). An
+	// atomic batch carries its own elapsed.
 	groupDone bool
 	events    int
 	elapsed   time.Duration
-	flew      []*entry // every subject the group named, appended to or guarded
+	flew      []*entry // every subject the append named, appended to or guarded (a chain: its one)
 	// sent numbers the group among those sent (committer.sent); overlapped:
 	// others were in flight when it was sent.
 	sent       uint64

@@ -40,9 +40,9 @@ func (m *Model) snapshotting() bool {
 
 // snapshotSpacing bounds the time spent encoding snapshots: the next one is
 // due no sooner than this many times the last encoding took after it. A
-// state of 13 MB took 0.15-0.4 s to encode under 64 agents' proposals, every
-// 10,000 events (about 1.5 s) a sixteenth of the runtime's CPU; spaced, it is
-// at most a fortieth of one core, and a restart folds at most
+// state of 13 MB took 0.15-0.4 s to encode under 64 agents' proposals; every
+// 10,000 events (about 1.5 s) that was 5-6% of the runtime's CPU. Spaced, it
+// is at most a fortieth of one core, and a restart folds at most
 // max(SnapshotEvery events, 40 encodings' time of traffic) after the snapshot.
 const snapshotSpacing = 40
 
