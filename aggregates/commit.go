@@ -426,16 +426,7 @@ func (c *committer) decide(t *txn) {
 	t.sealed = false
 	c.seals++
 	seal := func(d int) sealResult {
-		envs := make([][]codec.Envelope, len(evs))
-		var err error
-		for i, l := range evs {
-			if len(l) == 0 {
-				continue
-			}
-			if envs[i], err = c.e.Sealer.Seal(t.tx.Tenant, l); err != nil {
-				break
-			}
-		}
+		envs, err := c.e.Sealer.SealBySubject(t.tx.Tenant, evs)
 		return sealResult{t: t, decision: d, envs: envs, err: err}
 	}
 	if c.e.Driver != nil {

@@ -52,16 +52,35 @@ type Sealer struct {
 	IDs    *IDs
 }
 
-// Seal signs evs for tenant, in order.
+// Seal signs evs for tenant, in order, under one signature
+// (codec.SealAll): they are the events of one decision, appended together.
+// A governed proposal's reserve is six events and one signature, where
+// signing each was the largest share of the engine's own CPU.
 func (s *Sealer) Seal(tenant string, evs []kernel.Event) ([]codec.Envelope, error) {
-	out := make([]codec.Envelope, len(evs))
 	now := codec.FormatTime(s.Clock.Now())
+	drafts := make([]codec.Draft, len(evs))
 	for i, ev := range evs {
-		env, err := s.Signer.Seal(ev.EventType(), kernel.EventVersion, s.IDs.New(), tenant, now, ev)
-		if err != nil {
-			return nil, err
+		drafts[i] = codec.Draft{Type: ev.EventType(), V: kernel.EventVersion, EventID: s.IDs.New(), Tenant: tenant, Time: now, Body: ev}
+	}
+	return s.Signer.SealAll(drafts)
+}
+
+// SealBySubject is Seal of a decision's events held by subject: the result
+// has evs' shape.
+func (s *Sealer) SealBySubject(tenant string, evs [][]kernel.Event) ([][]codec.Envelope, error) {
+	var all []kernel.Event
+	for _, l := range evs {
+		all = append(all, l...)
+	}
+	sealed, err := s.Seal(tenant, all)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]codec.Envelope, len(evs))
+	for i, l := range evs {
+		if len(l) > 0 {
+			out[i], sealed = sealed[:len(l):len(l)], sealed[len(l):]
 		}
-		out[i] = env
 	}
 	return out, nil
 }

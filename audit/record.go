@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -358,16 +357,17 @@ func VerifyEvent(r Record, env codec.Envelope, keyring codec.Keyring) error {
 		}
 		return nil
 	}
-	sig, err := base64.RawURLEncoding.Strict().DecodeString(env.Sig)
-	if err != nil || !codec.VerifyBytes(pub, msg, sig) {
+	if !codec.VerifySignature(pub, msg, env.Sig, env.Proof) {
 		return fail(ReasonBadSignature, "event %s: signature does not verify under %q", env.EventID, env.KeyID)
 	}
 	return nil
 }
 
 // eventSigningBytes returns codec.SigningBytes(env) from raw, the event's
-// canonical encoding: raw without its `,"sig":"..."` member. Removing a
-// member from a canonical object leaves the canonical object without it.
+// canonical encoding: raw without its `,"sig":"..."` member, and its
+// `,"proof":"..."` member (which JCS writes just before sig) when it has one.
+// Removing members from a canonical object leaves the canonical object
+// without them.
 // The body is the first member (JCS sorts "body" first) and the only one
 // that may hold arbitrary text, so the sig member is searched after it;
 // every later member is a validated token. ok is false when raw does not
@@ -380,6 +380,9 @@ func eventSigningBytes(raw []byte, env codec.Envelope) ([]byte, bool) {
 		return nil, false
 	}
 	member := `,"sig":"` + env.Sig + `"`
+	if env.Proof != "" {
+		member = `,"proof":"` + env.Proof + `"` + member
+	}
 	i := bytes.Index(raw[start:], []byte(member))
 	if i < 0 {
 		return nil, false

@@ -86,7 +86,9 @@ func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 	}
 	outcomes := []kernel.Outcome{kernel.OutcomePending, kernel.OutcomeApplied, kernel.OutcomeUnknown, kernel.OutcomeNotApplied}
 	seq := uint64(0)
-	for i := 0; len(f.stored) < n; i++ {
+	var drafts []codec.Draft
+	var subjects []string
+	for i := 0; len(drafts) < n; i++ {
 		k := i / 4
 		r := rs[k%len(rs)]
 		a := fmt.Sprintf("att_%d", k)
@@ -103,27 +105,37 @@ func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 			cmd = kernel.Observe{AttemptID: a, Outcome: outcomes[(k+1)%len(outcomes)], Source: "reconcile"}
 		}
 		if i > 8*n+8 {
-			tb.Fatalf("fixture script stalled at %d events", len(f.stored))
+			tb.Fatalf("fixture script stalled at %d events", len(drafts))
 		}
 		dec := kernel.DecideExposure(&r.ledger, cmd)
 		for _, ev := range dec.Events {
-			if len(f.stored) == n {
+			if len(drafts) == n {
 				break
 			}
 			if err := r.ledger.Apply(ev); err != nil {
 				tb.Fatal(err)
 			}
-			k := len(f.stored)
-			env, err := f.signer.Seal(ev.EventType(), kernel.EventVersion, fixedID(k), f.tenant, fixedTime(k), ev)
-			if err != nil {
-				tb.Fatal(err)
-			}
+			k := len(drafts)
+			drafts = append(drafts, codec.Draft{Type: ev.EventType(), V: kernel.EventVersion, EventID: fixedID(k), Tenant: f.tenant, Time: fixedTime(k), Body: ev})
+			subjects = append(subjects, r.subject)
+		}
+	}
+	// The events are sealed in runs of 1, 3 and 2 under one signature each,
+	// as the runtime seals a decision's events: both forms are in the vectors.
+	for k, run := 0, 0; k < len(drafts); run++ {
+		to := min(k+[]int{1, 3, 2}[run%3], len(drafts))
+		envs, err := f.signer.SealAll(drafts[k:to])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, env := range envs {
 			raw, err := codec.Encode(env)
 			if err != nil {
 				tb.Fatal(err)
 			}
 			seq += 1 + uint64(k%3) // other tenants' events interleave
-			f.stored = append(f.stored, storedEvent{seq: seq, subject: r.subject, raw: raw})
+			f.stored = append(f.stored, storedEvent{seq: seq, subject: subjects[k], raw: raw})
+			k++
 		}
 	}
 	ns, err := audit.NewNoteSigner(audit.Origin(f.tenant), f.key)

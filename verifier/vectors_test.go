@@ -65,12 +65,13 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	entries("ok.entries.json", f.records, f.checkpoints, "keys.json", "ok", -1, 0)
 	entriesPolicy("ok.entries.json", f.records, f.checkpoints, "keys.json", 12, 1, "ok", -1, 0)
 
-	// An event carrying another event's signature.
+	// An event carrying the signature of another batch (events 1-3 share
+	// one, 4-5 another).
 	r := clone()
-	sig3 := mustEnvelope(t, r[3]).Sig
+	sig4 := mustEnvelope(t, r[4]).Sig
 	r[2] = reencode(t, r[2], func(rec *audit.Record) {
 		env := mustEnvelope(t, f.records[2])
-		env.Sig = sig3
+		env.Sig = sig4
 		var err error
 		if rec.Event, err = codec.Encode(env); err != nil {
 			t.Fatal(err)

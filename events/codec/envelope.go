@@ -16,16 +16,18 @@ import (
 
 // Envelope is one immutable, versioned, signed domain event. Its canonical
 // encoding (Encode) is the wire and stored form; the signature covers every
-// field except Sig itself (SigningBytes).
+// field except Sig and Proof (SigningBytes): alone, or with other events'
+// through Proof (see SealAll).
 type Envelope struct {
-	Type    string          `json:"type"`     // e.g. "exposure.reserved"; see ValidType
-	V       int             `json:"v"`        // schema version, >= 1
-	EventID string          `json:"event_id"` // ULID, 26 chars, uppercase Crockford base32
-	Tenant  string          `json:"tenant"`   // a ValidToken
-	Time    string          `json:"time"`     // TimeLayout (RFC 3339 UTC, 9 fraction digits); an input, never read from a clock here
-	Body    json.RawMessage `json:"body"`     // canonical (JCS) JSON object
-	KeyID   string          `json:"key_id"`   // the signing key, see KeyIDFor
-	Sig     string          `json:"sig"`      // base64url (no padding) Ed25519 over SigningBytes
+	Type    string          `json:"type"`            // e.g. "exposure.reserved"; see ValidType
+	V       int             `json:"v"`               // schema version, >= 1
+	EventID string          `json:"event_id"`        // ULID, 26 chars, uppercase Crockford base32
+	Tenant  string          `json:"tenant"`          // a ValidToken
+	Time    string          `json:"time"`            // TimeLayout (RFC 3339 UTC, 9 fraction digits); an input, never read from a clock here
+	Body    json.RawMessage `json:"body"`            // canonical (JCS) JSON object
+	KeyID   string          `json:"key_id"`          // the signing key, see KeyIDFor
+	Sig     string          `json:"sig"`             // base64url (no padding) Ed25519 over SigningBytes, or over a batch's root when Proof is set
+	Proof   string          `json:"proof,omitempty"` // the event's inclusion proof in a batch signature (see SealAll); empty when signed alone
 }
 
 // unsigned is Envelope without Sig: the value whose canonical encoding is signed.
@@ -248,10 +250,11 @@ func validKeyID(s string) error {
 	return nil
 }
 
-// validSig checks that s is unpadded base64url of exactly 64 bytes.
+// validSig checks that s is unpadded base64url of exactly 64 bytes (86
+// characters: the decoder alone would skip line breaks).
 func validSig(s string) error {
 	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) != 64 {
+	if err != nil || len(b) != 64 || len(s) != 86 {
 		return envErr(ReasonInvalidField, "sig", "not unpadded base64url of 64 bytes")
 	}
 	return nil
@@ -344,11 +347,18 @@ func validate(e Envelope, bodyCanonical bool) error {
 	if e.Sig == "" {
 		return envErr(ReasonMissingField, "sig", "")
 	}
-	return validSig(e.Sig)
+	if err := validSig(e.Sig); err != nil {
+		return err
+	}
+	if e.Proof != "" {
+		return validProof(e.Proof)
+	}
+	return nil
 }
 
 // SigningBytes returns the bytes an Ed25519 signature of e covers: the
-// canonical (JCS) encoding of e without its sig field. It refuses an envelope
+// canonical (JCS) encoding of e without its sig and proof fields (for an
+// event sealed in a batch, its leaf in the batch's tree). It refuses an envelope
 // whose other fields are not valid.
 func SigningBytes(e Envelope) ([]byte, error) { return signingBytes(e, true) }
 
@@ -381,6 +391,9 @@ func assemble(e Envelope, withSig bool) ([]byte, bool) {
 	strs := []kernel.Member{{Name: "event_id"}, {Name: "key_id"}, {Name: "tenant"}, {Name: "time"}, {Name: "type"}}
 	vals := []string{e.EventID, e.KeyID, e.Tenant, e.Time, e.Type}
 	if withSig {
+		if e.Proof != "" {
+			strs, vals = append(strs, kernel.Member{Name: "proof"}), append(vals, e.Proof)
+		}
 		strs, vals = append(strs, kernel.Member{Name: "sig"}), append(vals, e.Sig)
 	}
 	for i, m := range strs {
@@ -447,6 +460,7 @@ func decodeStrict(b []byte) (Envelope, error) {
 		Body    json.RawMessage `json:"body"`
 		KeyID   *string         `json:"key_id"`
 		Sig     *string         `json:"sig"`
+		Proof   *string         `json:"proof"`
 	}
 	if len(bytes.TrimSpace(b)) == 0 || bytes.TrimSpace(b)[0] != '{' {
 		return Envelope{}, envErr(ReasonMalformed, "", "not a JSON object")
@@ -475,6 +489,12 @@ func decodeStrict(b []byte) (Envelope, error) {
 	e := Envelope{
 		Type: *raw.Type, V: *raw.V, EventID: *raw.EventID, Tenant: *raw.Tenant,
 		Time: *raw.Time, Body: raw.Body, KeyID: *raw.KeyID, Sig: *raw.Sig,
+	}
+	if raw.Proof != nil {
+		if *raw.Proof == "" {
+			return Envelope{}, envErr(ReasonInvalidField, "proof", "empty: an event signed alone has no proof member")
+		}
+		e.Proof = *raw.Proof
 	}
 	if bytes.Equal(e.Body, []byte("null")) || e.Body[0] != '{' {
 		return Envelope{}, envErr(ReasonBodyNotObject, "body", "")
@@ -513,9 +533,12 @@ func decodeLayout(in []byte) (Envelope, bool) {
 	// body only: a field kept does not keep the body alive.
 	s := string(b)
 	i := 0
-	var vals [6]string
-	for k, name := range [...]string{"event_id", "key_id", "sig", "tenant", "time", "type"} {
+	var vals [7]string
+	for k, name := range [...]string{"event_id", "key_id", "proof", "sig", "tenant", "time", "type"} {
 		if len(b)-i < len(name)+5 || b[i] != ',' || b[i+1] != '"' || s[i+2:i+2+len(name)] != name || s[i+2+len(name):i+5+len(name)] != `":"` {
+			if name == "proof" {
+				continue // optional: an event signed alone has none
+			}
 			return Envelope{}, false
 		}
 		i += len(name) + 5
@@ -527,6 +550,9 @@ func decodeLayout(in []byte) (Envelope, bool) {
 		}
 		if i == len(b) {
 			return Envelope{}, false
+		}
+		if i == start && name == "proof" {
+			return Envelope{}, false // present but empty: not a form Encode writes
 		}
 		vals[k] = s[start:i]
 		i++
@@ -548,8 +574,8 @@ func decodeLayout(in []byte) (Envelope, bool) {
 		v = 10*v + int(c-'0')
 	}
 	return Envelope{
-		Type: vals[5], V: v, EventID: vals[0], Tenant: vals[3], Time: vals[4],
-		Body: bytes.Clone(body), KeyID: vals[1], Sig: vals[2],
+		Type: vals[6], V: v, EventID: vals[0], Tenant: vals[4], Time: vals[5],
+		Body: bytes.Clone(body), KeyID: vals[1], Sig: vals[3], Proof: vals[2],
 	}, true
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -58,6 +59,111 @@ func goldenEnvelope(t testing.TB) codec.Envelope {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// goldenBatch is three events sealed under one signature.
+func goldenBatch(t testing.TB) []codec.Envelope {
+	t.Helper()
+	at := codec.FormatTime(time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC))
+	envs, err := goldenSigner(t).SealAll([]codec.Draft{
+		{Type: testType, V: 1, EventID: "01HZY7Q3J5R8N2B4C6D8E0F1G4", Tenant: "acme", Time: at, Body: map[string]any{"resource": "ord.881", "amount": 800}},
+		{Type: testType2, V: 1, EventID: "01HZY7Q3J5R8N2B4C6D8E0F1G5", Tenant: "acme", Time: at, Body: map[string]any{"run": "r-1"}},
+		{Type: testType, V: 2, EventID: "01HZY7Q3J5R8N2B4C6D8E0F1G6", Tenant: "acme", Time: at, Body: map[string]any{"note": "é"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return envs
+}
+
+// TestGoldenBatch pins the batch form: three events, one signature, each
+// with its inclusion proof, each verifying from its stored bytes alone.
+func TestGoldenBatch(t *testing.T) {
+	s := goldenSigner(t)
+	var lines []string
+	for _, e := range goldenBatch(t) {
+		enc, err := codec.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, string(enc))
+	}
+	got := []byte(hex.EncodeToString(s.Key.Public().(ed25519.PublicKey)) + "\n" + strings.Join(lines, "\n") + "\n")
+	path := filepath.Join("testdata", "golden_batch.txt")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("golden batch changed:\n got %s\nwant %s", got, want)
+	}
+	rows := strings.Split(strings.TrimSuffix(string(want), "\n"), "\n")
+	pub, _ := hex.DecodeString(rows[0])
+	kr := codec.Keyring{}
+	kr.Add(pub)
+	var sig string
+	for i, row := range rows[1:] {
+		d, err := codec.Decode([]byte(row))
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if err := kr.Verify(d); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if !strings.HasPrefix(d.Proof, fmt.Sprintf("%d.3.", i)) || (sig != "" && d.Sig != sig) {
+			t.Fatalf("event %d: proof %q, sig %q (first %q)", i, d.Proof, d.Sig, sig)
+		}
+		sig = d.Sig
+	}
+}
+
+// TestBatchSplicesFail: a batch signature covers its events only, each at
+// its place: no event verifies with another's proof, without its proof, or
+// under another batch's signature.
+func TestBatchSplicesFail(t *testing.T) {
+	s := goldenSigner(t)
+	kr := codec.Keyring{}
+	kr.Add(s.Key.Public().(ed25519.PublicKey))
+	a := goldenBatch(t)
+	b, err := s.SealAll([]codec.Draft{
+		{Type: testType, V: 1, EventID: "01HZY7Q3J5R8N2B4C6D8E0F1G7", Tenant: "acme", Time: a[0].Time, Body: map[string]any{"x": 1}},
+		{Type: testType, V: 1, EventID: "01HZY7Q3J5R8N2B4C6D8E0F1G8", Tenant: "acme", Time: a[0].Time, Body: map[string]any{"x": 2}},
+		{Type: testType, V: 1, EventID: "01HZY7Q3J5R8N2B4C6D8E0F1G9", Tenant: "acme", Time: a[0].Time, Body: map[string]any{"x": 3}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range a {
+		if err := kr.Verify(a[i]); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	splices := map[string]codec.Envelope{}
+	e := a[1]
+	e.Proof = a[0].Proof
+	splices["another event's proof"] = e
+	e = a[1]
+	e.Proof = ""
+	splices["no proof"] = e
+	e = a[1]
+	e.Sig = b[1].Sig
+	splices["another batch's signature"] = e
+	e = a[1]
+	e.Proof, e.Sig = b[1].Proof, b[1].Sig
+	splices["another batch's proof and signature"] = e
+	e = a[1]
+	e.Proof = "0" + a[1].Proof[1:]
+	splices["its proof at another place"] = e
+	for name, e := range splices {
+		if err := kr.Verify(e); !errors.Is(err, codec.ErrBadSignature) && !errors.Is(err, codec.ErrInvalidEnvelope) {
+			t.Errorf("%s: Verify = %v, want a refusal", name, err)
+		}
+	}
 }
 
 type golden struct {
@@ -175,7 +281,27 @@ func TestTamperingFailsVerification(t *testing.T) {
 	kr := codec.Keyring{}
 	kr.Add(s.Key.Public().(ed25519.PublicKey))
 	otherID := kr.Add(other.Public().(ed25519.PublicKey))
+	for _, base := range []codec.Envelope{goldenEnvelope(t), goldenBatch(t)[0]} {
+		tamperAll(t, kr, base, otherID)
+	}
 	base := goldenEnvelope(t)
+	e := base
+	e.KeyID = "ed25519:0000000000000000"
+	var uk *codec.UnknownKeyError
+	if err := kr.Verify(e); !errors.Is(err, codec.ErrUnknownKey) || !errors.As(err, &uk) || uk.KeyID != e.KeyID {
+		t.Errorf("unknown key: %v", err)
+	}
+	var se *codec.SignatureError
+	e = base
+	e.Tenant = "globex"
+	if err := kr.Verify(e); !errors.As(err, &se) || se.EventID != e.EventID {
+		t.Errorf("SignatureError not typed: %v", err)
+	}
+}
+
+// tamperAll changes each field of base in turn and expects a bad signature.
+func tamperAll(t *testing.T, kr codec.Keyring, base codec.Envelope, otherID string) {
+	t.Helper()
 	tampers := map[string]func(e *codec.Envelope){
 		"type":     func(e *codec.Envelope) { e.Type = testType2 },
 		"v":        func(e *codec.Envelope) { e.V = 2 },
@@ -193,24 +319,22 @@ func TestTamperingFailsVerification(t *testing.T) {
 			e.Sig = string(b)
 		},
 	}
+	if base.Proof != "" {
+		tampers["proof"] = func(e *codec.Envelope) {
+			b := []byte(e.Proof)
+			b[len(b)-2] ^= 'A' ^ 'B'
+			if b[len(b)-2] == e.Proof[len(b)-2] {
+				b[len(b)-2] = 'C'
+			}
+			e.Proof = string(b)
+		}
+	}
 	for field, tamper := range tampers {
 		e := base
 		tamper(&e)
 		if err := kr.Verify(e); !errors.Is(err, codec.ErrBadSignature) {
-			t.Errorf("tampered %s: Verify = %v, want ErrBadSignature", field, err)
+			t.Errorf("tampered %s (proof %q): Verify = %v, want ErrBadSignature", field, base.Proof, err)
 		}
-	}
-	e := base
-	e.KeyID = "ed25519:0000000000000000"
-	var uk *codec.UnknownKeyError
-	if err := kr.Verify(e); !errors.Is(err, codec.ErrUnknownKey) || !errors.As(err, &uk) || uk.KeyID != e.KeyID {
-		t.Errorf("unknown key: %v", err)
-	}
-	var se *codec.SignatureError
-	e = base
-	e.Tenant = "globex"
-	if err := kr.Verify(e); !errors.As(err, &se) || se.EventID != e.EventID {
-		t.Errorf("SignatureError not typed: %v", err)
 	}
 }
 
@@ -220,10 +344,17 @@ func TestEveryByteChangeRejected(t *testing.T) {
 	s := goldenSigner(t)
 	kr := codec.Keyring{}
 	kr.Add(s.Key.Public().(ed25519.PublicKey))
-	b, err := codec.Encode(goldenEnvelope(t))
-	if err != nil {
-		t.Fatal(err)
+	for _, e := range []codec.Envelope{goldenEnvelope(t), goldenBatch(t)[2]} {
+		b, err := codec.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		everyByteChange(t, kr, b)
 	}
+}
+
+func everyByteChange(t *testing.T, kr codec.Keyring, b []byte) {
+	t.Helper()
 	for i := range b {
 		for _, repl := range []byte{b[i] ^ 0x01, b[i] ^ 0x20, ' ', '0', 'A'} {
 			if repl == b[i] {
@@ -387,6 +518,14 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	for _, e := range goldenBatch(f) {
+		b, err := codec.Encode(e)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		f.Add(bytes.Replace(b, []byte(`"proof":"`), []byte(`"proof":"0`), 1))
+	}
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"type":"test.thing_happened","v":1}`))
 	f.Add(append(bytes.Clone(good), '{', '}'))

@@ -27,6 +27,21 @@ func FuzzDecodeLayout(f *testing.F) {
 		f.Add(bytes.Replace(b, []byte(`"v":1`), []byte(`"v":01`), 1))
 		f.Add(append(bytes.Clone(b[:len(b)-1]), []byte(`,"x":1}`)...))
 	}
+	batch, err := signer.SealAll([]Draft{
+		{Type: "test.layout", V: 1, EventID: "01JDQ8Z5X3N4R7T9V2W6Y8A0BC", Tenant: "acme", Time: "2026-01-01T00:00:00.000000000Z", Body: json.RawMessage(`{"a":1}`)},
+		{Type: "test.layout", V: 1, EventID: "01JDQ8Z5X3N4R7T9V2W6Y8A0BD", Tenant: "acme", Time: "2026-01-01T00:00:00.000000000Z", Body: json.RawMessage(`{"a":2}`)},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, env := range batch {
+		b, err := Encode(env)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		f.Add(bytes.Replace(b, []byte(`"proof":"`), []byte(`"proof":"","x":"`), 1))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, ok := decodeLayout(b)
 		if !ok || validate(e, false) != nil {

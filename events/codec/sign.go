@@ -54,23 +54,11 @@ func NewSigner(key ed25519.PrivateKey) Signer {
 // makes no ids). The result is Valid and verifies against a Keyring holding
 // the signer's public key.
 func (s Signer) Seal(typ string, v int, eventID, tenant, time string, body any) (Envelope, error) {
-	if len(s.Key) != ed25519.PrivateKeySize {
-		return Envelope{}, errors.New("events: Seal: signer has no Ed25519 private key")
-	}
-	if want := KeyIDFor(s.Key.Public().(ed25519.PublicKey)); s.KeyID != want {
-		return Envelope{}, fmt.Errorf("events: Seal: signer key id %q, key has %q", s.KeyID, want)
-	}
-	b, err := kernel.Canonical(body)
-	if err != nil {
-		return Envelope{}, fmt.Errorf("events: Seal: body: %w", err)
-	}
-	e := Envelope{Type: typ, V: v, EventID: eventID, Tenant: tenant, Time: time, Body: b, KeyID: s.KeyID}
-	msg, err := signingBytes(e, false) // b is canonical: just made
+	envs, err := s.SealAll([]Draft{{Type: typ, V: v, EventID: eventID, Tenant: tenant, Time: time, Body: body}})
 	if err != nil {
 		return Envelope{}, err
 	}
-	e.Sig = base64.RawURLEncoding.EncodeToString(SignBytes(s.Key, msg))
-	return e, nil
+	return envs[0], nil
 }
 
 // ErrUnknownKey is matched (errors.Is) by *UnknownKeyError.
@@ -127,8 +115,7 @@ func (k Keyring) Verify(e Envelope) error {
 	if err != nil {
 		return err
 	}
-	sig, err := base64.RawURLEncoding.Strict().DecodeString(e.Sig)
-	if err != nil || !VerifyBytes(pub, msg, sig) {
+	if !VerifySignature(pub, msg, e.Sig, e.Proof) {
 		return &SignatureError{KeyID: e.KeyID, EventID: e.EventID}
 	}
 	return nil
