@@ -98,6 +98,23 @@ func FuzzParseProof(f *testing.F) {
 	})
 }
 
+// FuzzValidProof: the allocation-free check gives parseProof's verdict.
+func FuzzValidProof(f *testing.F) {
+	h := "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+	for _, s := range []string{
+		"0.2." + h, "1.3." + h, "0.3." + h + "." + h, "0.2." + h[:42] + "V", "0.2." + h[:42] + "A",
+		"0.2." + h[:20] + "+" + h[21:], "0.2." + h[:20] + "\n" + h[21:], "01.2." + h, "2.2." + h,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_, err := parseProof(s)
+		if got := validProof(s); (got == nil) != (err == nil) {
+			t.Fatalf("validProof(%q) = %v, parseProof says %v", s, got, err)
+		}
+	})
+}
+
 // TestSealAllRuns: a list longer than MaxBatch is signed in runs, each
 // event verifying on its own, and a run of one has no proof.
 func TestSealAllRuns(t *testing.T) {
