@@ -60,7 +60,7 @@ func fixedTime(i int) string {
 // newFixture decides a scripted exposure history over two resources, seals
 // its events (n at most), records them and checkpoints every cpEvery records
 // and at the end.
-func newFixture(tb testing.TB, n, cpEvery int) *fixture {
+func newFixture(tb testing.TB, n, cpEvery int, runs ...int) *fixture {
 	tb.Helper()
 	f := &fixture{tenant: "acme", key: fixedKey("contextos verifier vectors: runtime key")}
 	f.signer = codec.NewSigner(f.key)
@@ -120,10 +120,14 @@ func newFixture(tb testing.TB, n, cpEvery int) *fixture {
 			subjects = append(subjects, r.subject)
 		}
 	}
-	// The events are sealed in runs of 1, 3 and 2 under one signature each,
-	// as the runtime seals a decision's events: both forms are in the vectors.
+	// The events are sealed in runs of 1, 3 and 2 under one signature each
+	// (or of the lengths runs gives), as the runtime seals a decision's
+	// events: both forms are in the vectors.
+	if len(runs) == 0 {
+		runs = []int{1, 3, 2}
+	}
 	for k, run := 0, 0; k < len(drafts); run++ {
-		to := min(k+[]int{1, 3, 2}[run%3], len(drafts))
+		to := min(k+runs[run%len(runs)], len(drafts))
 		envs, err := f.signer.SealAll(drafts[k:to])
 		if err != nil {
 			tb.Fatal(err)
