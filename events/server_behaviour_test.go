@@ -167,7 +167,7 @@ func TestServerMsgIDInsideAtomicBatch(t *testing.T) {
 	ack := rawRequest(t, nc, a, "2", "Nats-Batch-Id", "m1", "Nats-Batch-Sequence", "2", "Nats-Batch-Commit", "1", "Nats-Msg-Id", "x2")
 	t.Logf("batch with Nats-Msg-Id: %v", ack)
 	if ack.Error != nil {
-		t.Fatalf("nats-server 2.15.2 accepted Nats-Msg-Id in atomic batches; now: %v", ack)
+		t.Fatalf("nats-server 2.15 accepted Nats-Msg-Id in atomic batches; now: %v", ack)
 	}
 	// Replaying the batch: the whole batch is refused as a duplicate.
 	rawPublish(t, nc, a, "1", "Nats-Batch-Id", "m2", "Nats-Batch-Sequence", "1", "Nats-Msg-Id", "x1")
