@@ -176,10 +176,13 @@ func TestSecurityPublishAndSubscribe(t *testing.T) {
 // permissions. An agent that names a stream subject or a JetStream API
 // subject as its reply must not make the runtime write into the stream or
 // call the JetStream API: the stream keeps only valid signed events and
-// still exists afterwards.
+// still exists afterwards. A JetStream API reply is refused by the server
+// itself (nats-server 2.15.3 and later: a reply may not issue an API
+// request on the requester's behalf); the others reach the gateway, which
+// drops each reply and counts it.
 func TestSecurityReplySubject(t *testing.T) {
 	e := startEnv(t)
-	nc := e.client("acme", "agent_chat")
+	nc, errs := e.deniedConn("acme", "agent_chat")
 	targets := []string{
 		"ctx.ev.acme.exposure.refunds-per-order.ord_inject", // a ledger subject
 		"ctx.ev.acme.control",                               // the kill switch subject
@@ -191,14 +194,16 @@ func TestSecurityReplySubject(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	_ = nc.Flush()
+	wantViolation(t, "a proposal replying to "+targets[2], errs)
 	opnc := e.client("acme", "ops_alice")
 	if err := opnc.PublishMsg(&nats.Msg{Subject: gateway.OpSubject("acme", "exposure", "ops_alice"), Reply: "ctx.ev.acme.control", Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until all four requests were handled (the proposals' refusals
-	// recorded, the operator request dropped) before looking for what
-	// they may have written.
-	testenv.Eventually(t, func() bool { return e.rt.Gateway.BadReplies() == uint64(len(targets)+1) }, 10*time.Second,
+	// Wait until the three requests the server let through were handled
+	// (the proposals' refusals recorded, the operator request dropped)
+	// before looking for what they may have written.
+	testenv.Eventually(t, func() bool { return e.rt.Gateway.BadReplies() == uint64(len(targets)-1+1) }, 10*time.Second,
 		"the gateway to handle the requests with foreign reply subjects")
 	js, err := jetstream.New(e.rt.NC)
 	if err != nil {
