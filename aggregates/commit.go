@@ -870,7 +870,7 @@ func (c *committer) onBatch(r batchResult) {
 		c.e.stats.conflicts.Add(1)
 		var bad []*entry
 		for k, it := range r.items {
-			if conflict.Subject == "" || it.Subject == conflict.Subject {
+			if conflict.Subject == "" || conflict.Names(it.Subject) {
 				bad = append(bad, r.ens[k])
 			}
 		}

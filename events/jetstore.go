@@ -497,9 +497,13 @@ func pause(ctx context.Context, try int) error {
 // batchConflict handles a batch refused for a wrong last sequence. An exact
 // retry of a batch that was committed is a success: it returns the committed
 // sequences. Otherwise the server's error does not say which subject
-// conflicted, so it attributes the conflict to the first subject whose last
-// sequence is not the expected one (read now: sequences only grow, so a
-// subject that mismatched at commit still does).
+// conflicted, so it reads every subject's last sequence, in parallel, and
+// attributes the conflict to those past the expected one (read now:
+// sequences only grow, so a subject that mismatched at commit still does).
+// Naming them all lets the caller refresh them in one go: named one per
+// refused batch, a group holding k stale subjects took k+1 appends, each
+// after a read of the subjects one by one, which on a replicated stream
+// made a large group wait for seconds.
 func (s *JetStore) batchConflict(ctx context.Context, enc []encodedItem, actual uint64) ([]uint64, error) {
 	seqs := make([]uint64, len(enc))
 	all := true
@@ -524,17 +528,39 @@ func (s *JetStore) batchConflict(ctx context.Context, enc []encodedItem, actual 
 	if len(enc) == 1 {
 		return nil, &ConflictError{Subject: enc[0].subject, Expected: enc[0].expected, Actual: actual}
 	}
-	for _, it := range enc {
-		last, err := s.LastSeq(ctx, it.subject)
-		if err != nil {
-			return nil, err
-		}
-		if last != it.expected {
-			return nil, &ConflictError{Subject: it.subject, Expected: it.expected, Actual: last}
+	lasts := make([]uint64, len(enc))
+	errs := make([]error, len(enc))
+	var wg sync.WaitGroup
+	limit := make(chan struct{}, conflictReads)
+	for i, it := range enc {
+		wg.Add(1)
+		limit <- struct{}{}
+		go func() {
+			defer func() { <-limit; wg.Done() }()
+			lasts[i], errs[i] = s.LastSeq(ctx, it.subject)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var conflict *ConflictError
+	for i, it := range enc {
+		if lasts[i] != it.expected {
+			if conflict == nil {
+				conflict = &ConflictError{Subject: it.subject, Expected: it.expected, Actual: lasts[i]}
+			}
+			conflict.Stale = append(conflict.Stale, it.subject)
 		}
 	}
-	return nil, &ConflictError{Actual: 0}
+	if conflict == nil {
+		return nil, &ConflictError{Actual: 0}
+	}
+	return nil, conflict
 }
+
+// conflictReads bounds the last-sequence reads batchConflict has in flight.
+const conflictReads = 16
 
 // retried reports whether the events right after it.expected on it.subject
 // are exactly it.raws, and the sequence of the last of them.

@@ -47,8 +47,10 @@ func (m *MemStore) AppendBatch(ctx context.Context, items []AppendItem) ([]uint6
 	var conflict *ConflictError
 	for _, it := range enc {
 		if last := m.lastLocked(it.subject); last != it.expected {
-			conflict = &ConflictError{Subject: it.subject, Expected: it.expected, Actual: last}
-			break
+			if conflict == nil {
+				conflict = &ConflictError{Subject: it.subject, Expected: it.expected, Actual: last}
+			}
+			conflict.Stale = append(conflict.Stale, it.subject)
 		}
 	}
 	if conflict != nil {

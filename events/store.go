@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/contextos/ledger/events/codec"
+	"slices"
 )
 
 // Stored is one event as the store holds it. Raw (and Envelope.Body) may be
@@ -72,6 +73,16 @@ type ConflictError struct {
 	Subject  string // the subject; "" when a batch conflict could not be attributed
 	Expected uint64 // the sequence the append expected
 	Actual   uint64 // the subject's last sequence as the server reported it; 0 when it did not say
+	// Stale lists every subject of a refused batch found past its expected
+	// sequence, Subject first, so that a caller refreshes them all at once
+	// rather than one per attempt. Nil for a single append.
+	Stale []string
+}
+
+// Names reports whether the conflict is attributed to subject: it is Subject
+// or among Stale.
+func (e *ConflictError) Names(subject string) bool {
+	return subject == e.Subject || slices.Contains(e.Stale, subject)
 }
 
 // Error describes the conflict.

@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,6 +79,7 @@ func Run(t *testing.T, newStore func(t *testing.T) events.Store) {
 		{"RetryOfSeveralNotDoubled", testRetrySeveral},
 		{"RetryAfterOthersAppended", testRetryAfterOthers},
 		{"BatchAtomicity", testBatchAtomic},
+		{"BatchConflictNamesEveryStaleSubject", testBatchStale},
 		{"BatchRetryNotDoubled", testBatchRetry},
 		{"ReadFromSeq", testReadFrom},
 		{"ReplayOrder", testReplay},
@@ -283,6 +285,27 @@ func testRetryAfterOthers(t *testing.T, s events.Store) {
 		t.Fatalf("late retry = %d, %v; want %d", got, err, s1)
 	}
 	checkStored(t, mustRead(t, s, sub, 0), sub, e, e2)
+}
+
+// testBatchStale: a batch refused for several stale subjects names each of
+// them (Stale, in batch order, the first as Subject), and no fresh one.
+func testBatchStale(t *testing.T, s events.Store) {
+	a, b, c, d := Subject(t, "stale_a"), Subject(t, "fresh_b"), Subject(t, "stale_c"), Subject(t, "fresh_d")
+	sa := mustAppend(t, s, a, 0, Event(t, 1))
+	sc := mustAppend(t, s, c, 0, Event(t, 2))
+	sb := mustAppend(t, s, b, 0, Event(t, 3))
+	_, err := s.AppendBatch(ctx(t), []events.AppendItem{
+		{Subject: a, ExpectedLastSeq: 0, Envs: []codec.Envelope{Event(t, 4)}}, // stale: a holds sa
+		{Subject: b, ExpectedLastSeq: sb, Envs: []codec.Envelope{Event(t, 5)}},
+		{Subject: c, ExpectedLastSeq: 0, Envs: []codec.Envelope{Event(t, 6)}}, // stale: c holds sc
+		{Subject: d, ExpectedLastSeq: 0, Envs: []codec.Envelope{Event(t, 7)}},
+	})
+	wantConflict(t, err, a, 0, sa)
+	var ce *events.ConflictError
+	errors.As(err, &ce)
+	if !slices.Equal(ce.Stale, []string{a, c}) || !ce.Names(c) || ce.Names(b) || ce.Names(d) {
+		t.Fatalf("stale subjects %q, want %q (c at %d)", ce.Stale, []string{a, c}, sc)
+	}
 }
 
 func testBatchAtomic(t *testing.T, s events.Store) {
