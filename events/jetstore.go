@@ -501,9 +501,9 @@ func pause(ctx context.Context, try int) error {
 // attributes the conflict to those past the expected one (read now:
 // sequences only grow, so a subject that mismatched at commit still does).
 // Naming them all lets the caller refresh them in one go: named one per
-// refused batch, a group holding k stale subjects took k+1 appends, each
-// after a read of the subjects one by one, which on a replicated stream
-// made a large group wait for seconds.
+// refused batch, a group holding k stale subjects would take k+1 appends,
+// each after a read of the subjects one by one, which on a replicated
+// stream holds a large group for seconds.
 func (s *JetStore) batchConflict(ctx context.Context, enc []encodedItem, actual uint64) ([]uint64, error) {
 	seqs := make([]uint64, len(enc))
 	all := true

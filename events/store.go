@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/events/codec"
 	"slices"
+
+	"github.com/contextos/ledger/events/codec"
 )
 
 // Stored is one event as the store holds it. Raw (and Envelope.Body) may be

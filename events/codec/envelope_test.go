@@ -61,6 +61,29 @@ func goldenEnvelope(t testing.TB) codec.Envelope {
 	return e
 }
 
+// goldenFile compares got with testdata/name, after writing it there under
+// -update, and returns the file's bytes.
+func goldenFile(t *testing.T, name string, got []byte) []byte {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s changed:\n got %s\nwant %s", name, got, want)
+	}
+	return want
+}
+
 // goldenBatch is three events sealed under one signature.
 func goldenBatch(t testing.TB) []codec.Envelope {
 	t.Helper()
@@ -89,19 +112,7 @@ func TestGoldenBatch(t *testing.T) {
 		lines = append(lines, string(enc))
 	}
 	got := []byte(hex.EncodeToString(s.Key.Public().(ed25519.PublicKey)) + "\n" + strings.Join(lines, "\n") + "\n")
-	path := filepath.Join("testdata", "golden_batch.txt")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("golden batch changed:\n got %s\nwant %s", got, want)
-	}
+	want := goldenFile(t, "golden_batch.txt", got)
 	rows := strings.Split(strings.TrimSuffix(string(want), "\n"), "\n")
 	pub, _ := hex.DecodeString(rows[0])
 	kr := codec.Keyring{}
@@ -199,22 +210,7 @@ func TestGoldenEnvelope(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	path := filepath.Join("testdata", "golden_envelope.json")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("golden vector changed:\n got %s\nwant %s", got, want)
-	}
+	want := goldenFile(t, "golden_envelope.json", got)
 	var w golden
 	if err := json.Unmarshal(want, &w); err != nil {
 		t.Fatal(err)
