@@ -133,6 +133,9 @@ func parseProof(s string) (proof, error) {
 	bad := func(format string, args ...any) (proof, error) {
 		return proof{}, envErr(ReasonInvalidField, "proof", format, args...)
 	}
+	if len(s) > maxProofLen {
+		return bad("longer than any proof (%d bytes)", maxProofLen)
+	}
 	parts := strings.Split(s, ".")
 	if len(parts) < 3 {
 		return bad("want <index>.<size>.<hash>...")
@@ -159,6 +162,11 @@ func parseProof(s string) (proof, error) {
 	}
 	return p, nil
 }
+
+// maxProofLen is the longest proof text: a 4-digit index and size, and the
+// 10 hashes of a path in a tree of MaxBatch leaves. Longer input is refused
+// before it is split.
+const maxProofLen = 4 + 1 + 4 + 10*(1+43)
 
 // decimal reads a non-negative decimal of at most 4 digits without leading
 // zeros (every index and size is below MaxBatch).

@@ -80,7 +80,7 @@ func FuzzParseProof(f *testing.F) {
 	for _, s := range []string{
 		"0.2." + h, "1.2." + h, "2.3." + h, "0.3." + h + "." + h, "5.6." + h + "." + h,
 		"00.2." + h, "0.2", "0.1." + h, "2.2." + h, "0.2." + h + "=", "0.2.." + h, "-0.2." + h,
-		"1023.1024." + strings.Repeat(h+".", 9) + h, "0.1025." + h,
+		"1023.1024." + strings.Repeat(h+".", 9) + h, "0.1025." + h, strings.Repeat(".", 1000),
 	} {
 		f.Add(s)
 	}
@@ -88,6 +88,9 @@ func FuzzParseProof(f *testing.F) {
 		p, err := parseProof(s)
 		if err != nil {
 			return
+		}
+		if len(s) > maxProofLen {
+			t.Fatalf("parseProof accepted %d bytes, more than maxProofLen", len(s))
 		}
 		if back := formatProof(p); back != s {
 			t.Fatalf("parseProof(%q) accepted, formats back as %q", s, back)
