@@ -3,9 +3,11 @@ package events
 import (
 	"bytes"
 	"context"
-	"github.com/contextos/ledger/events/codec"
 	"sort"
+	"strings"
 	"sync"
+
+	"github.com/contextos/ledger/events/codec"
 )
 
 // MemStore is an in-memory Store: the naive reference the JetStream store is
@@ -135,6 +137,20 @@ func (m *MemStore) LastSeq(ctx context.Context, subject string) (uint64, error) 
 // Replay implements Store. fn runs without the store's lock held, so it may
 // call the store.
 func (m *MemStore) Replay(ctx context.Context, fromSeq uint64, fn func(Stored) error) error {
+	return m.replay(ctx, fromSeq, "", fn)
+}
+
+// ReplayTenant implements Store.
+func (m *MemStore) ReplayTenant(ctx context.Context, tenant string, fromSeq uint64, fn func(Stored) error) error {
+	if err := codec.ValidToken(tenant); err != nil {
+		return err
+	}
+	return m.replay(ctx, fromSeq, codec.SubjectPrefix+tenant+".", fn)
+}
+
+// replay calls fn for the events from fromSeq on whose subject starts with
+// prefix.
+func (m *MemStore) replay(ctx context.Context, fromSeq uint64, prefix string, fn func(Stored) error) error {
 	if fromSeq == 0 {
 		fromSeq = 1
 	}
@@ -149,6 +165,9 @@ func (m *MemStore) Replay(ctx context.Context, fromSeq uint64, fn func(Stored) e
 		}
 		st := m.log[seq-1]
 		m.mu.RUnlock()
+		if !strings.HasPrefix(st.Subject, prefix) {
+			continue
+		}
 		if err := fn(st); err != nil {
 			return err
 		}

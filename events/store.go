@@ -62,6 +62,10 @@ type Store interface {
 	// sequence order, until the end of the stream or fn's first error, which
 	// it returns.
 	Replay(ctx context.Context, fromSeq uint64, fn func(Stored) error) error
+	// ReplayTenant is Replay of one tenant's events (the subjects
+	// codec.SubjectPrefix + tenant + ".>"); the other tenants' events are
+	// not read.
+	ReplayTenant(ctx context.Context, tenant string, fromSeq uint64, fn func(Stored) error) error
 }
 
 // ErrConflict is matched (errors.Is) by *ConflictError.

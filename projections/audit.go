@@ -173,10 +173,9 @@ func (p *AuditProjector) Sync(ctx context.Context) error {
 			return err
 		}
 	}
-	prefix := codec.SubjectPrefix + p.cfg.Tenant + "."
 	var pending []events.Stored
-	err := p.cfg.Events.Replay(ctx, p.lastEventSeq()+1, func(st events.Stored) error {
-		if len(st.Subject) < len(prefix) || st.Subject[:len(prefix)] != prefix || st.Seq <= p.lastEventSeq() {
+	err := p.cfg.Events.ReplayTenant(ctx, p.cfg.Tenant, p.lastEventSeq()+1, func(st events.Stored) error {
+		if st.Seq <= p.lastEventSeq() {
 			return nil
 		}
 		pending = append(pending, st)

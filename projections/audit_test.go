@@ -637,3 +637,35 @@ func TestAuditRecordsInFullBatches(t *testing.T) {
 	}
 	checkExactlyOnce(t, e, "acme")
 }
+
+// TestAuditReadsOnlyItsTenant: a tenant's projector reads its own tenant's
+// events and nothing of another's. Before, each Sync replayed every event
+// stored after the tenant's last one, so a quiet tenant's projector read all
+// of a busy tenant's traffic once a poll interval, without bound.
+func TestAuditReadsOnlyItsTenant(t *testing.T) {
+	e := newEnv(t)
+	ctx := testenv.Context(t)
+	busy := newDriver(e, "acme", 11, []string{"ord_1", "ord_2"})
+	quiet := newDriver(e, "globex", 12, []string{"ord_1"})
+	quiet.appendN(t, 1)
+	nc, js := e.connect(t)
+	p := e.projector(t, "globex", e.log, func(c *AuditConfig) { c.Events = testenv.Store(t, js) })
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	busy.appendN(t, 600)
+	in := nc.Stats().InMsgs
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A Sync with nothing of its own to record: a few replies (an empty
+	// read, the log's tail), not one per event of the other tenant.
+	if got := nc.Stats().InMsgs - in; got > 8 {
+		t.Fatalf("a quiet tenant's Sync received %d messages after another tenant's 600 events", got)
+	}
+	quiet.appendN(t, 3)
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyOnce(t, e, "globex")
+}

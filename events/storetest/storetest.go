@@ -41,13 +41,19 @@ var (
 // fresh ULID and body {"n": n}. It fails t on error.
 func Event(t testing.TB, n int) codec.Envelope {
 	t.Helper()
+	return tenantEvent(t, Tenant, n)
+}
+
+// tenantEvent is Event for tenant.
+func tenantEvent(t testing.TB, tenant string, n int) codec.Envelope {
+	t.Helper()
 	regOnce.Do(func() { codec.Register(EventType, 1) })
 	var id ulid.ULID
 	if err := id.SetTime(1_700_000_000_000); err != nil {
 		t.Fatal(err)
 	}
 	binary.BigEndian.PutUint64(id[8:], counter.Add(1))
-	e, err := signer.Seal(EventType, 1, id.String(), Tenant, "2026-01-02T03:04:05.000000006Z", map[string]int{"n": n})
+	e, err := signer.Seal(EventType, 1, id.String(), tenant, "2026-01-02T03:04:05.000000006Z", map[string]int{"n": n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +89,7 @@ func Run(t *testing.T, newStore func(t *testing.T) events.Store) {
 		{"BatchRetryNotDoubled", testBatchRetry},
 		{"ReadFromSeq", testReadFrom},
 		{"ReplayOrder", testReplay},
+		{"ReplayTenantReadsOnlyItsEvents", testReplayTenant},
 		{"InvalidAppends", testInvalid},
 		{"ConcurrentWriters", testConcurrent},
 	}
@@ -442,6 +449,63 @@ func testReplay(t *testing.T, s events.Store) {
 	})
 	if !errors.Is(err, stop) || n != 3 {
 		t.Fatalf("Replay with failing fn: n=%d err=%v", n, err)
+	}
+}
+
+// testReplayTenant: ReplayTenant delivers one tenant's events, in order,
+// from the sequence given; a tenant whose name begins another's ("acme",
+// "acme2") does not see the other's.
+func testReplayTenant(t *testing.T, s events.Store) {
+	tenants := []string{Tenant, Tenant + "2", "globex"}
+	want := map[string][]events.Stored{}
+	lasts := map[string]uint64{}
+	for i := range 12 {
+		tenant := tenants[i%len(tenants)]
+		if i%4 == 3 {
+			tenant = Tenant // runs of one tenant, too
+		}
+		sub, err := codec.ExposureSubject(tenant, "g1", fmt.Sprint("res", i%2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := tenantEvent(t, tenant, i)
+		seq := mustAppend(t, s, sub, lasts[sub], e)
+		lasts[sub] = seq
+		want[tenant] = append(want[tenant], events.Stored{Seq: seq, Subject: sub, Envelope: e})
+	}
+	replay := func(tenant string, from uint64) []events.Stored {
+		t.Helper()
+		var got []events.Stored
+		if err := s.ReplayTenant(ctx(t), tenant, from, func(st events.Stored) error { got = append(got, st); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	same := func(got, want []events.Stored) bool {
+		if len(got) != len(want) {
+			return false
+		}
+		for i := range got {
+			if got[i].Seq != want[i].Seq || got[i].Subject != want[i].Subject || got[i].Envelope.EventID != want[i].Envelope.EventID {
+				return false
+			}
+		}
+		return true
+	}
+	for _, tenant := range append(tenants, "initech") {
+		if got := replay(tenant, 0); !same(got, want[tenant]) {
+			t.Fatalf("ReplayTenant(%s) = %+v, want %+v", tenant, got, want[tenant])
+		}
+	}
+	from := want[Tenant][2].Seq
+	if got := replay(Tenant, from); !same(got, want[Tenant][2:]) {
+		t.Fatalf("ReplayTenant(%s) from %d = %+v, want %+v", Tenant, from, got, want[Tenant][2:])
+	}
+	if got := replay(Tenant, from+1); !same(got, want[Tenant][3:]) {
+		t.Fatalf("ReplayTenant(%s) from %d = %+v, want %+v", Tenant, from+1, got, want[Tenant][3:])
+	}
+	if err := s.ReplayTenant(ctx(t), "no.dots", 0, func(events.Stored) error { return nil }); err == nil {
+		t.Fatal("ReplayTenant accepted an invalid tenant")
 	}
 }
 

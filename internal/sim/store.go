@@ -163,6 +163,11 @@ func (s *Store) Replay(ctx context.Context, fromSeq uint64, fn func(events.Store
 	return s.inner.Replay(ctx, fromSeq, fn)
 }
 
+// ReplayTenant implements events.Store.
+func (s *Store) ReplayTenant(ctx context.Context, tenant string, fromSeq uint64, fn func(events.Stored) error) error {
+	return s.inner.ReplayTenant(ctx, tenant, fromSeq, fn)
+}
+
 // CheckAcknowledged reports an acknowledged event the stream no longer
 // holds at the sequence its append reported.
 func (s *Store) CheckAcknowledged(ctx context.Context) error {
