@@ -109,6 +109,14 @@ type AuditProjector struct {
 
 	appended, batches, conflicts int64
 	cosigned, witnessErrors      int64
+
+	// feed, when set, hands Sync the tenant's events the read model has
+	// folded, and wakes Run (see feed).
+	feed *feed
+	// scanned is the last stream sequence up to which every event of the
+	// tenant is recorded, as far as the feed showed: other tenants' events
+	// may follow the last record. Guarded by syncMu.
+	scanned uint64
 }
 
 // NewAuditProjector checks cfg and returns a projector.
@@ -173,8 +181,21 @@ func (p *AuditProjector) Sync(ctx context.Context) error {
 			return err
 		}
 	}
+	from := max(p.lastEventSeq(), p.scanned) + 1
+	var folded uint64 // where the model was: the replay below reads up to it at least
+	if p.feed != nil {
+		fed, to, ok := p.feed.take(from)
+		folded = to
+		if ok {
+			if err := p.record(ctx, fed); err != nil {
+				return err
+			}
+			p.scanned = max(p.scanned, to)
+			from = max(from, to+1)
+		}
+	}
 	var pending []events.Stored
-	err := p.cfg.Events.ReplayTenant(ctx, p.cfg.Tenant, p.lastEventSeq()+1, func(st events.Stored) error {
+	err := p.cfg.Events.ReplayTenant(ctx, p.cfg.Tenant, from, func(st events.Stored) error {
 		if st.Seq <= p.lastEventSeq() {
 			return nil
 		}
@@ -193,6 +214,7 @@ func (p *AuditProjector) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.scanned = max(p.scanned, folded)
 	return p.checkpoint(ctx, false)
 }
 
@@ -223,7 +245,11 @@ func (p *AuditProjector) Checkpoint(ctx context.Context) error {
 // every PollInterval. Errors are logged (Logf) and retried at the next
 // tick. It returns ctx's error.
 func (p *AuditProjector) Run(ctx context.Context) error {
-	return runLoop(ctx, p.cfg.Notify, codec.SubjectPrefix+p.cfg.Tenant+".>", p.cfg.PollInterval, p.cfg.Linger, p.cfg.Logf, p.Sync)
+	var fed <-chan struct{}
+	if p.feed != nil {
+		fed = p.feed.wake
+	}
+	return runLoop(ctx, p.cfg.Notify, fed, codec.SubjectPrefix+p.cfg.Tenant+".>", p.cfg.PollInterval, p.cfg.Linger, p.cfg.Logf, p.Sync)
 }
 
 func (p *AuditProjector) isLoaded() bool {
@@ -615,9 +641,9 @@ func (c *chain) checkCheckpoint(cp audit.Checkpoint) error {
 }
 
 // runLoop calls sync at start, linger after a message on subject (when nc
-// is set; the messages of that time are one wake-up) and every interval,
-// until ctx is done.
-func runLoop(ctx context.Context, nc *nats.Conn, subject string, interval, linger time.Duration, logf func(string, ...any), sync func(context.Context) error) error {
+// is set) or on fed (the messages of that time are one wake-up), and every
+// interval, until ctx is done.
+func runLoop(ctx context.Context, nc *nats.Conn, fed <-chan struct{}, subject string, interval, linger time.Duration, logf func(string, ...any), sync func(context.Context) error) error {
 	wake := make(chan struct{}, 1)
 	if nc != nil {
 		sub, err := nc.Subscribe(subject, func(*nats.Msg) {
@@ -649,20 +675,24 @@ func runLoop(ctx context.Context, nc *nats.Conn, subject string, interval, linge
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wake:
-			if linger > 0 {
-				gather := time.NewTimer(linger)
+		case <-fed:
+		case <-t.C:
+			continue
+		}
+		if linger > 0 {
+			gather := time.NewTimer(linger)
+			select {
+			case <-ctx.Done():
+				gather.Stop()
+				return ctx.Err()
+			case <-gather.C:
+			}
+			for _, c := range []<-chan struct{}{wake, fed} {
 				select {
-				case <-ctx.Done():
-					gather.Stop()
-					return ctx.Err()
-				case <-gather.C:
-				}
-				select {
-				case <-wake:
+				case <-c:
 				default:
 				}
 			}
-		case <-t.C:
 		}
 	}
 }

@@ -5,13 +5,14 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
-	"github.com/contextos/ledger/audit"
 	"math/rand"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -668,4 +669,109 @@ func TestAuditReadsOnlyItsTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExactlyOnce(t, e, "globex")
+}
+
+// tenantReads counts the events ReplayTenant delivers: what an audit
+// projector reads from the stream itself.
+type tenantReads struct {
+	events.Store
+	read atomic.Int64
+}
+
+func (c *tenantReads) ReplayTenant(ctx context.Context, tenant string, from uint64, fn func(events.Stored) error) error {
+	return c.Store.ReplayTenant(ctx, tenant, from, func(s events.Stored) error {
+		c.read.Add(1)
+		return fn(s)
+	})
+}
+
+// TestAuditTakesTheModelsEvents: a projector following the read model
+// records the tenant's events the model folded without reading them from
+// the stream, exactly once and in order; when the model met more of them
+// than a feed holds, or the projector's position is outside what the feed
+// covers, the projector reads them from the stream instead, to the same log.
+func TestAuditTakesTheModelsEvents(t *testing.T) {
+	e := newEnv(t)
+	ctx := testenv.Context(t)
+	store := &tenantReads{Store: e.store}
+	m := NewModel(ModelConfig{Store: store})
+	p := e.projector(t, "acme", e.log, func(c *AuditConfig) { c.Events = store })
+	p.feed = m.follow("acme")
+	p.feed.max = 50
+	acme := newDriver(e, "acme", 21, []string{"ord_1", "ord_2"})
+	globex := newDriver(e, "globex", 22, []string{"ord_1"})
+	step := func(name string, acmeEvents int, wantRead func(int64) bool) {
+		t.Helper()
+		acme.appendN(t, acmeEvents)
+		globex.appendN(t, 10)
+		if err := m.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-p.feed.wake:
+		default:
+			t.Fatalf("%s: the model did not wake the projector", name)
+		}
+		before := store.read.Load()
+		if err := p.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := store.read.Load() - before; !wantRead(got) {
+			t.Fatalf("%s: the projector read %d events from the stream", name, got)
+		}
+		checkExactlyOnce(t, e, "acme")
+	}
+	none := func(n int64) bool { return n == 0 }
+	step("fed", 20, none)
+	step("fed again", 30, none)
+	step("more than a feed holds", 60, func(n int64) bool { return n >= 60 })
+	step("fed after an overflow", 20, none)
+	// The projector records a few events itself (a poll before the model's
+	// Sync): the feed, which starts before them, hands it only the rest.
+	acme.appendN(t, 5)
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step("fed over what was read", 10, none)
+	// A projector whose log another replica moved past the feed reads
+	// from its own position.
+	acme.appendN(t, 5)
+	other := e.projector(t, "acme", e.log, nil)
+	if err := other.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyOnce(t, e, "acme")
+}
+
+// TestAuditFedStopsAtANonEvent: a stored message that is not a valid event
+// stops a fed projector where it stopped one reading the stream: the events
+// before it are recorded, and Sync reports the message.
+func TestAuditFedStopsAtANonEvent(t *testing.T) {
+	e := newEnv(t)
+	ctx := testenv.Context(t)
+	d := newDriver(e, "acme", 31, []string{"ord_1"})
+	d.appendN(t, 12)
+	if _, err := e.js.Publish(ctx, "ctx.ev.acme.control", []byte(`{"not":"an event"}`)); err != nil {
+		t.Fatal(err)
+	}
+	d.appendN(t, 12)
+	m := NewModel(ModelConfig{Store: e.store})
+	fed := e.projector(t, "acme", e.log, nil)
+	fed.feed = m.follow("acme")
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var corrupt *events.CorruptError
+	if err := fed.Sync(ctx); !errors.As(err, &corrupt) {
+		t.Fatalf("fed projector over a non-event: %v", err)
+	}
+	if got, want := fed.Status().LastEventSeq, corrupt.Seq-1; got != want {
+		t.Fatalf("fed projector recorded through %d, want %d (the event before the non-event)", got, want)
+	}
 }

@@ -345,7 +345,7 @@ func TestRunLoopLogsALastingErrorOnce(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = runLoop(ctx, nil, "ctx.ev.>", time.Millisecond, 0, func(f string, a ...any) {
+		_ = runLoop(ctx, nil, nil, "ctx.ev.>", time.Millisecond, 0, func(f string, a ...any) {
 			mu.Lock()
 			logged = append(logged, fmt.Sprintf(f, a...))
 			mu.Unlock()

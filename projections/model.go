@@ -57,6 +57,7 @@ type Model struct {
 	mu      sync.RWMutex
 	st      *modelState
 	lastErr error // of the last Sync
+	feeds   []*feed // the audit projectors following this model
 
 	snapMu      sync.Mutex
 	snapRunning bool
@@ -287,6 +288,12 @@ func (m *Model) Sync(ctx context.Context) error {
 		m.loadSnapshot(ctx)
 	}
 	before := m.Seq()
+	m.mu.RLock()
+	feeds := m.feeds
+	m.mu.RUnlock()
+	fed := make([][]events.Stored, len(feeds))
+	overflow := make([]bool, len(feeds))
+	var cut uint64 // the first message that is not a valid event: the feeds stop before it
 	err := events.ReplayValid(ctx, m.cfg.Store, m.Seq, func(s events.Stored) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -294,6 +301,12 @@ func (m *Model) Sync(ctx context.Context) error {
 			return nil
 		}
 		m.apply(ctx, s)
+		for i, f := range feeds {
+			if cut == 0 && !overflow[i] && f.owns(s.Subject) {
+				fed[i] = append(fed[i], s)
+				overflow[i] = len(fed[i]) > f.max
+			}
+		}
 		return nil
 	}, func(c *events.CorruptError) {
 		m.mu.Lock()
@@ -301,11 +314,23 @@ func (m *Model) Sync(ctx context.Context) error {
 		if c.Seq > m.st.Seq {
 			m.refuse(c.Seq, c.Subject, "", c.Err)
 			m.st.Seq = c.Seq
+			if cut == 0 {
+				cut = c.Seq
+			}
 		}
 	})
 	m.mu.Lock()
 	m.lastErr = err
+	to := m.st.Seq
 	m.mu.Unlock()
+	if cut != 0 {
+		// What follows a refused message reaches the projectors from the
+		// stream, where each meets the message as it did before.
+		to = cut - 1
+	}
+	for i, f := range feeds {
+		f.add(before+1, to, fed[i], overflow[i])
+	}
 	if after := m.Seq(); after > before {
 		m.since += int(after - before)
 		if m.since >= m.cfg.SnapshotEvery && m.snapshotting() && time.Since(m.snapAt) >= snapshotSpacing*m.snapCost {
@@ -314,6 +339,16 @@ func (m *Model) Sync(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// follow returns a feed of tenant's events for an audit projector: each
+// Sync hands it the tenant's events it folded.
+func (m *Model) follow(tenant string) *feed {
+	f := newFeed(tenant)
+	m.mu.Lock()
+	m.feeds = append(m.feeds, f)
+	m.mu.Unlock()
+	return f
 }
 
 // Err returns the error of the last Sync (the store could not be read), nil
@@ -350,7 +385,7 @@ func (m *Model) Run(ctx context.Context, nc *nats.Conn, interval time.Duration, 
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
-	return runLoop(ctx, nc, codec.SubjectPrefix+">", interval, 0, logf, m.Sync)
+	return runLoop(ctx, nc, nil, codec.SubjectPrefix+">", interval, 0, logf, m.Sync)
 }
 
 // apply folds one stored event; m.mu is held.

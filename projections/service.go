@@ -79,12 +79,22 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		if cfg.Witnesses != nil {
 			ws = cfg.Witnesses(t) // one client per tenant: each remembers its log's size at the witness
 		}
+		// The projector takes the tenant's events from the model, which
+		// reads every event anyway, and wakes when the model hands it some
+		// (see feed); a model over another store cannot feed it.
+		fed := model.cfg.Store == cfg.Store
+		notify := cfg.NC
+		if fed {
+			notify = nil
+		}
 		p, err := NewAuditProjector(AuditConfig{Witnesses: ws, Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
 			CheckpointEvery: cfg.CheckpointEvery, CheckpointInterval: cfg.CheckpointInterval, Clock: cfg.Clock,
-			PollInterval: cfg.PollInterval, Notify: cfg.NC, Logf: cfg.Logf})
-
+			PollInterval: cfg.PollInterval, Notify: notify, Logf: cfg.Logf})
 		if err != nil {
 			return nil, err
+		}
+		if fed {
+			p.feed = model.follow(t)
 		}
 		s.Projectors[t] = p
 	}
