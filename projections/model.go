@@ -56,7 +56,7 @@ type Model struct {
 
 	mu      sync.RWMutex
 	st      *modelState
-	lastErr error // of the last Sync
+	lastErr error   // of the last Sync
 	feeds   []*feed // the audit projectors following this model
 
 	snapMu      sync.Mutex
