@@ -464,7 +464,10 @@ func TestAuditOpsProveConsistency(t *testing.T) {
 func TestAuditExportPaging(t *testing.T) {
 	e := newEnv(t)
 	d := newDriver(e, "acme", 8, []string{"r1", "r2"})
-	d.appendN(t, 120)
+	d.appendN(t, 60)
+	// Another tenant's events between: no export of acme's shows them.
+	newDriver(e, "globex", 9, []string{"r1"}).appendN(t, 40)
+	d.appendN(t, 60)
 	p := e.projector(t, "acme", e.log, nil)
 	if err := p.Sync(context.Background()); err != nil {
 		t.Fatal(err)
@@ -509,6 +512,11 @@ func TestAuditExportPaging(t *testing.T) {
 			t.Fatalf("%s: %s", r.Code, r.Reason)
 		}
 		lines += len(r.Items)
+		for _, line := range r.Items {
+			if !bytes.Contains(line, []byte(`"subject":"ctx.ev.acme.`)) {
+				t.Fatalf("acme's export holds %s", line)
+			}
+		}
 		if r.Done {
 			break
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/contextos/ledger/audit"
-	"strings"
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
@@ -307,14 +306,9 @@ func (o *Ops) eventsExport(ctx context.Context, tenant string, req PageRequest) 
 	}
 	b := budget{left: o.cfg.MaxReply - 256}
 	reply := OpsReply{OK: true, Items: [][]byte{}, Next: from}
-	prefix := codec.SubjectPrefix + tenant + "."
-	err := o.cfg.Events.Replay(ctx, from, func(st events.Stored) error {
+	err := o.cfg.Events.ReplayTenant(ctx, tenant, from, func(st events.Stored) error {
 		if len(reply.Items) == req.Limit {
 			return errStop
-		}
-		if !strings.HasPrefix(st.Subject, prefix) {
-			reply.Next = st.Seq + 1
-			return nil
 		}
 		line, err := verifier.MarshalEventLine(st.Seq, st.Subject, st.Raw)
 		if err != nil {
