@@ -56,8 +56,9 @@ type Model struct {
 
 	mu      sync.RWMutex
 	st      *modelState
-	lastErr error   // of the last Sync
-	feeds   []*feed // the audit projectors following this model
+	lastErr error // of the last Sync
+	// feeds are the audit projectors following this model, by tenant.
+	feeds map[string]*feed
 
 	snapMu      sync.Mutex
 	snapRunning bool
@@ -291,8 +292,8 @@ func (m *Model) Sync(ctx context.Context) error {
 	m.mu.RLock()
 	feeds := m.feeds
 	m.mu.RUnlock()
-	fed := make([][]events.Stored, len(feeds))
-	overflow := make([]bool, len(feeds))
+	fed := map[*feed][]events.Stored{}
+	overflow := map[*feed]bool{}
 	var cut uint64 // the first message that is not a valid event: the feeds stop before it
 	err := events.ReplayValid(ctx, m.cfg.Store, m.Seq, func(s events.Stored) error {
 		m.mu.Lock()
@@ -301,10 +302,10 @@ func (m *Model) Sync(ctx context.Context) error {
 			return nil
 		}
 		m.apply(ctx, s)
-		for i, f := range feeds {
-			if cut == 0 && !overflow[i] && f.owns(s.Subject) {
-				fed[i] = append(fed[i], s)
-				overflow[i] = len(fed[i]) > f.max
+		if tenant, ok := codec.SubjectTenant(s.Subject); ok && cut == 0 {
+			if f := feeds[tenant]; f != nil && f.owns(s.Subject) && !overflow[f] {
+				fed[f] = append(fed[f], s)
+				overflow[f] = len(fed[f]) > f.max
 			}
 		}
 		return nil
@@ -328,8 +329,8 @@ func (m *Model) Sync(ctx context.Context) error {
 		// stream, where each meets the message as it did before.
 		to = cut - 1
 	}
-	for i, f := range feeds {
-		f.add(before+1, to, fed[i], overflow[i])
+	for _, f := range feeds {
+		f.add(before+1, to, fed[f], overflow[f])
 	}
 	if after := m.Seq(); after > before {
 		m.since += int(after - before)
@@ -344,11 +345,18 @@ func (m *Model) Sync(ctx context.Context) error {
 // follow returns a feed of tenant's events for an audit projector: each
 // Sync hands it the tenant's events it folded.
 func (m *Model) follow(tenant string) *feed {
-	f := newFeed(tenant)
 	m.mu.Lock()
-	m.feeds = append(m.feeds, f)
-	m.mu.Unlock()
-	return f
+	defer m.mu.Unlock()
+	if m.feeds[tenant] == nil {
+		// A new map, not a write into the one a Sync may be reading.
+		feeds := make(map[string]*feed, len(m.feeds)+1)
+		for t, f := range m.feeds {
+			feeds[t] = f
+		}
+		feeds[tenant] = newFeed(tenant)
+		m.feeds = feeds
+	}
+	return m.feeds[tenant]
 }
 
 // Err returns the error of the last Sync (the store could not be read), nil
