@@ -591,6 +591,30 @@ func TestServiceRecordsAndServes(t *testing.T) {
 	}
 }
 
+// TestServiceProjectorWakesFromTheModel: in the service a projector has no
+// subscription of its own; the read model's folds wake it. With polls an
+// hour apart, every event still reaches the log soon after it is stored.
+func TestServiceProjectorWakesFromTheModel(t *testing.T) {
+	e := newEnv(t)
+	svc, err := StartService(context.Background(), ServiceConfig{NC: e.nc, JS: e.js, Store: e.store, Signer: e.signer,
+		Tenants: []string{"acme"}, PollInterval: time.Hour, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	p := svc.Projectors["acme"]
+	if p.feed == nil || p.cfg.Notify != nil {
+		t.Fatal("the service's projector does not follow the read model")
+	}
+	d := newDriver(e, "acme", 43, []string{"r1", "r2"})
+	for round := 0; round < 3; round++ {
+		d.appendN(t, 20)
+		evs := tenantEvents(t, e.store, "acme")
+		testenv.Eventually(t, func() bool { return p.Status().LastEventSeq == evs[len(evs)-1].Seq }, 30*time.Second, "the log to reach the last event")
+	}
+	checkExactlyOnce(t, e, "acme")
+}
+
 // TestAuditRecordsInBatches: a backlog of events is recorded in atomic
 // batches (of at most MaxRecordBatch, never across the next checkpoint),
 // not one durable append per event; every event is recorded exactly once,
