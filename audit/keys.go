@@ -21,7 +21,7 @@ const KeyRotationVersion = 1
 func init() { codec.Register(TypeKeyRotated, KeyRotationVersion) }
 
 // KeyRotationSubject is where tenant's key rotations are stored.
-func KeyRotationSubject(tenant string) string { return codec.SubjectPrefix + tenant + ".keys.rotation" }
+func KeyRotationSubject(tenant string) string { return codec.TenantPrefix(tenant) + "keys.rotation" }
 
 // KeyRotation is the body of a TypeKeyRotated event. It is signed by the
 // old key when that key is still available; when it was lost, by the new

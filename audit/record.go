@@ -314,7 +314,7 @@ func (r Record) validate() error {
 	if err := codec.ValidSubject(r.Subject); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
-	if !strings.HasPrefix(r.Subject, codec.SubjectPrefix+r.Tenant+".") {
+	if !strings.HasPrefix(r.Subject, codec.TenantPrefix(r.Tenant)) {
 		return fmt.Errorf("record: subject %q is not in tenant %q's stream", r.Subject, r.Tenant)
 	}
 	return nil

@@ -441,7 +441,7 @@ func (s *JetStore) ReplayTenant(ctx context.Context, tenant string, fromSeq uint
 	if err := codec.ValidToken(tenant); err != nil {
 		return err
 	}
-	return s.replay(ctx, fromSeq, codec.SubjectPrefix+tenant+".>", fn)
+	return s.replay(ctx, fromSeq, codec.TenantPrefix(tenant)+">", fn)
 }
 
 // replay reads the stream's messages from fromSeq on, those on subjects

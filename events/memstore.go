@@ -145,7 +145,7 @@ func (m *MemStore) ReplayTenant(ctx context.Context, tenant string, fromSeq uint
 	if err := codec.ValidToken(tenant); err != nil {
 		return err
 	}
-	return m.replay(ctx, fromSeq, codec.SubjectPrefix+tenant+".", fn)
+	return m.replay(ctx, fromSeq, codec.TenantPrefix(tenant), fn)
 }
 
 // replay calls fn for the events from fromSeq on whose subject starts with

@@ -63,7 +63,7 @@ type Store interface {
 	// it returns.
 	Replay(ctx context.Context, fromSeq uint64, fn func(Stored) error) error
 	// ReplayTenant is Replay of one tenant's events (the subjects
-	// codec.SubjectPrefix + tenant + ".>"); the other tenants' events are
+	// codec.TenantPrefix(tenant) + ">"); the other tenants' events are
 	// not read.
 	ReplayTenant(ctx context.Context, tenant string, fromSeq uint64, fn func(Stored) error) error
 }

@@ -249,7 +249,7 @@ func (p *AuditProjector) Run(ctx context.Context) error {
 	if p.feed != nil {
 		fed = p.feed.wake
 	}
-	return runLoop(ctx, p.cfg.Notify, fed, codec.SubjectPrefix+p.cfg.Tenant+".>", p.cfg.PollInterval, p.cfg.Linger, p.cfg.Logf, p.Sync)
+	return runLoop(ctx, p.cfg.Notify, fed, codec.TenantPrefix(p.cfg.Tenant)+">", p.cfg.PollInterval, p.cfg.Linger, p.cfg.Logf, p.Sync)
 }
 
 func (p *AuditProjector) isLoaded() bool {

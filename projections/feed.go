@@ -37,7 +37,7 @@ type feed struct {
 const feedMax = 4096
 
 func newFeed(tenant string) *feed {
-	return &feed{prefix: codec.SubjectPrefix + tenant + ".", max: feedMax, from: 1, wake: make(chan struct{}, 1)}
+	return &feed{prefix: codec.TenantPrefix(tenant), max: feedMax, from: 1, wake: make(chan struct{}, 1)}
 }
 
 // owns reports whether subject is one of the feed's tenant's: the subjects

@@ -67,7 +67,7 @@ func (l EventLine) validate() error {
 	if err := codec.ValidSubject(l.Subject); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(l.Subject, codec.SubjectPrefix+l.Envelope.Tenant+".") {
+	if !strings.HasPrefix(l.Subject, codec.TenantPrefix(l.Envelope.Tenant)) {
 		return fmt.Errorf("event of tenant %q on subject %q", l.Envelope.Tenant, l.Subject)
 	}
 	return nil

@@ -111,10 +111,10 @@ func (f *Fold) Apply(seq uint64, subject string, env codec.Envelope) error {
 	if seq <= f.seq {
 		return fmt.Errorf("verifier: fold: seq %d does not follow %d", seq, f.seq)
 	}
-	if env.Tenant != f.tenant || !strings.HasPrefix(subject, codec.SubjectPrefix+f.tenant+".") {
+	if env.Tenant != f.tenant || !strings.HasPrefix(subject, codec.TenantPrefix(f.tenant)) {
 		return fmt.Errorf("verifier: fold: event %s of tenant %q on %q in the fold of %q", env.EventID, env.Tenant, subject, f.tenant)
 	}
-	if strings.HasPrefix(subject, codec.SubjectPrefix+f.tenant+"."+codec.KindExposure+".") {
+	if strings.HasPrefix(subject, codec.TenantPrefix(f.tenant)+codec.KindExposure+".") {
 		if err := f.applyExposure(subject, env); err != nil {
 			return fmt.Errorf("verifier: fold: seq %d event %s (%s) on %q: %w", seq, env.EventID, env.Type, subject, err)
 		}

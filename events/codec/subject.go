@@ -142,7 +142,7 @@ func ExposureSubject(tenant, guaranteeID, resource string) (string, error) {
 	if resource == "" {
 		return "", fmt.Errorf("%w: empty resource", ErrInvalidToken)
 	}
-	return SubjectPrefix + tenant + "." + KindExposure + "." + guaranteeID + "." + ResourceToken(resource), nil
+	return TenantPrefix(tenant) + KindExposure + "." + guaranteeID + "." + ResourceToken(resource), nil
 }
 
 // ExposureWindowSubject is ExposureSubject for the ledger of one calendar
@@ -219,6 +219,11 @@ func ValidSubject(s string) error {
 	}
 	return nil
 }
+
+// TenantPrefix is what every subject of tenant's events begins with:
+// SubjectPrefix, the tenant's token and a dot. TenantPrefix(t) + ">" is
+// the NATS filter of the tenant's events.
+func TenantPrefix(tenant string) string { return SubjectPrefix + tenant + "." }
 
 // SubjectTenant returns the tenant token of a "ctx.ev.<tenant>...." subject.
 func SubjectTenant(subject string) (string, bool) {

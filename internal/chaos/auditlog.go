@@ -35,7 +35,7 @@ func checkAuditLog(ctx context.Context, store *events.JetStore, js jetstream.Jet
 	fail := func(format string, args ...any) AuditLogCheck {
 		return AuditLogCheck{Err: fmt.Errorf(format, args...)}
 	}
-	prefix := codec.SubjectPrefix + tenant + "."
+	prefix := codec.TenantPrefix(tenant)
 	var want []events.Stored
 	if err := store.Replay(ctx, 1, func(st events.Stored) error {
 		if strings.HasPrefix(st.Subject, prefix) {
