@@ -100,6 +100,16 @@ func freshR3Store(t *testing.T, js jetstream.JetStream) *events.JetStore {
 		}
 		return true
 	}, 30*time.Second, "an R3 stream leader with current replicas")
+	// A leader with current replicas is not yet a stream that answers on
+	// this connection's server: CI once saw the first publish after this
+	// point get "no responders". A publish expecting a sequence no subject
+	// has is answered with an error and stores nothing.
+	testenv.Eventually(t, func() bool {
+		m := nats.NewMsg("ctx.ev.probe.ready")
+		m.Header.Set("Nats-Expected-Last-Subject-Sequence", "4294967295")
+		_, err := js.Conn().RequestMsg(m, 2*time.Second)
+		return err == nil
+	}, 30*time.Second, "the R3 stream to answer publishes")
 	return events.NewJetStore(js, events.StreamName)
 }
 
