@@ -176,11 +176,12 @@ func evidenceRef(tenant, ref string) (aggregates.Ref, error) {
 		}}, err
 }
 
-// load folds a subject straight from the store. Authority and evidence are
-// read this way for every proposal, not from the engine's warm state: they
-// are read-only in the reserve transaction, where a stale cache would never
-// be caught by a sequence conflict, so a change appended by any replica
-// takes effect for the next proposal everywhere.
+// load folds a subject straight from the store. Evidence is read this way
+// for every proposal (authority from the changes since the last read, see
+// authorities), not from the engine's warm state: both are read-only in the
+// reserve transaction, where a stale cache would never be caught by a
+// sequence conflict, so a change appended by any replica takes effect for
+// the next proposal everywhere.
 func (g *Gateway) load(ctx context.Context, ref aggregates.Ref) (aggregates.State, error) {
 	st := ref.New()
 	stored, err := g.store.Read(ctx, ref.Subject, 1)
@@ -210,15 +211,14 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args
 	if _, ok := tc.Agent(pc.principal); !ok {
 		return g.authorize(tc, pc.principal, cp), nil
 	}
-	ref, err := authorityRef(pc.tenant)
-	if err != nil {
+	if _, err := authorityRef(pc.tenant); err != nil {
 		return &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()}, nil
 	}
-	st, err := g.load(ctx, ref)
+	st, err := g.auths.read(ctx, g.store, pc.tenant)
 	if err != nil {
 		return nil, err
 	}
-	src, r := kernel.CheckAuthority(st.(*kernel.Authority), pc.principal, cp.ID, g.authorize(tc, pc.principal, cp) == nil)
+	src, r := kernel.CheckAuthority(st, pc.principal, cp.ID, g.authorize(tc, pc.principal, cp) == nil)
 	pc.authority = src
 	if r != nil {
 		return r, nil

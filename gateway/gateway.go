@@ -39,6 +39,7 @@ type Gateway struct {
 	index    readModel
 	inflight inflight
 	seen     sightings
+	auths    authorities // each tenant's authority as last read
 	extraOps map[string]OpHandler
 
 	mu      sync.RWMutex

@@ -260,6 +260,30 @@ func TestAuthzAuthority(t *testing.T) {
 	}
 }
 
+// TestAuthzAuthorityFromAnotherReplica: a replica keeps the authority it
+// read last and reads only the changes since; a revocation and a grant
+// appended through another replica each take effect for its very next
+// proposal.
+func TestAuthzAuthorityFromAnotherReplica(t *testing.T) {
+	e, clock := authzEnv(t, "authz.toml")
+	other := e.replica(clock, "test-2")
+	e.admit("run_a", "agent_chat", 10, 100000)
+	propose := func(key string) gateway.Reply {
+		b, _ := json.Marshal(refund("run_a", key, "ord_1", 1000))
+		return other.Propose(context.Background(), "acme", "agent_chat", b)
+	}
+	wantApplied(t, "configured grant", propose("k1"))
+	for i := range 3 {
+		e.mustOp("revoke", gateway.GrantRequest{Principal: "agent_chat", CapabilityID: capRefund})
+		wantRefused(t, "after revoke", propose(fmt.Sprintf("r%d", i)), kernel.CodeAuthorityDenied)
+		e.mustOp("grant", gateway.GrantRequest{Principal: "agent_chat", CapabilityID: capRefund})
+		wantApplied(t, "after grant", propose(fmt.Sprintf("g%d", i)))
+		if rec := e.decision("acme", "run_a", fmt.Sprintf("g%d", i)); rec.Controls.Authority != "grant:agent_chat:"+capRefund+":operator:ops_alice" {
+			t.Fatalf("authority control %q", rec.Controls.Authority)
+		}
+	}
+}
+
 // TestAuthzPolicy: the capability's declarative policy refuses an amount
 // over max_amount, a currency not allowed and an id off its pattern, with
 // nothing held or called; the decision names the policy's digest, which is
