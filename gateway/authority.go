@@ -18,8 +18,9 @@ import (
 // The state is read fresh for each proposal all the same: from the
 // sequence of the last change folded into it, which must come back as that
 // very change (its event id). If it does not, the subject is not the one
-// the state was folded from (a stream deleted and made again, or purged),
-// and the state is folded again from the subject's start.
+// the state was folded from (a stream deleted and made again, or the
+// subject purged up to it), and the state is folded again from the
+// subject's start.
 type authorities struct {
 	mu sync.Mutex
 	m  map[string]*authorityTail // by tenant: configured tenants only
