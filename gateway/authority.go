@@ -18,8 +18,8 @@ import (
 // The state is read fresh for each proposal all the same: from the
 // sequence of the last change folded into it, which must come back as that
 // very change (its event id). If it does not, the subject is not the one
-// the state was folded from (a stream deleted and made again, or the
-// subject purged up to it), and the state is folded again from the
+// the state was folded from (the stream refuses purges and deletes, so it
+// was deleted and made again), and the state is folded again from the
 // subject's start.
 type authorities struct {
 	mu sync.Mutex
