@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/nats-io/nats.go"
 )
@@ -77,27 +77,12 @@ func startEnvWith(t testing.TB, edit func(*gateway.Config)) *env {
 // agent connects as an agent with its own inbox prefix.
 func (e *env) agent(tenant, principal string) *nats.Conn {
 	e.t.Helper()
-	user := gateway.UserName(tenant, principal)
-	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix(tenant, principal)))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(nc.Close)
-	return nc
+	return gatewaytest.Connect(e.t, e.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal)
 }
 
 func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) gateway.Reply {
 	e.t.Helper()
-	b, _ := json.Marshal(body)
-	msg, err := nc.Request(gateway.ProposeSubject(tenant, principal), b, 10*time.Second)
-	if err != nil {
-		e.t.Fatalf("propose: %v", err)
-	}
-	var r gateway.Reply
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		e.t.Fatal(err)
-	}
-	return r
+	return gatewaytest.Propose(e.t, nc, tenant, principal, body)
 }
 
 func refund(capability, key, order string, amount int64) map[string]any {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/kernel"
-	"github.com/nats-io/nats.go"
 )
 
 const highCap = "adp_payments.issue_refund_high"
@@ -20,12 +19,7 @@ const highCap = "adp_payments.issue_refund_high"
 // verb yet, naming it.
 func (e *env) requireVerb(verb string, body any) {
 	e.t.Helper()
-	user := gateway.UserName("acme", "ops_alice")
-	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix("acme", "ops_alice")))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := e.agent("acme", "ops_alice")
 	b, _ := json.Marshal(body)
 	m, err := nc.Request(gateway.OpSubject("acme", verb, "ops_alice"), b, 10*time.Second)
 	if err != nil {

@@ -18,12 +18,12 @@ import (
 
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/mcpprovider"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/mcpgw"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
 )
 
 // Tokens of testdata/mcp.toml.
@@ -647,24 +647,14 @@ func TestMCPDefaultClient(t *testing.T) {
 func BenchmarkMCPPropose(b *testing.B) {
 	b.Run("nats-baseline", func(b *testing.B) {
 		e := start(b)
-		nc, err := nats.Connect(e.rt.URL, nats.UserInfo("acme.agent_email", "email-secret"), nats.CustomInboxPrefix(gateway.InboxPrefix("acme", "agent_email")))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer nc.Close()
+		nc := gatewaytest.Connect(b, e.rt.URL, "email-secret", "acme", "agent_email")
 		b.ResetTimer()
 		for i := range b.N {
 			key := fmt.Sprintf("bench-%d", i)
 			args := refundArgs("run_bench", key, "ord_"+key, 100)
 			args["capability_id"] = httpRefund
-			body, _ := json.Marshal(args)
-			msg, err := nc.Request(gateway.ProposeSubject("acme", "agent_email"), body, 10*time.Second)
-			var r gateway.Reply
-			if err == nil {
-				err = json.Unmarshal(msg.Data, &r)
-			}
-			if err != nil || r.Status != kernel.StatusApplied {
-				b.Fatalf("%v %+v", err, r)
+			if r := gatewaytest.Propose(b, nc, "acme", "agent_email", args); r.Status != kernel.StatusApplied {
+				b.Fatalf("%+v", r)
 			}
 		}
 	})

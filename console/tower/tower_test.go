@@ -3,7 +3,6 @@ package tower
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
@@ -59,28 +59,13 @@ func boot(t *testing.T) *runtime {
 
 func (r *runtime) conn(tenant, principal string) *nats.Conn {
 	r.t.Helper()
-	user := gateway.UserName(tenant, principal)
-	nc, err := nats.Connect(r.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix(tenant, principal)))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Cleanup(nc.Close)
-	return nc
+	return gatewaytest.Connect(r.t, r.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal)
 }
 
 func (r *runtime) propose(tenant, principal, key, order string, amount int64) gateway.Reply {
 	r.t.Helper()
-	b, _ := json.Marshal(map[string]any{"run_id": "run_" + key, "operation_key": key, "capability_id": "adp_payments.issue_refund",
-		"arguments": map[string]any{"order_id": order, "amount_minor": amount, "currency": "INR"}})
-	m, err := r.conn(tenant, principal).Request(gateway.ProposeSubject(tenant, principal), b, 10*time.Second)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	var rep gateway.Reply
-	if err := json.Unmarshal(m.Data, &rep); err != nil {
-		r.t.Fatal(err)
-	}
-	return rep
+	return gatewaytest.Propose(r.t, r.conn(tenant, principal), tenant, principal, map[string]any{"run_id": "run_" + key, "operation_key": key,
+		"capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"order_id": order, "amount_minor": amount, "currency": "INR"}})
 }
 
 // export writes tenant's audit log (entries.json) and keys.json into dir once

@@ -18,7 +18,6 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
-	"github.com/nats-io/nats.go"
 )
 
 // fakeClock is the gateway's clock in these tests: decision times (approval
@@ -238,14 +237,7 @@ func TestAuthzAuthority(t *testing.T) {
 		t.Fatalf("revoke of an unknown capability: %+v", r)
 	}
 	// Agents cannot reach the operator verbs at all.
-	errs := make(chan error, 1)
-	user := gateway.UserName("acme", "agent_chat")
-	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix("acme", "agent_chat")),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, errs := e.deniedConn("acme", "agent_chat")
 	b, _ := json.Marshal(gateway.GrantRequest{Principal: "agent_chat", CapabilityID: capRefundHigh})
 	if _, err := nc.Request(gateway.OpSubject("acme", "grant", "agent_chat"), b, 300*time.Millisecond); err == nil {
 		t.Fatal("an agent's grant was answered")

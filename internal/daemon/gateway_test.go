@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -67,27 +68,12 @@ func (e *env) boot(providerURL string) {
 // client connects as a principal with its own inbox prefix.
 func (e *env) client(tenant, principal string) *nats.Conn {
 	e.t.Helper()
-	user := gateway.UserName(tenant, principal)
-	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix(tenant, principal)))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(nc.Close)
-	return nc
+	return gatewaytest.Connect(e.t, e.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal)
 }
 
 func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) gateway.Reply {
 	e.t.Helper()
-	b, _ := json.Marshal(body)
-	msg, err := nc.Request(gateway.ProposeSubject(tenant, principal), b, 10*time.Second)
-	if err != nil {
-		e.t.Fatalf("propose: %v", err)
-	}
-	var r gateway.Reply
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		e.t.Fatal(err)
-	}
-	return r
+	return gatewaytest.Propose(e.t, nc, tenant, principal, body)
 }
 
 func (e *env) op(verb string, req gateway.OpRequest) gateway.OpReply {
@@ -248,13 +234,8 @@ func TestProviderContract(t *testing.T) {
 func TestIdentityFromSubject(t *testing.T) {
 	e := startEnv(t)
 	errs := make(chan error, 4)
-	user := gateway.UserName("acme", "agent_chat")
-	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix("acme", "agent_chat")),
+	nc := gatewaytest.Connect(t, e.rt.URL, passwords[gateway.UserName("acme", "agent_chat")], "acme", "agent_chat",
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
 	b, _ := json.Marshal(refund("r", "k", "ord_881", 80000))
 	for _, subj := range []string{gateway.ProposeSubject("acme", "agent_email"), gateway.ProposeSubject("globex", "agent_email"), "ctx.ev.acme.exposure.x.y", "$JS.API.STREAM.LIST"} {
 		if _, err := nc.Request(subj, b, 300*time.Millisecond); err == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -90,13 +91,8 @@ func streamLen(t *testing.T, rt *Runtime) int {
 func (e *env) deniedConn(tenant, principal string) (*nats.Conn, chan error) {
 	e.t.Helper()
 	errs := make(chan error, 32)
-	user := gateway.UserName(tenant, principal)
-	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix(tenant, principal)),
+	nc := gatewaytest.Connect(e.t, e.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal,
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(nc.Close)
 	return nc, errs
 }
 
