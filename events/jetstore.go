@@ -167,21 +167,29 @@ type JetStore struct {
 
 var _ Store = (*JetStore)(nil)
 
-// NewJetStore returns a Store on the stream named stream (see EnsureStream),
-// using js for its connection, API prefix or domain and default timeout.
-func NewJetStore(js jetstream.JetStream, stream string) *JetStore {
+// API returns the JetStream API subject prefix js uses (its domain's or its
+// API prefix, with the trailing dot) and its default timeout (5 s when it
+// has none): what a direct request to the API, made without js, needs.
+func API(js jetstream.JetStream) (prefix string, timeout time.Duration) {
 	o := js.Options()
-	prefix := jetstream.DefaultAPIPrefix
+	prefix = jetstream.DefaultAPIPrefix
 	switch {
 	case o.Domain != "":
 		prefix = "$JS." + o.Domain + ".API."
 	case o.APIPrefix != "":
 		prefix = strings.TrimSuffix(o.APIPrefix, ".") + "."
 	}
-	timeout := o.DefaultTimeout
+	timeout = o.DefaultTimeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
+	return prefix, timeout
+}
+
+// NewJetStore returns a Store on the stream named stream (see EnsureStream),
+// using js for its connection, API prefix or domain and default timeout.
+func NewJetStore(js jetstream.JetStream, stream string) *JetStore {
+	prefix, timeout := API(js)
 	return &JetStore{
 		js: js, nc: js.Conn(), stream: stream,
 		directGet: prefix + "DIRECT.GET." + stream,

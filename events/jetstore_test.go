@@ -273,3 +273,32 @@ func TestDecodeMemoAnswersOnlyForItsBytes(t *testing.T) {
 	}
 	read(second)
 }
+
+// TestAPI: the API prefix and timeout a store's direct requests use follow
+// the JetStream context's domain, API prefix and default timeout.
+func TestAPI(t *testing.T) {
+	nc, _ := connect(t, startServer(t, t.TempDir(), false))
+	mk := func(js jetstream.JetStream, err error) jetstream.JetStream {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	for _, c := range []struct {
+		name    string
+		js      jetstream.JetStream
+		prefix  string
+		timeout time.Duration
+	}{
+		{"default", mk(jetstream.New(nc)), "$JS.API.", 5 * time.Second},
+		{"timeout", mk(jetstream.New(nc, jetstream.WithDefaultTimeout(2*time.Second))), "$JS.API.", 2 * time.Second},
+		{"domain", mk(jetstream.NewWithDomain(nc, "hub")), "$JS.hub.API.", 5 * time.Second},
+		{"prefix", mk(jetstream.NewWithAPIPrefix(nc, "$JS.acc.API")), "$JS.acc.API.", 5 * time.Second},
+		{"prefix with dot", mk(jetstream.NewWithAPIPrefix(nc, "$JS.acc.API.")), "$JS.acc.API.", 5 * time.Second},
+	} {
+		if prefix, timeout := events.API(c.js); prefix != c.prefix || timeout != c.timeout {
+			t.Errorf("%s: %q %v, want %q %v", c.name, prefix, timeout, c.prefix, c.timeout)
+		}
+	}
+}

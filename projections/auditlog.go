@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/contextos/ledger/audit"
@@ -90,18 +89,7 @@ type AuditLog struct {
 // NewAuditLog returns the log on the stream named stream (see
 // EnsureAuditStream), using js for its connection, API prefix and timeout.
 func NewAuditLog(js jetstream.JetStream, stream string) *AuditLog {
-	o := js.Options()
-	prefix := jetstream.DefaultAPIPrefix
-	switch {
-	case o.Domain != "":
-		prefix = "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		prefix = strings.TrimSuffix(o.APIPrefix, ".") + "."
-	}
-	timeout := o.DefaultTimeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
+	prefix, timeout := events.API(js)
 	return &AuditLog{js: js, nc: js.Conn(), stream: stream, directGet: prefix + "DIRECT.GET." + stream, timeout: timeout, ReadBatch: 256}
 }
 
