@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"sync"
 
+	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
 )
@@ -50,13 +50,9 @@ func (a *authorities) tail(tenant string) *authorityTail {
 	return t
 }
 
-// read returns the tenant's authority state as of a read of its subject
-// made during the call.
-func (a *authorities) read(ctx context.Context, store events.Store, tenant string) (*kernel.Authority, error) {
-	ref, err := authorityRef(tenant)
-	if err != nil {
-		return nil, err
-	}
+// read returns the tenant's authority state, ref its subject, as of a read
+// of the subject made during the call.
+func (a *authorities) read(ctx context.Context, store events.Store, tenant string, ref aggregates.Ref) (*kernel.Authority, error) {
 	t := a.tail(tenant)
 	t.mu.Lock()
 	st, seq, id := t.st, t.seq, t.id
@@ -79,14 +75,8 @@ func (a *authorities) read(ctx context.Context, store events.Store, tenant strin
 	}
 	if len(stored) > 0 {
 		next := &kernel.Authority{Overrides: maps.Clone(st.Overrides)}
-		for _, s := range stored {
-			ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
-			if err == nil {
-				err = next.Apply(ev)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s seq %d: %w", ref.Subject, s.Seq, err)
-			}
+		if err := fold(ref, next, stored); err != nil {
+			return nil, err
 		}
 		last := stored[len(stored)-1]
 		st, seq, id = next, last.Seq, last.Envelope.EventID

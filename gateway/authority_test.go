@@ -102,10 +102,14 @@ func TestAuthoritiesReadTheChangesSince(t *testing.T) {
 	ctx := context.Background()
 	s := newAuthorityStore(t)
 	var a authorities
+	ref, err := authorityRef("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
 	read := func(st *authorityStore, want int64) {
 		t.Helper()
 		before := st.n.Load()
-		got, err := a.read(ctx, st.readCount, "acme")
+		got, err := a.read(ctx, st.readCount, "acme", ref)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +140,7 @@ func TestAuthoritiesReadTheChangesSince(t *testing.T) {
 	read(other, 1)
 	empty := newAuthorityStore(t)
 	read(empty, 0)
-	if got, err := a.read(ctx, empty.readCount, "acme"); err != nil || len(got.Overrides) != 0 {
+	if got, err := a.read(ctx, empty.readCount, "acme", ref); err != nil || len(got.Overrides) != 0 {
 		t.Fatalf("a stream without changes: %+v, %v", got, err)
 	}
 }

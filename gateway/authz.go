@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 )
@@ -183,11 +184,16 @@ func evidenceRef(tenant, ref string) (aggregates.Ref, error) {
 // sequence conflict, so a change appended by any replica takes effect for
 // the next proposal everywhere.
 func (g *Gateway) load(ctx context.Context, ref aggregates.Ref) (aggregates.State, error) {
-	st := ref.New()
 	stored, err := g.store.Read(ctx, ref.Subject, 1)
 	if err != nil {
 		return nil, err
 	}
+	st := ref.New()
+	return st, fold(ref, st, stored)
+}
+
+// fold applies stored events of ref's subject to st, in order.
+func fold(ref aggregates.Ref, st aggregates.State, stored []events.Stored) error {
 	for _, s := range stored {
 		ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
 		if err == nil && ref.Check != nil {
@@ -197,10 +203,10 @@ func (g *Gateway) load(ctx context.Context, ref aggregates.Ref) (aggregates.Stat
 			err = st.Apply(ev)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s seq %d: %w", ref.Subject, s.Seq, err)
+			return fmt.Errorf("%s seq %d: %w", ref.Subject, s.Seq, err)
 		}
 	}
-	return st, nil
+	return nil
 }
 
 // checkControls runs the controls that need no write, in the order of
@@ -211,10 +217,11 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args
 	if _, ok := tc.Agent(pc.principal); !ok {
 		return g.authorize(tc, pc.principal, cp), nil
 	}
-	if _, err := authorityRef(pc.tenant); err != nil {
+	ref, err := authorityRef(pc.tenant)
+	if err != nil {
 		return &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()}, nil
 	}
-	st, err := g.auths.read(ctx, g.store, pc.tenant)
+	st, err := g.auths.read(ctx, g.store, pc.tenant, ref)
 	if err != nil {
 		return nil, err
 	}
