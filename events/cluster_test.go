@@ -100,10 +100,10 @@ func freshR3Store(t *testing.T, js jetstream.JetStream) *events.JetStore {
 		}
 		return true
 	}, 30*time.Second, "an R3 stream leader with current replicas")
-	// A leader with current replicas is not yet a stream that answers on
-	// this connection's server: CI once saw the first publish after this
-	// point get "no responders". A publish expecting a sequence no subject
-	// has is answered with an error and stores nothing.
+	// A leader with current replicas may not yet answer publishes made
+	// through this connection's server ("no responders"). A publish
+	// expecting a sequence no subject has is answered with an error and
+	// stores nothing.
 	testenv.Eventually(t, func() bool {
 		m := nats.NewMsg("ctx.ev.probe.ready")
 		m.Header.Set("Nats-Expected-Last-Subject-Sequence", "4294967295")
