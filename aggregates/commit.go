@@ -577,6 +577,9 @@ func (c *committer) maybeSend() {
 		c.formingEvents += t.nevents
 	}
 	overlapped := c.flights > 0
+	if !overlapped {
+		c.e.stats.busy.start(time.Now())
+	}
 	c.flights++
 	c.flyingTxs += n
 	c.sent++
@@ -843,6 +846,9 @@ func (c *committer) flying(t *txn) bool {
 
 func (c *committer) onBatch(r batchResult) {
 	c.flights--
+	if c.flights == 0 {
+		c.e.stats.busy.stop(time.Now())
+	}
 	c.flyingTxs -= r.group
 	c.batchFlying = false
 	for _, en := range r.flew {

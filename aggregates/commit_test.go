@@ -532,7 +532,7 @@ func TestPipelines(t *testing.T) {
 		}
 	}
 
-	c := &committer{costs: k, flights: 3, flyingTxs: 6, sent: 3}
+	c := &committer{e: &Engine{}, costs: k, flights: 3, flyingTxs: 6, sent: 3}
 	four := func(sent uint64, overlapped bool) batchResult {
 		return batchResult{split: []batchResult{}, groupDone: true, events: 4, elapsed: 2 * time.Millisecond, sent: sent, overlapped: overlapped, group: 2}
 	}
@@ -821,5 +821,109 @@ func TestSingleAppendsAnsweredOneByOne(t *testing.T) {
 	}
 	if a, b := replayBalance(t, mem, "ord_a"), replayBalance(t, mem, "ord_b"); a.Held != 10 || b.Held != 10 {
 		t.Fatalf("replay: A %+v, B %+v; want 10 held on each", a, b)
+	}
+}
+
+// timedStore records when each append entered and left the store, and holds
+// the appends while hold is set until release is closed.
+type timedStore struct {
+	events.Store
+	hold    bool
+	entered chan struct{}
+	release chan struct{}
+
+	mu    sync.Mutex
+	spans []time.Duration
+}
+
+func (s *timedStore) timed(f func() error) error {
+	start := time.Now()
+	if s.hold {
+		s.entered <- struct{}{}
+		<-s.release
+	}
+	err := f()
+	s.mu.Lock()
+	s.spans = append(s.spans, time.Since(start))
+	s.mu.Unlock()
+	return err
+}
+
+func (s *timedStore) Append(ctx context.Context, subject string, expected uint64, envs ...codec.Envelope) (seq uint64, err error) {
+	err = s.timed(func() error { seq, err = s.Store.Append(ctx, subject, expected, envs...); return err })
+	return seq, err
+}
+
+func (s *timedStore) AppendBatch(ctx context.Context, items []events.AppendItem) (seqs []uint64, err error) {
+	err = s.timed(func() error { seqs, err = s.Store.AppendBatch(ctx, items); return err })
+	return seqs, err
+}
+
+func (s *timedStore) total() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d time.Duration
+	for _, sp := range s.spans {
+		d += sp
+	}
+	return d
+}
+
+// TestAppendBusy: the engine's AppendBusy grows while an append is in
+// flight and only then. It covers every append the store served (they go
+// one after the other here, so their times add up) and no more than the
+// time the transactions took.
+func TestAppendBusy(t *testing.T) {
+	store := &timedStore{Store: events.NewMemStore(), hold: true, entered: make(chan struct{}), release: make(chan struct{})}
+	eng := NewEngine(store, testSealer())
+	ctx := context.Background()
+	reserve := func(i int) error {
+		ref, _ := ExposureRef("acme", testDef.ID, fmt.Sprintf("ord_%d", i))
+		att := fmt.Sprintf("b%02d", i)
+		var l *kernel.Ledger
+		var d kernel.Decision
+		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &l, &d.Events)}, Decide: func() *kernel.Refusal {
+			d = kernel.DecideExposure(l, kernel.Reserve{GuaranteeID: testDef.ID, Resource: fmt.Sprintf("ord_%d", i), AttemptID: att,
+				OperationID: "o" + att, Amount: 100, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
+			return d.Refusal
+		}})
+		if err == nil && r.Refusal != nil {
+			err = fmt.Errorf("refused: %s", r.Refusal.Code)
+		}
+		return err
+	}
+	if b := eng.Stats().AppendBusy; b != 0 {
+		t.Fatalf("busy %v before any append", b)
+	}
+	begin := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- reserve(0) }()
+	<-store.entered
+	held1 := eng.Stats().AppendBusy
+	held2 := eng.Stats().AppendBusy
+	if held1 <= 0 || held2 < held1 {
+		t.Fatalf("busy %v then %v while an append is held", held1, held2)
+	}
+	close(store.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	store.hold = false
+	for i := 1; i <= 20; i++ {
+		if err := reserve(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wall := time.Since(begin)
+	idle1 := eng.Stats().AppendBusy
+	idle2 := eng.Stats().AppendBusy
+	if idle2 != idle1 {
+		t.Fatalf("busy grew from %v to %v with no append in flight", idle1, idle2)
+	}
+	if served := store.total(); idle1 < served || idle1 > wall {
+		t.Fatalf("busy %v; the store served appends for %v in all, the transactions took %v", idle1, served, wall)
+	}
+	if st := eng.Stats(); st.Batches != 21 {
+		t.Fatalf("stats %+v: want 21 appends", st)
 	}
 }

@@ -490,12 +490,51 @@ type EngineStats struct {
 	SnapshotsPut  uint64 // snapshots handed to the SnapshotStore
 	Evicted       uint64 // warm subjects dropped past MaxWarm
 	Sealed        uint64 // decisions sealed (signed) and ready to append
+	// AppendBusy is the time during which at least one append was in
+	// flight. Its rate is how busy the store's append pipeline keeps this
+	// engine: near 1 (one second a second), the server's append cost bounds
+	// the rate, whatever else is idle.
+	AppendBusy time.Duration
 }
 
 type engineStats struct {
 	batches, batchedTxs, batchedEvents, conflicts, redecided, singleGroups atomic.Uint64
 	coldLoads, snapshotLoads, snapshotMiss, snapshotsPut                   atomic.Uint64
 	evicted, sealed                                                        atomic.Uint64
+	busy                                                                   busy
+}
+
+// busy accumulates the union of the intervals during which appends are in
+// flight: the committer starts it when the first goes out and stops it when
+// the last returns.
+type busy struct {
+	mu    sync.Mutex
+	total time.Duration
+	since time.Time // zero while no append is in flight
+}
+
+func (b *busy) start(now time.Time) {
+	b.mu.Lock()
+	b.since = now
+	b.mu.Unlock()
+}
+
+func (b *busy) stop(now time.Time) {
+	b.mu.Lock()
+	if !b.since.IsZero() {
+		b.total += now.Sub(b.since)
+		b.since = time.Time{}
+	}
+	b.mu.Unlock()
+}
+
+func (b *busy) read(now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.since.IsZero() {
+		return b.total
+	}
+	return b.total + now.Sub(b.since)
 }
 
 // Stats returns the engine's counters.
@@ -504,5 +543,5 @@ func (e *Engine) Stats() EngineStats {
 	return EngineStats{Batches: s.batches.Load(), SingleGroups: s.singleGroups.Load(), BatchedTxs: s.batchedTxs.Load(), BatchedEvents: s.batchedEvents.Load(),
 		Conflicts: s.conflicts.Load(), Redecided: s.redecided.Load(), ColdLoads: s.coldLoads.Load(),
 		SnapshotLoads: s.snapshotLoads.Load(), SnapshotMiss: s.snapshotMiss.Load(), SnapshotsPut: s.snapshotsPut.Load(),
-		Evicted: s.evicted.Load(), Sealed: s.sealed.Load()}
+		Evicted: s.evicted.Load(), Sealed: s.sealed.Load(), AppendBusy: s.busy.read(time.Now())}
 }

@@ -414,6 +414,10 @@ func (g *Gateway) instrument(t *telemetry) {
 		g.adapters[id] = observedAdapter{a: a, capID: id, t: t, failed: g.breakerFailure}
 	}
 	g.engine.Store = meteredStore{Store: g.engine.Store, t: t}
+	eng := g.engine
+	t.m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "contextos_store_append_busy_seconds_total",
+		Help: "Time during which at least one of the engine's appends was in flight; a rate near 1 means the store's append cost bounds the request path."},
+		func() float64 { return eng.Stats().AppendBusy.Seconds() }))
 }
 
 // Instrument gives the gateway its telemetry: metrics, logs to log, and

@@ -298,13 +298,16 @@ func main() {
 	progress("wrote %s and %s", *out, *chart)
 }
 
-// measureEngine measures and notes the engine's average group commit.
+// measureEngine measures and notes the engine's average group commit and
+// the share of the point (warm-up included, as for the group commit) during
+// which an append was in flight.
 func measureEngine(ctx context.Context, cfg bench.Config, eng *aggregates.Engine, p bench.Point, op bench.Op, progress bench.Progress) bench.Point {
-	before := eng.Stats()
+	before, t0 := eng.Stats(), time.Now()
 	p = bench.Measure(ctx, cfg, p, op, progress)
-	after := eng.Stats()
+	after, wall := eng.Stats(), time.Since(t0)
 	if b := after.Batches - before.Batches; b > 0 {
-		p.Note = fmt.Sprintf("%.1f tx/append", float64(after.BatchedTxs-before.BatchedTxs)/float64(b))
+		p.Note = fmt.Sprintf("%.1f tx/append, appends in flight %.0f%% of the time", float64(after.BatchedTxs-before.BatchedTxs)/float64(b),
+			100*(after.AppendBusy-before.AppendBusy).Seconds()/wall.Seconds())
 		if g := after.SingleGroups - before.SingleGroups; g > 0 {
 			p.Note += fmt.Sprintf(", %d groups as single appends", g)
 		}
@@ -529,6 +532,7 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	b.WriteString("| proposal | an agent's request over NATS (own user and inbox) to the applied reply: reserve (operation + ledger), dispatch-start, loopback HTTP provider call (answers at once), settle; `daemon.Boot` with the embedded server |\n")
 	b.WriteString("| raw appends of one proposal | the atomic batches one one-agent proposal appends (read back from the stream after a proposal: its reservation with dispatch-start, then its settlement, the same events per subject), appended one after the other by one client with their expected sequences on an idle server of the same setting: what a proposal's appends cost without the runtime |\n")
 	b.WriteString("| governed peer | PostgreSQL: the same proposal from the same client loop over a NATS request (its own plain NATS server on loopback, one connection per agent) to a Go service in this process; transaction 1 inserts the operation key's row (locked), reads the agent's grant, upserts the run's row, locks the resource's row (`FOR UPDATE`), checks the limit, holds, marks the operation dispatching and inserts an Ed25519-signed audit row; the same loopback provider call; transaction 2 locks the operation, moves held to committed, marks it applied and inserts a signed audit row (one pgx connection per agent) |\n")
+	b.WriteString("| group commit | every row of ours notes the engine's transactions per append (warm-up included) and the share of the point, warm-up included, during which at least one of its appends was in flight (`Engine.Stats().AppendBusy`, the runtime's `contextos_store_append_busy_seconds_total`): near 100%, the server's append cost bounds the row |\n")
 	b.WriteString("| followers | every proposals row notes how many stream sequences the audit projector and the exposure view (the read model) are behind at its end, and their least-squares growth through the point (read every 100 ms); a row whose audit or read-model lag grew by more than 5% of the events appended in it (at least 256) is **not sustained** |\n")
 	if r.coldEvents > 0 {
 		fmt.Fprintf(&b, "| cold load | a fresh engine loads one of 20 resources, each with ~300 events spread through a %d-event stream (other subjects between them); snapshots every %d events |\n", r.coldEvents, aggregates.DefaultSnapshotEvery)

@@ -258,7 +258,12 @@ func TestTelemetryProviderOutage(t *testing.T) {
 	logs.waitLine(t, "provider error", map[string]any{"call": "query", "kind": "transport", "attempt": r.AttemptID})
 	logs.waitLine(t, "reconciled", map[string]any{"level": "WARN", "attempt": r.AttemptID, "result": "provider_failed"})
 
+	before := e.rt.Gateway.Engine().Stats().AppendBusy.Seconds()
 	fams := scrape(t, e.rt)
+	after := e.rt.Gateway.Engine().Stats().AppendBusy.Seconds()
+	if v, ok := sample(fams, "contextos_store_append_busy_seconds_total", nil); !ok || v <= 0 || v < before || v > after {
+		t.Errorf("contextos_store_append_busy_seconds_total = %v (present %v), want > 0 and the engine's %v..%v", v, ok, before, after)
+	}
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
