@@ -824,7 +824,7 @@ func TestSingleAppendsAnsweredOneByOne(t *testing.T) {
 	}
 }
 
-// timedStore records when each append entered and left the store, and holds
+// timedStore records how long each append spent in the store, and holds
 // the appends while hold is set until release is closed.
 type timedStore struct {
 	events.Store
