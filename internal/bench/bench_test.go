@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -30,6 +31,7 @@ func BenchmarkProposals(b *testing.B) {
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	b.ResetTimer()
+	cpu := cpuTime()
 	for w := 0; w < 64; w++ {
 		wg.Add(1)
 		go func(w int) {
@@ -47,11 +49,66 @@ func BenchmarkProposals(b *testing.B) {
 		}(w)
 	}
 	wg.Wait()
+	cpu = cpuTime() - cpu
 	b.StopTimer()
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "proposals/s")
+	b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu-ms/proposal")
+}
+
+// BenchmarkProposalAppends: the appends of governed proposals without the
+// runtime. Each operation appends the reservations of k proposals as one
+// atomic batch, then their settlements as a second, in the shape one
+// proposal of the runtime appends (Gateway.ProposalShape), on a durable
+// server with one batch in flight as the engine keeps. Its CPU a proposal,
+// client and server, is what the appends of BenchmarkProposals cost at
+// best, when every agent's transaction goes in the same batch.
+func BenchmarkProposalAppends(b *testing.B) {
+	g, err := StartGateway(b.TempDir(), true, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	shape, err := g.ProposalShape(context.Background())
+	g.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := StartNATS(b.TempDir(), true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	for _, k := range []int{1, 8, 25, 64} {
+		b.Run(fmt.Sprint("k", k), func(b *testing.B) {
+			merged := make([][]int, len(shape))
+			for j, batch := range shape {
+				for range k {
+					merged[j] = append(merged[j], batch...)
+				}
+			}
+			op := n.RawBatches(1, merged...)
+			cpu := cpuTime()
+			for i := 0; b.Loop(); i++ {
+				if err := op(context.Background(), 0, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu = cpuTime() - cpu
+			b.ReportMetric(float64(k*b.N)/b.Elapsed().Seconds(), "proposals/s")
+			b.ReportMetric(cpu.Seconds()*1000/float64(k*b.N), "cpu-ms/proposal")
+		})
+	}
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestTrendOf: a lag that stays within a band is sustained whatever its
