@@ -63,8 +63,9 @@ func BenchmarkProposals(b *testing.B) {
 // atomic batch, then their settlements as a second, in the shape one
 // proposal of the runtime appends (Gateway.ProposalShape), on a durable
 // server with one batch in flight as the engine keeps. Its CPU a proposal,
-// client and server, is what the appends of BenchmarkProposals cost at
-// best, when every agent's transaction goes in the same batch.
+// client and server, is what the appends of BenchmarkProposals cost when
+// the engine's appends hold k proposals' transactions; k64 is the least
+// they can cost at 64 agents.
 func BenchmarkProposalAppends(b *testing.B) {
 	g, err := StartGateway(b.TempDir(), true, 1)
 	if err != nil {
