@@ -3,17 +3,16 @@ package tower
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/gatewaytest"
@@ -25,7 +24,7 @@ import (
 )
 
 var passwords = map[string]string{"acme.agent_email": "email-secret", "acme.agent_phone": "phone-secret", "acme.ops_alice": "alice-secret",
-	"globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret"}
+	"acme.ops_tower": "tower-secret", "globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret"}
 
 type runtime struct {
 	t    *testing.T
@@ -171,7 +170,7 @@ func TestTowerFleet(t *testing.T) {
 		return len(v.Resources) == 1 && v.Resources[0].Committed == 80000
 	})
 	bad := tamper(t, entries)
-	t.Setenv("TOWER_TEST_ALICE", passwords["acme.ops_alice"])
+	t.Setenv("TOWER_TEST_TOWER", passwords["acme.ops_tower"])
 	t.Setenv("TOWER_TEST_BOB", passwords["globex.ops_bob"])
 	// b's keys: exported from b itself for the test; an auditor gets them
 	// out of band.
@@ -197,8 +196,8 @@ nats_url = "` + b.rt.URL + `"
   [[runtimes.tenants]]
   id = "acme"
   keys = "` + bKeys + `"
-  operator = "ops_alice"
-  password_env = "TOWER_TEST_ALICE"
+  operator = "ops_tower"
+  password_env = "TOWER_TEST_TOWER"
   [[runtimes.tenants]]
   id = "globex"
   keys = "` + gKeys + `"
@@ -257,50 +256,44 @@ nats_url = "` + b.rt.URL + `"
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// The web page, as acme's ops_alice and then also globex's ops_bob:
+	// each sees its tenants' logs, and the release is sent as each.
 	cfg.Listen = "127.0.0.1:0"
 	srv, err := tw.Serve(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`data-log="eu-1-copy/acme"`, "<b>tampered</b>", `data-more="us-1/globex"`, `data-resource="eu-1/acme/ord_1"`} {
-		if !strings.Contains(string(page), want) {
+	c := newClient(t, srv.URL)
+	page := c.login("acme", "ops_alice")
+	for _, want := range []string{`data-log="eu-1-copy/acme"`, "<b>tampered</b>", `data-resource="eu-1/acme/ord_1"`, `data-log="us-1/acme"`} {
+		if !strings.Contains(page, want) {
 			t.Fatalf("the page lacks %q:\n%s", want, page)
 		}
 	}
-	resp, err = http.PostForm(srv.URL+"/kill-switch", url.Values{"reason": {"x"}, "engaged": {"false"}, "confirm": {"yes"}})
-	if err != nil {
-		t.Fatal(err)
+	if strings.Contains(page, "globex") {
+		t.Fatalf("acme's operator sees globex:\n%s", page)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("the fleet kill switch without the page's token: %d", resp.StatusCode)
+	page = c.addLogin(page, "globex", "ops_bob")
+	if !strings.Contains(page, `data-more="us-1/globex"`) {
+		t.Fatalf("after the globex login the page lacks globex's rows:\n%s", page)
 	}
-	// Released from the page, with its token: the acknowledgements are shown.
-	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindSubmatch(page)
-	if m == nil {
-		t.Fatal("no token on the page")
+	status, page := c.post("/kill-switch", url.Values{"csrf": {csrfOf(t, page)}, "reason": {"drill over"}, "engaged": {"false"}, "confirm": {"yes"}})
+	if status != http.StatusOK {
+		t.Fatalf("release: %d\n%s", status, page)
 	}
-	resp, err = http.PostForm(srv.URL+"/kill-switch", url.Values{"csrf": {string(m[1])}, "reason": {"drill over"}, "engaged": {"false"}, "confirm": {"yes"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`<tr data-ack="us-1/globex"><td>us-1</td><td>globex</td><td class="ack">yes</td><td>released</td>`,
+	for _, want := range []string{`<tr data-ack="us-1/globex"><td>us-1</td><td>globex</td><td class="ack">yes</td><td>released</td><td>ops_bob</td>`,
+		`<tr data-ack="us-1/acme"><td>us-1</td><td>acme</td><td class="ack">yes</td><td>released</td><td>ops_alice</td>`,
 		`<tr data-ack="eu-1/acme"><td>eu-1</td><td>acme</td><td class="ack">no</td>`} {
-		if !strings.Contains(string(page), want) {
+		if !strings.Contains(page, want) {
 			t.Fatalf("the page lacks %q:\n%s", want, page)
 		}
 	}
 	if r := b.propose("globex", "agent_email", "released", "ord_y", 100); r.Status != kernel.StatusApplied {
 		t.Fatalf("globex on us-1 after the fleet release: %+v", r)
+	}
+	if k := b.lastKill("acme", func(k *console.KillChange) bool { return !k.Engaged }); k.Operator != "ops_alice" || k.Reason != "drill over" {
+		t.Fatalf("acme's release is recorded as %+v", k)
 	}
 	shotPage(t, srv.URL, "tower")
 }
