@@ -190,9 +190,6 @@ func (t *Tower) fleet(ctx context.Context, srcs []source, rc reach, maxAge time.
 
 // configured reaches a source's runtime as its configured operator.
 func (t *Tower) configured(ctx context.Context, s source) (access, error) {
-	if s.rt.NATSURL == "" {
-		return access{}, errors.New("the runtime has no nats_url")
-	}
 	if s.t.Operator == "" {
 		return access{}, errors.New("no operator configured (operator and password_env)")
 	}
