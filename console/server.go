@@ -41,7 +41,9 @@ type Options struct {
 	TLS *tls.Config
 	// Manifest is the runtime's configuration: the console reads the
 	// capabilities' risk (what approve binds), guarantees' units and the
-	// tenant's agents from it, for display only.
+	// tenant's agents from it, for display only, and its tenants, the
+	// only ones that get a login bucket (without it every login is
+	// refused).
 	Manifest *gateway.Config
 	Logger   *slog.Logger
 	// Now is the clock of sessions and login buckets (default time.Now).
