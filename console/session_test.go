@@ -17,7 +17,9 @@ import (
 func TestSessionsPerTenant(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	ss := NewSessions[*struct{}](Limits{Tenants: []string{"acme", "globex"}, PerTenant: 2, Idle: time.Minute, Now: func() time.Time { return now }})
-	login := func(tenant string) *Login { return &Login{Tenant: tenant, Operator: "op", Conns: map[string]*nats.Conn{}} }
+	login := func(tenant string) *Login {
+		return &Login{Tenant: tenant, Operator: "op", Conns: map[string]*nats.Conn{}}
+	}
 	open := func(tenant string) string {
 		t.Helper()
 		s, err := ss.Open(login(tenant), nil)
