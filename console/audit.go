@@ -46,7 +46,7 @@ type checkpointView struct {
 // connection and verifies it against the keys the runtime publishes.
 func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult {
 	res := &auditResult{At: now.UTC().Format(time.RFC3339)}
-	oc := &projections.OpsClient{NC: sess.nc, Tenant: sess.tenant, Operator: sess.operator, Timeout: opTimeout}
+	oc := &projections.OpsClient{NC: sess.login.Conns[""], Tenant: sess.tenant, Operator: sess.operator, Timeout: opTimeout}
 	kb, err := oc.File(ctx, projections.VerbAuditKeys, nil)
 	if err != nil {
 		res.Error = err.Error()

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,44 +13,18 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/browsertest"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
 )
 
 // The browser tests drive Debian's chromium headless through chromedp
-// against a real runtime and its console. Without chromium they skip,
-// except under CI=true, where they fail: .ci/run installs it.
-
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed, and CI=true: .ci/run installs it (apt-get install chromium)")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium); the browser tests need it, and fail without it under CI=true")
-	return ""
-}
+// (internal/browsertest) against a real runtime and its console.
 
 // newBrowser starts headless chromium with a fresh profile for one test.
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
-	path := chromiumPath(t)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1360, 900))
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
+	return browsertest.New(t)
 }
 
 func do(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {

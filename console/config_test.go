@@ -31,6 +31,7 @@ func TestConsoleConfig(t *testing.T) {
 		{"no port", "[console]\nlisten = \"127.0.0.1\"", "console.listen"},
 		{"too many sessions", "[console]\nlisten = \"127.0.0.1:0\"\nmax_sessions = 100000", "max_sessions"},
 		{"unknown key", "[console]\nlisten = \"127.0.0.1:0\"\nport = 1", "unknown keys"},
+		{"client certificate with the embedded server", "[console]\nlisten = \"127.0.0.1:0\"\nnats_tls_cert_file = \"c.pem\"\nnats_tls_key_file = \"k.pem\"", "external deployment"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := gateway.ParseConfig([]byte(baseConfig + tc.section))

@@ -200,11 +200,11 @@ func TestConsoleTenantIsolation(t *testing.T) {
 	wantCells(t, row(t, page, "ord_881"), "100,000", "0", "15,000", "85,000")
 	// The console cannot be made to publish on another tenant's subject
 	// either: the operator's own connection may not (the NATS server refuses).
-	sess := &session{tenant: "acme", operator: "ops_bob", nc: sessionConn(t, e, bob)}
+	forged := &Login{Tenant: "acme", Operator: "ops_bob", Conns: map[string]*nats.Conn{"": sessionConn(t, e, bob)}}
 	var reply gateway.OpReply
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := sess.call(ctx, "exposure", struct{}{}, &reply); err == nil {
+	if err := forged.Call(ctx, "", "exposure", struct{}{}, &reply); err == nil {
 		t.Fatalf("bob's connection reached acme's ops subject: %+v", reply)
 	}
 }
@@ -215,8 +215,8 @@ func sessionConn(t testing.TB, e *env, c *client) *nats.Conn {
 	u, _ := url.Parse(e.con.URL)
 	for _, ck := range c.hc.Jar.Cookies(u) {
 		if ck.Name == cookieName {
-			if s, ok := e.con.sessions.get(ck.Value); ok {
-				return s.nc
+			if s, ok := e.con.sessions.Get(ck.Value); ok {
+				return s.State.login.Conns[""]
 			}
 		}
 	}
@@ -370,27 +370,72 @@ func TestConsoleNextStepsKnown(t *testing.T) {
 	}
 }
 
-// TestConsoleSessionBound: beyond max_sessions a login ends the least
-// recently used session, and its NATS connection.
+// TestConsoleSessionBound: beyond max_sessions of one tenant a login of
+// that tenant ends the tenant's least recently used session, and its NATS
+// connection; another tenant's session stays.
 func TestConsoleSessionBound(t *testing.T) {
-	e := startEnv(t)
-	e.con.sessions.max = 2
+	e := startEnvWith(t, func(c *gateway.Config) { c.Console.MaxSessions = 2 })
+	bob := e.client()
+	bob.login("globex", "ops_bob")
 	first, second, third := e.client(), e.client(), e.client()
 	first.login("acme", "ops_alice")
 	nc := sessionConn(t, e, first)
 	second.login("acme", "ops_alice")
 	third.login("acme", "ops_alice")
-	if n := e.con.sessions.count(); n != 2 {
-		t.Fatalf("%d sessions", n)
+	if n, a, g := e.con.sessions.Count(), e.con.sessions.TenantCount("acme"), e.con.sessions.TenantCount("globex"); n != 3 || a != 2 || g != 1 {
+		t.Fatalf("%d sessions: %d of acme, %d of globex", n, a, g)
 	}
 	if _, page := first.get("/exposure"); !strings.Contains(page, `action="/login"`) {
-		t.Fatal("the least recently used session survived")
+		t.Fatal("acme's least recently used session survived")
 	}
 	if !nc.IsClosed() {
 		t.Fatal("the ended session's NATS connection is open")
 	}
 	if _, page := second.get("/exposure"); !strings.Contains(page, `id="exposure"`) {
 		t.Fatal("a recent session was ended")
+	}
+	// Many more logins of acme's operator never end globex's session.
+	for range 4 {
+		e.client().login("acme", "ops_alice")
+	}
+	if _, page := bob.get("/exposure"); !strings.Contains(page, `id="operator">ops_bob`) {
+		t.Fatalf("acme's logins ended globex's session:\n%s", page)
+	}
+}
+
+// TestConsoleLoginLimit: each tenant has its own login bucket. Wrong
+// passwords for acme empty acme's bucket (even acme's right password is then
+// refused) and leave globex's operator free to log in; a flood of logins
+// naming unknown tenants drains only their shared bucket. The clock stands
+// still, so no bucket refills during the test.
+func TestConsoleLoginLimit(t *testing.T) {
+	now := time.Now()
+	e := startEnvOpts(t, nil, func(o *Options) { o.Now = func() time.Time { return now } })
+	c := e.client()
+	try := func(tenant, operator, password string) (int, string) {
+		t.Helper()
+		_, page := c.get("/login")
+		return c.post("/login", url.Values{"csrf": {csrfOf(t, page)}, "tenant": {tenant}, "operator": {operator}, "password": {password}}, nil)
+	}
+	for i := range 10 {
+		if status, page := try("acme", "ops_alice", "wrong"); status != http.StatusUnauthorized || !strings.Contains(page, "refused these credentials") {
+			t.Fatalf("wrong password %d: %d\n%s", i, status, page)
+		}
+	}
+	if status, page := try("acme", "ops_alice", passwords["acme.ops_alice"]); status != http.StatusTooManyRequests || !strings.Contains(page, "too many logins") {
+		t.Fatalf("acme's bucket is not dry after 10 wrong passwords: %d\n%s", status, page)
+	}
+	for i := range 30 {
+		if status, _ := try("nosuch"+string(rune('a'+i%26)), "ops_alice", "x"); status == http.StatusOK {
+			t.Fatal("a login into an unknown tenant")
+		}
+	}
+	if status, page := try("unknown", "ops_alice", "x"); status != http.StatusTooManyRequests {
+		t.Fatalf("the unknown tenants' shared bucket is not dry: %d\n%s", status, page)
+	}
+	bob := e.client()
+	if page, _ := bob.login("globex", "ops_bob"); !strings.Contains(page, `id="operator">ops_bob`) {
+		t.Fatal("globex's operator cannot log in")
 	}
 }
 

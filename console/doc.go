@@ -12,9 +12,15 @@
 // and refusals are what the daemon replies, and an action the kernel refuses
 // is shown refused.
 //
-// Sessions are random ids in HTTP-only, SameSite=Strict cookies, bounded in
-// number and ended when idle. Every state-changing request must carry the
-// session's CSRF token and pass net/http's cross-origin protection. Pages are
+// Sessions are random ids in HTTP-only, SameSite=Strict cookies, ended when
+// idle. Logins and sessions are bounded per tenant (Limits): each configured
+// tenant has its own token bucket of login attempts and its own bound of
+// sessions, so one tenant's operators can neither lock out nor log out
+// another's. Every state-changing request must carry the session's CSRF
+// token and pass net/http's cross-origin protection. The session table
+// (Sessions, Login), the limits and the operator dialer (Dialer) are shared
+// with towerd's page (package tower), which holds logins of several
+// tenants in one session. Pages are
 // html/template (everything an agent controls is escaped) with one small
 // script for live updates, which arrive as server-sent events of re-rendered
 // fragments.

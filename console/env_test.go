@@ -40,6 +40,13 @@ func startEnv(t testing.TB) *env {
 // startEnvWith is startEnv with the configuration edited before boot.
 func startEnvWith(t testing.TB, edit func(*gateway.Config)) *env {
 	t.Helper()
+	return startEnvOpts(t, edit, nil)
+}
+
+// startEnvOpts is startEnvWith with the console's options edited before
+// it starts.
+func startEnvOpts(t testing.TB, edit func(*gateway.Config), opts func(*Options)) *env {
+	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
@@ -58,8 +65,12 @@ func startEnvWith(t testing.TB, edit func(*gateway.Config)) *env {
 	// with a faster live poll.
 	var con *Server
 	rt, err := daemon.Boot(cfg, daemon.BootOptions{Console: func(rt *daemon.Runtime) (string, func() error, error) {
+		o := Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config, Poll: 100 * time.Millisecond}
+		if opts != nil {
+			opts(&o)
+		}
 		var err error
-		if con, err = Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config, Poll: 100 * time.Millisecond}); err != nil {
+		if con, err = Start(o); err != nil {
 			return "", nil, err
 		}
 		return con.URL, func() error { con.Close(); return nil }, nil
@@ -205,6 +216,5 @@ func (e *env) opCall(verb string, req, out any) error {
 		return err
 	}
 	defer nc.Close()
-	s := &session{tenant: "acme", operator: "ops_alice", nc: nc}
-	return s.call(context.Background(), verb, req, out)
+	return call(context.Background(), nc, "acme", "ops_alice", verb, req, out)
 }

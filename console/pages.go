@@ -160,7 +160,7 @@ func (s *Server) exposureLive(w http.ResponseWriter, r *http.Request, sess *sess
 	var last []byte
 	sent := time.Now()
 	for {
-		if !s.sessions.alive(sess.id) {
+		if !s.sessions.Alive(sess.id) {
 			fmt.Fprint(w, "event: ended\ndata: session ended\n\n")
 			fl.Flush()
 			return

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"embed"
 	"errors"
 	"fmt"
@@ -20,7 +21,6 @@ import (
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
-	"golang.org/x/time/rate"
 )
 
 //go:embed templates/*.html
@@ -35,12 +35,18 @@ type Options struct {
 	Config gateway.ConsoleConfig
 	// NATSURL is where operators' connections go: the runtime's URL.
 	NATSURL string
+	// TLS is the TLS configuration of the operators' connections (nil:
+	// none); Boot makes it from the runtime's nats.tls_ca_file and the
+	// console's nats_tls_cert_file and nats_tls_key_file.
+	TLS *tls.Config
 	// Manifest is the runtime's configuration: the console reads the
 	// capabilities' risk (what approve binds), guarantees' units and the
-	// tenant's agents from it, for display only.
+	// tenant's agents from it, for display only, and its tenants, the
+	// only ones that get a login bucket (without it every login is
+	// refused).
 	Manifest *gateway.Config
 	Logger   *slog.Logger
-	// Now is the clock of sessions (default time.Now).
+	// Now is the clock of sessions and login buckets (default time.Now).
 	Now func() time.Time
 	// Poll is how often live updates read the runtime (default 1s).
 	Poll time.Duration
@@ -52,9 +58,8 @@ type Server struct {
 	URL string
 
 	o        Options
-	sessions *sessions
+	sessions *Sessions[*session]
 	pages    map[string]*template.Template
-	logins   *rate.Limiter
 	http     *http.Server
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -81,12 +86,11 @@ func Start(o Options) (*Server, error) {
 	if o.Poll <= 0 {
 		o.Poll = time.Second
 	}
-	if o.Config.MaxSessions <= 0 {
-		o.Config.MaxSessions = 64
-	}
-	idle := o.Config.SessionIdle.Duration
-	if idle <= 0 {
-		idle = 30 * time.Minute
+	var tenants []string
+	if o.Manifest != nil {
+		for _, t := range o.Manifest.Tenants {
+			tenants = append(tenants, t.ID)
+		}
 	}
 	pages, err := parsePages()
 	if err != nil {
@@ -100,8 +104,8 @@ func Start(o Options) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("console.listen: loopback only, not %s", ip)
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), o: o, sessions: newSessions(o.Config.MaxSessions, idle, o.Now), pages: pages,
-		logins: rate.NewLimiter(rate.Limit(5), 10), done: make(chan struct{})}
+	s := &Server{URL: "http://" + ln.Addr().String(), o: o, pages: pages, done: make(chan struct{}),
+		sessions: NewSessions[*session](Limits{Tenants: tenants, PerTenant: o.Config.MaxSessions, Idle: o.Config.SessionIdle.Duration, Now: o.Now})}
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.wg.Add(2)
 	go func() {
@@ -117,7 +121,7 @@ func Start(o Options) (*Server, error) {
 			case <-s.done:
 				return
 			case <-t.C:
-				s.sessions.sweep()
+				s.sessions.Sweep()
 			}
 		}
 	}()
@@ -127,7 +131,11 @@ func Start(o Options) (*Server, error) {
 // Boot starts the console of a booted runtime from its [console] section:
 // a daemon.ConsoleStarter (contextosd passes it in daemon.BootOptions).
 func Boot(rt *daemon.Runtime) (string, func() error, error) {
-	s, err := Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config})
+	tc, err := OperatorTLS(rt.Config)
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, TLS: tc, Manifest: rt.Config})
 	if err != nil {
 		return "", nil, err
 	}
@@ -141,7 +149,7 @@ func (s *Server) Close() {
 	defer cancel()
 	_ = s.http.Shutdown(ctx)
 	_ = s.http.Close()
-	s.sessions.closeAll()
+	s.sessions.CloseAll()
 	s.wg.Wait()
 }
 
@@ -195,11 +203,11 @@ func Protect(h http.Handler) http.Handler {
 // redirects to the login form.
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var sess *session
+		var base *Session[*session]
 		if c, err := r.Cookie(cookieName); err == nil {
-			sess, _ = s.sessions.get(c.Value)
+			base, _ = s.sessions.Get(c.Value)
 		}
-		if sess == nil {
+		if base == nil {
 			if r.Method != http.MethodGet {
 				http.Error(w, "no session: log in again", http.StatusForbidden)
 				return
@@ -209,12 +217,12 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *session)) ht
 		}
 		if r.Method != http.MethodGet {
 			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-			if err := r.ParseForm(); err != nil || !sess.checkCSRF(r.PostFormValue("csrf")) {
+			if err := r.ParseForm(); err != nil || !base.CheckCSRF(r.PostFormValue("csrf")) {
 				http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
 				return
 			}
 		}
-		h(w, r, sess)
+		h(w, r, base.State)
 	}
 }
 
@@ -235,7 +243,7 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renderLogin(w http.ResponseWriter, v loginView, status int) {
-	tok, err := randomToken()
+	tok, err := NewToken()
 	if err != nil {
 		http.Error(w, "no randomness", http.StatusInternalServerError)
 		return
@@ -245,9 +253,11 @@ func (s *Server) renderLogin(w http.ResponseWriter, v loginView, status int) {
 	s.render(w, status, "login", v)
 }
 
-// login opens a NATS connection as the operator: the NATS server checks
-// the credentials, and a first verb on the operator's own ops subject checks
-// that the user is an operator of that tenant.
+// login opens a NATS connection as the operator (Dialer.Dial): the NATS
+// server checks the credentials, and a first verb on the operator's own ops
+// subject checks that the user is an operator of that tenant. The tenant's
+// login bucket is taken first, so wrong passwords for one tenant never
+// refuse another's operator.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
@@ -255,30 +265,38 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := r.Cookie(loginCookie)
-	if err != nil || c.Value == "" || !sameToken(r.PostFormValue("csrf"), c.Value) {
+	if err != nil || c.Value == "" || !SameToken(r.PostFormValue("csrf"), c.Value) {
 		http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
 		return
 	}
 	tenant, operator, password := r.PostFormValue("tenant"), r.PostFormValue("operator"), r.PostFormValue("password")
 	v := loginView{Tenant: tenant, Operator: operator}
-	if kernel.ValidToken(tenant) != nil || kernel.ValidToken(operator) != nil || password == "" || len(password) > 1024 {
-		v.Error = "name a tenant, an operator id and a password"
+	if err := ValidLogin(tenant, operator, password); err != nil {
+		v.Error = err.Error()
 		s.renderLogin(w, v, http.StatusBadRequest)
 		return
 	}
-	if !s.logins.Allow() {
-		v.Error = "too many logins; wait a moment"
-		s.renderLogin(w, v, http.StatusTooManyRequests)
+	if err := s.sessions.Admit(tenant); err != nil {
+		v.Error = err.Error()
+		status := http.StatusTooManyRequests
+		if errors.Is(err, ErrUnknownTenant) {
+			status = http.StatusUnauthorized
+		}
+		s.renderLogin(w, v, status)
 		return
 	}
-	nc, err := s.dial(r.Context(), tenant, operator, password)
+	d := Dialer{URL: s.o.NATSURL, TLS: s.o.TLS, Name: "contextos-console"}
+	nc, err := d.Dial(r.Context(), tenant, operator, password)
 	if err != nil {
 		s.o.Logger.Info("console login refused", "tenant", tenant, "operator", operator, "err", err)
 		v.Error = "login refused: " + err.Error()
 		s.renderLogin(w, v, http.StatusUnauthorized)
 		return
 	}
-	sess, err := s.sessions.add(tenant, operator, nc)
+	l := &Login{Tenant: tenant, Operator: operator, Conns: map[string]*nats.Conn{"": nc}}
+	base, err := s.sessions.Open(l, func(b *Session[*session]) *session {
+		return &session{id: b.ID, csrf: b.CSRF, tenant: tenant, operator: operator, login: l}
+	})
 	if err != nil {
 		nc.Close()
 		http.Error(w, "no session", http.StatusInternalServerError)
@@ -286,50 +304,31 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	s.o.Logger.Info("console login", "tenant", tenant, "operator", operator)
 	http.SetCookie(w, s.cookie(loginCookie, "", -1))
-	http.SetCookie(w, s.cookie(cookieName, sess.id, 0))
+	http.SetCookie(w, s.cookie(cookieName, base.ID, 0))
 	http.Redirect(w, r, "/exposure", http.StatusSeeOther)
 }
 
-var errNotOperator = errors.New("these credentials are not an operator's of that tenant")
+// ValidLogin checks the fields of a login form before anything is dialled.
+func ValidLogin(tenant, operator, password string) error {
+	if kernel.ValidToken(tenant) != nil || kernel.ValidToken(operator) != nil || password == "" || len(password) > 1024 {
+		return errors.New("name a tenant, an operator id and a password")
+	}
+	return nil
+}
 
-func (s *Server) dial(ctx context.Context, tenant, operator, password string) (*nats.Conn, error) {
-	denied := make(chan struct{}, 1)
-	nc, err := nats.Connect(s.o.NATSURL, nats.Name("contextos-console"), nats.UserInfo(gateway.UserName(tenant, operator), password),
-		nats.CustomInboxPrefix(gateway.InboxPrefix(tenant, operator)), nats.Timeout(5*time.Second), nats.MaxReconnects(-1),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if errors.Is(err, nats.ErrPermissionViolation) {
-				select {
-				case denied <- struct{}{}:
-				default:
-				}
-			}
-		}))
+// OperatorTLS is the TLS configuration of a console's operator
+// connections: the runtime's nats.tls_ca_file and the console's
+// nats_tls_cert_file and nats_tls_key_file; nil when none is set.
+func OperatorTLS(cfg *gateway.Config) (*tls.Config, error) {
+	tc, err := gateway.LoadTLS(cfg.NATS.TLSCAFile, cfg.Console.NATSTLSCertFile, cfg.Console.NATSTLSKeyFile)
 	if err != nil {
-		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
-			return nil, errors.New("the NATS server refused these credentials")
-		}
-		return nil, fmt.Errorf("the runtime cannot be reached: %v", err)
+		return nil, fmt.Errorf("console: %w", err)
 	}
-	probe := &session{tenant: tenant, operator: operator, nc: nc}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	go func() {
-		select {
-		case <-denied: // an agent: the server refuses its publish on an ops subject
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	var reply gateway.OpReply
-	if err := probe.call(ctx, "kill-switch", struct{}{}, &reply); err != nil || !reply.OK {
-		nc.Close()
-		return nil, errNotOperator
-	}
-	return nc, nil
+	return tc, nil
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, sess *session) {
-	s.sessions.end(sess)
+	s.sessions.End(sess.id)
 	http.SetCookie(w, s.cookie(cookieName, "", -1))
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -476,7 +476,7 @@ func (c *Config) validate() error {
 			}
 		}
 	}
-	if err := c.Console.validate(); err != nil {
+	if err := c.Console.validate(&c.NATS); err != nil {
 		return err
 	}
 	if len(c.Tenants) == 0 {
@@ -615,7 +615,7 @@ func (n *NATSConfig) validate(keyFile string) error {
 			return fmt.Errorf("nats.nkey_file: %w", err)
 		}
 	}
-	if _, err := loadTLS(n.TLSCAFile, n.TLSCertFile, n.TLSKeyFile); err != nil {
+	if _, err := LoadTLS(n.TLSCAFile, n.TLSCertFile, n.TLSKeyFile); err != nil {
 		return fmt.Errorf("nats.%w", err)
 	}
 	return nil
@@ -631,10 +631,10 @@ func countSet(v ...string) int {
 	return n
 }
 
-// loadTLS reads a CA bundle and a client certificate; nil when none is
-// configured. Errors name the key ("tls_ca_file: ...") for the caller's
-// prefix.
-func loadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+// LoadTLS reads a CA bundle and a client certificate into the TLS
+// configuration of a client (NATS or HTTP); nil when none is configured.
+// Errors name the key ("tls_ca_file: ...") for the caller's prefix.
+func LoadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	if caFile == "" && certFile == "" && keyFile == "" {
 		return nil, nil
 	}
@@ -798,7 +798,7 @@ func (h *HTTPConfig) validate() error {
 			return fmt.Errorf("http.fallback_urls: %w", err)
 		}
 	}
-	c, err := loadTLS(h.CAFile, h.CertFile, h.KeyFile)
+	c, err := LoadTLS(h.CAFile, h.CertFile, h.KeyFile)
 	if err != nil {
 		return fmt.Errorf("http.%s", strings.NewReplacer("tls_ca_file", "ca_file", "tls_cert_file", "cert_file", "tls_key_file", "key_file").Replace(err.Error()))
 	}

@@ -22,15 +22,30 @@ type ConsoleConfig struct {
 	AllowNonLoopback bool `toml:"allow_non_loopback"`
 	// SessionIdle ends a session nobody used for this long (default 30m).
 	SessionIdle Duration `toml:"session_idle"`
-	// MaxSessions bounds the sessions (each one NATS connection) kept at
-	// once (default 64); logging in beyond it ends the least recently used.
+	// MaxSessions bounds the sessions (each one NATS connection) of one
+	// tenant kept at once (default 64); a login beyond it ends that
+	// tenant's least recently used session, never another tenant's.
 	MaxSessions int `toml:"max_sessions"`
+	// NATSTLSCertFile and NATSTLSKeyFile are the client certificate of the
+	// operators' NATS connections, for an external server that verifies
+	// clients; the server's certificate is checked against nats.tls_ca_file.
+	NATSTLSCertFile string `toml:"nats_tls_cert_file"`
+	NATSTLSKeyFile  string `toml:"nats_tls_key_file"`
 }
 
-// validate checks the address and fills the defaults.
-func (c *ConsoleConfig) validate() error {
+// validate checks the address and the certificate, and fills the
+// defaults.
+func (c *ConsoleConfig) validate(n *NATSConfig) error {
 	if c.Listen == "" {
 		return nil
+	}
+	if c.NATSTLSCertFile != "" || c.NATSTLSKeyFile != "" {
+		if n.URL == "" {
+			return errors.New("console.nats_tls_cert_file and nats_tls_key_file are for an external deployment (nats.url); the embedded server listens on loopback")
+		}
+		if _, err := LoadTLS("", c.NATSTLSCertFile, c.NATSTLSKeyFile); err != nil {
+			return fmt.Errorf("console.nats_%w", err)
+		}
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {

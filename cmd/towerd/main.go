@@ -8,6 +8,12 @@
 //	towerd --config tower.toml --engage "why"    # engage every runtime's kill switch
 //	towerd --config tower.toml --release "why"   # release it
 //
+// The web page acts only as the operators logged into it, each tenant's
+// through that operator's own connections. The command-line modes read
+// live logs and send the kill switch as each tenant's configured operator
+// (operator, with the password from the variable password_env): whoever
+// runs them holds those passwords, and the runtimes record that operator.
+//
 // Exit codes: 0 ok, 1 a chain did not verify or a runtime did not
 // acknowledge, 2 usage.
 package main
@@ -35,7 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	once := fs.Bool("once", false, "read and verify every log, print the fleet table and exit")
 	engage := fs.String("engage", "", "engage the kill switch of every configured runtime, with this reason")
 	release := fs.String("release", "", "release the kill switch of every configured runtime, with this reason")
-	every := fs.Duration("refresh", 30*time.Second, "how often the web page reads the logs again")
+	every := fs.Duration("refresh", 30*time.Second, "how old a log's reading may be before the web page reads it again through the operator's connection (0: only on request)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0

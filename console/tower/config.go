@@ -2,14 +2,17 @@ package tower
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -19,16 +22,32 @@ type Config struct {
 	Listen string `toml:"listen"`
 	// MaxRowsPerTenant bounds the exposure and incident rows shown for one
 	// tenant (default 50); the rest are counted.
-	MaxRowsPerTenant int             `toml:"max_rows_per_tenant"`
-	Runtimes         []RuntimeConfig `toml:"runtimes"`
+	MaxRowsPerTenant int `toml:"max_rows_per_tenant"`
+	// SessionIdle ends a web session nobody used for this long (default
+	// 30m); no session outlives 12 hours.
+	SessionIdle gateway.Duration `toml:"session_idle"`
+	// MaxSessions bounds the web sessions logged into one tenant (default
+	// 64); a login beyond it ends that tenant's least recently used login,
+	// never another tenant's.
+	MaxSessions int             `toml:"max_sessions"`
+	Runtimes    []RuntimeConfig `toml:"runtimes"`
 }
 
 // RuntimeConfig is one runtime and the tenants' logs read from it.
 type RuntimeConfig struct {
 	Name string `toml:"name"`
-	// NATSURL is the runtime's NATS, for live logs and the kill switch.
-	NATSURL string         `toml:"nats_url"`
-	Tenants []TenantSource `toml:"tenants"`
+	// NATSURL is the runtime's NATS: operators log in through it, and live
+	// logs, approvals and the kill switch go through their connections.
+	NATSURL string `toml:"nats_url"`
+	// TLSCAFile (PEM) is the CA the NATS server's certificate is checked
+	// against instead of the system roots; TLSCertFile and TLSKeyFile are
+	// the client certificate, for a server that verifies clients.
+	TLSCAFile   string         `toml:"tls_ca_file"`
+	TLSCertFile string         `toml:"tls_cert_file"`
+	TLSKeyFile  string         `toml:"tls_key_file"`
+	Tenants     []TenantSource `toml:"tenants"`
+
+	tls *tls.Config // loaded from the files above by validate
 }
 
 // TenantSource is one tenant's audit log on a runtime.
@@ -36,17 +55,19 @@ type TenantSource struct {
 	ID string `toml:"id"`
 	// Keys is the keys.json trusted for this log (obtained out of band).
 	Keys string `toml:"keys"`
-	// Entries is an exported entries.json; empty reads the log live through
-	// Operator.
+	// Entries is an exported entries.json; empty reads the log live from
+	// the runtime, as an operator of the tenant.
 	Entries string `toml:"entries"`
-	// Operator and its password (from the environment variable PasswordEnv)
-	// read the live log and engage the kill switch.
+	// Operator and its password (from the environment variable
+	// PasswordEnv) are what the command-line modes (towerd --once,
+	// --engage, --release) read the live log and send the kill switch as.
+	// The web page never uses them: it acts as the operator logged in.
 	Operator    string `toml:"operator"`
 	PasswordEnv string `toml:"password_env"`
 }
 
-// Live reports whether the tenant has operator credentials.
-func (s TenantSource) Live() bool { return s.Operator != "" }
+// Live reports whether the log is read live from the runtime.
+func (s TenantSource) Live() bool { return s.Entries == "" }
 
 // LoadConfig reads and validates a configuration file; relative paths in
 // it are taken from the file's directory.
@@ -98,6 +119,15 @@ func (c *Config) validate(dir string) error {
 	case c.MaxRowsPerTenant < 0 || c.MaxRowsPerTenant > 10000:
 		return errors.New("max_rows_per_tenant must be 1..10000")
 	}
+	switch {
+	case c.MaxSessions == 0:
+		c.MaxSessions = 64
+	case c.MaxSessions < 0 || c.MaxSessions > 4096:
+		return errors.New("max_sessions must be 1..4096")
+	}
+	if c.SessionIdle.Duration == 0 {
+		c.SessionIdle.Duration = 30 * time.Minute
+	}
 	if len(c.Runtimes) == 0 {
 		return errors.New("at least one [[runtimes]] is required")
 	}
@@ -111,6 +141,16 @@ func (c *Config) validate(dir string) error {
 			return fmt.Errorf("runtime %s declared twice", r.Name)
 		}
 		names[r.Name] = true
+		if r.TLSCAFile != "" || r.TLSCertFile != "" || r.TLSKeyFile != "" {
+			if r.NATSURL == "" {
+				return fmt.Errorf("runtime %s: tls_ca_file, tls_cert_file and tls_key_file need a nats_url", r.Name)
+			}
+			r.TLSCAFile, r.TLSCertFile, r.TLSKeyFile = joinSet(dir, r.TLSCAFile), joinSet(dir, r.TLSCertFile), joinSet(dir, r.TLSKeyFile)
+			var err error
+			if r.tls, err = gateway.LoadTLS(r.TLSCAFile, r.TLSCertFile, r.TLSKeyFile); err != nil {
+				return fmt.Errorf("runtime %s: %w", r.Name, err)
+			}
+		}
 		if len(r.Tenants) == 0 {
 			return fmt.Errorf("runtime %s: at least one [[runtimes.tenants]] is required", r.Name)
 		}
@@ -140,8 +180,8 @@ func (c *Config) validate(dir string) error {
 					return fmt.Errorf("runtime %s: nats_url is required for tenant %s's operator", r.Name, t.ID)
 				}
 			}
-			if t.Entries == "" && t.Operator == "" {
-				return fmt.Errorf("runtime %s tenant %s: name entries (an exported log) or an operator (the live log)", r.Name, t.ID)
+			if t.Entries == "" && r.NATSURL == "" {
+				return fmt.Errorf("runtime %s tenant %s: name entries (an exported log), or give the runtime a nats_url (the live log)", r.Name, t.ID)
 			}
 		}
 	}
@@ -149,6 +189,13 @@ func (c *Config) validate(dir string) error {
 		return fmt.Errorf("more than %d tenant logs", maxSources)
 	}
 	return nil
+}
+
+func joinSet(dir, p string) string {
+	if p == "" {
+		return ""
+	}
+	return join(dir, p)
 }
 
 func join(dir, p string) string {

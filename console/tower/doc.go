@@ -10,14 +10,24 @@
 // reported with its first bad record, and none of its figures are shown.
 //
 // The fleet kill switch engages (or releases) the kill switch of every
-// configured tenant that has live operator credentials, through that
-// operator's own connection, and reports which runtimes acknowledged.
+// runtime of the tenants it is sent for, each through an operator's own
+// connection, and reports which runtimes acknowledged.
+//
+// The web page (Serve) acts only as the operators logged into it: an
+// operator logs into a tenant with the runtime's operator credentials,
+// checked by every runtime the tenant is configured on; a session may hold
+// logins of several tenants, and reads, refreshes and acts on those tenants
+// only, through those logins' connections, so each runtime records the
+// operator who acted. Before a login it serves nothing of any tenant. The
+// last verified reading of each log is kept and read again when older than
+// the page's interval or on request. The command-line entry points
+// (Refresh, KillSwitch) act as each tenant's configured operator instead.
 //
 // The usage loop:
 //
 //	cfg, err := tower.LoadConfig("tower.toml")
 //	t := tower.New(cfg)
-//	fleet := t.Refresh(ctx)               // verify every chain, fold the verified ones
-//	acks := t.KillSwitch(ctx, true, why)  // engage everywhere; one ack per tenant
-//	srv, err := t.Serve()                 // or the web page of both
+//	fleet := t.Refresh(ctx)               // as the configured operators: verify every chain, fold the verified ones
+//	acks := t.KillSwitch(ctx, true, why)  // as the configured operators: engage everywhere; one ack per tenant
+//	srv, err := t.Serve(30 * time.Second) // or the web page, as whoever logs in
 package tower

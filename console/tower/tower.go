@@ -2,15 +2,15 @@ package tower
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/audit"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/kernel"
@@ -25,15 +25,30 @@ type Tower struct {
 	cfg *Config
 	// Timeout bounds each request to a runtime (default 30s).
 	Timeout time.Duration
-	// Now is the clock of the views (default time.Now).
+	// Now is the clock of the views and of the web page's sessions
+	// (default time.Now).
 	Now func() time.Time
 
+	readings map[string]*reading // by runtime/tenant; one per configured log
+}
+
+// reading is the last verified reading of one log. Its lock is held while
+// the log is read, so that pages asking at once share one read.
+type reading struct {
 	mu   sync.Mutex
-	last *Fleet
+	view LogView
+	at   time.Time
+	have bool
 }
 
 // New returns a tower over a validated configuration.
-func New(cfg *Config) *Tower { return &Tower{cfg: cfg, Timeout: 30 * time.Second, Now: time.Now} }
+func New(cfg *Config) *Tower {
+	t := &Tower{cfg: cfg, Timeout: 30 * time.Second, Now: time.Now, readings: map[string]*reading{}}
+	for _, s := range t.sources() {
+		t.readings[s.key()] = &reading{}
+	}
+	return t
+}
 
 // Fleet is one reading of every configured log.
 type Fleet struct {
@@ -55,7 +70,8 @@ func (f *Fleet) OK() bool {
 type LogView struct {
 	Runtime string
 	Tenant  string
-	Source  string // the entries.json path, or "live (operator X)"
+	Source  string // the entries.json path, or "live (read as X)"
+	At      string // when it was read
 	// Verified is true when the chain and every checkpoint verified against
 	// the trusted keys; only then are the figures below filled in.
 	Verified bool
@@ -84,23 +100,22 @@ type LogView struct {
 	Kill *console.KillChange // the last kill switch change the chain records
 }
 
-// Last returns the last reading (nil before the first Refresh).
-func (t *Tower) Last() *Fleet {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.last
-}
-
 type source struct {
 	rt RuntimeConfig
 	t  TenantSource
 }
 
-func (t *Tower) sources() []source {
+func (s source) key() string { return s.rt.Name + "/" + s.t.ID }
+
+// sources lists the configured logs, of every tenant or of the tenants
+// named.
+func (t *Tower) sources(tenants ...string) []source {
 	var out []source
 	for _, r := range t.cfg.Runtimes {
 		for _, s := range r.Tenants {
-			out = append(out, source{rt: r, t: s})
+			if len(tenants) == 0 || slices.Contains(tenants, s.ID) {
+				out = append(out, source{rt: r, t: s})
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -128,87 +143,120 @@ func parallel(srcs []source, fn func(int, source)) {
 	wg.Wait()
 }
 
-// Refresh reads and verifies every configured log.
+// access is an operator's connection to a runtime, through which a live
+// log is read and the kill switch sent.
+type access struct {
+	nc       *nats.Conn
+	tenant   string
+	operator string
+	done     func() // called when the reading or action is over
+}
+
+// reach gives the access to a source's runtime, or why there is none.
+type reach func(ctx context.Context, s source) (access, error)
+
+// Refresh reads and verifies every configured log, the live ones as the
+// configured operators (operator, password_env): the command-line modes.
 func (t *Tower) Refresh(ctx context.Context) *Fleet {
-	srcs := t.sources()
+	return t.fleet(ctx, t.sources(), t.configured, 0, true)
+}
+
+// fleet returns the readings of srcs: a cached reading younger than maxAge
+// (0: any) unless force, otherwise the log is read again through reach.
+func (t *Tower) fleet(ctx context.Context, srcs []source, rc reach, maxAge time.Duration, force bool) *Fleet {
 	f := &Fleet{At: t.Now().UTC().Format(time.RFC3339), Logs: make([]LogView, len(srcs))}
-	parallel(srcs, func(i int, s source) { f.Logs[i] = t.read(ctx, s) })
-	t.mu.Lock()
-	t.last = f
-	t.mu.Unlock()
+	parallel(srcs, func(i int, s source) {
+		r := t.readings[s.key()]
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.have && !force && (maxAge <= 0 || t.Now().Sub(r.at) < maxAge) {
+			f.Logs[i] = r.view
+			return
+		}
+		v, ok := t.read(ctx, s, rc)
+		if !ok && r.have {
+			// This session cannot reach the runtime: it sees the last
+			// reading another operator of the tenant made, with its time.
+			f.Logs[i] = r.view
+			return
+		}
+		f.Logs[i] = v
+		if ok {
+			r.view, r.at, r.have = v, t.Now(), true
+		}
+	})
 	return f
 }
 
-// dial connects as the source's operator.
-func (t *Tower) dial(s source) (*nats.Conn, error) {
-	if !s.t.Live() {
-		return nil, errors.New("no operator configured")
+// configured reaches a source's runtime as its configured operator.
+func (t *Tower) configured(ctx context.Context, s source) (access, error) {
+	if s.t.Operator == "" {
+		return access{}, errors.New("no operator configured (operator and password_env)")
 	}
-	pw := os.Getenv(s.t.PasswordEnv)
-	nc, err := nats.Connect(s.rt.NATSURL, nats.Name("towerd"), nats.UserInfo(gateway.UserName(s.t.ID, s.t.Operator), pw),
-		nats.CustomInboxPrefix(gateway.InboxPrefix(s.t.ID, s.t.Operator)), nats.Timeout(5*time.Second))
+	d := console.Dialer{URL: s.rt.NATSURL, TLS: s.rt.tls, Name: "towerd"}
+	nc, err := d.Dial(ctx, s.t.ID, s.t.Operator, os.Getenv(s.t.PasswordEnv))
 	if err != nil {
-		return nil, fmt.Errorf("connect %s as %s: %w", s.rt.NATSURL, s.t.Operator, err)
+		return access{}, fmt.Errorf("connect %s as %s: %w", s.rt.NATSURL, s.t.Operator, err)
 	}
-	return nc, nil
+	return access{nc: nc, tenant: s.t.ID, operator: s.t.Operator, done: nc.Close}, nil
 }
 
-func (t *Tower) read(ctx context.Context, s source) LogView {
-	v := LogView{Runtime: s.rt.Name, Tenant: s.t.ID, Source: s.t.Entries}
+// read reads and verifies one log; ok is false when a live log could not
+// be reached at all (nothing worth keeping as its reading).
+func (t *Tower) read(ctx context.Context, s source, rc reach) (v LogView, ok bool) {
+	v = LogView{Runtime: s.rt.Name, Tenant: s.t.ID, Source: s.t.Entries, At: t.Now().UTC().Format(time.RFC3339)}
 	kb, err := os.ReadFile(s.t.Keys)
 	if err != nil {
 		v.Error = "trusted keys: " + err.Error()
-		return v
+		return v, true
 	}
 	keys, err := verifier.ParseKeys(kb)
 	if err != nil {
 		v.Error = "trusted keys " + s.t.Keys + ": " + err.Error()
-		return v
+		return v, true
 	}
 	var raw []byte
-	var nc *nats.Conn
-	if s.t.Entries != "" {
-		if raw, err = os.ReadFile(s.t.Entries); err != nil {
+	var ac access
+	if s.t.Live() {
+		if ac, err = rc(ctx, s); err != nil {
 			v.Error = err.Error()
-			return v
+			return v, false
 		}
-	} else {
-		v.Source = "live (operator " + s.t.Operator + ")"
-		if nc, err = t.dial(s); err != nil {
-			v.Error = err.Error()
-			return v
-		}
-		defer nc.Close()
-		oc := &projections.OpsClient{NC: nc, Tenant: s.t.ID, Operator: s.t.Operator, Timeout: t.Timeout}
+		defer ac.done()
+		v.Source = "live (read as " + ac.operator + ")"
+		oc := &projections.OpsClient{NC: ac.nc, Tenant: ac.tenant, Operator: ac.operator, Timeout: t.Timeout}
 		e, err := oc.ExportAudit(ctx)
 		if err == nil {
 			raw, err = verifier.MarshalEntries(e)
 		}
 		if err != nil {
 			v.Error = "live export: " + err.Error()
-			return v
+			return v, true
 		}
+	} else if raw, err = os.ReadFile(s.t.Entries); err != nil {
+		v.Error = err.Error()
+		return v, true
 	}
 	// Records past the newest checkpoint are checked as a chain; the view
 	// shows how many the newest checkpoint covers (CheckpointSize).
 	res, err := verifier.VerifyEntriesPolicy(raw, keys, verifier.Policy{AllowPartial: true})
 	if err != nil {
 		v.Error = err.Error()
-		return v
+		return v, true
 	}
 	v.Records, v.Checkpoints = res.Records, res.Checkpoints
 	if res.Tenant != s.t.ID {
 		v.Failure = fmt.Sprintf("the log is tenant %q's, not %q's", res.Tenant, s.t.ID)
-		return v
+		return v, true
 	}
 	if !res.OK() {
 		v.Failure = res.Failure.Error()
-		return v
+		return v, true
 	}
 	e, err := verifier.ParseEntries(raw)
 	if err != nil {
 		v.Error = err.Error()
-		return v
+		return v, true
 	}
 	if n := len(e.Checkpoints); n > 0 {
 		if cp, err := audit.ReadCheckpoint(e.Checkpoints[n-1]); err == nil {
@@ -218,16 +266,16 @@ func (t *Tower) read(ctx context.Context, s source) LogView {
 	view, err := verifier.ReplayEntries(e)
 	if err != nil {
 		v.Failure = err.Error()
-		return v
+		return v, true
 	}
 	v.Verified = true
 	t.summarize(&v, e, view)
-	if nc != nil {
-		t.pending(ctx, &v, nc, s)
+	if ac.nc != nil {
+		t.pending(ctx, &v, ac)
 	} else {
 		v.PendingNote = "pending approvals are read live; this log is a file"
 	}
-	return v
+	return v, true
 }
 
 // summarize fills the view's bounded rows from the verified log.
@@ -263,9 +311,9 @@ func (t *Tower) summarize(v *LogView, e verifier.Entries, view verifier.View) {
 	v.Kill = console.LastKillSwitch(e)
 }
 
-func (t *Tower) pending(ctx context.Context, v *LogView, nc *nats.Conn, s source) {
+func (t *Tower) pending(ctx context.Context, v *LogView, ac access) {
 	var reply console.ApprovalsReply
-	if err := t.request(ctx, nc, s, "approvals", struct{}{}, &reply); err != nil {
+	if err := t.request(ctx, ac, "approvals", struct{}{}, &reply); err != nil {
 		v.PendingNote = err.Error()
 		return
 	}
@@ -279,46 +327,46 @@ func (t *Tower) pending(ctx context.Context, v *LogView, nc *nats.Conn, s source
 	}
 }
 
-func (t *Tower) request(ctx context.Context, nc *nats.Conn, s source, verb string, req, out any) error {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
+// request sends one operator verb as the access's operator.
+func (t *Tower) request(ctx context.Context, ac access, verb string, req, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 	defer cancel()
-	m, err := nc.RequestWithContext(ctx, gateway.OpSubject(s.t.ID, verb, s.t.Operator), b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", verb, err)
-	}
-	return json.Unmarshal(m.Data, out)
+	l := &console.Login{Tenant: ac.tenant, Operator: ac.operator, Conns: map[string]*nats.Conn{"": ac.nc}}
+	return l.Call(ctx, "", verb, req, out)
 }
 
 // Ack is one runtime tenant's answer to the fleet kill switch.
 type Ack struct {
 	Runtime      string
 	Tenant       string
+	Operator     string // who sent it
 	Acknowledged bool   // the runtime replied and its kill switch is now as asked
 	Engaged      bool   // the kill switch state the runtime reported
 	Error        string // why it did not acknowledge
 }
 
 // KillSwitch engages (or releases) the kill switch of every configured
-// tenant through its operator's connection and reports who acknowledged. A
-// tenant without an operator cannot be reached and says so.
+// tenant as its configured operator (the command-line modes) and reports
+// who acknowledged. A tenant without an operator cannot be reached and
+// says so.
 func (t *Tower) KillSwitch(ctx context.Context, engage bool, reason string) []Ack {
-	srcs := t.sources()
+	return t.killSwitch(ctx, t.sources(), t.configured, engage, reason)
+}
+
+func (t *Tower) killSwitch(ctx context.Context, srcs []source, rc reach, engage bool, reason string) []Ack {
 	acks := make([]Ack, len(srcs))
 	parallel(srcs, func(i int, s source) {
 		a := Ack{Runtime: s.rt.Name, Tenant: s.t.ID}
 		defer func() { acks[i] = a }()
-		nc, err := t.dial(s)
+		ac, err := rc(ctx, s)
 		if err != nil {
 			a.Error = err.Error()
 			return
 		}
-		defer nc.Close()
+		defer ac.done()
+		a.Operator = ac.operator
 		var reply gateway.OpReply
-		if err := t.request(ctx, nc, s, "kill-switch", gateway.OpRequest{Engaged: &engage, Reason: reason}, &reply); err != nil {
+		if err := t.request(ctx, ac, "kill-switch", gateway.OpRequest{Engaged: &engage, Reason: reason}, &reply); err != nil {
 			a.Error = err.Error()
 			return
 		}

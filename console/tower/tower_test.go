@@ -3,17 +3,16 @@ package tower
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/gatewaytest"
@@ -25,12 +24,13 @@ import (
 )
 
 var passwords = map[string]string{"acme.agent_email": "email-secret", "acme.agent_phone": "phone-secret", "acme.ops_alice": "alice-secret",
-	"globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret"}
+	"acme.ops_tower": "tower-secret", "globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret"}
 
 type runtime struct {
 	t    *testing.T
 	rt   *daemon.Runtime
 	prov *provider.Server
+	opts []nats.Option // of every connection to the runtime (TLS)
 }
 
 // boot starts a real runtime (embedded NATS with JetStream, the loopback
@@ -59,7 +59,7 @@ func boot(t *testing.T) *runtime {
 
 func (r *runtime) conn(tenant, principal string) *nats.Conn {
 	r.t.Helper()
-	return gatewaytest.Connect(r.t, r.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal)
+	return gatewaytest.Connect(r.t, r.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal, r.opts...)
 }
 
 func (r *runtime) propose(tenant, principal, key, order string, amount int64) gateway.Reply {
@@ -171,7 +171,7 @@ func TestTowerFleet(t *testing.T) {
 		return len(v.Resources) == 1 && v.Resources[0].Committed == 80000
 	})
 	bad := tamper(t, entries)
-	t.Setenv("TOWER_TEST_ALICE", passwords["acme.ops_alice"])
+	t.Setenv("TOWER_TEST_TOWER", passwords["acme.ops_tower"])
 	t.Setenv("TOWER_TEST_BOB", passwords["globex.ops_bob"])
 	// b's keys: exported from b itself for the test; an auditor gets them
 	// out of band.
@@ -197,8 +197,8 @@ nats_url = "` + b.rt.URL + `"
   [[runtimes.tenants]]
   id = "acme"
   keys = "` + bKeys + `"
-  operator = "ops_alice"
-  password_env = "TOWER_TEST_ALICE"
+  operator = "ops_tower"
+  password_env = "TOWER_TEST_TOWER"
   [[runtimes.tenants]]
   id = "globex"
   keys = "` + gKeys + `"
@@ -257,52 +257,45 @@ nats_url = "` + b.rt.URL + `"
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// The web page, as acme's ops_alice and then also globex's ops_bob:
+	// each sees its tenants' logs, and the release is sent as each.
 	cfg.Listen = "127.0.0.1:0"
 	srv, err := tw.Serve(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`data-log="eu-1-copy/acme"`, "<b>tampered</b>", `data-more="us-1/globex"`, `data-resource="eu-1/acme/ord_1"`} {
-		if !strings.Contains(string(page), want) {
+	c := newClient(t, srv.URL)
+	page := c.login("acme", "ops_alice")
+	for _, want := range []string{`data-log="eu-1-copy/acme"`, "<b>tampered</b>", `data-resource="eu-1/acme/ord_1"`, `data-log="us-1/acme"`} {
+		if !strings.Contains(page, want) {
 			t.Fatalf("the page lacks %q:\n%s", want, page)
 		}
 	}
-	resp, err = http.PostForm(srv.URL+"/kill-switch", url.Values{"reason": {"x"}, "engaged": {"false"}, "confirm": {"yes"}})
-	if err != nil {
-		t.Fatal(err)
+	if strings.Contains(page, "globex") {
+		t.Fatalf("acme's operator sees globex:\n%s", page)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("the fleet kill switch without the page's token: %d", resp.StatusCode)
+	page = c.addLogin(page, "globex", "ops_bob")
+	if !strings.Contains(page, `data-more="us-1/globex"`) {
+		t.Fatalf("after the globex login the page lacks globex's rows:\n%s", page)
 	}
-	// Released from the page, with its token: the acknowledgements are shown.
-	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindSubmatch(page)
-	if m == nil {
-		t.Fatal("no token on the page")
+	status, page := c.post("/kill-switch", url.Values{"csrf": {csrfOf(t, page)}, "reason": {"drill over"}, "engaged": {"false"}, "confirm": {"yes"}})
+	if status != http.StatusOK {
+		t.Fatalf("release: %d\n%s", status, page)
 	}
-	resp, err = http.PostForm(srv.URL+"/kill-switch", url.Values{"csrf": {string(m[1])}, "reason": {"drill over"}, "engaged": {"false"}, "confirm": {"yes"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`<tr data-ack="us-1/globex"><td>us-1</td><td>globex</td><td class="ack">yes</td><td>released</td>`,
+	for _, want := range []string{`<tr data-ack="us-1/globex"><td>us-1</td><td>globex</td><td class="ack">yes</td><td>released</td><td>ops_bob</td>`,
+		`<tr data-ack="us-1/acme"><td>us-1</td><td>acme</td><td class="ack">yes</td><td>released</td><td>ops_alice</td>`,
 		`<tr data-ack="eu-1/acme"><td>eu-1</td><td>acme</td><td class="ack">no</td>`} {
-		if !strings.Contains(string(page), want) {
+		if !strings.Contains(page, want) {
 			t.Fatalf("the page lacks %q:\n%s", want, page)
 		}
 	}
 	if r := b.propose("globex", "agent_email", "released", "ord_y", 100); r.Status != kernel.StatusApplied {
 		t.Fatalf("globex on us-1 after the fleet release: %+v", r)
 	}
-	shotPage(t, srv.URL, "tower")
+	if k := b.lastKill("acme", func(k *console.KillChange) bool { return !k.Engaged }); k.Operator != "ops_alice" || k.Reason != "drill over" {
+		t.Fatalf("acme's release is recorded as %+v", k)
+	}
 }
 
 func TestTowerConfig(t *testing.T) {
@@ -313,6 +306,10 @@ func TestTowerConfig(t *testing.T) {
 		{"no source", "[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"acme\"\nkeys = \"k.json\"", "name entries"},
 		{"operator without url", "[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"acme\"\nkeys = \"k\"\noperator = \"o\"", "nats_url is required"},
 		{"remote listen", "listen = \"0.0.0.0:1\"\n[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"acme\"\nkeys = \"k\"\nentries = \"e\"", "loopback only"},
+		{"tls without url", "[[runtimes]]\nname = \"a\"\ntls_ca_file = \"ca.pem\"\n[[runtimes.tenants]]\nid = \"acme\"\nkeys = \"k\"\nentries = \"e\"", "need a nats_url"},
+		{"missing ca", "[[runtimes]]\nname = \"a\"\nnats_url = \"nats://127.0.0.1:4222\"\ntls_ca_file = \"/nonexistent/ca.pem\"\n[[runtimes.tenants]]\nid = \"acme\"\nkeys = \"k\"", "runtime a: tls_ca_file"},
+		{"cert without key", "[[runtimes]]\nname = \"a\"\nnats_url = \"nats://127.0.0.1:4222\"\ntls_cert_file = \"c.pem\"\n[[runtimes.tenants]]\nid = \"acme\"\nkeys = \"k\"", "go together"},
+		{"too many sessions", "max_sessions = 5000\n[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"acme\"\nkeys = \"k\"\nentries = \"e\"", "max_sessions must be 1..4096"},
 		{"twice", "[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"x\"\nkeys = \"k\"\nentries = \"e\"\n[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"x\"\nkeys = \"k\"\nentries = \"e\"", "declared twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -323,7 +320,7 @@ func TestTowerConfig(t *testing.T) {
 		})
 	}
 	c, err := ParseConfig([]byte("[[runtimes]]\nname = \"a\"\n[[runtimes.tenants]]\nid = \"x\"\nkeys = \"k.json\"\nentries = \"e.json\""), "/etc/tower")
-	if err != nil || c.Runtimes[0].Tenants[0].Keys != "/etc/tower/k.json" || c.MaxRowsPerTenant != 50 {
+	if err != nil || c.Runtimes[0].Tenants[0].Keys != "/etc/tower/k.json" || c.MaxRowsPerTenant != 50 || c.MaxSessions != 64 || c.SessionIdle.Duration != 30*time.Minute {
 		t.Fatalf("%+v %v", c, err)
 	}
 }
@@ -333,7 +330,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("listen = \"127.0.0.1:0\"\nmax_rows_per_tenant = 3"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := ParseConfig(b, "")
-		if err == nil && (len(c.Runtimes) == 0 || c.MaxRowsPerTenant <= 0) {
+		if err == nil && (len(c.Runtimes) == 0 || c.MaxRowsPerTenant <= 0 || c.MaxSessions <= 0 || c.SessionIdle.Duration <= 0) {
 			t.Fatalf("accepted an invalid configuration: %+v", c)
 		}
 	})

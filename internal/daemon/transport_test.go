@@ -2,15 +2,9 @@ package daemon
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,80 +17,11 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 )
-
-// testCA is a private certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	dir  string
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "contextos test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &testCA{cert: cert, key: key, dir: t.TempDir()}
-	ca.write(t, "ca.pem", "CERTIFICATE", der)
-	return ca
-}
-
-func (ca *testCA) write(t *testing.T, name, typ string, der []byte) string {
-	t.Helper()
-	p := filepath.Join(ca.dir, name)
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// issue makes a certificate for 127.0.0.1 (server or client) and writes
-// name.pem and name-key.pem.
-func (ca *testCA) issue(t *testing.T, name string, usage x509.ExtKeyUsage) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca.write(t, name+".pem", "CERTIFICATE", der)
-	ca.write(t, name+"-key.pem", "EC PRIVATE KEY", kb)
-	cert, err := tls.LoadX509KeyPair(filepath.Join(ca.dir, name+".pem"), filepath.Join(ca.dir, name+"-key.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
-}
-
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
 
 // calls records what a provider received.
 type calls struct {
@@ -151,23 +76,23 @@ const baseURL = `url = "http://127.0.0.1:9/refunds"`
 // token from a file and another header from the environment. Without
 // ca_file the system roots refuse its certificate and nothing is sent.
 func TestProviderTLSPrivateCA(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testenv.NewCA(t)
 	var got calls
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(got.handler))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "provider", x509.ExtKeyUsageServerAuth)},
-		ClientCAs: ca.pool(), ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "provider", x509.ExtKeyUsageServerAuth)},
+		ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	ca.issue(t, "contextosd", x509.ExtKeyUsageClientAuth)
-	token := filepath.Join(ca.dir, "token")
+	ca.Issue(t, "contextosd", x509.ExtKeyUsageClientAuth)
+	token := filepath.Join(ca.Dir, "token")
 	if err := os.WriteFile(token, []byte("s3cret-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PROVIDER_TENANT", "acme-eu")
 	tlsLines := `url = "` + srv.URL + `/refunds"
-  ca_file = "` + filepath.Join(ca.dir, "ca.pem") + `"
-  cert_file = "` + filepath.Join(ca.dir, "contextosd.pem") + `"
-  key_file = "` + filepath.Join(ca.dir, "contextosd-key.pem") + `"
+  ca_file = "` + filepath.Join(ca.Dir, "ca.pem") + `"
+  cert_file = "` + filepath.Join(ca.Dir, "contextosd.pem") + `"
+  key_file = "` + filepath.Join(ca.Dir, "contextosd-key.pem") + `"
   headers = [{ name = "Authorization", prefix = "Bearer ", value_file = "` + token + `" },
              { name = "X-Tenant", value_env = "PROVIDER_TENANT" }]`
 	a := adapterFor(t, baseURL, tlsLines)
@@ -186,7 +111,7 @@ func TestProviderTLSPrivateCA(t *testing.T) {
 
 	for _, c := range []struct{ lines, want string }{
 		{`url = "` + srv.URL + `/refunds"` + "\n  ca_file = \"" + token + "\"", "no PEM certificate"},
-		{`url = "` + srv.URL + `/refunds"` + "\n  cert_file = \"" + filepath.Join(ca.dir, "contextosd.pem") + "\"", "http.cert_file and key_file go together"},
+		{`url = "` + srv.URL + `/refunds"` + "\n  cert_file = \"" + filepath.Join(ca.Dir, "contextosd.pem") + "\"", "http.cert_file and key_file go together"},
 		{`url = "` + srv.URL + `/refunds"` + "\n  headers = [{ name = \"Authorization\", value_env = \"NOT_SET_ANYWHERE\" }]", "environment variable NOT_SET_ANYWHERE is not set"},
 		{`url = "` + srv.URL + `/refunds"` + "\n  headers = [{ name = \"Authorization\" }]", "exactly one of value_file and value_env"},
 		{`url = "` + srv.URL + `/refunds"` + "\n  headers = [{ name = \"Idempotency-Key\", value_env = \"PROVIDER_TENANT\" }]", "Idempotency-Key is set twice"},
@@ -290,16 +215,16 @@ func TestProviderHTTPOnlyLoopback(t *testing.T) {
 // authenticating with an nkey seed file; without tls_ca_file the server's
 // certificate is refused and Boot fails saying so.
 func TestNATSTLSAndNkey(t *testing.T) {
-	ca := newTestCA(t)
-	serverCert := ca.issue(t, "nats", x509.ExtKeyUsageServerAuth)
-	ca.issue(t, "runtime", x509.ExtKeyUsageClientAuth)
+	ca := testenv.NewCA(t)
+	serverCert := ca.Issue(t, "nats", x509.ExtKeyUsageServerAuth)
+	ca.Issue(t, "runtime", x509.ExtKeyUsageClientAuth)
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
 	}
 	seed, _ := kp.Seed()
 	pub, _ := kp.PublicKey()
-	seedFile := filepath.Join(ca.dir, "runtime.nk")
+	seedFile := filepath.Join(ca.Dir, "runtime.nk")
 	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +234,7 @@ func TestNATSTLSAndNkey(t *testing.T) {
 	const pw = "tls-replies-secret"
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
 		TLS: true, TLSVerify: true, TLSTimeout: 2,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: ca.pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12},
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12},
 		Users:     gateway.ServerUsers(cfg, pw)[1:], // the reply user and the principals; the runtime is the nkey
 		Nkeys:     []*server.NkeyUser{{Nkey: pub}}}
 	srv, err := server.NewServer(opts)
@@ -326,9 +251,9 @@ func TestNATSTLSAndNkey(t *testing.T) {
 		c.NATS.URL, c.NATS.Listen = srv.ClientURL(), ""
 		c.NATS.NkeyFile = seedFile
 		c.NATS.ReplyUser, c.NATS.ReplyPassword = gateway.ReplyUser, pw
-		c.NATS.TLSCertFile, c.NATS.TLSKeyFile = filepath.Join(ca.dir, "runtime.pem"), filepath.Join(ca.dir, "runtime-key.pem")
+		c.NATS.TLSCertFile, c.NATS.TLSKeyFile = filepath.Join(ca.Dir, "runtime.pem"), filepath.Join(ca.Dir, "runtime-key.pem")
 		if withCA {
-			c.NATS.TLSCAFile = filepath.Join(ca.dir, "ca.pem")
+			c.NATS.TLSCAFile = filepath.Join(ca.Dir, "ca.pem")
 		}
 		c.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
 		return c
