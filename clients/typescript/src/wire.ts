@@ -43,6 +43,7 @@ export const CODES = [
   "approval_denied",
   "stored_event_refused",
   "rate_limited",
+  "reply_too_large",
 ] as const;
 
 /** A stable refusal code. */
