@@ -108,7 +108,8 @@ func parseCursor(s string) (cursor, error) {
 		case 'd':
 			ok = p == "" || isDigest(p)
 		case 'n':
-			ok = len(p) == 20 && strings.Trim(p, "0123456789") == ""
+			_, err := strconv.ParseUint(p, 10, 64)
+			ok = len(p) == 20 && strings.Trim(p, "0123456789") == "" && err == nil
 		}
 		if !ok {
 			return cursor{}, errCursor

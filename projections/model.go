@@ -854,8 +854,8 @@ func (m *Model) OpenAttempts(tenant string) []AttemptRow {
 				continue
 			}
 			row := AttemptRow{AttemptID: r.AttemptID, OperationID: r.OperationID, GuaranteeID: l.GuaranteeID, Resource: l.Resource,
-				ResourceDigest: m.longDigest(l.Resource),
-				Amount:         r.Amount, State: r.State.String(), Last: r.Last, LastReason: ts.Reasons[r.AttemptID], NextStep: r.State.NextSafeStep()}
+				Amount: r.Amount, State: r.State.String(), Last: r.Last, LastReason: ts.Reasons[r.AttemptID], NextStep: r.State.NextSafeStep()}
+			row.ResourceDigest = m.longDigest(l.Resource)
 			if o := ts.Ops[ts.Attempts[r.AttemptID]]; o != nil {
 				row.Principal, row.RunID, row.ReservedAt = o.Op.Principal, o.Op.RunID, o.ReservedAt[r.AttemptID]
 			}
