@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,11 +10,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats.go"
@@ -246,5 +249,109 @@ func TestMetricsBoundedInBytes(t *testing.T) {
 	slices.Sort(digests)
 	if len(digests) != 10 || len(slices.Compact(digests)) != 10 || !slices.Contains(digests, projections.Digest(hugeID(7))) {
 		t.Fatalf("resource_digest labels: %v", digests)
+	}
+}
+
+// TestAttemptsPagesWith1000HugeIDs measures the attempts verb over 1,000
+// open attempts whose resource ids are 60 KB each (60 MB of ids): it logs
+// each page's bytes and the number of pages, and checks that every page is
+// within the reply budget and that paging through lists every attempt
+// exactly once.
+func TestAttemptsPagesWith1000HugeIDs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("60 MB of reservations")
+	}
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	defer hs.Close()
+	const attempts = 1000
+	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *gateway.Config) { c.NATS.Sync = "relaxed" })
+	ctx := context.Background()
+	eng := e.rt.Gateway.Engine()
+	def := e.rt.Config.Guarantees[0]
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < attempts; i += 16 {
+				id := hugeID(i)
+				res, _, err := eng.Exposure(ctx, "acme", def.ID, id, kernel.Reserve{GuaranteeID: def.ID, Resource: id,
+					AttemptID: fmt.Sprintf("att_%05d", i), OperationID: fmt.Sprintf("op_%05d", i), Amount: 1, Limit: def.Limit, DefinitionDigest: def.Digest()})
+				if err == nil && res.Refusal != nil {
+					err = res.Refusal
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ops := e.client("acme", "ops_alice")
+	for _, limit := range []int{0, gateway.MaxPageLimit} {
+		start := time.Now()
+		req := map[string]any{}
+		if limit != 0 {
+			req["limit"] = limit
+		}
+		rows := walk(t, ops, "attempts", req, "attempts")
+		seen := map[string]bool{}
+		for _, r := range rows {
+			seen[r["attempt_id"].(string)] = true
+		}
+		if len(rows) != attempts || len(seen) != attempts {
+			t.Fatalf("limit %d: %d rows, %d attempts", limit, len(rows), len(seen))
+		}
+		t.Logf("limit %d: %d attempts of 60 KB ids in %s", limit, attempts, time.Since(start))
+	}
+}
+
+// TestUnsentReplyIsLoggedAndCounted: on a NATS server whose max_payload
+// (1,536 bytes) is smaller than one row of the attempts view (a resource id
+// of 256 '<', which JSON writes as 1,536 bytes), the reply cannot be
+// published: the runtime logs it at error level with the tenant and verb,
+// counts it in contextos_replies_unsent_total, and the operator gets a
+// small refusal reply_too_large instead of silence.
+func TestUnsentReplyIsLoggedAndCounted(t *testing.T) {
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	defer hs.Close()
+	url := startDocsServerWith(t, "max_payload: 1536\n", docsAuthorization(t))
+	cfg := externalConfig(t, url, hs.URL)
+	cfg.Runtime.MetricsListen = "127.0.0.1:0"
+	cfg.Runtime.LogFormat = "json"
+	logs := &logBuf{}
+	rt, err := Boot(cfg, BootOptions{Logger: gateway.NewLogger(cfg, logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	e := &env{t: t, rt: rt}
+	def := cfg.Guarantees[0]
+	id := strings.Repeat("<", 256)
+	res, _, err := rt.Gateway.Engine().Exposure(context.Background(), "acme", def.ID, id, kernel.Reserve{GuaranteeID: def.ID, Resource: id,
+		AttemptID: "att_lt", OperationID: "op_lt", Amount: 1, Limit: def.Limit, DefinitionDigest: def.Digest()})
+	if err != nil || res.Refusal != nil {
+		t.Fatalf("reserve: %v %v", err, res.Refusal)
+	}
+	testenv.Eventually(t, func() bool { return len(rt.Gateway.Model().OpenAttempts("acme")) == 1 }, 10*time.Second, "the read model to fold the reservation")
+	r := e.op("attempts", gateway.OpRequest{})
+	if r.OK || r.Code != kernel.CodeReplyTooLarge || !strings.Contains(r.Reason, "max_payload of 1536") {
+		t.Fatalf("attempts: %+v", r)
+	}
+	logs.waitLine(t, "reply not sent", map[string]any{"level": "ERROR", "tenant": "acme", "verb": "attempts", "requester": "ops_alice", "reason": "too_large"})
+	if v, ok := sample(scrape(t, rt), "contextos_replies_unsent_total", map[string]string{"tenant": "acme", "verb": "attempts", "reason": "too_large"}); !ok || v != 1 {
+		t.Fatalf("contextos_replies_unsent_total: %v %v", v, ok)
+	}
+	// A small reply still goes: the kill switch's state.
+	if r := e.op("kill-switch", gateway.OpRequest{}); !r.OK {
+		t.Fatalf("kill-switch: %+v", r)
 	}
 }
