@@ -71,12 +71,12 @@ func TestParseCursorRefuses(t *testing.T) {
 	}
 	for _, s := range []string{
 		"", "e", "E.Zw.b3JkXzE.", "e.Zw.b3JkXzE", "e.Zw.b3JkXzE..", // wrong list, too few or too many parts
-		"e.Zw.b3JkXzE.eA",                                 // a digest that is not one
-		"e.Zw==.b3JkXzE.",                                 // padded base64
-		"e.Zw.b3JkXzE+.",                                  // standard, not URL, base64
-		"p.NDI",                                           // a number not 20 digits
-		"p.MDAwMDAwMDAwMDAwMDAwMDAwNGE",                   // 20 characters, not digits
-		"e.Zw." + strings.Repeat("YWFh", 90) + ".",       // a string part over ShortenAbove
+		"e.Zw.b3JkXzE.eA",               // a digest that is not one
+		"e.Zw==.b3JkXzE.",               // padded base64
+		"e.Zw.b3JkXzE+.",                // standard, not URL, base64
+		"p.NDI",                         // a number not 20 digits
+		"p.MDAwMDAwMDAwMDAwMDAwMDAwNGE", // 20 characters, not digits
+		"e.Zw." + strings.Repeat("YWFh", 90) + ".",      // a string part over ShortenAbove
 		"a" + strings.Repeat(".YQ", MaxCursorBytes/3+1), // over MaxCursorBytes
 	} {
 		if c, err := parseCursor(s); err == nil {
