@@ -336,9 +336,3 @@ func (g *Gateway) resolveResource(tenant, guaranteeID, resource, digest string) 
 	}
 	return res, nil
 }
-
-// parseNum reads a number key part.
-func parseNum(s string) uint64 {
-	n, _ := strconv.ParseUint(s, 10, 64)
-	return n
-}

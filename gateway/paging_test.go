@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -251,4 +252,10 @@ func TestPagerRefuses(t *testing.T) {
 	if r != nil || p.limit != DefaultPageLimit || p.budget != (1<<20)/2-replyFrame || !slices.Equal(p.after, []string{"a", "g", "r", ""}) {
 		t.Fatalf("%+v %+v", p, r)
 	}
+}
+
+// parseNum reads a number key part.
+func parseNum(s string) uint64 {
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
 }
