@@ -130,18 +130,35 @@ func (c *Client) opData(ctx context.Context, verb string, req, data any) error {
 }
 
 // Exposure returns the balances of the tenant's resources, optionally of
-// one guarantee or resource.
+// one guarantee or resource, paging through to the end (Collect, at most
+// MaxListRows rows).
 func (c *Client) Exposure(ctx context.Context, guaranteeID, resource string) ([]ExposureRow, error) {
-	var r gateway.OpReply
-	err := c.Op(ctx, "exposure", OpRequest{GuaranteeID: guaranteeID, Resource: resource}, &r)
-	return r.Exposure, err
+	return Collect(ctx, Page{}, 0, func(ctx context.Context, p Page) ([]ExposureRow, string, error) {
+		return c.ExposurePage(ctx, OpRequest{GuaranteeID: guaranteeID, Resource: resource, Limit: p.Limit, Cursor: p.Cursor})
+	})
 }
 
-// Attempts returns the open attempts with the next safe step of each.
-func (c *Client) Attempts(ctx context.Context) ([]AttemptRow, error) {
+// ExposurePage returns one page of balances: req names the filters
+// (guarantee_id, resource or resource_digest) and the page (limit,
+// cursor). next is the cursor of the next page, "" after the last.
+func (c *Client) ExposurePage(ctx context.Context, req OpRequest) (rows []ExposureRow, next string, err error) {
 	var r gateway.OpReply
-	err := c.Op(ctx, "attempts", OpRequest{}, &r)
-	return r.Attempts, err
+	err = c.Op(ctx, "exposure", req, &r)
+	return r.Exposure, r.NextCursor, err
+}
+
+// Attempts returns the open attempts with the next safe step of each,
+// paging through to the end (Collect, at most MaxListRows rows).
+func (c *Client) Attempts(ctx context.Context) ([]AttemptRow, error) {
+	return Collect(ctx, Page{}, 0, c.AttemptsPage)
+}
+
+// AttemptsPage returns one page of the open attempts and the cursor of the
+// next ("" after the last).
+func (c *Client) AttemptsPage(ctx context.Context, p Page) (rows []AttemptRow, next string, err error) {
+	var r gateway.OpReply
+	err = c.Op(ctx, "attempts", OpRequest{Limit: p.Limit, Cursor: p.Cursor}, &r)
+	return r.Attempts, r.NextCursor, err
 }
 
 // Reconcile asks the provider about one attempt (or, with attemptID
@@ -237,22 +254,39 @@ func (c *Client) Evidence(ctx context.Context, req EvidenceRequest) (map[string]
 }
 
 // Approvals lists the proposals waiting for an approval (the read model's
-// approvals verb), each as the daemon describes it.
+// approvals verb), each as the daemon describes it, oldest first, paging
+// through to the end (Collect, at most MaxListRows rows).
 func (c *Client) Approvals(ctx context.Context) ([]map[string]any, error) {
-	var r struct {
-		Approvals []map[string]any `json:"approvals"`
-	}
-	err := c.Op(ctx, "approvals", struct{}{}, &r)
-	return r.Approvals, err
+	return Collect(ctx, Page{}, 0, c.ApprovalsPage)
 }
 
-// Incidents lists the tenant's incidents (the read model's incidents verb).
-func (c *Client) Incidents(ctx context.Context) ([]map[string]any, error) {
+// ApprovalsPage returns one page of the pending approvals and the cursor
+// of the next ("" after the last).
+func (c *Client) ApprovalsPage(ctx context.Context, p Page) (rows []map[string]any, next string, err error) {
 	var r struct {
-		Incidents []map[string]any `json:"incidents"`
+		Approvals  []map[string]any `json:"approvals"`
+		NextCursor string           `json:"next_cursor"`
 	}
-	err := c.Op(ctx, "incidents", struct{}{}, &r)
-	return r.Incidents, err
+	err = c.Op(ctx, "approvals", gateway.ListRequest(p), &r)
+	return r.Approvals, r.NextCursor, err
+}
+
+// Incidents lists the tenant's incidents (the read model's incidents
+// verb), oldest first, paging through to the end (Collect, at most
+// MaxListRows rows).
+func (c *Client) Incidents(ctx context.Context) ([]map[string]any, error) {
+	return Collect(ctx, Page{}, 0, c.IncidentsPage)
+}
+
+// IncidentsPage returns one page of the incidents and the cursor of the
+// next ("" after the last).
+func (c *Client) IncidentsPage(ctx context.Context, p Page) (rows []map[string]any, next string, err error) {
+	var r struct {
+		Incidents  []map[string]any `json:"incidents"`
+		NextCursor string           `json:"next_cursor"`
+	}
+	err = c.Op(ctx, "incidents", gateway.ListRequest(p), &r)
+	return r.Incidents, r.NextCursor, err
 }
 
 // Audit returns the client of the audit verbs (audit-export,
@@ -265,16 +299,26 @@ func (c *Client) Audit() *projections.OpsClient {
 
 // SetLimit records a new version of a guarantee: its default limit, one
 // resource's limit (req.Resource), or its mode; req.Reason is required. It
-// returns every version, the new one last.
+// returns the latest versions (the last page of the history), the new one
+// last.
 func (c *Client) SetLimit(ctx context.Context, req SetLimitRequest) ([]VersionRow, error) {
 	var r gateway.OpReply
 	err := c.Op(ctx, "guarantee-set-limit", req, &r)
 	return r.Versions, err
 }
 
-// GuaranteeHistory returns every version of a guarantee, its pin first.
+// GuaranteeHistory returns every version of a guarantee, its pin first,
+// paging through to the end (Collect, at most MaxListRows rows).
 func (c *Client) GuaranteeHistory(ctx context.Context, guaranteeID string) ([]VersionRow, error) {
+	return Collect(ctx, Page{}, 0, func(ctx context.Context, p Page) ([]VersionRow, string, error) {
+		return c.GuaranteeHistoryPage(ctx, guaranteeID, p)
+	})
+}
+
+// GuaranteeHistoryPage returns one page of a guarantee's versions and the
+// cursor of the next ("" after the last).
+func (c *Client) GuaranteeHistoryPage(ctx context.Context, guaranteeID string, p Page) (rows []VersionRow, next string, err error) {
 	var r gateway.OpReply
-	err := c.Op(ctx, "guarantee-history", gateway.GuaranteeHistoryRequest{GuaranteeID: guaranteeID}, &r)
-	return r.Versions, err
+	err = c.Op(ctx, "guarantee-history", gateway.GuaranteeHistoryRequest{GuaranteeID: guaranteeID, Limit: p.Limit, Cursor: p.Cursor}, &r)
+	return r.Versions, r.NextCursor, err
 }

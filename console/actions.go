@@ -200,12 +200,8 @@ func (s *Server) confirmPage(w http.ResponseWriter, r *http.Request, sess *sessi
 		}
 	}
 	if d := r.URL.Query().Get("action_digest"); d != "" {
-		if rows, err := s.approvals(r.Context(), sess); err == nil {
-			for i := range rows {
-				if rows[i].ActionDigest == d {
-					v.Request = &rows[i]
-				}
-			}
+		if req, err := s.findApproval(r.Context(), sess, d); err == nil {
+			v.Request = req
 		}
 	}
 	s.render(w, http.StatusOK, "confirm", s.page(sess, "", a.Label, v))

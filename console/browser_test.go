@@ -337,3 +337,47 @@ func TestBrowserPages(t *testing.T) {
 	}
 	shot(t, ctx, "audit")
 }
+
+// TestBrowserApprovalsNotBlinded: one agent floods the inbox with 105
+// approval requests whose order ids are 60 KB each; another agent's request
+// is still reached: the inbox shows a page of 100 with the long ids
+// shortened, its next link leads to the other agent's request, and its
+// approval's confirmation page finds it.
+func TestBrowserApprovalsNotBlinded(t *testing.T) {
+	ctx := newBrowser(t)
+	e := startEnvWith(t, func(c *gateway.Config) {
+		for i := range c.Tenants[0].Agents {
+			if a := &c.Tenants[0].Agents[i]; a.ID == "agent_phone" {
+				a.Capabilities = append(a.Capabilities, highCap)
+			}
+		}
+	})
+	flood := e.agent("acme", "agent_email")
+	long := strings.Repeat("o", 60<<10)
+	for i := 0; i < 105; i++ {
+		if r := e.propose(flood, "acme", "agent_email", refund(highCap, fmt.Sprint("flood-", i), fmt.Sprint(long, i), 100)); r.Code != kernel.CodeApprovalRequired {
+			t.Fatalf("flood %d: %+v", i, r)
+		}
+	}
+	mine := e.propose(e.agent("acme", "agent_phone"), "acme", "agent_phone", refund(highCap, "phone-refund", "ord_77", 500))
+	if mine.Code != kernel.CodeApprovalRequired {
+		t.Fatalf("agent_phone's request: %+v", mine)
+	}
+	browserLogin(t, ctx, e, "acme", "ops_alice")
+	do(t, ctx, "open the inbox", chromedp.Navigate(e.con.URL+"/approvals"), chromedp.WaitVisible(chromedp.ID("approvals")))
+	waitJS(t, ctx, "a first page of 100 requests", `document.querySelectorAll("#approvals tbody tr").length === 100`)
+	if got := text(t, ctx, "#approvals tbody tr:first-child pre"); strings.Contains(got, long) || !strings.Contains(got, "sha256:") {
+		t.Fatalf("a flooded request's arguments shown as %d bytes: %.200s", len(got), got)
+	}
+	waitJS(t, ctx, "agent_phone's request not on the first page", `document.querySelector('tr[data-digest="`+mine.ActionDigest+`"]') === null`)
+	do(t, ctx, "the next page", chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.CSS(`tr[data-digest="`+mine.ActionDigest+`"]`)))
+	if n := text(t, ctx, `tr[data-digest="`+mine.ActionDigest+`"] td:nth-child(2)`); n != "agent_phone" {
+		t.Fatalf("principal %q", n)
+	}
+	waitJS(t, ctx, "the last page has no next link", `document.getElementById("next-page") === null && document.getElementById("first-page") !== null`)
+	do(t, ctx, "approve agent_phone's request", chromedp.Click(chromedp.CSS(`tr[data-digest="`+mine.ActionDigest+`"] a[data-action="approve"]`)),
+		chromedp.WaitVisible(chromedp.ID("confirm")))
+	if got := text(t, ctx, "main"); !strings.Contains(got, "ord_77") {
+		t.Fatalf("the confirmation page does not show the request:\n%s", got)
+	}
+}

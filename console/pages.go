@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,9 +18,14 @@ import (
 	"github.com/contextos/ledger/kernel"
 )
 
-// maxRows bounds every table a page shows; the rest is counted, not
-// rendered, so that no tenant's volume grows a page without bound.
-const maxRows = 500
+// pageRows is how many rows a page asks the runtime for, a page of each
+// list at a time: a "next" link reads the page after (the runtime's
+// next_cursor), so no tenant's volume grows a page without bound.
+const pageRows = 100
+
+// maxFindPages bounds the pages read to find one attempt or one approval
+// request by its id (a confirmation page).
+const maxFindPages = 100
 
 // exposureRow is one resource's balances with its bar.
 type exposureRow struct {
@@ -40,13 +46,32 @@ type holdRow struct {
 
 // exposureView is the live part of the exposure page.
 type exposureView struct {
-	Rows       []exposureRow
-	MoreRows   int
-	Holds      []holdRow
-	MoreHolds  int
-	KillSwitch bool
-	Error      string
-	At         string
+	Rows  []exposureRow
+	Holds []holdRow
+	// Cursors of the pages shown ("" the first) and of the next ones (""
+	// after the last).
+	Cursor, HoldsCursor string
+	NextRows, NextHolds string
+	Live                string // the live stream of these pages
+	KillSwitch          bool
+	Error               string
+	At                  string
+}
+
+// exposureQuery is the query of the exposure page showing the pages at
+// cursor (resources) and holds.
+func exposureQuery(cursor, holds string) string {
+	q := url.Values{}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if holds != "" {
+		q.Set("holds", holds)
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
 }
 
 // actionsOf maps the kernel's next safe step of an open attempt to the
@@ -81,15 +106,19 @@ func percent(part, whole int64) float64 {
 	return p
 }
 
-// exposure reads the tenant's balances, open holds and kill switch.
-func (s *Server) exposure(ctx context.Context, sess *session) exposureView {
-	v := exposureView{At: s.o.Now().UTC().Format(time.RFC3339)}
+// exposure reads a page of the tenant's balances (from cursor), a page of
+// its open holds (from holds) and its kill switch.
+func (s *Server) exposure(ctx context.Context, sess *session, cursor, holds string) exposureView {
+	v := exposureView{At: s.o.Now().UTC().Format(time.RFC3339), Cursor: cursor, HoldsCursor: holds,
+		Live: "/exposure/live" + exposureQuery(cursor, holds)}
 	var exp, att, ks gateway.OpReply
 	for _, c := range []struct {
 		verb string
+		req  gateway.OpRequest
 		out  *gateway.OpReply
-	}{{"exposure", &exp}, {"attempts", &att}, {"kill-switch", &ks}} {
-		if err := sess.call(ctx, c.verb, struct{}{}, c.out); err != nil {
+	}{{"exposure", gateway.OpRequest{Limit: pageRows, Cursor: cursor}, &exp}, {"attempts", gateway.OpRequest{Limit: pageRows, Cursor: holds}, &att},
+		{"kill-switch", gateway.OpRequest{}, &ks}} {
+		if err := sess.call(ctx, c.verb, c.req, c.out); err != nil {
 			v.Error = err.Error()
 			return v
 		}
@@ -99,20 +128,13 @@ func (s *Server) exposure(ctx context.Context, sess *session) exposureView {
 		}
 	}
 	v.KillSwitch = ks.KillSwitch != nil && *ks.KillSwitch
-	for i, r := range exp.Exposure {
-		if i == maxRows {
-			v.MoreRows = len(exp.Exposure) - maxRows
-			break
-		}
+	v.NextRows, v.NextHolds = exp.NextCursor, att.NextCursor
+	for _, r := range exp.Exposure {
 		c, h := percent(r.Committed, r.Limit), percent(r.Held, r.Limit)
 		v.Rows = append(v.Rows, exposureRow{ExposureRow: r, Unit: s.unit(r.GuaranteeID),
 			CommittedPct: strconv.FormatFloat(c, 'f', 2, 64), HeldPct: strconv.FormatFloat(h, 'f', 2, 64), HeldX: strconv.FormatFloat(c, 'f', 2, 64)})
 	}
-	for i, a := range att.Attempts {
-		if i == maxRows {
-			v.MoreHolds = len(att.Attempts) - maxRows
-			break
-		}
+	for _, a := range att.Attempts {
 		h := holdRow{AttemptRow: a, Actions: actionsOf[a.NextStep], Age: "—"}
 		if !a.ReservedAt.IsZero() {
 			h.Age = holdAge(time.Since(a.ReservedAt))
@@ -123,7 +145,8 @@ func (s *Server) exposure(ctx context.Context, sess *session) exposureView {
 }
 
 func (s *Server) exposurePage(w http.ResponseWriter, r *http.Request, sess *session) {
-	s.render(w, http.StatusOK, "exposure", s.page(sess, "exposure", "Exposure and open holds", s.exposure(r.Context(), sess)))
+	q := r.URL.Query()
+	s.render(w, http.StatusOK, "exposure", s.page(sess, "exposure", "Exposure and open holds", s.exposure(r.Context(), sess, q.Get("cursor"), q.Get("holds"))))
 }
 
 // keepAlive is how often a live stream with nothing new sends a comment.
@@ -165,7 +188,7 @@ func (s *Server) exposureLive(w http.ResponseWriter, r *http.Request, sess *sess
 			fl.Flush()
 			return
 		}
-		v := s.exposure(r.Context(), sess)
+		v := s.exposure(r.Context(), sess, r.URL.Query().Get("cursor"), r.URL.Query().Get("holds"))
 		at := v.At
 		v.At = "" // the time alone is no change
 		var b bytes.Buffer
@@ -245,8 +268,13 @@ func (s *Server) killSwitchPage(w http.ResponseWriter, r *http.Request, sess *se
 // operator: a row of the approvals verb's reply.
 type Approval struct{ gateway.PendingApproval }
 
-// ArgumentsText is the arguments indented for reading, at most 4 KiB.
+// ArgumentsText is the arguments indented for reading, at most 4 KiB. The
+// runtime shows a string over 256 bytes shortened, followed by its SHA-256,
+// and leaves out arguments too large even so.
 func (a Approval) ArgumentsText() string {
+	if a.ArgumentsBytes > 0 {
+		return fmt.Sprintf("(%d bytes, too large to show; SHA-256 %s)", a.ArgumentsBytes, a.ArgumentsDigest)
+	}
 	var b bytes.Buffer
 	if json.Indent(&b, a.Arguments, "", "  ") != nil {
 		b.Reset()
@@ -258,17 +286,19 @@ func (a Approval) ArgumentsText() string {
 	return b.String()
 }
 
-// ApprovalsReply is the reply of the approvals verb.
+// ApprovalsReply is the reply of the approvals verb: a page.
 type ApprovalsReply struct {
-	OK        bool        `json:"ok"`
-	Code      kernel.Code `json:"code,omitempty"`
-	Reason    string      `json:"reason,omitempty"`
-	Approvals []Approval  `json:"approvals"`
+	OK         bool        `json:"ok"`
+	Code       kernel.Code `json:"code,omitempty"`
+	Reason     string      `json:"reason,omitempty"`
+	Approvals  []Approval  `json:"approvals"`
+	NextCursor string      `json:"next_cursor,omitempty"`
 }
 
 type approvalsView struct {
 	Rows      []Approval
-	More      int
+	Cursor    string // of this page; "" the first
+	Next      string // of the next page; "" after the last
 	ExpiresIn []string
 }
 
@@ -276,28 +306,48 @@ type approvalsView struct {
 // bounds them at kernel.MaxApprovalTTL).
 var approvalExpiries = []string{"15m", "1h", "4h", "24h"}
 
-func (s *Server) approvals(ctx context.Context, sess *session) ([]Approval, error) {
+// approvals reads the page of pending approvals at cursor and the cursor
+// of the next.
+func (s *Server) approvals(ctx context.Context, sess *session, cursor string) ([]Approval, string, error) {
 	var reply ApprovalsReply
-	if err := sess.call(ctx, "approvals", struct{}{}, &reply); err != nil {
-		return nil, err
+	if err := sess.call(ctx, "approvals", gateway.ListRequest{Limit: pageRows, Cursor: cursor}, &reply); err != nil {
+		return nil, "", err
 	}
 	if !reply.OK {
-		return nil, fmt.Errorf("approvals refused: %s: %s", reply.Code, reply.Reason)
+		return nil, "", fmt.Errorf("approvals refused: %s: %s", reply.Code, reply.Reason)
 	}
-	return reply.Approvals, nil
+	return reply.Approvals, reply.NextCursor, nil
+}
+
+// findApproval pages through the pending approvals for the request of an
+// action digest.
+func (s *Server) findApproval(ctx context.Context, sess *session, digest string) (*Approval, error) {
+	cursor := ""
+	for range maxFindPages {
+		rows, next, err := s.approvals(ctx, sess, cursor)
+		if err != nil {
+			return nil, err
+		}
+		for i := range rows {
+			if rows[i].ActionDigest == digest {
+				return &rows[i], nil
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	return nil, nil
 }
 
 func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	p := s.page(sess, "approvals", "Approvals inbox", nil)
-	rows, err := s.approvals(r.Context(), sess)
-	if err != nil {
+	v := approvalsView{ExpiresIn: approvalExpiries, Cursor: r.URL.Query().Get("cursor")}
+	var err error
+	if v.Rows, v.Next, err = s.approvals(r.Context(), sess, v.Cursor); err != nil {
 		p.Error = err.Error()
 	}
-	v := approvalsView{ExpiresIn: approvalExpiries}
-	if len(rows) > maxRows {
-		v.More, rows = len(rows)-maxRows, rows[:maxRows]
-	}
-	v.Rows = rows
 	p.Data = v
 	s.render(w, http.StatusOK, "approvals", p)
 }
@@ -306,30 +356,29 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request, sess *ses
 type Incident = gateway.Incident
 
 type incidentsReply struct {
-	OK        bool        `json:"ok"`
-	Code      kernel.Code `json:"code,omitempty"`
-	Reason    string      `json:"reason,omitempty"`
-	Incidents []Incident  `json:"incidents"`
+	OK         bool        `json:"ok"`
+	Code       kernel.Code `json:"code,omitempty"`
+	Reason     string      `json:"reason,omitempty"`
+	Incidents  []Incident  `json:"incidents"`
+	NextCursor string      `json:"next_cursor,omitempty"`
 }
 
 type incidentsView struct {
-	Rows []Incident
-	More int
+	Rows   []Incident
+	Cursor string // of this page; "" the first
+	Next   string // of the next page; "" after the last
 }
 
 func (s *Server) incidentsPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	p := s.page(sess, "incidents", "Incidents", nil)
 	var reply incidentsReply
-	v := incidentsView{}
-	if err := sess.call(r.Context(), "incidents", struct{}{}, &reply); err != nil {
+	v := incidentsView{Cursor: r.URL.Query().Get("cursor")}
+	if err := sess.call(r.Context(), "incidents", gateway.ListRequest{Limit: pageRows, Cursor: v.Cursor}, &reply); err != nil {
 		p.Error = err.Error()
 	} else if !reply.OK {
 		p.Error = fmt.Sprintf("incidents refused: %s: %s", reply.Code, reply.Reason)
 	}
-	v.Rows = reply.Incidents
-	if len(v.Rows) > maxRows {
-		v.More, v.Rows = len(v.Rows)-maxRows, v.Rows[:maxRows]
-	}
+	v.Rows, v.Next = reply.Incidents, reply.NextCursor
 	p.Data = v
 	s.render(w, http.StatusOK, "incidents", p)
 }
@@ -406,16 +455,27 @@ func (s *Server) authorityPage(w http.ResponseWriter, r *http.Request, sess *ses
 // errNoSuchAttempt is an attempt id the confirmation page cannot find open.
 var errNoSuchAttempt = errors.New("no open attempt has this id")
 
-// openAttempt finds one open attempt of the session's tenant.
+// openAttempt finds one open attempt of the session's tenant, paging
+// through the open attempts.
 func (s *Server) openAttempt(ctx context.Context, sess *session, id string) (gateway.AttemptRow, error) {
-	var reply gateway.OpReply
-	if err := sess.call(ctx, "attempts", struct{}{}, &reply); err != nil {
-		return gateway.AttemptRow{}, err
-	}
-	for _, a := range reply.Attempts {
-		if a.AttemptID == id {
-			return a, nil
+	cursor := ""
+	for range maxFindPages {
+		var reply gateway.OpReply
+		if err := sess.call(ctx, "attempts", gateway.OpRequest{Limit: gateway.MaxPageLimit, Cursor: cursor}, &reply); err != nil {
+			return gateway.AttemptRow{}, err
 		}
+		if !reply.OK {
+			return gateway.AttemptRow{}, fmt.Errorf("attempts refused: %s: %s", reply.Code, reply.Reason)
+		}
+		for _, a := range reply.Attempts {
+			if a.AttemptID == id {
+				return a, nil
+			}
+		}
+		if reply.NextCursor == "" {
+			break
+		}
+		cursor = reply.NextCursor
 	}
 	return gateway.AttemptRow{}, errNoSuchAttempt
 }

@@ -20,6 +20,7 @@ var pageFiles = map[string]string{
 
 var funcs = template.FuncMap{
 	"group": group,
+	"query": exposureQuery,
 	"has":   slices.Contains[[]string],
 	"actionLabel": func(name string) string {
 		if a := actions[name]; a != nil {

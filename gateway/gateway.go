@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -52,6 +53,7 @@ type Gateway struct {
 	rateLimited atomic.Uint64 // proposals refused rate_limited
 	badReplies  atomic.Uint64 // requests not answered: their reply subject is outside the requester's inbox
 	proposing   atomic.Int64  // proposals received over NATS and not answered yet (queued or being handled)
+	maxPayload  atomic.Int64  // the server's max_payload, as the serving connection read it; 0: not serving
 	limiter     *limiter      // per-principal proposal rates
 	refusals    *refusalSampler
 }
@@ -231,6 +233,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 	if err := lim.validate(); err != nil { // a Config not from ParseConfig
 		return err
 	}
+	g.maxPayload.Store(nc.MaxPayload())
 	opsConn, err := g.connect(nc, "contextosd-ops")
 	if err != nil {
 		return err
@@ -256,7 +259,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			} else {
 				reply = g.observePropose(ctx, tenant, principal, m.Header, m.Data)
 			}
-			g.respond(m, reply)
+			g.respond(m, reply, tenant, verbPropose, principal)
 		})
 		if err := g.subscribe(tenantConn, "ctx.v1."+tenant+".*.propose", lim.TenantQueue, func(m *nats.Msg) {
 			principal := strings.Split(m.Subject, ".")[3]
@@ -264,7 +267,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 				g.rateLimited.Add(1)
 				if replyAllowed(m.Reply, tenant, principal) {
 					g.respond(m, Reply{Status: kernel.StatusRefused, Code: kernel.CodeRateLimited,
-						Reason: "more proposals than " + principal + "'s rate limit allows; nothing was stored, slow down"})
+						Reason: "more proposals than " + principal + "'s rate limit allows; nothing was stored, slow down"}, tenant, verbPropose, principal)
 				}
 				return
 			}
@@ -276,7 +279,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			g.overloaded.Add(1)
 			if replyAllowed(m.Reply, tenant, strings.Split(m.Subject, ".")[3]) {
 				g.respond(m, Reply{Status: kernel.StatusRefused, Code: kernel.CodeOverloaded,
-					Reason: "tenant " + tenant + " has every proposal worker busy and its queue full; nothing was stored, retry later"})
+					Reason: "tenant " + tenant + " has every proposal worker busy and its queue full; nothing was stored, retry later"}, tenant, verbPropose, principal)
 			}
 		}); err != nil {
 			return err
@@ -288,15 +291,15 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 				g.badReplies.Add(1)
 				return
 			}
-			g.respond(m, g.observeOp(ctx, tenant, tok[4], tok[5], m.Data))
+			g.respond(m, g.observeOp(ctx, tenant, tok[4], tok[5], m.Data), tenant, tok[4], tok[5])
 		})
 		if err := g.subscribe(opsConn, "ctx.v1."+tenant+".ops.*.*", lim.OperatorQueue, func(m *nats.Msg) {
 			if ops.offer(m) {
 				return
 			}
 			g.overloaded.Add(1)
-			if replyAllowed(m.Reply, tenant, strings.Split(m.Subject, ".")[5]) {
-				g.respond(m, opRefused(kernel.CodeOverloaded, "tenant %s has every operator worker busy; retry later", tenant))
+			if tok := strings.Split(m.Subject, "."); replyAllowed(m.Reply, tenant, tok[5]) {
+				g.respond(m, opRefused(kernel.CodeOverloaded, "tenant %s has every operator worker busy; retry later", tenant), tenant, tok[4], tok[5])
 			}
 		}); err != nil {
 			return err
@@ -388,7 +391,18 @@ func replyAllowed(subject, tenant, principal string) bool {
 	return subject == "" || strings.HasPrefix(subject, InboxPrefix(tenant, principal)+".")
 }
 
-func (g *Gateway) respond(m *nats.Msg, v any) {
+// verbPropose names a proposal where respond takes a verb.
+const verbPropose = "propose"
+
+// respond publishes v as the reply to m, a request of who (an agent for
+// verbPropose, else an operator) on tenant's verb. A reply the server would
+// refuse (larger than its max_payload) or whose publish fails is never
+// dropped in silence: it is logged at error level and counted
+// (contextos_replies_unsent_total), and a reply too large is replaced by a
+// small one with the code reply_too_large: for an operator verb a refusal
+// (ok false), for a proposal the status unknown (the decision was made and
+// may have been carried out; resending the same proposal reads it again).
+func (g *Gateway) respond(m *nats.Msg, v any, tenant, verb, who string) {
 	if m.Reply == "" {
 		return
 	}
@@ -396,11 +410,50 @@ func (g *Gateway) respond(m *nats.Msg, v any) {
 	if err != nil {
 		b = []byte(`{"status":"refused","code":"request_malformed","reason":"reply encoding failed"}`)
 	}
-	if g.replies != nil {
-		_ = g.replies.Publish(m.Reply, b)
-		return
+	max := g.maxPayload.Load()
+	tooLarge := max > 0 && int64(len(b)) > max
+	if !tooLarge {
+		if err = g.publish(m, b); err == nil {
+			return
+		}
+		tooLarge = errors.Is(err, nats.ErrMaxPayload)
 	}
-	_ = m.Respond(b)
+	reason := "publish_error"
+	if tooLarge {
+		reason = "too_large"
+		err = fmt.Errorf("%d bytes, more than the server's max_payload of %d", len(b), max)
+	}
+	label := verbPropose
+	if verb != verbPropose {
+		label = g.verbLabel(verb)
+	}
+	g.log.Error("reply not sent", "tenant", tenant, "verb", label, "requester", who, "bytes", len(b), "reason", reason, "err", err)
+	if g.tel != nil {
+		g.tel.m.unsent.WithLabelValues(g.tel.tenantLabel(tenant), label, reason).Inc()
+	}
+	if !tooLarge {
+		return // the connection failed: a second publish would too
+	}
+	why := fmt.Sprintf("the reply of %s was %d bytes, more than the NATS server's max_payload of %d, and was not sent", label, len(b), max)
+	var small any = opRefused(kernel.CodeReplyTooLarge, "%s; ask for a smaller page (limit)", why)
+	if verb == verbPropose {
+		small = Reply{Status: kernel.StatusUnknown, Code: kernel.CodeReplyTooLarge, Reason: why + "; resend the same proposal to read its decision"}
+	}
+	if b, err = json.Marshal(small); err == nil {
+		err = g.publish(m, b)
+	}
+	if err != nil {
+		g.log.Error("refusal of an unsent reply not sent either", "tenant", tenant, "verb", label, "requester", who, "err", err)
+	}
+}
+
+// publish sends a reply through the reply connection, or the one the
+// request came on.
+func (g *Gateway) publish(m *nats.Msg, b []byte) error {
+	if g.replies != nil {
+		return g.replies.Publish(m.Reply, b)
+	}
+	return m.Respond(b)
 }
 
 // Executor names this replica in operation claims.

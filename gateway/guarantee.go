@@ -19,9 +19,15 @@ type SetLimitRequest struct {
 	Reason      string `json:"reason"`
 }
 
-// GuaranteeHistoryRequest is the body of guarantee-history.
+// GuaranteeHistoryRequest is the body of guarantee-history; Limit and
+// Cursor page it (paging.go).
 type GuaranteeHistoryRequest struct {
 	GuaranteeID string `json:"guarantee_id"`
+	Limit       int    `json:"limit,omitempty"`
+	Cursor      string `json:"cursor,omitempty"`
+	// latest asks for the last page, the newest version last (what
+	// guarantee-set-limit answers with).
+	latest bool
 }
 
 // VersionRow is one version of a guarantee: version 1 is its pin.
@@ -33,6 +39,9 @@ type VersionRow struct {
 	Resource string `json:"resource,omitempty"`
 	Limit    int64  `json:"limit,omitempty"`
 	Mode     string `json:"mode,omitempty"`
+	// Set when Resource or Reason is shown shortened.
+	ResourceDigest string `json:"resource_digest,omitempty"`
+	ReasonDigest   string `json:"reason_digest,omitempty"`
 }
 
 // guaranteeVerbs are the verbs served by guaranteeOp.
@@ -159,11 +168,16 @@ func (g *Gateway) opSetLimit(ctx context.Context, tenant, operator string, req S
 	}
 	g.log.Info("guarantee redefined", "tenant", tenant, "operator", operator, "guarantee", req.GuaranteeID,
 		"resource", req.Resource, "limit", req.Limit, "mode", req.Mode, "reason", req.Reason)
-	return g.opGuaranteeHistory(ctx, tenant, GuaranteeHistoryRequest{GuaranteeID: req.GuaranteeID})
+	return g.opGuaranteeHistory(ctx, tenant, GuaranteeHistoryRequest{GuaranteeID: req.GuaranteeID, latest: true})
 }
 
-// opGuaranteeHistory lists every version of a guarantee from the stream.
+// opGuaranteeHistory lists the versions of a guarantee from the stream, a
+// page at a time.
 func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req GuaranteeHistoryRequest) OpReply {
+	pg, r := g.pager(listVersions, req.Limit, req.Cursor)
+	if r != nil {
+		return *r
+	}
 	pref, err := aggregates.PinRef(tenant, req.GuaranteeID)
 	if err != nil {
 		return opRefused(kernel.CodeRequestMalformed, "guarantee: %v", err)
@@ -198,7 +212,12 @@ func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req Gua
 				Resource: e.Resource, Limit: e.Limit, Mode: e.Mode})
 		}
 	}
-	return OpReply{OK: true, Versions: rows}
+	if req.latest && len(rows) > pg.limit {
+		pg.after = versionKey(rows[len(rows)-pg.limit-1])
+	}
+	reply := OpReply{OK: true}
+	reply.Versions, reply.NextCursor = page(pg, rows, versionKey, showVersion)
+	return reply
 }
 
 func modeName(m string) string {

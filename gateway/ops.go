@@ -4,23 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/projections"
 )
 
-// OpRequest is the body of an operator verb. Fields a verb does not use
-// must be empty.
+// OpRequest is the body of exposure, attempts, reconcile, close-attempt,
+// assert-absence and kill-switch. A verb ignores the fields it does not
+// read.
 type OpRequest struct {
 	GuaranteeID string `json:"guarantee_id,omitempty"`
 	Resource    string `json:"resource,omitempty"`
-	AttemptID   string `json:"attempt_id,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	ArtifactRef string `json:"artifact_ref,omitempty"`
-	Engaged     *bool  `json:"engaged,omitempty"`
-	All         bool   `json:"all,omitempty"`
+	// ResourceDigest names a resource by its digest, as the views show it
+	// beside a shortened id (exposure's filter, close-attempt's
+	// tombstone); it excludes Resource.
+	ResourceDigest string `json:"resource_digest,omitempty"`
+	AttemptID      string `json:"attempt_id,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+	ArtifactRef    string `json:"artifact_ref,omitempty"`
+	Engaged        *bool  `json:"engaged,omitempty"`
+	All            bool   `json:"all,omitempty"`
+	// Limit and Cursor page exposure and attempts (paging.go).
+	Limit  int    `json:"limit,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
 }
 
 // OpReply is the reply to an operator verb.
@@ -36,6 +46,9 @@ type OpReply struct {
 	Incidents  []Incident        `json:"incidents,omitempty"`
 	KillSwitch *bool             `json:"kill_switch,omitempty"`
 	Data       map[string]any    `json:"data,omitempty"`
+	// NextCursor is the cursor of the next page of a list verb; absent on
+	// its last page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // SettleRow reports what reconciliation or an operator action did to one
@@ -46,6 +59,8 @@ type SettleRow struct {
 	Status    kernel.Status  `json:"status,omitempty"`
 	Code      kernel.Code    `json:"code,omitempty"`
 	Reason    string         `json:"reason,omitempty"`
+	// ReasonDigest is set when Reason is shown shortened.
+	ReasonDigest string `json:"reason_digest,omitempty"`
 }
 
 func opRefused(code kernel.Code, format string, args ...any) OpReply {
@@ -81,21 +96,60 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 	if err := g.index.catchUp(ctx, g.store); err != nil {
 		return opRefused(kernel.CodeLedgerUnavailable, "the ledger could not be read: %v", err)
 	}
+	var reply OpReply
 	switch verb {
 	case "exposure":
-		return OpReply{OK: true, Exposure: g.index.exposure(tenant, req.GuaranteeID, req.Resource)}
+		return g.opExposure(tenant, req)
 	case "attempts":
-		return OpReply{OK: true, Attempts: g.index.openAttempts(tenant)}
+		p, r := g.pager(listAttempts, req.Limit, req.Cursor)
+		if r != nil {
+			return *r
+		}
+		reply = OpReply{OK: true}
+		reply.Attempts, reply.NextCursor = page(p, g.index.openAttempts(tenant), attemptKey, showAttempt)
+		return reply
 	case "reconcile":
-		return g.opReconcile(ctx, tenant, operator, req)
+		reply = g.opReconcile(ctx, tenant, operator, req)
 	case "close-attempt":
-		return g.opClose(ctx, tenant, operator, req)
+		reply = g.opClose(ctx, tenant, operator, req)
 	case "assert-absence":
-		return g.opAssertAbsence(ctx, tenant, operator, req)
+		reply = g.opAssertAbsence(ctx, tenant, operator, req)
 	case "kill-switch":
 		return g.opKillSwitch(ctx, tenant, operator, req)
+	default:
+		return opRefused(kernel.CodeRequestMalformed, "unknown verb %q", verb)
 	}
-	return opRefused(kernel.CodeRequestMalformed, "unknown verb %q", verb)
+	for i := range reply.Settled {
+		reply.Settled[i] = showSettle(reply.Settled[i])
+	}
+	for i := range reply.Exposure {
+		reply.Exposure[i] = showExposure(reply.Exposure[i])
+	}
+	return reply
+}
+
+// opExposure lists the tenant's balances, of one guarantee or resource
+// when the request names them, a page at a time.
+func (g *Gateway) opExposure(tenant string, req OpRequest) OpReply {
+	p, r := g.pager(listExposure, req.Limit, req.Cursor)
+	if r != nil {
+		return *r
+	}
+	if req.ResourceDigest != "" && (req.Resource != "" || !isDigest(req.ResourceDigest)) {
+		return opRefused(kernel.CodeRequestMalformed, "resource_digest must be 64 lowercase hex digits (the SHA-256 of the resource), without resource")
+	}
+	rows := g.index.exposure(tenant, req.GuaranteeID, req.Resource)
+	if d := req.ResourceDigest; d != "" {
+		rows = slices.DeleteFunc(rows, func(r ExposureRow) bool {
+			if r.ResourceDigest != "" {
+				return r.ResourceDigest != d
+			}
+			return projections.Digest(r.Resource) != d
+		})
+	}
+	reply := OpReply{OK: true}
+	reply.Exposure, reply.NextCursor = page(p, rows, exposureKey, showExposure)
+	return reply
 }
 
 func (t *TenantConfig) isOperator(id string) bool {
@@ -266,17 +320,21 @@ func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req OpRe
 	if _, ok := g.operationOf(tenant, req.AttemptID); !ok {
 		// An attempt no operation knows: tombstone it on the named ledger
 		// so that a late reservation for it is refused.
-		if req.GuaranteeID == "" || req.Resource == "" {
-			return opRefused(kernel.CodeAttemptUnknown, "attempt %s is unknown; name guarantee_id and resource to tombstone it", req.AttemptID)
+		if req.GuaranteeID == "" || req.Resource == "" && req.ResourceDigest == "" {
+			return opRefused(kernel.CodeAttemptUnknown, "attempt %s is unknown; name guarantee_id and resource (or resource_digest) to tombstone it", req.AttemptID)
 		}
-		res, bal, err := g.engine.Exposure(ctx, tenant, req.GuaranteeID, req.Resource, kernel.Close{AttemptID: req.AttemptID, Reason: reason})
+		resource, r := g.resolveResource(tenant, req.GuaranteeID, req.Resource, req.ResourceDigest)
+		if r != nil {
+			return *r
+		}
+		res, bal, err := g.engine.Exposure(ctx, tenant, req.GuaranteeID, resource, kernel.Close{AttemptID: req.AttemptID, Reason: reason})
 		if err != nil {
 			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
 		}
 		if res.Refusal != nil {
 			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 		}
-		return OpReply{OK: true, Exposure: []ExposureRow{{Tenant: tenant, GuaranteeID: req.GuaranteeID, Resource: req.Resource, Balance: bal}}}
+		return OpReply{OK: true, Exposure: []ExposureRow{{Tenant: tenant, GuaranteeID: req.GuaranteeID, Resource: resource, Balance: bal}}}
 	}
 	if r := g.release(ctx, tenant, kernel.Release{AttemptID: req.AttemptID, Executor: g.executor, Operator: operator, Reason: reason}); r != nil {
 		return *r

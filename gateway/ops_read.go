@@ -36,16 +36,28 @@ func (g *Gateway) readOp(ctx context.Context, tenant, verb string, body []byte) 
 	if verb != VerbApprovals && verb != VerbIncidents {
 		return OpReply{}, false
 	}
-	if err := kernel.DecodeOptionalRequest(body, &struct{}{}); err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "request: %v (%s takes {})", err, verb), true
+	req, r := decodeList(body, verb)
+	if r != nil {
+		return *r, true
+	}
+	list := byte(listIncidents)
+	if verb == VerbApprovals {
+		list = listApprovals
+	}
+	p, r := g.pager(list, req.Limit, req.Cursor)
+	if r != nil {
+		return *r, true
 	}
 	if err := g.model.Sync(ctx); err != nil {
 		return opRefused(kernel.CodeProjectionUnavailable, "the read model could not catch up: %v", err), true
 	}
+	reply := OpReply{OK: true}
 	if verb == VerbApprovals {
-		return OpReply{OK: true, Approvals: g.model.Approvals(tenant)}, true
+		reply.Approvals, reply.NextCursor = page(p, g.model.Approvals(tenant), approvalKey, showApproval)
+		return reply, true
 	}
-	return OpReply{OK: true, Incidents: g.model.Incidents(tenant)}, true
+	reply.Incidents, reply.NextCursor = page(p, g.model.Incidents(tenant), incidentKey, showIncident)
+	return reply, true
 }
 
 // readModel is what the operator verbs and the reconciler read of the

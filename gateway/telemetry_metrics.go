@@ -18,7 +18,9 @@ import (
 // agent chooses: tenants, capabilities and guarantees come from the
 // configuration, statuses, codes, stages and failure kinds from fixed
 // catalogs; resource ids appear only in the bounded top-N series
-// (runtime.metrics_resource_series).
+// (runtime.metrics_resource_series), shortened by the views' rule (a
+// longer id is its prefix and an ellipsis, its digest in the
+// resource_digest label), so that /metrics stays bounded in bytes too.
 type metrics struct {
 	reg            *prometheus.Registry
 	decisions      *prometheus.CounterVec
@@ -31,6 +33,7 @@ type metrics struct {
 	reconciled     *prometheus.CounterVec
 	appendErrors   *prometheus.CounterVec
 	breakerTrips   *prometheus.CounterVec
+	unsent         *prometheus.CounterVec
 }
 
 // latencyBuckets span a fast in-memory decision (tens of microseconds) to a
@@ -59,9 +62,12 @@ func newMetrics() *metrics {
 		Help: "Store appends that failed, by kind: conflict (decided again), invalid, unavailable."}, []string{"kind"})
 	m.breakerTrips = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "contextos_breaker_trips_total",
 		Help: "Circuit breaker trips by tenant and capability."}, []string{"tenant", "capability"})
+	m.unsent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "contextos_replies_unsent_total",
+		Help: "Replies not sent, by tenant, verb (propose or the operator verb) and reason: too_large (over the server's max_payload; a small reply_too_large reply went instead) or publish_error."},
+		[]string{"tenant", "verb", "reason"})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewBuildInfoCollector(), buildInfo(), m.decisions, m.stages, m.proposals, m.providerCalls, m.providerErrors,
-		m.opActions, m.reconcileRuns, m.reconciled, m.appendErrors, m.breakerTrips)
+		m.opActions, m.reconcileRuns, m.reconciled, m.appendErrors, m.breakerTrips, m.unsent)
 	return m
 }
 
@@ -199,9 +205,10 @@ var (
 	descGCommitted    = prometheus.NewDesc("contextos_guarantee_committed", "Exposure committed by applied effects, summed over the guarantee's resources.", []string{"tenant", "guarantee"}, nil)
 	descGOverLimit    = prometheus.NewDesc("contextos_guarantee_over_limit", "Reservations a guarantee in observe mode made over its limit: what enforcement would have refused.", []string{"tenant", "guarantee"}, nil)
 	descGResources    = prometheus.NewDesc("contextos_guarantee_resources", "Resource ledgers of the guarantee.", []string{"tenant", "guarantee"}, nil)
-	descRHeld         = prometheus.NewDesc("contextos_exposure_held", "Exposure held on a resource (the runtime.metrics_resource_series resources holding most).", []string{"tenant", "guarantee", "resource"}, nil)
-	descRCommitted    = prometheus.NewDesc("contextos_exposure_committed", "Exposure committed on a resource (same resources as contextos_exposure_held).", []string{"tenant", "guarantee", "resource"}, nil)
-	descRAvailable    = prometheus.NewDesc("contextos_exposure_available", "Limit minus committed minus held on a resource (same resources).", []string{"tenant", "guarantee", "resource"}, nil)
+	descRHeld         = prometheus.NewDesc("contextos_exposure_held", "Exposure held on a resource (the runtime.metrics_resource_series resources holding most; an id over 256 bytes shortened, its SHA-256 in resource_digest).", resourceLabels, nil)
+	descRCommitted    = prometheus.NewDesc("contextos_exposure_committed", "Exposure committed on a resource (same resources as contextos_exposure_held).", resourceLabels, nil)
+	descRAvailable    = prometheus.NewDesc("contextos_exposure_available", "Limit minus committed minus held on a resource (same resources).", resourceLabels, nil)
+	resourceLabels    = []string{"tenant", "guarantee", "resource", "resource_digest"}
 	holdStates        = []string{"reserved", "started", "held"}
 	scrapeReadTimeout = 5 * time.Second
 )
@@ -302,9 +309,12 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 			return a.resource < b.resource
 		})
 		for _, r := range top[:min(len(top), s.resourceSeries)] {
-			gauge(descRHeld, float64(r.held), r.tenant, r.guarantee, r.resource)
-			gauge(descRCommitted, float64(r.committed), r.tenant, r.guarantee, r.resource)
-			gauge(descRAvailable, float64(r.available), r.tenant, r.guarantee, r.resource)
+			// An empty resource_digest is no label at all to Prometheus:
+			// the series of a short id are what they were.
+			res, digest := projections.Shorten(r.resource)
+			gauge(descRHeld, float64(r.held), r.tenant, r.guarantee, res, digest)
+			gauge(descRCommitted, float64(r.committed), r.tenant, r.guarantee, res, digest)
+			gauge(descRAvailable, float64(r.available), r.tenant, r.guarantee, res, digest)
 		}
 	}
 	if s.breakers != nil {

@@ -48,6 +48,7 @@ const (
 	CodeBreakerOpen                Code = "circuit_breaker_open"
 	CodeStoredEventRefused         Code = "stored_event_refused"
 	CodeRateLimited                Code = "rate_limited"
+	CodeReplyTooLarge              Code = "reply_too_large"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -64,6 +65,7 @@ var Codes = []Code{
 	CodeBreakerOpen,
 	CodeApprovalDenied,
 	CodeStoredEventRefused, CodeRateLimited,
+	CodeReplyTooLarge,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

@@ -11,7 +11,10 @@ import (
 // MetricsHandler serves the read model in the Prometheus text format
 // (version 0.0.4): per tenant, guarantee and resource the gauges
 // contextos_exposure_limit, _committed, _held, _available and
-// _open_attempts; per tenant contextos_exposure_incidents (incidents kept)
+// _open_attempts (a resource id longer than ShortenAbove shortened, its
+// digest in the label resource_digest: every resource is a series, but
+// none costs more than a few hundred bytes); per tenant
+// contextos_exposure_incidents (incidents kept)
 // and contextos_readmodel_refused_events (stored messages refused); and
 // contextos_exposure_view_seq.
 func (v *Model) MetricsHandler() http.Handler {
@@ -45,8 +48,12 @@ func (v *Model) metrics() []byte {
 				if r.GuaranteeID == "" {
 					continue // tombstones only: no resource yet
 				}
-				fmt.Fprintf(&b, "%s{tenant=%s,guarantee=%s,resource=%s} %d\n", g.name,
-					promLabel(vw.Tenant), promLabel(r.GuaranteeID), promLabel(r.Resource), g.value(r))
+				res, digest := Shorten(r.Resource)
+				fmt.Fprintf(&b, "%s{tenant=%s,guarantee=%s,resource=%s", g.name, promLabel(vw.Tenant), promLabel(r.GuaranteeID), promLabel(res))
+				if digest != "" {
+					fmt.Fprintf(&b, ",resource_digest=%s", promLabel(digest))
+				}
+				fmt.Fprintf(&b, "} %d\n", g.value(r))
 			}
 		}
 	}

@@ -63,6 +63,12 @@ type Model struct {
 	snapMu      sync.Mutex
 	snapRunning bool
 	snapStats   SnapshotStats
+
+	// digests caches the Digest of the resources longer than
+	// ShortenAbove: one entry a ledger the model keeps, never dropped
+	// (nor are the ledgers), so that a view hashes each long id once.
+	digestMu sync.Mutex
+	digests  map[string]string
 }
 
 // ModelConfig configures a Model.
@@ -112,6 +118,20 @@ type Incident struct {
 	Code        kernel.Code `json:"code"`
 	Reason      string      `json:"reason"`
 	At          string      `json:"at"`
+	// ReasonDigest is set when Reason is shown shortened (Shorten).
+	ReasonDigest string `json:"reason_digest,omitempty"`
+	// Key is the incident's place in the list, oldest first: the stream
+	// sequence of its event (for an incident this replica reported, the
+	// model's sequence then) and 0 (for a reported one, its number). Every
+	// replica folding the same stream gives the stream's incidents the same
+	// keys, so a page's cursor means the same to each.
+	Key IncidentKey `json:"-"`
+}
+
+// IncidentKey orders the incidents of a tenant.
+type IncidentKey struct {
+	Seq uint64 `json:"seq"`
+	N   uint64 `json:"n,omitempty"`
 }
 
 // PendingApproval is a proposal refused approval_required that no approval
@@ -126,14 +146,28 @@ type PendingApproval struct {
 	ActionDigest string          `json:"action_digest"`
 	Arguments    json.RawMessage `json:"arguments"`
 	RequestedAt  string          `json:"requested_at"`
+	// Set when the fields they name are shown shortened (Shorten,
+	// ShortenJSON): the digest of the whole value (for the arguments, of
+	// their canonical encoding as proposed).
+	OperationKeyDigest string `json:"operation_key_digest,omitempty"`
+	RunIDDigest        string `json:"run_id_digest,omitempty"`
+	ArgumentsDigest    string `json:"arguments_digest,omitempty"`
+	// ArgumentsBytes is set when the arguments are left out (null) because
+	// even shortened they pass MaxShownArguments: their size as proposed.
+	ArgumentsBytes int `json:"arguments_bytes,omitempty"`
+	// Seq is the stream sequence of the refusal that asked for the
+	// approval: the list's order and its cursor's key.
+	Seq uint64 `json:"-"`
 }
 
 // ExposureRow is one resource's balances in the operator view.
 type ExposureRow struct {
-	Tenant       string `json:"tenant"`
-	GuaranteeID  string `json:"guarantee_id"`
-	Resource     string `json:"resource"`
-	OpenAttempts int    `json:"open_attempts"`
+	Tenant      string `json:"tenant"`
+	GuaranteeID string `json:"guarantee_id"`
+	Resource    string `json:"resource"`
+	// ResourceDigest is set when Resource is shown shortened (Shorten).
+	ResourceDigest string `json:"resource_digest,omitempty"`
+	OpenAttempts   int    `json:"open_attempts"`
 	kernel.Balance
 	// Window is the calendar window this ledger counts (a day, an ISO week
 	// or a month in the guarantee's time zone); capacity returns when it
@@ -162,6 +196,10 @@ type AttemptRow struct {
 	Amount      int64          `json:"amount"`
 	State       string         `json:"state"`
 	Last        kernel.Outcome `json:"last_observation,omitempty"`
+	// Set when the fields they name are shown shortened (Shorten).
+	ResourceDigest   string `json:"resource_digest,omitempty"`
+	RunIDDigest      string `json:"run_id_digest,omitempty"`
+	LastReasonDigest string `json:"last_reason_digest,omitempty"`
 	// LastReason is what the last observation recorded: the provider's
 	// state, or why it could not answer ("provider unreachable: ...").
 	LastReason string `json:"last_reason,omitempty"`
@@ -197,8 +235,10 @@ type SnapshotStats struct {
 	Written  uint64 // snapshots written
 }
 
-// modelVersion is the version of the model's snapshot state.
-const modelVersion = 1
+// modelVersion is the version of the model's snapshot state. A snapshot
+// of another version is not loaded: the model folds the stream from its
+// start instead.
+const modelVersion = 2
 
 type modelState struct {
 	V        int                     `json:"v"`
@@ -225,8 +265,15 @@ type tenantState struct {
 	Reasons   map[string]string         `json:"reasons"`  // open attempt id -> its last observation's ref
 	Control   kernel.Control            `json:"control"`
 	Incidents []incidentEntry           `json:"incidents"` // oldest first
-	Approvals []PendingApproval         `json:"approvals"` // oldest first
+	Approvals []approvalEntry           `json:"approvals"` // oldest first
 	Refused   uint64                    `json:"refused"`
+	Reported  uint64                    `json:"reported"` // incidents this replica reported (Report)
+}
+
+// approvalEntry is a pending approval with its key.
+type approvalEntry struct {
+	Approval PendingApproval `json:"approval"`
+	Seq      uint64          `json:"seq"`
 }
 
 type opState struct {
@@ -242,6 +289,7 @@ type opState struct {
 type incidentEntry struct {
 	Incident Incident           `json:"incident"`
 	View     *verifier.Incident `json:"view,omitempty"`
+	Key      IncidentKey        `json:"key"`
 }
 
 func newModelState() *modelState {
@@ -424,7 +472,7 @@ func (m *Model) apply(ctx context.Context, s events.Stored) {
 		}
 	}
 	if isIncident {
-		m.addIncident(ts, incidentEntry{Incident: in, View: view})
+		m.addIncident(ts, incidentEntry{Incident: in, View: view, Key: IncidentKey{Seq: s.Seq}})
 	}
 }
 
@@ -449,7 +497,7 @@ func (m *Model) refuse(seq uint64, subject, at string, err error) {
 	ts := m.tenant(tenant)
 	ts.Refused++
 	m.addIncident(ts, incidentEntry{Incident: Incident{Kind: KindStoredEventRefused, Code: kernel.CodeStoredEventRefused,
-		Reason: fmt.Sprintf("stored message %d on %s: %v", seq, subject, err), At: at}})
+		Reason: fmt.Sprintf("stored message %d on %s: %v", seq, subject, err), At: at}, Key: IncidentKey{Seq: seq}})
 }
 
 func (m *Model) addIncident(ts *tenantState, e incidentEntry) {
@@ -508,7 +556,7 @@ func (m *Model) applyEvent(ctx context.Context, ts *tenantState, tenant string, 
 			digest = e.ActionDigest
 		}
 		if digest != "" {
-			ts.Approvals = slices.DeleteFunc(ts.Approvals, func(p PendingApproval) bool { return p.ActionDigest == digest })
+			ts.Approvals = slices.DeleteFunc(ts.Approvals, func(p approvalEntry) bool { return p.Approval.ActionDigest == digest })
 		}
 	}
 	return nil
@@ -551,7 +599,7 @@ func (m *Model) applyOperation(ctx context.Context, ts *tenantState, s events.St
 		o.StartedAt[e.AttemptID] = at
 	case kernel.OperationRefused:
 		if e.Code == kernel.CodeApprovalRequired {
-			m.addApproval(ts, PendingApproval{OperationID: o.Op.OperationID, OperationKey: o.Op.OperationKey, RunID: o.Op.RunID,
+			m.addApproval(ts, s.Seq, PendingApproval{OperationID: o.Op.OperationID, OperationKey: o.Op.OperationKey, RunID: o.Op.RunID,
 				Principal: o.Op.Principal, CapabilityID: o.Op.CapabilityID, ActionDigest: o.Op.ActionDigest,
 				Arguments: e.Arguments, RequestedAt: s.Envelope.Time})
 		}
@@ -616,11 +664,11 @@ func (m *Model) reload(ctx context.Context, o *opState, s events.Stored) error {
 	return nil
 }
 
-func (m *Model) addApproval(ts *tenantState, p PendingApproval) {
+func (m *Model) addApproval(ts *tenantState, seq uint64, p PendingApproval) {
 	// A newer request for the same action digest supersedes the older: one
 	// approval of that digest answers either.
-	ts.Approvals = slices.DeleteFunc(ts.Approvals, func(q PendingApproval) bool { return q.ActionDigest == p.ActionDigest })
-	ts.Approvals = append(ts.Approvals, p)
+	ts.Approvals = slices.DeleteFunc(ts.Approvals, func(q approvalEntry) bool { return q.Approval.ActionDigest == p.ActionDigest })
+	ts.Approvals = append(ts.Approvals, approvalEntry{Approval: p, Seq: seq})
 	if over := len(ts.Approvals) - m.cfg.Limits.Approvals; over > 0 {
 		ts.Approvals = slices.Delete(ts.Approvals, 0, over)
 		m.st.Approval += uint64(over)
@@ -664,7 +712,9 @@ func incidentOf(ts *tenantState, s events.Stored, ev kernel.Event) (Incident, bo
 func (m *Model) Report(tenant string, in Incident) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.addIncident(m.tenant(tenant), incidentEntry{Incident: in})
+	ts := m.tenant(tenant)
+	ts.Reported++
+	m.addIncident(ts, incidentEntry{Incident: in, Key: IncidentKey{Seq: m.st.Seq, N: ts.Reported}})
 }
 
 // View returns tenant's exposure view (view.json).
@@ -703,7 +753,8 @@ func (m *Model) Tenants() []string {
 
 // Exposure returns tenant's resource balances, optionally of one guarantee
 // and resource, sorted by guarantee and resource. Ledgers holding only
-// tombstones are left out.
+// tombstones are left out. Resources are whole; ResourceDigest is set on
+// those longer than ShortenAbove.
 func (m *Model) Exposure(tenant, guaranteeID, resource string) []ExposureRow {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -722,7 +773,8 @@ func (m *Model) Exposure(tenant, guaranteeID, resource string) []ExposureRow {
 				open++
 			}
 		}
-		row := ExposureRow{Tenant: tenant, GuaranteeID: l.GuaranteeID, Resource: l.Resource, OpenAttempts: open, Balance: l.Balance(),
+		row := ExposureRow{Tenant: tenant, GuaranteeID: l.GuaranteeID, Resource: l.Resource, ResourceDigest: m.longDigest(l.Resource),
+			OpenAttempts: open, Balance: l.Balance(),
 			Window: l.Window, Archived: l.Archived, OverLimit: l.OverLimit}
 		if l.Rolling > 0 {
 			now := time.Now() // a read, not a decision: what the window counts now
@@ -740,8 +792,54 @@ func (m *Model) Exposure(tenant, guaranteeID, resource string) []ExposureRow {
 	return rows
 }
 
+// ResourceByDigest returns the resource of tenant's guarantee whose
+// Digest is digest, among the resources the stream has a ledger of (also
+// one holding only tombstones): how an operator names a resource shown
+// shortened.
+func (m *Model) ResourceByDigest(tenant, guaranteeID, digest string) (string, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ts := m.st.Tenants[tenant]
+	if ts == nil {
+		return "", false
+	}
+	for _, l := range ts.Ledgers {
+		if l.GuaranteeID != guaranteeID {
+			continue
+		}
+		d := m.longDigest(l.Resource)
+		if d == "" {
+			d = Digest(l.Resource)
+		}
+		if d == digest {
+			return l.Resource, true
+		}
+	}
+	return "", false
+}
+
+// longDigest returns the Digest of a resource longer than ShortenAbove,
+// from the cache, and "" for a shorter one.
+func (m *Model) longDigest(resource string) string {
+	if len(resource) <= ShortenAbove {
+		return ""
+	}
+	m.digestMu.Lock()
+	defer m.digestMu.Unlock()
+	d, ok := m.digests[resource]
+	if !ok {
+		if m.digests == nil {
+			m.digests = map[string]string{}
+		}
+		d = Digest(resource)
+		m.digests[resource] = d
+	}
+	return d
+}
+
 // OpenAttempts returns tenant's attempts that still hold exposure, sorted
-// by attempt id.
+// by attempt id. Resources are whole; ResourceDigest is set on those
+// longer than ShortenAbove.
 func (m *Model) OpenAttempts(tenant string) []AttemptRow {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -757,6 +855,7 @@ func (m *Model) OpenAttempts(tenant string) []AttemptRow {
 			}
 			row := AttemptRow{AttemptID: r.AttemptID, OperationID: r.OperationID, GuaranteeID: l.GuaranteeID, Resource: l.Resource,
 				Amount: r.Amount, State: r.State.String(), Last: r.Last, LastReason: ts.Reasons[r.AttemptID], NextStep: r.State.NextSafeStep()}
+			row.ResourceDigest = m.longDigest(l.Resource)
 			if o := ts.Ops[ts.Attempts[r.AttemptID]]; o != nil {
 				row.Principal, row.RunID, row.ReservedAt = o.Op.Principal, o.Op.RunID, o.ReservedAt[r.AttemptID]
 			}
@@ -823,25 +922,31 @@ func (m *Model) KillEngaged(tenant string) bool {
 	return ts != nil && ts.Control.Engaged
 }
 
-// Approvals returns tenant's pending approvals, oldest first.
+// Approvals returns tenant's pending approvals, oldest first (by Seq).
 func (m *Model) Approvals(tenant string) []PendingApproval {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := []PendingApproval{}
 	if ts := m.st.Tenants[tenant]; ts != nil {
-		out = append(out, ts.Approvals...)
+		for _, e := range ts.Approvals {
+			p := e.Approval
+			p.Seq = e.Seq
+			out = append(out, p)
+		}
 	}
 	return out
 }
 
-// Incidents returns tenant's incidents, oldest first.
+// Incidents returns tenant's incidents, oldest first (by Key).
 func (m *Model) Incidents(tenant string) []Incident {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := []Incident{}
 	if ts := m.st.Tenants[tenant]; ts != nil {
 		for _, e := range ts.Incidents {
-			out = append(out, e.Incident)
+			in := e.Incident
+			in.Key = e.Key
+			out = append(out, in)
 		}
 	}
 	return out

@@ -308,15 +308,22 @@ var listColumns = map[string][]string{
 func newListCmd(verb string) *cobra.Command {
 	short := map[string]string{"approvals": "Proposals waiting for an approval (approve or deny them by digest)",
 		"incidents": "Incidents: contradicting observations, fenced executors, refused stored events"}[verb]
-	cmd := &cobra.Command{Use: verb, Short: short, Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: verb, Short: short, Args: cobra.NoArgs,
+		Long: short + `, oldest first, a page at a time. A value an agent chose that is longer than
+256 bytes is shown shortened, with its SHA-256 beside it (the member named
+<name>_digest).`}
 	c := addConnFlags(cmd)
+	pf := addPageFlags(cmd)
 	cmd.RunE = func(*cobra.Command, []string) error {
+		if err := pf.check(); err != nil {
+			return err
+		}
 		return c.do(func(ctx context.Context, cl *client.Client) error {
-			f := cl.Approvals
+			f := cl.ApprovalsPage
 			if verb == "incidents" {
-				f = cl.Incidents
+				f = cl.IncidentsPage
 			}
-			rows, err := f(ctx)
+			rows, err := collect(ctx, pf, f)
 			if err != nil {
 				return err
 			}

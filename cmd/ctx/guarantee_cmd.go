@@ -72,9 +72,15 @@ func newGuaranteeHistoryCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 	}
 	c := addConnFlags(cmd)
+	pf := addPageFlags(cmd)
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		if err := pf.check(); err != nil {
+			return err
+		}
 		return c.do(func(ctx context.Context, cl *client.Client) error {
-			rows, err := cl.GuaranteeHistory(ctx, args[0])
+			rows, err := collect(ctx, pf, func(ctx context.Context, p client.Page) ([]client.VersionRow, string, error) {
+				return cl.GuaranteeHistoryPage(ctx, args[0], p)
+			})
 			if err != nil {
 				return err
 			}
@@ -87,7 +93,8 @@ func newGuaranteeHistoryCmd() *cobra.Command {
 					if r.Limit != 0 {
 						limit = fmt.Sprint(r.Limit)
 					}
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Version, orDash(r.At), orDash(r.Operator), orDash(r.Resource), limit, orDash(r.Mode), r.Reason)
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Version, orDash(r.At), orDash(r.Operator), orDash(withDigest(r.Resource, r.ResourceDigest)), limit, orDash(r.Mode),
+						withDigest(r.Reason, r.ReasonDigest))
 				}
 			})
 			return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
+	"github.com/contextos/ledger/gateway"
 	"github.com/spf13/cobra"
 )
 
@@ -43,18 +44,28 @@ func (c *connFlags) do(f func(ctx context.Context, cl *client.Client) error) err
 var exposureSubcommands []func() *cobra.Command
 
 func newExposureCmd() *cobra.Command {
-	var guarantee, resource string
+	var guarantee, resource, digest string
 	cmd := &cobra.Command{
 		Use:   "exposure",
 		Short: "Balances of every resource: limit, committed, held, available",
-		Args:  cobra.NoArgs,
+		Long: `exposure lists the balances of the tenant's resources, a page at a time. A
+resource id longer than 256 bytes is shown shortened, with its SHA-256:
+--resource-digest selects it by that digest.`,
+		Args: cobra.NoArgs,
 	}
 	c := addConnFlags(cmd)
+	pf := addPageFlags(cmd)
 	cmd.Flags().StringVar(&guarantee, "guarantee", "", "only this guarantee")
 	cmd.Flags().StringVar(&resource, "resource", "", "only this resource")
+	cmd.Flags().StringVar(&digest, "resource-digest", "", "only the resource with this SHA-256 (as shown beside a shortened id)")
 	cmd.RunE = func(*cobra.Command, []string) error {
+		if err := pf.check(); err != nil {
+			return err
+		}
 		return c.do(func(ctx context.Context, cl *client.Client) error {
-			rows, err := cl.Exposure(ctx, guarantee, resource)
+			rows, err := collect(ctx, pf, func(ctx context.Context, p client.Page) ([]client.ExposureRow, string, error) {
+				return cl.ExposurePage(ctx, client.OpRequest{GuaranteeID: guarantee, Resource: resource, ResourceDigest: digest, Limit: p.Limit, Cursor: p.Cursor})
+			})
 			if err != nil {
 				return err
 			}
@@ -68,14 +79,14 @@ func newExposureCmd() *cobra.Command {
 			table(head, func(w *tabwriter.Writer) {
 				for _, e := range rows {
 					if !c.wide() {
-						fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", e.GuaranteeID, e.Resource, e.Limit, e.Committed, e.Held, e.Available, e.OpenAttempts)
+						fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", e.GuaranteeID, withDigest(e.Resource, e.ResourceDigest), e.Limit, e.Committed, e.Held, e.Available, e.OpenAttempts)
 						continue
 					}
 					returns := "-"
 					if !e.ReturnsAt.IsZero() {
 						returns = fmt.Sprintf("%d at %s", e.Returns, e.ReturnsAt.Format(time.RFC3339))
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d/%d\t%d\n", e.Tenant, e.GuaranteeID, e.Resource, e.Limit, e.Committed, e.Held,
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d/%d\t%d\n", e.Tenant, e.GuaranteeID, withDigest(e.Resource, e.ResourceDigest), e.Limit, e.Committed, e.Held,
 						e.Available, e.OpenAttempts, orDash(e.Window), returns, e.Archived.Committed, e.Archived.Released, e.OverLimit)
 				}
 			})
@@ -92,12 +103,19 @@ func newAttemptsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "attempts",
 		Short: "Open attempts (holds) with the next safe step for each",
-		Args:  cobra.NoArgs,
+		Long: `attempts lists the open attempts, a page at a time, in attempt id order. A
+resource id, run id or reason longer than 256 bytes is shown shortened, with
+its SHA-256.`,
+		Args: cobra.NoArgs,
 	}
 	c := addConnFlags(cmd)
+	pf := addPageFlags(cmd)
 	cmd.RunE = func(*cobra.Command, []string) error {
+		if err := pf.check(); err != nil {
+			return err
+		}
 		return c.do(func(ctx context.Context, cl *client.Client) error {
-			rows, err := cl.Attempts(ctx)
+			rows, err := collect(ctx, pf, cl.AttemptsPage)
 			if err != nil {
 				return err
 			}
@@ -111,10 +129,11 @@ func newAttemptsCmd() *cobra.Command {
 			table(head, func(w *tabwriter.Writer) {
 				for _, a := range rows {
 					if c.wide() {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AttemptID, a.OperationID, a.RunID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep, orDash(a.LastReason))
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AttemptID, a.OperationID, withDigest(a.RunID, a.RunIDDigest), a.Principal, a.GuaranteeID,
+							withDigest(a.Resource, a.ResourceDigest), a.Amount, a.State, orDash(string(a.Last)), a.NextStep, orDash(withDigest(a.LastReason, a.LastReasonDigest)))
 						continue
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AttemptID, a.Principal, a.GuaranteeID, a.Resource, a.Amount, a.State, orDash(string(a.Last)), a.NextStep, orDash(a.LastReason))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AttemptID, a.Principal, a.GuaranteeID, withDigest(a.Resource, a.ResourceDigest), a.Amount, a.State, orDash(string(a.Last)), a.NextStep, orDash(a.LastReason))
 				}
 			})
 			return nil
@@ -152,7 +171,7 @@ func printSettled(c *connFlags, rows []client.SettleRow) error {
 	}
 	table("ATTEMPT\tOUTCOME\tSTATUS\tCODE\tNOTE", func(w *tabwriter.Writer) {
 		for _, s := range rows {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.AttemptID, orDash(string(s.Outcome)), orDash(string(s.Status)), orDash(string(s.Code)), s.Reason)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.AttemptID, orDash(string(s.Outcome)), orDash(string(s.Status)), orDash(string(s.Code)), withDigest(s.Reason, s.ReasonDigest))
 		}
 	})
 	return failed
@@ -188,7 +207,7 @@ pending or unknown keeps it.`,
 }
 
 func newCloseAttemptCmd() *cobra.Command {
-	var attempt, guarantee, resource, reason string
+	var attempt, guarantee, resource, digest, reason string
 	cmd := &cobra.Command{
 		Use:   "close-attempt --attempt ID",
 		Short: "Close an attempt whose dispatch never started (or tombstone an unknown one)",
@@ -203,13 +222,15 @@ is refused.`,
 	cmd.Flags().StringVar(&attempt, "attempt", "", "the attempt id (required)")
 	cmd.Flags().StringVar(&guarantee, "guarantee", "", "guarantee of an unknown attempt to tombstone")
 	cmd.Flags().StringVar(&resource, "resource", "", "resource of an unknown attempt to tombstone")
+	cmd.Flags().StringVar(&digest, "resource-digest", "", "instead of --resource: its SHA-256, as shown beside a shortened id")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
 	cmd.RunE = func(*cobra.Command, []string) error {
 		if attempt == "" {
 			return usageError("--attempt is required")
 		}
 		return c.do(func(ctx context.Context, cl *client.Client) error {
-			r, err := cl.CloseAttempt(ctx, attempt, guarantee, resource, reason)
+			var r gateway.OpReply
+			err := cl.Op(ctx, "close-attempt", client.OpRequest{AttemptID: attempt, GuaranteeID: guarantee, Resource: resource, ResourceDigest: digest, Reason: reason}, &r)
 			if err != nil {
 				return err
 			}
@@ -218,7 +239,7 @@ is refused.`,
 					return printJSON(r.Exposure)
 				}
 				e := r.Exposure[0]
-				fmt.Fprintf(stdout, "tombstoned attempt %s on %s/%s (committed %d, held %d, available %d)\n", attempt, e.GuaranteeID, e.Resource, e.Committed, e.Held, e.Available)
+				fmt.Fprintf(stdout, "tombstoned attempt %s on %s/%s (committed %d, held %d, available %d)\n", attempt, e.GuaranteeID, withDigest(e.Resource, e.ResourceDigest), e.Committed, e.Held, e.Available)
 				return nil
 			}
 			return printSettled(c, r.Settled)

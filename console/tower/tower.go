@@ -91,10 +91,11 @@ type LogView struct {
 	ApprovalsGranted  int
 	ApprovalsRedeemed int
 	// Pending are the proposals waiting for an approval, read live through
-	// the approvals verb (at most MaxRowsPerTenant); PendingNote says why
-	// there are none to show when they could not be read.
+	// the approvals verb: its first page, of at most MaxRowsPerTenant (and
+	// at most gateway.MaxPageLimit); PendingNote says why there are none
+	// to show when they could not be read, or that there are more.
 	Pending     []console.Approval
-	MorePending int
+	MorePending bool // the runtime has more than the first page
 	PendingNote string
 
 	Kill *console.KillChange // the last kill switch change the chain records
@@ -313,7 +314,8 @@ func (t *Tower) summarize(v *LogView, e verifier.Entries, view verifier.View) {
 
 func (t *Tower) pending(ctx context.Context, v *LogView, ac access) {
 	var reply console.ApprovalsReply
-	if err := t.request(ctx, ac, "approvals", struct{}{}, &reply); err != nil {
+	n := min(t.cfg.MaxRowsPerTenant, gateway.MaxPageLimit)
+	if err := t.request(ctx, ac, "approvals", gateway.ListRequest{Limit: n}, &reply); err != nil {
 		v.PendingNote = err.Error()
 		return
 	}
@@ -322,8 +324,9 @@ func (t *Tower) pending(ctx context.Context, v *LogView, ac access) {
 		return
 	}
 	v.Pending = reply.Approvals
-	if n := t.cfg.MaxRowsPerTenant; len(v.Pending) > n {
-		v.MorePending, v.Pending = len(v.Pending)-n, v.Pending[:n]
+	if reply.NextCursor != "" {
+		v.MorePending = true
+		v.PendingNote = fmt.Sprintf("more pending approvals than the %d shown, oldest first: ctx approvals or the console lists them all", len(v.Pending))
 	}
 }
 

@@ -166,6 +166,15 @@ func TestTowerFleet(t *testing.T) {
 	for i := range 5 {
 		b.propose("globex", "agent_email", "g"+string(rune('a'+i)), "ord_g"+string(rune('a'+i)), 100)
 	}
+	// More approval requests than the row bound: tower reads the first
+	// page and says there are more.
+	for i := range 4 {
+		r := gatewaytest.Propose(t, b.conn("acme", "agent_email"), "acme", "agent_email", map[string]any{"run_id": "run_w", "operation_key": "w" + string(rune('a'+i)),
+			"capability_id": "adp_payments.issue_refund_high", "arguments": map[string]any{"order_id": "ord_w" + string(rune('a'+i)), "amount_minor": 100, "currency": "INR"}})
+		if r.Code != kernel.CodeApprovalRequired {
+			t.Fatalf("%+v", r)
+		}
+	}
 	dir := t.TempDir()
 	entries, keys := a.export(dir, "acme", "ops_alice", func(v verifier.View) bool {
 		return len(v.Resources) == 1 && v.Resources[0].Committed == 80000
@@ -226,6 +235,9 @@ nats_url = "` + b.rt.URL + `"
 	live := logOf(t, f, "us-1", "acme")
 	if !live.Verified || live.OpenAttempts != 1 || live.Resources[0].Held != 15000 {
 		t.Fatalf("us-1/acme: %+v", live)
+	}
+	if len(live.Pending) != 3 || !live.MorePending || !strings.Contains(live.PendingNote, "more pending approvals") || live.Pending[0].OperationKey != "wa" {
+		t.Fatalf("us-1/acme pending: %d shown, more %v, note %q", len(live.Pending), live.MorePending, live.PendingNote)
 	}
 	crowded := logOf(t, f, "us-1", "globex")
 	if !crowded.Verified || len(crowded.Resources) != 3 || crowded.MoreResources != 2 {

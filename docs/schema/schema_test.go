@@ -20,6 +20,7 @@ import (
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/projections"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -59,7 +60,7 @@ func schemas(t testing.TB) map[string]*jsonschema.Schema {
 		}
 		out[strings.TrimSuffix(f, ".json")] = s
 	}
-	for _, def := range []string{"exposure_row", "attempt_row", "settle_row", "run_data", "authority_data", "approval_data", "evidence_data", "deny_data"} {
+	for _, def := range []string{"exposure_row", "attempt_row", "settle_row", "run_data", "authority_data", "approval_data", "evidence_data", "deny_data", "approval_row", "incident_row", "version_row"} {
 		s, err := c.Compile(base + "op-reply.json#/$defs/" + def)
 		if err != nil {
 			t.Fatal(err)
@@ -206,11 +207,24 @@ func TestLiveReplies(t *testing.T) {
 		t.Fatalf("approval_required: %v", ar)
 	}
 	check("malformed reply", "decision", propose(t, agent, `{"run_id":"r"}`))
+	// Ids and arguments over 256 bytes: the views show them shortened, with
+	// their digests.
+	long := strings.Repeat("L", 300)
+	d.prov.Script(provider.Pending)
+	if r := send(`{"run_id":"` + long[:256] + `","operation_key":"k4","capability_id":"adp_payments.issue_refund","arguments":{"order_id":"` + long + `","amount_minor":100,"currency":"INR"}}`); r["status"] != "pending" {
+		t.Fatalf("pending with a long id: %v", r)
+	}
+	if r := send(`{"run_id":"run_s","operation_key":"w2","capability_id":"bank.wire","arguments":{"to":"` + long + `"}}`); r["code"] != string(kernel.CodeApprovalRequired) {
+		t.Fatalf("approval_required with a long argument: %v", r)
+	}
 
 	verbs := []struct{ verb, req, reqSchema, data string }{
 		{"exposure", `{}`, "exposure-request", ""},
 		{"exposure", `{"resource":"ord_1"}`, "exposure-request", ""},
+		{"exposure", `{"limit":1}`, "exposure-request", ""},
+		{"exposure", `{"resource_digest":"` + projections.Digest(long) + `","limit":null,"cursor":null}`, "exposure-request", ""},
 		{"attempts", `{}`, "attempts-request", ""},
+		{"attempts", `{"limit":1}`, "attempts-request", ""},
 		{"reconcile", `{"all":true}`, "reconcile-request", ""},
 		{"reconcile", `{"attempt_id":"nope"}`, "reconcile-request", ""},
 		{"close-attempt", `{"attempt_id":"nope"}`, "close-attempt-request", ""},
@@ -225,11 +239,15 @@ func TestLiveReplies(t *testing.T) {
 		{"run", `{"run_id":"run_s"}`, "run-request", "run_data"},
 		{"evidence", `{"candidate":{}}`, "evidence-request", ""},
 		{"approvals", `{}`, "list-request", ""},
+		{"approvals", `{"limit":1}`, "list-request", ""},
 		{"incidents", `{}`, "list-request", ""},
+		{"incidents", `{"limit":500,"cursor":""}`, "list-request", ""},
 		{"guarantee-set-limit", `{"guarantee_id":"refunds-per-order","limit":150000,"reason":"festival season"}`, "guarantee-set-limit-request", ""},
 		{"guarantee-set-limit", `{"guarantee_id":"refunds-per-order","resource":"ord_vip","limit":500000,"reason":"enterprise"}`, "guarantee-set-limit-request", ""},
 		{"guarantee-history", `{"guarantee_id":"refunds-per-order"}`, "guarantee-history-request", ""},
+		{"guarantee-history", `{"guarantee_id":"refunds-per-order","limit":1}`, "guarantee-history-request", ""},
 	}
+	var nextCursors int
 	for _, v := range verbs {
 		check(v.verb+" request", v.reqSchema, []byte(v.req))
 		r := check(v.verb+" reply", "op-reply", op(t, ops, v.verb, v.req))
@@ -241,12 +259,26 @@ func TestLiveReplies(t *testing.T) {
 			b, _ := json.Marshal(r["data"])
 			check(v.verb+" data", "op-reply#"+v.data, b)
 		}
-		for _, row := range []struct{ member, def string }{{"exposure", "exposure_row"}, {"attempts", "attempt_row"}, {"settled", "settle_row"}} {
+		if r["next_cursor"] != nil {
+			nextCursors++
+		}
+		for _, row := range []struct{ member, def string }{{"exposure", "exposure_row"}, {"attempts", "attempt_row"}, {"settled", "settle_row"},
+			{"approvals", "approval_row"}, {"incidents", "incident_row"}, {"versions", "version_row"}} {
 			rows, _ := r[row.member].([]any)
 			for _, x := range rows {
 				b, _ := json.Marshal(x)
 				check(v.verb+" "+row.member, "op-reply#"+row.def, b)
 			}
+		}
+	}
+	if nextCursors < 3 {
+		t.Errorf("%d replies had a next_cursor: the pages of one row did not page", nextCursors)
+	}
+	// The shortened forms reached the replies, digests beside them.
+	for verb, want := range map[string]string{"attempts": `"resource_digest":"` + projections.Digest(long) + `"`,
+		"exposure": `"resource_digest":"` + projections.Digest(long) + `"`, "approvals": `"arguments_digest":"`} {
+		if b := op(t, ops, verb, `{}`); !strings.Contains(string(b), want) || strings.Contains(string(b), long) {
+			t.Errorf("%s: no %s, or the long id whole: %.400s", verb, want, b)
 		}
 	}
 	// deny: checked where this build's daemon serves it.
@@ -311,6 +343,16 @@ var opCases = []struct {
 	{"exposure", "exposure-request", `{"tenant":"globex"}`, false},
 	{"exposure", "exposure-request", `{"resource":5}`, false},
 	{"attempts", "attempts-request", `{"all":"yes"}`, false},
+	{"attempts", "attempts-request", `{"limit":501}`, false},
+	{"attempts", "attempts-request", `{"limit":-1}`, false},
+	{"attempts", "attempts-request", `{"limit":"10"}`, false},
+	{"exposure", "exposure-request", `{"resource_digest":"ABC"}`, false},
+	{"approvals", "list-request", `{"limit":10}`, true},
+	{"approvals", "list-request", `{"limit":1000}`, false},
+	{"incidents", "list-request", `{"cursor":"` + strings.Repeat("x", 1025) + `"}`, false},
+	{"incidents", "list-request", `{"all":true}`, false},
+	{"guarantee-history", "guarantee-history-request", `{"guarantee_id":"refunds-per-order","limit":0}`, true},
+	{"guarantee-history", "guarantee-history-request", `{"guarantee_id":"refunds-per-order","limit":600}`, false},
 	{"reconcile", "reconcile-request", `{"all":true}`, true},
 	{"reconcile", "reconcile-request", `{}`, false},
 	{"reconcile", "reconcile-request", `{"all":false}`, false},

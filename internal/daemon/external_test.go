@@ -38,13 +38,20 @@ func docsAuthorization(t *testing.T) string {
 // the block reads from the environment.
 func startDocsServer(t *testing.T, authorization string) string {
 	t.Helper()
+	return startDocsServerWith(t, "", authorization)
+}
+
+// startDocsServerWith is startDocsServer with more server options (conf
+// lines) before the authorization block.
+func startDocsServerWith(t *testing.T, options, authorization string) string {
+	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("CONTEXTOSD_PASSWORD", "rt-secret")
 	t.Setenv("CONTEXTOSD_REPLIES_PASSWORD", "replies-secret")
 	t.Setenv("AGENT_EMAIL_PASSWORD", passwords["acme.agent_email"])
 	t.Setenv("OPS_ALICE_PASSWORD", passwords["acme.ops_alice"])
 	conf := filepath.Join(dir, "nats.conf")
-	body := "listen: 127.0.0.1:-1\njetstream { store_dir: \"" + filepath.Join(dir, "js") + "\", sync_interval: always }\n" + authorization
+	body := "listen: 127.0.0.1:-1\njetstream { store_dir: \"" + filepath.Join(dir, "js") + "\", sync_interval: always }\n" + options + authorization
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}

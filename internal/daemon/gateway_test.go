@@ -454,8 +454,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	nc := e.client("acme", "agent_email")
 	e.propose(nc, "acme", "agent_email", refund("run_m", "m1", "ord_m", 1500))
 	e.propose(nc, "acme", "agent_email", refund("run_m", "m2", "ord_m", 2500))
-	want := []string{`contextos_exposure_held{guarantee="refunds-per-order",resource="ord_m",tenant="acme"} 1500`,
-		`contextos_exposure_committed{guarantee="refunds-per-order",resource="ord_m",tenant="acme"} 2500`,
+	want := []string{`contextos_exposure_held{guarantee="refunds-per-order",resource="ord_m",resource_digest="",tenant="acme"} 1500`,
+		`contextos_exposure_committed{guarantee="refunds-per-order",resource="ord_m",resource_digest="",tenant="acme"} 2500`,
 		`contextos_guarantee_held{guarantee="refunds-per-order",tenant="acme"} 1500`}
 	testenv.Eventually(t, func() bool { // the read model follows the stream
 		resp, err := http.Get(rt.MetricsURL)

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import json
 import threading
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, Union
 
 from . import _nats
@@ -18,6 +19,54 @@ DEFAULT_PROPOSE_DEADLINE = 120.0
 
 OnResend = Callable[[int, BaseException], Union[None, Awaitable[None]]]
 T = TypeVar("T")
+
+#: The daemon's page sizes (docs/wire.md): rows of a list verb's page when
+#: no limit is given, and the most a page may ask for.
+DEFAULT_PAGE_LIMIT = 100
+MAX_PAGE_LIMIT = 500
+#: The most rows the calls that page through to the end collect.
+MAX_LIST_ROWS = 10000
+
+
+@dataclass
+class Page:
+    """One page of a list verb: its rows and the cursor of the next page
+    ("" after the last; pass it as ``cursor`` as it came)."""
+
+    rows: List[Dict[str, Any]] = field(default_factory=list)
+    next_cursor: str = ""
+
+
+class MoreRows(Exception):
+    """Raised by a call that pages through a list when it reached its bound
+    (``max_rows``) before the end: ``rows`` are those read, ``next_cursor``
+    continues."""
+
+    def __init__(self, rows: List[Dict[str, Any]], next_cursor: str) -> None:
+        super().__init__(f"stopped after {len(rows)} rows, more remain (continue from cursor {next_cursor})")
+        self.rows = rows
+        self.next_cursor = next_cursor
+
+
+PageFetch = Callable[[int, str], Awaitable[Page]]
+
+
+async def collect(fetch: PageFetch, max_rows: int = MAX_LIST_ROWS, cursor: str = "") -> List[Dict[str, Any]]:
+    """Pages through a list with ``fetch(limit, cursor)`` from ``cursor`` to
+    its end and returns every row, at most ``max_rows``; past the bound it
+    raises MoreRows. A daemon that answers a cursor with itself is an error,
+    never a loop."""
+    rows: List[Dict[str, Any]] = []
+    while True:
+        page = await fetch(min(max_rows - len(rows), MAX_PAGE_LIMIT), cursor)
+        rows.extend(page.rows)
+        if not page.next_cursor:
+            return rows
+        if page.next_cursor == cursor:
+            raise ValueError(f"the daemon answered cursor {cursor} with itself")
+        if len(rows) >= max_rows:
+            raise MoreRows(rows, page.next_cursor)
+        cursor = page.next_cursor
 
 
 def inbox_prefix(tenant: str, principal: str) -> str:
@@ -152,23 +201,43 @@ class Client:
 
     # One call per operator verb (docs/wire.md).
 
-    async def exposure(self, guarantee_id: str = "", resource: str = "") -> List[Dict[str, Any]]:
-        """Balances of the tenant's resources."""
-        body = {k: v for k, v in (("guarantee_id", guarantee_id), ("resource", resource)) if v}
-        return (await self.op("exposure", body)).get("exposure") or []
+    async def _page(self, verb: str, member: str, body: Dict[str, Any], limit: int, cursor: str) -> Page:
+        r = await self.op(verb, _drop_empty({**body, "limit": limit or None, "cursor": cursor}))
+        return Page(r.get(member) or [], r.get("next_cursor") or "")
 
-    async def attempts(self) -> List[Dict[str, Any]]:
-        """Open attempts with the next safe step of each."""
-        return (await self.op("attempts")).get("attempts") or []
+    async def exposure_page(self, guarantee_id: str = "", resource: str = "", *, resource_digest: str = "",
+                            limit: int = 0, cursor: str = "") -> Page:
+        """One page of the balances of the tenant's resources. A resource id
+        over 256 bytes is shown shortened, its SHA-256 in resource_digest:
+        ``resource_digest`` selects it by that digest."""
+        body = {"guarantee_id": guarantee_id, "resource": resource, "resource_digest": resource_digest}
+        return await self._page("exposure", "exposure", body, limit, cursor)
+
+    async def exposure(self, guarantee_id: str = "", resource: str = "", *, resource_digest: str = "",
+                       max_rows: int = MAX_LIST_ROWS) -> List[Dict[str, Any]]:
+        """Balances of the tenant's resources, every page (at most max_rows; MoreRows past it)."""
+        return await collect(lambda limit, cursor: self.exposure_page(guarantee_id, resource, resource_digest=resource_digest,
+                                                                      limit=limit, cursor=cursor), max_rows)
+
+    async def attempts_page(self, *, limit: int = 0, cursor: str = "") -> Page:
+        """One page of the open attempts, in attempt id order."""
+        return await self._page("attempts", "attempts", {}, limit, cursor)
+
+    async def attempts(self, *, max_rows: int = MAX_LIST_ROWS) -> List[Dict[str, Any]]:
+        """Open attempts with the next safe step of each, every page (at most max_rows; MoreRows past it)."""
+        return await collect(lambda limit, cursor: self.attempts_page(limit=limit, cursor=cursor), max_rows)
 
     async def reconcile(self, attempt_id: str = "") -> List[Dict[str, Any]]:
         """Queries the provider about one attempt (every unresolved one without an id)."""
         body: Dict[str, Any] = {"attempt_id": attempt_id} if attempt_id else {"all": True}
         return (await self.op("reconcile", body)).get("settled") or []
 
-    async def close_attempt(self, attempt_id: str, guarantee_id: str = "", resource: str = "", reason: str = "") -> Dict[str, Any]:
-        """Closes an unstarted attempt (or tombstones an unknown one)."""
-        body = {k: v for k, v in (("attempt_id", attempt_id), ("guarantee_id", guarantee_id), ("resource", resource), ("reason", reason)) if v}
+    async def close_attempt(self, attempt_id: str, guarantee_id: str = "", resource: str = "", reason: str = "", *,
+                            resource_digest: str = "") -> Dict[str, Any]:
+        """Closes an unstarted attempt (or tombstones an unknown one, on a
+        resource named by its id or its digest)."""
+        body = _drop_empty({"attempt_id": attempt_id, "guarantee_id": guarantee_id, "resource": resource,
+                            "resource_digest": resource_digest, "reason": reason})
         return await self.op("close-attempt", body)
 
     async def assert_absence(self, attempt_id: str, artifact_ref: str) -> List[Dict[str, Any]]:
@@ -215,13 +284,29 @@ class Client:
         """Publishes one evidence candidate or one conflict marker."""
         return await self._data("evidence", {"candidate": candidate} if candidate is not None else {"marker": marker})
 
-    async def approvals(self) -> List[Dict[str, Any]]:
-        """Proposals waiting for an approval."""
-        return (await self.op("approvals")).get("approvals") or []
+    async def approvals_page(self, *, limit: int = 0, cursor: str = "") -> Page:
+        """One page of the proposals waiting for an approval, oldest first."""
+        return await self._page("approvals", "approvals", {}, limit, cursor)
 
-    async def incidents(self) -> List[Dict[str, Any]]:
-        """The tenant's incidents."""
-        return (await self.op("incidents")).get("incidents") or []
+    async def approvals(self, *, max_rows: int = MAX_LIST_ROWS) -> List[Dict[str, Any]]:
+        """Proposals waiting for an approval, every page (at most max_rows; MoreRows past it)."""
+        return await collect(lambda limit, cursor: self.approvals_page(limit=limit, cursor=cursor), max_rows)
+
+    async def incidents_page(self, *, limit: int = 0, cursor: str = "") -> Page:
+        """One page of the tenant's incidents, oldest first."""
+        return await self._page("incidents", "incidents", {}, limit, cursor)
+
+    async def incidents(self, *, max_rows: int = MAX_LIST_ROWS) -> List[Dict[str, Any]]:
+        """The tenant's incidents, every page (at most max_rows; MoreRows past it)."""
+        return await collect(lambda limit, cursor: self.incidents_page(limit=limit, cursor=cursor), max_rows)
+
+    async def guarantee_history_page(self, guarantee_id: str, *, limit: int = 0, cursor: str = "") -> Page:
+        """One page of a guarantee's versions, its pin first."""
+        return await self._page("guarantee-history", "versions", {"guarantee_id": guarantee_id}, limit, cursor)
+
+    async def guarantee_history(self, guarantee_id: str, *, max_rows: int = MAX_LIST_ROWS) -> List[Dict[str, Any]]:
+        """Every version of a guarantee, its pin first (at most max_rows; MoreRows past it)."""
+        return await collect(lambda limit, cursor: self.guarantee_history_page(guarantee_id, limit=limit, cursor=cursor), max_rows)
 
 
 def _drop_empty(d: Dict[str, Any]) -> Dict[str, Any]:
@@ -287,4 +372,5 @@ class SyncClient:
 
 
 __all__ = ["Client", "SyncClient", "Refused", "Unreachable", "Unresolved", "inbox_prefix", "propose_subject", "op_subject",
-           "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE"]
+           "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE", "Page", "MoreRows", "collect", "DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT",
+           "MAX_LIST_ROWS"]

@@ -53,6 +53,7 @@ class Code(str, Enum):
     APPROVAL_DENIED = "approval_denied"
     STORED_EVENT_REFUSED = "stored_event_refused"
     RATE_LIMITED = "rate_limited"
+    REPLY_TOO_LARGE = "reply_too_large"
 
 
 class LedgerError(Exception):
@@ -334,6 +335,12 @@ class RateLimited(Refused):
     code = "rate_limited"
 
 
+class ReplyTooLarge(Refused):
+    """Refused reply_too_large (docs/errors.md)."""
+
+    code = "reply_too_large"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -375,6 +382,7 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "approval_denied": ApprovalDenied,
     "stored_event_refused": StoredEventRefused,
     "rate_limited": RateLimited,
+    "reply_too_large": ReplyTooLarge,
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -210,5 +211,40 @@ def test_unresolved_without_daemon() -> None:
                 assert all(isinstance(w, _nats.NoRespondersError) for w in resends)
         finally:
             server.close()
+
+    asyncio.run(main())
+
+
+def test_paged_lists(daemon: Daemon) -> None:
+    """The list verbs answer a page at a time: exposure_page pages through by
+    next_cursor, exposure collects every page and raises MoreRows past its
+    bound, a resource is selected by its digest, and a malformed cursor is
+    refused request_malformed."""
+
+    async def main() -> None:
+        await admit(daemon, "py_run_pages", "agent_email")
+        orders = ["py_pg_1", "py_pg_2", "py_pg_3"]
+        async with await daemon.connect("agent_email") as agent:
+            for i, order in enumerate(orders):
+                assert (await agent.propose(refund("py_run_pages", f"pg{i}", order, 10))).status == "applied"
+        async with await daemon.connect("ops_alice") as ops:
+            seen, cursor, pages = [], "", 0
+            while True:
+                page = await ops.exposure_page(limit=2, cursor=cursor)
+                assert len(page.rows) <= 2
+                seen += [r["resource"] for r in page.rows]
+                pages += 1
+                if not page.next_cursor:
+                    break
+                cursor = page.next_cursor
+            assert pages >= 2 and len(seen) == len(set(seen)) and set(orders) <= set(seen)
+            assert [r["resource"] for r in await ops.exposure()] == seen
+            with pytest.raises(ledger.MoreRows) as more:
+                await ops.exposure(max_rows=1)
+            assert len(more.value.rows) == 1 and more.value.next_cursor
+            one = await ops.exposure(resource_digest=hashlib.sha256(b"py_pg_2").hexdigest())
+            assert len(one) == 1 and one[0]["resource"] == "py_pg_2" and one[0]["committed"] == 10
+            with pytest.raises(ledger.RequestMalformed):
+                await ops.attempts_page(cursor="not a cursor")
 
     asyncio.run(main())

@@ -1,15 +1,21 @@
 import { connect, errors, type NatsConnection } from "@nats-io/transport-node";
 import { LedgerError, refused, Unreachable, Unresolved } from "./errors.js";
+import { MAX_LIST_ROWS, MAX_PAGE_LIMIT } from "./wire.js";
 import type {
   Approval,
   AttemptRow,
   AuthorityChange,
   Decision,
   ExposureRow,
+  Incident,
   OpReply,
+  Page,
+  PageRequest,
+  PendingApproval,
   Proposal,
   Run,
   SettleRow,
+  VersionRow,
 } from "./wire.js";
 
 export const DEFAULT_URL = "nats://127.0.0.1:4222";
@@ -169,16 +175,29 @@ export class Client {
 
   // One call per operator verb (docs/wire.md).
 
-  async exposure(filter: { guarantee_id?: string; resource?: string } = {}): Promise<ExposureRow[]> {
-    return (await this.op("exposure", filter)).exposure ?? [];
+  // The list verbs answer a page at a time: xPage reads one page, x pages
+  // through to the end (collect, at most maxRows rows).
+
+  /** One page of balances; a resource over 256 bytes is shown shortened, resource_digest selects it. */
+  async exposurePage(req: { guarantee_id?: string; resource?: string; resource_digest?: string } & PageRequest = {}): Promise<Page<ExposureRow>> {
+    const r = await this.op("exposure", { ...req });
+    return { rows: r.exposure ?? [], next_cursor: r.next_cursor ?? "" };
   }
-  async attempts(): Promise<AttemptRow[]> {
-    return (await this.op("attempts")).attempts ?? [];
+  async exposure(filter: { guarantee_id?: string; resource?: string; resource_digest?: string } = {}, maxRows = MAX_LIST_ROWS): Promise<ExposureRow[]> {
+    return collect((p) => this.exposurePage({ ...filter, ...p }), maxRows);
+  }
+  /** One page of the open attempts, in attempt id order. */
+  async attemptsPage(req: PageRequest = {}): Promise<Page<AttemptRow>> {
+    const r = await this.op("attempts", { ...req });
+    return { rows: r.attempts ?? [], next_cursor: r.next_cursor ?? "" };
+  }
+  async attempts(maxRows = MAX_LIST_ROWS): Promise<AttemptRow[]> {
+    return collect((p) => this.attemptsPage(p), maxRows);
   }
   async reconcile(attemptId?: string): Promise<SettleRow[]> {
     return (await this.op("reconcile", attemptId ? { attempt_id: attemptId } : { all: true })).settled ?? [];
   }
-  async closeAttempt(req: { attempt_id: string; guarantee_id?: string; resource?: string; reason?: string }): Promise<OpReply> {
+  async closeAttempt(req: { attempt_id: string; guarantee_id?: string; resource?: string; resource_digest?: string; reason?: string }): Promise<OpReply> {
     return this.op("close-attempt", req);
   }
   async assertAbsence(attemptId: string, artifactRef: string): Promise<SettleRow[]> {
@@ -212,11 +231,59 @@ export class Client {
   async evidence(req: { candidate: Record<string, unknown> } | { marker: Record<string, unknown> }): Promise<Record<string, unknown>> {
     return this.data("evidence", req);
   }
-  async approvals(): Promise<Record<string, unknown>[]> {
-    return (await this.op("approvals")).approvals ?? [];
+  /** One page of the proposals waiting for an approval, oldest first. */
+  async approvalsPage(req: PageRequest = {}): Promise<Page<PendingApproval>> {
+    const r = await this.op("approvals", { ...req });
+    return { rows: r.approvals ?? [], next_cursor: r.next_cursor ?? "" };
   }
-  async incidents(): Promise<Record<string, unknown>[]> {
-    return (await this.op("incidents")).incidents ?? [];
+  async approvals(maxRows = MAX_LIST_ROWS): Promise<PendingApproval[]> {
+    return collect((p) => this.approvalsPage(p), maxRows);
+  }
+  /** One page of the incidents, oldest first. */
+  async incidentsPage(req: PageRequest = {}): Promise<Page<Incident>> {
+    const r = await this.op("incidents", { ...req });
+    return { rows: r.incidents ?? [], next_cursor: r.next_cursor ?? "" };
+  }
+  async incidents(maxRows = MAX_LIST_ROWS): Promise<Incident[]> {
+    return collect((p) => this.incidentsPage(p), maxRows);
+  }
+  /** One page of a guarantee's versions, its pin first. */
+  async guaranteeHistoryPage(guaranteeId: string, req: PageRequest = {}): Promise<Page<VersionRow>> {
+    const r = await this.op("guarantee-history", { guarantee_id: guaranteeId, ...req });
+    return { rows: r.versions ?? [], next_cursor: r.next_cursor ?? "" };
+  }
+  async guaranteeHistory(guaranteeId: string, maxRows = MAX_LIST_ROWS): Promise<VersionRow[]> {
+    return collect((p) => this.guaranteeHistoryPage(guaranteeId, p), maxRows);
+  }
+}
+
+/** Thrown by collect when it reached maxRows before the end of a list: rows are those read, nextCursor continues. */
+export class MoreRows<T = unknown> extends Error {
+  constructor(
+    readonly rows: T[],
+    readonly nextCursor: string,
+  ) {
+    super(`stopped after ${rows.length} rows, more remain (continue from cursor ${nextCursor})`);
+    this.name = "MoreRows";
+  }
+}
+
+/**
+ * Pages through a list with page from cursor to its end and returns every
+ * row, at most maxRows; past the bound it throws MoreRows. A daemon that
+ * answers a cursor with itself is an error, never a loop.
+ */
+export async function collect<T>(page: (req: PageRequest) => Promise<Page<T>>, maxRows = MAX_LIST_ROWS, cursor = ""): Promise<T[]> {
+  const rows: T[] = [];
+  for (;;) {
+    const req: PageRequest = { limit: Math.min(maxRows - rows.length, MAX_PAGE_LIMIT) };
+    if (cursor) req.cursor = cursor;
+    const p = await page(req);
+    rows.push(...p.rows);
+    if (!p.next_cursor) return rows;
+    if (p.next_cursor === cursor) throw new Error(`the daemon answered cursor ${cursor} with itself`);
+    if (rows.length >= maxRows) throw new MoreRows(rows, p.next_cursor);
+    cursor = p.next_cursor;
   }
 }
 

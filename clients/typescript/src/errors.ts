@@ -363,6 +363,14 @@ export class RateLimited extends Refused {
   }
 }
 
+/** Refused reply_too_large (docs/errors.md). */
+export class ReplyTooLarge extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("reply_too_large", reason, decision);
+    this.name = "ReplyTooLarge";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -405,6 +413,7 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   approval_denied: ApprovalDenied,
   stored_event_refused: StoredEventRefused,
   rate_limited: RateLimited,
+  reply_too_large: ReplyTooLarge,
 };
 
 /** The error of a code (Refused itself for a code this version does not know). */

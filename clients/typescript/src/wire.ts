@@ -43,6 +43,7 @@ export const CODES = [
   "approval_denied",
   "stored_event_refused",
   "rate_limited",
+  "reply_too_large",
 ] as const;
 
 /** A stable refusal code. */
@@ -109,6 +110,8 @@ export interface ExposureRow {
   archived_receipts?: { committed?: number; committed_amount?: number; released?: number };
   /** Reservations made over the limit in observe mode. */
   over_limit?: number;
+  /** The SHA-256 of a resource id over 256 bytes, shown shortened in resource. */
+  resource_digest?: string;
 }
 
 /** An open attempt with its next safe step (the attempts verb). */
@@ -127,6 +130,10 @@ export interface AttemptRow {
   next_safe_step: string;
   /** When the attempt was reserved. */
   reserved_at?: string;
+  /** The SHA-256 of each value over 256 bytes, shown shortened. */
+  resource_digest?: string;
+  run_id_digest?: string;
+  last_reason_digest?: string;
 }
 
 /** What an operator action did to one attempt. */
@@ -136,6 +143,7 @@ export interface SettleRow {
   status?: Status;
   code?: Code;
   reason?: string;
+  reason_digest?: string;
 }
 
 /** A run's budget (the run and admit-run verbs). */
@@ -179,10 +187,60 @@ export interface OpReply {
   settled?: SettleRow[];
   kill_switch?: boolean;
   data?: Record<string, unknown>;
-  approvals?: Record<string, unknown>[];
-  incidents?: Record<string, unknown>[];
+  approvals?: PendingApproval[];
+  incidents?: Incident[];
   versions?: VersionRow[];
+  /** The cursor of a list verb's next page; absent on the last. */
+  next_cursor?: string;
 }
+
+/**
+ * A proposal waiting for an approval (the approvals verb). Values over 256
+ * bytes are shortened with their SHA-256 beside them; arguments keep their
+ * shape with long strings shortened, or are null when too large even so.
+ */
+export interface PendingApproval {
+  operation_id: string;
+  operation_key: string;
+  run_id: string;
+  principal: string;
+  capability_id: string;
+  action_digest: string;
+  arguments: Record<string, unknown> | null;
+  requested_at: string;
+  operation_key_digest?: string;
+  run_id_digest?: string;
+  arguments_digest?: string;
+  arguments_bytes?: number;
+}
+
+/** An incident (the incidents verb). */
+export interface Incident {
+  kind: string;
+  attempt_id: string;
+  operation_id: string;
+  code: string;
+  reason: string;
+  at: string;
+  reason_digest?: string;
+}
+
+/** One page of a list verb: its rows, and the cursor of the next page ("" after the last). */
+export interface Page<T> {
+  rows: T[];
+  next_cursor: string;
+}
+
+/** What a list verb's page asks for: at most limit rows (0: the daemon's default), after cursor. */
+export interface PageRequest {
+  limit?: number;
+  cursor?: string;
+}
+
+/** The daemon's page sizes (docs/wire.md) and the most rows a call that pages through collects. */
+export const DEFAULT_PAGE_LIMIT = 100;
+export const MAX_PAGE_LIMIT = 500;
+export const MAX_LIST_ROWS = 10000;
 
 /** One version of a guarantee (guarantee-set-limit, guarantee-history): version 1 is its pin. */
 export interface VersionRow {
@@ -193,17 +251,21 @@ export interface VersionRow {
   resource?: string;
   limit?: number;
   mode?: "enforce" | "observe";
+  resource_digest?: string;
+  reason_digest?: string;
 }
 
 /** The members of each message, for the test that holds the types to the schemas. */
 export const MEMBERS = {
   proposal: ["run_id", "operation_key", "capability_id", "arguments", "evidence_refs", "approval_id"],
   decision: ["status", "code", "reason", "operation_id", "attempt_id", "action_digest", "resource", "limit", "committed", "held", "available", "guarantees", "evidence_gate"],
-  "op-reply": ["ok", "code", "reason", "exposure", "attempts", "settled", "kill_switch", "data", "approvals", "incidents", "versions"],
-  "op-reply#exposure_row": ["tenant", "guarantee_id", "resource", "open_attempts", "limit", "committed", "held", "available", "window", "capacity_returns_at", "capacity_returns", "archived_receipts", "over_limit"],
-  "op-reply#attempt_row": ["attempt_id", "operation_id", "principal", "run_id", "guarantee_id", "resource", "amount", "state", "last_observation", "last_reason", "next_safe_step", "reserved_at"],
-  "op-reply#version_row": ["version", "at", "operator", "reason", "resource", "limit", "mode"],
-  "op-reply#settle_row": ["attempt_id", "outcome", "status", "code", "reason"],
+  "op-reply": ["ok", "code", "reason", "exposure", "attempts", "settled", "kill_switch", "data", "approvals", "incidents", "versions", "next_cursor"],
+  "op-reply#exposure_row": ["tenant", "guarantee_id", "resource", "open_attempts", "limit", "committed", "held", "available", "window", "capacity_returns_at", "capacity_returns", "archived_receipts", "over_limit", "resource_digest"],
+  "op-reply#attempt_row": ["attempt_id", "operation_id", "principal", "run_id", "guarantee_id", "resource", "amount", "state", "last_observation", "last_reason", "next_safe_step", "reserved_at", "resource_digest", "run_id_digest", "last_reason_digest"],
+  "op-reply#version_row": ["version", "at", "operator", "reason", "resource", "limit", "mode", "resource_digest", "reason_digest"],
+  "op-reply#settle_row": ["attempt_id", "outcome", "status", "code", "reason", "reason_digest"],
+  "op-reply#approval_row": ["operation_id", "operation_key", "run_id", "principal", "capability_id", "action_digest", "arguments", "requested_at", "operation_key_digest", "run_id_digest", "arguments_digest", "arguments_bytes"],
+  "op-reply#incident_row": ["kind", "attempt_id", "operation_id", "code", "reason", "at", "reason_digest"],
   "op-reply#approval_data": ["approval_id", "action_digest", "risk", "expires_at"],
   "op-reply#authority_data": ["principal", "capability_id", "granted", "recorded"],
 } as const satisfies Record<string, readonly string[]>;
@@ -218,5 +280,7 @@ void assertTrue<Same<(typeof MEMBERS)["op-reply#exposure_row"][number], keyof Ex
 void assertTrue<Same<(typeof MEMBERS)["op-reply#attempt_row"][number], keyof AttemptRow>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#settle_row"][number], keyof SettleRow>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#version_row"][number], keyof VersionRow>>();
+void assertTrue<Same<(typeof MEMBERS)["op-reply#approval_row"][number], keyof PendingApproval>>();
+void assertTrue<Same<(typeof MEMBERS)["op-reply#incident_row"][number], keyof Incident>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#approval_data"][number], keyof Approval>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#authority_data"][number], keyof AuthorityChange>>();

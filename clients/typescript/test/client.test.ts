@@ -1,12 +1,15 @@
 // The TypeScript client against a real contextosd.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import {
   AuthorityDenied,
   CapabilityNotSurfaced,
   Client,
   inboxPrefix,
+  MoreRows,
   Refused,
+  RequestMalformed,
   RunAlreadyAdmitted,
   SharedGuaranteeAttemptUnknown,
   SharedGuaranteeExceeded,
@@ -141,6 +144,45 @@ test("operator calls", async () => {
     assert.ok(Array.isArray(await ops.attempts()));
     await assert.rejects(ops.closeAttempt({ attempt_id: "nope" }), SharedGuaranteeAttemptUnknown);
     assert.equal(await ops.killSwitch(), false);
+  } finally {
+    await agent.close();
+    await ops.close();
+  }
+});
+
+test("paged lists: pages by next_cursor, collect with a bound, a resource selected by its digest", async () => {
+  await admit("ts_run_pages", "agent_email");
+  const orders = ["ts_pg_1", "ts_pg_2", "ts_pg_3"];
+  const agent = await d.connect("agent_email");
+  const ops = await d.connect("ops_alice");
+  try {
+    for (const [i, order] of orders.entries()) {
+      assert.equal((await agent.propose(refund("ts_run_pages", `pg${i}`, order, 10))).status, "applied");
+    }
+    const seen: string[] = [];
+    let cursor = "";
+    let pages = 0;
+    for (;;) {
+      const page = await ops.exposurePage({ limit: 2, ...(cursor ? { cursor } : {}) });
+      assert.ok(page.rows.length <= 2);
+      seen.push(...page.rows.map((r) => r.resource));
+      pages++;
+      if (!page.next_cursor) break;
+      cursor = page.next_cursor;
+    }
+    assert.ok(pages >= 2);
+    assert.equal(new Set(seen).size, seen.length);
+    for (const o of orders) assert.ok(seen.includes(o));
+    assert.deepEqual(
+      (await ops.exposure()).map((r) => r.resource),
+      seen,
+    );
+    await assert.rejects(ops.exposure({}, 1), (e: unknown) => e instanceof MoreRows && e.rows.length === 1 && e.nextCursor !== "");
+    const one = await ops.exposure({ resource_digest: createHash("sha256").update("ts_pg_2").digest("hex") });
+    assert.equal(one.length, 1);
+    assert.equal(one[0].resource, "ts_pg_2");
+    assert.equal(one[0].committed, 10);
+    await assert.rejects(ops.attemptsPage({ cursor: "not a cursor" }), RequestMalformed);
   } finally {
     await agent.close();
     await ops.close();
