@@ -48,6 +48,11 @@ const (
 	CodeBreakerOpen                Code = "circuit_breaker_open"
 	CodeStoredEventRefused         Code = "stored_event_refused"
 	CodeRateLimited                Code = "rate_limited"
+	// CodeDomainMismatch: a proposal does not hold every guarantee pinned
+	// in its tenant's stream over its capability (the deciding replica is
+	// configured without it), or a configuration leaves such a guarantee
+	// out. Not retryable by the agent: an operator reconfigures the replica.
+	CodeDomainMismatch Code = "enforcement_domain_mismatch"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -64,6 +69,7 @@ var Codes = []Code{
 	CodeBreakerOpen,
 	CodeApprovalDenied,
 	CodeStoredEventRefused, CodeRateLimited,
+	CodeDomainMismatch,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a
