@@ -51,6 +51,7 @@ const (
 	CodeApprovalDenied             = kernel.CodeApprovalDenied
 	CodeStoredEventRefused         = kernel.CodeStoredEventRefused
 	CodeRateLimited                = kernel.CodeRateLimited
+	CodeDomainMismatch             = kernel.CodeDomainMismatch
 )
 
 // Status is what a decision says about an operation.

@@ -53,6 +53,7 @@ class Code(str, Enum):
     APPROVAL_DENIED = "approval_denied"
     STORED_EVENT_REFUSED = "stored_event_refused"
     RATE_LIMITED = "rate_limited"
+    ENFORCEMENT_DOMAIN_MISMATCH = "enforcement_domain_mismatch"
 
 
 class LedgerError(Exception):
@@ -334,6 +335,12 @@ class RateLimited(Refused):
     code = "rate_limited"
 
 
+class EnforcementDomainMismatch(Refused):
+    """Refused enforcement_domain_mismatch (docs/errors.md)."""
+
+    code = "enforcement_domain_mismatch"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -375,6 +382,7 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "approval_denied": ApprovalDenied,
     "stored_event_refused": StoredEventRefused,
     "rate_limited": RateLimited,
+    "enforcement_domain_mismatch": EnforcementDomainMismatch,
 }
 
 

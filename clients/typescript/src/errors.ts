@@ -363,6 +363,14 @@ export class RateLimited extends Refused {
   }
 }
 
+/** Refused enforcement_domain_mismatch (docs/errors.md). */
+export class EnforcementDomainMismatch extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("enforcement_domain_mismatch", reason, decision);
+    this.name = "EnforcementDomainMismatch";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -405,6 +413,7 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   approval_denied: ApprovalDenied,
   stored_event_refused: StoredEventRefused,
   rate_limited: RateLimited,
+  enforcement_domain_mismatch: EnforcementDomainMismatch,
 };
 
 /** The error of a code (Refused itself for a code this version does not know). */

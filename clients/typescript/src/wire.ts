@@ -43,6 +43,7 @@ export const CODES = [
   "approval_denied",
   "stored_event_refused",
   "rate_limited",
+  "enforcement_domain_mismatch",
 ] as const;
 
 /** A stable refusal code. */
