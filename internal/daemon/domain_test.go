@@ -141,7 +141,9 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 	nc := e.client("acme", "agent_email")
 	viaNATS := make([]gateway.Reply, 20)
 	for i := range viaNATS {
-		wg.Go(func() { viaNATS[i] = e.propose(nc, "acme", "agent_email", refund("run_dom", "n-"+string(rune('a'+i)), "ord_dom", 30000)) })
+		wg.Go(func() {
+			viaNATS[i] = e.propose(nc, "acme", "agent_email", refund("run_dom", "n-"+string(rune('a'+i)), "ord_dom", 30000))
+		})
 	}
 	wg.Wait()
 	applied, codes := 0, map[kernel.Code]int{}
