@@ -296,4 +296,13 @@ func TestReplacementCarriesExposure(t *testing.T) {
 	if n, amount := appliedOn(t, e.prov, "ord_rp"); n != 2 || amount != 100000 {
 		t.Fatalf("the provider applied %d refunds of %d on the order, want 2 of 100000", n, amount)
 	}
+	// The domain costs one control event per pin, none per proposal.
+	control, err := aggregates.ControlRef("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := e.rt.Store.Read(context.Background(), control.Subject, 1)
+	if err != nil || len(stored) != 2 || stored[0].Envelope.Type != kernel.TypeGuaranteeEnrolled || stored[1].Envelope.Type != kernel.TypeGuaranteeEnrolled {
+		t.Fatalf("the control subject holds %d events (%v), want the two enrollments", len(stored), err)
+	}
 }
