@@ -44,6 +44,26 @@ func Guard[T any, PT interface {
 	return &one[T, PT]{r: ref, state: state, guard: true}
 }
 
+// Read binds ref to the entry key of the state map *states (made if nil)
+// as a subject the decision reads and never appends to, without a guard:
+// the append of a decision that appends elsewhere does not check that the
+// subject stayed as read (a refusal or a no-op is still checked against the
+// store before it is answered, as for any subject). It saves the guard's
+// place in the atomic batch, which carries only as many guards as it has
+// events after the first of a subject. Use it only for a subject whose
+// later changes can only make the decision stricter: the ledger of a
+// replaced guarantee, to which nothing can be reserved any more, so a stale
+// copy overstates its exposure and never understates it.
+func Read[K comparable, T any, PT interface {
+	*T
+	State
+}](ref Ref, states *map[K]PT, key K) Binding {
+	if *states == nil {
+		*states = map[K]PT{}
+	}
+	return &entryOf[K, T, PT]{r: ref, states: states, key: key}
+}
+
 // BindEach binds refs, in order, to the elements of the state field *states
 // and of the events field *evs (a kernel state's list of ledgers and the
 // decision's events per ledger, which the kernel pairs by their order).
@@ -98,3 +118,17 @@ func (b *elem[T, PT]) events() []kernel.Event {
 	}
 	return (*b.evs)[b.i]
 }
+
+type entryOf[K comparable, T any, PT interface {
+	*T
+	State
+}] struct {
+	r      Ref
+	states *map[K]PT
+	key    K
+}
+
+func (b *entryOf[K, T, PT]) ref() Ref               { return b.r }
+func (b *entryOf[K, T, PT]) set(s State)            { (*b.states)[b.key] = s.(PT) }
+func (b *entryOf[K, T, PT]) guarded() bool          { return false }
+func (b *entryOf[K, T, PT]) events() []kernel.Event { return nil }

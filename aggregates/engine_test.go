@@ -425,3 +425,66 @@ func TestEvictionKeepsDecisionsRight(t *testing.T) {
 		}
 	}
 }
+
+// TestPinEnrolls: a pin enrolls its guarantee on the tenant's control
+// subject in the same append; pinning again appends nothing; a pin stored
+// without its enrollment (by a runtime before enrollment existed) is
+// enrolled once by Backfill.
+func TestPinEnrolls(t *testing.T) {
+	_, store := startStore(t, t.TempDir())
+	eng := NewEngine(store, testSealer())
+	ctx := context.Background()
+	cref, _ := ControlRef("acme")
+	controlEvents := func() []string {
+		t.Helper()
+		stored, err := store.Read(ctx, cref.Subject, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, s := range stored {
+			types = append(types, s.Envelope.Type)
+		}
+		return types
+	}
+	for range 2 {
+		if r, err := eng.Pin(ctx, "acme", testDef); err != nil || r != nil {
+			t.Fatal(err, r)
+		}
+	}
+	if got := controlEvents(); len(got) != 1 || got[0] != kernel.TypeGuaranteeEnrolled {
+		t.Fatalf("control subject %v, want one enrollment", got)
+	}
+	old := testDef
+	old.ID = "pinned-before"
+	pref, _ := PinRef("acme", old.ID)
+	envs, err := testSealer().Seal("acme", kernel.DecidePin(nil, "acme", old).Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Append(ctx, pref.Subject, 0, envs...); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r, err := NewEngine(store, testSealer()).Backfill(ctx, "acme", old.ID); err != nil || r != nil {
+			t.Fatal(err, r)
+		}
+	}
+	if r, err := eng.Backfill(ctx, "acme", "never-pinned"); err != nil || r != nil {
+		t.Fatal(err, r)
+	}
+	if got := controlEvents(); len(got) != 2 || got[1] != kernel.TypeGuaranteeEnrolled {
+		t.Fatalf("control subject %v, want two enrollments", got)
+	}
+	var c kernel.Control
+	stored, _ := store.Read(ctx, cref.Subject, 1)
+	for _, s := range stored {
+		ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
+		if err != nil || c.Apply(ev) != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := c.Enrolled(old.ID); !ok || len(c.Domain) != 2 {
+		t.Fatalf("domain %+v", c.Domain)
+	}
+}

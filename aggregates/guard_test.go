@@ -129,3 +129,67 @@ func TestGuardedReadKeepsNoOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadIsNotGuarded: a subject bound with Read is loaded into its map
+// entry and never appended to; a change to it after the decision read it
+// does not make the decision's append conflict (the subjects Read is for
+// only change in the direction that makes a decision stricter).
+func TestReadIsNotGuarded(t *testing.T) {
+	_, js := startStore(t, t.TempDir())
+	ctx := context.Background()
+	eng := NewEngine(js, testSealer())
+	if res, _, err := eng.Exposure(ctx, "acme", "old-guarantee", "ord_read", kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: "old-guarantee",
+		Resource: "ord_read", AttemptID: "a0", OperationID: "o0", Amount: 70, Limit: 100, DefinitionDigest: "d"}}); err != nil || res.Refusal != nil {
+		t.Fatal(err, res.Refusal)
+	}
+	gate := make(chan struct{})
+	geng := NewEngine(&gateStore{Store: js, gate: gate}, testSealer())
+	ledger, _ := ExposureRef("acme", testDef.ID, "ord_read")
+	old, _ := ExposureRef("acme", "old-guarantee", "ord_read")
+	key := kernel.LedgerKey{GuaranteeID: "old-guarantee", Resource: "ord_read"}
+	var st struct {
+		L        *kernel.Ledger
+		Replaced map[kernel.LedgerKey]*kernel.Ledger
+	}
+	var d kernel.Decision
+	var held int64
+	var decisions atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		res, err := geng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ledger, &st.L, &d.Events), Read(old, &st.Replaced, key)},
+			Decide: func() *kernel.Refusal {
+				decisions.Add(1)
+				held = st.Replaced[key].Held
+				d = kernel.DecideExposure(st.L, kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_read",
+					AttemptID: "a1", OperationID: "o1", Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest(), Carried: held}})
+				return d.Refusal
+			}})
+		if err == nil && res.Refusal != nil {
+			err = res.Refusal
+		}
+		done <- err
+	}()
+	waitStats(t, geng, func(s EngineStats) bool { return s.Sealed >= 1 })
+	// The old ledger's hold is released meanwhile.
+	if res, _, err := eng.Exposure(ctx, "acme", "old-guarantee", "ord_read", kernel.Observe{AttemptID: "a0", Outcome: kernel.OutcomeNotApplied, Source: "provider"}); err != nil || res.Refusal != nil {
+		t.Fatal(err, res.Refusal)
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if held != 70 || decisions.Load() != 1 {
+		t.Fatalf("read held %d in %d decisions, want 70 in one", held, decisions.Load())
+	}
+	if s := geng.Stats(); s.Conflicts != 0 {
+		t.Fatalf("stats %+v: the read subject was guarded", s)
+	}
+	stored, err := js.Read(ctx, ledger.Subject, 1)
+	if err != nil || len(stored) != 2 {
+		t.Fatalf("the ledger holds %d events, %v", len(stored), err)
+	}
+	ev, err := kernel.DecodeEvent(stored[0].Envelope.Type, stored[0].Envelope.V, stored[0].Envelope.Body)
+	if err != nil || ev.(kernel.ExposureReserved).Carried != 70 {
+		t.Fatalf("reservation %+v, %v: want carried 70", ev, err)
+	}
+}

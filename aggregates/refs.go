@@ -52,6 +52,16 @@ func PinRef(tenant, guaranteeID string) (Ref, error) {
 	return Ref{Subject: subject, New: func() State { return &kernel.Pin{} }}, nil
 }
 
+// ControlRef is the tenant's control subject: the kill switch, the versions
+// of its guarantees and the enforcement domain.
+func ControlRef(tenant string) (Ref, error) {
+	subject, err := codec.Subject(tenant, "control")
+	if err != nil {
+		return Ref{}, err
+	}
+	return Ref{Subject: subject, New: func() State { return &kernel.Control{} }}, nil
+}
+
 // OperationRef is the operation (tenant, run, operation key).
 func OperationRef(tenant, runID, operationKey string) (Ref, error) {
 	subject, err := codec.Subject(tenant, "operation", runID, operationKey)
@@ -81,18 +91,35 @@ func (e *Engine) Exposure(ctx context.Context, tenant, guaranteeID, resource str
 	return res, bal, err
 }
 
-// Pin pins def for tenant on first use and refuses any later difference.
+// Pin pins def for tenant on first use and refuses any later difference;
+// the pin enrolls the guarantee in the tenant's enforcement domain, on its
+// control subject, in the same atomic append (kernel.DecideEnroll).
 func (e *Engine) Pin(ctx context.Context, tenant string, def kernel.Definition) (*kernel.Refusal, error) {
-	ref, err := PinRef(tenant, def.ID)
+	return e.pin(ctx, tenant, def.ID, func(s kernel.PinState) kernel.PinDecision { return kernel.DecideEnroll(s, tenant, def) })
+}
+
+// Backfill enrolls a guarantee pinned before enrollment existed in the
+// tenant's enforcement domain (kernel.DecideBackfill); it appends nothing
+// for one enrolled or never pinned.
+func (e *Engine) Backfill(ctx context.Context, tenant, guaranteeID string) (*kernel.Refusal, error) {
+	return e.pin(ctx, tenant, guaranteeID, kernel.DecideBackfill)
+}
+
+func (e *Engine) pin(ctx context.Context, tenant, guaranteeID string, decide func(kernel.PinState) kernel.PinDecision) (*kernel.Refusal, error) {
+	ref, err := PinRef(tenant, guaranteeID)
 	if err != nil {
 		return nil, err
 	}
-	var p *kernel.Pin
-	var d kernel.Decision
+	cref, err := ControlRef(tenant)
+	if err != nil {
+		return nil, err
+	}
+	var st kernel.PinState
+	var d kernel.PinDecision
 	res, err := e.Do(ctx, Tx{
 		Tenant: tenant,
-		Bind:   []Binding{Bind(ref, &p, &d.Events)},
-		Decide: func() *kernel.Refusal { d = kernel.DecidePin(p, tenant, def); return d.Refusal },
+		Bind:   []Binding{Bind(ref, &st.Pin, &d.Pin), Bind(cref, &st.Control, &d.Control)},
+		Decide: func() *kernel.Refusal { d = decide(st); return d.Refusal },
 	})
 	return res.Refusal, err
 }

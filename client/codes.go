@@ -52,6 +52,7 @@ const (
 	CodeStoredEventRefused         = kernel.CodeStoredEventRefused
 	CodeRateLimited                = kernel.CodeRateLimited
 	CodeReplyTooLarge              = kernel.CodeReplyTooLarge
+	CodeDomainMismatch             = kernel.CodeDomainMismatch
 )
 
 // Status is what a decision says about an operation.

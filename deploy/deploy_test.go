@@ -363,7 +363,7 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	for k, v := range map[string]string{
-		"ExecStartPre":    "/usr/local/bin/contextosd --check-config /etc/contextos/contextos.toml",
+		"ExecStartPre":    "/usr/local/bin/contextosd --check-config /etc/contextos/contextos.toml --offline",
 		"ExecStart":       "/usr/local/bin/contextosd --config /etc/contextos/contextos.toml",
 		"User":            "contextos",
 		"StateDirectory":  "contextos",

@@ -444,6 +444,18 @@ func (s *JetStore) ReplayTenant(ctx context.Context, tenant string, fromSeq uint
 	return s.replay(ctx, fromSeq, codec.TenantPrefix(tenant)+">", fn)
 }
 
+// ReplayKind implements Store like ReplayTenant, with the kind's subjects
+// as the Direct Get filter.
+func (s *JetStore) ReplayKind(ctx context.Context, tenant, kind string, fn func(Stored) error) error {
+	if err := codec.ValidToken(tenant); err != nil {
+		return err
+	}
+	if err := codec.ValidToken(kind); err != nil {
+		return err
+	}
+	return s.replay(ctx, 1, codec.TenantPrefix(tenant)+kind+".>", fn)
+}
+
 // replay reads the stream's messages from fromSeq on, those on subjects
 // matching filter when it is set.
 func (s *JetStore) replay(ctx context.Context, fromSeq uint64, filter string, fn func(Stored) error) error {

@@ -148,6 +148,17 @@ func (m *MemStore) ReplayTenant(ctx context.Context, tenant string, fromSeq uint
 	return m.replay(ctx, fromSeq, codec.TenantPrefix(tenant), fn)
 }
 
+// ReplayKind implements Store.
+func (m *MemStore) ReplayKind(ctx context.Context, tenant, kind string, fn func(Stored) error) error {
+	if err := codec.ValidToken(tenant); err != nil {
+		return err
+	}
+	if err := codec.ValidToken(kind); err != nil {
+		return err
+	}
+	return m.replay(ctx, 1, codec.TenantPrefix(tenant)+kind+".", fn)
+}
+
 // replay calls fn for the events from fromSeq on whose subject starts with
 // prefix.
 func (m *MemStore) replay(ctx context.Context, fromSeq uint64, prefix string, fn func(Stored) error) error {

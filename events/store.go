@@ -66,6 +66,11 @@ type Store interface {
 	// codec.TenantPrefix(tenant) + ">"); the other tenants' events are
 	// not read.
 	ReplayTenant(ctx context.Context, tenant string, fromSeq uint64, fn func(Stored) error) error
+	// ReplayKind is ReplayTenant of one kind of the tenant's subjects
+	// (codec.TenantPrefix(tenant) + kind + ".>"), from the start: the
+	// other subjects' events are not read (the pins of a tenant's
+	// guarantees, say, without its ledgers).
+	ReplayKind(ctx context.Context, tenant, kind string, fn func(Stored) error) error
 }
 
 // ErrConflict is matched (errors.Is) by *ConflictError.

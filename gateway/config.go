@@ -295,6 +295,9 @@ type GuaranteeConfig struct {
 	Duration string `toml:"duration"`
 	// ResourceForm is "ascii-token", "nfc" or empty (any string).
 	ResourceForm string `toml:"resource_form"`
+	// Replaces names the guarantee this one replaces, whose exposure it
+	// carries forward; that one may not be configured too.
+	Replaces string `toml:"replaces"`
 }
 
 // Duration is a configuration duration, written as Go writes one ("90s",
@@ -417,7 +420,7 @@ func (c *Config) prepare(dir string) error {
 	for _, g := range c.RawGuarantee {
 		c.Guarantees = append(c.Guarantees, kernel.Definition{ID: g.ID, CapabilityIDs: g.CapabilityIDs, ResourcePointer: g.ResourcePointer,
 			AmountPointer: g.AmountPointer, Limit: g.Limit, Unit: g.Unit, Mode: g.Mode, Window: g.Window, TimeZone: g.TimeZone, Duration: g.Duration,
-			ResourceForm: kernel.ResourceForm(g.ResourceForm)})
+			ResourceForm: kernel.ResourceForm(g.ResourceForm), Replaces: g.Replaces})
 	}
 	return nil
 }
@@ -556,6 +559,13 @@ func (c *Config) validate() error {
 			}
 			c.zones[def.TimeZone] = z
 		}
+	}
+	// What can be checked without the stream: a guarantee is not configured
+	// with the one it replaces. Boot checks the rest against the stream's
+	// enforcement domain.
+	var empty *kernel.Control
+	if r := empty.CheckConfigured(c.Guarantees, func(string) bool { return true }); r != nil {
+		return r
 	}
 	return c.validateMCP()
 }

@@ -53,15 +53,26 @@ var guaranteeVerbs = []string{"guarantee-set-limit", "guarantee-history"}
 type pinned struct {
 	pin     *kernel.Pin
 	refusal *kernel.Refusal // the configured definition means something else
+	// replaced are the guarantees it replaces (kernel.Control.Replaced),
+	// whose ledgers its holds read: fixed once it is pinned, since a
+	// replaced guarantee can no longer be pinned.
+	replaced []string
 }
 
 // PinAll pins every configured guarantee for every tenant and remembers each
-// pin. A guarantee whose configured meaning differs from its pin fails
-// closed: every proposal it covers is refused with the pin's refusal. A
-// configuration that differs only in the limit or mode boots with a warning
-// naming the verb that changes them: the stream's version is the one used.
+// pin. First it enrolls in each tenant's enforcement domain the pins made
+// before enrollment existed, and refuses (a *DomainError) a configuration
+// that leaves the domain: one that omits a guarantee pinned over a
+// capability it surfaces, or replaces one in a way it may not. A guarantee
+// whose configured meaning differs from its pin fails closed: every
+// proposal it covers is refused with the pin's refusal. A configuration that
+// differs only in the limit or mode boots with a warning naming the verb
+// that changes them: the stream's version is the one used.
 func (g *Gateway) PinAll(ctx context.Context) error {
 	for _, t := range g.cfg.Tenants {
+		if err := g.enterDomain(ctx, t.ID); err != nil {
+			return err
+		}
 		csub, err := codec.Subject(t.ID, "control")
 		if err != nil {
 			return err
@@ -100,6 +111,28 @@ func (g *Gateway) PinAll(ctx context.Context) error {
 					"tenant", t.ID, "guarantee", def.ID, "configured", drift)
 			}
 		}
+		if err := g.rememberReplaced(ctx, t.ID, csub); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rememberReplaced reads, once the tenant's guarantees are pinned, which
+// guarantees each configured one replaces.
+func (g *Gateway) rememberReplaced(ctx context.Context, tenant, csub string) error {
+	cs, err := g.load(ctx, controlRef(csub))
+	if err != nil {
+		return fmt.Errorf("read the control subject of %s: %w", tenant, err)
+	}
+	ctl := cs.(*kernel.Control)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, def := range g.cfg.Guarantees {
+		k := tenant + "/" + def.ID
+		p := g.pins[k]
+		p.replaced = ctl.Replaced(def.ID)
+		g.pins[k] = p
 	}
 	return nil
 }

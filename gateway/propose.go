@@ -18,6 +18,9 @@ import (
 type bound struct {
 	hold kernel.Hold
 	ref  aggregates.Ref
+	// carries are the ledgers of the guarantees it replaces, whose
+	// exposure on the resource counts against its limit.
+	carries []carry
 }
 
 func holdsOf(bs []bound) []kernel.Hold {
@@ -140,7 +143,12 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 				refusal = &kernel.Refusal{Code: kernel.CodeResourceInvalid, Reason: err.Error()}
 				break
 			}
-			pc.bound = append(pc.bound, bound{hold: hold, ref: ref})
+			carries, err := g.carriesOf(tenant, hold)
+			if err != nil {
+				refusal = &kernel.Refusal{Code: kernel.CodeResourceInvalid, Reason: err.Error()}
+				break
+			}
+			pc.bound = append(pc.bound, bound{hold: hold, ref: ref, carries: carries})
 		}
 	}
 	return pc.run(ctx, refusal)
@@ -257,6 +265,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		bind = append(bind, aggregates.Bind(*pc.approvalRef, &st.Approval, &d.Approval))
 	}
 	bind = append(bind, aggregates.Guard(pc.controlRef, &st.Control))
+	bind = append(bind, readReplaced(pc.bound, &st.Replaced)...)
 	var reply Reply
 	var generation uint64
 	endStage := g.tel.stage(ctx, stageDecide)

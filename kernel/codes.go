@@ -49,6 +49,11 @@ const (
 	CodeStoredEventRefused         Code = "stored_event_refused"
 	CodeRateLimited                Code = "rate_limited"
 	CodeReplyTooLarge              Code = "reply_too_large"
+	// CodeDomainMismatch: a proposal does not hold every guarantee pinned
+	// in its tenant's stream over its capability (the deciding replica is
+	// configured without it), or a configuration leaves such a guarantee
+	// out. Not retryable by the agent: an operator reconfigures the replica.
+	CodeDomainMismatch Code = "enforcement_domain_mismatch"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -66,6 +71,7 @@ var Codes = []Code{
 	CodeApprovalDenied,
 	CodeStoredEventRefused, CodeRateLimited,
 	CodeReplyTooLarge,
+	CodeDomainMismatch,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

@@ -29,6 +29,12 @@ type Definition struct {
 	// (look-alikes). Omitted when empty, so definitions without one keep
 	// the digest they were pinned with.
 	ResourceForm ResourceForm `json:"resource_form,omitempty"`
+	// Replaces names the guarantee this one takes over from: what is
+	// committed and held under it on a resource counts against this one's
+	// limit on the same resource (ProposalState.Replaced). Omitted when
+	// empty, so definitions without one keep the digest they were pinned
+	// with.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // Validate checks the definition: a token id, at least one capability, valid
@@ -69,6 +75,14 @@ func (d Definition) Validate() *Refusal {
 	}
 	if !d.ResourceForm.Valid() {
 		return refuse(CodeDefinitionInvalid, "guarantee %s resource_form must be \"ascii-token\" or \"nfc\", not %q", d.ID, string(d.ResourceForm))
+	}
+	if d.Replaces != "" {
+		if err := ValidToken(d.Replaces); err != nil {
+			return refuse(CodeDefinitionInvalid, "guarantee %s replaces: %v", d.ID, err)
+		}
+		if d.Replaces == d.ID {
+			return refuse(CodeDefinitionInvalid, "guarantee %s replaces itself", d.ID)
+		}
 	}
 	return nil
 }

@@ -49,6 +49,9 @@ type ExposureReserved struct {
 	Window  string `json:"window,omitempty"`
 	Rolling int64  `json:"rolling_seconds,omitempty"`
 	At      string `json:"at,omitempty"`
+	// Carried is the exposure on the resource of the guarantees this
+	// one replaces, counted against Limit when it was reserved.
+	Carried int64 `json:"carried,omitempty"`
 }
 
 // ExposureDispatchStarted is the durable gate before a provider call: from

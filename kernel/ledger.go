@@ -110,12 +110,15 @@ type Receipt struct {
 	Last Outcome `json:"last,omitempty"`
 }
 
-// Balance is the accounting view of one resource.
+// Balance is the accounting view of one resource. Carried is what the
+// guarantees a guarantee replaces hold and committed on the resource, which
+// counts against its limit: Available = Limit - Committed - Held - Carried.
 type Balance struct {
 	Limit     int64 `json:"limit"`
 	Committed int64 `json:"committed"`
 	Held      int64 `json:"held"`
 	Available int64 `json:"available"`
+	Carried   int64 `json:"carried,omitempty"`
 }
 
 // Ledger is the exposure state of one (tenant, guarantee, resource). It is
@@ -250,6 +253,9 @@ type Reserve struct {
 	Window           string    // the calendar window of the ledger, if any
 	Rolling          int64     // the rolling window's duration in seconds, if any
 	Now              time.Time // the decision time
+	// Carried is the exposure on the resource of the guarantees this one
+	// replaces: it counts against Limit with the ledger's own.
+	Carried int64
 }
 
 // StartDispatch asks to open the dispatch gate for an attempt.
@@ -395,8 +401,15 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 	if c.Rolling > 0 {
 		committed = l.CommittedAt(c.Now)
 	}
-	over := committed+l.Held+c.Amount > c.Limit
-	if over && !c.Observe {
+	if c.Carried < 0 {
+		return no(CodeAmountInvalid, "carried exposure %d is negative", c.Carried)
+	}
+	over := committed+l.Held+c.Carried+c.Amount > c.Limit
+	switch {
+	case over && !c.Observe && c.Carried > 0:
+		return no(CodeExceeded, "%s: committed %d + held %d + carried %d (from the guarantees it replaces) + amount %d exceeds limit %d (available %d)",
+			c.GuaranteeID, committed, l.Held, c.Carried, c.Amount, c.Limit, c.Limit-committed-l.Held-c.Carried)
+	case over && !c.Observe:
 		return no(CodeExceeded, "%s: committed %d + held %d + amount %d exceeds limit %d (available %d)",
 			c.GuaranteeID, committed, l.Held, c.Amount, c.Limit, c.Limit-committed-l.Held)
 	}
@@ -407,7 +420,7 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 	return Decision{Events: []Event{ExposureReserved{
 		GuaranteeID: c.GuaranteeID, Resource: c.Resource, AttemptID: c.AttemptID, OperationID: c.OperationID,
 		Amount: c.Amount, Limit: c.Limit, DefinitionDigest: c.DefinitionDigest, OverLimit: over,
-		Window: c.Window, Rolling: c.Rolling, At: at,
+		Window: c.Window, Rolling: c.Rolling, At: at, Carried: c.Carried,
 	}}}
 }
 
@@ -478,7 +491,7 @@ func (l *Ledger) Apply(ev Event) error {
 			gone, _ := l.expired(at)
 			committed -= gone
 		}
-		if over := committed+l.Held+e.Amount > e.Limit; e.Limit <= 0 || e.Limit > MaxAmount || e.Amount <= 0 || over != e.OverLimit {
+		if over := committed+l.Held+e.Carried+e.Amount > e.Limit; e.Limit <= 0 || e.Limit > MaxAmount || e.Amount <= 0 || e.Carried < 0 || over != e.OverLimit {
 			return fmt.Errorf("reservation %s of %d breaks the ceiling %d (committed %d, held %d)", e.AttemptID, e.Amount, e.Limit, l.Committed, l.Held)
 		}
 		if l.open >= MaxReceipts {

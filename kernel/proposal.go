@@ -23,6 +23,9 @@ type Hold struct {
 	Observe          bool   // the guarantee is in observe mode: over the limit is recorded, not refused
 	Window           string // the calendar window of the ledger (Definition.WindowAt), if any
 	Rolling          int64  // the rolling window's duration in seconds, if any
+	// Carried is what the guarantees this one replaces hold and committed
+	// on the resource; DecidePropose sets it from ProposalState.Replaced.
+	Carried int64
 }
 
 // ProposalState is what the reserve decision reads.
@@ -31,7 +34,10 @@ type ProposalState struct {
 	Ledgers  []*Ledger // one per Propose.Holds, in their order
 	Run      *Run
 	Approval *Approval // nil when the proposal names no approval
-	Control  *Control  // the tenant's control subject (kill switch); nil reads as released
+	Control  *Control  // the tenant's control subject (kill switch, enforcement domain); nil reads as released and empty
+	// Replaced are the ledgers, on the holds' resources, of the guarantees
+	// the held ones replace (Control.Replaced): read, never appended to.
+	Replaced map[LedgerKey]*Ledger
 }
 
 // Propose is one proposal that reached the ledger.
@@ -83,7 +89,8 @@ type ProposalDecision struct {
 // refused (CodeOperationConflict) and nothing is appended. Otherwise the
 // operation is opened and the checks run in the order of DESIGN section 1:
 // the kill switch, then what the checks before the ledger decided, then
-// approval, run budget and exposure. A refusal by any drops every event but
+// the enforcement domain (every guarantee pinned over the capability is
+// held, CodeDomainMismatch), then approval, run budget and exposure. A refusal by any drops every event but
 // the operation's record (opened, refused, the decision record), so nothing
 // is redeemed, consumed or held. An accepted proposal holds on every ledger
 // and its operation records the reservation and the dispatch-start, all in
@@ -102,6 +109,22 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	if s.Control != nil && s.Control.Engaged {
 		refusal = refuse(CodeKillSwitchEngaged, "the tenant's kill switch is engaged")
 	}
+	if refusal == nil {
+		refusal = s.Control.checkHolds(c.Opened.CapabilityID, c.Holds)
+	}
+	// Each hold carries its guarantee's pinned limit and mode; the control
+	// subject holds their later versions, and the exposure the guarantees
+	// it replaces carry forward.
+	c.Holds = slices.Clone(c.Holds)
+	for i := range c.Holds {
+		c.Holds[i] = s.Control.Bind(c.Holds[i])
+		carried, r := s.Control.carried(c.Holds[i], s.Replaced, c.Now)
+		if r != nil && refusal == nil {
+			refusal = r
+		}
+		c.Holds[i].Carried = carried
+	}
+	d.Holds = c.Holds
 	if refusal == nil {
 		ap := DecideApproval(s.Approval, RedeemApproval{Required: c.ApprovalRequired, ApprovalID: c.ApprovalID,
 			ActionDigest: c.Opened.ActionDigest, Risk: c.Risk, OperationID: c.Opened.OperationID, Now: c.Now})
@@ -124,18 +147,11 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 			}
 		}
 	}
-	// Each hold carries its guarantee's pinned limit and mode; the control
-	// subject holds their later versions.
-	c.Holds = slices.Clone(c.Holds)
-	for i := range c.Holds {
-		c.Holds[i] = s.Control.Bind(c.Holds[i])
-	}
-	d.Holds = c.Holds
 	if refusal == nil {
 		for i, h := range c.Holds {
 			rd := DecideExposure(s.Ledgers[i], ReserveStarted{Reserve: Reserve{GuaranteeID: h.GuaranteeID, Resource: h.Resource,
 				AttemptID: c.AttemptID, OperationID: c.Opened.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest,
-				Observe: h.Observe, Window: h.Window, Rolling: h.Rolling, Now: c.Now}})
+				Observe: h.Observe, Window: h.Window, Rolling: h.Rolling, Now: c.Now, Carried: h.Carried}})
 			if rd.Refusal != nil {
 				refusal = rd.Refusal
 				break
@@ -156,7 +172,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 		if refusal.Code == CodeApprovalRequired {
 			refused.Arguments = c.Arguments
 		}
-		return ProposalDecision{Op: append(d.Op, refused, rec),
+		return ProposalDecision{Op: append(d.Op, refused, rec), Holds: d.Holds,
 			Ledgers: make([][]Event, len(s.Ledgers)), Controls: d.Controls, Refusal: refusal}
 	}
 	hr := make([]HoldRef, len(c.Holds))
@@ -177,6 +193,8 @@ func HoldsOf(holds []Hold, ledgers []*Ledger) []GuaranteeHold {
 	var out []GuaranteeHold
 	for i, h := range holds {
 		bal := ledgers[i].BalanceUnder(h.Limit)
+		bal.Carried = h.Carried
+		bal.Available -= h.Carried
 		out = append(out, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount, Balance: bal})
 	}
 	return out

@@ -55,11 +55,14 @@ type KillSwitchSet struct {
 // EventType implements Event.
 func (KillSwitchSet) EventType() string { return TypeKillSwitchSet }
 
-// Control is the state of a tenant's control subject: the kill switch, and
-// the versions of its guarantees' limits and modes.
+// Control is the state of a tenant's control subject: the kill switch, the
+// versions of its guarantees' limits and modes, and the enforcement domain.
 type Control struct {
 	Engaged    bool
 	Guarantees map[string]GuaranteeVersion `json:",omitempty"` // by guarantee id
+	// Domain is every guarantee pinned in the tenant's stream, by id, as
+	// its pin defines it (GuaranteeEnrolled).
+	Domain map[string]Pin `json:",omitempty"`
 }
 
 // Apply folds a control event.
@@ -69,6 +72,8 @@ func (c *Control) Apply(ev Event) error {
 		c.Engaged = e.Engaged
 	case GuaranteeRedefined:
 		return c.applyRedefined(e)
+	case GuaranteeEnrolled:
+		return c.applyEnrolled(e)
 	default:
 		return fmt.Errorf("event %T does not belong to a control subject", ev)
 	}

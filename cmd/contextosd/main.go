@@ -2,18 +2,21 @@
 // NATS JetStream deployment and serves governed proposals and operator verbs.
 //
 //	contextosd --config FILE
-//	contextosd --check-config FILE
+//	contextosd --check-config FILE [--offline]
 //	contextosd --init-key FILE
 //	contextosd --version
 //	contextosd keys rotate --config FILE
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/gateway"
@@ -32,11 +35,12 @@ func run() int {
 	}
 	fs := flag.NewFlagSet("contextosd", flag.ContinueOnError)
 	config := fs.String("config", "", "the TOML configuration file")
-	check := fs.String("check-config", "", "validate a configuration file and exit")
+	check := fs.String("check-config", "", "validate a configuration file, and check it against the event stream it would run on (the guarantees pinned there), then exit: 0 ok, 1 invalid or refused, 3 the stream could not be read")
+	offline := fs.Bool("offline", false, "with --check-config: validate the file alone, without reading the event stream")
 	initKey := fs.String("init-key", "", "create a new runtime signing key file (0600) for runtime.key_file, print its key id and exit; refuses to replace one")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE | --init-key FILE | --version | keys rotate --config FILE\n\n")
+		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE [--offline] | --init-key FILE | --version | keys rotate --config FILE\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -59,12 +63,7 @@ func run() int {
 		return 0
 	}
 	if *check != "" {
-		if _, err := gateway.LoadConfig(*check); err != nil {
-			fmt.Fprintln(os.Stderr, "contextosd:", err)
-			return 1
-		}
-		fmt.Println("configuration ok")
-		return 0
+		return checkConfig(*check, *offline)
 	}
 	if *config == "" || fs.NArg() > 0 {
 		fs.Usage()
@@ -88,5 +87,35 @@ func run() int {
 	<-sig
 	log.Info("contextosd stopping")
 	rt.Close()
+	return 0
+}
+
+// checkConfig validates a configuration file and, unless offline, checks it
+// against the event stream it would run on, as Boot does, writing nothing.
+func checkConfig(path string, offline bool) int {
+	cfg, err := gateway.LoadConfig(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "contextosd:", err)
+		return 1
+	}
+	if offline {
+		fmt.Println("configuration ok (not checked against the event stream: --offline)")
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	notes, err := daemon.CheckConfig(ctx, cfg)
+	for _, n := range notes {
+		fmt.Fprintln(os.Stderr, "contextosd:", n)
+	}
+	switch {
+	case errors.Is(err, daemon.ErrStreamUnreachable):
+		fmt.Fprintln(os.Stderr, "contextosd: the configuration file is valid, but it was not checked against the guarantees pinned in the event stream:", err)
+		return 3
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "contextosd:", err)
+		return 1
+	}
+	fmt.Println("configuration ok")
 	return 0
 }

@@ -90,6 +90,7 @@ func Run(t *testing.T, newStore func(t *testing.T) events.Store) {
 		{"ReadFromSeq", testReadFrom},
 		{"ReplayOrder", testReplay},
 		{"ReplayTenantReadsOnlyItsEvents", testReplayTenant},
+		{"ReplayKindReadsOnlyItsSubjects", testReplayKind},
 		{"InvalidAppends", testInvalid},
 		{"ConcurrentWriters", testConcurrent},
 	}
@@ -611,5 +612,46 @@ func testConcurrent(t *testing.T, s events.Store) {
 			t.Fatalf("event %d duplicated or out of order", i)
 		}
 		ids[st.Envelope.EventID] = true
+	}
+}
+
+// testReplayKind: ReplayKind delivers one kind of one tenant's subjects, in
+// order, and nothing of another kind, another tenant or a kind whose name
+// begins this one's.
+func testReplayKind(t *testing.T, s events.Store) {
+	var want []events.Stored
+	subjects := []struct{ tenant, kind, key string }{
+		{Tenant, "guarantee", "g1"}, {Tenant, "control", ""}, {Tenant + "2", "guarantee", "g1"},
+		{Tenant, "guarantees", "g1"}, {Tenant, "guarantee", "g2"}, {"globex", "guarantee", "g3"},
+	}
+	for i, c := range subjects {
+		var keys []string
+		if c.key != "" {
+			keys = []string{c.key}
+		}
+		sub, err := codec.Subject(c.tenant, c.kind, keys...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := tenantEvent(t, c.tenant, i)
+		seq := mustAppend(t, s, sub, 0, e)
+		if c.tenant == Tenant && c.kind == "guarantee" {
+			want = append(want, events.Stored{Seq: seq, Subject: sub, Envelope: e})
+		}
+	}
+	var got []events.Stored
+	if err := s.ReplayKind(ctx(t), Tenant, "guarantee", func(st events.Stored) error { got = append(got, st); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("ReplayKind = %d events, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Seq != want[i].Seq || got[i].Subject != want[i].Subject || got[i].Envelope.EventID != want[i].Envelope.EventID {
+			t.Fatalf("ReplayKind event %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if err := s.ReplayKind(ctx(t), Tenant, "no.dots", func(events.Stored) error { return nil }); err == nil {
+		t.Fatal("ReplayKind accepted an invalid kind")
 	}
 }

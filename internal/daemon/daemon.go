@@ -138,26 +138,12 @@ func Boot(cfg *gateway.Config, o BootOptions) (*Runtime, error) {
 		replyOpts = append(replyOpts, nats.UserInfo(gateway.ReplyUser, password))
 	} else {
 		rt.URL = cfg.NATS.URL
-		switch {
-		case cfg.NATS.Creds != "":
-			opts = append(opts, nats.UserCredentials(cfg.NATS.Creds))
-		case cfg.NATS.NkeyFile != "":
-			nk, err := nats.NkeyOptionFromSeed(cfg.NATS.NkeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("nats.nkey_file: %w", err)
-			}
-			opts = append(opts, nk)
-		case cfg.NATS.User != "":
-			opts = append(opts, nats.UserInfo(cfg.NATS.User, cfg.NATS.Password))
+		user, err := runtimeUser(cfg)
+		if err != nil {
+			return nil, err
 		}
-		if cfg.NATS.TLSCAFile != "" {
-			opts = append(opts, nats.RootCAs(cfg.NATS.TLSCAFile))
-			replyOpts = append(replyOpts, nats.RootCAs(cfg.NATS.TLSCAFile))
-		}
-		if cfg.NATS.TLSCertFile != "" {
-			opts = append(opts, nats.ClientCert(cfg.NATS.TLSCertFile, cfg.NATS.TLSKeyFile))
-			replyOpts = append(replyOpts, nats.ClientCert(cfg.NATS.TLSCertFile, cfg.NATS.TLSKeyFile))
-		}
+		opts = append(append(opts, user...), tlsOptions(cfg)...)
+		replyOpts = append(replyOpts, tlsOptions(cfg)...)
 		switch {
 		case cfg.NATS.ReplyCreds != "":
 			replyOpts = append(replyOpts, nats.UserCredentials(cfg.NATS.ReplyCreds))
@@ -293,6 +279,36 @@ func (rt *Runtime) Close() {
 	if rt.lock != nil {
 		_ = rt.lock.Close()
 	}
+}
+
+// runtimeUser is how the runtime's own user authenticates to an external
+// NATS deployment (nats.creds, nats.nkey_file or nats.user).
+func runtimeUser(cfg *gateway.Config) ([]nats.Option, error) {
+	switch {
+	case cfg.NATS.Creds != "":
+		return []nats.Option{nats.UserCredentials(cfg.NATS.Creds)}, nil
+	case cfg.NATS.NkeyFile != "":
+		nk, err := nats.NkeyOptionFromSeed(cfg.NATS.NkeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats.nkey_file: %w", err)
+		}
+		return []nats.Option{nk}, nil
+	case cfg.NATS.User != "":
+		return []nats.Option{nats.UserInfo(cfg.NATS.User, cfg.NATS.Password)}, nil
+	}
+	return nil, nil
+}
+
+// tlsOptions are the TLS settings of the connections to an external NATS.
+func tlsOptions(cfg *gateway.Config) []nats.Option {
+	var opts []nats.Option
+	if cfg.NATS.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.NATS.TLSCAFile))
+	}
+	if cfg.NATS.TLSCertFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.NATS.TLSCertFile, cfg.NATS.TLSKeyFile))
+	}
+	return opts
 }
 
 // addrFree reports an address another process listens on at once and

@@ -168,6 +168,11 @@ func (s *Store) ReplayTenant(ctx context.Context, tenant string, fromSeq uint64,
 	return s.inner.ReplayTenant(ctx, tenant, fromSeq, fn)
 }
 
+// ReplayKind implements events.Store.
+func (s *Store) ReplayKind(ctx context.Context, tenant, kind string, fn func(events.Stored) error) error {
+	return s.inner.ReplayKind(ctx, tenant, kind, fn)
+}
+
 // CheckAcknowledged reports an acknowledged event the stream no longer
 // holds at the sequence its append reported.
 func (s *Store) CheckAcknowledged(ctx context.Context) error {

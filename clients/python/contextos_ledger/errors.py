@@ -54,6 +54,7 @@ class Code(str, Enum):
     STORED_EVENT_REFUSED = "stored_event_refused"
     RATE_LIMITED = "rate_limited"
     REPLY_TOO_LARGE = "reply_too_large"
+    ENFORCEMENT_DOMAIN_MISMATCH = "enforcement_domain_mismatch"
 
 
 class LedgerError(Exception):
@@ -341,6 +342,12 @@ class ReplyTooLarge(Refused):
     code = "reply_too_large"
 
 
+class EnforcementDomainMismatch(Refused):
+    """Refused enforcement_domain_mismatch (docs/errors.md)."""
+
+    code = "enforcement_domain_mismatch"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -383,6 +390,7 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "stored_event_refused": StoredEventRefused,
     "rate_limited": RateLimited,
     "reply_too_large": ReplyTooLarge,
+    "enforcement_domain_mismatch": EnforcementDomainMismatch,
 }
 
 

@@ -371,6 +371,14 @@ export class ReplyTooLarge extends Refused {
   }
 }
 
+/** Refused enforcement_domain_mismatch (docs/errors.md). */
+export class EnforcementDomainMismatch extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("enforcement_domain_mismatch", reason, decision);
+    this.name = "EnforcementDomainMismatch";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -414,6 +422,7 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   stored_event_refused: StoredEventRefused,
   rate_limited: RateLimited,
   reply_too_large: ReplyTooLarge,
+  enforcement_domain_mismatch: EnforcementDomainMismatch,
 };
 
 /** The error of a code (Refused itself for a code this version does not know). */

@@ -44,6 +44,7 @@ export const CODES = [
   "stored_event_refused",
   "rate_limited",
   "reply_too_large",
+  "enforcement_domain_mismatch",
 ] as const;
 
 /** A stable refusal code. */
