@@ -51,6 +51,8 @@ const (
 	CodeApprovalDenied             = kernel.CodeApprovalDenied
 	CodeStoredEventRefused         = kernel.CodeStoredEventRefused
 	CodeRateLimited                = kernel.CodeRateLimited
+	CodeLogIntegrityFailed         = kernel.CodeLogIntegrityFailed
+	CodeLogUnwitnessed             = kernel.CodeLogUnwitnessed
 )
 
 // Status is what a decision says about an operation.

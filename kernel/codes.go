@@ -48,6 +48,8 @@ const (
 	CodeBreakerOpen                Code = "circuit_breaker_open"
 	CodeStoredEventRefused         Code = "stored_event_refused"
 	CodeRateLimited                Code = "rate_limited"
+	CodeLogIntegrityFailed         Code = "log_integrity_failed"
+	CodeLogUnwitnessed             Code = "log_unwitnessed"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -64,6 +66,7 @@ var Codes = []Code{
 	CodeBreakerOpen,
 	CodeApprovalDenied,
 	CodeStoredEventRefused, CodeRateLimited,
+	CodeLogIntegrityFailed, CodeLogUnwitnessed,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

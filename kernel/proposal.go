@@ -32,6 +32,12 @@ type ProposalState struct {
 	Run      *Run
 	Approval *Approval // nil when the proposal names no approval
 	Control  *Control  // the tenant's control subject (kill switch); nil reads as released
+	// Integrity is the tenant's integrity subject (an open incident of a
+	// rewritten or forked audit log); nil reads as none.
+	Integrity *LogIntegrity
+	// Witness is the runtime's live view of its witnesses for the tenant's
+	// log (CheckLogIntegrity).
+	Witness WitnessStatus
 }
 
 // Propose is one proposal that reached the ledger.
@@ -82,8 +88,8 @@ type ProposalDecision struct {
 // action is the same operation (Existing); with another action it is
 // refused (CodeOperationConflict) and nothing is appended. Otherwise the
 // operation is opened and the checks run in the order of DESIGN section 1:
-// the kill switch, then what the checks before the ledger decided, then
-// approval, run budget and exposure. A refusal by any drops every event but
+// the kill switch, the log's integrity (CheckLogIntegrity), then what the
+// checks before the ledger decided, then approval, run budget and exposure. A refusal by any drops every event but
 // the operation's record (opened, refused, the decision record), so nothing
 // is redeemed, consumed or held. An accepted proposal holds on every ledger
 // and its operation records the reservation and the dispatch-start, all in
@@ -101,6 +107,8 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	refusal := c.Refusal
 	if s.Control != nil && s.Control.Engaged {
 		refusal = refuse(CodeKillSwitchEngaged, "the tenant's kill switch is engaged")
+	} else if r := CheckLogIntegrity(s.Integrity, s.Witness); r != nil {
+		refusal = r
 	}
 	if refusal == nil {
 		ap := DecideApproval(s.Approval, RedeemApproval{Required: c.ApprovalRequired, ApprovalID: c.ApprovalID,

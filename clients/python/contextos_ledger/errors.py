@@ -53,6 +53,8 @@ class Code(str, Enum):
     APPROVAL_DENIED = "approval_denied"
     STORED_EVENT_REFUSED = "stored_event_refused"
     RATE_LIMITED = "rate_limited"
+    LOG_INTEGRITY_FAILED = "log_integrity_failed"
+    LOG_UNWITNESSED = "log_unwitnessed"
 
 
 class LedgerError(Exception):
@@ -334,6 +336,18 @@ class RateLimited(Refused):
     code = "rate_limited"
 
 
+class LogIntegrityFailed(Refused):
+    """Refused log_integrity_failed (docs/errors.md)."""
+
+    code = "log_integrity_failed"
+
+
+class LogUnwitnessed(Refused):
+    """Refused log_unwitnessed (docs/errors.md)."""
+
+    code = "log_unwitnessed"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -375,6 +389,8 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "approval_denied": ApprovalDenied,
     "stored_event_refused": StoredEventRefused,
     "rate_limited": RateLimited,
+    "log_integrity_failed": LogIntegrityFailed,
+    "log_unwitnessed": LogUnwitnessed,
 }
 
 

@@ -363,6 +363,22 @@ export class RateLimited extends Refused {
   }
 }
 
+/** Refused log_integrity_failed (docs/errors.md). */
+export class LogIntegrityFailed extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("log_integrity_failed", reason, decision);
+    this.name = "LogIntegrityFailed";
+  }
+}
+
+/** Refused log_unwitnessed (docs/errors.md). */
+export class LogUnwitnessed extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("log_unwitnessed", reason, decision);
+    this.name = "LogUnwitnessed";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -405,6 +421,8 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   approval_denied: ApprovalDenied,
   stored_event_refused: StoredEventRefused,
   rate_limited: RateLimited,
+  log_integrity_failed: LogIntegrityFailed,
+  log_unwitnessed: LogUnwitnessed,
 };
 
 /** The error of a code (Refused itself for a code this version does not know). */

@@ -43,6 +43,8 @@ export const CODES = [
   "approval_denied",
   "stored_event_refused",
   "rate_limited",
+  "log_integrity_failed",
+  "log_unwitnessed",
 ] as const;
 
 /** A stable refusal code. */
