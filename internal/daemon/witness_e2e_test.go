@@ -340,3 +340,128 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 		t.Fatalf("provider saw %+v; want two calls in all", s)
 	}
 }
+
+// writeTestConfig writes testConfig's file, for the contextosd process.
+func writeTestConfig(t *testing.T, dir, providerURL string, extra string) string {
+	t.Helper()
+	raw, err := os.ReadFile("../../gateway/testdata/gateway.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", providerURL).Replace(string(raw))
+	p := filepath.Join(t.TempDir(), "contextos.toml")
+	if err := os.WriteFile(p, []byte(s+extra), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// cosignedAgain appends events, checkpoints acme's log and waits until the
+// witnesses cosigned that checkpoint.
+func cosignedAgain(t *testing.T, rt *Runtime, from, n int) {
+	t.Helper()
+	p := rt.Service.Projectors["acme"]
+	before := p.Status().Cosigned
+	for i := from; i < from+n; i++ {
+		appendReservation(t, rt, i)
+	}
+	checkpointAll(t, rt)
+	testenv.Eventually(t, func() bool {
+		st, _ := rt.Service.Witnessing("acme")
+		return p.Status().Cosigned > before && st == kernel.WitnessCosigned
+	}, 20*time.Second, "the new checkpoint cosigned")
+}
+
+// TestRotationKeepsWitnessContinuity runs the documented rotation with a
+// witness: a witness process cosigns the log under the first key; every
+// replica is stopped, "contextosd keys rotate" (the process) records the
+// hand-over, the witness restarts with its old configuration and state,
+// and the runtime restarts with the new key. The witness is shown the
+// rotation record (signed by the key it trusts, included in the new
+// checkpoint) and cosigns the new key's checkpoints without losing its
+// state; it then restarts with the new keys.json (both keys) and goes on.
+// The offline verifier accepts the export under a witness policy and
+// against a checkpoint the auditor kept from before the rotation.
+func TestRotationKeepsWitnessContinuity(t *testing.T) {
+	bin := buildTools(t)
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "http://127.0.0.1:1")
+	rt, err := Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPub := rt.Signer.Key.Public().(ed25519.PublicKey)
+	rt.Close()
+	var w witnessProc
+	startWitness(t, bin, &w, logKeys(t, cfg, oldPub)...)
+	cfg.Runtime.Witnesses = []gateway.WitnessConfig{{URL: w.URL, Key: w.VKey}}
+	file := writeTestConfig(t, dir, "http://127.0.0.1:1", fmt.Sprintf("\n[[runtime.witnesses]]\nurl = %q\nkey = %q\n", w.URL, w.VKey))
+
+	rt, err = Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWitnessed(t, rt)
+	cosignedAgain(t, rt, 0, 3)
+	out := t.TempDir()
+	_, _, kept := exportAcme(t, rt, out)
+	keptFile := filepath.Join(out, "kept.note")
+	if err := os.WriteFile(keptFile, kept, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+
+	// The documented procedure: every replica stopped, then the rotation.
+	w.stop(t)
+	if b, err := exec.Command(filepath.Join(bin, "contextosd"), "keys", "rotate", "--config", file).CombinedOutput(); err != nil {
+		t.Fatalf("contextosd keys rotate: %v %s", err, b)
+	}
+	startWitness(t, bin, &w, logKeys(t, cfg, oldPub)...) // the old configuration and its state
+	cfg.Runtime.Witnesses[0].URL = w.URL
+	rt, err = Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newPub := rt.Signer.Key.Public().(ed25519.PublicKey)
+	if newPub.Equal(oldPub) {
+		t.Fatal("the runtime did not take the new key")
+	}
+	waitWitnessed(t, rt) // the boot check: the witness follows the rotation
+	cosignedAgain(t, rt, 3, 3)
+	var st struct {
+		V    int `json:"v"`
+		Logs []struct {
+			Origin, Key string
+		} `json:"logs"`
+	}
+	b, err := os.ReadFile(w.state)
+	if err != nil || json.Unmarshal(b, &st) != nil {
+		t.Fatalf("witness state: %v %s", err, b)
+	}
+	newKey := logKeys(t, cfg, newPub)[0]
+	found := false
+	for _, l := range st.Logs {
+		found = found || (l.Origin == audit.Origin("acme") && l.Key == newKey)
+	}
+	if st.V != 2 || !found {
+		t.Fatalf("the witness's state %s does not hold acme's new key", b)
+	}
+
+	// The witness restarts with the new keys.json: both keys of each log.
+	rt.Close()
+	w.stop(t)
+	startWitness(t, bin, &w, append(logKeys(t, cfg, oldPub), logKeys(t, cfg, newPub)...)...)
+	cfg.Runtime.Witnesses[0].URL = w.URL
+	rt, err = Boot(cfg, BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	waitWitnessed(t, rt)
+	cosignedAgain(t, rt, 6, 3)
+
+	entries, keys, _ := exportAcme(t, rt, out)
+	if code, o := auditVerify(t, bin, "--entries", entries, "--keys", keys, "--witness-key", w.VKey, "--witnesses", "1", "--kept", keptFile); code != 0 {
+		t.Fatalf("ctx audit-verify across the rotation: exit %d\n%s", code, o)
+	}
+}
