@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -16,7 +17,9 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
@@ -463,5 +466,102 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 	entries, keys, _ := exportAcme(t, rt, out)
 	if code, o := auditVerify(t, bin, "--entries", entries, "--keys", keys, "--witness-key", w.VKey, "--witnesses", "1", "--kept", keptFile); code != 0 {
 		t.Fatalf("ctx audit-verify across the rotation: exit %d\n%s", code, o)
+	}
+}
+
+// readyCheck returns the named check of a readiness answer.
+func readyCheck(rep Readiness, name string) (ReadyCheck, bool) {
+	for _, c := range rep.Checks {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return ReadyCheck{}, false
+}
+
+// TestWitnessRefusalsAreLoud: a witness process that knows acme's log but
+// not globex's refuses globex's checkpoints. The refusal is counted by
+// witness and reason, logged at error level, shown by /readyz and by
+// contextos_audit_unwitnessed; under the default policy (require) globex's
+// proposals are refused log_unwitnessed while acme's go on, and under warn
+// globex keeps serving, /readyz ready with a warning.
+func TestWitnessRefusalsAreLoud(t *testing.T) {
+	bin := buildTools(t)
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, hs.URL)
+	path, err := KeyPath(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CreateKey(path); err != nil {
+		t.Fatal(err)
+	}
+	key, err := codec.LoadPrivateKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acmeKey, err := audit.NoteVerifierKey(audit.Origin("acme"), key.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w witnessProc
+	startWitness(t, bin, &w, acmeKey)
+	cfg.Runtime.Witnesses = []gateway.WitnessConfig{{URL: w.URL, Key: w.VKey}}
+	cfg.Runtime.LogFormat, cfg.Runtime.MetricsListen = "json", "127.0.0.1:0"
+	boot := func() (*env, *logBuf) {
+		t.Helper()
+		logs := &logBuf{}
+		rt, err := Boot(cfg, BootOptions{Logger: gateway.NewLogger(cfg, logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &env{t: t, rt: rt, dir: dir, prov: prov}, logs
+	}
+	e, logs := boot()
+	waitWitnessed(t, e.rt)
+	testenv.Eventually(t, func() bool { st, _ := e.rt.Service.Witnessing("globex"); return st == kernel.WitnessMissing }, 20*time.Second, "globex unwitnessed")
+	logs.waitLine(t, "audit witness did not cosign the checkpoint", map[string]any{"level": "ERROR", "tenant": "globex", "witness": w.name, "reason": witness.RefusalUnknown})
+	fams := scrape(t, e.rt)
+	if v, ok := sample(fams, "contextos_audit_witness_refusals_total", map[string]string{"tenant": "globex", "witness": w.name, "reason": "unknown"}); !ok || v < 1 {
+		t.Fatalf("refusals of globex's checkpoints: %v %v", v, ok)
+	}
+	if v, ok := sample(fams, "contextos_audit_unwitnessed", map[string]string{"tenant": "globex"}); !ok || v != 1 {
+		t.Fatalf("contextos_audit_unwitnessed{globex} = %v %v", v, ok)
+	}
+	if v, ok := sample(fams, "contextos_audit_unwitnessed", map[string]string{"tenant": "acme"}); !ok || v != 0 {
+		t.Fatalf("contextos_audit_unwitnessed{acme} = %v %v", v, ok)
+	}
+	code, rep := readyz(t, e.rt)
+	c, ok := readyCheck(rep, "audit_witnesses")
+	if code != http.StatusServiceUnavailable || !ok || c.OK || !strings.Contains(c.Error, "globex") {
+		t.Fatalf("/readyz %d %+v; want unready, naming globex", code, rep)
+	}
+	g := e.client("globex", "agent_email")
+	if r := e.propose(g, "globex", "agent_email", refund("run_g", "g-1", "ord_1", 100)); r.Status != kernel.StatusRefused || r.Code != kernel.CodeLogUnwitnessed {
+		t.Fatalf("globex under require: %+v", r)
+	}
+	a := e.client("acme", "agent_email")
+	if r := e.propose(a, "acme", "agent_email", refund("run_a", "a-1", "ord_1", 100)); r.Status != kernel.StatusApplied {
+		t.Fatalf("acme: %+v", r)
+	}
+	g.Close()
+	a.Close()
+	e.rt.Close()
+
+	cfg.Runtime.WitnessPolicy = "warn"
+	e, _ = boot()
+	defer e.rt.Close()
+	testenv.Eventually(t, func() bool { st, _ := e.rt.Service.Witnessing("globex"); return st == kernel.WitnessMissing }, 20*time.Second, "globex unwitnessed")
+	g = e.client("globex", "agent_email")
+	if r := e.propose(g, "globex", "agent_email", refund("run_g", "g-2", "ord_1", 100)); r.Status != kernel.StatusApplied {
+		t.Fatalf("globex under warn: %+v", r)
+	}
+	code, rep = readyz(t, e.rt)
+	c, ok = readyCheck(rep, "audit_witnesses")
+	if code != http.StatusOK || !ok || !c.OK || !strings.Contains(c.Warning, "globex") {
+		t.Fatalf("/readyz under warn %d %+v; want ready with a warning naming globex", code, rep)
 	}
 }
