@@ -46,7 +46,7 @@ func buildTools(t *testing.T) string {
 
 // witnessProc is a witness run as a process: ctx witness serve.
 type witnessProc struct {
-	bin, key, state, name string
+	key, state, name string
 	URL, VKey             string
 	cmd                   *exec.Cmd
 }
