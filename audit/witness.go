@@ -317,7 +317,8 @@ func (w *Witness) add(req AddCheckpoint, rot *KeyChange) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var last Checkpoint
+	// A log the witness has seen nothing of is the empty tree.
+	last := Checkpoint{Origin: c.Origin, Root: emptyRoot()}
 	if l, ok := w.state[c.Origin]; ok {
 		if last, err = ReadCheckpoint(l.Checkpoint); err != nil {
 			return nil, err

@@ -183,3 +183,18 @@ func FuzzParseRotated(f *testing.F) {
 		}
 	})
 }
+
+// TestWitnessCosignsAnEmptyLogFirst: a log's first checkpoint may be of no
+// records (a runtime's boot check before anything was recorded): the
+// witness takes the empty tree as what it had seen, cosigns it, and then
+// the log's growth from it.
+func TestWitnessCosignsAnEmptyLogFirst(t *testing.T) {
+	hs, c := serve(t, filepath.Join(t.TempDir(), "state.json"))
+	l := newLog(t, 3, -1)
+	client := &Client{URL: hs.URL, Key: c.Verifier()}
+	for _, size := range []int64{0, 0, 3} {
+		if _, err := client.Submit(context.Background(), TreeProver{&l.tree}, l.checkpoint(t, size)); err != nil {
+			t.Fatalf("checkpoint of %d records: %v", size, err)
+		}
+	}
+}

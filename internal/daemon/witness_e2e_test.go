@@ -545,7 +545,7 @@ func TestWitnessRefusalsAreLoud(t *testing.T) {
 	}
 	a := e.client("acme", "agent_email")
 	if r := e.propose(a, "acme", "agent_email", refund("run_a", "a-1", "ord_1", 100)); r.Status != kernel.StatusApplied {
-		t.Fatalf("acme: %+v", r)
+		t.Fatalf("acme: %+v\n%s", r, logs.String())
 	}
 	g.Close()
 	a.Close()
