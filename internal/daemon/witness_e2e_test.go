@@ -47,8 +47,8 @@ func buildTools(t *testing.T) string {
 // witnessProc is a witness run as a process: ctx witness serve.
 type witnessProc struct {
 	key, state, name string
-	URL, VKey             string
-	cmd                   *exec.Cmd
+	URL, VKey        string
+	cmd              *exec.Cmd
 }
 
 // startWitness makes a witness key (once) and serves it for the log keys
