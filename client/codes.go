@@ -53,6 +53,8 @@ const (
 	CodeRateLimited                = kernel.CodeRateLimited
 	CodeReplyTooLarge              = kernel.CodeReplyTooLarge
 	CodeDomainMismatch             = kernel.CodeDomainMismatch
+	CodeLogIntegrityFailed         = kernel.CodeLogIntegrityFailed
+	CodeLogUnwitnessed             = kernel.CodeLogUnwitnessed
 )
 
 // Status is what a decision says about an operation.

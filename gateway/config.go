@@ -117,6 +117,10 @@ type RuntimeConfig struct {
 	// Witnesses cosign the audit checkpoints ([[runtime.witnesses]],
 	// docs/audit.md).
 	Witnesses []WitnessConfig `toml:"witnesses"`
+	// WitnessPolicy says whether a runtime whose latest checkpoint lacks a
+	// witness's cosignature keeps serving ("warn") or refuses proposals
+	// ("require", the default once a witness is configured).
+	WitnessPolicy string `toml:"witness_policy"`
 	// AuditCheckpointEvery is how many uncovered audit records make a
 	// checkpoint due (default projections.DefaultCheckpointEvery); it also
 	// bounds the projector's atomic batches, which never cross a checkpoint.

@@ -42,6 +42,10 @@ type Gateway struct {
 	seen     sightings
 	auths    authorities // each tenant's authority as last read
 	extraOps map[string]OpHandler
+	// witnesses is the witnesses' state the proposal step reads
+	// (WatchWitnesses; guarded by mu).
+	witnesses WitnessView
+	wwatch    *witnessWatch // the witnesses' answers (telemetry_witness.go; set under mu)
 
 	mu      sync.RWMutex
 	pins    map[string]pinned // tenant/guarantee
@@ -112,6 +116,7 @@ func New(o Options) *Gateway {
 		g.model = projections.NewModel(projections.ModelConfig{Store: o.Store})
 	}
 	g.index = readModel{g.model}
+	g.mountIntegrity()
 	lim := o.Config.Runtime.Limits
 	_ = lim.validate() // defaults for a Config not from ParseConfig
 	g.limiter = newLimiter(o.Config, lim)

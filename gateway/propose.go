@@ -266,13 +266,19 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 	}
 	bind = append(bind, aggregates.Guard(pc.controlRef, &st.Control))
 	bind = append(bind, readReplaced(pc.bound, &st.Replaced)...)
+	iref, err := integrityRef(pc.tenant)
+	if err != nil {
+		return pc.unknownReply(err)
+	}
+	bind = append(bind, aggregates.Guard(iref, &st.Integrity))
+	witness := g.witnessStatus(pc.tenant)
 	var reply Reply
 	var generation uint64
 	endStage := g.tel.stage(ctx, stageDecide)
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
 		Bind:   bind,
-		Decide: func() *kernel.Refusal { d = kernel.DecidePropose(st, cmd); return d.Refusal },
+		Decide: func() *kernel.Refusal { st.Witness = witness; d = kernel.DecidePropose(st, cmd); return d.Refusal },
 		Done: func() {
 			holds := cmd.Holds
 			if d.Holds != nil {

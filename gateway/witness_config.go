@@ -19,6 +19,9 @@ type WitnessConfig struct {
 
 // validateAudit checks the audit settings of the runtime section.
 func (r *RuntimeConfig) validateAudit() error {
+	if err := r.validateWitnessPolicy(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for i, w := range r.Witnesses {
 		u, err := url.Parse(w.URL)

@@ -53,7 +53,9 @@ const (
 	// in its tenant's stream over its capability (the deciding replica is
 	// configured without it), or a configuration leaves such a guarantee
 	// out. Not retryable by the agent: an operator reconfigures the replica.
-	CodeDomainMismatch Code = "enforcement_domain_mismatch"
+	CodeDomainMismatch     Code = "enforcement_domain_mismatch"
+	CodeLogIntegrityFailed Code = "log_integrity_failed"
+	CodeLogUnwitnessed     Code = "log_unwitnessed"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -72,6 +74,7 @@ var Codes = []Code{
 	CodeStoredEventRefused, CodeRateLimited,
 	CodeReplyTooLarge,
 	CodeDomainMismatch,
+	CodeLogIntegrityFailed, CodeLogUnwitnessed,
 }
 
 // Refusal is a kernel decision not to act. It carries a stable Code and a

@@ -38,6 +38,12 @@ type ProposalState struct {
 	// Replaced are the ledgers, on the holds' resources, of the guarantees
 	// the held ones replace (Control.Replaced): read, never appended to.
 	Replaced map[LedgerKey]*Ledger
+	// Integrity is the tenant's integrity subject (an open incident of a
+	// rewritten or forked audit log); nil reads as none.
+	Integrity *LogIntegrity
+	// Witness is the runtime's live view of its witnesses for the tenant's
+	// log (CheckLogIntegrity).
+	Witness WitnessStatus
 }
 
 // Propose is one proposal that reached the ledger.
@@ -88,9 +94,10 @@ type ProposalDecision struct {
 // action is the same operation (Existing); with another action it is
 // refused (CodeOperationConflict) and nothing is appended. Otherwise the
 // operation is opened and the checks run in the order of DESIGN section 1:
-// the kill switch, then what the checks before the ledger decided, then
-// the enforcement domain (every guarantee pinned over the capability is
-// held, CodeDomainMismatch), then approval, run budget and exposure. A refusal by any drops every event but
+// the kill switch, the log's integrity (CheckLogIntegrity), then what the
+// checks before the ledger decided, then the enforcement domain (every
+// guarantee pinned over the capability is held, CodeDomainMismatch), then
+// approval, run budget and exposure. A refusal by any drops every event but
 // the operation's record (opened, refused, the decision record), so nothing
 // is redeemed, consumed or held. An accepted proposal holds on every ledger
 // and its operation records the reservation and the dispatch-start, all in
@@ -108,6 +115,8 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	refusal := c.Refusal
 	if s.Control != nil && s.Control.Engaged {
 		refusal = refuse(CodeKillSwitchEngaged, "the tenant's kill switch is engaged")
+	} else if r := CheckLogIntegrity(s.Integrity, s.Witness); r != nil {
+		refusal = r
 	}
 	if refusal == nil {
 		refusal = s.Control.checkHolds(c.Opened.CapabilityID, c.Holds)

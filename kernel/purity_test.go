@@ -122,3 +122,18 @@ func TestCodesUnique(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryClasses: every code of the catalog has a retry class, and the
+// map names no code outside it.
+func TestRetryClasses(t *testing.T) {
+	for _, c := range Codes {
+		switch RetryOf(c) {
+		case RetryNever, RetrySame, RetryLater, RetryOperator:
+		default:
+			t.Errorf("code %s has no retry class", c)
+		}
+	}
+	if len(retries) != len(Codes) {
+		t.Errorf("%d retry classes for %d codes", len(retries), len(Codes))
+	}
+}

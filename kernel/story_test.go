@@ -36,6 +36,8 @@ type world struct {
 	runs      map[string]*Run
 	approvals map[string]*Approval
 	control   Control
+	integrity LogIntegrity
+	witness   WitnessStatus
 	n         int
 	now       time.Time
 }
@@ -162,7 +164,8 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		w.n++
 		attempt := fmt.Sprintf("att_%d", w.n)
 		holds := []Hold{{GuaranteeID: "refunds-per-order", DefinitionDigest: demoDefinition().Digest(), Resource: order, Amount: amount, Limit: 100000}}
-		st := ProposalState{Op: w.op(key), Ledgers: []*Ledger{w.ledger(order)}, Run: w.run_(arg("run", "")), Control: &w.control}
+		st := ProposalState{Op: w.op(key), Ledgers: []*Ledger{w.ledger(order)}, Run: w.run_(arg("run", "")), Control: &w.control,
+			Integrity: &w.integrity, Witness: w.witness}
 		approvalID := arg("approval", "")
 		if approvalID != "" {
 			st.Approval = w.approvals[approvalID]
@@ -249,6 +252,23 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 	case "kill":
 		dec := DecideKillSwitch(&w.control, SetKillSwitch{Engaged: arg("engaged", "true") == "true", Operator: "op_priya"})
 		apply("control", &w.control, dec.Events)
+	case "witness":
+		// The runtime's live view of its witnesses: policy and state.
+		states := map[string]Witnessing{"pending": WitnessPending, "cosigned": WitnessCosigned, "missing": WitnessMissing}
+		w.witness = WitnessStatus{Policy: WitnessPolicy(arg("policy", "")), State: states[arg("state", "cosigned")], Reason: arg("reason", "")}
+	case "integrity-fail":
+		dec := DecideIntegrityFailure(&w.integrity, FailIntegrity{Witness: arg("witness", "witness.example/w1"), Kind: arg("kind", IntegrityShrank),
+			LogSize: num("log", 0), WitnessSize: num("witnessed", 0), Reason: arg("reason", ""), Executor: "replica-a"})
+		apply("integrity", &w.integrity, dec.Events)
+		refused(dec.Refusal)
+		if len(dec.Events) == 0 && dec.Refusal == nil {
+			fmt.Fprintf(&out, "incident %d already open: nothing recorded\n", w.integrity.Incidents)
+		}
+	case "integrity-resolve":
+		dec := DecideResolveIntegrity(&w.integrity, ResolveIntegrity{Operator: "op_priya", Resolution: arg("resolution", ""),
+			ArtifactRef: arg("artifact", ""), Statement: arg("statement", "")})
+		apply("integrity", &w.integrity, dec.Events)
+		refused(dec.Refusal)
 	case "advance":
 		w.now = w.now.Add(dur("by", "0s"))
 		fmt.Fprintf(&out, "now %s\n", w.now.Format(time.RFC3339))

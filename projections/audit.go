@@ -12,6 +12,7 @@ import (
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -73,6 +74,10 @@ type AuditConfig struct {
 	Witnesses []*witness.Client
 	// WitnessTimeout bounds one witness's answer (default 5 s).
 	WitnessTimeout time.Duration
+	// OnWitness, when set, receives every witness's answer to every
+	// checkpoint submitted (metrics, logs, and the integrity incident of a
+	// log a witness says shrank or forked).
+	OnWitness func(WitnessReport)
 }
 
 // AuditProjector appends one audit record per event of a tenant to the
@@ -110,6 +115,12 @@ type AuditProjector struct {
 	appended, batches, conflicts int64
 	cosigned, witnessErrors      int64
 
+	// The witnesses' answer to the latest submission (audit_witness.go).
+	wstate     kernel.Witnessing
+	wreason    string
+	wlast      time.Time // when it was submitted (by Clock)
+	wintegrity bool      // a witness said the log shrank or forked
+
 	// feed, when set, hands Sync the tenant's events the read model has
 	// folded, and wakes Run (see feed).
 	feed *feed
@@ -146,7 +157,7 @@ func NewAuditProjector(cfg AuditConfig) (*AuditProjector, error) {
 	if cfg.Linger == 0 {
 		cfg.Linger = DefaultLinger
 	}
-	return &AuditProjector{cfg: cfg, noteSigner: ns, chain: newChain(cfg.Tenant)}, nil
+	return &AuditProjector{cfg: cfg, noteSigner: ns, chain: newChain(cfg.Tenant), wstate: kernel.WitnessPending}, nil
 }
 
 // AuditStatus is a projector's position.
@@ -215,7 +226,10 @@ func (p *AuditProjector) Sync(ctx context.Context) error {
 		return err
 	}
 	p.scanned = max(p.scanned, folded)
-	return p.checkpoint(ctx, false)
+	if err := p.checkpoint(ctx, false); err != nil {
+		return err
+	}
+	return p.checkWitnesses(ctx)
 }
 
 // MaxRecordBatch bounds the records appended as one atomic batch. Records
@@ -337,7 +351,7 @@ func (p *AuditProjector) checkAt(ctx context.Context, cp audit.Checkpoint) error
 // snapshot keeps the chain as folded now. Callers hold p.mu.
 func (p *AuditProjector) snapshot() {
 	if p.snapAt(p.chain.Size()) == nil {
-		p.snaps = append(p.snaps, chain{Chain: p.chain.Clone(), lastSubjSeq: p.chain.lastSubjSeq})
+		p.snaps = append(p.snaps, chain{Chain: p.chain.Clone(), lastSubjSeq: p.chain.lastSubjSeq, rotation: p.chain.rotation})
 	}
 }
 
@@ -586,6 +600,11 @@ func (p *AuditProjector) cosign(ctx context.Context, msg []byte) []byte {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
+	size := int64(-1)
+	if cp, err := audit.ReadCheckpoint(msg); err == nil {
+		size = cp.Size
+	}
+	var reports []WitnessReport
 	for _, w := range p.cfg.Witnesses {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		line, err := w.Submit(wctx, p, msg)
@@ -597,6 +616,7 @@ func (p *AuditProjector) cosign(ctx context.Context, msg []byte) []byte {
 			p.cosigned++
 		}
 		p.mu.Unlock()
+		reports = append(reports, p.report(w, size, err))
 		if err != nil {
 			if p.cfg.Logf != nil {
 				p.cfg.Logf("projections: audit of %s: witness %s: %v", p.cfg.Tenant, w.URL, err)
@@ -605,6 +625,7 @@ func (p *AuditProjector) cosign(ctx context.Context, msg []byte) []byte {
 		}
 		msg = audit.AddCosignatures(msg, line)
 	}
+	p.witnessed(reports)
 	return msg
 }
 
@@ -614,6 +635,7 @@ func (p *AuditProjector) cosign(ctx context.Context, msg []byte) []byte {
 type chain struct {
 	*audit.Chain
 	lastSubjSeq uint64 // stream sequence of the last record (0 = none)
+	rotation    int64  // index + 1 of the latest key rotation's record (0 = none)
 }
 
 func newChain(tenant string) chain { return chain{Chain: audit.NewChain(tenant)} }
@@ -628,6 +650,9 @@ func (c *chain) apply(r StoredRecord) error {
 		return fmt.Errorf("projections: audit log corrupt at sequence %d: %w", r.Seq, err)
 	}
 	c.lastSubjSeq = r.Seq
+	if r.Record.Subject == audit.KeyRotationSubject(c.Tenant) {
+		c.rotation = r.Record.Index + 1
+	}
 	return nil
 }
 

@@ -33,7 +33,7 @@ type pass struct {
 // before start's size must be subtrees of its compact range). want is the
 // index of a record whose bytes to keep, -1 for none.
 func logPass(ctx context.Context, log *AuditLog, start chain, size int64, ranges []audit.Range, cps []audit.Checkpoint, want int64) (pass, error) {
-	c := chain{Chain: start.Clone(), lastSubjSeq: start.lastSubjSeq}
+	c := chain{Chain: start.Clone(), lastSubjSeq: start.lastSubjSeq, rotation: start.rotation}
 	front := c.Frontier()
 	rh, err := audit.NewRangeHasher(ranges, &front)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -35,6 +36,8 @@ type ServiceConfig struct {
 	// keys.json.
 	Witnesses   func(tenant string) []*witness.Client
 	WitnessKeys []string
+	// OnWitness receives every witness's answer (see AuditConfig).
+	OnWitness func(WitnessReport)
 	// Model is the read model the service follows and serves (the one the
 	// gateway reads); nil makes one over Store.
 	Model *Model
@@ -89,7 +92,7 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		}
 		p, err := NewAuditProjector(AuditConfig{Witnesses: ws, Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
 			CheckpointEvery: cfg.CheckpointEvery, CheckpointInterval: cfg.CheckpointInterval, Clock: cfg.Clock,
-			PollInterval: cfg.PollInterval, Notify: notify, Logf: cfg.Logf})
+			PollInterval: cfg.PollInterval, Notify: notify, Logf: cfg.Logf, OnWitness: cfg.OnWitness})
 		if err != nil {
 			return nil, err
 		}
@@ -109,6 +112,17 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.Model.Run(rctx, cfg.NC, cfg.PollInterval, cfg.Logf) }()
 	return s, nil
+}
+
+// Witnessing returns the state of the latest submission of tenant's log
+// to its witnesses (AuditProjector.Witnessing); an unknown tenant is
+// pending.
+func (s *Service) Witnessing(tenant string) (kernel.Witnessing, string) {
+	p := s.Projectors[tenant]
+	if p == nil {
+		return kernel.WitnessPending, "no audit projector for the tenant"
+	}
+	return p.Witnessing()
 }
 
 // Close stops the projectors and the read model and waits for them, then

@@ -199,6 +199,7 @@ func FuzzParseAddCheckpoint(f *testing.F) {
 func FuzzParseState(f *testing.F) {
 	f.Add([]byte(`{"v":1,"logs":[]}`))
 	f.Add([]byte(`{"v":1,"logs":[{"origin":"contextos/audit/acme","checkpoint":"contextos/audit/acme\n1\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n— x y\n"}]}`))
+	f.Add([]byte(`{"v":2,"logs":[{"origin":"contextos/audit/acme","key":"contextos/audit/acme+00000000+AQ==","checkpoint":"contextos/audit/acme\n1\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n— x y\n"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := parseState(b)
 		if err != nil {

@@ -296,13 +296,13 @@ func auditFailureLine(f *audit.Failure) string {
 }
 
 func newAuditVerifyCmd() *cobra.Command {
-	var entriesPath, keysPath string
+	var entriesPath, keysPath, bundlePath string
 	var witnessKeys, keptPaths []string
 	var quorum int
 	var minSize int64
 	var asJSON, allowPartial bool
 	cmd := &cobra.Command{
-		Use:   "audit-verify --entries entries.json --keys keys.json [--witness-key K --witnesses N] [--min-size N] [--kept NOTE] [--allow-partial]",
+		Use:   "audit-verify (--entries entries.json --keys keys.json | --bundle bundle.json [--keys keys.json]) [--witness-key K --witnesses N] [--min-size N] [--kept NOTE] [--allow-partial]",
 		Short: "Verify an exported audit log offline (exit 0 valid, 1 with the first bad index)",
 		Long: `Check every record of entries.json in order: canonical form, its event's
 signature under a trusted key, the hash chain (prev_hash), index continuity and
@@ -318,11 +318,19 @@ witness that saw the earlier one.
 Exit 0 when all hold; otherwise exit 1 printing the first bad record index (or
 checkpoint) and one reason of: bad-signature, hash-break, gap, reorder,
 non-canonical, unknown-key, uncovered, truncated, witness-policy. No network is
-used.`,
+used.
+
+With --bundle (ctx audit prove --attempt), check one attempt's bundle: the
+checkpoint's signature and cosignatures, each record's form and event
+signature, that each names the attempt or is on its operation's subject, and
+each record's inclusion proof in the checkpoint; then the witness policy. The
+keys are the bundle's own unless --keys is given; under a witness policy the
+trusted witnesses' cosignatures vouch for the checkpoint.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.Flags().StringVar(&entriesPath, "entries", "", "entries.json to verify (required)")
-	cmd.Flags().StringVar(&keysPath, "keys", "", "trusted keys.json (required)")
+	cmd.Flags().StringVar(&entriesPath, "entries", "", "entries.json to verify")
+	cmd.Flags().StringVar(&bundlePath, "bundle", "", "an attempt's bundle.json to verify (instead of --entries)")
+	cmd.Flags().StringVar(&keysPath, "keys", "", "trusted keys.json (required with --entries)")
 	cmd.Flags().StringArrayVar(&witnessKeys, "witness-key", nil, "a trusted witness's cosignature key (<name>+<hash>+<key>); repeatable")
 	cmd.Flags().IntVar(&quorum, "witnesses", 0, "how many of the --witness-key witnesses must have cosigned the newest checkpoint")
 	cmd.Flags().Int64Var(&minSize, "min-size", 0, "a size the log is known to have reached: a shorter export is refused")
@@ -330,11 +338,17 @@ used.`,
 	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "accept records past the newest checkpoint")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (also when it fails)")
 	cmd.RunE = func(*cobra.Command, []string) error {
-		if entriesPath == "" || keysPath == "" {
-			return usageError("--entries and --keys are required")
-		}
 		if quorum < 0 || quorum > len(witnessKeys) {
 			return usageError("--witnesses %d needs at least that many --witness-key", quorum)
+		}
+		if bundlePath != "" {
+			if entriesPath != "" || minSize != 0 || len(keptPaths) > 0 || allowPartial {
+				return usageError("--bundle takes --keys, --witness-key, --witnesses and --json only")
+			}
+			return auditVerifyBundle(bundlePath, keysPath, witnessKeys, quorum, asJSON)
+		}
+		if entriesPath == "" || keysPath == "" {
+			return usageError("--entries and --keys are required")
 		}
 		if minSize < 0 {
 			return usageError("--min-size must be >= 0")
@@ -390,19 +404,91 @@ used.`,
 	return cmd
 }
 
+// auditVerifyBundle checks an attempt's bundle offline.
+func auditVerifyBundle(path, keysPath string, witnessKeys []string, quorum int, asJSON bool) error {
+	var keys *verifier.Keys
+	if keysPath != "" {
+		k, err := auditReadKeys(keysPath)
+		if err != nil {
+			return err
+		}
+		keys = &k
+	}
+	var ws []*audit.Cosigner
+	for _, k := range witnessKeys {
+		w, err := audit.ParseCosignerKey(k)
+		if err != nil {
+			return usageError("--witness-key: %v", err)
+		}
+		ws = append(ws, w)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	res, err := verifier.VerifyBundle(b, keys, ws, quorum)
+	var f *audit.Failure
+	if err != nil {
+		f = audit.FailureOf(err)
+	}
+	if asJSON {
+		out := map[string]any{"ok": f == nil, "attempt_id": res.Bundle.AttemptID, "tenant": res.Bundle.Tenant, "records": len(res.Events),
+			"checkpoint_size": res.Checkpoint.Size, "cosigned": res.Cosigned}
+		if f != nil {
+			out["reason"], out["index"], out["detail"] = f.Reason, f.Index, f.Detail
+		}
+		if err := printJSON(out); err != nil {
+			return err
+		}
+	}
+	if f != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("%s: %s", path, auditFailureLine(f))}
+	}
+	if !asJSON {
+		fmt.Printf("ok: attempt %s of %s: %d records proven in the checkpoint of %d records, root %s\n",
+			res.Bundle.AttemptID, res.Bundle.Tenant, len(res.Events), res.Checkpoint.Size, res.Checkpoint.Root)
+		for _, ev := range res.Events {
+			fmt.Printf("  %s %s %s\n", ev.Time, ev.Type, ev.Body)
+		}
+		if len(res.Cosigned) > 0 {
+			fmt.Printf("the checkpoint is cosigned by the witnesses %v\n", res.Cosigned)
+		}
+	}
+	return nil
+}
+
 func newAuditProveCmd() *cobra.Command {
-	var eventID, out string
+	var eventID, attemptID, out, entriesPath, keysPath string
 	cmd := &cobra.Command{
-		Use:   "prove --event ID --out proof.json",
-		Short: "Fetch the inclusion proof of one event's audit record in the latest checkpoint",
-		Args:  cobra.NoArgs,
+		Use:   "prove (--event ID --out proof.json | --attempt ID --out bundle.json [--entries entries.json --keys keys.json])",
+		Short: "Prove one event's audit record, or one attempt's settlement in one file",
+		Long: `With --event, fetch the inclusion proof of one event's audit record in the
+latest checkpoint (proof.json; ctx audit verify-proof).
+
+With --attempt, write bundle.json: one file that proves an attempt (a
+settlement) to a third party: the audit records of every event of the attempt
+and of its operation, each with its inclusion proof in one checkpoint that
+carries the configured witnesses' cosignatures, and the log's keys.json. It is
+made from the running daemon's log (an export of the records its newest
+checkpoint covers), or offline from --entries and --keys. Check it with
+"ctx audit-verify --bundle bundle.json --witness-key K --witnesses 1".`,
+		Args: cobra.NoArgs,
 	}
 	c := addConnFlags(cmd)
-	cmd.Flags().StringVar(&eventID, "event", "", "event id (ULID) whose record to prove (required)")
-	cmd.Flags().StringVar(&out, "out", "", "proof file to write (required)")
+	cmd.Flags().StringVar(&eventID, "event", "", "event id (ULID) whose record to prove")
+	cmd.Flags().StringVar(&attemptID, "attempt", "", "attempt id whose records to prove in one bundle")
+	cmd.Flags().StringVar(&out, "out", "", "proof or bundle file to write (required)")
+	cmd.Flags().StringVar(&entriesPath, "entries", "", "with --attempt: make the bundle from this export instead of the running daemon")
+	cmd.Flags().StringVar(&keysPath, "keys", "", "with --entries: the export's keys.json")
 	cmd.RunE = func(*cobra.Command, []string) error {
-		if eventID == "" || out == "" {
-			return usageError("--event and --out are required")
+		if (eventID == "") == (attemptID == "") || out == "" {
+			return usageError("one of --event and --attempt, and --out, are required")
+		}
+		if attemptID != "" {
+			return auditProveAttempt(c, attemptID, out, entriesPath, keysPath)
+		}
+		if entriesPath != "" || keysPath != "" {
+			return usageError("--entries and --keys go with --attempt")
 		}
 		if err := codec.ValidEventID(eventID); err != nil {
 			return usageError("--event: %v", err)
@@ -421,6 +507,62 @@ func newAuditProveCmd() *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// auditProveAttempt writes an attempt's bundle, from the daemon's log or
+// from an export.
+func auditProveAttempt(c *connFlags, attemptID, out, entriesPath, keysPath string) error {
+	var entries verifier.Entries
+	var keysJSON []byte
+	switch {
+	case entriesPath != "" && keysPath != "":
+		e, err := readFileAs(entriesPath, func(b []byte) (verifier.Entries, error) { return verifier.ParseEntries(b) })
+		if err != nil {
+			return err
+		}
+		if keysJSON, err = os.ReadFile(keysPath); err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		entries = e
+	case entriesPath != "" || keysPath != "":
+		return usageError("--entries and --keys go together")
+	default:
+		oc, done, err := auditClient(c)
+		if err != nil {
+			return err
+		}
+		defer done()
+		ctx := context.Background()
+		if keysJSON, err = oc.File(ctx, projections.VerbAuditKeys, nil); err != nil {
+			return auditOpsError(err)
+		}
+		if entries, err = oc.ExportAudit(ctx); err != nil {
+			return auditOpsError(err)
+		}
+		entries.Records = entries.Records[:entriesCovered(entries)]
+	}
+	b, err := verifier.NewBundle(entries, keysJSON, attemptID)
+	switch {
+	case errors.Is(err, verifier.ErrNotFound):
+		return &ExitError{Code: 1, Err: fmt.Errorf("no audit record names attempt %s", attemptID)}
+	case errors.Is(err, verifier.ErrNotCheckpointed):
+		return &ExitError{Code: 1, Err: fmt.Errorf("the records of attempt %s are not all covered by a checkpoint yet: retry after the next one", attemptID)}
+	case err != nil:
+		return &ExitError{Code: 1, Err: err}
+	}
+	raw, err := verifier.MarshalBundle(b)
+	if err != nil {
+		return err
+	}
+	if err := auditWriteFile(out, raw); err != nil {
+		return err
+	}
+	cp, _ := audit.ReadCheckpoint(b.Checkpoint)
+	if c.json {
+		return printJSON(map[string]any{"attempt_id": attemptID, "tenant": b.Tenant, "records": len(b.Records), "checkpoint_size": cp.Size, "out": out})
+	}
+	fmt.Printf("wrote the %d records of attempt %s, proven in the checkpoint of %d records, to %s\n", len(b.Records), attemptID, cp.Size, out)
+	return nil
 }
 
 func newAuditVerifyProofCmd() *cobra.Command {

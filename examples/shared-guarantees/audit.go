@@ -19,8 +19,8 @@ import (
 
 // auditStory is step 4: the auditor's promise, with only exported files and
 // the runtime's public keys.
-func (d *demo) auditStory(applied string) error {
-	step(5, "Audit: export, verify offline with a witness policy, flip one byte, prove one receipt")
+func (d *demo) auditStory(applied, refusedAgent, refusedAttempt string) error {
+	step(5, "Audit: export, verify offline with a witness policy, flip one byte, prove one receipt and one settlement")
 	dir := filepath.Join(d.dir, "audit")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -99,6 +99,25 @@ func (d *demo) auditStory(applied string) error {
 	out, err2 := d.ctxOut("audit", "verify-proof", proof, "--keys", keys)
 	indent(out)
 	d.check(id != "" && err == nil && err2 == nil, "the receipt of the applied refund is proven included in a signed checkpoint")
+
+	// The refused agent's auditor gets one file for its settlement: the
+	// attempt's records, their inclusion proofs, the checkpoint the witness
+	// cosigned and the keys, checked offline under a witness policy.
+	bundle := filepath.Join(dir, "bundle.json")
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		if _, err = d.ctxOut("audit", "prove", "--attempt", refusedAttempt, "--out", bundle); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond) // the checkpoint covering it is published every few seconds
+	}
+	fmt.Printf("   $ ctx audit prove --attempt %s --out bundle.json   (for %s's auditor: one file)\n", refusedAttempt, refusedAgent)
+	fmt.Printf("   $ ctx audit-verify --bundle bundle.json --witness-key %s --witnesses 1\n", shorten(demoWitness.key))
+	out, err2 = d.ctxOut(append([]string{"audit-verify", "--bundle", bundle}, policy...)...)
+	indent(out)
+	d.check(refusedAttempt != "" && err == nil && err2 == nil && bytes.Contains(out, []byte("exposure.observed")) &&
+		bytes.Contains(out, []byte("cosigned by the witnesses ["+demoWitnessName+"]")),
+		"%s's settlement is proven in one file, offline, under a checkpoint the witness cosigned", refusedAgent)
 	return nil
 }
 
@@ -200,11 +219,30 @@ func (d *demo) startWitness() error {
 		if c, err := net.Dial("tcp", demoWitness.addr); err == nil {
 			c.Close()
 			fmt.Printf("   witness %s on http://%s (ctx witness serve), cosigning the audit checkpoints\n", demoWitnessName, demoWitness.addr)
-			return nil
+			return d.awaitWitnessed()
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return errors.New("the witness did not start")
+}
+
+// awaitWitnessed waits until the witness cosigned the log's checkpoint:
+// with a witness configured (witness_policy require, the default) the
+// daemon dispatches nothing until its witnesses answer, and it asks again
+// every second while one does not.
+func (d *demo) awaitWitnessed() error {
+	deadline := time.Now().Add(20 * time.Second)
+	var out []byte
+	for time.Now().Before(deadline) {
+		var err error
+		if out, err = d.ctxOut("integrity", "-o", "json"); err == nil && bytes.Contains(out, []byte(`"witnessing": "cosigned"`)) {
+			fmt.Println("   $ ctx integrity")
+			d.ctx("integrity")
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("the witness did not cosign the log: %s", out)
 }
 
 func shorten(key string) string {

@@ -208,7 +208,7 @@ func (d *demo) run() error {
 	if winner.Status != kernel.StatusApplied {
 		winner = replies["agent_chat"]
 	}
-	return d.auditStory(winner.AttemptID)
+	return d.auditStory(winner.AttemptID, loser, r5.AttemptID)
 }
 
 func describe(r gateway.Reply) string {

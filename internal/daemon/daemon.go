@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -214,8 +215,12 @@ func Boot(cfg *gateway.Config, o BootOptions) (*Runtime, error) {
 	// and the operator verbs that export them (the only way a client reaches
 	// them: nobody but the runtime touches JetStream).
 	tenants := cfg.TenantIDs()
+	// Proposals read the witnesses' answers (kernel.CheckLogIntegrity); the
+	// gateway counts, logs and records them. Nothing reads the view before
+	// the service is assigned: the gateway and /metrics start after it.
+	rt.Gateway.WatchWitnesses(func(t string) (kernel.Witnessing, string) { return rt.Service.Witnessing(t) })
 	rt.Service, err = projections.StartService(ctx, projections.ServiceConfig{NC: nc, JS: js, Store: rt.Store, Signer: rt.Signer,
-		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys,
+		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys, OnWitness: rt.Gateway.WitnessAnswered,
 		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas}, Model: model,
 		CheckpointEvery: cfg.Runtime.AuditCheckpointEvery,
 		Logf:            func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})

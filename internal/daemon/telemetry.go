@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -139,6 +140,9 @@ type ReadyCheck struct {
 	Name  string `json:"name"`
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"`
+	// Warning is a condition that does not make the runtime unready: a
+	// missing witness cosignature under witness_policy warn.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Ready checks that the store answers, both streams exist, and the read
@@ -187,6 +191,35 @@ func (rt *Runtime) Ready(ctx context.Context) Readiness {
 		}
 	}
 	add("audit_lag", auditErr)
+	if policy := rt.Config.WitnessPolicy(); policy != "" {
+		var werr, warn error
+		for _, t := range rt.tenantIDs() {
+			st, reason := rt.Service.Witnessing(t)
+			switch {
+			case st == kernel.WitnessPending:
+				werr = errors.Join(werr, fmt.Errorf("tenant %s: the witnesses have not answered the boot check", t))
+			case st == kernel.WitnessMissing && policy == kernel.WitnessRequire:
+				werr = errors.Join(werr, fmt.Errorf("tenant %s: %s", t, reason))
+			case st == kernel.WitnessMissing:
+				warn = errors.Join(warn, fmt.Errorf("tenant %s: %s", t, reason))
+			}
+		}
+		add("audit_witnesses", werr)
+		if warn != nil {
+			rep.Checks[len(rep.Checks)-1].Warning = warn.Error()
+		}
+	}
+	var ierr error
+	for _, t := range rt.tenantIDs() {
+		st, err := rt.Gateway.Integrity(ctx, t)
+		switch {
+		case err != nil:
+			ierr = errors.Join(ierr, fmt.Errorf("tenant %s: %w", t, err))
+		case st.Open != nil:
+			ierr = errors.Join(ierr, fmt.Errorf("tenant %s: witness %s answered that the audit log %s: dispatch is stopped until an operator resolves it", t, st.Open.Witness, st.Open.Kind))
+		}
+	}
+	add("log_integrity", ierr)
 	add("serving", rt.Gateway.ServingErr())
 	rep.Ready = true
 	for _, c := range rep.Checks {

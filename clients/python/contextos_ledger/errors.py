@@ -55,6 +55,8 @@ class Code(str, Enum):
     RATE_LIMITED = "rate_limited"
     REPLY_TOO_LARGE = "reply_too_large"
     ENFORCEMENT_DOMAIN_MISMATCH = "enforcement_domain_mismatch"
+    LOG_INTEGRITY_FAILED = "log_integrity_failed"
+    LOG_UNWITNESSED = "log_unwitnessed"
 
 
 class LedgerError(Exception):
@@ -348,6 +350,18 @@ class EnforcementDomainMismatch(Refused):
     code = "enforcement_domain_mismatch"
 
 
+class LogIntegrityFailed(Refused):
+    """Refused log_integrity_failed (docs/errors.md)."""
+
+    code = "log_integrity_failed"
+
+
+class LogUnwitnessed(Refused):
+    """Refused log_unwitnessed (docs/errors.md)."""
+
+    code = "log_unwitnessed"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -391,6 +405,8 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "rate_limited": RateLimited,
     "reply_too_large": ReplyTooLarge,
     "enforcement_domain_mismatch": EnforcementDomainMismatch,
+    "log_integrity_failed": LogIntegrityFailed,
+    "log_unwitnessed": LogUnwitnessed,
 }
 
 

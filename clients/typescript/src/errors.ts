@@ -379,6 +379,22 @@ export class EnforcementDomainMismatch extends Refused {
   }
 }
 
+/** Refused log_integrity_failed (docs/errors.md). */
+export class LogIntegrityFailed extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("log_integrity_failed", reason, decision);
+    this.name = "LogIntegrityFailed";
+  }
+}
+
+/** Refused log_unwitnessed (docs/errors.md). */
+export class LogUnwitnessed extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("log_unwitnessed", reason, decision);
+    this.name = "LogUnwitnessed";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -423,6 +439,8 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   rate_limited: RateLimited,
   reply_too_large: ReplyTooLarge,
   enforcement_domain_mismatch: EnforcementDomainMismatch,
+  log_integrity_failed: LogIntegrityFailed,
+  log_unwitnessed: LogUnwitnessed,
 };
 
 /** The error of a code (Refused itself for a code this version does not know). */

@@ -45,6 +45,8 @@ export const CODES = [
   "rate_limited",
   "reply_too_large",
   "enforcement_domain_mismatch",
+  "log_integrity_failed",
+  "log_unwitnessed",
 ] as const;
 
 /** A stable refusal code. */

@@ -1,0 +1,177 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/kernel"
+)
+
+// The audit log's integrity: the runtime's live view of its witnesses and
+// the tenant's integrity subject, which the proposal step reads
+// (kernel.CheckLogIntegrity); the incident a witness's refusal opens; and
+// the operator verbs that show and resolve it.
+
+// WitnessView gives the state of the latest submission of a tenant's audit
+// log to its witnesses (projections.Service.Witnessing).
+type WitnessView func(tenant string) (kernel.Witnessing, string)
+
+// WatchWitnesses gives the proposal step the witnesses' state. Until it is
+// called, and for a runtime configured without witnesses, proposals read
+// no witness policy.
+func (g *Gateway) WatchWitnesses(v WitnessView) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.witnesses = v
+	g.watchWitnessMetrics(v)
+}
+
+// WitnessPolicy is the configured witness policy: "" without witnesses,
+// else runtime.witness_policy (require by default).
+func (c *Config) WitnessPolicy() kernel.WitnessPolicy {
+	if len(c.Runtime.Witnesses) == 0 {
+		return ""
+	}
+	if c.Runtime.WitnessPolicy == "" {
+		return kernel.WitnessRequire
+	}
+	return kernel.WitnessPolicy(c.Runtime.WitnessPolicy)
+}
+
+// witnessStatus is what a proposal of tenant reads of the witnesses.
+func (g *Gateway) witnessStatus(tenant string) kernel.WitnessStatus {
+	policy := g.cfg.WitnessPolicy()
+	g.mu.RLock()
+	v := g.witnesses
+	g.mu.RUnlock()
+	if policy == "" || v == nil {
+		return kernel.WitnessStatus{}
+	}
+	st, reason := v(tenant)
+	return kernel.WitnessStatus{Policy: policy, State: st, Reason: reason}
+}
+
+func integrityRef(tenant string) (aggregates.Ref, error) {
+	subject, err := codec.Subject(tenant, "integrity")
+	if err != nil {
+		return aggregates.Ref{}, err
+	}
+	return aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.LogIntegrity{} }}, nil
+}
+
+// RecordIntegrityFailure records a witness's answer that tenant's audit log
+// shrank or forked (kernel.DecideIntegrityFailure): from then on every
+// proposal of the tenant is refused log_integrity_failed until an operator
+// resolves the incident. It reports whether an incident was opened (false:
+// one is open already).
+func (g *Gateway) RecordIntegrityFailure(ctx context.Context, tenant string, c kernel.FailIntegrity) (bool, error) {
+	ref, err := integrityRef(tenant)
+	if err != nil {
+		return false, err
+	}
+	c.Executor = g.executor
+	var st *kernel.LogIntegrity
+	var d kernel.Decision
+	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &st, &d.Events)},
+		Decide: func() *kernel.Refusal { d = kernel.DecideIntegrityFailure(st, c); return d.Refusal }})
+	if err != nil {
+		return false, err
+	}
+	if res.Refusal != nil {
+		return false, res.Refusal
+	}
+	return len(d.Events) > 0, nil
+}
+
+// IntegrityRequest is the body of the integrity-resolve verb.
+type IntegrityRequest struct {
+	Resolution  string `json:"resolution"`   // kernel.ResolutionRestored or kernel.ResolutionRotated
+	ArtifactRef string `json:"artifact_ref"` // the ticket or record behind it
+	Statement   string `json:"statement"`    // what happened, signed into the log
+}
+
+// IntegrityState is the data of the integrity verbs' replies.
+type IntegrityState struct {
+	Open        *kernel.IntegrityFailed `json:"open,omitempty"` // the incident stopping dispatch
+	Incidents   int                     `json:"incidents"`
+	Resolutions int                     `json:"resolutions"`
+	Policy      string                  `json:"witness_policy,omitempty"`
+	Witnessing  string                  `json:"witnessing,omitempty"` // pending, cosigned or missing
+	Reason      string                  `json:"reason,omitempty"`
+}
+
+var witnessingNames = map[kernel.Witnessing]string{kernel.WitnessPending: "pending", kernel.WitnessCosigned: "cosigned", kernel.WitnessMissing: "missing"}
+
+// IntegrityVerbs are the operator verbs of the log's integrity: show it,
+// and resolve an incident.
+var IntegrityVerbs = []string{"integrity", "integrity-resolve"}
+
+func (g *Gateway) mountIntegrity() {
+	g.extraOps["integrity"] = func(ctx context.Context, tenant, _ string, body []byte) any {
+		var req struct{}
+		if err := kernel.DecodeOptionalRequest(body, &req); err != nil {
+			return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
+		}
+		return g.integrityReply(ctx, tenant)
+	}
+	g.extraOps["integrity-resolve"] = func(ctx context.Context, tenant, operator string, body []byte) any {
+		var req IntegrityRequest
+		if err := kernel.DecodeRequest(body, &req); err != nil {
+			return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
+		}
+		ref, err := integrityRef(tenant)
+		if err != nil {
+			return opRefused(kernel.CodeRequestMalformed, "%v", err)
+		}
+		cmd := kernel.ResolveIntegrity{Operator: operator, Resolution: req.Resolution, ArtifactRef: req.ArtifactRef, Statement: req.Statement}
+		var st *kernel.LogIntegrity
+		var d kernel.Decision
+		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &st, &d.Events)},
+			Decide: func() *kernel.Refusal { d = kernel.DecideResolveIntegrity(st, cmd); return d.Refusal }})
+		if err != nil {
+			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		}
+		if res.Refusal != nil {
+			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		}
+		g.log.Warn("audit log integrity incident resolved", "tenant", tenant, "operator", operator, "resolution", req.Resolution, "artifact_ref", req.ArtifactRef)
+		return g.integrityReply(ctx, tenant)
+	}
+}
+
+// Integrity reads the tenant's integrity subject: an open incident stops
+// dispatch.
+func (g *Gateway) Integrity(ctx context.Context, tenant string) (*kernel.LogIntegrity, error) {
+	ref, err := integrityRef(tenant)
+	if err != nil {
+		return nil, err
+	}
+	var st *kernel.LogIntegrity
+	_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Guard(ref, &st)},
+		Decide: func() *kernel.Refusal { return nil }})
+	return st, err
+}
+
+// integrityReply reads the tenant's integrity subject and the witnesses'
+// state.
+func (g *Gateway) integrityReply(ctx context.Context, tenant string) OpReply {
+	st, err := g.Integrity(ctx, tenant)
+	if err != nil {
+		return opRefused(kernel.CodeLedgerUnavailable, "the integrity subject could not be read: %v", err)
+	}
+	w := g.witnessStatus(tenant)
+	out := IntegrityState{Open: st.Open, Incidents: st.Incidents, Resolutions: st.Resolutions, Policy: string(w.Policy),
+		Witnessing: witnessingNames[w.State], Reason: w.Reason}
+	return OpReply{OK: true, Data: map[string]any{"integrity": out}}
+}
+
+// validateWitnessPolicy checks runtime.witness_policy.
+func (r *RuntimeConfig) validateWitnessPolicy() error {
+	switch kernel.WitnessPolicy(r.WitnessPolicy) {
+	case "", kernel.WitnessWarn, kernel.WitnessRequire:
+		return nil
+	}
+	return fmt.Errorf("runtime.witness_policy %q: want %q or %q", r.WitnessPolicy, kernel.WitnessWarn, kernel.WitnessRequire)
+}
