@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-sim test-short test-clients verify fuzz-smoke bench bench-postgres demo demo-clients demo-mcp chaos clean tools vuln static release
+.PHONY: help build test test-sim test-short test-clients packages install-packages verify fuzz-smoke bench bench-postgres demo demo-clients demo-mcp chaos clean tools vuln static release
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -27,13 +27,58 @@ test-sim: ## the deterministic simulation at its full seed count (10,000; -race 
 	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestSimulation$$' -v ./internal/sim > $$out 2>&1; rc=$$?; \
 	grep -E '^(--- |ok|FAIL)|seeds in' $$out; [ $$rc -eq 0 ] || tail -60 $$out; rm -f $$out; exit $$rc
 
-# Debian's interpreter, which sees Debian's python3-pytest (a pyenv python3
-# on PATH does not).
-PYTHON ?= /usr/bin/python3
+# The Python client's tools and dependencies live in a virtualenv made from
+# clients/python/requirements-dev.txt (every package pinned), with this
+# interpreter.
+PYTHON  ?= python3
+PY_VENV := clients/python/.venv
+PY      := $(abspath $(PY_VENV))/bin/python
 
-test-clients: build ## the Python and TypeScript client suites against a real contextosd (.ci/run installs pytest and the npm packages)
-	cd clients/python && $(PYTHON) -m mypy --strict --no-incremental contextos_ledger && CONTEXTOS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider
-	cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && CONTEXTOS_BIN=$(CURDIR)/$(BIN) npm test
+$(PY_VENV)/.installed: clients/python/requirements-dev.txt
+	rm -rf $(PY_VENV) && $(PYTHON) -m venv $(PY_VENV)
+	$(PY) -m pip install -q --no-input -r clients/python/requirements-dev.txt
+	touch $@
+
+clients/typescript/node_modules/.package-lock.json: clients/typescript/package-lock.json
+	cd clients/typescript && npm ci --no-audit --no-fund
+
+test-clients: build $(PY_VENV)/.installed clients/typescript/node_modules/.package-lock.json ## the Python and TypeScript client suites against a real contextosd and a TLS-only nats-server (cmd/tlsenv)
+	cd clients/python && $(PY) -m mypy --strict --no-incremental contextos_ledger && $(PY) -m ruff check . && CONTEXTOS_BIN=$(CURDIR)/$(BIN) $(PY) -m pytest -q -p no:cacheprovider
+	cd clients/typescript && CONTEXTOS_BIN=$(CURDIR)/$(BIN) npm test
+
+# The client packages carry the daemon's release version (VERSION without
+# its v); a build that is not a release gets 0.0.0.dev0 (Python) and
+# 0.0.0-dev (npm). They are built from copies stamped with it, so the tree
+# is left as it is.
+PKG_DIR     := $(BIN)/packages
+PKG_RELEASE  = $(shell echo '$(VERSION)' | sed -n 's/^v\([0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\)$$/\1/p')
+PY_PKG_VERSION  = $(or $(PKG_RELEASE),0.0.0.dev0)
+NPM_PKG_VERSION = $(or $(PKG_RELEASE),0.0.0-dev)
+
+packages: $(PY_VENV)/.installed clients/typescript/node_modules/.package-lock.json ## the Python wheel and sdist (python -m build) and the npm tarball (npm pack) in bin/packages, at the daemon's version
+	@rm -rf $(PKG_DIR) && mkdir -p $(PKG_DIR)/src
+	tar -C clients --exclude=.venv --exclude=node_modules --exclude=dist --exclude=__pycache__ --exclude=.mypy_cache -cf - python typescript | tar -C $(PKG_DIR)/src -xf -
+	printf '"""The package\x27s version, stamped by make packages."""\n\n__version__ = "%s"\n' '$(PY_PKG_VERSION)' > $(PKG_DIR)/src/python/contextos_ledger/_version.py
+	$(PY) -m build -q --outdir $(abspath $(PKG_DIR)) $(PKG_DIR)/src/python
+	cd $(PKG_DIR)/src/typescript && ln -s $(CURDIR)/clients/typescript/node_modules node_modules && \
+		npm version --no-git-tag-version --allow-same-version $(NPM_PKG_VERSION) > /dev/null && \
+		npm pack --silent --pack-destination $(abspath $(PKG_DIR)) > /dev/null
+	@ls -1 $(PKG_DIR) | grep -v '^src$$'
+
+# install-packages installs the built packages as a user would: the wheel
+# into a new virtualenv (the dependency versions held to
+# requirements-dev.txt's), the tarball into a new folder with the
+# TypeScript agent; the demos then run against these, not the sources.
+install-packages: packages
+	rm -rf $(PKG_DIR)/venv $(PKG_DIR)/ts-agent && $(PYTHON) -m venv $(PKG_DIR)/venv
+	$(PKG_DIR)/venv/bin/pip install -q --no-input -c clients/python/requirements-dev.txt $(PKG_DIR)/contextos_ledger-$(PY_PKG_VERSION)-py3-none-any.whl
+	cd / && $(abspath $(PKG_DIR))/venv/bin/python -c 'import contextos_ledger as l, sys; v = "$(PY_PKG_VERSION)"; \
+		assert l.__version__ == v and "/venv/" in l.__file__, (l.__version__, l.__file__); print("installed contextos_ledger", v, "at", l.__file__)'
+	mkdir -p $(PKG_DIR)/ts-agent && cp examples/ts-agent/agent.ts examples/ts-agent/tsconfig.json $(PKG_DIR)/ts-agent/
+	cd $(PKG_DIR)/ts-agent && printf '{"name":"ts-agent","private":true,"type":"module"}\n' > package.json && \
+		npm install --no-audit --no-fund --silent ../contextos-ledger-$(NPM_PKG_VERSION).tgz typescript@5.9.3 @types/node@20.19.43 && \
+		node -e 'const v=require("./node_modules/contextos-ledger/package.json").version; if (v !== "$(NPM_PKG_VERSION)") throw new Error(v); console.log("installed contextos-ledger", v)' && \
+		npx tsc -p .
 
 test-short: ## quick tests without the race detector
 	$(GO) test -short -count=1 ./...
@@ -69,10 +114,8 @@ bench-postgres: # PostgreSQL from Debian's packages for the bench's peer (needs 
 demo: build ## the shared-refund race on the embedded default, end to end
 	$(GO) run ./examples/shared-guarantees --bin $(BIN)
 
-demo-clients: build ## an agent on the Python client races one on the Go client; a TypeScript agent meets each status
-	cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run build
-	cd examples/ts-agent && npm run build
-	$(GO) run ./examples/python-agent/race --bin $(BIN) --python $(PYTHON)
+demo-clients: build install-packages ## the built packages installed, then an agent on the Python client races one on the Go client; a TypeScript agent meets each status
+	$(GO) run ./examples/python-agent/race --bin $(BIN) --python $(PKG_DIR)/venv/bin/python --ts-agent $(PKG_DIR)/ts-agent/agent.js
 
 demo-mcp: build ## the shared-refund race over MCP: scripted MCP agents, an MCP server as the provider
 	$(GO) run ./examples/mcp-agent --bin $(BIN)

@@ -21,8 +21,13 @@ const DefaultURL = "nats://127.0.0.1:4222"
 // Options say where contextosd is and who connects. Exactly one kind of
 // credential is used: CredsFile, then NKeyFile, then Password (with the
 // NATS user "<tenant>.<principal>"). Context, when set, names a NATS
-// context whose url, user, password, creds and nkey fill what the other
-// fields leave empty.
+// context whose url, user, password, creds, nkey, ca, cert and key fill
+// what the other fields leave empty.
+//
+// TLS is on with TLSCAFile, a client certificate or a tls:// URL. Without
+// any of them Connect refuses a server that asks for TLS, and refuses to
+// send a password over plain TCP to a host that is not loopback unless
+// AllowPlaintext says so (ErrInsecureTransport).
 type Options struct {
 	URL       string
 	Tenant    string
@@ -32,6 +37,16 @@ type Options struct {
 	NKeyFile string
 	// CredsFile is a NATS credentials file (user JWT and seed).
 	CredsFile string
+	// TLSCAFile is a PEM bundle of the CAs the server's certificate is
+	// checked against instead of the system roots.
+	TLSCAFile string
+	// TLSCertFile and TLSKeyFile are a client certificate and its key (PEM),
+	// for servers that verify clients; together or not at all.
+	TLSCertFile string
+	TLSKeyFile  string
+	// AllowPlaintext lets a password cross plain TCP to a host that is not
+	// loopback (a private network the deployer trusts).
+	AllowPlaintext bool
 	// Context is a NATS context: a name under
 	// $XDG_CONFIG_HOME/nats/context/ (~/.config by default), or a path to
 	// its JSON file.
@@ -72,6 +87,10 @@ type NATSContext struct {
 	Creds    string `json:"creds"`
 	NKey     string `json:"nkey"`
 	Token    string `json:"token"`
+	// CA, Cert and Key are the TLS files, as the nats CLI names them.
+	CA   string `json:"ca"`
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
 }
 
 // LoadContext reads a NATS context by name or path.
@@ -120,6 +139,12 @@ func (o Options) Resolve() (Options, error) {
 		if o.Password == "" && o.NKeyFile == "" && o.CredsFile == "" {
 			o.Password, o.NKeyFile, o.CredsFile = c.Password, c.NKey, c.Creds
 		}
+		if o.TLSCAFile == "" {
+			o.TLSCAFile = c.CA
+		}
+		if o.TLSCertFile == "" && o.TLSKeyFile == "" {
+			o.TLSCertFile, o.TLSKeyFile = c.Cert, c.Key
+		}
 	}
 	if o.URL == "" {
 		o.URL = DefaultURL
@@ -152,15 +177,21 @@ func (o Options) Resolve() (Options, error) {
 
 // Connect connects as o's principal. A server that refuses the credentials
 // gives a Refused (authority_denied); one that cannot be reached an
-// Unreachable.
+// Unreachable; a connection that would expose a secret an error wrapping
+// ErrInsecureTransport. A lost connection is re-established (nats.go's
+// reconnection, with the same inbox prefix).
 func Connect(o Options) (*Client, error) {
 	o, err := o.Resolve()
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{tenant: o.Tenant, principal: o.Principal, timeout: o.Timeout, onResend: o.OnResend, inflight: map[uint64]watch{}}
-	opts := []nats.Option{nats.Name(o.Name), nats.CustomInboxPrefix(gateway.InboxPrefix(o.Tenant, o.Principal)),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.serverError(err) })}
+	opts, err := o.transportOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, nats.Name(o.Name), nats.CustomInboxPrefix(gateway.InboxPrefix(o.Tenant, o.Principal)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.serverError(err) }))
 	switch {
 	case o.CredsFile != "":
 		opts = append(opts, nats.UserCredentials(o.CredsFile))
@@ -175,10 +206,7 @@ func Connect(o Options) (*Client, error) {
 	}
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
-		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
-			return nil, Refused{Code: CodeAuthorityDenied, Reason: "the NATS server refused the credentials of " + gateway.UserName(o.Tenant, o.Principal)}
-		}
-		return nil, Unreachable{Op: "connect " + o.URL, Err: err}
+		return nil, connectError(err, o)
 	}
 	c.nc = nc
 	return c, nil

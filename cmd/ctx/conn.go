@@ -32,6 +32,10 @@ type connFlags struct {
 	password string
 	creds    string
 	nkey     string
+	tlsCA    string
+	tlsCert  string
+	tlsKey   string
+	plain    bool
 	context  string
 	output   string
 	json     bool
@@ -40,7 +44,8 @@ type connFlags struct {
 
 // connEnv maps each connection flag to its environment variable.
 var connEnv = map[string]string{"nats": "CTX_NATS", "tenant": "CTX_TENANT", "user": "CTX_USER", "password": "CTX_PASSWORD",
-	"creds": "CTX_CREDS", "nkey": "CTX_NKEY", "context": "CTX_CONTEXT", "output": "CTX_OUTPUT"}
+	"creds": "CTX_CREDS", "nkey": "CTX_NKEY", "tlsca": "CTX_TLSCA", "tlscert": "CTX_TLSCERT", "tlskey": "CTX_TLSKEY",
+	"allow-plaintext": "CTX_ALLOW_PLAINTEXT", "context": "CTX_CONTEXT", "output": "CTX_OUTPUT"}
 
 func addConnFlags(cmd *cobra.Command) *connFlags {
 	c := &connFlags{cmd: cmd}
@@ -51,7 +56,11 @@ func addConnFlags(cmd *cobra.Command) *connFlags {
 	f.StringVar(&c.password, "password", "", "your password ($CTX_PASSWORD; prefer the variable: a flag shows in ps)")
 	f.StringVar(&c.creds, "creds", "", "NATS credentials file instead of a password ($CTX_CREDS)")
 	f.StringVar(&c.nkey, "nkey", "", "nkey seed file instead of a password ($CTX_NKEY)")
-	f.StringVar(&c.context, "context", "", "NATS context name or file with url, user <tenant>.<principal> and credentials ($CTX_CONTEXT)")
+	f.StringVar(&c.tlsCA, "tlsca", "", "PEM CA bundle the server's certificate is checked against; turns TLS on ($CTX_TLSCA)")
+	f.StringVar(&c.tlsCert, "tlscert", "", "client certificate (PEM) for a server that verifies clients, with --tlskey ($CTX_TLSCERT)")
+	f.StringVar(&c.tlsKey, "tlskey", "", "the client certificate's key (PEM) ($CTX_TLSKEY)")
+	f.BoolVar(&c.plain, "allow-plaintext", false, "let a password cross plain TCP to a host that is not loopback ($CTX_ALLOW_PLAINTEXT)")
+	f.StringVar(&c.context, "context", "", "NATS context name or file with url, user <tenant>.<principal>, credentials and ca, cert, key ($CTX_CONTEXT)")
 	f.StringVarP(&c.output, "output", "o", "", "output format: table, wide or json ($CTX_OUTPUT; default table)")
 	f.BoolVar(&c.json, "json", false, "same as -o json")
 	f.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long to wait for a reply")
@@ -93,7 +102,8 @@ func (c *connFlags) connect() (*client.Client, error) {
 		return nil, err
 	}
 	o := client.Options{URL: c.url, Tenant: c.tenant, Principal: c.user, Password: c.password, CredsFile: c.creds,
-		NKeyFile: c.nkey, Context: c.context, Timeout: c.timeout, Name: "ctx"}
+		NKeyFile: c.nkey, TLSCAFile: c.tlsCA, TLSCertFile: c.tlsCert, TLSKeyFile: c.tlsKey, AllowPlaintext: c.plain,
+		Context: c.context, Timeout: c.timeout, Name: "ctx"}
 	if c.context == "" && (c.tenant == "" || c.user == "") {
 		return nil, usageError("--tenant and --user are required (or --context)")
 	}

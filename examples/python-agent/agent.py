@@ -1,10 +1,12 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A scripted refund agent on the Python client (no model key needed).
 
-It proposes each refund of its script through contextos_ledger and handles
-every status and refusal as an agent should. The connection comes from the
-environment: CTX_NATS (default nats://127.0.0.1:4222), CTX_TENANT, AGENT
-(the principal), AGENT_PASSWORD and AGENT_RUN (the run an operator admitted).
+It proposes each refund of its script through contextos_ledger (installed:
+``pip install contextos-ledger``) and handles every status and refusal as an
+agent should. The connection comes from the environment: CTX_NATS (default
+nats://127.0.0.1:4222), CTX_TENANT, AGENT (the principal), one credential
+(AGENT_PASSWORD, AGENT_NKEY or AGENT_CREDS), CTX_TLSCA, CTX_TLSCERT and
+CTX_TLSKEY for TLS, and AGENT_RUN (the run an operator admitted).
 
     AGENT=agent_email AGENT_PASSWORD=... AGENT_RUN=run_1 CTX_TENANT=acme \\
         python3 agent.py refund-ord_881:ord_881:80000
@@ -22,13 +24,10 @@ import asyncio
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any, Dict
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "clients" / "python"))
-
-import contextos_ledger as ledger  # noqa: E402
-from contextos_ledger import Client, Proposal  # noqa: E402
+import contextos_ledger as ledger
+from contextos_ledger import Client, Proposal
 
 
 def handle(key: str, order: str, amount: int, outcome: Any) -> Dict[str, Any]:
@@ -73,8 +72,10 @@ async def main() -> int:
     ap.add_argument("--wait", action="store_true", help='print "ready" and wait for a line on stdin before proposing')
     args = ap.parse_args()
     principal, run = os.environ["AGENT"], os.environ["AGENT_RUN"]
+    env = {k: os.environ.get(v) for k, v in (("password", "AGENT_PASSWORD"), ("nkey_file", "AGENT_NKEY"), ("creds_file", "AGENT_CREDS"),
+                                               ("tls_ca_file", "CTX_TLSCA"), ("tls_cert_file", "CTX_TLSCERT"), ("tls_key_file", "CTX_TLSKEY"))}
     async with await Client.connect(os.environ.get("CTX_NATS", ledger.DEFAULT_URL), tenant=os.environ["CTX_TENANT"],
-                                    principal=principal, password=os.environ.get("AGENT_PASSWORD")) as agent:
+                                    principal=principal, **{k: v for k, v in env.items() if v}) as agent:
         if args.wait:
             print("ready", flush=True)
             await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)

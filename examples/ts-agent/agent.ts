@@ -3,9 +3,10 @@
 // It proposes each refund of its script through contextos-ledger and handles
 // every status and refusal as an agent should. The connection comes from the
 // environment: CTX_NATS (default nats://127.0.0.1:4222), CTX_TENANT, AGENT
-// (the principal), AGENT_PASSWORD and AGENT_RUN (the run an operator
-// admitted). Each argument is KEY:ORDER:AMOUNT (amount in minor units); with
-// --json it prints one JSON object per refund.
+// (the principal), one credential (AGENT_PASSWORD, AGENT_NKEY or
+// AGENT_CREDS), CTX_TLSCA, CTX_TLSCERT and CTX_TLSKEY for TLS, and AGENT_RUN
+// (the run an operator admitted). Each argument is KEY:ORDER:AMOUNT (amount
+// in minor units); with --json it prints one JSON object per refund.
 //
 //   AGENT=agent_phone AGENT_PASSWORD=... AGENT_RUN=run_1 CTX_TENANT=acme \
 //     node agent.js refund-ord_990:ord_990:30000
@@ -22,7 +23,7 @@ import {
   SharedGuaranteeExceeded,
   Unresolved,
   type Decision,
-} from "../../clients/typescript/dist/src/index.js";
+} from "contextos-ledger";
 
 type Result = Record<string, unknown>;
 
@@ -74,7 +75,10 @@ async function main(): Promise<number> {
     return v;
   };
   const principal = env("AGENT");
-  const agent = await Client.connect({ url: process.env.CTX_NATS ?? DEFAULT_URL, tenant: env("CTX_TENANT"), principal, password: process.env.AGENT_PASSWORD });
+  const e = process.env;
+  const tls = e.CTX_TLSCA || e.CTX_TLSCERT ? { caFile: e.CTX_TLSCA, certFile: e.CTX_TLSCERT, keyFile: e.CTX_TLSKEY } : undefined;
+  const agent = await Client.connect({ url: e.CTX_NATS ?? DEFAULT_URL, tenant: env("CTX_TENANT"), principal,
+    password: e.AGENT_PASSWORD, nkeyFile: e.AGENT_NKEY, credsFile: e.AGENT_CREDS, tls });
   try {
     for (const spec of refunds) {
       const [key, order, amount] = spec.split(":");

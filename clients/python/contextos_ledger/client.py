@@ -5,15 +5,27 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import ssl
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, Union
+from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, TypeVar, Union
 
-from . import _nats
+import nats.errors
+
+from .connection import (
+    DEFAULT_URL,
+    AuthorizationRefused,
+    Connection,
+    Credentials,
+    InsecureTransport,
+    PermissionViolation,
+    Reconnect,
+    TLSSettings,
+    open_connection,
+)
 from .errors import Code, Refused, Unreachable, Unresolved, refused
 from .types import Decision, Proposal
 
-DEFAULT_URL = "nats://127.0.0.1:4222"
 #: How long propose resends when no deadline is given, in seconds.
 DEFAULT_PROPOSE_DEADLINE = 120.0
 
@@ -90,7 +102,7 @@ class Client:
     Use ``await Client.connect(...)``; ``async with`` closes it.
     """
 
-    def __init__(self, conn: _nats.Connection, tenant: str, principal: str, timeout: float,
+    def __init__(self, conn: Connection, tenant: str, principal: str, timeout: float,
                  on_resend: Optional[OnResend]) -> None:
         self._conn = conn
         self.tenant = tenant
@@ -100,30 +112,55 @@ class Client:
 
     @classmethod
     async def connect(cls, url: str = DEFAULT_URL, *, tenant: str, principal: str, password: Optional[str] = None,
-                      timeout: float = 5.0, on_resend: Optional[OnResend] = None) -> "Client":
-        """Connects as ``<tenant>.<principal>`` with its password.
+                      token: Optional[str] = None, nkey_file: Optional[str] = None, creds_file: Optional[str] = None,
+                      tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
+                      tls_key_file: Optional[str] = None, tls: Union[bool, ssl.SSLContext, None] = None,
+                      allow_plaintext: bool = False, reconnect: Optional[Reconnect] = None,
+                      timeout: float = 5.0, on_resend: Optional[OnResend] = None) -> Client:
+        """Connects as ``<tenant>.<principal>`` through its inbox.
 
-        Raises AuthorityDenied when the server refuses the credentials,
-        Unreachable when it cannot be reached, and ValueError for a tenant or
-        principal that is not one subject token.
+        One credential: ``password`` (the NATS user ``<tenant>.<principal>``),
+        ``token``, ``nkey_file`` (a user nkey seed file) or ``creds_file``
+        (a NATS credentials file). TLS is on with ``tls_ca_file`` (a PEM CA
+        bundle instead of the system roots), a client certificate
+        (``tls_cert_file`` with ``tls_key_file``), ``tls`` (True for the
+        system roots, or an ``ssl.SSLContext``) or a ``tls://`` URL; ``url``
+        may list a cluster's servers, comma-separated. A lost connection is
+        re-established as ``reconnect`` says (on by default).
+
+        Raises InsecureTransport instead of exposing a secret (the server
+        asks for TLS and no TLS settings were given, TLS settings were given
+        and the server has no TLS, or a password or token would cross plain
+        TCP to a host that is not loopback without ``allow_plaintext``);
+        AuthorityDenied when the server refuses the credentials; Unreachable
+        when it cannot be reached; ValueError for a tenant or principal that
+        is not one subject token or more than one credential.
         """
         for ident in (tenant, principal):
             if not ident or any(c in ident for c in ".*> \t\r\n"):
                 raise ValueError(f"{ident!r} is not a tenant or principal id: one subject token, no '.', '*', '>' or space")
+        settings = TLSSettings(ca_file=tls_ca_file, cert_file=tls_cert_file, key_file=tls_key_file,
+                               context=tls if isinstance(tls, ssl.SSLContext) else None, enabled=tls is True)
         try:
-            conn = await _nats.connect(url, user=f"{tenant}.{principal}", password=password or "",
-                                       inbox_prefix=inbox_prefix(tenant, principal), connect_timeout=timeout)
-        except _nats.AuthorizationError as e:
+            conn = await open_connection(url, user=f"{tenant}.{principal}",
+                                         credentials=Credentials(password=password, token=token, nkey_file=nkey_file,
+                                                                 creds_file=creds_file),
+                                         tls=settings, inbox_prefix=inbox_prefix(tenant, principal),
+                                         name="contextos-ledger-python", timeout=timeout, reconnect=reconnect or Reconnect(),
+                                         allow_plaintext=allow_plaintext)
+        except AuthorizationRefused as e:
             raise refused(Code.AUTHORITY_DENIED.value, f"the NATS server refused the credentials of {tenant}.{principal}: {e}") from e
-        except (_nats.NatsError, OSError, asyncio.TimeoutError) as e:
-            raise Unreachable(f"connect {url}: {e}") from e
+        except (InsecureTransport, ValueError):
+            raise
+        except (nats.errors.Error, OSError, asyncio.TimeoutError, ssl.SSLError) as e:
+            raise Unreachable(f"connect {url}: {e!r}") from e
         return cls(conn, tenant, principal, timeout, on_resend)
 
     async def close(self) -> None:
         """Closes the connection."""
         await self._conn.close()
 
-    async def __aenter__(self) -> "Client":
+    async def __aenter__(self) -> Client:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -132,7 +169,7 @@ class Client:
     async def _request(self, subject: str, body: bytes, timeout: float) -> bytes:
         try:
             return await self._conn.request(subject, body, timeout)
-        except _nats.PermissionViolation as e:
+        except PermissionViolation as e:
             raise refused(Code.AUTHORITY_DENIED.value, f"the NATS server refused the publish: {e}") from e
 
     async def propose(self, proposal: Proposal, deadline: float = DEFAULT_PROPOSE_DEADLINE) -> Decision:
@@ -165,10 +202,10 @@ class Client:
                 if d.status in ("applied", "not_applied", "pending"):
                     return d
                 last, why = d, Unreachable(f"status {d.status}: {d.reason}")
-            except (asyncio.TimeoutError, _nats.NoRespondersError) as e:
+            except (asyncio.TimeoutError, nats.errors.NoRespondersError) as e:
                 why = e
-            except _nats.NatsError as e:
-                raise Unreachable(f"propose: {e}") from e
+            except nats.errors.Error as e:
+                raise Unreachable(f"propose: {e!r}") from e
             if loop.time() + backoff >= end:
                 raise Unresolved(f"outcome unknown after {resends} resends ({why!r}); resend the same operation key to learn it",
                                  last, resends)
@@ -189,7 +226,7 @@ class Client:
         raw = json.dumps(body or {}, separators=(",", ":")).encode()
         try:
             reply = await self._request(op_subject(self.tenant, verb, self.principal), raw, self.timeout)
-        except (asyncio.TimeoutError, _nats.NoRespondersError, _nats.NatsError) as e:
+        except (asyncio.TimeoutError, nats.errors.Error) as e:
             raise Unreachable(f"{verb}: {e!r}") from e
         r: Dict[str, Any] = json.loads(reply)
         if not r.get("ok"):
@@ -321,19 +358,23 @@ class SyncClient:
     """
 
     def __init__(self, url: str = DEFAULT_URL, *, tenant: str, principal: str, password: Optional[str] = None,
-                 timeout: float = 5.0, on_resend: Optional[Callable[[int, BaseException], None]] = None) -> None:
+                 timeout: float = 5.0, on_resend: Optional[Callable[[int, BaseException], None]] = None,
+                 **options: Any) -> None:
+        """Connects as Client.connect does; ``options`` are its other
+        keyword arguments (token, nkey_file, creds_file, tls_ca_file,
+        tls_cert_file, tls_key_file, tls, allow_plaintext, reconnect)."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="contextos-ledger", daemon=True)
         self._thread.start()
         try:
             self._client: Client = self._call(Client.connect(url, tenant=tenant, principal=principal, password=password,
-                                                             timeout=timeout, on_resend=on_resend))
+                                                             timeout=timeout, on_resend=on_resend, **options))
         except BaseException:
             self._stop()
             raise
         self.tenant, self.principal = tenant, principal
 
-    def _call(self, coro: Awaitable[T]) -> T:
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _stop(self) -> None:
@@ -348,7 +389,7 @@ class SyncClient:
         self._call(self._client.close())
         self._stop()
 
-    def __enter__(self) -> "SyncClient":
+    def __enter__(self) -> SyncClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -371,6 +412,6 @@ class SyncClient:
         return lambda *a, **kw: self._call(method(*a, **kw))
 
 
-__all__ = ["Client", "SyncClient", "Refused", "Unreachable", "Unresolved", "inbox_prefix", "propose_subject", "op_subject",
-           "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE", "Page", "MoreRows", "collect", "DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT",
-           "MAX_LIST_ROWS"]
+__all__ = ["Client", "SyncClient", "Refused", "Unreachable", "Unresolved", "InsecureTransport", "Reconnect", "inbox_prefix",
+           "propose_subject", "op_subject", "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE", "Page", "MoreRows", "collect",
+           "DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT", "MAX_LIST_ROWS"]

@@ -65,7 +65,7 @@ class Decision:
     evidence_gate: Optional[Dict[str, Any]] = None
 
     @classmethod
-    def from_json(cls, b: bytes) -> "Decision":
+    def from_json(cls, b: bytes) -> Decision:
         """Decodes a decision; members this version does not know are ignored."""
         d = json.loads(b)
         if not isinstance(d, dict) or not isinstance(d.get("status"), str):

@@ -15,7 +15,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Any, Dict, Iterator
 
 import pytest
 
@@ -108,3 +108,59 @@ async def _ready(d: Daemon) -> None:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.1)
+
+
+class TLSEnv:
+    """cmd/tlsenv: a TLS-only nats-server verifying client certificates, with
+    each principal as a password and an nkey user and a runtime behind it;
+    an operator-mode TLS server with each principal as a creds user."""
+
+    def __init__(self, proc: subprocess.Popen[str], info: Dict[str, Any]) -> None:
+        self._proc = proc
+        self.info = info
+        self.url: str = info["url"]
+        self.creds_url: str = info["creds_url"]
+        self.tls: Dict[str, str] = {"tls_ca_file": info["ca_file"], "tls_cert_file": info["cert_file"], "tls_key_file": info["key_file"]}
+
+    def restart(self) -> None:
+        """Restarts the server with the runtime on the same port."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write("restart\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline().strip()
+        if line != "restarted":
+            raise RuntimeError(f"tlsenv restart: {line!r}")
+
+    def provider_stats(self) -> Dict[str, int]:
+        with urllib.request.urlopen(self.info["provider"] + "/admin/stats", timeout=5) as r:
+            stats: Dict[str, int] = json.load(r)
+            return stats
+
+
+@pytest.fixture(scope="session")
+def tlsenv() -> Iterator[TLSEnv]:
+    tmp = Path(tempfile.mkdtemp(prefix="contextos-py-tls-"))
+    given = os.environ.get("CONTEXTOS_BIN")
+    if given:
+        exe = Path(given).resolve() / "tlsenv"
+    else:
+        env = dict(os.environ)
+        env.setdefault("GOTOOLCHAIN", "go1.27.3")
+        subprocess.run(["go", "build", "-o", str(tmp / "tlsenv"), "./cmd/tlsenv"], cwd=REPO, env=env, check=True)
+        exe = tmp / "tlsenv"
+    proc = subprocess.Popen([str(exe), "--config", str(REPO / "examples/shared-guarantees/contextos.toml"), "--dir", str(tmp / "env")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError("tlsenv did not start (see its stderr)")
+        yield TLSEnv(proc, json.loads(line))
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()  # end of input stops it
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -6,16 +6,21 @@ import asyncio
 import hashlib
 import json
 import time
-from pathlib import Path
 
 import pytest
+from conftest import PASSWORDS, REPO, Daemon, _free_port
 
 import contextos_ledger as ledger
-from contextos_ledger import (AuthorityDenied, CapabilityNotSurfaced, Client, Proposal, Refused, SharedGuaranteeExceeded,
-                              SyncClient, Unreachable)
-from contextos_ledger import _nats
-
-from conftest import PASSWORDS, REPO, Daemon, _free_port
+from contextos_ledger import (
+    AuthorityDenied,
+    CapabilityNotSurfaced,
+    Client,
+    Proposal,
+    Refused,
+    SharedGuaranteeExceeded,
+    SyncClient,
+    Unreachable,
+)
 
 
 def refund(run: str, key: str, order: str, amount: int) -> Proposal:
@@ -168,51 +173,6 @@ def test_sync_client(daemon: Daemon) -> None:
         assert d.status == "applied" and d.available == 99500
         with pytest.raises(SharedGuaranteeExceeded):
             agent.propose(refund("py_run_sync", "s2", "py_ord_sync", 100000))
-
-
-def test_unresolved_without_daemon() -> None:
-    """A NATS server with nobody behind the subject: the proposal resends
-    until its deadline and reports the outcome unknown."""
-
-    async def main() -> None:
-        # A minimal server speaking the protocol: it accepts the connection
-        # and answers every request with the no-responders status.
-        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            writer.write(b'INFO {"server_id":"t","headers":true,"proto":1}\r\n')
-            subs = {}
-            while True:
-                line = await reader.readline()
-                if not line:
-                    return
-                if line.startswith(b"PING"):
-                    writer.write(b"PONG\r\n")
-                elif line.startswith(b"SUB "):
-                    subject, sid = line.split()[1:3]
-                    subs[sid] = subject.rstrip(b"*")
-                elif line.startswith(b"PUB "):
-                    parts = line.split()
-                    await reader.readexactly(int(parts[-1]) + 2)
-                    reply = parts[2]
-                    hdr = b"NATS/1.0 503\r\n\r\n"
-                    for sid, prefix in subs.items():
-                        if reply.startswith(prefix):
-                            writer.write(b"HMSG %s %s %d %d\r\n%s\r\n" % (reply, sid, len(hdr), len(hdr), hdr))
-                await writer.drain()
-
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        resends = []
-        try:
-            async with await Client.connect(f"nats://127.0.0.1:{port}", tenant="acme", principal="agent_email", password="p",
-                                            timeout=0.05, on_resend=lambda n, why: resends.append(why)) as c:
-                with pytest.raises(ledger.Unresolved) as e:
-                    await c.propose(refund("r", "k", "o", 1), deadline=0.6)
-                assert e.value.resends == len(resends) > 0
-                assert all(isinstance(w, _nats.NoRespondersError) for w in resends)
-        finally:
-            server.close()
-
-    asyncio.run(main())
 
 
 def test_paged_lists(daemon: Daemon) -> None:

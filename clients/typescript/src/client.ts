@@ -1,4 +1,5 @@
-import { connect, errors, type NatsConnection } from "@nats-io/transport-node";
+import { errors, type NatsConnection } from "@nats-io/transport-node";
+import { DEFAULT_URL, InsecureTransport, openConnection, type TransportOptions } from "./connection.js";
 import { LedgerError, refused, Unreachable, Unresolved } from "./errors.js";
 import { MAX_LIST_ROWS, MAX_PAGE_LIMIT } from "./wire.js";
 import type {
@@ -18,7 +19,7 @@ import type {
   VersionRow,
 } from "./wire.js";
 
-export const DEFAULT_URL = "nats://127.0.0.1:4222";
+export { DEFAULT_URL };
 /** How long propose resends when no deadline is given, in milliseconds. */
 export const DEFAULT_PROPOSE_DEADLINE_MS = 120_000;
 
@@ -29,11 +30,15 @@ export const proposeSubject = (tenant: string, principal: string) => `ctx.v1.${t
 /** Where an operator sends a verb. */
 export const opSubject = (tenant: string, verb: string, operator: string) => `ctx.v1.${tenant}.ops.${verb}.${operator}`;
 
-export interface ConnectOptions {
-  url?: string;
+/**
+ * Who connects, and how (TransportOptions): one credential (`password` of
+ * the NATS user `<tenant>.<principal>`, `token`, `nkeyFile` or
+ * `credsFile`), `tls` (CA file, client certificate; or a tls:// URL),
+ * `allowPlaintext`, `reconnect`.
+ */
+export interface ConnectOptions extends TransportOptions {
   tenant: string;
   principal: string;
-  password?: string;
   /** One request's timeout in milliseconds (default 5000); proposals resend past it. */
   timeoutMs?: number;
   /** Called before each resend of a proposal with the resends so far and why. */
@@ -55,9 +60,14 @@ export class Client {
 
   /**
    * Connects as `<tenant>.<principal>` through its inbox. Throws
-   * AuthorityDenied when the server refuses the credentials, Unreachable
-   * when it cannot be reached, and TypeError for a tenant or principal that
-   * is not one subject token.
+   * InsecureTransport instead of exposing a secret (the server asks for TLS
+   * and no TLS settings were given, TLS settings were given and the server
+   * has no TLS, or a password or token would cross plain TCP to a host that
+   * is not loopback without `allowPlaintext`), AuthorityDenied when the
+   * server refuses the credentials, Unreachable when it cannot be reached,
+   * and TypeError for a tenant or principal that is not one subject token
+   * or more than one credential. A lost connection is re-established as
+   * `reconnect` says (on by default), under the same inbox prefix.
    */
   static async connect(o: ConnectOptions): Promise<Client> {
     for (const id of [o.tenant, o.principal]) {
@@ -67,17 +77,10 @@ export class Client {
     }
     const timeoutMs = o.timeoutMs ?? 5000;
     try {
-      const nc = await connect({
-        servers: o.url ?? DEFAULT_URL,
-        user: `${o.tenant}.${o.principal}`,
-        pass: o.password ?? "",
-        inboxPrefix: inboxPrefix(o.tenant, o.principal),
-        name: "contextos-ledger-ts",
-        timeout: timeoutMs,
-        maxReconnectAttempts: 0,
-      });
+      const nc = await openConnection(o, `${o.tenant}.${o.principal}`, inboxPrefix(o.tenant, o.principal), timeoutMs);
       return new Client(nc, o.tenant, o.principal, timeoutMs, o.onResend);
     } catch (e) {
+      if (e instanceof InsecureTransport || e instanceof TypeError) throw e;
       if (e instanceof errors.AuthorizationError) {
         throw refused("authority_denied", `the NATS server refused the credentials of ${o.tenant}.${o.principal}`);
       }

@@ -3,3 +3,4 @@
 export * from "./wire.js";
 export * from "./errors.js";
 export * from "./client.js";
+export { InsecureTransport, type ReconnectOptions, type TLSOptions, type TransportOptions } from "./connection.js";

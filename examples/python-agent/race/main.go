@@ -29,7 +29,8 @@ import (
 
 var (
 	bin     = flag.String("bin", "bin", "directory holding contextosd and demo-provider")
-	python  = flag.String("python", "/usr/bin/python3", "the Python interpreter of the Python agent")
+	python  = flag.String("python", "python3", "the Python interpreter of the Python agent (with contextos-ledger installed)")
+	tsAgent = flag.String("ts-agent", "examples/ts-agent/agent.js", "the built TypeScript agent (with contextos-ledger installed beside it)")
 	verbose = flag.Bool("v", false, "show the daemon's log")
 )
 
@@ -152,12 +153,12 @@ func (d *demo) run() error {
 
 	fmt.Println("\n── 2. The TypeScript agent (agent_phone) meets each status")
 	_ = d.post("/admin/script", `{"modes":["applied","pending"]}`)
-	ts := d.runAgent("node", []string{"examples/ts-agent/agent.js", "--json", "refund-ord_990:ord_990:30000", "refund-ord_991:ord_991:10000", "refund-ord_881-b:ord_881:50000"}, "agent_phone", "run_ts")
+	ts := d.runAgent("node", []string{*tsAgent, "--json", "refund-ord_990:ord_990:30000", "refund-ord_991:ord_991:10000", "refund-ord_881-b:ord_881:50000"}, "agent_phone", "run_ts")
 	on := true
 	if _, err := ops.KillSwitch(ctx, &on, "demo: the kill switch"); err != nil {
 		return err
 	}
-	ts = append(ts, d.runAgent("node", []string{"examples/ts-agent/agent.js", "--json", "refund-ord_993:ord_993:100"}, "agent_phone", "run_ts")...)
+	ts = append(ts, d.runAgent("node", []string{*tsAgent, "--json", "refund-ord_993:ord_993:100"}, "agent_phone", "run_ts")...)
 	off := false
 	if _, err := ops.KillSwitch(ctx, &off, "demo: released"); err != nil {
 		return err
