@@ -377,20 +377,25 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	// As many new events as the witness's checkpoint covers: the new log's
-	// checkpoint of 256 records has another root.
+	// As many new events as the kept checkpoint covers: the new log's
+	// checkpoint of that size has another root.
 	republished := 0
 	for _, st := range stored[:128] {
 		if strings.HasPrefix(st[0], "ctx.ev.acme.") {
 			republished++
 		}
 	}
-	for i := 0; i < 256-republished; i++ {
+	keptCP, err := audit.ReadCheckpoint(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int(keptCP.Size)
+	for i := 0; i < size-republished; i++ {
 		appendReservation(t, rt, 1000+i)
 	}
 	// The boot checkpoint reset the count of uncovered records: publish one
 	// of the whole new log now.
-	testenv.Eventually(t, func() bool { return rt.Service.Projectors["acme"].Status().Records >= 257 }, 20*time.Second, "the new log recorded")
+	testenv.Eventually(t, func() bool { return rt.Service.Projectors["acme"].Status().Records >= int64(size+1) }, 20*time.Second, "the new log recorded")
 	if err := rt.Service.Projectors["acme"].Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +405,7 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 		x = verifier.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
 		_ = rt.Service.Log.Records(ctx, "acme", 0, 0, func(r projections.StoredRecord) error { x.Records = append(x.Records, r.Raw); return nil })
 		_ = rt.Service.Log.Checkpoints(ctx, "acme", 0, 0, func(c projections.StoredCheckpoint) error { x.Checkpoints = append(x.Checkpoints, c.Note); return nil })
-		if len(x.Records) >= 257 && len(x.Checkpoints) > 1 && rt.Service.Projectors["acme"].Status().WitnessErrors > 1 {
+		if len(x.Records) >= size+1 && len(x.Checkpoints) > 1 && rt.Service.Projectors["acme"].Status().WitnessErrors > 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -411,8 +416,8 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	// The boot check caught the shrink before any checkpoint fell due: the
 	// incident is recorded in the new log (one more record) and stops
 	// dispatch.
-	if n := len(x.Records); n != 257 {
-		t.Fatalf("the new log holds %d records, want 256 and the incident", n)
+	if n := len(x.Records); n != size+1 {
+		t.Fatalf("the new log holds %d records, want %d and the incident", n, size)
 	}
 	if st, err := rt.Gateway.Integrity(ctx, "acme"); err != nil || st.Open == nil || st.Open.Kind != kernel.IntegrityShrank {
 		t.Fatalf("integrity %+v %v; want an open incident of a log that shrank", st, err)
