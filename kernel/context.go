@@ -51,10 +51,27 @@ type ContextBucket struct {
 
 // DecisionSpec names a governed decision and the evidence requirements
 // (obligations) that must all be satisfied before it may commit.
+// Independence raises the bar of some of them: without an entry, one usable
+// candidate satisfies a requirement.
 type DecisionSpec struct {
-	DecisionKey      string   `json:"decision_key"`
-	RequiredEvidence []string `json:"required_evidence,omitempty"`
+	DecisionKey      string               `json:"decision_key"`
+	RequiredEvidence []string             `json:"required_evidence,omitempty"`
+	Independence     []IndependenceDemand `json:"independence,omitempty"`
 }
+
+// IndependenceDemand asks that a required obligation be satisfied by usable
+// evidence from at least MinFamilies distinct source families. Two refs
+// from one family count once: five reports derived from one export are one
+// witness, not five. A source's family is its TrustRule's Family, or the
+// source itself when the rule names none.
+type IndependenceDemand struct {
+	Requirement string `json:"requirement"`
+	MinFamilies int64  `json:"min_families"`
+}
+
+// maxFamilies bounds MinFamilies; no decision needs more independent
+// witnesses than this, and a larger demand is a typo, not a policy.
+const maxFamilies = 64
 
 // ToolRule exposes a capability to runs whose principal holds it. When
 // GatedBy names a decision key, dispatch is allowed only when that
@@ -67,9 +84,12 @@ type ToolRule struct {
 // TrustRule declares a source the pack trusts and the requirements its
 // evidence may satisfy. A source with no rule is untrusted: its candidates
 // are rejected. A source whose rule does not name a requirement cannot
-// satisfy that requirement (its evidence may still be payload).
+// satisfy that requirement (its evidence may still be payload). Family
+// names the source family it derives from, for IndependenceDemand: sources
+// sharing a family are one witness. Empty, the source is its own family.
 type TrustRule struct {
 	Source       string   `json:"source"`
+	Family       string   `json:"family,omitempty"`
 	Requirements []string `json:"requirements,omitempty"`
 }
 
@@ -253,6 +273,9 @@ const (
 	ReasonUnresolvedConflict    = "unresolved_conflict"
 	ReasonRequirementNotCovered = "not_covered"
 	ReasonNoUsableEvidence      = "no_usable_evidence"
+	// ReasonInsufficientIndependence: usable evidence exists, but from
+	// fewer source families than the decision's IndependenceDemand.
+	ReasonInsufficientIndependence = "insufficient_independence"
 )
 
 // CompiledContext is the compiler's output: a proof-carrying view of the
@@ -393,12 +416,18 @@ type SupersededEvidence struct {
 // RequirementStatus explains one required obligation: whether it is
 // satisfied, by which refs, which conflicts block it, and why each claiming
 // candidate does or does not count.
+//
+// MinFamilies and Families appear only when the decision declares an
+// IndependenceDemand for the requirement: the demand, and the distinct
+// families (sorted) of the usable evidence.
 type RequirementStatus struct {
 	Requirement       string             `json:"requirement"`
 	Satisfied         bool               `json:"satisfied"`
 	Reasons           []string           `json:"reasons"`
 	SatisfiedBy       []string           `json:"satisfied_by"`
 	BlockingConflicts []string           `json:"blocking_conflicts"`
+	MinFamilies       int64              `json:"min_families,omitempty"`
+	Families          []string           `json:"families,omitempty"`
 	Evidence          []RequirementCheck `json:"evidence"`
 }
 

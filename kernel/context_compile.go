@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -110,6 +111,8 @@ type compileIndex struct {
 	vocab       map[string]bool
 	buckets     map[string]ContextBucket
 	trust       map[string]map[string]bool // source -> requirements
+	family      map[string]string          // trusted source -> its family
+	minFamilies map[string]int64           // requirement -> declared independence
 	rules       map[string]ResolutionRule
 	sortedRules []ResolutionRule
 	cands       map[string]*EvidenceCandidate
@@ -120,16 +123,18 @@ type compileIndex struct {
 
 func newCompileIndex(pack ContextPack, run RunContext, cands []EvidenceCandidate) (*compileIndex, error) {
 	ix := &compileIndex{
-		pack:       pack,
-		run:        run,
-		isRequired: map[string]bool{},
-		vocab:      map[string]bool{},
-		buckets:    map[string]ContextBucket{},
-		trust:      map[string]map[string]bool{},
-		rules:      map[string]ResolutionRule{},
-		cands:      map[string]*EvidenceCandidate{},
-		allowed:    map[string]bool{},
-		eligible:   map[string]bool{},
+		pack:        pack,
+		run:         run,
+		isRequired:  map[string]bool{},
+		vocab:       map[string]bool{},
+		buckets:     map[string]ContextBucket{},
+		trust:       map[string]map[string]bool{},
+		family:      map[string]string{},
+		minFamilies: map[string]int64{},
+		rules:       map[string]ResolutionRule{},
+		cands:       map[string]*EvidenceCandidate{},
+		allowed:     map[string]bool{},
+		eligible:    map[string]bool{},
 	}
 	found := false
 	for _, d := range pack.Decisions {
@@ -147,6 +152,9 @@ func newCompileIndex(pack ContextPack, run RunContext, cands []EvidenceCandidate
 	for _, r := range ix.required {
 		ix.isRequired[r] = true
 	}
+	for _, ind := range ix.decision.Independence {
+		ix.minFamilies[ind.Requirement] = ind.MinFamilies
+	}
 	for _, b := range pack.Buckets {
 		ix.buckets[b.Name] = b
 	}
@@ -156,6 +164,7 @@ func newCompileIndex(pack ContextPack, run RunContext, cands []EvidenceCandidate
 			set[r] = true
 		}
 		ix.trust[t.Source] = set
+		ix.family[t.Source] = cmp.Or(t.Family, t.Source)
 	}
 	for _, r := range pack.ResolutionRules {
 		ix.rules[r.RuleID] = r
@@ -214,6 +223,8 @@ func canonicalPack(p ContextPack) ContextPack {
 	q.Decisions = make([]DecisionSpec, len(p.Decisions))
 	for i, d := range p.Decisions {
 		d.RequiredEvidence = nilIfEmpty(sortedCopy(d.RequiredEvidence))
+		d.Independence = slices.Clone(d.Independence)
+		slices.SortFunc(d.Independence, func(a, b IndependenceDemand) int { return strings.Compare(a.Requirement, b.Requirement) })
 		q.Decisions[i] = d
 	}
 	slices.SortFunc(q.Decisions, func(a, b DecisionSpec) int { return strings.Compare(a.DecisionKey, b.DecisionKey) })
@@ -437,16 +448,30 @@ func gateStage(ix *compileIndex, elig map[string]*EligibilityDecision, supersede
 			}
 			rs.Evidence = append(rs.Evidence, RequirementCheck{Ref: c.Ref, Usable: ok, Reasons: reasons})
 		}
+		// Two usable refs of one family are one witness.
+		independent := len(usable) > 0
+		if minF, declared := ix.minFamilies[req]; declared {
+			fams := map[string]bool{}
+			for _, ref := range usable {
+				fams[ix.family[ix.cands[ref].Source]] = true
+			}
+			rs.MinFamilies = minF
+			rs.Families = nilIfEmpty(slices.Sorted(maps.Keys(fams)))
+			independent = int64(len(fams)) >= minF
+		}
 		switch {
 		case len(rs.Evidence) == 0:
 			rs.Reasons = append(rs.Reasons, ReasonRequirementNotCovered)
 		case len(usable) == 0:
 			rs.Reasons = append(rs.Reasons, ReasonNoUsableEvidence)
+		case !independent:
+			rs.Reasons = append(rs.Reasons, ReasonInsufficientIndependence)
 		}
 		if len(rs.BlockingConflicts) > 0 {
 			rs.Reasons = append(rs.Reasons, ReasonUnresolvedConflict)
 		}
-		rs.Satisfied = len(usable) > 0 && len(rs.BlockingConflicts) == 0
+		slices.Sort(rs.Reasons)
+		rs.Satisfied = independent && len(rs.BlockingConflicts) == 0
 		if rs.Satisfied {
 			rs.SatisfiedBy = usable
 			g.Satisfied = append(g.Satisfied, req)

@@ -54,6 +54,7 @@ func FuzzParseContextPack(f *testing.F) {
 	addVectorSeeds(f, "pack.json")
 	f.Add([]byte(goodPack))
 	f.Add([]byte(`{"schema":"context_pack.v1","pack_id":"p","version":"1","buckets":[{"name":"b","max_bytes":1}],"decisions":[{"decision_key":"d"}],"resolution_rules":[{"rule_id":"r","kind":"authoritative_refresh","system_of_record":"s"}]}`))
+	f.Add([]byte(`{"schema":"context_pack.v1","pack_id":"p","version":"1","buckets":[{"name":"b","max_bytes":1}],"decisions":[{"decision_key":"d","required_evidence":["a"],"independence":[{"requirement":"a","min_families":2}]}],"trust":[{"source":"s","family":"f","requirements":["a"]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, ParseContextPack) })
 }
 

@@ -189,6 +189,7 @@ func normalizePack(p ContextPack) ContextPack {
 	p.Decisions = nilIfEmpty(slices.Clone(p.Decisions))
 	for i := range p.Decisions {
 		p.Decisions[i].RequiredEvidence = nilIfEmpty(p.Decisions[i].RequiredEvidence)
+		p.Decisions[i].Independence = nilIfEmpty(slices.Clone(p.Decisions[i].Independence))
 	}
 	p.Tools = nilIfEmpty(slices.Clone(p.Tools))
 	p.Trust = nilIfEmpty(slices.Clone(p.Trust))
@@ -316,6 +317,19 @@ func validatePack(p ContextPack) error {
 		}
 		for _, r := range d.RequiredEvidence {
 			vocab[r] = true
+		}
+		demanded := map[string]bool{}
+		for _, ind := range d.Independence {
+			if !slices.Contains(d.RequiredEvidence, ind.Requirement) {
+				return perr(i, d.DecisionKey, "independence names %q, which the decision does not require", ind.Requirement)
+			}
+			if demanded[ind.Requirement] {
+				return perr(i, d.DecisionKey, "independence names %q twice", ind.Requirement)
+			}
+			demanded[ind.Requirement] = true
+			if ind.MinFamilies < 1 || ind.MinFamilies > maxFamilies {
+				return perr(i, d.DecisionKey, "independence of %q: min_families must be in [1, %d]", ind.Requirement, maxFamilies)
+			}
 		}
 	}
 	tools := map[string]bool{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -171,6 +172,9 @@ var contextExpectations = map[string]contextExpect{
 		evReasons: map[string][]string{"order_lookup|" + refLedger: {}}},
 	"conflict_refresh_not_newer": {satisfied: []string{"identity_verified", "policy.eval"}, blocking: []string{seedID}},
 	"conflict_unmapped":          {sufficient: true, satisfied: allThree, dispatch: true},
+	"independence_one_family": {satisfied: []string{"identity_verified", "policy.eval"},
+		reqReasons: map[string][]string{"order_lookup": {ReasonInsufficientIndependence}}},
+	"independence_two_families": {sufficient: true, satisfied: allThree, dispatch: true},
 }
 
 // TestContextVectors compiles every vector in testdata/context and compares
@@ -812,5 +816,112 @@ func TestContextBudgetFirstFit(t *testing.T) {
 	pb = got.Payload[slices.IndexFunc(got.Payload, func(b PayloadBucket) bool { return b.Bucket == "evidence" })]
 	if pb.Blocks[0].Ref != refKG || pb.Blocks[len(pb.Blocks)-1].Ref != "kg:order:ord_881#aside" {
 		t.Fatalf("ordering = %+v", pb.Blocks)
+	}
+}
+
+// TestContextIndependence: a requirement demanding N source families is
+// satisfied only by usable evidence from N distinct families; refs of one
+// family count once, a source without a family is its own, unusable or
+// superseded evidence counts for nothing, and a pack without the demand
+// keeps the one-candidate rule.
+func TestContextIndependence(t *testing.T) {
+	in := loadContextInputs(t, filepath.Join(contextVectors, "independence_two_families"))
+	const refCRM20 = "crm:order:ord_881#snapshot_20"
+	for _, tc := range []struct {
+		name     string
+		mut      func(p *ContextPack, ev []EvidenceCandidate, ms *[]EvidenceConflictMarker)
+		drop     []string // refs removed from the evidence
+		want     bool
+		families []string
+		reasons  []string
+	}{
+		{name: "two families", want: true, families: []string{"ledger", "order_db"}, reasons: []string{}},
+		{name: "one family, two refs", drop: []string{refLedger}, families: []string{"order_db"},
+			reasons: []string{ReasonInsufficientIndependence}},
+		{name: "family-less sources are their own", drop: []string{refLedger},
+			mut: func(p *ContextPack, _ []EvidenceCandidate, _ *[]EvidenceConflictMarker) {
+				for i := range p.Trust {
+					p.Trust[i].Family = ""
+				}
+			}, want: true, families: []string{"crm", "kg"}, reasons: []string{}},
+		{name: "a stale ledger is no witness",
+			mut: func(_ *ContextPack, ev []EvidenceCandidate, _ *[]EvidenceConflictMarker) {
+				for i := range ev {
+					if ev[i].Ref == refLedger {
+						ev[i].ValidUntil = in.run.DecisionTime
+					}
+				}
+			}, families: []string{"order_db"}, reasons: []string{ReasonInsufficientIndependence}},
+		{name: "a superseded ledger is no witness",
+			mut: func(_ *ContextPack, _ []EvidenceCandidate, ms *[]EvidenceConflictMarker) {
+				*ms = append(*ms, EvidenceConflictMarker{ConflictID: "c", EvidenceRefs: []string{refLedger, refKG},
+					Requirements: []string{"order_lookup"}, Status: ConflictResolved, Subject: "order:ord_881", Predicate: "amount",
+					Values: []string{"800", "900"}, Resolution: &ConflictResolution{ResolutionRef: "review:1",
+						SelectedEvidenceRefs: []string{refKG}, Kind: ResolutionAccountableReview, ResolvedBy: "ops_lead"}})
+			}, families: []string{"order_db"}, reasons: []string{ReasonInsufficientIndependence}},
+		{name: "three families demanded",
+			mut: func(p *ContextPack, _ []EvidenceCandidate, _ *[]EvidenceConflictMarker) {
+				p.Decisions[0].Independence = []IndependenceDemand{{Requirement: "order_lookup", MinFamilies: 3}}
+			}, families: []string{"ledger", "order_db"}, reasons: []string{ReasonInsufficientIndependence}},
+		{name: "no demand: one ref suffices", drop: []string{refLedger, refCRM20},
+			mut: func(p *ContextPack, _ []EvidenceCandidate, _ *[]EvidenceConflictMarker) {
+				p.Decisions[0].Independence = nil
+			}, want: true, reasons: []string{}},
+		{name: "unresolved conflict still blocks",
+			mut: func(_ *ContextPack, _ []EvidenceCandidate, ms *[]EvidenceConflictMarker) {
+				*ms = append(*ms, EvidenceConflictMarker{ConflictID: "c", EvidenceRefs: []string{refLedger, refCRM20},
+					Requirements: []string{"order_lookup"}, Status: ConflictUnresolved, Subject: "order:ord_881", Predicate: "amount",
+					Values: []string{"800", "900"}})
+			}, families: []string{"order_db"},
+			reasons: []string{ReasonInsufficientIndependence, ReasonUnresolvedConflict}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := in.pack
+			p.Decisions = slices.Clone(p.Decisions)
+			p.Trust = slices.Clone(p.Trust)
+			i := slices.IndexFunc(p.Decisions, func(d DecisionSpec) bool { return d.DecisionKey == in.run.DecisionKey })
+			p.Decisions[0], p.Decisions[i] = p.Decisions[i], p.Decisions[0]
+			ev := slices.DeleteFunc(slices.Clone(in.evidence), func(c EvidenceCandidate) bool { return slices.Contains(tc.drop, c.Ref) })
+			var ms []EvidenceConflictMarker
+			if tc.mut != nil {
+				tc.mut(&p, ev, &ms)
+			}
+			got, err := CompileContext(p, in.run, ev, ms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := slices.IndexFunc(got.Requirements, func(r RequirementStatus) bool { return r.Requirement == "order_lookup" })
+			rs := got.Requirements[j]
+			if rs.Satisfied != tc.want || got.Gate.CommitAllowed != tc.want {
+				t.Errorf("satisfied=%v commit=%v, want %v", rs.Satisfied, got.Gate.CommitAllowed, tc.want)
+			}
+			if !slices.Equal(rs.Families, tc.families) {
+				t.Errorf("families %v, want %v", rs.Families, tc.families)
+			}
+			if !slices.Equal(rs.Reasons, tc.reasons) {
+				t.Errorf("reasons %v, want %v", rs.Reasons, tc.reasons)
+			}
+		})
+	}
+}
+
+// TestContextIndependenceRefusals: a demand must name a requirement of its
+// decision, once, with 1 to 64 families.
+func TestContextIndependenceRefusals(t *testing.T) {
+	base := `{"schema":"context_pack.v1","pack_id":"p","version":"1","buckets":[{"name":"b","max_bytes":1}],"decisions":[{"decision_key":"d","required_evidence":["a","b"],"independence":%s}]}`
+	for _, tc := range []struct{ ind, want string }{
+		{`[{"requirement":"c","min_families":2}]`, `independence names "c", which the decision does not require`},
+		{`[{"requirement":"a","min_families":2},{"requirement":"a","min_families":3}]`, `independence names "a" twice`},
+		{`[{"requirement":"a","min_families":0}]`, "min_families must be in [1, 64]"},
+		{`[{"requirement":"a","min_families":65}]`, "min_families must be in [1, 64]"},
+		{`[{"requirement":"a"}]`, "min_families must be in [1, 64]"},
+	} {
+		_, err := ParseContextPack([]byte(fmt.Sprintf(base, tc.ind)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.ind, err, tc.want)
+		}
+	}
+	if _, err := ParseContextPack([]byte(fmt.Sprintf(base, `[{"requirement":"b","min_families":64}]`))); err != nil {
+		t.Fatal(err)
 	}
 }
