@@ -116,7 +116,8 @@ const (
 //	conflicting   C0, M0: an unresolved conflict
 //	resolved      C0, M0 (and C1 at high risk), an accountable review selecting the correct ones
 //	control       C0, C1 under M0's source: the conflicting variant's shape without the conflict
-//	correlated    M0, M1 from two sources of one family (high risk with two misinfo documents only)
+//	correlated    the first two misinfo documents that agree, from two sources of one
+//	              family: one corrupted export seen twice (high risk only, when they exist)
 func FromRAMDocs(recs []RAMDocsRecord) ([]evalcase.Case, error) {
 	var cases []evalcase.Case
 	k := 0
@@ -208,9 +209,9 @@ func ramdocsCases(i int, rec RAMDocsRecord, risk evalcase.Risk) ([]evalcase.Case
 		}),
 		variant("control", []Snap{C[0], asM0}, nil),
 	}
-	if risk == evalcase.RiskHigh && len(M) >= 2 {
+	if a, b, ok := sameAnswer(M); ok && risk == evalcase.RiskHigh {
 		mirror := func(s Snap) Snap { s.Family = "mirror"; return s }
-		specs = append(specs, variant("correlated", []Snap{mirror(M[0]), mirror(M[1])}, nil))
+		specs = append(specs, variant("correlated", []Snap{mirror(a), mirror(b)}, nil))
 	}
 	out := make([]evalcase.Case, 0, len(specs))
 	for _, s := range specs {
@@ -221,4 +222,17 @@ func ramdocsCases(i int, rec RAMDocsRecord, risk evalcase.Risk) ([]evalcase.Case
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// sameAnswer returns the first two snapshots, in order, that give the same
+// answer.
+func sameAnswer(ss []Snap) (Snap, Snap, bool) {
+	for i := range ss {
+		for j := i + 1; j < len(ss); j++ {
+			if ss[i].Answer == ss[j].Answer {
+				return ss[i], ss[j], true
+			}
+		}
+	}
+	return Snap{}, Snap{}, false
 }

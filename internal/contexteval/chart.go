@@ -46,6 +46,11 @@ func (r Report) WriteChart(w io.Writer) error {
 	plot.Line(img, left, bottom, right, bottom, plot.Black, false)
 	plot.Line(img, left, top, left, bottom, plot.Black, false)
 
+	type label struct {
+		x, y int
+		s    string
+	}
+	var labels []label
 	legendY := top + 10
 	for _, risk := range append(append([]evalcase.Risk{}, evalcase.Risks...), "") {
 		c := riskColors[risk]
@@ -69,10 +74,7 @@ func (r Report) WriteChart(w io.Writer) error {
 		for j := range xs {
 			plot.Dot(img, xs[j], ys[j], c)
 			if risk == "" {
-				x, y := xs[j]+8, ys[j]+18
-				box := image.Rect(x-2, y-11, x+plot.CharWidth*len(marks[j])+2, y+3)
-				draw.Draw(img, box, image.NewUniform(color.White), image.Point{}, draw.Src)
-				plot.Text(img, x, y, marks[j], plot.Black)
+				labels = append(labels, label{xs[j] + 8, ys[j] + 18, marks[j]})
 			}
 		}
 		name := string(risk) + " risk"
@@ -82,6 +84,9 @@ func (r Report) WriteChart(w io.Writer) error {
 		plot.Thick(img, right+20, legendY-4, right+50, legendY-4, c, dashed)
 		plot.Text(img, right+58, legendY, name, plot.Black)
 		legendY += 18
+	}
+	for _, l := range labels {
+		plot.Text(img, l.x, l.y, l.s, plot.Black)
 	}
 	return png.Encode(w, img)
 }
