@@ -12,10 +12,10 @@ import (
 var updateEvalReference = flag.Bool("update-eval", false, "rewrite the evaluation report in docs/context.md and docs/context-eval.png")
 
 const (
-	evalCases  = "../../testdata/context/eval"
+	evalCases  = "../../testdata/context-eval"
 	contextDoc = "../../docs/context.md"
 	evalChart  = "../../docs/context-eval.png"
-	beginEval  = "<!-- context-eval:begin (ctx context eval --cases testdata/context/eval; go test ./cmd/ctx -run TestContextEvalReference -update-eval rewrites it) -->\n"
+	beginEval  = "<!-- context-eval:begin (ctx context eval --cases testdata/context-eval; go test ./cmd/ctx -run TestContextEvalReference -update-eval rewrites it) -->\n"
 	endEval    = "<!-- context-eval:end -->\n"
 )
 

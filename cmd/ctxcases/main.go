@@ -4,7 +4,7 @@
 // deterministic; the committed cases are its output, and
 // internal/casegen's tests check that they still are.
 //
-//	go run ./cmd/ctxcases -ramdocs ../shared/data/ramdocs/RAMDocs_test.jsonl -out testdata/context/eval
+//	go run ./cmd/ctxcases -ramdocs ../shared/data/ramdocs/RAMDocs_test.jsonl -out testdata/context-eval
 package main
 
 import (
@@ -16,8 +16,8 @@ import (
 )
 
 func main() {
-	ramdocs := flag.String("ramdocs", "../shared/data/ramdocs/RAMDocs_test.jsonl", "RAMDocs JSON lines (MIT; see testdata/context/eval/README.md)")
-	out := flag.String("out", "testdata/context/eval", "directory to write the cases into")
+	ramdocs := flag.String("ramdocs", "../shared/data/ramdocs/RAMDocs_test.jsonl", "RAMDocs JSON lines (MIT; see testdata/context-eval/README.md)")
+	out := flag.String("out", "testdata/context-eval", "directory to write the cases into")
 	flag.Parse()
 	if err := run(*ramdocs, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "ctxcases:", err)

@@ -5,7 +5,7 @@
 // encoding; the grader then reads the labels and the compiler the inputs.
 // cmd/ctxcases runs it:
 //
-//	go run ./cmd/ctxcases -ramdocs ../shared/data/ramdocs/RAMDocs_test.jsonl -out testdata/context/eval
+//	go run ./cmd/ctxcases -ramdocs ../shared/data/ramdocs/RAMDocs_test.jsonl -out testdata/context-eval
 package casegen
 
 import (

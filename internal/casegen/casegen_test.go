@@ -11,7 +11,7 @@ import (
 	"github.com/contextos/ledger/internal/evalcase"
 )
 
-const shipped = "../../testdata/context/eval"
+const shipped = "../../testdata/context-eval"
 
 // findRAMDocs looks for shared/data/ramdocs beside the repository or one of
 // its parents (where the workplace and CI keep the shared data).

@@ -14,7 +14,7 @@ import (
 	"github.com/contextos/ledger/kernel"
 )
 
-const shipped = "../../testdata/context/eval"
+const shipped = "../../testdata/context-eval"
 
 func load(t *testing.T, dir string) []evalcase.Case {
 	t.Helper()

@@ -6,7 +6,7 @@
 // compiler under test receives. The package does not import the kernel, so
 // the grader, which reads only labels, cannot reach the compiler through it.
 //
-//	cases, err := evalcase.Load("testdata/context/eval") // every *.json below, by path
+//	cases, err := evalcase.Load("testdata/context-eval") // every *.json below, by path
 //	for _, c := range cases { verdict := grader.Grade(c); ... }
 package evalcase
 

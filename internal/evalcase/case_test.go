@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-const shipped = "../../testdata/context/eval"
+const shipped = "../../testdata/context-eval"
 
 func goodCase(t testing.TB) []byte {
 	t.Helper()
