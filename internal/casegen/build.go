@@ -78,6 +78,7 @@ func Build(s Spec) (evalcase.Case, error) {
 	c := evalcase.Case{
 		Schema: evalcase.Schema, CaseID: s.CaseID, Slice: s.Slice, Variant: s.Variant, Risk: s.Risk,
 		Provenance: s.Provenance, Agent: s.Agent, Decision: s.Decision, ResolutionPolicy: s.Policy, Resolution: s.Resolution,
+		Snapshots: []evalcase.Snapshot{},
 	}
 	pack := kernel.ContextPack{
 		Schema: kernel.ContextPackSchema, PackID: "eval." + s.Slice, Version: "1",
