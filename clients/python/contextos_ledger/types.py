@@ -46,6 +46,77 @@ class GuaranteeRow:
     available: int
 
 
+Sufficiency = Literal["sufficient", "insufficient"]
+ConflictStatus = Literal["unresolved", "resolved"]
+
+
+@dataclass(frozen=True)
+class ConflictResolution:
+    """How a resolved conflict was resolved (docs/schema/conflict-marker.json#/$defs/resolution).
+
+    ``kind`` is ``accountable_review`` (with ``resolved_by``), ``source_priority`` or
+    ``authoritative_refresh`` (with ``rule_id``), or empty for a resolution made outside the
+    pack's rules."""
+
+    resolution_ref: str
+    selected_evidence_refs: List[str]
+    kind: str = ""
+    resolved_by: str = ""
+    rule_id: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ConflictResolution:
+        return cls(resolution_ref=d["resolution_ref"], selected_evidence_refs=list(d["selected_evidence_refs"]),
+                   kind=d.get("kind", ""), resolved_by=d.get("resolved_by", ""), rule_id=d.get("rule_id", ""))
+
+
+@dataclass(frozen=True)
+class EvidenceConflictMarker:
+    """Evidence refs that disagree on (subject, predicate) (docs/schema/conflict-marker.json)."""
+
+    conflict_id: str
+    evidence_refs: List[str]
+    requirements: List[str]
+    status: ConflictStatus
+    subject: str
+    predicate: str
+    values: List[str]
+    resolution: Optional[ConflictResolution] = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EvidenceConflictMarker:
+        r = d.get("resolution")
+        return cls(conflict_id=d["conflict_id"], evidence_refs=list(d["evidence_refs"]),
+                   requirements=list(d["requirements"]), status=d["status"], subject=d["subject"],
+                   predicate=d["predicate"], values=list(d["values"]),
+                   resolution=ConflictResolution.from_dict(r) if r is not None else None)
+
+
+@dataclass(frozen=True)
+class EvidenceGate:
+    """The evidence gate of the capability's decision (docs/context.md, docs/schema/evidence-gate.json).
+
+    ``commit_allowed`` is true exactly when ``sufficiency`` is ``sufficient``; ``unresolved`` is
+    ``required`` minus ``satisfied``."""
+
+    decision_key: str
+    required: List[str]
+    satisfied: List[str]
+    unresolved: List[str]
+    conflicts: List[EvidenceConflictMarker]
+    sufficiency: Sufficiency
+    commit_allowed: bool
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EvidenceGate:
+        if not isinstance(d, Mapping):
+            raise ValueError(f"not an evidence gate: {d!r:.200}")
+        return cls(decision_key=d["decision_key"], required=list(d["required"]), satisfied=list(d["satisfied"]),
+                   unresolved=list(d["unresolved"]),
+                   conflicts=[EvidenceConflictMarker.from_dict(m) for m in d["conflicts"]],
+                   sufficiency=d["sufficiency"], commit_allowed=bool(d["commit_allowed"]))
+
+
 @dataclass(frozen=True)
 class Decision:
     """The reply to a proposal."""
@@ -62,7 +133,7 @@ class Decision:
     held: Optional[int] = None
     available: Optional[int] = None
     guarantees: List[GuaranteeRow] = field(default_factory=list)
-    evidence_gate: Optional[Dict[str, Any]] = None
+    evidence_gate: Optional[EvidenceGate] = None
 
     @classmethod
     def from_json(cls, b: bytes) -> Decision:
@@ -72,8 +143,9 @@ class Decision:
             raise ValueError(f"not a decision: {b[:200]!r}")
         rows = [GuaranteeRow(**{k: g.get(k) for k in ("guarantee_id", "resource", "limit", "committed", "held", "available")})
                 for g in d.get("guarantees") or []]
+        gate = d.get("evidence_gate")
         return cls(status=d["status"], code=d.get("code", ""), reason=d.get("reason", ""),
                    operation_id=d.get("operation_id", ""), attempt_id=d.get("attempt_id", ""),
                    action_digest=d.get("action_digest", ""), resource=d.get("resource", ""),
                    limit=d.get("limit"), committed=d.get("committed"), held=d.get("held"), available=d.get("available"),
-                   guarantees=rows, evidence_gate=d.get("evidence_gate"))
+                   guarantees=rows, evidence_gate=EvidenceGate.from_dict(gate) if gate is not None else None)

@@ -92,7 +92,46 @@ export interface Decision {
   held?: number;
   available?: number;
   guarantees?: GuaranteeRow[];
-  evidence_gate?: Record<string, unknown>;
+  evidence_gate?: EvidenceGate;
+}
+
+/** How a resolved conflict was resolved (schema/conflict-marker.json#/$defs/resolution). */
+export interface ConflictResolution {
+  resolution_ref: string;
+  selected_evidence_refs: string[];
+  /** Absent: a resolution made outside the pack's rules. */
+  kind?: "source_priority" | "authoritative_refresh" | "accountable_review";
+  /** The reviewer of an accountable review. */
+  resolved_by?: string;
+  /** The pack rule of a source_priority or authoritative_refresh resolution. */
+  rule_id?: string;
+}
+
+/** Evidence refs that disagree on (subject, predicate) (schema/conflict-marker.json). */
+export interface EvidenceConflictMarker {
+  conflict_id: string;
+  evidence_refs: string[];
+  requirements: string[];
+  status: "unresolved" | "resolved";
+  subject: string;
+  predicate: string;
+  values: string[];
+  resolution?: ConflictResolution;
+}
+
+/**
+ * The evidence gate of the capability's decision (schema/evidence-gate.json,
+ * docs/context.md): commit_allowed is true exactly when sufficiency is
+ * "sufficient"; unresolved is required minus satisfied.
+ */
+export interface EvidenceGate {
+  decision_key: string;
+  required: string[];
+  satisfied: string[];
+  unresolved: string[];
+  conflicts: EvidenceConflictMarker[];
+  sufficiency: "sufficient" | "insufficient";
+  commit_allowed: boolean;
 }
 
 /** One resource's balances (the exposure verb). */
@@ -262,6 +301,9 @@ export interface VersionRow {
 export const MEMBERS = {
   proposal: ["run_id", "operation_key", "capability_id", "arguments", "evidence_refs", "approval_id"],
   decision: ["status", "code", "reason", "operation_id", "attempt_id", "action_digest", "resource", "limit", "committed", "held", "available", "guarantees", "evidence_gate"],
+  "evidence-gate": ["decision_key", "required", "satisfied", "unresolved", "conflicts", "sufficiency", "commit_allowed"],
+  "conflict-marker": ["conflict_id", "evidence_refs", "requirements", "status", "subject", "predicate", "values", "resolution"],
+  "conflict-marker#resolution": ["resolution_ref", "selected_evidence_refs", "kind", "resolved_by", "rule_id"],
   "op-reply": ["ok", "code", "reason", "exposure", "attempts", "settled", "kill_switch", "data", "approvals", "incidents", "versions", "next_cursor"],
   "op-reply#exposure_row": ["tenant", "guarantee_id", "resource", "open_attempts", "limit", "committed", "held", "available", "window", "capacity_returns_at", "capacity_returns", "archived_receipts", "over_limit", "resource_digest"],
   "op-reply#attempt_row": ["attempt_id", "operation_id", "principal", "run_id", "guarantee_id", "resource", "amount", "state", "last_observation", "last_reason", "next_safe_step", "reserved_at", "resource_digest", "run_id_digest", "last_reason_digest"],
@@ -278,6 +320,9 @@ type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const assertTrue = <T extends true>(): T => true as T;
 void assertTrue<Same<(typeof MEMBERS)["proposal"][number], keyof Proposal>>();
 void assertTrue<Same<(typeof MEMBERS)["decision"][number], keyof Decision>>();
+void assertTrue<Same<(typeof MEMBERS)["evidence-gate"][number], keyof EvidenceGate>>();
+void assertTrue<Same<(typeof MEMBERS)["conflict-marker"][number], keyof EvidenceConflictMarker>>();
+void assertTrue<Same<(typeof MEMBERS)["conflict-marker#resolution"][number], keyof ConflictResolution>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply"][number], keyof OpReply>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#exposure_row"][number], keyof ExposureRow>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#attempt_row"][number], keyof AttemptRow>>();
