@@ -74,7 +74,8 @@ func (r Report) WriteChart(w io.Writer) error {
 		for j := range xs {
 			plot.Dot(img, xs[j], ys[j], c)
 			if risk == "" {
-				labels = append(labels, label{xs[j] + 8, ys[j] + 18, marks[j]})
+				// Below and left of the point: the frontier falls to the right.
+				labels = append(labels, label{xs[j] - 8 - plot.CharWidth*len(marks[j]), ys[j] + 16, marks[j]})
 			}
 		}
 		name := string(risk) + " risk"
