@@ -17,8 +17,21 @@
 """
 
 from ._version import __version__
-from .client import (DEFAULT_PAGE_LIMIT, DEFAULT_PROPOSE_DEADLINE, DEFAULT_URL, MAX_LIST_ROWS, MAX_PAGE_LIMIT, Client,
-                     MoreRows, Page, SyncClient, collect, inbox_prefix, op_subject, propose_subject)
+from .client import (
+                     DEFAULT_PAGE_LIMIT,
+                     DEFAULT_PROPOSE_DEADLINE,
+                     DEFAULT_URL,
+                     MAX_LIST_ROWS,
+                     MAX_PAGE_LIMIT,
+                     Client,
+                     MoreRows,
+                     Page,
+                     SyncClient,
+                     collect,
+                     inbox_prefix,
+                     op_subject,
+                     propose_subject,
+)
 from .connection import InsecureTransport, Reconnect
 from .errors import *  # noqa: F401,F403  (Code, LedgerError, Refused, Unreachable, Unresolved, one class per code)
 from .errors import REFUSALS, Code, LedgerError, Refused, Unreachable, Unresolved, refused
