@@ -28,15 +28,16 @@ test-sim: ## the deterministic simulation at its full seed count (10,000; -race 
 	grep -E '^(--- |ok|FAIL)|seeds in' $$out; [ $$rc -eq 0 ] || tail -60 $$out; rm -f $$out; exit $$rc
 
 # The Python client's tools and dependencies live in a virtualenv made from
-# clients/python/requirements-dev.txt (every package pinned), with this
-# interpreter.
+# clients/python/requirements-dev.txt and, for the framework adapters,
+# requirements-frameworks.txt (every package pinned), with this interpreter.
 PYTHON  ?= python3
 PY_VENV := clients/python/.venv
 PY      := $(abspath $(PY_VENV))/bin/python
+PY_REQS := clients/python/requirements-dev.txt clients/python/requirements-frameworks.txt
 
-$(PY_VENV)/.installed: clients/python/requirements-dev.txt
+$(PY_VENV)/.installed: $(PY_REQS)
 	rm -rf $(PY_VENV) && $(PYTHON) -m venv $(PY_VENV)
-	$(PY) -m pip install -q --no-input -r clients/python/requirements-dev.txt
+	$(PY) -m pip install -q --no-input $(addprefix -r ,$(PY_REQS))
 	touch $@
 
 clients/typescript/node_modules/.package-lock.json: clients/typescript/package-lock.json
@@ -67,11 +68,12 @@ packages: $(PY_VENV)/.installed clients/typescript/node_modules/.package-lock.js
 
 # install-packages installs the built packages as a user would: the wheel
 # into a new virtualenv (the dependency versions held to
-# requirements-dev.txt's), the tarball into a new folder with the
+# requirements-dev.txt's), with the extras of the framework adapters (held
+# to requirements-frameworks.txt's), the tarball into a new folder with the
 # TypeScript agent; the demos then run against these, not the sources.
 install-packages: packages
 	rm -rf $(PKG_DIR)/venv $(PKG_DIR)/ts-agent && $(PYTHON) -m venv $(PKG_DIR)/venv
-	$(PKG_DIR)/venv/bin/pip install -q --no-input -c clients/python/requirements-dev.txt $(PKG_DIR)/contextos_ledger-$(PY_PKG_VERSION)-py3-none-any.whl
+	$(PKG_DIR)/venv/bin/pip install -q --no-input $(addprefix -c ,$(PY_REQS)) '$(PKG_DIR)/contextos_ledger-$(PY_PKG_VERSION)-py3-none-any.whl[openai-agents,langgraph,mcp]'
 	cd / && $(abspath $(PKG_DIR))/venv/bin/python -c 'import contextos_ledger as l, sys; v = "$(PY_PKG_VERSION)"; \
 		assert l.__version__ == v and "/venv/" in l.__file__, (l.__version__, l.__file__); print("installed contextos_ledger", v, "at", l.__file__)'
 	mkdir -p $(PKG_DIR)/ts-agent && cp examples/ts-agent/agent.ts examples/ts-agent/tsconfig.json $(PKG_DIR)/ts-agent/
