@@ -19,6 +19,7 @@ Every adapter maps the ledger's answer to one of four kinds:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Mapping, Optional
@@ -151,11 +152,11 @@ def outcome_of_error(e: BaseException, capability_id: str, operation_key: str, a
             return outcome_of_decision(e.decision, capability_id, operation_key, arguments)
         return outcome_of_reply({"status": "refused", "code": e.code, "reason": e.reason}, capability_id, operation_key, arguments)
     if isinstance(e, Unresolved):
-        last = e.last if isinstance(e.last, Decision) else None
-        reply = {"status": "unknown", "code": last.code if last else "", "reason": str(e)}
-        if last is not None:
-            reply.update(operation_id=last.operation_id, attempt_id=last.attempt_id, action_digest=last.action_digest)
-        return outcome_of_reply(reply, capability_id, operation_key, arguments)
+        if isinstance(e.last, Decision):
+            # The last answer, with its ids and balances; still unknown whatever it said.
+            d = dataclasses.replace(e.last, status="unknown", reason=str(e))
+            return outcome_of_decision(d, capability_id, operation_key, arguments)
+        return outcome_of_reply({"status": "unknown", "reason": str(e)}, capability_id, operation_key, arguments)
     if isinstance(e, Unreachable):
         return outcome_of_reply({"status": "unknown", "reason": str(e)}, capability_id, operation_key, arguments)
     raise e
