@@ -16,6 +16,7 @@ for a refusal, its text starting ``<code>: ``). ``call`` builds that input
 resend rule of Operations: a ``pending`` or ``unknown`` call, and a call the
 gateway did not answer (a broken connection, a ``503``), is ``retry``, and the
 next call with the same arguments resends the same operation key.
+Each call is its own MCP session over one HTTP connection pool.
 ``approval_required`` is an ``approval`` outcome with the action digest; once
 an operator approved it, ``call(..., approval_id=...)`` (or
 ``supply_approval``) proposes it under a new operation key.
@@ -23,9 +24,9 @@ an operator approved it, ``call(..., approval_id=...)`` (or
 
 from __future__ import annotations
 
+import contextlib
 import re
-from contextlib import AsyncExitStack
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence
 
 import httpx2
 import mcp_types
@@ -61,12 +62,25 @@ def reply_of(result: mcp_types.CallToolResult) -> Dict[str, Any]:
     return {"status": "unknown", "reason": f"a result without a decision: {text[:500]}"}
 
 
+def _mcp_error(e: BaseException) -> Optional[MCPError]:
+    """The MCP error in e (or in an exception group the transport raised)."""
+    if isinstance(e, MCPError):
+        return e
+    for sub in getattr(e, "exceptions", None) or ():  # an exception group (builtin from Python 3.11)
+        found = _mcp_error(sub) if isinstance(sub, BaseException) else None
+        if found is not None:
+            return found
+    return None
+
+
 class LedgerMCP:
-    """One agent's MCP session with contextosd, for one run.
+    """One agent's MCP client of contextosd, for one run.
 
     ``url`` is the gateway's endpoint (``http://<[mcp] listen>/mcp``),
     ``token`` the agent's ``mcp_token`` (sent as a bearer token, never
-    logged). Use it with ``async with``.
+    logged). Use it with ``async with``: it keeps one HTTP connection pool,
+    and each call is its own MCP session (the gateway keeps none), so a
+    connection broken mid-call fails that call alone, never the next.
     """
 
     def __init__(self, url: str, token: str, run_id: str, *, timeout: float = 30.0, operations: Optional[Operations] = None,
@@ -79,43 +93,36 @@ class LedgerMCP:
         self.operations = operations or Operations()
         self.evidence_refs = list(evidence_refs) if evidence_refs else None
         self._token = token
-        self._stack: Optional[AsyncExitStack] = None
-        self._client: Optional[Client] = None
+        self._http: Optional[httpx2.AsyncClient] = None
 
     async def __aenter__(self) -> LedgerMCP:
-        stack = AsyncExitStack()
-        try:
-            http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {self._token}"},
-                                                                       timeout=httpx2.Timeout(self.timeout)))
-            self._client = await stack.enter_async_context(Client(streamable_http_client(self.url, http_client=http)))
-        except BaseException:
-            await stack.aclose()
-            raise
-        self._stack = stack
+        self._http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {self._token}"}, timeout=httpx2.Timeout(self.timeout))
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        stack, self._stack, self._client = self._stack, None, None
-        if stack is not None:
-            await stack.aclose()
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
 
-    @property
-    def client(self) -> Client:
-        """The MCP SDK's client (inside ``async with``)."""
-        if self._client is None:
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[Client]:
+        """An MCP session of the SDK's client with the gateway (inside ``async with``)."""
+        if self._http is None:
             raise RuntimeError("LedgerMCP is used inside `async with`")
-        return self._client
+        async with Client(streamable_http_client(self.url, http_client=self._http)) as client:
+            yield client
 
     async def tools(self) -> List[mcp_types.Tool]:
         """Every tool the gateway lists: one per surfaced capability."""
         out: List[mcp_types.Tool] = []
         cursor: Optional[str] = None
-        for _ in range(MAX_TOOL_PAGES):
-            page = await self.client.list_tools(cursor=cursor)
-            out.extend(page.tools)
-            if not page.next_cursor or page.next_cursor == cursor:
-                return out
-            cursor = page.next_cursor
+        async with self.session() as client:
+            for _ in range(MAX_TOOL_PAGES):
+                page = await client.list_tools(cursor=cursor)
+                out.extend(page.tools)
+                if not page.next_cursor or page.next_cursor == cursor:
+                    return out
+                cursor = page.next_cursor
         raise RuntimeError(f"the gateway listed more than {MAX_TOOL_PAGES} pages of tools")
 
     async def call(self, tool: str, arguments: Mapping[str, Any], *, call_id: Optional[str] = None,
@@ -131,14 +138,17 @@ class LedgerMCP:
             if self.evidence_refs:
                 body["evidence_refs"] = self.evidence_refs
             try:
-                result = await self.client.call_tool(tool, body)
-            except MCPError as e:
-                if e.code == mcp_types.INVALID_PARAMS:
-                    # The gateway checked the input against the tool's schema: nothing was proposed.
-                    return outcome_of_reply({"status": "refused", "code": "request_malformed", "reason": e.message}, tool, key, args)
-                return outcome_of_reply({"status": "unknown", "reason": f"MCP error {e.code}: {e.message}"}, tool, key, args)
-            except (httpx2.HTTPError, OSError) as e:
-                return outcome_of_reply({"status": "unknown", "reason": f"the gateway did not answer: {e!r}"}, tool, key, args)
+                async with self.session() as client:
+                    result = await client.call_tool(tool, body)
+            except Exception as e:
+                err = _mcp_error(e)
+                if err is not None and err.code == mcp_types.INVALID_PARAMS:
+                    # Refused by the protocol layer (no such tool, input off its schema): nothing was proposed.
+                    return outcome_of_reply({"status": "refused", "code": "request_malformed", "reason": err.message}, tool, key, args)
+                # No answer (a broken connection, a 503, a timeout) or an answer without a decision: it may
+                # have been proposed, so the same key is resent.
+                why = f"MCP error {err.code}: {err.message}" if err is not None else f"the gateway did not answer: {e!r}"
+                return outcome_of_reply({"status": "unknown", "reason": why}, tool, key, args)
             return outcome_of_reply(reply_of(result), tool, key, args)
 
         return await self.operations.call(tool, args, send, call_id=call_id, approval_id=approval_id)
