@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-sim test-short test-clients packages install-packages verify fuzz-smoke bench bench-postgres demo demo-clients demo-mcp chaos clean tools vuln static release
+.PHONY: help build test test-sim test-short test-clients packages install-packages verify fuzz-smoke bench bench-postgres demo demo-clients demo-frameworks demo-mcp chaos clean tools vuln static release
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -45,6 +45,7 @@ clients/typescript/node_modules/.package-lock.json: clients/typescript/package-l
 
 test-clients: build $(PY_VENV)/.installed clients/typescript/node_modules/.package-lock.json ## the Python and TypeScript client suites against a real contextosd and a TLS-only nats-server (cmd/tlsenv)
 	cd clients/python && $(PY) -m mypy --strict --no-incremental contextos_ledger && $(PY) -m ruff check . && CONTEXTOS_BIN=$(CURDIR)/$(BIN) $(PY) -m pytest -q -p no:cacheprovider
+	cd examples/frameworks && MYPYPATH=$(CURDIR)/clients/python $(PY) -m mypy --strict --no-incremental --cache-dir=/dev/null *.py && $(PY) -m ruff check --no-cache --config $(CURDIR)/clients/python/pyproject.toml .
 	cd clients/typescript && CONTEXTOS_BIN=$(CURDIR)/$(BIN) npm test
 
 # The client packages carry the daemon's release version (VERSION without
@@ -116,8 +117,16 @@ bench-postgres: # PostgreSQL from Debian's packages for the bench's peer (needs 
 demo: build ## the shared-refund race on the embedded default, end to end
 	$(GO) run ./examples/shared-guarantees --bin $(BIN)
 
-demo-clients: build install-packages ## the built packages installed, then an agent on the Python client races one on the Go client; a TypeScript agent meets each status
-	$(GO) run ./examples/python-agent/race --bin $(BIN) --python $(PKG_DIR)/venv/bin/python --ts-agent $(PKG_DIR)/ts-agent/agent.js
+# The clients' stories run the agents from the installed packages (the wheel
+# with its framework extras, the npm tarball), never from the sources.
+RACE := $(GO) run ./examples/python-agent/race --bin $(BIN) --python $(PKG_DIR)/venv/bin/python
+
+demo-clients: build install-packages ## the built packages installed, then an agent on the Python client races one on the Go client; a TypeScript agent meets each status; then the framework agents (demo-frameworks)
+	$(RACE) --ts-agent $(PKG_DIR)/ts-agent/agent.js
+	$(RACE) --frameworks examples/frameworks
+
+demo-frameworks: build install-packages ## the framework agents of examples/frameworks (OpenAI Agents SDK, LangGraph, MCP SDK) meet each status and refusal, from the installed wheel
+	$(RACE) --frameworks examples/frameworks
 
 demo-mcp: build ## the shared-refund race over MCP: scripted MCP agents, an MCP server as the provider
 	$(GO) run ./examples/mcp-agent --bin $(BIN)
