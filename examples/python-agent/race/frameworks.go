@@ -57,8 +57,11 @@ func (d *demo) frameworks() error {
 			"AGENT_PASSWORD="+passwords[a.principal], "AGENT_RUN="+a.run, "OPS=ops_alice", "OPS_PASSWORD="+passwords["ops_alice"],
 			"PROVIDER="+d.provider, "CTX_MCP_URL="+d.mcpURL, "AGENT_MCP_TOKEN="+a.mcpToken)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		err := cmd.Run()
-		d.check(err == nil, "%s: every check of its story held (%v)", a.script, err)
+		if err := cmd.Run(); err != nil {
+			d.check(false, "%s: %v", a.script, err)
+		} else {
+			d.check(true, "%s: every check of its story held", a.script)
+		}
 	}
 	fmt.Println()
 	want := 4 * len(frameworkAgents)
