@@ -9,7 +9,8 @@ import pytest
 from conftest import Daemon
 from world import CREDIT, REFUND, SCHEMA, refund_args, settle
 
-from contextos_ledger.frameworks import LedgerTool, Operations, Outcome, action_of, bounded_key
+import contextos_ledger as ledger
+from contextos_ledger.frameworks import LedgerTool, Operations, Outcome, action_of, bounded_key, outcome_of_error, outcome_of_reply
 
 
 def test_each_status_and_refusal(frameworks_daemon: Daemon) -> None:
@@ -130,3 +131,27 @@ def test_operations_keys_are_bounded() -> None:
         assert sent[-1] == "agent-c2"
 
     asyncio.run(main())
+
+
+def test_every_refusal_code_has_an_outcome() -> None:
+    """Every code of the catalog maps to an outcome, never an exception:
+    approval_required to an approval, the codes whose outcome is not known
+    (retry class same) and overloaded to a retry of the same key, every other
+    to an error carrying its code, retry class and reason; a code this
+    version does not know to an error with no retry class."""
+    args = {"order_id": "o", "amount_minor": 1}
+    for code, cls in ledger.REFUSALS.items():
+        for o in (outcome_of_reply({"status": "refused", "code": code, "reason": "why"}, REFUND, "k", args),
+                  outcome_of_error(cls(reason="why"), REFUND, "k", args)):
+            assert (o.code, o.retry, o.reason, o.operation_key) == (code, cls.retry, "why", "k")
+            want = "approval" if code == "approval_required" else "retry" if cls.retry == "same" or code == "overloaded" else "error"
+            assert o.kind == want, (code, o.kind)
+            assert o.is_error == (want != "retry")
+            assert o.text().startswith(f"{code} (retry {cls.retry}): why\n" if o.is_error else "{")
+    odd = outcome_of_reply({"status": "refused", "code": "a_future_code", "reason": "r"}, REFUND, "k", args)
+    assert (odd.kind, odd.retry) == ("error", "") and "docs/errors.md" in odd.next
+    for status in ("pending", "unknown", "a_future_status"):
+        o = outcome_of_reply({"status": status}, REFUND, "k", args)
+        assert (o.kind, o.retry) == ("retry", "same") and o.status in ("pending", "unknown")
+    with pytest.raises(KeyError):
+        outcome_of_error(KeyError("not the ledger's"), REFUND, "k", args)
