@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 BIN       := bin
 FUZZTIME  ?= 5s
 
-.PHONY: help build test test-sim test-short test-clients packages install-packages verify fuzz-smoke bench bench-postgres demo demo-clients demo-mcp chaos clean tools vuln static release
+.PHONY: help build test test-sim test-short test-clients packages install-packages verify fuzz-smoke bench bench-postgres demo demo-clients demo-frameworks demo-mcp chaos clean tools vuln static release
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,15 +28,16 @@ test-sim: ## the deterministic simulation at its full seed count (10,000; -race 
 	grep -E '^(--- |ok|FAIL)|seeds in' $$out; [ $$rc -eq 0 ] || tail -60 $$out; rm -f $$out; exit $$rc
 
 # The Python client's tools and dependencies live in a virtualenv made from
-# clients/python/requirements-dev.txt (every package pinned), with this
-# interpreter.
+# clients/python/requirements-dev.txt and, for the framework adapters,
+# requirements-frameworks.txt (every package pinned), with this interpreter.
 PYTHON  ?= python3
 PY_VENV := clients/python/.venv
 PY      := $(abspath $(PY_VENV))/bin/python
+PY_REQS := clients/python/requirements-dev.txt clients/python/requirements-frameworks.txt
 
-$(PY_VENV)/.installed: clients/python/requirements-dev.txt
+$(PY_VENV)/.installed: $(PY_REQS)
 	rm -rf $(PY_VENV) && $(PYTHON) -m venv $(PY_VENV)
-	$(PY) -m pip install -q --no-input -r clients/python/requirements-dev.txt
+	$(PY) -m pip install -q --no-input $(addprefix -r ,$(PY_REQS))
 	touch $@
 
 clients/typescript/node_modules/.package-lock.json: clients/typescript/package-lock.json
@@ -44,6 +45,7 @@ clients/typescript/node_modules/.package-lock.json: clients/typescript/package-l
 
 test-clients: build $(PY_VENV)/.installed clients/typescript/node_modules/.package-lock.json ## the Python and TypeScript client suites against a real contextosd and a TLS-only nats-server (cmd/tlsenv)
 	cd clients/python && $(PY) -m mypy --strict --no-incremental contextos_ledger && $(PY) -m ruff check . && CONTEXTOS_BIN=$(CURDIR)/$(BIN) $(PY) -m pytest -q -p no:cacheprovider
+	cd examples/frameworks && MYPYPATH=$(CURDIR)/clients/python $(PY) -m mypy --strict --no-incremental --cache-dir=/dev/null *.py && $(PY) -m ruff check --no-cache --config $(CURDIR)/clients/python/pyproject.toml .
 	cd clients/typescript && CONTEXTOS_BIN=$(CURDIR)/$(BIN) npm test
 
 # The client packages carry the daemon's release version (VERSION without
@@ -67,11 +69,12 @@ packages: $(PY_VENV)/.installed clients/typescript/node_modules/.package-lock.js
 
 # install-packages installs the built packages as a user would: the wheel
 # into a new virtualenv (the dependency versions held to
-# requirements-dev.txt's), the tarball into a new folder with the
+# requirements-dev.txt's), with the extras of the framework adapters (held
+# to requirements-frameworks.txt's), the tarball into a new folder with the
 # TypeScript agent; the demos then run against these, not the sources.
 install-packages: packages
 	rm -rf $(PKG_DIR)/venv $(PKG_DIR)/ts-agent && $(PYTHON) -m venv $(PKG_DIR)/venv
-	$(PKG_DIR)/venv/bin/pip install -q --no-input -c clients/python/requirements-dev.txt $(PKG_DIR)/contextos_ledger-$(PY_PKG_VERSION)-py3-none-any.whl
+	$(PKG_DIR)/venv/bin/pip install -q --no-input $(addprefix -c ,$(PY_REQS)) '$(PKG_DIR)/contextos_ledger-$(PY_PKG_VERSION)-py3-none-any.whl[openai-agents,langgraph,mcp]'
 	cd / && $(abspath $(PKG_DIR))/venv/bin/python -c 'import contextos_ledger as l, sys; v = "$(PY_PKG_VERSION)"; \
 		assert l.__version__ == v and "/venv/" in l.__file__, (l.__version__, l.__file__); print("installed contextos_ledger", v, "at", l.__file__)'
 	mkdir -p $(PKG_DIR)/ts-agent && cp examples/ts-agent/agent.ts examples/ts-agent/tsconfig.json $(PKG_DIR)/ts-agent/
@@ -114,8 +117,16 @@ bench-postgres: # PostgreSQL from Debian's packages for the bench's peer (needs 
 demo: build ## the shared-refund race on the embedded default, end to end
 	$(GO) run ./examples/shared-guarantees --bin $(BIN)
 
-demo-clients: build install-packages ## the built packages installed, then an agent on the Python client races one on the Go client; a TypeScript agent meets each status
-	$(GO) run ./examples/python-agent/race --bin $(BIN) --python $(PKG_DIR)/venv/bin/python --ts-agent $(PKG_DIR)/ts-agent/agent.js
+# The clients' stories run the agents from the installed packages (the wheel
+# with its framework extras, the npm tarball), never from the sources.
+RACE := $(GO) run ./examples/python-agent/race --bin $(BIN) --python $(PKG_DIR)/venv/bin/python
+
+demo-clients: build install-packages ## the built packages installed, then an agent on the Python client races one on the Go client; a TypeScript agent meets each status; then the framework agents (demo-frameworks)
+	$(RACE) --ts-agent $(PKG_DIR)/ts-agent/agent.js
+	$(RACE) --frameworks examples/frameworks
+
+demo-frameworks: build install-packages ## the framework agents of examples/frameworks (OpenAI Agents SDK, LangGraph, MCP SDK) meet each status and refusal, from the installed wheel
+	$(RACE) --frameworks examples/frameworks
 
 demo-mcp: build ## the shared-refund race over MCP: scripted MCP agents, an MCP server as the provider
 	$(GO) run ./examples/mcp-agent --bin $(BIN)

@@ -3,7 +3,9 @@
 repeats it for clients: the code enum of docs/schema/common.json, the Go
 client's re-exported constants (client/codes.go), the Python client's Code
 enum and exception classes (clients/python/contextos_ledger/errors.py), and
-the TypeScript client's CODES and error classes (clients/typescript/src).
+the TypeScript client's CODES and error classes (clients/typescript/src); and
+the retry class of each code (kernel/retry.go) into the Python client's
+classes, which its framework adapters act on.
 
 Run it after adding a code to the kernel's catalog:
 
@@ -31,6 +33,17 @@ def catalog() -> "list[tuple[str, str]]":
     names = re.findall(r"Code\w+", order.group(1))
     assert set(names) == set(values), "kernel/codes.go: Codes and the constants differ"
     return [(n, values[n]) for n in names]
+
+
+def retries(cat: "list[tuple[str, str]]") -> "dict[str, str]":
+    """The retry class of every code (kernel/retry.go), by code."""
+    src = (REPO / "kernel/retry.go").read_text()
+    classes = dict(re.findall(r"^\s*(Retry\w+)\s+Retry = \"([a-z]+)\"", src, re.M))
+    table = re.search(r"var retries = map\[Code\]Retry\{(.*?)\n\}", src, re.S)
+    assert table, "kernel/retry.go: no retries map"
+    by_const = {c: classes[r] for c, r in re.findall(r"(Code\w+):\s*(Retry\w+),", table.group(1))}
+    assert set(by_const) == {n for n, _ in cat}, "kernel/retry.go: the retries map and the codes differ"
+    return {code: by_const[n] for n, code in cat}
 
 
 def camel(code: str) -> str:
@@ -88,6 +101,11 @@ class Refused(LedgerError):
     """
 
     code: str = ""
+    #: The code's retry class (kernel/retry.go, docs/errors.md): "never"
+    #: (change the request), "same" (the outcome is unknown: resend the same
+    #: operation key), "later" (resend later, with backoff) or "operator"
+    #: (refused until an operator acts); "" for a code this version does not know.
+    retry: str = ""
 
     def __init__(self, code: str = "", reason: str = "", decision: Optional[Any] = None) -> None:
         code = code or type(self).code
@@ -121,14 +139,20 @@ def refused(code: str, reason: str = "", decision: Optional[Any] = None) -> Refu
     return REFUSALS.get(code, Refused)(code, reason, decision)
 
 
-__all__ = ["Code", "LedgerError", "Refused", "Unreachable", "Unresolved", "REFUSALS", "refused"] + [c.__name__ for c in REFUSALS.values()]
+def retry_of(code: str) -> str:
+    """The retry class of a code ("" for a code this version does not know)."""
+    cls = REFUSALS.get(code)
+    return cls.retry if cls is not None else ""
+
+
+__all__ = ["Code", "LedgerError", "Refused", "Unreachable", "Unresolved", "REFUSALS", "refused", "retry_of"] + [c.__name__ for c in REFUSALS.values()]
 '''
 
 
-def python(codes: "list[str]") -> None:
+def python(codes: "list[str]", retry: "dict[str, str]") -> None:
     out = PY_HEAD + "".join(f'    {c.upper()} = "{c}"\n' for c in codes) + PY_BASE
     for c in codes:
-        out += f'\n\nclass {camel(c)}(Refused):\n    """Refused {c} (docs/errors.md)."""\n\n    code = "{c}"\n'
+        out += f'\n\nclass {camel(c)}(Refused):\n    """Refused {c} (docs/errors.md)."""\n\n    code = "{c}"\n    retry = "{retry[c]}"\n'
     out += "\n\nREFUSALS: Dict[str, Type[Refused]] = {\n" + "".join(f'    "{c}": {camel(c)},\n' for c in codes) + "}\n" + PY_TAIL
     (REPO / "clients/python/contextos_ledger/errors.py").write_text(out)
 
@@ -206,6 +230,6 @@ if __name__ == "__main__":
     codes = [c for _, c in cat]
     schema(codes)
     go(cat)
-    python(codes)
+    python(codes, retries(cat))
     typescript(codes)
     print(f"{len(codes)} codes written")

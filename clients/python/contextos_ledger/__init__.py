@@ -18,28 +18,28 @@
 
 from ._version import __version__
 from .client import (
-                     DEFAULT_PAGE_LIMIT,
-                     DEFAULT_PROPOSE_DEADLINE,
-                     DEFAULT_URL,
-                     MAX_LIST_ROWS,
-                     MAX_PAGE_LIMIT,
-                     Client,
-                     MoreRows,
-                     Page,
-                     SyncClient,
-                     collect,
-                     inbox_prefix,
-                     op_subject,
-                     propose_subject,
+    DEFAULT_PAGE_LIMIT,
+    DEFAULT_PROPOSE_DEADLINE,
+    DEFAULT_URL,
+    MAX_LIST_ROWS,
+    MAX_PAGE_LIMIT,
+    Client,
+    MoreRows,
+    Page,
+    SyncClient,
+    collect,
+    inbox_prefix,
+    op_subject,
+    propose_subject,
 )
 from .connection import InsecureTransport, Reconnect
 from .errors import *  # noqa: F401,F403  (Code, LedgerError, Refused, Unreachable, Unresolved, one class per code)
-from .errors import REFUSALS, Code, LedgerError, Refused, Unreachable, Unresolved, refused
+from .errors import REFUSALS, Code, LedgerError, Refused, Unreachable, Unresolved, refused, retry_of
 from .types import DEFINITIVE, ConflictResolution, Decision, EvidenceConflictMarker, EvidenceGate, GuaranteeRow, Proposal, Status
 
 __all__ = ["__version__", "Client", "SyncClient", "InsecureTransport", "Reconnect", "Proposal", "Decision", "GuaranteeRow", "Status",
            "EvidenceGate", "EvidenceConflictMarker", "ConflictResolution",
            "DEFINITIVE", "Code", "LedgerError",
-           "Refused", "Unreachable", "Unresolved", "REFUSALS", "refused", "inbox_prefix", "propose_subject", "op_subject",
+           "Refused", "Unreachable", "Unresolved", "REFUSALS", "refused", "retry_of", "inbox_prefix", "propose_subject", "op_subject",
            "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE", "Page", "MoreRows", "collect", "DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT",
            "MAX_LIST_ROWS"] + [cls.__name__ for cls in REFUSALS.values()]

@@ -72,6 +72,11 @@ class Refused(LedgerError):
     """
 
     code: str = ""
+    #: The code's retry class (kernel/retry.go, docs/errors.md): "never"
+    #: (change the request), "same" (the outcome is unknown: resend the same
+    #: operation key), "later" (resend later, with backoff) or "operator"
+    #: (refused until an operator acts); "" for a code this version does not know.
+    retry: str = ""
 
     def __init__(self, code: str = "", reason: str = "", decision: Optional[Any] = None) -> None:
         code = code or type(self).code
@@ -102,264 +107,308 @@ class RequestMalformed(Refused):
     """Refused request_malformed (docs/errors.md)."""
 
     code = "request_malformed"
+    retry = "never"
 
 
 class CapabilityNotSurfaced(Refused):
     """Refused capability_not_surfaced (docs/errors.md)."""
 
     code = "capability_not_surfaced"
+    retry = "never"
 
 
 class AuthorityDenied(Refused):
     """Refused authority_denied (docs/errors.md)."""
 
     code = "authority_denied"
+    retry = "operator"
 
 
 class PolicyDenied(Refused):
     """Refused policy_denied (docs/errors.md)."""
 
     code = "policy_denied"
+    retry = "never"
 
 
 class ApprovalRequired(Refused):
     """Refused approval_required (docs/errors.md)."""
 
     code = "approval_required"
+    retry = "operator"
 
 
 class ApprovalMismatch(Refused):
     """Refused approval_mismatch (docs/errors.md)."""
 
     code = "approval_mismatch"
+    retry = "never"
 
 
 class ApprovalRedeemed(Refused):
     """Refused approval_redeemed (docs/errors.md)."""
 
     code = "approval_redeemed"
+    retry = "never"
 
 
 class ApprovalExpired(Refused):
     """Refused approval_expired (docs/errors.md)."""
 
     code = "approval_expired"
+    retry = "operator"
 
 
 class EvidenceInsufficient(Refused):
     """Refused evidence_insufficient (docs/errors.md)."""
 
     code = "evidence_insufficient"
+    retry = "never"
 
 
 class RunBudgetExhausted(Refused):
     """Refused run_budget_exhausted (docs/errors.md)."""
 
     code = "run_budget_exhausted"
+    retry = "never"
 
 
 class ExecutorFenced(Refused):
     """Refused executor_fenced (docs/errors.md)."""
 
     code = "executor_fenced"
+    retry = "never"
 
 
 class KillSwitchEngaged(Refused):
     """Refused kill_switch_engaged (docs/errors.md)."""
 
     code = "kill_switch_engaged"
+    retry = "operator"
 
 
 class SharedGuaranteeResourceInvalid(Refused):
     """Refused shared_guarantee_resource_invalid (docs/errors.md)."""
 
     code = "shared_guarantee_resource_invalid"
+    retry = "never"
 
 
 class SharedGuaranteeAmountInvalid(Refused):
     """Refused shared_guarantee_amount_invalid (docs/errors.md)."""
 
     code = "shared_guarantee_amount_invalid"
+    retry = "never"
 
 
 class SharedGuaranteeExceeded(Refused):
     """Refused shared_guarantee_exceeded (docs/errors.md)."""
 
     code = "shared_guarantee_exceeded"
+    retry = "never"
 
 
 class SharedGuaranteeDefinitionMismatch(Refused):
     """Refused shared_guarantee_definition_mismatch (docs/errors.md)."""
 
     code = "shared_guarantee_definition_mismatch"
+    retry = "operator"
 
 
 class SharedGuaranteeDefinitionInvalid(Refused):
     """Refused shared_guarantee_definition_invalid (docs/errors.md)."""
 
     code = "shared_guarantee_definition_invalid"
+    retry = "operator"
 
 
 class SharedGuaranteeContention(Refused):
     """Refused shared_guarantee_contention (docs/errors.md)."""
 
     code = "shared_guarantee_contention"
+    retry = "later"
 
 
 class SharedGuaranteeReceiptsSaturated(Refused):
     """Refused shared_guarantee_receipts_saturated (docs/errors.md)."""
 
     code = "shared_guarantee_receipts_saturated"
+    retry = "later"
 
 
 class SharedGuaranteeAttemptClosed(Refused):
     """Refused shared_guarantee_attempt_closed (docs/errors.md)."""
 
     code = "shared_guarantee_attempt_closed"
+    retry = "never"
 
 
 class SharedGuaranteeAttemptKnown(Refused):
     """Refused shared_guarantee_attempt_known (docs/errors.md)."""
 
     code = "shared_guarantee_attempt_known"
+    retry = "never"
 
 
 class SharedGuaranteeAttemptUnknown(Refused):
     """Refused shared_guarantee_attempt_unknown (docs/errors.md)."""
 
     code = "shared_guarantee_attempt_unknown"
+    retry = "never"
 
 
 class SharedGuaranteeDispatchActive(Refused):
     """Refused shared_guarantee_dispatch_active (docs/errors.md)."""
 
     code = "shared_guarantee_dispatch_active"
+    retry = "operator"
 
 
 class SharedGuaranteeUnresolvedAttempt(Refused):
     """Refused shared_guarantee_unresolved_attempt (docs/errors.md)."""
 
     code = "shared_guarantee_unresolved_attempt"
+    retry = "operator"
 
 
 class SharedGuaranteeNotStarted(Refused):
     """Refused shared_guarantee_not_started (docs/errors.md)."""
 
     code = "shared_guarantee_not_started"
+    retry = "never"
 
 
 class SharedGuaranteeAbsenceUnproven(Refused):
     """Refused shared_guarantee_absence_unproven (docs/errors.md)."""
 
     code = "shared_guarantee_absence_unproven"
+    retry = "operator"
 
 
 class ObservationContradictsSeal(Refused):
     """Refused observation_contradicts_seal (docs/errors.md)."""
 
     code = "observation_contradicts_seal"
+    retry = "never"
 
 
 class OperationKeyConflict(Refused):
     """Refused operation_key_conflict (docs/errors.md)."""
 
     code = "operation_key_conflict"
+    retry = "never"
 
 
 class ContextInvalid(Refused):
     """Refused context_invalid (docs/errors.md)."""
 
     code = "context_invalid"
+    retry = "never"
 
 
 class RunAlreadyAdmitted(Refused):
     """Refused run_already_admitted (docs/errors.md)."""
 
     code = "run_already_admitted"
+    retry = "never"
 
 
 class EvidenceRecordConflict(Refused):
     """Refused evidence_record_conflict (docs/errors.md)."""
 
     code = "evidence_record_conflict"
+    retry = "never"
 
 
 class AuditNotFound(Refused):
     """Refused audit_not_found (docs/errors.md)."""
 
     code = "audit_not_found"
+    retry = "never"
 
 
 class AuditNotCheckpointed(Refused):
     """Refused audit_not_checkpointed (docs/errors.md)."""
 
     code = "audit_not_checkpointed"
+    retry = "later"
 
 
 class ProjectionUnavailable(Refused):
     """Refused projection_unavailable (docs/errors.md)."""
 
     code = "projection_unavailable"
+    retry = "later"
 
 
 class LedgerUnavailable(Refused):
     """Refused ledger_unavailable (docs/errors.md)."""
 
     code = "ledger_unavailable"
+    retry = "same"
 
 
 class Overloaded(Refused):
     """Refused overloaded (docs/errors.md)."""
 
     code = "overloaded"
+    retry = "later"
 
 
 class CircuitBreakerOpen(Refused):
     """Refused circuit_breaker_open (docs/errors.md)."""
 
     code = "circuit_breaker_open"
+    retry = "operator"
 
 
 class ApprovalDenied(Refused):
     """Refused approval_denied (docs/errors.md)."""
 
     code = "approval_denied"
+    retry = "never"
 
 
 class StoredEventRefused(Refused):
     """Refused stored_event_refused (docs/errors.md)."""
 
     code = "stored_event_refused"
+    retry = "never"
 
 
 class RateLimited(Refused):
     """Refused rate_limited (docs/errors.md)."""
 
     code = "rate_limited"
+    retry = "later"
 
 
 class ReplyTooLarge(Refused):
     """Refused reply_too_large (docs/errors.md)."""
 
     code = "reply_too_large"
+    retry = "same"
 
 
 class EnforcementDomainMismatch(Refused):
     """Refused enforcement_domain_mismatch (docs/errors.md)."""
 
     code = "enforcement_domain_mismatch"
+    retry = "operator"
 
 
 class LogIntegrityFailed(Refused):
     """Refused log_integrity_failed (docs/errors.md)."""
 
     code = "log_integrity_failed"
+    retry = "operator"
 
 
 class LogUnwitnessed(Refused):
     """Refused log_unwitnessed (docs/errors.md)."""
 
     code = "log_unwitnessed"
+    retry = "later"
 
 
 REFUSALS: Dict[str, Type[Refused]] = {
@@ -415,4 +464,10 @@ def refused(code: str, reason: str = "", decision: Optional[Any] = None) -> Refu
     return REFUSALS.get(code, Refused)(code, reason, decision)
 
 
-__all__ = ["Code", "LedgerError", "Refused", "Unreachable", "Unresolved", "REFUSALS", "refused"] + [c.__name__ for c in REFUSALS.values()]
+def retry_of(code: str) -> str:
+    """The retry class of a code ("" for a code this version does not know)."""
+    cls = REFUSALS.get(code)
+    return cls.retry if cls is not None else ""
+
+
+__all__ = ["Code", "LedgerError", "Refused", "Unreachable", "Unresolved", "REFUSALS", "refused", "retry_of"] + [c.__name__ for c in REFUSALS.values()]

@@ -1,11 +1,12 @@
 """Starts a real contextosd (embedded NATS with JetStream) and the synthetic
 payment provider for the suite, from binaries built out of this repository
 (or taken from $CONTEXTOS_BIN), with the shared-guarantees example's
-configuration."""
+configuration or the framework agents' (examples/frameworks)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -27,13 +28,21 @@ PASSWORDS = {"agent_email": "email-demo-secret", "agent_chat": "chat-demo-secret
 
 
 class Daemon:
-    def __init__(self, url: str, provider: str) -> None:
+    def __init__(self, url: str, provider: str, mcp_url: str = "") -> None:
         self.url = url
         self.provider = provider
+        self.mcp_url = mcp_url
 
     def provider_stats(self) -> Dict[str, int]:
         with urllib.request.urlopen(self.provider + "/admin/stats", timeout=5) as r:
             return json.load(r)
+
+    def provider_post(self, path: str, body: Dict[str, Any]) -> None:
+        """POSTs to the synthetic provider's admin API (/admin/script, /admin/settle)."""
+        req = urllib.request.Request(self.provider + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5):
+            pass
 
     async def connect(self, principal: str, **kw) -> Client:
         return await Client.connect(self.url, tenant="acme", principal=principal, password=PASSWORDS[principal], **kw)
@@ -66,8 +75,11 @@ def _binaries(tmp: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="session")
-def daemon() -> Iterator[Daemon]:
+@contextlib.contextmanager
+def _run_daemon(config: Path) -> Iterator[Daemon]:
+    """contextosd with the configuration at ``config`` (its {{DATA}},
+    {{LISTEN}}, {{MCP_LISTEN}} and {{PROVIDER}} filled in) and the synthetic
+    provider, until the block ends."""
     tmp = Path(tempfile.mkdtemp(prefix="contextos-py-"))
     procs = []
     try:
@@ -76,12 +88,13 @@ def daemon() -> Iterator[Daemon]:
         logs = open(tmp / "logs.txt", "wb")
         procs.append(subprocess.Popen([str(bin_dir / "demo-provider"), "--port-file", str(port_file)], stderr=logs))
         provider = "http://" + _wait_file(port_file, 10)
-        listen = f"127.0.0.1:{_free_port()}"
-        cfg = (REPO / "examples/shared-guarantees/contextos.toml").read_text()
-        cfg = cfg.replace("{{DATA}}", str(tmp / "data")).replace("{{LISTEN}}", listen).replace("{{PROVIDER}}", provider)
+        listen, mcp_listen = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
+        cfg = config.read_text()
+        cfg = (cfg.replace("{{DATA}}", str(tmp / "data")).replace("{{LISTEN}}", listen).replace("{{PROVIDER}}", provider)
+               .replace("{{MCP_LISTEN}}", mcp_listen))
         (tmp / "contextos.toml").write_text(cfg)
         procs.append(subprocess.Popen([str(bin_dir / "contextosd"), "--config", str(tmp / "contextos.toml")], stderr=logs))
-        d = Daemon("nats://" + listen, provider)
+        d = Daemon("nats://" + listen, provider, f"http://{mcp_listen}/mcp" if "{{MCP_LISTEN}}" in config.read_text() else "")
         asyncio.run(_ready(d))
         yield d
     finally:
@@ -92,6 +105,21 @@ def daemon() -> Iterator[Daemon]:
             except subprocess.TimeoutExpired:
                 p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def daemon() -> Iterator[Daemon]:
+    """The shared-guarantees example's daemon."""
+    with _run_daemon(REPO / "examples/shared-guarantees/contextos.toml") as d:
+        yield d
+
+
+@pytest.fixture(scope="session")
+def frameworks_daemon() -> Iterator[Daemon]:
+    """The framework agents' daemon (examples/frameworks): the MCP gateway
+    on, and a goodwill credit that needs an operator's approval."""
+    with _run_daemon(REPO / "examples/frameworks/contextos.toml") as d:
+        yield d
 
 
 async def _ready(d: Daemon) -> None:

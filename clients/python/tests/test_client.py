@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import json
 import time
 
@@ -39,6 +40,20 @@ def test_codes_are_the_catalog() -> None:
     assert list(ledger.REFUSALS) == codes
     for code, cls in ledger.REFUSALS.items():
         assert issubclass(cls, Refused) and cls().code == code
+
+
+def test_retry_classes_are_the_catalog() -> None:
+    """Each code's class carries the kernel's retry class (kernel/retry.go,
+    read the way clients/gencodes.py reads it)."""
+    spec = importlib.util.spec_from_file_location("gencodes", REPO / "clients/gencodes.py")
+    assert spec is not None and spec.loader is not None
+    gencodes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gencodes)
+    want = gencodes.retries(gencodes.catalog())
+    assert {code: cls.retry for code, cls in ledger.REFUSALS.items()} == want
+    assert set(want.values()) == {"never", "same", "later", "operator"}
+    assert ledger.retry_of("approval_required") == "operator" and ledger.retry_of("ledger_unavailable") == "same"
+    assert ledger.retry_of("no_such_code") == "" and ledger.refused("no_such_code").retry == ""
 
 
 def test_seed_race(daemon: Daemon) -> None:

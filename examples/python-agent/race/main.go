@@ -4,6 +4,10 @@
 // client meets each status (applied, pending, exceeded, kill switch), and the
 // Python agent resends its operation key from a new process. It checks every
 // outcome and the provider's call counts, and exits non-zero if any differs.
+//
+// With --frameworks it tells the framework agents' story instead
+// (frameworks.go): the agents of examples/frameworks on the OpenAI Agents
+// SDK, LangGraph and the MCP Python SDK, each against the same contextosd.
 package main
 
 import (
@@ -32,6 +36,7 @@ var (
 	python  = flag.String("python", "python3", "the Python interpreter of the Python agent (with contextos-ledger installed)")
 	tsAgent = flag.String("ts-agent", "examples/ts-agent/agent.js", "the built TypeScript agent (with contextos-ledger installed beside it)")
 	verbose = flag.Bool("v", false, "show the daemon's log")
+	fwDir   = flag.String("frameworks", "", "tell the framework agents' story: the folder of their scripts (examples/frameworks)")
 )
 
 var passwords = map[string]string{"agent_email": "email-demo-secret", "agent_chat": "chat-demo-secret",
@@ -39,6 +44,7 @@ var passwords = map[string]string{"agent_email": "email-demo-secret", "agent_cha
 
 type demo struct {
 	dir, natsURL, provider string
+	config, mcpURL         string
 	procs                  []*exec.Cmd
 	failures               int
 }
@@ -54,19 +60,23 @@ type result struct {
 
 func main() {
 	flag.Parse()
-	d := &demo{}
+	d := &demo{config: "examples/shared-guarantees/contextos.toml"}
+	run, name := d.run, "demo-clients"
+	if *fwDir != "" {
+		d.config, run, name = filepath.Join(*fwDir, "contextos.toml"), d.frameworks, "demo-frameworks"
+	}
 	code := 0
-	if err := d.run(); err != nil {
-		fmt.Fprintln(os.Stderr, "\ndemo-clients: FAILED:", err)
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "\n%s: FAILED: %v\n", name, err)
 		code = 1
 	}
 	d.cleanup()
 	if code == 0 && d.failures > 0 {
-		fmt.Fprintf(os.Stderr, "\ndemo-clients: FAILED: %d check(s) did not hold\n", d.failures)
+		fmt.Fprintf(os.Stderr, "\n%s: FAILED: %d check(s) did not hold\n", name, d.failures)
 		code = 1
 	}
 	if code == 0 {
-		fmt.Println("\ndemo-clients: every check held")
+		fmt.Printf("\n%s: every check held\n", name)
 	}
 	os.Exit(code)
 }
@@ -223,17 +233,23 @@ func (d *demo) start() error {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	listen, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	listen := ln.Addr().String()
-	ln.Close()
-	raw, err := os.ReadFile("examples/shared-guarantees/contextos.toml")
+	mcpListen, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.dir, "data"), "{{LISTEN}}", listen, "{{PROVIDER}}", d.provider).Replace(string(raw))
+	raw, err := os.ReadFile(d.config)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(string(raw), "{{MCP_LISTEN}}") {
+		d.mcpURL = "http://" + mcpListen + "/mcp"
+	}
+	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.dir, "data"), "{{LISTEN}}", listen, "{{PROVIDER}}", d.provider,
+		"{{MCP_LISTEN}}", mcpListen).Replace(string(raw))
 	path := filepath.Join(d.dir, "contextos.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return err
@@ -254,6 +270,16 @@ func (d *demo) start() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.New("contextosd did not become ready")
+}
+
+// freeAddr is a loopback address nothing listens on now.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 func (d *demo) spawn(cmd *exec.Cmd) error {
