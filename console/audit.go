@@ -10,6 +10,7 @@ import (
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // auditResult is the outcome of verifying the tenant's exported audit
@@ -47,7 +48,7 @@ type checkpointView struct {
 func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult {
 	res := &auditResult{At: now.UTC().Format(time.RFC3339)}
 	oc := &projections.OpsClient{NC: sess.login.Conns[""], Tenant: sess.tenant, Operator: sess.operator, Timeout: opTimeout}
-	kb, err := oc.File(ctx, projections.VerbAuditKeys, nil)
+	kb, err := oc.File(ctx, wire.VerbAuditKeys, nil)
 	if err != nil {
 		res.Error = err.Error()
 		return res

@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -192,7 +193,7 @@ func TestConsoleTenantIsolation(t *testing.T) {
 		}
 	}
 	status, page := bob.post("/act/close-attempt?tenant=acme", url.Values{"csrf": {csrf}, "attempt_id": {r.AttemptID}, "tenant": {"acme"}}, nil)
-	if status != http.StatusOK || !strings.Contains(page, string(kernel.CodeAttemptUnknown)) {
+	if status != http.StatusOK || !strings.Contains(page, string(wire.CodeAttemptUnknown)) {
 		t.Fatalf("globex closing acme's attempt: %d\n%s", status, page)
 	}
 	alice := e.client()
@@ -201,7 +202,7 @@ func TestConsoleTenantIsolation(t *testing.T) {
 	// The console cannot be made to publish on another tenant's subject
 	// either: the operator's own connection may not (the NATS server refuses).
 	forged := &Login{Tenant: "acme", Operator: "ops_bob", Conns: map[string]*nats.Conn{"": sessionConn(t, e, bob)}}
-	var reply gateway.OpReply
+	var reply wire.OpReply
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := forged.Call(ctx, "", "exposure", struct{}{}, &reply); err == nil {
@@ -245,7 +246,7 @@ func TestConsoleKillSwitch(t *testing.T) {
 		return strings.Contains(page, `engaged</b> by <b>ops_alice</b>`) && strings.Contains(page, "provider incident INC-42")
 	})
 	agent := e.agent("acme", "agent_email")
-	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "k1", "ord_1", 100)); r.Code != kernel.CodeKillSwitchEngaged {
+	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "k1", "ord_1", 100)); r.Code != wire.CodeKillSwitchEngaged {
 		t.Fatalf("proposal under the kill switch: %+v", r)
 	}
 	if _, page := c.get("/exposure"); !strings.Contains(page, `id="kill-banner"`) {
@@ -255,7 +256,7 @@ func TestConsoleKillSwitch(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(page, "<b>Released</b>") {
 		t.Fatalf("release: %d\n%s", status, page)
 	}
-	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "k2", "ord_1", 100)); r.Status != kernel.StatusApplied {
+	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "k2", "ord_1", 100)); r.Status != wire.StatusApplied {
 		t.Fatalf("proposal after release: %+v", r)
 	}
 }
@@ -316,7 +317,7 @@ func TestConsoleEscapes(t *testing.T) {
 	e := startEnv(t)
 	evil := `<script>alert("x")</script>`
 	r := e.propose(e.agent("acme", "agent_email"), "acme", "agent_email", refund(refundCap, "evil", evil, 100))
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)
 	}
 	c := e.client()

@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -88,10 +89,10 @@ func startEnvOpts(t testing.TB, edit func(*gateway.Config), opts func(*Options))
 // agent connects as an agent with its own inbox prefix.
 func (e *env) agent(tenant, principal string) *nats.Conn {
 	e.t.Helper()
-	return gatewaytest.Connect(e.t, e.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal)
+	return gatewaytest.Connect(e.t, e.rt.URL, passwords[wire.UserName(tenant, principal)], tenant, principal)
 }
 
-func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) gateway.Reply {
+func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) wire.Reply {
 	e.t.Helper()
 	return gatewaytest.Propose(e.t, nc, tenant, principal, body)
 }
@@ -105,7 +106,7 @@ const refundCap = "adp_payments.issue_refund"
 
 // pendingHold proposes a refund the provider answers pending: an open hold
 // on ord_881.
-func (e *env) pendingHold(amount int64) gateway.Reply {
+func (e *env) pendingHold(amount int64) wire.Reply {
 	e.t.Helper()
 	e.prov.Script(provider.Pending)
 	r := e.propose(e.agent("acme", "agent_phone"), "acme", "agent_phone", refund(refundCap, "refund-ord_881-partial", "ord_881", amount))
@@ -210,8 +211,8 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // opCall sends an operator verb as acme's ops_alice, outside the console.
 func (e *env) opCall(verb string, req, out any) error {
-	user := gateway.UserName("acme", "ops_alice")
-	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix("acme", "ops_alice")))
+	user := wire.UserName("acme", "ops_alice")
+	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(wire.InboxPrefix("acme", "ops_alice")))
 	if err != nil {
 		return err
 	}

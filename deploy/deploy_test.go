@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 )
@@ -229,7 +230,7 @@ func TestCompose(t *testing.T) {
 	want := map[string]string{cfg.NATS.User: cfg.NATS.Password, cfg.NATS.ReplyUser: cfg.NATS.ReplyPassword}
 	for _, tc := range cfg.Tenants {
 		for _, p := range append(tc.Agents, tc.Operators...) {
-			want[gateway.UserName(tc.ID, p.ID)] = p.Password
+			want[wire.UserName(tc.ID, p.ID)] = p.Password
 		}
 	}
 	for u, pw := range want {

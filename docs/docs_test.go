@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 func TestErrorCodesDocumented(t *testing.T) {
@@ -15,7 +16,7 @@ func TestErrorCodesDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range kernel.Codes {
+	for _, c := range wire.Codes {
 		if !strings.Contains(string(b), "| `"+string(c)+"` |") {
 			t.Errorf("error code %s is not in docs/errors.md", c)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // MCPConfig is the [mcp] section: the MCP gateway that serves each surfaced
@@ -61,7 +62,7 @@ func (c *Config) validateMCP() error {
 			if a.MCPToken == "" {
 				continue
 			}
-			who := UserName(t.ID, a.ID)
+			who := wire.UserName(t.ID, a.ID)
 			if len(a.MCPToken) < minMCPTokenBytes {
 				return fmt.Errorf("tenant %s agent %s: mcp_token must be at least %d bytes", t.ID, a.ID, minMCPTokenBytes)
 			}

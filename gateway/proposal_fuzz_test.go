@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // FuzzParseProposal: never panics; a refusal is request_malformed with a
@@ -26,13 +27,13 @@ func FuzzParseProposal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, r := ParseProposal(b)
 		if r != nil {
-			if r.Code != kernel.CodeRequestMalformed || r.Reason == "" {
+			if r.Code != wire.CodeRequestMalformed || r.Reason == "" {
 				t.Fatalf("refusal %+v", r)
 			}
 			return
 		}
 		for _, id := range []string{p.RunID, p.OperationKey, p.CapabilityID} {
-			if id == "" || len(id) > maxIDBytes {
+			if id == "" || len(id) > wire.MaxIDBytes {
 				t.Fatalf("accepted id %q", id)
 			}
 		}
@@ -72,10 +73,10 @@ func FuzzBindAction(f *testing.F) {
 		ResourcePointer: "/order_id", AmountPointer: "/amount_minor", Limit: 100000, Unit: "INR_minor"}
 	cp := &CapabilityConfig{ID: "adp_payments.issue_refund", Version: "1"}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		p := Proposal{RunID: "run_1", OperationKey: "k", CapabilityID: cp.ID, Arguments: raw}
+		p := wire.Proposal{RunID: "run_1", OperationKey: "k", CapabilityID: cp.ID, Arguments: raw}
 		act, r := bindAction("acme", "agent_email", p, cp)
 		if r != nil {
-			if r.Code != kernel.CodeRequestMalformed {
+			if r.Code != wire.CodeRequestMalformed {
 				t.Fatalf("refusal %+v", r)
 			}
 			return

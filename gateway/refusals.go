@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"golang.org/x/time/rate"
 )
 
@@ -41,7 +42,7 @@ func (x *limiter) allow(tenant, principal string) bool {
 // sampledCodes are the refusals that are sampled rather than recorded one
 // durable event each: they name no operation and change nothing, and an
 // agent can send them as fast as its rate limit allows.
-var sampledCodes = map[kernel.Code]bool{kernel.CodeRequestMalformed: true, kernel.CodeCapabilityNotSurfaced: true}
+var sampledCodes = map[wire.Code]bool{wire.CodeRequestMalformed: true, wire.CodeCapabilityNotSurfaced: true}
 
 // refusalSampler aggregates sampled refusals per (tenant, principal, code)
 // and window: the first is recorded at once (with its body digest), the
@@ -58,7 +59,7 @@ type refusalSampler struct {
 
 type sampleKey struct {
 	tenant, principal string
-	code              kernel.Code
+	code              wire.Code
 }
 
 type sampled struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -112,7 +113,7 @@ func verifier(cfg *gateway.Config) auth.TokenVerifier {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: gateway.UserName(id.tenant, id.principal),
+		return &auth.TokenInfo{UserID: wire.UserName(id.tenant, id.principal),
 			Extra: map[string]any{"tenant": id.tenant, "principal": id.principal}}, nil
 	}
 }

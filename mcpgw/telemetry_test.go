@@ -13,8 +13,8 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/mcpgw"
+	"github.com/contextos/ledger/wire"
 )
 
 type syncBuf struct {
@@ -51,7 +51,7 @@ func TestMCPProposalLogged(t *testing.T) {
 	defer rt.Close()
 	e := &env{t: t, rt: rt}
 	_, r := callTool(t, e.session(emailToken), httpRefund, refundArgs("run_mcp_log", "k1", "ord_mcp_log", 500))
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("status %s %s", r.Status, r.Reason)
 	}
 	logs.mu.Lock()

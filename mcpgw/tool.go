@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
 )
@@ -91,13 +91,13 @@ func nonEmpty(b []byte) []byte {
 // Result is the tool result of a decision: the reply as structured
 // content. A refusal, and a call the ledger did not answer (whose outcome
 // a resend learns), is an error result whose text starts with the code.
-func Result(r gateway.Reply) *mcp.CallToolResult {
+func Result(r wire.Reply) *mcp.CallToolResult {
 	b, err := json.Marshal(r)
 	if err != nil {
 		b = []byte(`{"status":"unknown"}`)
 	}
 	res := &mcp.CallToolResult{StructuredContent: json.RawMessage(b)}
-	if r.Status == kernel.StatusRefused || r.Code == kernel.CodeLedgerUnavailable {
+	if r.Status == wire.StatusRefused || r.Code == wire.CodeLedgerUnavailable {
 		res.IsError = true
 		res.Content = []mcp.Content{&mcp.TextContent{Text: string(r.Code) + ": " + r.Reason}}
 		return res

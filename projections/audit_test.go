@@ -15,8 +15,8 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/testenv"
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // checkExactlyOnce exports tenant's audit log through the ops verbs (as the
@@ -367,7 +367,7 @@ func auditOpsEnv(t *testing.T, seed int64) (*env, *AuditProjector, *OpsClient, v
 		t.Fatal(err)
 	}
 	c := serveOps(t, e, "acme", nil)
-	keysJSON, err := c.File(context.Background(), VerbAuditKeys, nil)
+	keysJSON, err := c.File(context.Background(), wire.VerbAuditKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestAuditOpsProveAndKeys(t *testing.T) {
 	evs := tenantEvents(t, e.store, "acme")
 	st := p.Status()
 	for _, i := range []int{0, 3, int(st.CheckpointSize) - 1} {
-		proof, err := c.File(ctx, VerbAuditProve, ProveRequest{EventID: evs[i].Envelope.EventID})
+		proof, err := c.File(ctx, wire.VerbAuditProve, wire.ProveRequest{EventID: evs[i].Envelope.EventID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,16 +401,16 @@ func TestAuditOpsProveAndKeys(t *testing.T) {
 	var oe *OpsError
 	var err error
 	if st.CheckpointSize < int64(len(evs)) {
-		_, err = c.File(ctx, VerbAuditProve, ProveRequest{EventID: evs[len(evs)-1].Envelope.EventID})
-		if !errors.As(err, &oe) || oe.Code != CodeNotCheckpointed {
+		_, err = c.File(ctx, wire.VerbAuditProve, wire.ProveRequest{EventID: evs[len(evs)-1].Envelope.EventID})
+		if !errors.As(err, &oe) || oe.Code != wire.CodeAuditNotCheckpointed {
 			t.Fatalf("uncheckpointed record: got %v", err)
 		}
 	}
-	_, err = c.File(ctx, VerbAuditProve, ProveRequest{EventID: nextID()})
-	if !errors.As(err, &oe) || oe.Code != CodeNotFound {
+	_, err = c.File(ctx, wire.VerbAuditProve, wire.ProveRequest{EventID: nextID()})
+	if !errors.As(err, &oe) || oe.Code != wire.CodeAuditNotFound {
 		t.Fatalf("unknown event: got %v", err)
 	}
-	_, err = c.Call(ctx, VerbAuditExport, map[string]any{"from": 0, "tenant": "globex"})
+	_, err = c.Call(ctx, wire.VerbAuditExport, map[string]any{"from": 0, "tenant": "globex"})
 	if !errors.As(err, &oe) || oe.Code != "request_malformed" {
 		t.Fatalf("a body naming a tenant must be refused, got %v", err)
 	}
@@ -435,7 +435,7 @@ func TestAuditOpsProveConsistency(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := c.File(ctx, VerbAuditProveConsistency, ConsistencyRequest{OldSize: cp.Size})
+		b, err := c.File(ctx, wire.VerbAuditProveConsistency, wire.ConsistencyRequest{OldSize: cp.Size})
 		if err != nil {
 			t.Fatalf("size %d: %v", cp.Size, err)
 		}
@@ -450,9 +450,9 @@ func TestAuditOpsProveConsistency(t *testing.T) {
 	var oe *OpsError
 	for _, c2 := range []struct {
 		size int64
-		code kernel.Code
-	}{{latest - 1, CodeNotFound}, {latest + 10, CodeNotCheckpointed}, {0, kernel.CodeRequestMalformed}, {-3, kernel.CodeRequestMalformed}} {
-		_, err := c.File(ctx, VerbAuditProveConsistency, ConsistencyRequest{OldSize: c2.size})
+		code wire.Code
+	}{{latest - 1, wire.CodeAuditNotFound}, {latest + 10, wire.CodeAuditNotCheckpointed}, {0, wire.CodeRequestMalformed}, {-3, wire.CodeRequestMalformed}} {
+		_, err := c.File(ctx, wire.VerbAuditProveConsistency, wire.ConsistencyRequest{OldSize: c2.size})
 		if !errors.As(err, &oe) || oe.Code != c2.code {
 			t.Fatalf("old size %d: got %v, want %s", c2.size, err, c2.code)
 		}
@@ -477,7 +477,7 @@ func TestAuditExportPaging(t *testing.T) {
 	var got [][]byte
 	pages := 0
 	for from := uint64(0); ; pages++ {
-		r := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":`+strconv.FormatUint(from, 10)+`,"limit":50}`))
+		r := ops.Handle(ctx, "acme", wire.VerbAuditExport, []byte(`{"from":`+strconv.FormatUint(from, 10)+`,"limit":50}`))
 		if !r.OK {
 			t.Fatalf("%s: %s", r.Code, r.Reason)
 		}
@@ -491,23 +491,23 @@ func TestAuditExportPaging(t *testing.T) {
 	if len(got) != len(want) || pages < 3 {
 		t.Fatalf("%d records in %d pages for %d events", len(got), pages, len(want))
 	}
-	mid := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":57,"limit":1}`))
+	mid := ops.Handle(ctx, "acme", wire.VerbAuditExport, []byte(`{"from":57,"limit":1}`))
 	if !mid.OK || len(mid.Items) != 1 || !bytes.Equal(mid.Items[0], got[57]) || mid.Next != 58 {
 		t.Fatalf("page from 57: %+v", mid)
 	}
-	end := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":`+strconv.Itoa(len(got))+`}`))
+	end := ops.Handle(ctx, "acme", wire.VerbAuditExport, []byte(`{"from":`+strconv.Itoa(len(got))+`}`))
 	if !end.OK || !end.Done || len(end.Items) != 0 {
 		t.Fatalf("page at the end: %+v", end)
 	}
-	if r := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":`+strconv.Itoa(len(got)+5)+`}`)); r.OK {
+	if r := ops.Handle(ctx, "acme", wire.VerbAuditExport, []byte(`{"from":`+strconv.Itoa(len(got)+5)+`}`)); r.OK {
 		t.Fatal("page beyond the end accepted")
 	}
-	if r := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"limit":100000}`)); r.OK {
+	if r := ops.Handle(ctx, "acme", wire.VerbAuditExport, []byte(`{"limit":100000}`)); r.OK {
 		t.Fatal("oversized limit accepted")
 	}
 	var lines int
 	for from := uint64(0); ; {
-		r := ops.Handle(ctx, "acme", VerbEventsExport, []byte(`{"from":`+strconv.FormatUint(from, 10)+`,"limit":7}`))
+		r := ops.Handle(ctx, "acme", wire.VerbEventsExport, []byte(`{"from":`+strconv.FormatUint(from, 10)+`,"limit":7}`))
 		if !r.OK {
 			t.Fatalf("%s: %s", r.Code, r.Reason)
 		}
@@ -563,7 +563,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 	cnc, _ := e.connect(t)
 	for _, tenant := range []string{"acme", "globex"} {
 		c := &OpsClient{NC: cnc, Tenant: tenant, Operator: "ops"}
-		keysJSON, err := c.File(context.Background(), VerbAuditKeys, nil)
+		keysJSON, err := c.File(context.Background(), wire.VerbAuditKeys, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -580,7 +580,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 		if err != nil || !res.OK() || res.Checkpoints == 0 || res.Records != int64(len(tenantEvents(t, e.store, tenant))) {
 			t.Fatalf("%s: %v %+v", tenant, err, res)
 		}
-		viewJSON, err := c.File(context.Background(), VerbExposureView, nil)
+		viewJSON, err := c.File(context.Background(), wire.VerbExposureView, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,25 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/contextos/ledger/audit"
 	"io"
 	"time"
 
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
-
-// OpsSubject is where an operator sends a verb:
-// "ctx.v1.<tenant>.ops.<verb>.<operator>" (the gateway's operator subject).
-func OpsSubject(tenant, verb, operator string) string {
-	return "ctx.v1." + tenant + ".ops." + verb + "." + operator
-}
 
 // OpsError is a refused ops reply.
 type OpsError struct {
 	Verb   string
-	Code   kernel.Code
+	Code   wire.Code
 	Reason string
 }
 
@@ -44,10 +38,10 @@ type OpsClient struct {
 }
 
 // Call sends one verb and returns its reply; a refusal is an *OpsError.
-func (c *OpsClient) Call(ctx context.Context, verb string, req any) (OpsReply, error) {
+func (c *OpsClient) Call(ctx context.Context, verb string, req any) (wire.OpReply, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return OpsReply{}, err
+		return wire.OpReply{}, err
 	}
 	t := c.Timeout
 	if t <= 0 {
@@ -55,16 +49,16 @@ func (c *OpsClient) Call(ctx context.Context, verb string, req any) (OpsReply, e
 	}
 	rctx, cancel := context.WithTimeout(ctx, t)
 	defer cancel()
-	m, err := c.NC.RequestWithContext(rctx, OpsSubject(c.Tenant, verb, c.Operator), body)
+	m, err := c.NC.RequestWithContext(rctx, wire.OpSubject(c.Tenant, verb, c.Operator), body)
 	if err != nil {
-		return OpsReply{}, fmt.Errorf("%s: %w (is contextosd running, and are you an operator of %s?)", verb, err, c.Tenant)
+		return wire.OpReply{}, fmt.Errorf("%s: %w (is contextosd running, and are you an operator of %s?)", verb, err, c.Tenant)
 	}
-	var r OpsReply
+	var r wire.OpReply
 	if err := json.Unmarshal(m.Data, &r); err != nil {
-		return OpsReply{}, fmt.Errorf("%s: bad reply: %w", verb, err)
+		return wire.OpReply{}, fmt.Errorf("%s: bad reply: %w", verb, err)
 	}
 	if !r.OK {
-		return OpsReply{}, &OpsError{Verb: verb, Code: r.Code, Reason: r.Reason}
+		return wire.OpReply{}, &OpsError{Verb: verb, Code: r.Code, Reason: r.Reason}
 	}
 	return r, nil
 }
@@ -72,7 +66,7 @@ func (c *OpsClient) Call(ctx context.Context, verb string, req any) (OpsReply, e
 func (c *OpsClient) pages(ctx context.Context, verb string, from uint64, fn func([]byte) error) (uint64, error) {
 	n := 0
 	for {
-		r, err := c.Call(ctx, verb, PageRequest{From: from, Limit: c.PageSize})
+		r, err := c.Call(ctx, verb, wire.ExportRequest{From: from, Limit: c.PageSize})
 		if err != nil {
 			return from, err
 		}
@@ -100,16 +94,16 @@ func (c *OpsClient) pages(ctx context.Context, verb string, from uint64, fn func
 // published meanwhile are left for the next export).
 func (c *OpsClient) ExportAudit(ctx context.Context) (verifier.Entries, error) {
 	e := verifier.Entries{Tenant: c.Tenant, Records: [][]byte{}, Checkpoints: [][]byte{}}
-	if _, err := c.pages(ctx, VerbAuditExport, 0, func(b []byte) error {
+	if _, err := c.pages(ctx, wire.VerbAuditExport, 0, func(b []byte) error {
 		e.Records = append(e.Records, b)
 		return nil
 	}); err != nil {
 		return verifier.Entries{}, err
 	}
-	if _, err := c.pages(ctx, VerbAuditCheckpoints, 0, func(b []byte) error {
+	if _, err := c.pages(ctx, wire.VerbAuditCheckpoints, 0, func(b []byte) error {
 		cp, err := audit.ReadCheckpoint(b)
 		if err != nil {
-			return fmt.Errorf("%s: %w", VerbAuditCheckpoints, err)
+			return fmt.Errorf("%s: %w", wire.VerbAuditCheckpoints, err)
 		}
 		if cp.Size <= int64(len(e.Records)) {
 			e.Checkpoints = append(e.Checkpoints, b)
@@ -125,7 +119,7 @@ func (c *OpsClient) ExportAudit(ctx context.Context) (verifier.Entries, error) {
 // sequence from (0 = the start). It returns the number of lines and the
 // sequence to continue from later.
 func (c *OpsClient) ExportEvents(ctx context.Context, w io.Writer, from uint64) (lines int, next uint64, err error) {
-	next, err = c.pages(ctx, VerbEventsExport, from, func(b []byte) error {
+	next, err = c.pages(ctx, wire.VerbEventsExport, from, func(b []byte) error {
 		lines++
 		if _, err := w.Write(b); err != nil {
 			return err

@@ -7,9 +7,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/audit"
 	"os"
 	"path/filepath"
+
+	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/wire"
 
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/projections"
@@ -186,7 +188,7 @@ export is complete: every record it holds is committed to by a signed checkpoint
 		}
 		defer done()
 		ctx := context.Background()
-		keysJSON, err := oc.File(ctx, projections.VerbAuditKeys, nil)
+		keysJSON, err := oc.File(ctx, wire.VerbAuditKeys, nil)
 		if err != nil {
 			return auditOpsError(err)
 		}
@@ -494,7 +496,7 @@ checkpoint covers), or offline from --entries and --keys. Check it with
 			return usageError("--event: %v", err)
 		}
 		var p verifier.Proof
-		if err := auditFetch(c, projections.VerbAuditProve, projections.ProveRequest{EventID: eventID}, "proof", out, func(b []byte) (err error) {
+		if err := auditFetch(c, wire.VerbAuditProve, wire.ProveRequest{EventID: eventID}, "proof", out, func(b []byte) (err error) {
 			p, err = verifier.ParseProof(b)
 			return err
 		}); err != nil {
@@ -533,7 +535,7 @@ func auditProveAttempt(c *connFlags, attemptID, out, entriesPath, keysPath strin
 		}
 		defer done()
 		ctx := context.Background()
-		if keysJSON, err = oc.File(ctx, projections.VerbAuditKeys, nil); err != nil {
+		if keysJSON, err = oc.File(ctx, wire.VerbAuditKeys, nil); err != nil {
 			return auditOpsError(err)
 		}
 		if entries, err = oc.ExportAudit(ctx); err != nil {
@@ -694,7 +696,7 @@ offline and reports any difference.`,
 			return usageError("--out is required")
 		}
 		var v verifier.View
-		if err := auditFetch(c, projections.VerbExposureView, nil, "view", out, func(b []byte) (err error) {
+		if err := auditFetch(c, wire.VerbExposureView, nil, "view", out, func(b []byte) (err error) {
 			v, err = verifier.ParseView(b)
 			return err
 		}); err != nil {
@@ -733,7 +735,7 @@ from an export, offline.`,
 		}
 		var proof verifier.Consistency
 		if entriesPath == "" {
-			if err := auditFetch(c, projections.VerbAuditProveConsistency, projections.ConsistencyRequest{OldSize: oldSize}, "consistency proof", out,
+			if err := auditFetch(c, wire.VerbAuditProveConsistency, wire.ConsistencyRequest{OldSize: oldSize}, "consistency proof", out,
 				func(b []byte) (err error) {
 					proof, err = verifier.ParseConsistency(b)
 					return err

@@ -18,6 +18,7 @@ import (
 	"github.com/contextos/ledger/internal/mcpprovider"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/mcpgw"
+	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -106,7 +107,7 @@ func TestMCPStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(res.StructuredContent)
-	var r gateway.Reply
+	var r wire.Reply
 	_ = json.Unmarshal(b, &r)
 	if res.IsError || r.Status != "applied" || r.Available == nil || *r.Available != 20000 {
 		t.Fatalf("bridged call: %s", b)

@@ -25,10 +25,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/mcpprovider"
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/mcpgw"
+	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -137,10 +136,10 @@ func (d *demo) run() error {
 	for _, name := range []string{"agent_email", "agent_chat"} {
 		r := results[name]
 		fmt.Printf("   %-12s %s\n", name, r)
-		if !r.isError && r.reply.Status == kernel.StatusApplied {
+		if !r.isError && r.reply.Status == wire.StatusApplied {
 			applied++
 		}
-		if r.isError && strings.HasPrefix(r.text, string(kernel.CodeExceeded)+":") {
+		if r.isError && strings.HasPrefix(r.text, string(wire.CodeExceeded)+":") {
 			exceeded++
 		}
 	}
@@ -154,7 +153,7 @@ func (d *demo) run() error {
 	defer phone.Close()
 	r3 := call(phone, "run_agent_phone", "refund-ord_881-partial", "ord_881", 15000)
 	fmt.Printf("   %-12s %s\n", "agent_phone", r3)
-	d.check(r3.reply.Status == kernel.StatusPending, "the result is pending, attempt %s, INR 150 held", r3.reply.AttemptID)
+	d.check(r3.reply.Status == wire.StatusPending, "the result is pending, attempt %s, INR 150 held", r3.reply.AttemptID)
 	d.checkExposure(80000, 15000, 5000)
 	d.provider.Settle(r3.reply.AttemptID, "succeeded")
 	fmt.Println("   (the provider has now completed the INR 150 refund)")
@@ -166,7 +165,7 @@ func (d *demo) run() error {
 	d.provider.Script(mcpprovider.Break)
 	r4 := call(phone, "run_agent_phone", "refund-ord_881-late", "ord_881", 4000)
 	fmt.Printf("   %-12s %s\n", "agent_phone", r4)
-	d.check(r4.reply.Status == kernel.StatusUnknown, "the outcome is unknown and the INR 40 stay held")
+	d.check(r4.reply.Status == wire.StatusUnknown, "the outcome is unknown and the INR 40 stay held")
 	d.checkExposure(95000, 4000, 1000)
 	fmt.Println("   $ ctx reconcile --all   (asks the provider's get_refund tool by the attempt id)")
 	d.ctx("reconcile", "--all")
@@ -186,7 +185,7 @@ func (d *demo) run() error {
 type result struct {
 	isError bool
 	text    string
-	reply   gateway.Reply
+	reply   wire.Reply
 }
 
 func (r result) String() string {
@@ -232,7 +231,7 @@ func (d *demo) session(agent string) *mcp.ClientSession {
 
 func (d *demo) checkExposure(committed, held, available int64) {
 	out, err := d.ctxOut("exposure", "--resource", "ord_881", "--json")
-	var rows []gateway.ExposureRow
+	var rows []wire.ExposureRow
 	if err == nil {
 		err = json.Unmarshal(out, &rows)
 	}

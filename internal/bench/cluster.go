@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -124,8 +125,8 @@ func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
 		p := fmt.Sprintf("agent_%02d", a)
 		// Each agent starts on another server, as clients of a cluster do.
 		order := append(append([]string{}, urls[a%3:]...), urls[:a%3]...)
-		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(gateway.UserName(Tenant, p), fmt.Sprintf("secret-%02d", a)),
-			nats.CustomInboxPrefix(gateway.InboxPrefix(Tenant, p)))
+		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(wire.UserName(Tenant, p), fmt.Sprintf("secret-%02d", a)),
+			nats.CustomInboxPrefix(wire.InboxPrefix(Tenant, p)))
 		if err != nil {
 			return nil, err
 		}

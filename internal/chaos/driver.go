@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/lincheck"
 	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -102,8 +103,8 @@ type Client struct {
 
 // Connect connects as a principal of the driver's tenant.
 func (d *Driver) Connect(principal, password string) (*Client, error) {
-	nc, err := nats.Connect(d.URL, nats.UserInfo(gateway.UserName(d.Tenant, principal), password),
-		nats.CustomInboxPrefix(gateway.InboxPrefix(d.Tenant, principal)), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc, err := nats.Connect(d.URL, nats.UserInfo(wire.UserName(d.Tenant, principal), password),
+		nats.CustomInboxPrefix(wire.InboxPrefix(d.Tenant, principal)), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", principal, err)
 	}
@@ -124,13 +125,13 @@ func (c *Client) NewProposal(runID, key, resource string, amount int64) *Proposa
 
 // Propose sends p (again) and records it: a reservation and, unless
 // refused, a settlement, both over the call's window.
-func (c *Client) Propose(p *Proposal, timeout time.Duration) (gateway.Reply, error) {
+func (c *Client) Propose(p *Proposal, timeout time.Duration) (wire.Reply, error) {
 	body, _ := json.Marshal(map[string]any{"run_id": p.RunID, "operation_key": p.OperationKey, "capability_id": Capability,
 		"arguments": map[string]any{"order_id": p.Resource, "amount_minor": p.Amount, "currency": "INR"}})
 	in := lincheck.Input{Resource: p.Resource, Limit: c.d.Limit, Key: p.Key(), Amount: p.Amount}
 	call := c.d.H.Now()
-	msg, err := c.nc.Request(gateway.ProposeSubject(c.d.Tenant, c.principal), body, timeout)
-	var r gateway.Reply
+	msg, err := c.nc.Request(wire.ProposeSubject(c.d.Tenant, c.principal), body, timeout)
+	var r wire.Reply
 	if errors.Is(err, nats.ErrNoResponders) {
 		// The server delivered the request to nobody: nothing happened.
 		c.d.count("no responders")
@@ -169,7 +170,7 @@ func (c *Client) Propose(p *Proposal, timeout time.Duration) (gateway.Reply, err
 	return r, nil
 }
 
-func outputOf(r gateway.Reply) lincheck.Output {
+func outputOf(r wire.Reply) lincheck.Output {
 	out := lincheck.Output{Status: string(r.Status), Code: string(r.Code)}
 	if r.Committed != nil && r.Held != nil && r.Limit != nil {
 		out.HasBalance, out.Limit, out.Committed, out.Held = true, *r.Limit, *r.Committed, *r.Held
@@ -191,10 +192,10 @@ func (c *Client) record(call int64, in lincheck.Input, out lincheck.Output, sett
 }
 
 // op sends an operator verb.
-func (c *Client) op(verb string, req gateway.OpRequest, timeout time.Duration) (gateway.OpReply, error) {
+func (c *Client) op(verb string, req wire.OpRequest, timeout time.Duration) (wire.OpReply, error) {
 	b, _ := json.Marshal(req)
-	msg, err := c.nc.Request(gateway.OpSubject(c.d.Tenant, verb, c.principal), b, timeout)
-	var r gateway.OpReply
+	msg, err := c.nc.Request(wire.OpSubject(c.d.Tenant, verb, c.principal), b, timeout)
+	var r wire.OpReply
 	if err == nil {
 		err = json.Unmarshal(msg.Data, &r)
 	}
@@ -205,7 +206,7 @@ func (c *Client) op(verb string, req gateway.OpRequest, timeout time.Duration) (
 func (c *Client) Read(resource string, timeout time.Duration) (lincheck.Output, error) {
 	in := lincheck.Input{Kind: lincheck.KindRead, Resource: resource, Limit: c.d.Limit}
 	call := c.d.H.Now()
-	r, err := c.op("exposure", gateway.OpRequest{GuaranteeID: c.d.GuaranteeID, Resource: resource}, timeout)
+	r, err := c.op("exposure", wire.OpRequest{GuaranteeID: c.d.GuaranteeID, Resource: resource}, timeout)
 	if err != nil || !r.OK {
 		c.d.count("read-failed")
 		if err == nil {
@@ -224,8 +225,8 @@ func (c *Client) Read(resource string, timeout time.Duration) (lincheck.Output, 
 }
 
 // Attempts lists the open attempts (not recorded: it reads no balance).
-func (c *Client) Attempts(timeout time.Duration) ([]gateway.AttemptRow, error) {
-	r, err := c.op("attempts", gateway.OpRequest{}, timeout)
+func (c *Client) Attempts(timeout time.Duration) ([]wire.AttemptRow, error) {
+	r, err := c.op("attempts", wire.OpRequest{}, timeout)
 	if err == nil && !r.OK {
 		err = fmt.Errorf("attempts: %s %s", r.Code, r.Reason)
 	}
@@ -247,9 +248,9 @@ func (c *Client) attemptInput(kind lincheck.Kind, attemptID string) lincheck.Inp
 
 // Reconcile reconciles one attempt (or all with attemptID "") and records
 // one operation per settled row.
-func (c *Client) Reconcile(attemptID string, timeout time.Duration) ([]gateway.SettleRow, error) {
+func (c *Client) Reconcile(attemptID string, timeout time.Duration) ([]wire.SettleRow, error) {
 	call := c.d.H.Now()
-	req := gateway.OpRequest{AttemptID: attemptID, All: attemptID == ""}
+	req := wire.OpRequest{AttemptID: attemptID, All: attemptID == ""}
 	r, err := c.op("reconcile", req, timeout)
 	if err != nil {
 		if attemptID != "" {
@@ -269,16 +270,16 @@ func (c *Client) Reconcile(attemptID string, timeout time.Duration) ([]gateway.S
 }
 
 // CloseAttempt closes an unstarted attempt and records it.
-func (c *Client) CloseAttempt(attemptID string, timeout time.Duration) (gateway.OpReply, error) {
-	return c.attemptOp(lincheck.KindClose, "close-attempt", gateway.OpRequest{AttemptID: attemptID}, timeout)
+func (c *Client) CloseAttempt(attemptID string, timeout time.Duration) (wire.OpReply, error) {
+	return c.attemptOp(lincheck.KindClose, "close-attempt", wire.OpRequest{AttemptID: attemptID}, timeout)
 }
 
 // Assert asserts an attempt's absence with an artifact and records it.
-func (c *Client) Assert(attemptID, artifact string, timeout time.Duration) (gateway.OpReply, error) {
-	return c.attemptOp(lincheck.KindAssert, "assert-absence", gateway.OpRequest{AttemptID: attemptID, ArtifactRef: artifact}, timeout)
+func (c *Client) Assert(attemptID, artifact string, timeout time.Duration) (wire.OpReply, error) {
+	return c.attemptOp(lincheck.KindAssert, "assert-absence", wire.OpRequest{AttemptID: attemptID, ArtifactRef: artifact}, timeout)
 }
 
-func (c *Client) attemptOp(kind lincheck.Kind, verb string, req gateway.OpRequest, timeout time.Duration) (gateway.OpReply, error) {
+func (c *Client) attemptOp(kind lincheck.Kind, verb string, req wire.OpRequest, timeout time.Duration) (wire.OpReply, error) {
 	call := c.d.H.Now()
 	r, err := c.op(verb, req, timeout)
 	out := lincheck.Output{Unknown: err != nil, OK: r.OK, Code: string(r.Code)}
@@ -431,7 +432,7 @@ func (d *Driver) Finalize(ctx context.Context, op *Client, prov *provider.Server
 					continue
 				}
 				s := settled[0]
-				if s.Outcome.Definitive() || s.Code != "" {
+				if kernel.Outcome(s.Outcome).Definitive() || s.Code != "" {
 					continue
 				}
 				if _, seen := refunds[row.AttemptID]; seen {

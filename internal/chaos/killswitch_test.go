@@ -16,10 +16,9 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -117,7 +116,7 @@ func TestKillSwitchOnACutReplica(t *testing.T) {
 	}
 	defer op.Close()
 	// B alone serves the warm-up: it decides once with the switch released.
-	if rep, err := agent.Propose(agent.NewProposal("run_ks", "warm", "ord_warm", 100), 10*time.Second); err != nil || rep.Status != kernel.StatusApplied {
+	if rep, err := agent.Propose(agent.NewProposal("run_ks", "warm", "ord_warm", 100), 10*time.Second); err != nil || rep.Status != wire.StatusApplied {
 		t.Fatalf("warm-up through B: %+v %v", rep, err)
 	}
 	if err := a.Start(); err != nil {
@@ -129,7 +128,7 @@ func TestKillSwitchOnACutReplica(t *testing.T) {
 	// is lost with that connection; the engage is idempotent, so it is
 	// sent again until A answers it.
 	testenv.Eventually(t, func() bool {
-		rep, err := op.op("kill-switch", gateway.OpRequest{Engaged: &engaged, Reason: "incident drill"}, 3*time.Second)
+		rep, err := op.op("kill-switch", wire.OpRequest{Engaged: &engaged, Reason: "incident drill"}, 3*time.Second)
 		return err == nil && rep.OK
 	}, 30*time.Second, "the engage through A")
 	if err := a.Signal(syscall.SIGKILL); err != nil {
@@ -159,7 +158,7 @@ func TestKillSwitchOnACutReplica(t *testing.T) {
 			continue
 		}
 		answered++
-		if err != nil || rep.Status != kernel.StatusRefused || rep.Code != kernel.CodeKillSwitchEngaged {
+		if err != nil || rep.Status != wire.StatusRefused || rep.Code != wire.CodeKillSwitchEngaged {
 			t.Errorf("proposal %d through B: %+v %v", i, rep, err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // fakeClock is the gateway's clock in these tests: decision times (approval
@@ -85,22 +86,22 @@ func (e *env) replica(clock aggregates.Clock, executor string) *gateway.Gateway 
 }
 
 // opAny sends an operator verb with any body as acme's ops_alice.
-func (e *env) opAny(verb string, body any) gateway.OpReply {
+func (e *env) opAny(verb string, body any) wire.OpReply {
 	e.t.Helper()
 	nc := e.client("acme", "ops_alice")
 	b, _ := json.Marshal(body)
-	msg, err := nc.Request(gateway.OpSubject("acme", verb, "ops_alice"), b, 10*time.Second)
+	msg, err := nc.Request(wire.OpSubject("acme", verb, "ops_alice"), b, 10*time.Second)
 	if err != nil {
 		e.t.Fatalf("op %s: %v", verb, err)
 	}
-	var r gateway.OpReply
+	var r wire.OpReply
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
 		e.t.Fatal(err)
 	}
 	return r
 }
 
-func (e *env) mustOp(verb string, body any) gateway.OpReply {
+func (e *env) mustOp(verb string, body any) wire.OpReply {
 	e.t.Helper()
 	r := e.opAny(verb, body)
 	if !r.OK {
@@ -111,7 +112,7 @@ func (e *env) mustOp(verb string, body any) gateway.OpReply {
 
 func (e *env) admit(run, principal string, calls, amount int64) {
 	e.t.Helper()
-	e.mustOp("admit-run", gateway.AdmitRunRequest{RunID: run, Principal: principal, Calls: calls, Amount: amount})
+	e.mustOp("admit-run", wire.AdmitRunRequest{RunID: run, Principal: principal, Calls: calls, Amount: amount})
 }
 
 // signed reads a subject and verifies every event's signature against the
@@ -155,26 +156,26 @@ func (e *env) decision(tenant, run, key string) kernel.DecisionRecorded {
 }
 
 // exposure returns acme's balances by resource.
-func (e *env) exposure() map[string]kernel.Balance {
+func (e *env) exposure() map[string]wire.Balance {
 	e.t.Helper()
-	out := map[string]kernel.Balance{}
-	for _, r := range e.op("exposure", gateway.OpRequest{}).Exposure {
+	out := map[string]wire.Balance{}
+	for _, r := range e.op("exposure", wire.OpRequest{}).Exposure {
 		out[r.Resource] = r.Balance
 	}
 	return out
 }
 
-func wantRefused(t *testing.T, what string, r gateway.Reply, code kernel.Code) {
+func wantRefused(t *testing.T, what string, r wire.Reply, code wire.Code) {
 	t.Helper()
-	if r.Status != kernel.StatusRefused || r.Code != code || r.Reason == "" {
+	if r.Status != wire.StatusRefused || r.Code != code || r.Reason == "" {
 		b, _ := json.Marshal(r)
 		t.Fatalf("%s: %s, want refused %s with a reason", what, b, code)
 	}
 }
 
-func wantApplied(t *testing.T, what string, r gateway.Reply) {
+func wantApplied(t *testing.T, what string, r wire.Reply) {
 	t.Helper()
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		b, _ := json.Marshal(r)
 		t.Fatalf("%s: %s, want applied", what, b)
 	}
@@ -204,20 +205,20 @@ func TestAuthzAuthority(t *testing.T) {
 		t.Fatalf("authority control %q", rec.Controls.Authority)
 	}
 
-	e.mustOp("revoke", gateway.GrantRequest{Principal: "agent_chat", CapabilityID: capRefund, Reason: "incident 7"})
+	e.mustOp("revoke", wire.GrantRequest{Principal: "agent_chat", CapabilityID: capRefund, Reason: "incident 7"})
 	r := e.propose(chat, "acme", "agent_chat", refund("run_a", "k2", "ord_1", 1000))
-	wantRefused(t, "after revoke", r, kernel.CodeAuthorityDenied)
-	if rec := e.decision("acme", "run_a", "k2"); rec.Status != kernel.StatusRefused || rec.Code != kernel.CodeAuthorityDenied {
+	wantRefused(t, "after revoke", r, wire.CodeAuthorityDenied)
+	if rec := e.decision("acme", "run_a", "k2"); rec.Status != wire.StatusRefused || rec.Code != wire.CodeAuthorityDenied {
 		t.Fatalf("refusal record %+v", rec)
 	}
-	if b := e.exposure()["ord_1"]; b != (kernel.Balance{Limit: 100000, Committed: 1000, Available: 99000}) || e.prov.Stats().Calls != 1 {
+	if b := e.exposure()["ord_1"]; b != (wire.Balance{Limit: 100000, Committed: 1000, Available: 99000}) || e.prov.Stats().Calls != 1 {
 		t.Fatalf("a revoked proposal changed something: %+v, %d calls", b, e.prov.Stats().Calls)
 	}
 	// The revocation is per principal: another agent keeps the grant.
 	e.admit("run_e", "agent_email", 10, 100000)
 	wantApplied(t, "other principal", e.propose(e.client("acme", "agent_email"), "acme", "agent_email", refund("run_e", "k1", "ord_2", 1000)))
 
-	e.mustOp("grant", gateway.GrantRequest{Principal: "agent_chat", CapabilityID: capRefund})
+	e.mustOp("grant", wire.GrantRequest{Principal: "agent_chat", CapabilityID: capRefund})
 	wantApplied(t, "after grant", e.propose(chat, "acme", "agent_chat", refund("run_a", "k3", "ord_1", 1000)))
 	if rec := e.decision("acme", "run_a", "k3"); rec.Controls.Authority != "grant:agent_chat:"+capRefund+":operator:ops_alice" {
 		t.Fatalf("authority control %q", rec.Controls.Authority)
@@ -225,21 +226,21 @@ func TestAuthzAuthority(t *testing.T) {
 
 	// A grant beyond the configuration.
 	lookup := map[string]any{"run_id": "run_a", "operation_key": "l1", "capability_id": "crm.lookup", "arguments": map[string]any{"q": "ord_1"}}
-	wantRefused(t, "unconfigured", e.propose(chat, "acme", "agent_chat", lookup), kernel.CodeAuthorityDenied)
-	e.mustOp("grant", gateway.GrantRequest{Principal: "agent_chat", CapabilityID: "crm.lookup"})
+	wantRefused(t, "unconfigured", e.propose(chat, "acme", "agent_chat", lookup), wire.CodeAuthorityDenied)
+	e.mustOp("grant", wire.GrantRequest{Principal: "agent_chat", CapabilityID: "crm.lookup"})
 	lookup["operation_key"] = "l2"
 	wantApplied(t, "granted lookup", e.propose(chat, "acme", "agent_chat", lookup))
 
-	if r := e.opAny("grant", gateway.GrantRequest{Principal: "agent_ghost", CapabilityID: capRefund}); r.OK || r.Code != kernel.CodeRequestMalformed {
+	if r := e.opAny("grant", wire.GrantRequest{Principal: "agent_ghost", CapabilityID: capRefund}); r.OK || r.Code != wire.CodeRequestMalformed {
 		t.Fatalf("grant to a non-agent: %+v", r)
 	}
-	if r := e.opAny("revoke", gateway.GrantRequest{Principal: "agent_chat", CapabilityID: "adp_payments.wire_money"}); r.OK || r.Code != kernel.CodeCapabilityNotSurfaced {
+	if r := e.opAny("revoke", wire.GrantRequest{Principal: "agent_chat", CapabilityID: "adp_payments.wire_money"}); r.OK || r.Code != wire.CodeCapabilityNotSurfaced {
 		t.Fatalf("revoke of an unknown capability: %+v", r)
 	}
 	// Agents cannot reach the operator verbs at all.
 	nc, errs := e.deniedConn("acme", "agent_chat")
-	b, _ := json.Marshal(gateway.GrantRequest{Principal: "agent_chat", CapabilityID: capRefundHigh})
-	if _, err := nc.Request(gateway.OpSubject("acme", "grant", "agent_chat"), b, 300*time.Millisecond); err == nil {
+	b, _ := json.Marshal(wire.GrantRequest{Principal: "agent_chat", CapabilityID: capRefundHigh})
+	if _, err := nc.Request(wire.OpSubject("acme", "grant", "agent_chat"), b, 300*time.Millisecond); err == nil {
 		t.Fatal("an agent's grant was answered")
 	}
 	select {
@@ -260,15 +261,15 @@ func TestAuthzAuthorityFromAnotherReplica(t *testing.T) {
 	e, clock := authzEnv(t, "authz.toml")
 	other := e.replica(clock, "test-2")
 	e.admit("run_a", "agent_chat", 10, 100000)
-	propose := func(key string) gateway.Reply {
+	propose := func(key string) wire.Reply {
 		b, _ := json.Marshal(refund("run_a", key, "ord_1", 1000))
 		return other.Propose(context.Background(), "acme", "agent_chat", b)
 	}
 	wantApplied(t, "configured grant", propose("k1"))
 	for i := range 3 {
-		e.mustOp("revoke", gateway.GrantRequest{Principal: "agent_chat", CapabilityID: capRefund})
-		wantRefused(t, "after revoke", propose(fmt.Sprintf("r%d", i)), kernel.CodeAuthorityDenied)
-		e.mustOp("grant", gateway.GrantRequest{Principal: "agent_chat", CapabilityID: capRefund})
+		e.mustOp("revoke", wire.GrantRequest{Principal: "agent_chat", CapabilityID: capRefund})
+		wantRefused(t, "after revoke", propose(fmt.Sprintf("r%d", i)), wire.CodeAuthorityDenied)
+		e.mustOp("grant", wire.GrantRequest{Principal: "agent_chat", CapabilityID: capRefund})
 		wantApplied(t, "after grant", propose(fmt.Sprintf("g%d", i)))
 		if rec := e.decision("acme", "run_a", fmt.Sprintf("g%d", i)); rec.Controls.Authority != "grant:agent_chat:"+capRefund+":operator:ops_alice" {
 			t.Fatalf("authority control %q", rec.Controls.Authority)
@@ -289,7 +290,7 @@ func TestAuthzPolicy(t *testing.T) {
 	usd["arguments"].(map[string]any)["currency"] = "USD"
 	badID := refund("run_p", "id", "ORD-1", 100)
 	for name, p := range map[string]map[string]any{"over max_amount": over, "currency": usd, "id pattern": badID} {
-		wantRefused(t, name, e.propose(nc, "acme", "agent_email", p), kernel.CodePolicyDenied)
+		wantRefused(t, name, e.propose(nc, "acme", "agent_email", p), wire.CodePolicyDenied)
 	}
 	if len(e.exposure()) != 0 || e.prov.Stats().Calls != 0 {
 		t.Fatalf("policy refusals changed something: %+v", e.exposure())
@@ -333,12 +334,12 @@ func TestAuthzApproval(t *testing.T) {
 		return p
 	}
 	approve := func(digest, risk, ttl string) string {
-		r := e.mustOp("approve", gateway.ApproveRequest{ActionDigest: digest, Risk: risk, ExpiresIn: ttl})
+		r := e.mustOp("approve", wire.ApproveRequest{ActionDigest: digest, Risk: risk, ExpiresIn: ttl})
 		return r.Data["approval_id"].(string)
 	}
 
 	first := e.propose(nc, "acme", "agent_email", high("h0", "ord_h", 50000, ""))
-	wantRefused(t, "no approval", first, kernel.CodeApprovalRequired)
+	wantRefused(t, "no approval", first, wire.CodeApprovalRequired)
 	if len(first.ActionDigest) != 64 || !strings.Contains(first.Reason, first.ActionDigest) {
 		t.Fatalf("approval_required must carry the action digest: %+v", first)
 	}
@@ -351,7 +352,7 @@ func TestAuthzApproval(t *testing.T) {
 	if rec := e.decision("acme", "run_h", "h1"); rec.Controls.ApprovalID != a1 || rec.Controls.Risk != "high" {
 		t.Fatalf("controls %+v", rec.Controls)
 	}
-	wantRefused(t, "second use", e.propose(nc, "acme", "agent_email", high("h2", "ord_h", 50000, a1)), kernel.CodeApprovalRedeemed)
+	wantRefused(t, "second use", e.propose(nc, "acme", "agent_email", high("h2", "ord_h", 50000, a1)), wire.CodeApprovalRedeemed)
 
 	a2 := approve(first.ActionDigest, "high", "10m")
 	nested := high("h4", "ord_h", 50000, a2)
@@ -361,41 +362,41 @@ func TestAuthzApproval(t *testing.T) {
 		"destination": high("h5", "ord_j", 50000, a2),
 		"nested":      nested,
 	} {
-		wantRefused(t, name, e.propose(nc, "acme", "agent_email", p), kernel.CodeApprovalMismatch)
+		wantRefused(t, name, e.propose(nc, "acme", "agent_email", p), wire.CodeApprovalMismatch)
 	}
 	a3 := approve(first.ActionDigest, "medium", "10m")
-	wantRefused(t, "risk", e.propose(nc, "acme", "agent_email", high("h6", "ord_h", 50000, a3)), kernel.CodeApprovalMismatch)
+	wantRefused(t, "risk", e.propose(nc, "acme", "agent_email", high("h6", "ord_h", 50000, a3)), wire.CodeApprovalMismatch)
 	// a2 is still unused: mismatches consume nothing.
 	wantApplied(t, "a2 after mismatches", e.propose(nc, "acme", "agent_email", high("h7", "ord_h", 50000, a2)))
 
 	exp := e.propose(nc, "acme", "agent_email", high("e0", "ord_e", 1000, ""))
 	a4 := approve(exp.ActionDigest, "high", "1m")
 	clock.Advance(61 * time.Second)
-	wantRefused(t, "expired", e.propose(nc, "acme", "agent_email", high("e1", "ord_e", 1000, a4)), kernel.CodeApprovalExpired)
+	wantRefused(t, "expired", e.propose(nc, "acme", "agent_email", high("e1", "ord_e", 1000, a4)), wire.CodeApprovalExpired)
 
 	// Capacity: 60000 held pending on ord_x, then an approved 50000.
 	e.prov.Script(provider.Pending)
 	pend := e.propose(nc, "acme", "agent_email", refund("run_h", "x0", "ord_x", 60000))
-	if pend.Status != kernel.StatusPending {
+	if pend.Status != wire.StatusPending {
 		t.Fatalf("pending: %+v", pend)
 	}
 	x1 := e.propose(nc, "acme", "agent_email", high("x1", "ord_x", 50000, ""))
 	a5 := approve(x1.ActionDigest, "high", "1h")
-	wantRefused(t, "approved but exceeded", e.propose(nc, "acme", "agent_email", high("x2", "ord_x", 50000, a5)), kernel.CodeExceeded)
+	wantRefused(t, "approved but exceeded", e.propose(nc, "acme", "agent_email", high("x2", "ord_x", 50000, a5)), wire.CodeExceeded)
 	ref, _ := gateway.ApprovalRef("acme", a5)
 	st, _, err := e.rt.Gateway.Engine().Load(context.Background(), ref)
 	if err != nil || st.(*kernel.Approval).RedeemedBy != "" {
 		t.Fatalf("an approval was consumed by a refused proposal: %+v %v", st, err)
 	}
 	e.prov.Settle(pend.AttemptID, "failed")
-	if rec := e.op("reconcile", gateway.OpRequest{AttemptID: pend.AttemptID}); len(rec.Settled) != 1 || rec.Settled[0].Outcome != kernel.OutcomeNotApplied {
+	if rec := e.op("reconcile", wire.OpRequest{AttemptID: pend.AttemptID}); len(rec.Settled) != 1 || rec.Settled[0].Outcome != wire.OutcomeNotApplied {
 		t.Fatalf("reconcile: %+v", rec)
 	}
 	wantApplied(t, "the same approval once capacity is back", e.propose(nc, "acme", "agent_email", high("x3", "ord_x", 50000, a5)))
-	if b := e.exposure()["ord_x"]; b != (kernel.Balance{Limit: 100000, Committed: 50000, Available: 50000}) {
+	if b := e.exposure()["ord_x"]; b != (wire.Balance{Limit: 100000, Committed: 50000, Available: 50000}) {
 		t.Fatalf("ord_x %+v", b)
 	}
-	if b := e.exposure()["ord_h"]; b != (kernel.Balance{Limit: 100000, Committed: 100000}) {
+	if b := e.exposure()["ord_h"]; b != (wire.Balance{Limit: 100000, Committed: 100000}) {
 		t.Fatalf("ord_h %+v", b)
 	}
 }
@@ -411,8 +412,8 @@ func TestAuthzApprovalRace(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		order := fmt.Sprintf("ord_r%d", round)
 		probe := e.propose(nc, "acme", "agent_email", refundTo(capRefundHigh, "run_r", order+"-probe", order, 30000))
-		id := e.mustOp("approve", gateway.ApproveRequest{ActionDigest: probe.ActionDigest, Risk: "high", ExpiresIn: "10m"}).Data["approval_id"].(string)
-		replies := make([]gateway.Reply, 2)
+		id := e.mustOp("approve", wire.ApproveRequest{ActionDigest: probe.ActionDigest, Risk: "high", ExpiresIn: "10m"}).Data["approval_id"].(string)
+		replies := make([]wire.Reply, 2)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i := 0; i < 2; i++ {
@@ -432,15 +433,15 @@ func TestAuthzApprovalRace(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		got := map[kernel.Code]int{}
+		got := map[wire.Code]int{}
 		for _, r := range replies {
-			if r.Status == kernel.StatusApplied {
+			if r.Status == wire.StatusApplied {
 				got["applied"]++
 			} else {
 				got[r.Code]++
 			}
 		}
-		if got["applied"] != 1 || got[kernel.CodeApprovalRedeemed] != 1 {
+		if got["applied"] != 1 || got[wire.CodeApprovalRedeemed] != 1 {
 			t.Fatalf("round %d: %v (%+v)", round, got, replies)
 		}
 		if b := e.exposure()[order]; b.Committed != 30000 || b.Held != 0 {
@@ -460,24 +461,24 @@ func TestAuthzApprovalRace(t *testing.T) {
 func TestAuthzRunBudget(t *testing.T) {
 	e, _ := authzEnv(t, "authz.toml")
 	nc := e.client("acme", "agent_email")
-	wantRefused(t, "never admitted", e.propose(nc, "acme", "agent_email", refund("run_none", "k", "ord_b", 100)), kernel.CodeRunBudgetExhausted)
+	wantRefused(t, "never admitted", e.propose(nc, "acme", "agent_email", refund("run_none", "k", "ord_b", 100)), wire.CodeRunBudgetExhausted)
 	e.admit("run_b", "agent_email", 2, 1500)
 	wantApplied(t, "1000 of 1500", e.propose(nc, "acme", "agent_email", refund("run_b", "k1", "ord_b", 1000)))
-	wantRefused(t, "600 of 500 left", e.propose(nc, "acme", "agent_email", refund("run_b", "k2", "ord_b", 600)), kernel.CodeRunBudgetExhausted)
-	wantRefused(t, "another principal's run", e.propose(e.client("acme", "agent_chat"), "acme", "agent_chat", refund("run_b", "c1", "ord_b", 1)), kernel.CodeAuthorityDenied)
+	wantRefused(t, "600 of 500 left", e.propose(nc, "acme", "agent_email", refund("run_b", "k2", "ord_b", 600)), wire.CodeRunBudgetExhausted)
+	wantRefused(t, "another principal's run", e.propose(e.client("acme", "agent_chat"), "acme", "agent_chat", refund("run_b", "c1", "ord_b", 1)), wire.CodeAuthorityDenied)
 	wantApplied(t, "400 of 500 left", e.propose(nc, "acme", "agent_email", refund("run_b", "k3", "ord_b", 400)))
-	wantRefused(t, "third call", e.propose(nc, "acme", "agent_email", refund("run_b", "k4", "ord_b", 1)), kernel.CodeRunBudgetExhausted)
-	if b := e.exposure()["ord_b"]; b != (kernel.Balance{Limit: 100000, Committed: 1400, Available: 98600}) || e.prov.Stats().Calls != 2 {
+	wantRefused(t, "third call", e.propose(nc, "acme", "agent_email", refund("run_b", "k4", "ord_b", 1)), wire.CodeRunBudgetExhausted)
+	if b := e.exposure()["ord_b"]; b != (wire.Balance{Limit: 100000, Committed: 1400, Available: 98600}) || e.prov.Stats().Calls != 2 {
 		t.Fatalf("budget refusals changed something: %+v, %d calls", b, e.prov.Stats().Calls)
 	}
-	run := e.mustOp("run", gateway.RunRequest{RunID: "run_b"}).Data["run"].(map[string]any)
+	run := e.mustOp("run", wire.RunRequest{RunID: "run_b"}).Data["run"].(map[string]any)
 	if run["used_calls"] != float64(2) || run["used_amount"] != float64(1400) {
 		t.Fatalf("run %+v", run)
 	}
 	if rec := e.decision("acme", "run_b", "k3"); !strings.Contains(rec.Controls.RunBudget, "calls 2+0 delegated of 2, amount 1400+0 delegated of 1500") {
 		t.Fatalf("run budget control %q", rec.Controls.RunBudget)
 	}
-	if r := e.opAny("admit-run", gateway.AdmitRunRequest{RunID: "run_b", Principal: "agent_email", Calls: 100, Amount: 1500}); r.Code != kernel.CodeRunAlreadyAdmitted {
+	if r := e.opAny("admit-run", wire.AdmitRunRequest{RunID: "run_b", Principal: "agent_email", Calls: 100, Amount: 1500}); r.Code != wire.CodeRunAlreadyAdmitted {
 		t.Fatalf("raising a budget: %+v", r)
 	}
 
@@ -499,21 +500,21 @@ func TestAuthzChildRunsRace(t *testing.T) {
 	e, clock := authzEnv(t, "authz.toml")
 	other := e.replica(clock, "test-2")
 	e.admit("run_parent", "agent_email", 10, 10000)
-	replies := make([]gateway.OpReply, 8)
+	replies := make([]wire.OpReply, 8)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range replies {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			req := gateway.AdmitRunRequest{RunID: fmt.Sprintf("run_child_%d", i), ParentRunID: "run_parent", Principal: "agent_chat", Calls: 2, Amount: 3000}
+			req := wire.AdmitRunRequest{RunID: fmt.Sprintf("run_child_%d", i), ParentRunID: "run_parent", Principal: "agent_chat", Calls: 2, Amount: 3000}
 			<-start
 			if i%2 == 0 {
 				replies[i] = e.opAny("admit-run", req)
 				return
 			}
 			b, _ := json.Marshal(req)
-			replies[i] = other.Op(context.Background(), "acme", "admit-run", "ops_alice", b).(gateway.OpReply)
+			replies[i] = other.Op(context.Background(), "acme", "admit-run", "ops_alice", b)
 		}(i)
 	}
 	close(start)
@@ -523,7 +524,7 @@ func TestAuthzChildRunsRace(t *testing.T) {
 		switch {
 		case r.OK:
 			admitted = append(admitted, fmt.Sprintf("run_child_%d", i))
-		case r.Code != kernel.CodeRunBudgetExhausted:
+		case r.Code != wire.CodeRunBudgetExhausted:
 			t.Fatalf("child %d: %+v", i, r)
 		}
 	}
@@ -551,7 +552,7 @@ func TestAuthzChildRunsRace(t *testing.T) {
 	chat := e.client("acme", "agent_chat")
 	for _, c := range admitted {
 		wantApplied(t, c+" 1", e.propose(chat, "acme", "agent_chat", refund(c, "k1", "ord_"+strings.TrimPrefix(c, "run_child_"), 2000)))
-		wantRefused(t, c+" over", e.propose(chat, "acme", "agent_chat", refund(c, "k2", "ord_"+strings.TrimPrefix(c, "run_child_"), 1001)), kernel.CodeRunBudgetExhausted)
+		wantRefused(t, c+" over", e.propose(chat, "acme", "agent_chat", refund(c, "k2", "ord_"+strings.TrimPrefix(c, "run_child_"), 1001)), wire.CodeRunBudgetExhausted)
 	}
 	if pc, pa := load("run_parent").Available(); pc != 4 || pa != 1000 {
 		t.Fatalf("children spent the parent's budget: %d calls %d amount left", pc, pa)
@@ -581,19 +582,19 @@ func TestAuthzEvidenceGate(t *testing.T) {
 	}
 	var refs []string
 	for _, c := range cands {
-		r := e.mustOp("evidence", gateway.EvidenceRequest{Candidate: c})
+		r := e.mustOp("evidence", wire.EvidenceRequest{Candidate: c})
 		refs = append(refs, r.Data["ref"].(string))
 	}
 	var markers []json.RawMessage
 	if err := json.Unmarshal(vec("conflict_unresolved", "markers.json"), &markers); err != nil {
 		t.Fatal(err)
 	}
-	e.mustOp("evidence", gateway.EvidenceRequest{Marker: markers[0]})
+	e.mustOp("evidence", wire.EvidenceRequest{Marker: markers[0]})
 
 	p := refund("run_01", "r1", "ord_881", 800)
 	p["evidence_refs"] = refs
 	r := e.propose(nc, "acme", "agent_email", p)
-	wantRefused(t, "unresolved conflict", r, kernel.CodeEvidenceInsufficient)
+	wantRefused(t, "unresolved conflict", r, wire.CodeEvidenceInsufficient)
 	var gate kernel.EvidenceGate
 	if err := json.Unmarshal(r.Gate, &gate); err != nil {
 		t.Fatalf("gate %s: %v", r.Gate, err)
@@ -603,7 +604,7 @@ func TestAuthzEvidenceGate(t *testing.T) {
 		t.Fatalf("gate %s", r.Gate)
 	}
 	rec := e.decision("acme", "run_01", "r1")
-	if rec.Code != kernel.CodeEvidenceInsufficient || !sameJSON(rec.Controls.EvidenceGate, r.Gate) {
+	if rec.Code != wire.CodeEvidenceInsufficient || !sameJSON(rec.Controls.EvidenceGate, r.Gate) {
 		t.Fatalf("signed record %+v does not carry the reply's gate %s", rec, r.Gate)
 	}
 	if len(e.exposure()) != 0 || e.prov.Stats().Calls != 0 {
@@ -612,17 +613,17 @@ func TestAuthzEvidenceGate(t *testing.T) {
 	// A ref the registry never saw is no evidence at all.
 	forged := refund("run_01", "r2", "ord_881", 800)
 	forged["evidence_refs"] = []string{"kg:order:ord_881#forged", "policy:refunds#v7", "idp:customer:c_77#session_9"}
-	wantRefused(t, "forged ref", e.propose(nc, "acme", "agent_email", forged), kernel.CodeEvidenceInsufficient)
+	wantRefused(t, "forged ref", e.propose(nc, "acme", "agent_email", forged), wire.CodeEvidenceInsufficient)
 
 	var resolved []map[string]any
 	if err := json.Unmarshal(vec("conflict_resolved_review", "markers.json"), &resolved); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.opAny("evidence", gateway.EvidenceRequest{Marker: mustJSON(resolved[0])}); r.OK || r.Code != kernel.CodeAuthorityDenied {
+	if r := e.opAny("evidence", wire.EvidenceRequest{Marker: mustJSON(resolved[0])}); r.OK || r.Code != wire.CodeAuthorityDenied {
 		t.Fatalf("a review in ops:maria's name by ops_alice: %+v", r)
 	}
 	resolved[0]["resolution"].(map[string]any)["resolved_by"] = "ops_alice"
-	e.mustOp("evidence", gateway.EvidenceRequest{Marker: mustJSON(resolved[0])})
+	e.mustOp("evidence", wire.EvidenceRequest{Marker: mustJSON(resolved[0])})
 
 	p["operation_key"] = "r3"
 	ok := e.propose(nc, "acme", "agent_email", p)
@@ -631,12 +632,12 @@ func TestAuthzEvidenceGate(t *testing.T) {
 	if err := json.Unmarshal(ok.Gate, &gate); err != nil || !gate.CommitAllowed || gate.Conflicts[0].Status != kernel.ConflictResolved {
 		t.Fatalf("gate after review %s", ok.Gate)
 	}
-	if rec := e.decision("acme", "run_01", "r3"); !sameJSON(rec.Controls.EvidenceGate, ok.Gate) || rec.Status != kernel.StatusApplied {
+	if rec := e.decision("acme", "run_01", "r3"); !sameJSON(rec.Controls.EvidenceGate, ok.Gate) || rec.Status != wire.StatusApplied {
 		t.Fatalf("signed record %+v", rec)
 	}
 	clock.Advance(41 * time.Minute) // idp session evidence is valid until 12:40
 	p["operation_key"] = "r4"
-	wantRefused(t, "stale identity", e.propose(nc, "acme", "agent_email", p), kernel.CodeEvidenceInsufficient)
+	wantRefused(t, "stale identity", e.propose(nc, "acme", "agent_email", p), wire.CodeEvidenceInsufficient)
 	if st := e.prov.Stats(); st.Calls != 1 {
 		t.Fatalf("provider calls %d, want 1", st.Calls)
 	}
@@ -672,25 +673,25 @@ func TestAuthzDeny(t *testing.T) {
 		return p
 	}
 	pending := e.propose(nc, "acme", "agent_email", high("d0", 40000, ""))
-	wantRefused(t, "no approval", pending, kernel.CodeApprovalRequired)
-	if r := e.opAny("deny", gateway.DenyRequest{ActionDigest: pending.ActionDigest, Risk: "high"}); r.OK || r.Code != kernel.CodeRequestMalformed {
+	wantRefused(t, "no approval", pending, wire.CodeApprovalRequired)
+	if r := e.opAny("deny", wire.DenyRequest{ActionDigest: pending.ActionDigest, Risk: "high"}); r.OK || r.Code != wire.CodeRequestMalformed {
 		t.Fatalf("denial without a reason: %+v", r)
 	}
-	denied := e.mustOp("deny", gateway.DenyRequest{ActionDigest: pending.ActionDigest, Risk: "high", Reason: "duplicate of ticket 4411"})
+	denied := e.mustOp("deny", wire.DenyRequest{ActionDigest: pending.ActionDigest, Risk: "high", Reason: "duplicate of ticket 4411"})
 	id := denied.Data["approval_id"].(string)
 	r := e.propose(nc, "acme", "agent_email", high("d1", 40000, id))
-	wantRefused(t, "denied request", r, kernel.CodeApprovalDenied)
+	wantRefused(t, "denied request", r, wire.CodeApprovalDenied)
 	if !strings.Contains(r.Reason, "duplicate of ticket 4411") {
 		t.Fatalf("the reason is not passed on: %+v", r)
 	}
 
-	granted := e.mustOp("approve", gateway.ApproveRequest{ActionDigest: pending.ActionDigest, Risk: "high", ExpiresIn: "10m"}).Data["approval_id"].(string)
-	e.mustOp("deny", gateway.DenyRequest{ApprovalID: granted, Reason: "approved by mistake"})
-	wantRefused(t, "withdrawn approval", e.propose(nc, "acme", "agent_email", high("d2", 40000, granted)), kernel.CodeApprovalDenied)
+	granted := e.mustOp("approve", wire.ApproveRequest{ActionDigest: pending.ActionDigest, Risk: "high", ExpiresIn: "10m"}).Data["approval_id"].(string)
+	e.mustOp("deny", wire.DenyRequest{ApprovalID: granted, Reason: "approved by mistake"})
+	wantRefused(t, "withdrawn approval", e.propose(nc, "acme", "agent_email", high("d2", 40000, granted)), wire.CodeApprovalDenied)
 
-	used := e.mustOp("approve", gateway.ApproveRequest{ActionDigest: pending.ActionDigest, Risk: "high", ExpiresIn: "10m"}).Data["approval_id"].(string)
+	used := e.mustOp("approve", wire.ApproveRequest{ActionDigest: pending.ActionDigest, Risk: "high", ExpiresIn: "10m"}).Data["approval_id"].(string)
 	wantApplied(t, "approved", e.propose(nc, "acme", "agent_email", high("d3", 40000, used)))
-	if r := e.opAny("deny", gateway.DenyRequest{ApprovalID: used, Reason: "too late"}); r.OK || r.Code != kernel.CodeApprovalRedeemed {
+	if r := e.opAny("deny", wire.DenyRequest{ApprovalID: used, Reason: "too late"}); r.OK || r.Code != wire.CodeApprovalRedeemed {
 		t.Fatalf("denial of a redeemed approval: %+v", r)
 	}
 	if bal := e.exposure()["ord_d"]; bal.Committed != 40000 || bal.Held != 0 {

@@ -16,18 +16,19 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // breakerOp sends the breaker verb as ops_alice of acme.
-func (e *env) breakerOp(req gateway.BreakerRequest) gateway.BreakerReply {
+func (e *env) breakerOp(req wire.BreakerRequest) wire.OpReply {
 	e.t.Helper()
 	nc := e.client("acme", "ops_alice")
 	b, _ := json.Marshal(req)
-	msg, err := nc.Request(gateway.OpSubject("acme", gateway.VerbBreaker, "ops_alice"), b, 10*time.Second)
+	msg, err := nc.Request(wire.OpSubject("acme", wire.VerbBreaker, "ops_alice"), b, 10*time.Second)
 	if err != nil {
 		e.t.Fatalf("breaker: %v", err)
 	}
-	var r gateway.BreakerReply
+	var r wire.OpReply
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
 		e.t.Fatal(err)
 	}
@@ -58,24 +59,24 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 	}
 	e, logs := bootObserved(t, hs.URL, BootOptions{}, edit)
 	nc := e.client("acme", "agent_email")
-	if r := e.propose(nc, "acme", "agent_email", refund("run_b", "ok", "ord_b0", 10)); r.Status != kernel.StatusApplied {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_b", "ok", "ord_b0", 10)); r.Status != wire.StatusApplied {
 		t.Fatalf("healthy provider: %s %s", r.Status, r.Reason)
 	}
 	failing.Store(true)
 	for i, key := range []string{"f1", "f2", "f3"} {
 		r := e.propose(nc, "acme", "agent_email", refund("run_b", key, "ord_b"+key, 10))
-		if r.Status != kernel.StatusUnknown || r.Reason != "provider answered 502 Bad Gateway" {
+		if r.Status != wire.StatusUnknown || r.Reason != "provider answered 502 Bad Gateway" {
 			t.Fatalf("failure %d: %s %q", i+1, r.Status, r.Reason)
 		}
 	}
 	r := e.propose(nc, "acme", "agent_email", refund("run_b", "after", "ord_after", 10))
-	if r.Status != kernel.StatusRefused || r.Code != kernel.CodeBreakerOpen || !strings.Contains(r.Reason, "3 provider failures within 1m0s") ||
+	if r.Status != wire.StatusRefused || r.Code != wire.CodeBreakerOpen || !strings.Contains(r.Reason, "3 provider failures within 1m0s") ||
 		!strings.Contains(r.Reason, "provider answered 502 Bad Gateway") {
 		t.Fatalf("after the trip: %s %s %q", r.Status, r.Code, r.Reason)
 	}
 	logs.waitLine(t, "circuit breaker tripped", map[string]any{"level": "WARN", "tenant": "acme", "capability": capID, "failures": 3, "threshold": 3})
 	// Another tenant's breaker is its own.
-	if r := e.propose(e.client("globex", "agent_email"), "globex", "agent_email", refund("run_g", "g1", "ord_g", 10)); r.Status == kernel.StatusRefused {
+	if r := e.propose(e.client("globex", "agent_email"), "globex", "agent_email", refund("run_g", "g1", "ord_g", 10)); r.Status == wire.StatusRefused {
 		t.Fatalf("globex refused by acme's breaker: %s %s", r.Code, r.Reason)
 	}
 
@@ -95,7 +96,7 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 		t.Fatalf("trip figures %+v", trip)
 	}
 
-	list := e.breakerOp(gateway.BreakerRequest{})
+	list := e.breakerOp(wire.BreakerRequest{})
 	if !list.OK || len(list.Breakers) != 1 || !list.Breakers[0].Open || list.Breakers[0].Trip == nil || list.Breakers[0].Trip.Failures != 3 {
 		t.Fatalf("breaker verb: %+v", list)
 	}
@@ -106,7 +107,7 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 	if v, _ := sample(fams, "contextos_breaker_trips_total", map[string]string{"tenant": "acme", "capability": capID}); v != 1 {
 		t.Fatalf("contextos_breaker_trips_total %v", v)
 	}
-	if v, _ := sample(fams, "contextos_decisions_total", map[string]string{"code": string(kernel.CodeBreakerOpen)}); v != 1 {
+	if v, _ := sample(fams, "contextos_decisions_total", map[string]string{"code": string(wire.CodeBreakerOpen)}); v != 1 {
 		t.Fatalf("decisions refused circuit_breaker_open: %v", v)
 	}
 
@@ -120,22 +121,22 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 	t.Cleanup(rt.Close)
 	e.rt = rt
 	nc = e.client("acme", "agent_email")
-	if r := e.propose(nc, "acme", "agent_email", refund("run_b", "restart", "ord_r", 10)); r.Code != kernel.CodeBreakerOpen {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_b", "restart", "ord_r", 10)); r.Code != wire.CodeBreakerOpen {
 		t.Fatalf("after a restart: %s %s", r.Status, r.Code)
 	}
 
 	failing.Store(false)
-	if rep := e.breakerOp(gateway.BreakerRequest{CapabilityID: capID, Reset: true, Reason: "provider back"}); !rep.OK || rep.Breakers[0].Open {
+	if rep := e.breakerOp(wire.BreakerRequest{CapabilityID: capID, Reset: true, Reason: "provider back"}); !rep.OK || rep.Breakers[0].Open {
 		t.Fatalf("reset: %+v", rep)
 	}
-	logs.waitLine(t, "operator action", map[string]any{"verb": gateway.VerbBreaker, "operator": "ops_alice", "ok": true})
-	if r := e.propose(nc, "acme", "agent_email", refund("run_b", "healed", "ord_h", 10)); r.Status != kernel.StatusApplied {
+	logs.waitLine(t, "operator action", map[string]any{"verb": wire.VerbBreaker, "operator": "ops_alice", "ok": true})
+	if r := e.propose(nc, "acme", "agent_email", refund("run_b", "healed", "ord_h", 10)); r.Status != wire.StatusApplied {
 		t.Fatalf("after the reset: %s %s %s", r.Status, r.Code, r.Reason)
 	}
 	if sts, _ := e.rt.Store.Read(t.Context(), subject, 0); len(sts) != 2 || sts[1].Envelope.Type != kernel.TypeBreakerReset {
 		t.Fatalf("breaker subject after the reset: %d events", len(sts))
 	}
-	if rep := e.breakerOp(gateway.BreakerRequest{CapabilityID: "nope", Reset: true}); rep.OK || rep.Code != kernel.CodeCapabilityNotSurfaced {
+	if rep := e.breakerOp(wire.BreakerRequest{CapabilityID: "nope", Reset: true}); rep.OK || rep.Code != wire.CodeCapabilityNotSurfaced {
 		t.Fatalf("reset of an unknown capability: %+v", rep)
 	}
 }
@@ -167,7 +168,7 @@ func TestBreakerFollowedByAnotherReplica(t *testing.T) {
 	// Requests over NATS go to either replica (a queue group): call each
 	// gateway's handler directly.
 	body, _ := json.Marshal(refund("run_x", "k1", "ord_x", 10))
-	if r := a.rt.Gateway.ProposeObserved(t.Context(), "acme", "agent_email", nil, body); r.Status != kernel.StatusUnknown {
+	if r := a.rt.Gateway.ProposeObserved(t.Context(), "acme", "agent_email", nil, body); r.Status != wire.StatusUnknown {
 		t.Fatalf("failing provider: %s %s", r.Status, r.Reason)
 	}
 	// b learns of the trip from the stream, without a failure of its own.
@@ -179,10 +180,10 @@ func TestBreakerFollowedByAnotherReplica(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	body, _ = json.Marshal(refund("run_x", "k2", "ord_y", 10))
-	if r := b.rt.Gateway.ProposeObserved(t.Context(), "acme", "agent_email", nil, body); r.Code != kernel.CodeBreakerOpen {
+	if r := b.rt.Gateway.ProposeObserved(t.Context(), "acme", "agent_email", nil, body); r.Code != wire.CodeBreakerOpen {
 		t.Fatalf("replica b after the trip: %s %s %s", r.Status, r.Code, r.Reason)
 	}
-	if rep := b.rt.Gateway.Op(t.Context(), "acme", gateway.VerbBreaker, "ops_alice", []byte(`{"capability_id":"`+capID+`","reset":true}`)).(gateway.BreakerReply); !rep.OK {
+	if rep := b.rt.Gateway.Op(t.Context(), "acme", wire.VerbBreaker, "ops_alice", []byte(`{"capability_id":"`+capID+`","reset":true}`)); !rep.OK {
 		t.Fatalf("reset on b: %+v", rep)
 	}
 	for a.rt.Gateway.BreakerOpen("acme", capID) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // TestCrashChild is the runtime process of the crash tests: it boots on the
@@ -73,7 +73,7 @@ func TestKilledDuringDispatch(t *testing.T) {
 			e := &env{t: t, prov: prov, dir: dir, rt: &Runtime{URL: strings.TrimSpace(strings.TrimPrefix(line, "URL "))}}
 			nc := e.client("acme", "agent_email")
 			b, _ := json.Marshal(refund("run_c", "crash-1", "ord_881", 80000))
-			if _, err := nc.Request(gateway.ProposeSubject("acme", "agent_email"), b, 5*time.Second); err == nil {
+			if _, err := nc.Request(wire.ProposeSubject("acme", "agent_email"), b, 5*time.Second); err == nil {
 				t.Fatal("the killed runtime answered")
 			}
 			if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
@@ -82,42 +82,42 @@ func TestKilledDuringDispatch(t *testing.T) {
 			nc.Close()
 
 			e.boot(hs.URL) // restart on the same data dir
-			rows := e.op("attempts", gateway.OpRequest{}).Attempts
+			rows := e.op("attempts", wire.OpRequest{}).Attempts
 			if len(rows) != 1 || rows[0].State != "started" || rows[0].Amount != 80000 {
 				t.Fatalf("after restart: %+v", rows)
 			}
 			attempt := rows[0].AttemptID
-			if r := e.op("close-attempt", gateway.OpRequest{AttemptID: attempt}); r.Code != kernel.CodeDispatchActive {
+			if r := e.op("close-attempt", wire.OpRequest{AttemptID: attempt}); r.Code != wire.CodeDispatchActive {
 				t.Fatalf("close-attempt: %+v", r)
 			}
-			var settled gateway.SettleRow
+			var settled wire.SettleRow
 			deadline := time.Now().Add(15 * time.Second)
 			for {
-				rec := e.op("reconcile", gateway.OpRequest{AttemptID: attempt})
+				rec := e.op("reconcile", wire.OpRequest{AttemptID: attempt})
 				settled = rec.Settled[0]
-				if settled.Code != kernel.CodeDispatchActive || time.Now().After(deadline) {
+				if settled.Code != wire.CodeDispatchActive || time.Now().After(deadline) {
 					break
 				}
 				time.Sleep(200 * time.Millisecond) // the grace period is wall-clock time
 			}
-			bal := e.op("exposure", gateway.OpRequest{Resource: "ord_881"}).Exposure[0].Balance
+			bal := e.op("exposure", wire.OpRequest{Resource: "ord_881"}).Exposure[0].Balance
 			switch point {
 			case "after-provider-call":
-				if settled.Outcome != kernel.OutcomeApplied || bal != (kernel.Balance{Limit: 100000, Committed: 80000, Available: 20000}) {
+				if settled.Outcome != wire.OutcomeApplied || bal != (wire.Balance{Limit: 100000, Committed: 80000, Available: 20000}) {
 					t.Fatalf("reconcile: %+v, balance %+v", settled, bal)
 				}
 				if st := prov.Stats(); st.Calls != 1 || st.Applied != 1 {
 					t.Fatalf("provider %+v", st)
 				}
 			case "after-dispatch-start":
-				if settled.Outcome != kernel.OutcomeUnknown || bal.Held != 80000 {
+				if settled.Outcome != wire.OutcomeUnknown || bal.Held != 80000 {
 					t.Fatalf("reconcile of a call that never arrived: %+v, balance %+v", settled, bal)
 				}
-				if r := e.op("assert-absence", gateway.OpRequest{AttemptID: attempt, ArtifactRef: "psp-ledger-export-2026-11-30.csv"}); !r.OK {
+				if r := e.op("assert-absence", wire.OpRequest{AttemptID: attempt, ArtifactRef: "psp-ledger-export-2026-11-30.csv"}); !r.OK {
 					t.Fatalf("assert-absence: %+v", r)
 				}
-				bal = e.op("exposure", gateway.OpRequest{Resource: "ord_881"}).Exposure[0].Balance
-				if bal != (kernel.Balance{Limit: 100000, Available: 100000}) || prov.Stats().Calls != 0 {
+				bal = e.op("exposure", wire.OpRequest{Resource: "ord_881"}).Exposure[0].Balance
+				if bal != (wire.Balance{Limit: 100000, Available: 100000}) || prov.Stats().Calls != 0 {
 					t.Fatalf("after assertion: %+v, provider %+v", bal, prov.Stats())
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // refundsPerOrder is the order's refund ceiling of gateway.toml.
@@ -118,7 +119,7 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 	t.Cleanup(rtA.Close)
 
 	// Twenty refunds of 30,000 on one order, all decided by B.
-	viaB := make([]gateway.Reply, 20)
+	viaB := make([]wire.Reply, 20)
 	var wg sync.WaitGroup
 	for i := range viaB {
 		wg.Go(func() {
@@ -128,7 +129,7 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 	}
 	wg.Wait()
 	for i, r := range viaB {
-		if r.Status != kernel.StatusRefused || r.Code != kernel.CodeDomainMismatch || !strings.Contains(r.Reason, "refunds-per-order") {
+		if r.Status != wire.StatusRefused || r.Code != wire.CodeDomainMismatch || !strings.Contains(r.Reason, "refunds-per-order") {
 			t.Fatalf("refund %d through B: %s %s %s", i, r.Status, r.Code, r.Reason)
 		}
 	}
@@ -139,30 +140,30 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 	// The same through NATS, where the two replicas share the requests.
 	e := &env{t: t, rt: rtA, prov: prov}
 	nc := e.client("acme", "agent_email")
-	viaNATS := make([]gateway.Reply, 20)
+	viaNATS := make([]wire.Reply, 20)
 	for i := range viaNATS {
 		wg.Go(func() {
 			viaNATS[i] = e.propose(nc, "acme", "agent_email", refund("run_dom", "n-"+string(rune('a'+i)), "ord_dom", 30000))
 		})
 	}
 	wg.Wait()
-	applied, codes := 0, map[kernel.Code]int{}
+	applied, codes := 0, map[wire.Code]int{}
 	for _, r := range viaNATS {
-		if r.Status == kernel.StatusApplied {
+		if r.Status == wire.StatusApplied {
 			applied++
 			continue
 		}
 		codes[r.Code]++
 	}
-	if applied > 3 || codes[kernel.CodeDomainMismatch]+codes[kernel.CodeExceeded] != 20-applied {
+	if applied > 3 || codes[wire.CodeDomainMismatch]+codes[wire.CodeExceeded] != 20-applied {
 		t.Fatalf("through NATS: %d applied, refusals %v", applied, codes)
 	}
 	// A takes the order to its ceiling: three refunds of 30,000, no more.
 	for i := 0; applied < 4; i++ {
 		b, _ := json.Marshal(refund("run_dom", "a-"+string(rune('a'+i)), "ord_dom", 30000))
 		r := rtA.Gateway.Propose(context.Background(), "acme", "agent_email", b)
-		if r.Status != kernel.StatusApplied {
-			if r.Code != kernel.CodeExceeded {
+		if r.Status != wire.StatusApplied {
+			if r.Code != wire.CodeExceeded {
 				t.Fatalf("through A: %s %s %s", r.Status, r.Code, r.Reason)
 			}
 			break
@@ -178,7 +179,7 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 	rtB.Close()
 	_, err = Boot(cfgB, BootOptions{})
 	var de *gateway.DomainError
-	if !errors.As(err, &de) || de.Refusal.Code != kernel.CodeDomainMismatch ||
+	if !errors.As(err, &de) || de.Refusal.Code != wire.CodeDomainMismatch ||
 		!strings.Contains(err.Error(), "tenant acme") || !strings.Contains(err.Error(), "refunds-per-order") || !strings.Contains(err.Error(), "adp_payments.issue_refund") {
 		t.Fatalf("replica B rebooted: %v", err)
 	}
@@ -220,7 +221,7 @@ func TestEnforcementDomainBackfill(t *testing.T) {
 	}
 	// The running replica has not enrolled it: it dispatches as before.
 	nc := e.client("acme", "agent_email")
-	if r := e.propose(nc, "acme", "agent_email", refund("run_bf", "k1", "ord_bf", 60000)); r.Status != kernel.StatusApplied {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_bf", "k1", "ord_bf", 60000)); r.Status != wire.StatusApplied {
 		t.Fatalf("before the backfill: %+v", r)
 	}
 
@@ -245,10 +246,10 @@ unit = "INR_minor"
 	t.Cleanup(rt.Close)
 	e.rt = rt
 	nc = e.client("acme", "agent_email")
-	if r := e.propose(nc, "acme", "agent_email", refund("run_bf", "k2", "ord_bf2", 50000)); r.Status != kernel.StatusApplied || len(r.Guarantees) != 2 {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_bf", "k2", "ord_bf2", 50000)); r.Status != wire.StatusApplied || len(r.Guarantees) != 2 {
 		t.Fatalf("under both guarantees: %+v", r)
 	}
-	if r := e.propose(nc, "acme", "agent_email", refund("run_bf", "k3", "ord_bf2", 1)); r.Code != kernel.CodeExceeded {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_bf", "k3", "ord_bf2", 1)); r.Code != wire.CodeExceeded {
 		t.Fatalf("over the second ceiling: %+v", r)
 	}
 }
@@ -277,17 +278,17 @@ func TestReplacementCarriesExposure(t *testing.T) {
 	nc = e.client("acme", "agent_email")
 	calls := e.prov.Stats().Calls
 	r := e.propose(nc, "acme", "agent_email", refund("run_rp", "new-1", "ord_rp", 20000))
-	if r.Code != kernel.CodeExceeded || *r.Available != 10000 || r.Guarantees[0].Carried != 90000 {
+	if r.Code != wire.CodeExceeded || *r.Available != 10000 || r.Guarantees[0].Carried != 90000 {
 		t.Fatalf("20,000 over the carried 90,000: %+v", r)
 	}
-	if r := e.propose(nc, "acme", "agent_email", refund("run_rp", "new-2", "ord_rp", 10000)); r.Status != kernel.StatusApplied || *r.Available != 0 {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_rp", "new-2", "ord_rp", 10000)); r.Status != wire.StatusApplied || *r.Available != 0 {
 		t.Fatalf("the last 10,000: %+v", r)
 	}
-	if r := e.propose(nc, "acme", "agent_email", refund("run_rp", "new-3", "ord_rp", 1)); r.Code != kernel.CodeExceeded {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_rp", "new-3", "ord_rp", 1)); r.Code != wire.CodeExceeded {
 		t.Fatalf("one more: %+v", r)
 	}
 	// Another order starts at the new guarantee's full limit.
-	if r := e.propose(nc, "acme", "agent_email", refund("run_rp", "new-4", "ord_other", 100000)); r.Status != kernel.StatusApplied {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_rp", "new-4", "ord_other", 100000)); r.Status != wire.StatusApplied {
 		t.Fatalf("another order: %+v", r)
 	}
 	if got := e.prov.Stats().Calls - calls; got != 2 {

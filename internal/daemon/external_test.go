@@ -11,8 +11,8 @@ import (
 
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -103,7 +103,7 @@ func TestExternalNATSFromDocs(t *testing.T) {
 	t.Cleanup(rt.Close)
 	e := &env{t: t, rt: rt, prov: prov}
 	r := e.propose(e.client("acme", "agent_email"), "acme", "agent_email", refund("run_docs", "docs-1", "ord_docs", 1000))
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("proposal: %+v", r)
 	}
 	ops := &projections.OpsClient{NC: e.client("acme", "ops_alice"), Tenant: "acme", Operator: "ops_alice", Timeout: 5 * time.Second}

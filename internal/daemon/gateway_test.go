@@ -16,7 +16,7 @@ import (
 	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -68,23 +68,23 @@ func (e *env) boot(providerURL string) {
 // client connects as a principal with its own inbox prefix.
 func (e *env) client(tenant, principal string) *nats.Conn {
 	e.t.Helper()
-	return gatewaytest.Connect(e.t, e.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal)
+	return gatewaytest.Connect(e.t, e.rt.URL, passwords[wire.UserName(tenant, principal)], tenant, principal)
 }
 
-func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) gateway.Reply {
+func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) wire.Reply {
 	e.t.Helper()
 	return gatewaytest.Propose(e.t, nc, tenant, principal, body)
 }
 
-func (e *env) op(verb string, req gateway.OpRequest) gateway.OpReply {
+func (e *env) op(verb string, req wire.OpRequest) wire.OpReply {
 	e.t.Helper()
 	nc := e.client("acme", "ops_alice")
 	b, _ := json.Marshal(req)
-	msg, err := nc.Request(gateway.OpSubject("acme", verb, "ops_alice"), b, 10*time.Second)
+	msg, err := nc.Request(wire.OpSubject("acme", verb, "ops_alice"), b, 10*time.Second)
 	if err != nil {
 		e.t.Fatalf("op %s: %v", verb, err)
 	}
-	var r gateway.OpReply
+	var r wire.OpReply
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
 		e.t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func refund(run, key, order string, amount int64) map[string]any {
 		"arguments": map[string]any{"order_id": order, "amount_minor": amount, "currency": "INR"}}
 }
 
-func wantBalance(t *testing.T, r gateway.Reply, committed, held, available int64) {
+func wantBalance(t *testing.T, r wire.Reply, committed, held, available int64) {
 	t.Helper()
 	if r.Committed == nil || *r.Committed != committed || *r.Held != held || *r.Available != available {
 		got, _ := json.Marshal(r)
@@ -110,7 +110,7 @@ func TestSeedRace(t *testing.T) {
 	e := startEnv(t)
 	email, chat := e.client("acme", "agent_email"), e.client("acme", "agent_chat")
 	var wg sync.WaitGroup
-	replies := make([]gateway.Reply, 2)
+	replies := make([]wire.Reply, 2)
 	for i, c := range []struct {
 		nc        *nats.Conn
 		principal string
@@ -122,21 +122,21 @@ func TestSeedRace(t *testing.T) {
 		}(i, c.nc, c.principal)
 	}
 	wg.Wait()
-	statuses := map[kernel.Status]int{}
+	statuses := map[wire.Status]int{}
 	for _, r := range replies {
 		statuses[r.Status]++
-		if r.Status == kernel.StatusRefused && r.Code != kernel.CodeExceeded {
+		if r.Status == wire.StatusRefused && r.Code != wire.CodeExceeded {
 			t.Fatalf("refused with %s: %s", r.Code, r.Reason)
 		}
 	}
-	if statuses[kernel.StatusApplied] != 1 || statuses[kernel.StatusRefused] != 1 {
+	if statuses[wire.StatusApplied] != 1 || statuses[wire.StatusRefused] != 1 {
 		t.Fatalf("statuses %v, want one applied and one refused", statuses)
 	}
 	if st := e.prov.Stats(); st.Calls != 1 || st.Applied != 1 {
 		t.Fatalf("provider saw %+v, want exactly one call", st)
 	}
 	for _, r := range replies {
-		if r.Status == kernel.StatusApplied {
+		if r.Status == wire.StatusApplied {
 			wantBalance(t, r, 80000, 0, 20000)
 			continue
 		}
@@ -161,14 +161,14 @@ func TestProviderContract(t *testing.T) {
 	cases := []struct {
 		mode      provider.Mode
 		order     string
-		status    kernel.Status
+		status    wire.Status
 		held      int64
 		committed int64
 	}{
-		{provider.Pending, "ord_p", kernel.StatusPending, 1000, 0},
-		{provider.Timeout, "ord_t", kernel.StatusUnknown, 1000, 0},
-		{provider.Conflict, "ord_c", kernel.StatusNotApplied, 0, 0},
-		{provider.Weird, "ord_w", kernel.StatusUnknown, 1000, 0},
+		{provider.Pending, "ord_p", wire.StatusPending, 1000, 0},
+		{provider.Timeout, "ord_t", wire.StatusUnknown, 1000, 0},
+		{provider.Conflict, "ord_c", wire.StatusNotApplied, 0, 0},
+		{provider.Weird, "ord_w", wire.StatusUnknown, 1000, 0},
 	}
 	attempts := map[string]string{}
 	for _, c := range cases {
@@ -180,7 +180,7 @@ func TestProviderContract(t *testing.T) {
 		wantBalance(t, r, c.committed, c.held, 100000-c.held-c.committed)
 		attempts[c.order] = r.AttemptID
 	}
-	open := e.op("attempts", gateway.OpRequest{})
+	open := e.op("attempts", wire.OpRequest{})
 	if len(open.Attempts) != 3 {
 		t.Fatalf("open attempts %+v, want 3", open.Attempts)
 	}
@@ -192,38 +192,38 @@ func TestProviderContract(t *testing.T) {
 	// The provider finishes the pending refund and decides the weird one.
 	e.prov.Settle(attempts["ord_p"], "succeeded")
 	e.prov.Settle(attempts["ord_w"], "failed")
-	rec := e.op("reconcile", gateway.OpRequest{All: true})
-	got := map[string]kernel.Outcome{}
+	rec := e.op("reconcile", wire.OpRequest{All: true})
+	got := map[string]wire.Outcome{}
 	for _, s := range rec.Settled {
 		got[s.AttemptID] = s.Outcome
 		if s.Code != "" {
 			t.Fatalf("reconcile %s: %s %s", s.AttemptID, s.Code, s.Reason)
 		}
 	}
-	want := map[string]kernel.Outcome{attempts["ord_p"]: kernel.OutcomeApplied, attempts["ord_t"]: kernel.OutcomeApplied, attempts["ord_w"]: kernel.OutcomeNotApplied}
+	want := map[string]wire.Outcome{attempts["ord_p"]: wire.OutcomeApplied, attempts["ord_t"]: wire.OutcomeApplied, attempts["ord_w"]: wire.OutcomeNotApplied}
 	for id, o := range want {
 		if got[id] != o {
 			t.Fatalf("reconcile outcomes %v, want %v", got, want)
 		}
 	}
-	rows := e.op("exposure", gateway.OpRequest{})
-	bal := map[string]kernel.Balance{}
+	rows := e.op("exposure", wire.OpRequest{})
+	bal := map[string]wire.Balance{}
 	for _, r := range rows.Exposure {
 		bal[r.Resource] = r.Balance
 	}
-	for order, b := range map[string]kernel.Balance{"ord_p": {Limit: 100000, Committed: 1000, Available: 99000}, "ord_t": {Limit: 100000, Committed: 1000, Available: 99000},
+	for order, b := range map[string]wire.Balance{"ord_p": {Limit: 100000, Committed: 1000, Available: 99000}, "ord_t": {Limit: 100000, Committed: 1000, Available: 99000},
 		"ord_c": {Limit: 100000, Available: 100000}, "ord_w": {Limit: 100000, Available: 100000}} {
 		if bal[order] != b {
 			t.Fatalf("%s: %+v, want %+v", order, bal[order], b)
 		}
 	}
-	if n := len(e.op("attempts", gateway.OpRequest{}).Attempts); n != 0 {
+	if n := len(e.op("attempts", wire.OpRequest{}).Attempts); n != 0 {
 		t.Fatalf("%d attempts still open after reconciliation", n)
 	}
 	// Resending a proposal returns the settled status without a second call.
 	calls := e.prov.Stats().Calls
 	r := e.propose(nc, "acme", "agent_email", refund("run_1", "k_ord_p", "ord_p", 1000))
-	if r.Status != kernel.StatusApplied || e.prov.Stats().Calls != calls {
+	if r.Status != wire.StatusApplied || e.prov.Stats().Calls != calls {
 		t.Fatalf("resend: %s, calls %d -> %d", r.Status, calls, e.prov.Stats().Calls)
 	}
 }
@@ -234,10 +234,10 @@ func TestProviderContract(t *testing.T) {
 func TestIdentityFromSubject(t *testing.T) {
 	e := startEnv(t)
 	errs := make(chan error, 4)
-	nc := gatewaytest.Connect(t, e.rt.URL, passwords[gateway.UserName("acme", "agent_chat")], "acme", "agent_chat",
+	nc := gatewaytest.Connect(t, e.rt.URL, passwords[wire.UserName("acme", "agent_chat")], "acme", "agent_chat",
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
 	b, _ := json.Marshal(refund("r", "k", "ord_881", 80000))
-	for _, subj := range []string{gateway.ProposeSubject("acme", "agent_email"), gateway.ProposeSubject("globex", "agent_email"), "ctx.ev.acme.exposure.x.y", "$JS.API.STREAM.LIST"} {
+	for _, subj := range []string{wire.ProposeSubject("acme", "agent_email"), wire.ProposeSubject("globex", "agent_email"), "ctx.ev.acme.exposure.x.y", "$JS.API.STREAM.LIST"} {
 		if _, err := nc.Request(subj, b, 300*time.Millisecond); err == nil {
 			t.Fatalf("publish on %s was answered", subj)
 		}
@@ -251,7 +251,7 @@ func TestIdentityFromSubject(t *testing.T) {
 		}
 	}
 	// Another principal's inbox cannot be subscribed to.
-	if _, err := nc.SubscribeSync(gateway.InboxPrefix("acme", "agent_email") + ".>"); err != nil {
+	if _, err := nc.SubscribeSync(wire.InboxPrefix("acme", "agent_email") + ".>"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -265,10 +265,10 @@ func TestIdentityFromSubject(t *testing.T) {
 	claim := refund("r", "k2", "ord_881", 80000)
 	claim["tenant"] = "globex"
 	r := e.propose(e.client("acme", "agent_chat"), "acme", "agent_chat", claim)
-	if r.Status != kernel.StatusRefused || r.Code != kernel.CodeRequestMalformed {
+	if r.Status != wire.StatusRefused || r.Code != wire.CodeRequestMalformed {
 		t.Fatalf("tenant claim: %+v", r)
 	}
-	if rows := e.op("exposure", gateway.OpRequest{}).Exposure; len(rows) != 0 || e.prov.Stats().Calls != 0 {
+	if rows := e.op("exposure", wire.OpRequest{}).Exposure; len(rows) != 0 || e.prov.Stats().Calls != 0 {
 		t.Fatalf("a refused claim changed something: %+v, %d calls", rows, e.prov.Stats().Calls)
 	}
 }
@@ -283,11 +283,11 @@ func TestResendAfterLostReply(t *testing.T) {
 	first := e.propose(nc, "acme", "agent_email", p)
 	// A lost reply: publish without waiting, then resend.
 	b, _ := json.Marshal(p)
-	if err := nc.Publish(gateway.ProposeSubject("acme", "agent_email"), b); err != nil {
+	if err := nc.Publish(wire.ProposeSubject("acme", "agent_email"), b); err != nil {
 		t.Fatal(err)
 	}
 	second := e.propose(nc, "acme", "agent_email", p)
-	if first.Status != kernel.StatusApplied || second.Status != kernel.StatusApplied || first.OperationID != second.OperationID || first.AttemptID != second.AttemptID {
+	if first.Status != wire.StatusApplied || second.Status != wire.StatusApplied || first.OperationID != second.OperationID || first.AttemptID != second.AttemptID {
 		t.Fatalf("first %+v second %+v", first, second)
 	}
 	if st := e.prov.Stats(); st.Calls != 1 {
@@ -296,7 +296,7 @@ func TestResendAfterLostReply(t *testing.T) {
 	wantBalance(t, second, 30000, 0, 70000)
 	changed := refund("run_9", "op-1", "ord_5", 30001)
 	r := e.propose(nc, "acme", "agent_email", changed)
-	if r.Code != kernel.CodeOperationConflict {
+	if r.Code != wire.CodeOperationConflict {
 		t.Fatalf("same key, other amount: %+v", r)
 	}
 }
@@ -312,26 +312,26 @@ func TestRefusalsChangeNothing(t *testing.T) {
 		name      string
 		principal string
 		body      any
-		code      kernel.Code
+		code      wire.Code
 	}{
-		{"not surfaced", "agent_email", map[string]any{"run_id": "r", "operation_key": "a", "capability_id": "adp_payments.wire_money", "arguments": map[string]any{}}, kernel.CodeCapabilityNotSurfaced},
-		{"no authority", "agent_readonly", refund("r", "b", "ord_1", 100), kernel.CodeAuthorityDenied},
-		{"amount string", "agent_email", map[string]any{"run_id": "r", "operation_key": "c", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"order_id": "ord_1", "amount_minor": "100"}}, kernel.CodeAmountInvalid},
-		{"amount zero", "agent_email", refund("r", "d", "ord_1", 0), kernel.CodeAmountInvalid},
-		{"no resource", "agent_email", map[string]any{"run_id": "r", "operation_key": "e", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"amount_minor": 5}}, kernel.CodeResourceInvalid},
-		{"exceeded", "agent_email", refund("r", "f", "ord_1", 90001), kernel.CodeExceeded},
-		{"unknown field", "agent_email", map[string]any{"run_id": "r", "operation_key": "g", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{}, "limit": 1e9}, kernel.CodeRequestMalformed},
-		{"deep", "agent_email", map[string]any{"run_id": "r", "operation_key": "h", "capability_id": "adp_payments.issue_refund", "arguments": deep(40)}, kernel.CodeRequestMalformed},
-		{"oversize", "agent_email", map[string]any{"run_id": "r", "operation_key": "i", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"pad": strings.Repeat("x", 70000)}}, kernel.CodeRequestMalformed},
+		{"not surfaced", "agent_email", map[string]any{"run_id": "r", "operation_key": "a", "capability_id": "adp_payments.wire_money", "arguments": map[string]any{}}, wire.CodeCapabilityNotSurfaced},
+		{"no authority", "agent_readonly", refund("r", "b", "ord_1", 100), wire.CodeAuthorityDenied},
+		{"amount string", "agent_email", map[string]any{"run_id": "r", "operation_key": "c", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"order_id": "ord_1", "amount_minor": "100"}}, wire.CodeAmountInvalid},
+		{"amount zero", "agent_email", refund("r", "d", "ord_1", 0), wire.CodeAmountInvalid},
+		{"no resource", "agent_email", map[string]any{"run_id": "r", "operation_key": "e", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"amount_minor": 5}}, wire.CodeResourceInvalid},
+		{"exceeded", "agent_email", refund("r", "f", "ord_1", 90001), wire.CodeExceeded},
+		{"unknown field", "agent_email", map[string]any{"run_id": "r", "operation_key": "g", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{}, "limit": 1e9}, wire.CodeRequestMalformed},
+		{"deep", "agent_email", map[string]any{"run_id": "r", "operation_key": "h", "capability_id": "adp_payments.issue_refund", "arguments": deep(40)}, wire.CodeRequestMalformed},
+		{"oversize", "agent_email", map[string]any{"run_id": "r", "operation_key": "i", "capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"pad": strings.Repeat("x", 70000)}}, wire.CodeRequestMalformed},
 	}
 	for _, c := range cases {
 		r := e.propose(e.client("acme", c.principal), "acme", c.principal, c.body)
-		if r.Status != kernel.StatusRefused || r.Code != c.code || r.Reason == "" {
+		if r.Status != wire.StatusRefused || r.Code != c.code || r.Reason == "" {
 			t.Fatalf("%s: %+v, want refused %s with a reason", c.name, r, c.code)
 		}
 	}
-	rows := e.op("exposure", gateway.OpRequest{}).Exposure
-	if len(rows) != 1 || rows[0].Balance != (kernel.Balance{Limit: 100000, Committed: 10000, Available: 90000}) {
+	rows := e.op("exposure", wire.OpRequest{}).Exposure
+	if len(rows) != 1 || rows[0].Balance != (wire.Balance{Limit: 100000, Committed: 10000, Available: 90000}) {
 		t.Fatalf("refusals changed balances: %+v", rows)
 	}
 	if st := e.prov.Stats(); st.Calls != 1 {
@@ -356,20 +356,20 @@ func TestKillSwitch(t *testing.T) {
 	e.prov.Script(provider.Pending)
 	pending := e.propose(nc, "acme", "agent_email", refund("run_k", "p", "ord_k", 500))
 	on, off := true, false
-	if r := e.op("kill-switch", gateway.OpRequest{Engaged: &on, Reason: "incident 42"}); !r.OK {
+	if r := e.op("kill-switch", wire.OpRequest{Engaged: &on, Reason: "incident 42"}); !r.OK {
 		t.Fatalf("engage: %+v", r)
 	}
 	r := e.propose(nc, "acme", "agent_email", refund("run_k", "q", "ord_k", 500))
-	if r.Code != kernel.CodeKillSwitchEngaged {
+	if r.Code != wire.CodeKillSwitchEngaged {
 		t.Fatalf("while engaged: %+v", r)
 	}
 	e.prov.Settle(pending.AttemptID, "succeeded")
-	rec := e.op("reconcile", gateway.OpRequest{AttemptID: pending.AttemptID})
-	if len(rec.Settled) != 1 || rec.Settled[0].Status != kernel.StatusApplied {
+	rec := e.op("reconcile", wire.OpRequest{AttemptID: pending.AttemptID})
+	if len(rec.Settled) != 1 || rec.Settled[0].Status != wire.StatusApplied {
 		t.Fatalf("reconcile under kill switch: %+v", rec)
 	}
-	e.op("kill-switch", gateway.OpRequest{Engaged: &off})
-	if r := e.propose(nc, "acme", "agent_email", refund("run_k", "s", "ord_k", 500)); r.Status != kernel.StatusApplied {
+	e.op("kill-switch", wire.OpRequest{Engaged: &off})
+	if r := e.propose(nc, "acme", "agent_email", refund("run_k", "s", "ord_k", 500)); r.Status != wire.StatusApplied {
 		t.Fatalf("after release: %+v", r)
 	}
 }
@@ -392,15 +392,15 @@ func TestBackgroundReconciler(t *testing.T) {
 	nc := e.client("acme", "agent_email")
 	applied := e.propose(nc, "acme", "agent_email", refund("run_bg", "bg-1", "ord_bg", 40000))
 	failed := e.propose(nc, "acme", "agent_email", refund("run_bg", "bg-2", "ord_bg", 30000))
-	if applied.Status != kernel.StatusPending || failed.Status != kernel.StatusPending {
+	if applied.Status != wire.StatusPending || failed.Status != wire.StatusPending {
 		t.Fatalf("want two pending, got %s and %s", applied.Status, failed.Status)
 	}
 	prov.Settle(applied.AttemptID, "succeeded")
 	prov.Settle(failed.AttemptID, "failed")
-	want := kernel.Balance{Limit: 100000, Committed: 40000, Available: 60000}
+	want := wire.Balance{Limit: 100000, Committed: 40000, Available: 60000}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		rows := e.op("exposure", gateway.OpRequest{Resource: "ord_bg"}).Exposure
+		rows := e.op("exposure", wire.OpRequest{Resource: "ord_bg"}).Exposure
 		if len(rows) == 1 && rows[0].Balance == want {
 			break
 		}
@@ -425,7 +425,7 @@ func TestModelSkipsNonEvents(t *testing.T) {
 		t.Fatalf("store a non-event: %v", err)
 	}
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_x", "x2", "ord_x", 200)), 300, 0, 99700)
-	r := e.op("exposure", gateway.OpRequest{Resource: "ord_x"})
+	r := e.op("exposure", wire.OpRequest{Resource: "ord_x"})
 	if !r.OK || len(r.Exposure) != 1 || r.Exposure[0].Committed != 300 {
 		t.Fatalf("exposure after a non-event: %+v", r)
 	}
@@ -479,21 +479,21 @@ func TestMetricsEndpoint(t *testing.T) {
 func TestProviderReceivesDigestedBytes(t *testing.T) {
 	e := startEnv(t)
 	nc := e.client("acme", "agent_email")
-	send := func(key, args string) gateway.Reply {
+	send := func(key, args string) wire.Reply {
 		t.Helper()
 		body := `{"run_id":"run_d","operation_key":"` + key + `","capability_id":"adp_payments.issue_refund","arguments":` + args + `}`
-		msg, err := nc.Request(gateway.ProposeSubject("acme", "agent_email"), []byte(body), 10*time.Second)
+		msg, err := nc.Request(wire.ProposeSubject("acme", "agent_email"), []byte(body), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r gateway.Reply
+		var r wire.Reply
 		if err := json.Unmarshal(msg.Data, &r); err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
 	r := send("d1", `{ "currency":"INR", "amount_minor": 1.0E2, "order_id":"ord_\u0064" }`)
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("proposal: %+v", r)
 	}
 	want := `{"amount_minor":100,"currency":"INR","order_id":"ord_d"}`
@@ -507,14 +507,14 @@ func TestProviderReceivesDigestedBytes(t *testing.T) {
 		t.Fatalf("provider received %s, want the canonical %s", got, want)
 	}
 	cp, _ := e.rt.Config.Capability("adp_payments.issue_refund")
-	digest, refusal := gateway.ActionDigest("acme", "agent_email", gateway.Proposal{RunID: "run_d", CapabilityID: cp.ID, Arguments: []byte(want)}, cp)
+	digest, refusal := gateway.ActionDigest("acme", "agent_email", wire.Proposal{RunID: "run_d", CapabilityID: cp.ID, Arguments: []byte(want)}, cp)
 	if refusal != nil || digest != r.ActionDigest {
 		t.Fatalf("digest of the provider's body %s (%v), reply's %s", digest, refusal, r.ActionDigest)
 	}
 	for i, args := range []string{`{"order_id":"s_\ud800","amount_minor":1}`, `{"order_id":"s_\udc00","amount_minor":1}`} {
 		before := e.prov.Stats().Calls
 		r := send(fmt.Sprint("s", i), args)
-		if r.Status != kernel.StatusRefused || r.Code != kernel.CodeRequestMalformed || e.prov.Stats().Calls != before {
+		if r.Status != wire.StatusRefused || r.Code != wire.CodeRequestMalformed || e.prov.Stats().Calls != before {
 			t.Fatalf("%s: %+v", args, r)
 		}
 	}

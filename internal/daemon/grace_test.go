@@ -10,6 +10,7 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // stuckAdapter never returns from a dispatch until released: an executor
@@ -54,7 +55,7 @@ func TestReconcileGraceOnLocalClock(t *testing.T) {
 	t.Cleanup(func() { close(stuck.release) })
 	nc := e.client("acme", "agent_email")
 	body, _ := json.Marshal(refund("run_g", "g1", "ord_g", 700))
-	if err := nc.PublishRequest(gateway.ProposeSubject("acme", "agent_email"), nc.NewRespInbox(), body); err != nil {
+	if err := nc.PublishRequest(wire.ProposeSubject("acme", "agent_email"), nc.NewRespInbox(), body); err != nil {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{t: seedTime}
@@ -66,34 +67,34 @@ func TestReconcileGraceOnLocalClock(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("replica B never saw the attempt")
 		}
-		if r := b.Op(ctx, "acme", "attempts", "ops_alice", nil).(gateway.OpReply); len(r.Attempts) == 1 && r.Attempts[0].State == kernel.StateStarted.String() {
+		if r := b.Op(ctx, "acme", "attempts", "ops_alice", nil); len(r.Attempts) == 1 && r.Attempts[0].State == kernel.StateStarted.String() {
 			attempt = r.Attempts[0].AttemptID
 		} else {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	reconcile := func() gateway.SettleRow {
+	reconcile := func() wire.SettleRow {
 		t.Helper()
-		r := b.Op(ctx, "acme", "reconcile", "ops_alice", []byte(`{"attempt_id":"`+attempt+`"}`)).(gateway.OpReply)
+		r := b.Op(ctx, "acme", "reconcile", "ops_alice", []byte(`{"attempt_id":"`+attempt+`"}`))
 		if len(r.Settled) != 1 {
 			t.Fatalf("reconcile: %+v", r)
 		}
 		return r.Settled[0]
 	}
 	grace := b.ReconcileGrace(cp)
-	if row := reconcile(); row.Code != kernel.CodeDispatchActive {
-		t.Fatalf("first sighting: %+v, want %s", row, kernel.CodeDispatchActive)
+	if row := reconcile(); row.Code != wire.CodeDispatchActive {
+		t.Fatalf("first sighting: %+v, want %s", row, wire.CodeDispatchActive)
 	}
 	clock.Advance(grace - time.Millisecond)
-	if row := reconcile(); row.Code != kernel.CodeDispatchActive {
+	if row := reconcile(); row.Code != wire.CodeDispatchActive {
 		t.Fatalf("just inside the grace: %+v", row)
 	}
 	clock.Advance(time.Millisecond)
 	row := reconcile()
-	if row.Code != "" || row.Outcome != kernel.OutcomeUnknown || row.Status != kernel.StatusUnknown {
+	if row.Code != "" || row.Outcome != wire.OutcomeUnknown || row.Status != wire.StatusUnknown {
 		t.Fatalf("after the grace, a 404 to the query: %+v, want unknown", row)
 	}
-	if x := b.Op(ctx, "acme", "exposure", "ops_alice", []byte(`{"resource":"ord_g"}`)).(gateway.OpReply); len(x.Exposure) != 1 || x.Exposure[0].Held != 700 {
+	if x := b.Op(ctx, "acme", "exposure", "ops_alice", []byte(`{"resource":"ord_g"}`)); len(x.Exposure) != 1 || x.Exposure[0].Held != 700 {
 		t.Fatalf("the hold was released: %+v", x.Exposure)
 	}
 }

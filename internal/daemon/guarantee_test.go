@@ -15,6 +15,7 @@ import (
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // TestGuaranteeSetLimit changes a ceiling at runtime: every version is a
@@ -29,7 +30,7 @@ func TestGuaranteeSetLimit(t *testing.T) {
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_g", "g1", "ord_g", 90000)), 90000, 0, 10000)
 	replica := e.replica(aggregates.SystemClock{}, "replica-2")
 	t.Cleanup(replica.Stop)
-	viaReplica := func(key, order string, amount int64) gateway.Reply {
+	viaReplica := func(key, order string, amount int64) wire.Reply {
 		t.Helper()
 		b, err := json.Marshal(refund("run_g", key, order, amount))
 		if err != nil {
@@ -38,28 +39,28 @@ func TestGuaranteeSetLimit(t *testing.T) {
 		return replica.Propose(context.Background(), "acme", "agent_email", b)
 	}
 
-	if r := e.opAny("guarantee-set-limit", gateway.SetLimitRequest{GuaranteeID: "refunds-per-order", Limit: 150000}); r.Code != kernel.CodeRequestMalformed {
+	if r := e.opAny("guarantee-set-limit", wire.SetLimitRequest{GuaranteeID: "refunds-per-order", Limit: 150000}); r.Code != wire.CodeRequestMalformed {
 		t.Fatalf("a change without a reason: %+v", r)
 	}
-	if r := viaReplica("g2", "ord_g", 50000); r.Code != kernel.CodeExceeded {
+	if r := viaReplica("g2", "ord_g", 50000); r.Code != wire.CodeExceeded {
 		t.Fatalf("before the change: %+v", r)
 	}
-	e.mustOp("guarantee-set-limit", gateway.SetLimitRequest{GuaranteeID: "refunds-per-order", Limit: 150000, Reason: "festival season"})
+	e.mustOp("guarantee-set-limit", wire.SetLimitRequest{GuaranteeID: "refunds-per-order", Limit: 150000, Reason: "festival season"})
 	r := viaReplica("g3", "ord_g", 50000)
-	if r.Status != kernel.StatusApplied || *r.Limit != 150000 {
+	if r.Status != wire.StatusApplied || *r.Limit != 150000 {
 		t.Fatalf("after raising the limit, through a replica started before: %+v", r)
 	}
 	wantBalance(t, r, 140000, 0, 10000)
 
-	e.mustOp("guarantee-set-limit", gateway.SetLimitRequest{GuaranteeID: "refunds-per-order", Resource: "ord_vip", Limit: 500000, Reason: "enterprise customer"})
-	if r := e.propose(nc, "acme", "agent_email", refund("run_g", "g4", "ord_vip", 400000)); r.Status != kernel.StatusApplied || *r.Limit != 500000 {
+	e.mustOp("guarantee-set-limit", wire.SetLimitRequest{GuaranteeID: "refunds-per-order", Resource: "ord_vip", Limit: 500000, Reason: "enterprise customer"})
+	if r := e.propose(nc, "acme", "agent_email", refund("run_g", "g4", "ord_vip", 400000)); r.Status != wire.StatusApplied || *r.Limit != 500000 {
 		t.Fatalf("under the resource's override: %+v", r)
 	}
 
-	e.mustOp("guarantee-set-limit", gateway.SetLimitRequest{GuaranteeID: "refunds-per-order", Limit: 100000, Reason: "fraud review"})
+	e.mustOp("guarantee-set-limit", wire.SetLimitRequest{GuaranteeID: "refunds-per-order", Limit: 100000, Reason: "fraud review"})
 	calls := e.prov.Stats().Calls
 	r = e.propose(nc, "acme", "agent_email", refund("run_g", "g5", "ord_g", 1))
-	if r.Code != kernel.CodeExceeded || *r.Limit != 100000 {
+	if r.Code != wire.CodeExceeded || *r.Limit != 100000 {
 		t.Fatalf("under a limit lowered below what is committed: %+v", r)
 	}
 	wantBalance(t, r, 140000, 0, -40000)
@@ -67,9 +68,9 @@ func TestGuaranteeSetLimit(t *testing.T) {
 		t.Fatal("a refused proposal reached the provider")
 	}
 
-	e.mustOp("guarantee-set-limit", gateway.SetLimitRequest{GuaranteeID: "refunds-per-order", Mode: kernel.ModeObserve, Reason: "measure the new rule"})
+	e.mustOp("guarantee-set-limit", wire.SetLimitRequest{GuaranteeID: "refunds-per-order", Mode: kernel.ModeObserve, Reason: "measure the new rule"})
 	r = e.propose(nc, "acme", "agent_email", refund("run_g", "g6", "ord_g", 1))
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("observe mode: %+v", r)
 	}
 	over := 0
@@ -86,8 +87,8 @@ func TestGuaranteeSetLimit(t *testing.T) {
 		t.Fatalf("%d reservations marked over the limit, want 1", over)
 	}
 
-	h := e.mustOp("guarantee-history", gateway.GuaranteeHistoryRequest{GuaranteeID: "refunds-per-order"}).Versions
-	want := []gateway.VersionRow{
+	h := e.mustOp("guarantee-history", wire.GuaranteeHistoryRequest{GuaranteeID: "refunds-per-order"}).Versions
+	want := []wire.VersionRow{
 		{Version: 1, Limit: 100000, Mode: kernel.ModeEnforce, Reason: "pinned at first use"},
 		{Version: 2, Operator: "ops_alice", Reason: "festival season", Limit: 150000},
 		{Version: 3, Operator: "ops_alice", Reason: "enterprise customer", Resource: "ord_vip", Limit: 500000},
@@ -146,7 +147,7 @@ time_zone = "Asia/Kolkata"
 	clock := &fakeClock{t: time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)} // 22:30 in Kolkata
 	g := e.replica(clock, "replica-w")
 	t.Cleanup(g.Stop)
-	propose := func(key, order string, amount int64) gateway.Reply {
+	propose := func(key, order string, amount int64) wire.Reply {
 		t.Helper()
 		p := refund("run_w", key, order, amount)
 		p["arguments"].(map[string]any)["customer_id"] = "cust_7"
@@ -156,7 +157,7 @@ time_zone = "Asia/Kolkata"
 		}
 		return g.Propose(context.Background(), "acme", "agent_email", b)
 	}
-	balance := func(r gateway.Reply, guarantee string) kernel.Balance {
+	balance := func(r wire.Reply, guarantee string) wire.Balance {
 		t.Helper()
 		for _, row := range r.Guarantees {
 			if row.GuaranteeID == guarantee {
@@ -164,15 +165,15 @@ time_zone = "Asia/Kolkata"
 			}
 		}
 		t.Fatalf("no %s in %+v", guarantee, r)
-		return kernel.Balance{}
+		return wire.Balance{}
 	}
 
-	if r := propose("w1", "ord_w1", 80000); r.Status != kernel.StatusApplied {
+	if r := propose("w1", "ord_w1", 80000); r.Status != wire.StatusApplied {
 		t.Fatalf("first refund: %+v", r)
 	}
 	calls := prov.Stats().Calls
 	r := propose("w2", "ord_w2", 80000)
-	if r.Code != kernel.CodeExceeded || !strings.HasPrefix(r.Reason, "refunds-per-customer-day:") {
+	if r.Code != wire.CodeExceeded || !strings.HasPrefix(r.Reason, "refunds-per-customer-day:") {
 		t.Fatalf("second refund the same day: %+v", r)
 	}
 	if b := balance(r, "refunds-per-order"); b.Held != 0 || b.Committed != 0 {
@@ -183,29 +184,29 @@ time_zone = "Asia/Kolkata"
 	}
 	clock.Advance(100 * time.Minute) // 00:10 on 2 December in Kolkata
 	r = propose("w3", "ord_w2", 80000)
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("after local midnight: %+v", r)
 	}
 	if b := balance(r, "refunds-per-customer-day"); b.Committed != 80000 || b.Available != 70000 {
 		t.Fatalf("the new day's ledger: %+v", b)
 	}
-	if r := propose("w4", "ord_w1", 30000); r.Code != kernel.CodeExceeded || !strings.HasPrefix(r.Reason, "refunds-per-order:") {
+	if r := propose("w4", "ord_w1", 30000); r.Code != wire.CodeExceeded || !strings.HasPrefix(r.Reason, "refunds-per-order:") {
 		t.Fatalf("the order's ceiling has no window: %+v", r)
 	}
 	// The operator's view lists each window's ledger with its balance.
-	var rows []gateway.ExposureRow
+	var rows []wire.ExposureRow
 	testenv.Eventually(t, func() bool {
-		rows = e.op("exposure", gateway.OpRequest{GuaranteeID: "refunds-per-customer-day"}).Exposure
+		rows = e.op("exposure", wire.OpRequest{GuaranteeID: "refunds-per-customer-day"}).Exposure
 		return len(rows) == 2
 	}, 10*time.Second, "two window ledgers in the exposure view")
-	byWindow := map[string]gateway.ExposureRow{}
+	byWindow := map[string]wire.ExposureRow{}
 	for _, r := range rows {
 		byWindow[r.Window] = r
 	}
 	if d1, d2 := byWindow["2026-12-01"], byWindow["2026-12-02"]; d1.Committed != 80000 || d2.Committed != 80000 || d1.Resource != "cust_7" {
 		t.Fatalf("window rows: %+v", rows)
 	}
-	if inc := e.op("incidents", gateway.OpRequest{}); len(inc.Incidents) != 0 {
+	if inc := e.op("incidents", wire.OpRequest{}); len(inc.Incidents) != 0 {
 		t.Fatalf("the windows' events were refused by the read model: %+v", inc.Incidents)
 	}
 	for _, window := range []string{"2026-12-01", "2026-12-02"} {
@@ -228,11 +229,11 @@ func TestObserveModeMetric(t *testing.T) {
 	e, _ := bootObserved(t, hs.URL, BootOptions{}, nil)
 	e.prov = prov
 	nc := e.client("acme", "agent_email")
-	if r := e.propose(nc, "acme", "agent_email", refund("run_o", "o1", "ord_o", 90000)); r.Status != kernel.StatusApplied {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_o", "o1", "ord_o", 90000)); r.Status != wire.StatusApplied {
 		t.Fatalf("first: %+v", r)
 	}
-	e.mustOp("guarantee-set-limit", gateway.SetLimitRequest{GuaranteeID: "refunds-per-order", Mode: kernel.ModeObserve, Reason: "measure"})
-	if r := e.propose(nc, "acme", "agent_email", refund("run_o", "o2", "ord_o", 20000)); r.Status != kernel.StatusApplied {
+	e.mustOp("guarantee-set-limit", wire.SetLimitRequest{GuaranteeID: "refunds-per-order", Mode: kernel.ModeObserve, Reason: "measure"})
+	if r := e.propose(nc, "acme", "agent_email", refund("run_o", "o2", "ord_o", 20000)); r.Status != wire.StatusApplied {
 		t.Fatalf("over the limit in observe mode: %+v", r)
 	}
 	testenv.Eventually(t, func() bool {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -33,39 +33,39 @@ func TestHostileProposals(t *testing.T) {
 	cases := []struct {
 		name  string
 		body  []byte
-		codes []kernel.Code
+		codes []wire.Code
 	}{
-		{"invalid UTF-8 body", []byte("{\"run_id\":\"\xff\xfe\"}"), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"invalid UTF-8 in an argument", raw("u", "{\"order_id\":\"ord_1\xff\",\"amount_minor\":5}"), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"NUL and controls", raw("n", "{\"order_id\":\"ord_1\",\"amount_minor\":5}\x00"), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"amount 1e400", raw("h1", `{"order_id":"ord_1","amount_minor":1e400}`), []kernel.Code{kernel.CodeRequestMalformed, kernel.CodeAmountInvalid}},
-		{"amount 2^53+1", raw("h2", `{"order_id":"ord_1","amount_minor":9007199254740993}`), []kernel.Code{kernel.CodeRequestMalformed, kernel.CodeAmountInvalid}},
-		{"amount -0", raw("h3", `{"order_id":"ord_1","amount_minor":-0}`), []kernel.Code{kernel.CodeAmountInvalid}},
-		{"amount 1e-400", raw("h4", `{"order_id":"ord_1","amount_minor":1e-400}`), []kernel.Code{kernel.CodeRequestMalformed, kernel.CodeAmountInvalid}},
-		{"huge other number", raw("h5", `{"order_id":"ord_1","amount_minor":5,"n":123456789012345678901234567890}`), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"5000 levels deep", raw("d", deepArgs), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"100 KB body", raw("o", `{"order_id":"ord_1","amount_minor":5,"pad":"`+strings.Repeat("x", 100<<10)+`"}`), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"empty", []byte{}, []kernel.Code{kernel.CodeRequestMalformed}},
-		{"null", []byte(`null`), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"array", []byte(`[]`), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"trailing data", append(raw("t", `{"order_id":"ord_1","amount_minor":5}`), []byte(`{}`)...), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"arguments not an object", raw("a", `"ord_1"`), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"resource not a string", raw("r", `{"order_id":881,"amount_minor":5}`), []kernel.Code{kernel.CodeResourceInvalid}},
-		{"case-variant member name", []byte(`{"Run_ID":"r","operation_key":"k","capability_id":"adp_payments.issue_refund","arguments":{}}`), []kernel.Code{kernel.CodeRequestMalformed}},
-		{"duplicate keys in arguments", raw("dup", `{"order_id":"ord_2","amount_minor":100000,"order_id":"ord_1","amount_minor":1}`), []kernel.Code{kernel.CodeRequestMalformed}},
+		{"invalid UTF-8 body", []byte("{\"run_id\":\"\xff\xfe\"}"), []wire.Code{wire.CodeRequestMalformed}},
+		{"invalid UTF-8 in an argument", raw("u", "{\"order_id\":\"ord_1\xff\",\"amount_minor\":5}"), []wire.Code{wire.CodeRequestMalformed}},
+		{"NUL and controls", raw("n", "{\"order_id\":\"ord_1\",\"amount_minor\":5}\x00"), []wire.Code{wire.CodeRequestMalformed}},
+		{"amount 1e400", raw("h1", `{"order_id":"ord_1","amount_minor":1e400}`), []wire.Code{wire.CodeRequestMalformed, wire.CodeAmountInvalid}},
+		{"amount 2^53+1", raw("h2", `{"order_id":"ord_1","amount_minor":9007199254740993}`), []wire.Code{wire.CodeRequestMalformed, wire.CodeAmountInvalid}},
+		{"amount -0", raw("h3", `{"order_id":"ord_1","amount_minor":-0}`), []wire.Code{wire.CodeAmountInvalid}},
+		{"amount 1e-400", raw("h4", `{"order_id":"ord_1","amount_minor":1e-400}`), []wire.Code{wire.CodeRequestMalformed, wire.CodeAmountInvalid}},
+		{"huge other number", raw("h5", `{"order_id":"ord_1","amount_minor":5,"n":123456789012345678901234567890}`), []wire.Code{wire.CodeRequestMalformed}},
+		{"5000 levels deep", raw("d", deepArgs), []wire.Code{wire.CodeRequestMalformed}},
+		{"100 KB body", raw("o", `{"order_id":"ord_1","amount_minor":5,"pad":"`+strings.Repeat("x", 100<<10)+`"}`), []wire.Code{wire.CodeRequestMalformed}},
+		{"empty", []byte{}, []wire.Code{wire.CodeRequestMalformed}},
+		{"null", []byte(`null`), []wire.Code{wire.CodeRequestMalformed}},
+		{"array", []byte(`[]`), []wire.Code{wire.CodeRequestMalformed}},
+		{"trailing data", append(raw("t", `{"order_id":"ord_1","amount_minor":5}`), []byte(`{}`)...), []wire.Code{wire.CodeRequestMalformed}},
+		{"arguments not an object", raw("a", `"ord_1"`), []wire.Code{wire.CodeRequestMalformed}},
+		{"resource not a string", raw("r", `{"order_id":881,"amount_minor":5}`), []wire.Code{wire.CodeResourceInvalid}},
+		{"case-variant member name", []byte(`{"Run_ID":"r","operation_key":"k","capability_id":"adp_payments.issue_refund","arguments":{}}`), []wire.Code{wire.CodeRequestMalformed}},
+		{"duplicate keys in arguments", raw("dup", `{"order_id":"ord_2","amount_minor":100000,"order_id":"ord_1","amount_minor":1}`), []wire.Code{wire.CodeRequestMalformed}},
 	}
 	calls := e.prov.Stats().Calls
 	var failed []string
 	for _, c := range cases {
-		msg, err := nc.Request(gateway.ProposeSubject("acme", "agent_email"), c.body, 10*time.Second)
+		msg, err := nc.Request(wire.ProposeSubject("acme", "agent_email"), c.body, 10*time.Second)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		var r gateway.Reply
+		var r wire.Reply
 		if err := json.Unmarshal(msg.Data, &r); err != nil {
 			t.Fatal(err)
 		}
-		ok := r.Status == kernel.StatusRefused && r.Reason != ""
+		ok := r.Status == wire.StatusRefused && r.Reason != ""
 		found := false
 		for _, code := range c.codes {
 			found = found || r.Code == code
@@ -76,11 +76,11 @@ func TestHostileProposals(t *testing.T) {
 	}
 	// Above the server's max payload (1 MB): the client refuses to send it.
 	huge := raw("x", `{"order_id":"ord_1","amount_minor":5,"pad":"`+strings.Repeat("x", 2<<20)+`"}`)
-	if _, err := nc.Request(gateway.ProposeSubject("acme", "agent_email"), huge, 5*time.Second); !errors.Is(err, nats.ErrMaxPayload) {
+	if _, err := nc.Request(wire.ProposeSubject("acme", "agent_email"), huge, 5*time.Second); !errors.Is(err, nats.ErrMaxPayload) {
 		t.Errorf("2 MB proposal: %v, want %v", err, nats.ErrMaxPayload)
 	}
-	rows := e.op("exposure", gateway.OpRequest{}).Exposure
-	if len(rows) != 1 || rows[0].Balance != (kernel.Balance{Limit: 100000, Committed: 10000, Available: 90000}) {
+	rows := e.op("exposure", wire.OpRequest{}).Exposure
+	if len(rows) != 1 || rows[0].Balance != (wire.Balance{Limit: 100000, Committed: 10000, Available: 90000}) {
 		t.Errorf("hostile proposals changed balances: %+v", rows)
 	}
 	if st := e.prov.Stats(); st.Calls != calls {

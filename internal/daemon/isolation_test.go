@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // slowProvider is the test provider, taking delay to answer any refund of
@@ -85,13 +84,13 @@ func TestTenantIsolationUnderFlood(t *testing.T) {
 		for i := 0; i < n; i++ {
 			b, _ := json.Marshal(refund("run_b", fmt.Sprintf("%s%d", phase, i), fmt.Sprintf("b_%s_%d", phase, i), 1))
 			start := time.Now()
-			m, err := globex.Request(gateway.ProposeSubject("globex", "agent_email"), b, 15*time.Second)
+			m, err := globex.Request(wire.ProposeSubject("globex", "agent_email"), b, 15*time.Second)
 			if err != nil {
 				t.Fatalf("globex %s proposal %d got no reply: %v", phase, i, err)
 			}
 			ds = append(ds, time.Since(start))
-			var r gateway.Reply
-			if err := json.Unmarshal(m.Data, &r); err != nil || r.Status != kernel.StatusApplied {
+			var r wire.Reply
+			if err := json.Unmarshal(m.Data, &r); err != nil || r.Status != wire.StatusApplied {
 				t.Fatalf("globex %s proposal %d: %s", phase, i, m.Data)
 			}
 		}
@@ -120,22 +119,22 @@ func TestTenantIsolationUnderFlood(t *testing.T) {
 				default:
 				}
 				b := bytes.ReplaceAll(template, []byte("KEY"), []byte(fmt.Sprintf("f%d_%d", s, i)))
-				m, err := nc.Request(gateway.ProposeSubject("acme", principal), b, 20*time.Second)
+				m, err := nc.Request(wire.ProposeSubject("acme", principal), b, 20*time.Second)
 				if err != nil {
 					noReply.Add(1)
 					continue
 				}
 				replies.Add(1)
-				var r gateway.Reply
+				var r wire.Reply
 				_ = json.Unmarshal(m.Data, &r)
 				key := string(r.Status) + "/" + string(r.Code)
 				v, _ := codes.LoadOrStore(key, new(atomic.Int64))
 				v.(*atomic.Int64).Add(1)
 				switch {
-				case r.Code == kernel.CodeOverloaded:
+				case r.Code == wire.CodeOverloaded:
 					overloaded.Add(1)
 					time.Sleep(500 * time.Millisecond) // what a client does with overloaded: back off
-				case r.Status == kernel.StatusApplied:
+				case r.Status == wire.StatusApplied:
 					applied.Add(1)
 				}
 			}
@@ -146,14 +145,14 @@ func TestTenantIsolationUnderFlood(t *testing.T) {
 
 	on := true
 	ops := e.client("acme", "ops_alice")
-	body, _ := json.Marshal(gateway.OpRequest{Engaged: &on, Reason: "flood"})
+	body, _ := json.Marshal(wire.OpRequest{Engaged: &on, Reason: "flood"})
 	start := time.Now()
-	m, err := ops.Request(gateway.OpSubject("acme", "kill-switch", "ops_alice"), body, 15*time.Second)
+	m, err := ops.Request(wire.OpSubject("acme", "kill-switch", "ops_alice"), body, 15*time.Second)
 	kill := time.Since(start)
 	if err != nil {
 		t.Fatalf("kill switch during the flood: %v", err)
 	}
-	var kr gateway.OpReply
+	var kr wire.OpReply
 	if err := json.Unmarshal(m.Data, &kr); err != nil || !kr.OK {
 		t.Fatalf("kill switch: %s", m.Data)
 	}

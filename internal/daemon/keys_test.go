@@ -20,6 +20,7 @@ import (
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -48,7 +49,7 @@ func appendReservation(t *testing.T, rt *Runtime, n int) {
 // publishedKeys asks the running daemon's audit-keys verb.
 func publishedKeys(t *testing.T, rt *Runtime) verifier.Keys {
 	t.Helper()
-	r := rt.Service.Ops.Handle(context.Background(), "acme", projections.VerbAuditKeys, []byte("{}"))
+	r := rt.Service.Ops.Handle(context.Background(), "acme", wire.VerbAuditKeys, []byte("{}"))
 	k, err := verifier.ParseKeys(r.File)
 	if err != nil {
 		t.Fatalf("%+v: %v", r, err)

@@ -14,7 +14,7 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -55,14 +55,14 @@ func TestKillSwitchHoldsOnACutReplica(t *testing.T) {
 		return raw
 	}
 	// B decides once with the switch released: its warm state holds that.
-	if r := b.Gateway.Propose(ctx, "acme", "agent_email", body("warm")); r.Status != kernel.StatusApplied {
+	if r := b.Gateway.Propose(ctx, "acme", "agent_email", body("warm")); r.Status != wire.StatusApplied {
 		t.Fatalf("warm-up through B: %+v", r)
 	}
 	proxy.SetCut(true)
 	waitFor(t, 10*time.Second, func() bool { return !b.NC.IsConnected() }, "B to notice the cut")
 	engaged := true
-	req, _ := json.Marshal(gateway.OpRequest{Engaged: &engaged, Reason: "incident drill"})
-	if r, ok := a.Gateway.Op(ctx, "acme", "kill-switch", "ops_alice", req).(gateway.OpReply); !ok || !r.OK {
+	req, _ := json.Marshal(wire.OpRequest{Engaged: &engaged, Reason: "incident drill"})
+	if r := a.Gateway.Op(ctx, "acme", "kill-switch", "ops_alice", req); !r.OK {
 		t.Fatalf("engage through A: %+v", r)
 	}
 	proxy.SetCut(false)
@@ -70,7 +70,7 @@ func TestKillSwitchHoldsOnACutReplica(t *testing.T) {
 	before := prov.Stats().Calls
 	for i := 0; i < 100; i++ {
 		r := b.Gateway.Propose(ctx, "acme", "agent_email", body(fmt.Sprint("k", i)))
-		if r.Status != kernel.StatusRefused || r.Code != kernel.CodeKillSwitchEngaged {
+		if r.Status != wire.StatusRefused || r.Code != wire.CodeKillSwitchEngaged {
 			t.Errorf("proposal %d through B: %s %s %s", i, r.Status, r.Code, r.Reason)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -66,10 +67,10 @@ func bootLimits(t *testing.T, set func(*gateway.LimitsConfig)) *env {
 
 // flood sends n proposals from one agent, 32 at a time, and counts the
 // replies by code; a request without a reply fails the test.
-func flood(t *testing.T, nc *nats.Conn, tenant, principal string, n int, body func(i int) any) map[kernel.Code]int {
+func flood(t *testing.T, nc *nats.Conn, tenant, principal string, n int, body func(i int) any) map[wire.Code]int {
 	t.Helper()
 	var mu sync.Mutex
-	codes := map[kernel.Code]int{}
+	codes := map[wire.Code]int{}
 	var next, lost atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < 32; w++ {
@@ -82,12 +83,12 @@ func flood(t *testing.T, nc *nats.Conn, tenant, principal string, n int, body fu
 					return
 				}
 				b, _ := json.Marshal(body(i))
-				m, err := nc.Request(gateway.ProposeSubject(tenant, principal), b, 15*time.Second)
+				m, err := nc.Request(wire.ProposeSubject(tenant, principal), b, 15*time.Second)
 				if err != nil {
 					lost.Add(1)
 					continue
 				}
-				var r gateway.Reply
+				var r wire.Reply
 				_ = json.Unmarshal(m.Data, &r)
 				mu.Lock()
 				codes[r.Code]++
@@ -120,7 +121,7 @@ func TestUnsurfacedFloodIsBounded(t *testing.T) {
 	start := time.Now()
 	codes := flood(t, nc, "acme", "agent_email", n, func(i int) any { return unsurfaced(1000 + i) })
 	took := time.Since(start)
-	if codes[kernel.CodeCapabilityNotSurfaced] != n {
+	if codes[wire.CodeCapabilityNotSurfaced] != n {
 		t.Fatalf("replies %v, want %d capability_not_surfaced", codes, n)
 	}
 	// Every refusal is accounted for by the refusal log once the last
@@ -177,7 +178,7 @@ func TestRateLimitBeforeStore(t *testing.T) {
 	before := streamMsgs(t, e.rt)
 	codes := flood(t, nc, "acme", "agent_email", 300, func(i int) any { return refund("run_r", fmt.Sprintf("r%d", i), "ord_r", 1) })
 	applied := codes[""]
-	if codes[kernel.CodeRateLimited] < 300-20-5*10 || applied < 20 || applied+codes[kernel.CodeRateLimited] != 300 {
+	if codes[wire.CodeRateLimited] < 300-20-5*10 || applied < 20 || applied+codes[wire.CodeRateLimited] != 300 {
 		t.Fatalf("replies %v", codes)
 	}
 	// Only the admitted proposals stored anything: each is one atomic
@@ -187,7 +188,7 @@ func TestRateLimitBeforeStore(t *testing.T) {
 		t.Fatalf("%d stream messages for %d applied proposals", streamMsgs(t, e.rt)-before, applied)
 	}
 	other := e.client("acme", "agent_chat")
-	if r := e.propose(other, "acme", "agent_chat", refund("run_r2", "c1", "ord_c", 1)); r.Status != kernel.StatusApplied {
+	if r := e.propose(other, "acme", "agent_chat", refund("run_r2", "c1", "ord_c", 1)); r.Status != wire.StatusApplied {
 		t.Fatalf("another agent: %+v", r)
 	}
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/contextos/ledger/internal/lincheck"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -220,16 +220,16 @@ func TestStaleRefusalAcrossReplicas(t *testing.T) {
 	}
 	r.prov.Script(provider.Pending)
 	first := a.Propose(ctx, "acme", "agent_email", body("k1", 80000))
-	if first.Status != kernel.StatusPending || *first.Held != 80000 {
+	if first.Status != wire.StatusPending || *first.Held != 80000 {
 		t.Fatalf("first: %+v", first)
 	}
 	r.prov.Settle(first.AttemptID, "failed")
-	rec := b.Op(ctx, "acme", "reconcile", "ops_alice", []byte(`{"attempt_id":"`+first.AttemptID+`"}`)).(gateway.OpReply)
-	if len(rec.Settled) != 1 || rec.Settled[0].Status != kernel.StatusNotApplied {
+	rec := b.Op(ctx, "acme", "reconcile", "ops_alice", []byte(`{"attempt_id":"`+first.AttemptID+`"}`))
+	if len(rec.Settled) != 1 || rec.Settled[0].Status != wire.StatusNotApplied {
 		t.Fatalf("reconcile on B: %+v", rec)
 	}
 	second := a.Propose(ctx, "acme", "agent_email", body("k2", 50000))
-	if second.Status != kernel.StatusApplied {
+	if second.Status != wire.StatusApplied {
 		t.Fatalf("50000 on a released order through replica A: %s %s (%s) committed=%d held=%d; "+
 			"the refusal was decided on A's stale warm ledger (held 80000) and appended only to the operation subject, "+
 			"so no expected sequence on the ledger caught it (aggregates/engine.go Do: verify staleness before appending a refusal)",

@@ -10,12 +10,12 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,7 +24,7 @@ import (
 func (e *env) exposureView() verifier.View {
 	e.t.Helper()
 	c := &projections.OpsClient{NC: e.client("acme", "ops_alice"), Tenant: "acme", Operator: "ops_alice"}
-	b, err := c.File(context.Background(), projections.VerbExposureView, nil)
+	b, err := c.File(context.Background(), wire.VerbExposureView, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func (e *env) storeRaw(subject string, data []byte) {
 // wantAgree checks that ctx exposure (the exposure verb) and ctx exposure
 // export (view.json) show the same resources with the same balances and
 // open attempts.
-func wantAgree(t *testing.T, rows []gateway.ExposureRow, v verifier.View) {
+func wantAgree(t *testing.T, rows []wire.ExposureRow, v verifier.View) {
 	t.Helper()
 	byRes := map[string]verifier.ResourceView{}
 	for _, r := range v.Resources {
@@ -84,12 +84,12 @@ func TestExposureAgreesWithExport(t *testing.T) {
 	nc := e.client("acme", "agent_email")
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_a", "a1", "ord_a", 700)), 700, 0, 99300)
 	e.prov.Script(provider.Pending)
-	if r := e.propose(nc, "acme", "agent_email", refund("run_a", "a2", "ord_a", 300)); r.Status != kernel.StatusPending {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_a", "a2", "ord_a", 300)); r.Status != wire.StatusPending {
 		t.Fatalf("pending: %+v", r)
 	}
 	e.prov.Script(provider.Applied)
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_a", "b1", "ord_b", 50)), 50, 0, 99950)
-	before := e.op("exposure", gateway.OpRequest{})
+	before := e.op("exposure", wire.OpRequest{})
 	wantAgree(t, before.Exposure, e.exposureView())
 
 	subject, err := codec.ExposureSubject("acme", "refunds-per-order", "ord_a")
@@ -119,7 +119,7 @@ func TestExposureAgreesWithExport(t *testing.T) {
 	e.storeRaw("ctx.ev.acme.noise", []byte(`{"not":"an event"}`))
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_a", "b2", "ord_b", 25)), 75, 0, 99925)
 
-	after := e.op("exposure", gateway.OpRequest{})
+	after := e.op("exposure", wire.OpRequest{})
 	view := e.exposureView()
 	wantAgree(t, after.Exposure, view)
 	for _, r := range after.Exposure {
@@ -130,10 +130,10 @@ func TestExposureAgreesWithExport(t *testing.T) {
 	if n := e.rt.Gateway.Model().RefusedEvents("acme"); n != 2 {
 		t.Fatalf("refused %d stored messages, want 2", n)
 	}
-	in := e.op(gateway.VerbIncidents, gateway.OpRequest{})
+	in := e.op(wire.VerbIncidents, wire.OpRequest{})
 	refused := 0
 	for _, i := range in.Incidents {
-		if i.Kind == projections.KindStoredEventRefused && i.Code == kernel.CodeStoredEventRefused {
+		if i.Kind == projections.KindStoredEventRefused && i.Code == wire.CodeStoredEventRefused {
 			refused++
 		}
 	}
@@ -150,10 +150,10 @@ func TestApprovalsAndIncidentsVerbs(t *testing.T) {
 	nc := e.client("acme", "agent_email")
 	e.admit("run_h", "agent_email", 50, 10000000)
 	first := e.propose(nc, "acme", "agent_email", refundTo(capRefundHigh, "run_h", "h0", "ord_h", 5000))
-	wantRefused(t, "no approval", first, kernel.CodeApprovalRequired)
+	wantRefused(t, "no approval", first, wire.CodeApprovalRequired)
 	other := e.propose(nc, "acme", "agent_email", refundTo(capRefundHigh, "run_h", "h1", "ord_i", 6000))
-	wantRefused(t, "no approval", other, kernel.CodeApprovalRequired)
-	r := e.mustOp(gateway.VerbApprovals, struct{}{})
+	wantRefused(t, "no approval", other, wire.CodeApprovalRequired)
+	r := e.mustOp(wire.VerbApprovals, struct{}{})
 	if len(r.Approvals) != 2 {
 		t.Fatalf("approvals %+v, want 2", r.Approvals)
 	}
@@ -168,21 +168,21 @@ func TestApprovalsAndIncidentsVerbs(t *testing.T) {
 	}
 	// The same action again under a new key supersedes the older request.
 	again := e.propose(nc, "acme", "agent_email", refundTo(capRefundHigh, "run_h", "h2", "ord_h", 5000))
-	if r := e.mustOp(gateway.VerbApprovals, struct{}{}); len(r.Approvals) != 2 || r.Approvals[1].OperationID != again.OperationID {
+	if r := e.mustOp(wire.VerbApprovals, struct{}{}); len(r.Approvals) != 2 || r.Approvals[1].OperationID != again.OperationID {
 		t.Fatalf("after a repeat: %+v", r.Approvals)
 	}
-	e.mustOp("approve", gateway.ApproveRequest{ActionDigest: first.ActionDigest, Risk: "high", ExpiresIn: "10m"})
-	if r := e.mustOp(gateway.VerbApprovals, struct{}{}); len(r.Approvals) != 1 || r.Approvals[0].OperationID != other.OperationID {
+	e.mustOp("approve", wire.ApproveRequest{ActionDigest: first.ActionDigest, Risk: "high", ExpiresIn: "10m"})
+	if r := e.mustOp(wire.VerbApprovals, struct{}{}); len(r.Approvals) != 1 || r.Approvals[0].OperationID != other.OperationID {
 		t.Fatalf("after approving %s: %+v", first.ActionDigest, r.Approvals)
 	}
 	e.mustOp("deny", map[string]any{"action_digest": other.ActionDigest, "risk": "high", "reason": "not this order"})
-	if r := e.mustOp(gateway.VerbApprovals, struct{}{}); len(r.Approvals) != 0 {
+	if r := e.mustOp(wire.VerbApprovals, struct{}{}); len(r.Approvals) != 0 {
 		t.Fatalf("after denying %s: %+v", other.ActionDigest, r.Approvals)
 	}
-	if r := e.opAny(gateway.VerbApprovals, map[string]any{"all": true}); r.OK || r.Code != kernel.CodeRequestMalformed {
+	if r := e.opAny(wire.VerbApprovals, map[string]any{"all": true}); r.OK || r.Code != wire.CodeRequestMalformed {
 		t.Fatalf("approvals with a body: %+v", r)
 	}
-	if r := e.mustOp(gateway.VerbIncidents, struct{}{}); r.Incidents == nil && !r.OK {
+	if r := e.mustOp(wire.VerbIncidents, struct{}{}); r.Incidents == nil && !r.OK {
 		t.Fatalf("incidents: %+v", r)
 	}
 }
@@ -196,7 +196,7 @@ func TestModelSnapshotAcrossRestart(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		e.propose(nc, "acme", "agent_email", refund("run_s", fmt.Sprintf("s%d", i), "ord_s", 10))
 	}
-	rows := e.op("exposure", gateway.OpRequest{}).Exposure
+	rows := e.op("exposure", wire.OpRequest{}).Exposure
 	url := e.rt.Config.Capabilities[0].HTTP.URL
 	e.rt.Close()
 	e.boot(strings.TrimSuffix(url, "/refunds"))
@@ -214,7 +214,7 @@ func TestModelSnapshotAcrossRestart(t *testing.T) {
 	if d := verifier.Compare(e.rt.Gateway.Model().View("acme"), full.View("acme")); len(d) != 0 {
 		t.Fatalf("the model from its snapshot differs from a full fold: %v", d)
 	}
-	if after := e.op("exposure", gateway.OpRequest{}).Exposure; fmt.Sprint(after) != fmt.Sprint(rows) {
+	if after := e.op("exposure", wire.OpRequest{}).Exposure; fmt.Sprint(after) != fmt.Sprint(rows) {
 		t.Fatalf("exposure after a restart %+v, before %+v", after, rows)
 	}
 }
@@ -227,19 +227,19 @@ func TestContradictionIsOneIncident(t *testing.T) {
 	nc := e.client("acme", "agent_email")
 	e.prov.Script(provider.Pending)
 	r := e.propose(nc, "acme", "agent_email", refund("run_c", "c1", "ord_c", 500))
-	if r.Status != kernel.StatusPending {
+	if r.Status != wire.StatusPending {
 		t.Fatalf("pending: %+v", r)
 	}
-	if a := e.op("assert-absence", gateway.OpRequest{AttemptID: r.AttemptID, ArtifactRef: "ticket-7"}); !a.OK {
+	if a := e.op("assert-absence", wire.OpRequest{AttemptID: r.AttemptID, ArtifactRef: "ticket-7"}); !a.OK {
 		t.Fatalf("assert-absence: %+v", a)
 	}
 	e.prov.Settle(r.AttemptID, "succeeded")
-	e.op("reconcile", gateway.OpRequest{AttemptID: r.AttemptID})
-	var found []gateway.Incident
+	e.op("reconcile", wire.OpRequest{AttemptID: r.AttemptID})
+	var found []wire.Incident
 	testenv.Eventually(t, func() bool {
 		found = found[:0]
-		for _, in := range e.op(gateway.VerbIncidents, gateway.OpRequest{}).Incidents {
-			if in.Code == kernel.CodeObservationContradictsSeal {
+		for _, in := range e.op(wire.VerbIncidents, wire.OpRequest{}).Incidents {
+			if in.Code == wire.CodeObservationContradictsSeal {
 				found = append(found, in)
 			}
 		}

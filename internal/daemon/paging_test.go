@@ -18,7 +18,7 @@ import (
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -58,7 +58,7 @@ func startApprovalEnv(t *testing.T) *env {
 // ShortenAbove bytes, so only their digests tell them apart in a view.
 func hugeID(i int) string { return strings.Repeat("o", 60<<10) + fmt.Sprintf("%05d", i) }
 
-func wire(run, key string, args map[string]any) map[string]any {
+func bankWire(run, key string, args map[string]any) map[string]any {
 	return map[string]any{"run_id": run, "operation_key": key, "capability_id": "bank.wire", "arguments": args}
 }
 
@@ -70,16 +70,16 @@ func walk(t *testing.T, nc *nats.Conn, verb string, req map[string]any, member s
 	var rows []map[string]any
 	for pages := 1; ; pages++ {
 		b, _ := json.Marshal(req)
-		m, err := nc.Request(gateway.OpSubject("acme", verb, "ops_alice"), b, 10*time.Second)
+		m, err := nc.Request(wire.OpSubject("acme", verb, "ops_alice"), b, 10*time.Second)
 		if err != nil {
 			t.Fatalf("%s %s: no reply (%v): the operators see nothing", verb, b, err)
 		}
-		if len(m.Data) > gateway.MaxReplyBudget {
-			t.Fatalf("%s page %d: %d bytes, over the reply budget %d", verb, pages, len(m.Data), gateway.MaxReplyBudget)
+		if len(m.Data) > wire.MaxReplyBudget {
+			t.Fatalf("%s page %d: %d bytes, over the reply budget %d", verb, pages, len(m.Data), wire.MaxReplyBudget)
 		}
 		var r struct {
 			OK         bool             `json:"ok"`
-			Code       kernel.Code      `json:"code"`
+			Code       wire.Code        `json:"code"`
 			Reason     string           `json:"reason"`
 			NextCursor string           `json:"next_cursor"`
 			Rows       []map[string]any `json:"-"`
@@ -125,15 +125,15 @@ func TestOneAgentCannotBlindTheOperators(t *testing.T) {
 	e.prov.Script(modes...)
 	email := e.client("acme", "agent_email")
 	for i := 0; i < n; i++ {
-		if r := e.propose(email, "acme", "agent_email", refund("run_flood", fmt.Sprint("r", i), hugeID(i), 100)); r.Status != kernel.StatusPending {
+		if r := e.propose(email, "acme", "agent_email", refund("run_flood", fmt.Sprint("r", i), hugeID(i), 100)); r.Status != wire.StatusPending {
 			t.Fatalf("refund %d: %s %s %s", i, r.Status, r.Code, r.Reason)
 		}
-		if r := e.propose(email, "acme", "agent_email", wire("run_flood", fmt.Sprint("w", i), map[string]any{"to": hugeID(i)})); r.Code != kernel.CodeApprovalRequired {
+		if r := e.propose(email, "acme", "agent_email", bankWire("run_flood", fmt.Sprint("w", i), map[string]any{"to": hugeID(i)})); r.Code != wire.CodeApprovalRequired {
 			t.Fatalf("wire %d: %s %s %s", i, r.Status, r.Code, r.Reason)
 		}
 	}
-	mine := e.propose(e.client("acme", "agent_chat"), "acme", "agent_chat", wire("run_chat", "w1", map[string]any{"to": "acct_42", "amount": 1}))
-	if mine.Code != kernel.CodeApprovalRequired {
+	mine := e.propose(e.client("acme", "agent_chat"), "acme", "agent_chat", bankWire("run_chat", "w1", map[string]any{"to": "acct_42", "amount": 1}))
+	if mine.Code != wire.CodeApprovalRequired {
 		t.Fatalf("agent_chat's wire: %+v", mine)
 	}
 	ops := e.client("acme", "ops_alice")
@@ -166,7 +166,7 @@ func TestOneAgentCannotBlindTheOperators(t *testing.T) {
 			byID[a["attempt_id"].(string)]++
 			d, _ := a["resource_digest"].(string)
 			byRes[d]++
-			if res := a["resource"].(string); len(res) > projections.ShortPrefix+len(projections.Ellipsis) || !strings.HasSuffix(res, projections.Ellipsis) {
+			if res := a["resource"].(string); len(res) > wire.ShortPrefix+len(wire.Ellipsis) || !strings.HasSuffix(res, wire.Ellipsis) {
 				t.Fatalf("attempt resource shown as %d bytes", len(res))
 			}
 		}
@@ -179,7 +179,7 @@ func TestOneAgentCannotBlindTheOperators(t *testing.T) {
 			byExp[r["resource_digest"].(string)]++
 		}
 		for i := 0; i < n; i++ {
-			d := projections.Digest(hugeID(i))
+			d := wire.Digest(hugeID(i))
 			if byRes[d] != 1 || byExp[d] != 1 {
 				t.Fatalf("limit %d: resource %d listed %d times in attempts, %d in exposure", limit, i, byRes[d], byExp[d])
 			}
@@ -189,20 +189,20 @@ func TestOneAgentCannotBlindTheOperators(t *testing.T) {
 		}
 	}
 
-	d := projections.Digest(hugeID(3))
+	d := wire.Digest(hugeID(3))
 	one := walk(t, ops, "exposure", map[string]any{"resource_digest": d}, "exposure")
 	if len(one) != 1 || one[0]["resource_digest"] != d || one[0]["held"] != float64(100) {
 		t.Fatalf("exposure by digest: %v", one)
 	}
-	r := e.op("close-attempt", gateway.OpRequest{AttemptID: "ghost", GuaranteeID: "refunds-per-order", ResourceDigest: d, Reason: "tombstone"})
+	r := e.op("close-attempt", wire.OpRequest{AttemptID: "ghost", GuaranteeID: "refunds-per-order", ResourceDigest: d, Reason: "tombstone"})
 	if !r.OK || len(r.Exposure) != 1 || r.Exposure[0].ResourceDigest != d || r.Exposure[0].Held != 100 {
 		t.Fatalf("tombstone by digest: %+v", r)
 	}
-	if r := e.op("close-attempt", gateway.OpRequest{AttemptID: "ghost2", GuaranteeID: "refunds-per-order", ResourceDigest: strings.Repeat("0", 64)}); r.OK || r.Code != kernel.CodeRequestMalformed {
+	if r := e.op("close-attempt", wire.OpRequest{AttemptID: "ghost2", GuaranteeID: "refunds-per-order", ResourceDigest: strings.Repeat("0", 64)}); r.OK || r.Code != wire.CodeRequestMalformed {
 		t.Fatalf("tombstone by an unknown digest: %+v", r)
 	}
-	for _, bad := range []gateway.OpRequest{{Limit: gateway.MaxPageLimit + 1}, {Cursor: "e.x"}, {Resource: "ord_1", ResourceDigest: d}} {
-		if r := e.op("exposure", bad); r.OK || r.Code != kernel.CodeRequestMalformed {
+	for _, bad := range []wire.OpRequest{{Limit: wire.MaxPageLimit + 1}, {Cursor: "e.x"}, {Resource: "ord_1", ResourceDigest: d}} {
+		if r := e.op("exposure", bad); r.OK || r.Code != wire.CodeRequestMalformed {
 			t.Fatalf("exposure %+v: %+v", bad, r)
 		}
 	}
@@ -228,7 +228,7 @@ func TestMetricsBoundedInBytes(t *testing.T) {
 	}
 	before := size()
 	for i := 0; i < 10; i++ {
-		if r := e.propose(email, "acme", "agent_email", refund("run_m", fmt.Sprint("m", i), hugeID(i), 100)); r.Status != kernel.StatusApplied {
+		if r := e.propose(email, "acme", "agent_email", refund("run_m", fmt.Sprint("m", i), hugeID(i), 100)); r.Status != wire.StatusApplied {
 			t.Fatalf("refund %d: %+v", i, r)
 		}
 	}
@@ -247,7 +247,7 @@ func TestMetricsBoundedInBytes(t *testing.T) {
 		}
 	}
 	slices.Sort(digests)
-	if len(digests) != 10 || len(slices.Compact(digests)) != 10 || !slices.Contains(digests, projections.Digest(hugeID(7))) {
+	if len(digests) != 10 || len(slices.Compact(digests)) != 10 || !slices.Contains(digests, wire.Digest(hugeID(7))) {
 		t.Fatalf("resource_digest labels: %v", digests)
 	}
 }
@@ -295,7 +295,7 @@ func TestAttemptsPagesWith1000HugeIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := e.client("acme", "ops_alice")
-	for _, limit := range []int{0, gateway.MaxPageLimit} {
+	for _, limit := range []int{0, wire.MaxPageLimit} {
 		start := time.Now()
 		req := map[string]any{}
 		if limit != 0 {
@@ -342,8 +342,8 @@ func TestUnsentReplyIsLoggedAndCounted(t *testing.T) {
 		t.Fatalf("reserve: %v %v", err, res.Refusal)
 	}
 	testenv.Eventually(t, func() bool { return len(rt.Gateway.Model().OpenAttempts("acme")) == 1 }, 10*time.Second, "the read model to fold the reservation")
-	r := e.op("attempts", gateway.OpRequest{})
-	if r.OK || r.Code != kernel.CodeReplyTooLarge || !strings.Contains(r.Reason, "max_payload of 1536") {
+	r := e.op("attempts", wire.OpRequest{})
+	if r.OK || r.Code != wire.CodeReplyTooLarge || !strings.Contains(r.Reason, "max_payload of 1536") {
 		t.Fatalf("attempts: %+v", r)
 	}
 	logs.waitLine(t, "reply not sent", map[string]any{"level": "ERROR", "tenant": "acme", "verb": "attempts", "requester": "ops_alice", "reason": "too_large"})
@@ -351,7 +351,7 @@ func TestUnsentReplyIsLoggedAndCounted(t *testing.T) {
 		t.Fatalf("contextos_replies_unsent_total: %v %v", v, ok)
 	}
 	// A small reply still goes: the kill switch's state.
-	if r := e.op("kill-switch", gateway.OpRequest{}); !r.OK {
+	if r := e.op("kill-switch", wire.OpRequest{}); !r.OK {
 		t.Fatalf("kill-switch: %+v", r)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // TestLookAlikeResourceRefused: under a guarantee declaring ascii-token,
@@ -27,14 +28,14 @@ func TestLookAlikeResourceRefused(t *testing.T) {
 	nc := e.client("acme", "agent_email")
 	for i, id := range []string{"ord_7\u200b", "ｏｒｄ＿７", "cafe\u0301"} {
 		r := e.propose(nc, "acme", "agent_email", refund("run_la", "la-"+string(rune('a'+i)), id, 60000))
-		if r.Status != kernel.StatusRefused || r.Code != kernel.CodeResourceInvalid {
+		if r.Status != wire.StatusRefused || r.Code != wire.CodeResourceInvalid {
 			t.Fatalf("%q: %+v", id, r)
 		}
 	}
 	if n := prov.Stats().Calls; n != 0 {
 		t.Fatalf("the provider got %d calls", n)
 	}
-	if r := e.propose(nc, "acme", "agent_email", refund("run_la", "la-plain", "ord_7", 60000)); r.Status != kernel.StatusApplied {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_la", "la-plain", "ord_7", 60000)); r.Status != wire.StatusApplied {
 		t.Fatalf("plain id: %+v", r)
 	}
 }
@@ -46,7 +47,7 @@ func TestAmount1e400(t *testing.T) {
 	nc := e.client("acme", "agent_email")
 	p := refund("run_big", "big-1", "ord_big", 1)
 	p["arguments"].(map[string]any)["amount_minor"] = json.RawMessage("1e400")
-	if r := e.propose(nc, "acme", "agent_email", p); r.Status != kernel.StatusRefused || r.Code != kernel.CodeAmountInvalid {
+	if r := e.propose(nc, "acme", "agent_email", p); r.Status != wire.StatusRefused || r.Code != wire.CodeAmountInvalid {
 		t.Fatalf("1e400: %+v", r)
 	}
 	if n := e.prov.Stats().Calls; n != 0 {

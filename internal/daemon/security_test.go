@@ -22,6 +22,7 @@ import (
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -62,7 +63,7 @@ func signedStream(t *testing.T, rt *Runtime) []signedEvent {
 
 // wantSignedRefusal finds a signed refusal with code on the operation of
 // (run, key) or, when run is empty, on the principal's refusal subject.
-func wantSignedRefusal(t *testing.T, rt *Runtime, tenant, principal, run, key string, code kernel.Code) {
+func wantSignedRefusal(t *testing.T, rt *Runtime, tenant, principal, run, key string, code wire.Code) {
 	t.Helper()
 	for _, se := range signedStream(t, rt) {
 		switch ev := se.ev.(type) {
@@ -91,7 +92,7 @@ func streamLen(t *testing.T, rt *Runtime) int {
 func (e *env) deniedConn(tenant, principal string) (*nats.Conn, chan error) {
 	e.t.Helper()
 	errs := make(chan error, 32)
-	nc := gatewaytest.Connect(e.t, e.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal,
+	nc := gatewaytest.Connect(e.t, e.rt.URL, passwords[wire.UserName(tenant, principal)], tenant, principal,
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
 	return nc, errs
 }
@@ -126,17 +127,17 @@ func TestSecurityPublishAndSubscribe(t *testing.T) {
 		subscribe         []string
 	}{
 		{"acme", "agent_chat",
-			[]string{gateway.ProposeSubject("acme", "agent_email"), gateway.ProposeSubject("globex", "agent_email"), gateway.ProposeSubject("acme", "ops"),
-				gateway.OpSubject("acme", "exposure", "ops_alice"), gateway.OpSubject("acme", "exposure", "agent_chat"), gateway.OpSubject("acme", "kill-switch", "agent_chat"),
+			[]string{wire.ProposeSubject("acme", "agent_email"), wire.ProposeSubject("globex", "agent_email"), wire.ProposeSubject("acme", "ops"),
+				wire.OpSubject("acme", "exposure", "ops_alice"), wire.OpSubject("acme", "exposure", "agent_chat"), wire.OpSubject("acme", "kill-switch", "agent_chat"),
 				"ctx.ev.acme.exposure.refunds-per-order.ord_sec", "ctx.ev.globex.control", "$JS.API.STREAM.INFO.CTX_EVENTS",
 				"$JS.API.STREAM.DELETE.CTX_EVENTS", "$JS.API.DIRECT.GET.CTX_EVENTS", "$JS.ACK.CTX_EVENTS.c.1.1.1.1.1", "$KV.any.key",
 				"_INBOX.acme.agent_email.x", "ctx.v1.acme.agent_chat.ops"},
-			[]string{"_INBOX.acme.agent_email.>", "_INBOX.>", ">", "ctx.ev.>", "ctx.v1.>", gateway.ProposeSubject("acme", "agent_email"), "$JS.API.>"}},
+			[]string{"_INBOX.acme.agent_email.>", "_INBOX.>", ">", "ctx.ev.>", "ctx.v1.>", wire.ProposeSubject("acme", "agent_email"), "$JS.API.>"}},
 		{"globex", "agent_email",
-			[]string{gateway.ProposeSubject("acme", "agent_email"), gateway.OpSubject("globex", "exposure", "agent_email"), "ctx.ev.globex.exposure.x.y"},
+			[]string{wire.ProposeSubject("acme", "agent_email"), wire.OpSubject("globex", "exposure", "agent_email"), "ctx.ev.globex.exposure.x.y"},
 			[]string{"_INBOX.acme.agent_email.>", "ctx.ev.acme.>"}},
 		{"acme", "ops_alice",
-			[]string{gateway.OpSubject("globex", "exposure", "ops_alice"), gateway.ProposeSubject("acme", "agent_email"), "ctx.v1.acme.ops.exposure.other_op",
+			[]string{wire.OpSubject("globex", "exposure", "ops_alice"), wire.ProposeSubject("acme", "agent_email"), "ctx.v1.acme.ops.exposure.other_op",
 				"ctx.ev.acme.control", "$JS.API.STREAM.LIST"},
 			[]string{"_INBOX.acme.agent_email.>", "ctx.v1.acme.>", "ctx.ev.>"}},
 	}
@@ -186,14 +187,14 @@ func TestSecurityReplySubject(t *testing.T) {
 	}
 	for i, reply := range targets {
 		body, _ := json.Marshal(refund("r_inject", "k"+string(rune('0'+i)), "ord_inject", 1000))
-		if err := nc.PublishMsg(&nats.Msg{Subject: gateway.ProposeSubject("acme", "agent_chat"), Reply: reply, Data: body}); err != nil {
+		if err := nc.PublishMsg(&nats.Msg{Subject: wire.ProposeSubject("acme", "agent_chat"), Reply: reply, Data: body}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	_ = nc.Flush()
 	wantViolation(t, "a proposal replying to "+targets[2], errs)
 	opnc := e.client("acme", "ops_alice")
-	if err := opnc.PublishMsg(&nats.Msg{Subject: gateway.OpSubject("acme", "exposure", "ops_alice"), Reply: "ctx.ev.acme.control", Data: []byte(`{}`)}); err != nil {
+	if err := opnc.PublishMsg(&nats.Msg{Subject: wire.OpSubject("acme", "exposure", "ops_alice"), Reply: "ctx.ev.acme.control", Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	// Wait until the three requests the server let through (the two
@@ -228,10 +229,10 @@ func TestSecurityReplySubject(t *testing.T) {
 	// The injected ledger still loads, and the operator views (which fold
 	// the whole stream) still work.
 	r := e.propose(e.client("acme", "agent_email"), "acme", "agent_email", refund("r_after", "k", "ord_inject", 1000))
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Errorf("a proposal on the injected ledger after the injection: %s %s %s", r.Status, r.Code, r.Reason)
 	}
-	if rows := e.op("exposure", gateway.OpRequest{}); !rows.OK {
+	if rows := e.op("exposure", wire.OpRequest{}); !rows.OK {
 		t.Errorf("operator exposure after the injection: %s %s", rows.Code, rows.Reason)
 	}
 }
@@ -251,7 +252,7 @@ func TestSecurityReplyConnection(t *testing.T) {
 	e.rt.Replies.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err })
 	for _, subj := range []string{"ctx.ev.acme.exposure.refunds-per-order.ord_reply", "ctx.ev.acme.control",
 		"$JS.API.STREAM.DELETE." + events.StreamName, "$JS.API.STREAM.INFO." + events.StreamName, "$KV.CTX_SNAPSHOTS.x",
-		gateway.ProposeSubject("acme", "agent_email"), gateway.OpSubject("acme", "kill-switch", "ops_alice")} {
+		wire.ProposeSubject("acme", "agent_email"), wire.OpSubject("acme", "kill-switch", "ops_alice")} {
 		if err := e.rt.Replies.Publish(subj, []byte(`{"status":"applied"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -281,23 +282,23 @@ func TestSecurityCrossTenantOperator(t *testing.T) {
 	e := startEnv(t)
 	e.prov.Script(provider.Pending)
 	g := e.propose(e.client("globex", "agent_email"), "globex", "agent_email", refund("run_g", "g1", "ord_globex", 7000))
-	if g.Status != kernel.StatusPending {
+	if g.Status != wire.StatusPending {
 		t.Fatalf("globex proposal: %+v", g)
 	}
 	before := streamLen(t, e.rt)
-	if rows := e.op("exposure", gateway.OpRequest{}).Exposure; len(rows) != 0 {
+	if rows := e.op("exposure", wire.OpRequest{}).Exposure; len(rows) != 0 {
 		t.Fatalf("acme's operator sees another tenant's ledgers: %+v", rows)
 	}
-	if rows := e.op("attempts", gateway.OpRequest{}).Attempts; len(rows) != 0 {
+	if rows := e.op("attempts", wire.OpRequest{}).Attempts; len(rows) != 0 {
 		t.Fatalf("acme's operator sees another tenant's attempts: %+v", rows)
 	}
-	if r := e.op("reconcile", gateway.OpRequest{AttemptID: g.AttemptID}); len(r.Settled) != 1 || r.Settled[0].Code != kernel.CodeAttemptUnknown {
+	if r := e.op("reconcile", wire.OpRequest{AttemptID: g.AttemptID}); len(r.Settled) != 1 || r.Settled[0].Code != wire.CodeAttemptUnknown {
 		t.Fatalf("reconcile of globex's attempt: %+v", r)
 	}
-	if r := e.op("close-attempt", gateway.OpRequest{AttemptID: g.AttemptID}); r.OK || r.Code != kernel.CodeAttemptUnknown {
+	if r := e.op("close-attempt", wire.OpRequest{AttemptID: g.AttemptID}); r.OK || r.Code != wire.CodeAttemptUnknown {
 		t.Fatalf("close-attempt of globex's attempt: %+v", r)
 	}
-	if r := e.op("assert-absence", gateway.OpRequest{AttemptID: g.AttemptID, ArtifactRef: "x"}); r.OK || r.Code != kernel.CodeAttemptUnknown {
+	if r := e.op("assert-absence", wire.OpRequest{AttemptID: g.AttemptID, ArtifactRef: "x"}); r.OK || r.Code != wire.CodeAttemptUnknown {
 		t.Fatalf("assert-absence of globex's attempt: %+v", r)
 	}
 	if after := streamLen(t, e.rt); after != before {
@@ -321,12 +322,12 @@ func TestSecurityCeilingFromConfigOnly(t *testing.T) {
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_c", "c1", "ord_c", 90000)), 90000, 0, 10000)
 	claim := refund("run_c", "c2", "ord_c", 20000)
 	claim["limit"] = 1000000
-	if r := e.propose(nc, "acme", "agent_email", claim); r.Code != kernel.CodeRequestMalformed {
+	if r := e.propose(nc, "acme", "agent_email", claim); r.Code != wire.CodeRequestMalformed {
 		t.Fatalf("limit in the body: %+v", r)
 	}
 	inArgs := refund("run_c", "c3", "ord_c", 20000)
 	inArgs["arguments"].(map[string]any)["limit"] = 1000000
-	if r := e.propose(nc, "acme", "agent_email", inArgs); r.Code != kernel.CodeExceeded || *r.Limit != 100000 {
+	if r := e.propose(nc, "acme", "agent_email", inArgs); r.Code != wire.CodeExceeded || *r.Limit != 100000 {
 		t.Fatalf("limit in the arguments: %+v", r)
 	}
 	nc.Close()
@@ -345,20 +346,20 @@ func TestSecurityCeilingFromConfigOnly(t *testing.T) {
 	nc = e.client("acme", "agent_email")
 	for i, order := range []string{"ord_c", "ord_never_seen"} {
 		key := "raised-" + string(rune('a'+i))
-		if r := e.propose(nc, "acme", "agent_email", refund("run_c", key, order, 100)); r.Status != kernel.StatusApplied || *r.Limit != 100000 {
+		if r := e.propose(nc, "acme", "agent_email", refund("run_c", key, order, 100)); r.Status != wire.StatusApplied || *r.Limit != 100000 {
 			t.Fatalf("%s under a raised configured limit: %+v", order, r)
 		}
 	}
 	calls := prov.Stats().Calls
 	r := e.propose(nc, "acme", "agent_email", refund("run_c", "raised-c", "ord_c", 20000))
-	if r.Code != kernel.CodeExceeded || *r.Limit != 100000 || *r.Committed != 90100 {
+	if r.Code != wire.CodeExceeded || *r.Limit != 100000 || *r.Committed != 90100 {
 		t.Fatalf("over the stream's limit under a raised configured one: %+v", r)
 	}
-	wantSignedRefusal(t, rt, "acme", "agent_email", "run_c", "raised-c", kernel.CodeExceeded)
+	wantSignedRefusal(t, rt, "acme", "agent_email", "run_c", "raised-c", wire.CodeExceeded)
 	if prov.Stats().Calls != calls {
 		t.Fatal("a proposal over the stream's limit reached the provider")
 	}
-	if rows := e.op("exposure", gateway.OpRequest{Resource: "ord_c"}).Exposure; len(rows) != 1 || rows[0].Limit != 100000 || rows[0].Committed != 90100 {
+	if rows := e.op("exposure", wire.OpRequest{Resource: "ord_c"}).Exposure; len(rows) != 1 || rows[0].Limit != 100000 || rows[0].Committed != 90100 {
 		t.Fatalf("ledger after the raised boot: %+v", rows)
 	}
 	// What the guarantee means still fails closed when it changes.
@@ -373,10 +374,10 @@ func TestSecurityCeilingFromConfigOnly(t *testing.T) {
 	t.Cleanup(rt.Close)
 	e.rt = rt
 	nc = e.client("acme", "agent_email")
-	if r := e.propose(nc, "acme", "agent_email", refund("run_c", "unit-a", "ord_never_seen", 100)); r.Code != kernel.CodeDefinitionMismatch {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_c", "unit-a", "ord_never_seen", 100)); r.Code != wire.CodeDefinitionMismatch {
 		t.Fatalf("under a changed unit: %+v", r)
 	}
-	wantSignedRefusal(t, rt, "acme", "agent_email", "run_c", "unit-a", kernel.CodeDefinitionMismatch)
+	wantSignedRefusal(t, rt, "acme", "agent_email", "run_c", "unit-a", wire.CodeDefinitionMismatch)
 }
 
 // TestSecurityHoldSurvivesNewRunAndKey: a pending hold is not erased by
@@ -391,21 +392,21 @@ func TestSecurityHoldSurvivesNewRunAndKey(t *testing.T) {
 	wantBalance(t, held, 0, 80000, 20000)
 	for _, c := range []struct{ run, key string }{{"run_2", "k1"}, {"run_1", "k2"}, {"run_3", "k9"}} {
 		r := e.propose(nc, "acme", "agent_email", refund(c.run, c.key, "ord_h", 30000))
-		if r.Code != kernel.CodeExceeded {
+		if r.Code != wire.CodeExceeded {
 			t.Fatalf("%s/%s: %+v", c.run, c.key, r)
 		}
 		wantBalance(t, r, 0, 80000, 20000)
-		wantSignedRefusal(t, e.rt, "acme", "agent_email", c.run, c.key, kernel.CodeExceeded)
+		wantSignedRefusal(t, e.rt, "acme", "agent_email", c.run, c.key, wire.CodeExceeded)
 	}
 	again := e.propose(nc, "acme", "agent_email", refund("run_1", "k1", "ord_h", 80000))
-	if again.AttemptID != held.AttemptID || again.Status != kernel.StatusPending {
+	if again.AttemptID != held.AttemptID || again.Status != wire.StatusPending {
 		t.Fatalf("same key again: %+v", again)
 	}
 	wantBalance(t, again, 0, 80000, 20000)
-	if r := e.propose(nc, "acme", "agent_email", refund("run_1", "k1", "ord_h", 1000)); r.Code != kernel.CodeOperationConflict {
+	if r := e.propose(nc, "acme", "agent_email", refund("run_1", "k1", "ord_h", 1000)); r.Code != wire.CodeOperationConflict {
 		t.Fatalf("same key, other amount: %+v", r)
 	}
-	wantSignedRefusal(t, e.rt, "acme", "agent_email", "", "", kernel.CodeOperationConflict)
+	wantSignedRefusal(t, e.rt, "acme", "agent_email", "", "", wire.CodeOperationConflict)
 	if st := e.prov.Stats(); st.Calls != 1 {
 		t.Fatalf("provider calls %d, want 1", st.Calls)
 	}
@@ -427,23 +428,23 @@ func TestSecurityApprovalReplay(t *testing.T) {
 		return p
 	}
 	first := e.propose(nc, "acme", "agent_email", high("a0", "ord_ap", 40000, ""))
-	if first.Code != kernel.CodeApprovalRequired {
+	if first.Code != wire.CodeApprovalRequired {
 		t.Fatalf("without approval: %+v", first)
 	}
-	ap := e.mustOp("approve", gateway.ApproveRequest{ActionDigest: first.ActionDigest, Risk: "high", ExpiresIn: "10m"}).Data["approval_id"].(string)
+	ap := e.mustOp("approve", wire.ApproveRequest{ActionDigest: first.ActionDigest, Risk: "high", ExpiresIn: "10m"}).Data["approval_id"].(string)
 	ok := e.propose(nc, "acme", "agent_email", high("a1", "ord_ap", 40000, ap))
-	if ok.Status != kernel.StatusApplied {
+	if ok.Status != wire.StatusApplied {
 		t.Fatalf("approved: %+v", ok)
 	}
 	calls := e.prov.Stats().Calls
-	if r := e.propose(nc, "acme", "agent_email", high("a2", "ord_ap", 40000, ap)); r.Code != kernel.CodeApprovalRedeemed {
+	if r := e.propose(nc, "acme", "agent_email", high("a2", "ord_ap", 40000, ap)); r.Code != wire.CodeApprovalRedeemed {
 		t.Fatalf("replay under a new key: %+v", r)
 	}
-	wantSignedRefusal(t, e.rt, "acme", "agent_email", "run_ap", "a2", kernel.CodeApprovalRedeemed)
-	if r := e.propose(nc, "acme", "agent_email", high("a3", "ord_ap", 40001, ap)); r.Code != kernel.CodeApprovalMismatch && r.Code != kernel.CodeApprovalRedeemed {
+	wantSignedRefusal(t, e.rt, "acme", "agent_email", "run_ap", "a2", wire.CodeApprovalRedeemed)
+	if r := e.propose(nc, "acme", "agent_email", high("a3", "ord_ap", 40001, ap)); r.Code != wire.CodeApprovalMismatch && r.Code != wire.CodeApprovalRedeemed {
 		t.Fatalf("replay with other arguments: %+v", r)
 	}
-	if r := e.propose(nc, "acme", "agent_email", high("a1", "ord_ap", 40000, ap)); r.Status != kernel.StatusApplied || r.AttemptID != ok.AttemptID {
+	if r := e.propose(nc, "acme", "agent_email", high("a1", "ord_ap", 40000, ap)); r.Status != wire.StatusApplied || r.AttemptID != ok.AttemptID {
 		t.Fatalf("same key again: %+v", r)
 	}
 	if e.prov.Stats().Calls != calls {
@@ -454,7 +455,7 @@ func TestSecurityApprovalReplay(t *testing.T) {
 // pausedAfterDispatchStart boots a runtime whose executor pauses right after
 // its dispatch-start, sends p from agent_email, and returns once the executor
 // is paused: the attempt, the channel that wakes it, and the reply to come.
-func pausedAfterDispatchStart(t *testing.T, p map[string]any) (*env, string, chan struct{}, chan gateway.Reply) {
+func pausedAfterDispatchStart(t *testing.T, p map[string]any) (*env, string, chan struct{}, chan wire.Reply) {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -467,7 +468,7 @@ func pausedAfterDispatchStart(t *testing.T, p map[string]any) (*env, string, cha
 	}
 	t.Cleanup(rt.Close)
 	e := &env{t: t, rt: rt, prov: prov, dir: dir}
-	done := make(chan gateway.Reply, 1)
+	done := make(chan wire.Reply, 1)
 	nc := e.client("acme", "agent_email")
 	go func() { done <- e.propose(nc, "acme", "agent_email", p) }()
 	return e, <-paused, wake, done
@@ -508,44 +509,44 @@ func TestSecurityStaleExecutor(t *testing.T) {
 		if !started || !ledgerStarted || prov.Stats().Calls != 0 {
 			t.Fatalf("before the provider call: operation started %v, ledger started %v, provider %+v", started, ledgerStarted, prov.Stats())
 		}
-		if r := e.op("close-attempt", gateway.OpRequest{AttemptID: attempt, Reason: "executor presumed dead"}); r.Code != kernel.CodeDispatchActive {
+		if r := e.op("close-attempt", wire.OpRequest{AttemptID: attempt, Reason: "executor presumed dead"}); r.Code != wire.CodeDispatchActive {
 			t.Fatalf("close-attempt of a started attempt: %+v", r)
 		}
 		close(wake)
-		if r := <-done; r.Status != kernel.StatusApplied {
+		if r := <-done; r.Status != wire.StatusApplied {
 			t.Fatalf("the executor's own dispatch: %+v", r)
 		}
-		if bal := e.op("exposure", gateway.OpRequest{Resource: "ord_s"}).Exposure[0].Balance; bal.Committed != 5000 || bal.Held != 0 {
+		if bal := e.op("exposure", wire.OpRequest{Resource: "ord_s"}).Exposure[0].Balance; bal.Committed != 5000 || bal.Held != 0 {
 			t.Fatalf("after the dispatch: %+v", bal)
 		}
 	})
 	t.Run("after-dispatch-start", func(t *testing.T) {
 		e, attempt, wake, done := pausedAfterDispatchStart(t, refund("run_t", "t1", "ord_t", 6000))
-		var rec gateway.OpReply
+		var rec wire.OpReply
 		deadline := time.Now().Add(15 * time.Second)
 		for { // the grace period (2 x 500ms + 1s) is wall-clock time
-			rec = e.op("reconcile", gateway.OpRequest{AttemptID: attempt})
-			if rec.Settled[0].Code != kernel.CodeDispatchActive || time.Now().After(deadline) {
+			rec = e.op("reconcile", wire.OpRequest{AttemptID: attempt})
+			if rec.Settled[0].Code != wire.CodeDispatchActive || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		if s := rec.Settled[0]; s.Code != "" || s.Outcome != kernel.OutcomeUnknown {
+		if s := rec.Settled[0]; s.Code != "" || s.Outcome != wire.OutcomeUnknown {
 			t.Fatalf("reconcile of the paused attempt: %+v", s)
 		}
 		close(wake)
 		r := <-done
-		if r.Code != kernel.CodeExecutorFenced {
+		if r.Code != wire.CodeExecutorFenced {
 			t.Fatalf("stale executor's observation: %+v", r)
 		}
-		bal := e.op("exposure", gateway.OpRequest{Resource: "ord_t"}).Exposure[0].Balance
+		bal := e.op("exposure", wire.OpRequest{Resource: "ord_t"}).Exposure[0].Balance
 		if bal.Held != 6000 {
 			t.Fatalf("hold after the fenced observation: %+v", bal)
 		}
-		if rec := e.op("reconcile", gateway.OpRequest{AttemptID: attempt}); rec.Settled[0].Outcome != kernel.OutcomeApplied {
+		if rec := e.op("reconcile", wire.OpRequest{AttemptID: attempt}); rec.Settled[0].Outcome != wire.OutcomeApplied {
 			t.Fatalf("reconcile after the late call: %+v", rec)
 		}
-		if bal := e.op("exposure", gateway.OpRequest{Resource: "ord_t"}).Exposure[0].Balance; bal.Committed != 6000 || bal.Held != 0 {
+		if bal := e.op("exposure", wire.OpRequest{Resource: "ord_t"}).Exposure[0].Balance; bal.Committed != 6000 || bal.Held != 0 {
 			t.Fatalf("after reconciliation: %+v", bal)
 		}
 		signedStream(t, e.rt)

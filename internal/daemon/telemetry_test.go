@@ -22,6 +22,7 @@ import (
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -172,7 +173,7 @@ func TestTelemetryDecisionLogs(t *testing.T) {
 
 	nc := e.client("acme", "agent_email")
 	r := e.propose(nc, "acme", "agent_email", refund("run_log", "k1", "ord_secret_881", 700))
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("status %s %s", r.Status, r.Reason)
 	}
 	line := logs.waitLine(t, "decision", map[string]any{"level": "INFO", "tenant": "acme", "principal": "agent_email",
@@ -189,13 +190,13 @@ func TestTelemetryDecisionLogs(t *testing.T) {
 
 	ro := e.client("acme", "agent_readonly")
 	r = e.propose(ro, "acme", "agent_readonly", refund("run_log", "k2", "ord_2", 700))
-	if r.Code != kernel.CodeAuthorityDenied {
+	if r.Code != wire.CodeAuthorityDenied {
 		t.Fatalf("want authority_denied, got %s", r.Code)
 	}
 	logs.waitLine(t, "decision", map[string]any{"principal": "agent_readonly", "status": "refused", "code": "authority_denied"})
 
 	on := true
-	if rep := e.op("kill-switch", gateway.OpRequest{Engaged: &on, Reason: "drill"}); !rep.OK {
+	if rep := e.op("kill-switch", wire.OpRequest{Engaged: &on, Reason: "drill"}); !rep.OK {
 		t.Fatalf("kill switch: %+v", rep)
 	}
 	logs.waitLine(t, "operator action", map[string]any{"level": "WARN", "verb": "kill-switch", "operator": "ops_alice", "engaged": true, "why": "drill"})
@@ -237,7 +238,7 @@ func TestTelemetryProviderOutage(t *testing.T) {
 	e, logs := bootObserved(t, deadURL(t), BootOptions{}, nil)
 	nc := e.client("acme", "agent_email")
 	r := e.propose(nc, "acme", "agent_email", refund("run_out", "k1", "ord_out", 900))
-	if r.Status != kernel.StatusUnknown || !strings.HasPrefix(r.Reason, "provider unreachable: ") || !strings.Contains(r.Reason, "connection refused") {
+	if r.Status != wire.StatusUnknown || !strings.HasPrefix(r.Reason, "provider unreachable: ") || !strings.Contains(r.Reason, "connection refused") {
 		t.Fatalf("reply %s %q, want unknown with the provider's failure", r.Status, r.Reason)
 	}
 	if strings.Contains(r.Reason, "/refunds") {
@@ -247,11 +248,11 @@ func TestTelemetryProviderOutage(t *testing.T) {
 		"kind": "transport", "attempt": r.AttemptID, "reason": r.Reason})
 	logs.waitLine(t, "decision", map[string]any{"level": "INFO", "status": "unknown", "attempt": r.AttemptID, "reason": r.Reason})
 
-	att := e.op("attempts", gateway.OpRequest{})
+	att := e.op("attempts", wire.OpRequest{})
 	if len(att.Attempts) != 1 || att.Attempts[0].AttemptID != r.AttemptID || !strings.HasPrefix(att.Attempts[0].LastReason, "provider unreachable: ") {
 		t.Fatalf("attempts %+v", att.Attempts)
 	}
-	rec := e.op("reconcile", gateway.OpRequest{All: true})
+	rec := e.op("reconcile", wire.OpRequest{All: true})
 	if len(rec.Settled) != 1 || !strings.HasPrefix(rec.Settled[0].Reason, "provider unreachable: ") {
 		t.Fatalf("reconcile %+v", rec.Settled)
 	}
@@ -295,12 +296,12 @@ func TestTelemetryTimeoutAnd5xx(t *testing.T) {
 	e, _ := bootObserved(t, hs.URL, BootOptions{}, nil)
 	nc := e.client("acme", "agent_email")
 	r := e.propose(nc, "acme", "agent_email", refund("run_5", "k1", "ord_5", 10))
-	if r.Status != kernel.StatusUnknown || r.Reason != "provider answered 503 Service Unavailable" {
+	if r.Status != wire.StatusUnknown || r.Reason != "provider answered 503 Service Unavailable" {
 		t.Fatalf("5xx: %s %q", r.Status, r.Reason)
 	}
 	mode.Store("m", "slow")
 	r = e.propose(nc, "acme", "agent_email", refund("run_5", "k2", "ord_6", 10))
-	if r.Status != kernel.StatusUnknown || r.Reason != "provider timed out after 500ms" {
+	if r.Status != wire.StatusUnknown || r.Reason != "provider timed out after 500ms" {
 		t.Fatalf("timeout: %s %q", r.Status, r.Reason)
 	}
 	fams := scrape(t, e.rt)
@@ -390,7 +391,7 @@ func TestReadyzFollowsTheStore(t *testing.T) {
 	emb = start(port)
 	waitReady(t, e.rt, true)
 	r := e.propose(e.client("acme", "agent_email"), "acme", "agent_email", refund("run_rdy", "k1", "ord_rdy", 10))
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("after the restart: %s %s", r.Status, r.Reason)
 	}
 }
@@ -499,15 +500,15 @@ func TestTraceOfAProposal(t *testing.T) {
 
 	const agentTrace, agentSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	body, _ := json.Marshal(refund("run_tr", "k1", "ord_traced_77", 98765))
-	msg := nats.NewMsg(gateway.ProposeSubject("acme", "agent_email"))
+	msg := nats.NewMsg(wire.ProposeSubject("acme", "agent_email"))
 	msg.Header.Set("traceparent", "00-"+agentTrace+"-"+agentSpan+"-01")
 	msg.Data = body
 	resp, err := nc.RequestMsg(msg, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r gateway.Reply
-	if err := json.Unmarshal(resp.Data, &r); err != nil || r.Status != kernel.StatusApplied {
+	var r wire.Reply
+	if err := json.Unmarshal(resp.Data, &r); err != nil || r.Status != wire.StatusApplied {
 		t.Fatalf("reply %s %v", resp.Data, err)
 	}
 
@@ -705,7 +706,7 @@ func TestProposalsInProgressGauge(t *testing.T) {
 	body, _ := json.Marshal(refund("run_gauge", "k1", "ord_gauge", 900))
 	replied := make(chan error, 1)
 	go func() {
-		_, err := nc.Request(gateway.ProposeSubject("acme", "agent_email"), body, time.Minute)
+		_, err := nc.Request(wire.ProposeSubject("acme", "agent_email"), body, time.Minute)
 		replied <- err
 	}()
 	testenv.Eventually(t, func() bool { return inProgress() == 1 }, 30*time.Second, "the proposal waiting on its provider to be counted")

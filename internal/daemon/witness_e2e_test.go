@@ -26,6 +26,7 @@ import (
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -159,7 +160,7 @@ func exportAcme(t *testing.T, rt *Runtime, dir string) (entries, keys string, ne
 		t.Fatal(err)
 	}
 	entries, keys = filepath.Join(dir, "entries.json"), filepath.Join(dir, "keys.json")
-	r := rt.Service.Ops.Handle(ctx, "acme", projections.VerbAuditKeys, []byte("{}"))
+	r := rt.Service.Ops.Handle(ctx, "acme", wire.VerbAuditKeys, []byte("{}"))
 	if err := os.WriteFile(entries, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 	boot()
 	waitWitnessed(t, e.rt)
 	agent := e.client("acme", "agent_email")
-	if r := e.propose(agent, "acme", "agent_email", refund("run_1", "refund-1", "ord_881", 40000)); r.Status != kernel.StatusApplied {
+	if r := e.propose(agent, "acme", "agent_email", refund("run_1", "refund-1", "ord_881", 40000)); r.Status != wire.StatusApplied {
 		t.Fatalf("first refund: %+v", r)
 	}
 	ctx := context.Background()
@@ -230,7 +231,7 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.propose(agent, "acme", "agent_email", refund("run_1", "refund-2", "ord_881", 50000))
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("second refund: %+v", r)
 	}
 	wantBalance(t, r, 90000, 0, 10000)
@@ -287,7 +288,7 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 	boot()
 	agent = e.client("acme", "agent_email")
 	r = e.propose(agent, "acme", "agent_email", refund("run_2", "refund-3", "ord_881", 50000))
-	if r.Status != kernel.StatusRefused || (r.Code != kernel.CodeLogUnwitnessed && r.Code != kernel.CodeLogIntegrityFailed) {
+	if r.Status != wire.StatusRefused || (r.Code != wire.CodeLogUnwitnessed && r.Code != wire.CodeLogIntegrityFailed) {
 		t.Fatalf("a refund right after the restart: %+v; want it refused until the witness answers", r)
 	}
 	testenv.Eventually(t, func() bool {
@@ -299,15 +300,15 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 		t.Fatalf("incident %+v; want the witness's answer that the log shrank", st.Open)
 	}
 	r = e.propose(agent, "acme", "agent_email", refund("run_2", "refund-4", "ord_881", 50000))
-	if r.Status != kernel.StatusRefused || r.Code != kernel.CodeLogIntegrityFailed {
+	if r.Status != wire.StatusRefused || r.Code != wire.CodeLogIntegrityFailed {
 		t.Fatalf("a refund on the rewritten history: %+v; want log_integrity_failed", r)
 	}
 	if s := prov.Stats(); s.Calls != 2 || s.Applied != 2 {
 		t.Fatalf("provider saw %+v; want the two refunds before the rewrite and nothing after", s)
 	}
-	var ir gateway.OpReply
+	var ir wire.OpReply
 	b, _ := json.Marshal(map[string]any{})
-	msg, err := e.client("acme", "ops_alice").Request(gateway.OpSubject("acme", "integrity", "ops_alice"), b, 10*time.Second)
+	msg, err := e.client("acme", "ops_alice").Request(wire.OpSubject("acme", "integrity", "ops_alice"), b, 10*time.Second)
 	if err != nil || json.Unmarshal(msg.Data, &ir) != nil || !ir.OK || !strings.Contains(fmt.Sprint(ir.Data), "shrank") {
 		t.Fatalf("ctx integrity: %v %s", err, msg.Data)
 	}
@@ -326,15 +327,15 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 	waitWitnessed(t, e.rt)
 	agent = e.client("acme", "agent_email")
 	r = e.propose(agent, "acme", "agent_email", refund("run_3", "refund-5", "ord_881", 50000))
-	if r.Status != kernel.StatusRefused || r.Code != kernel.CodeExceeded {
+	if r.Status != wire.StatusRefused || r.Code != wire.CodeExceeded {
 		t.Fatalf("a refund after the restore: %+v; want shared_guarantee_exceeded", r)
 	}
 	wantBalance(t, r, 90000, 0, 10000)
-	resolve := e.op("integrity-resolve", gateway.OpRequest{})
-	if resolve.OK || resolve.Code != kernel.CodeRequestMalformed {
+	resolve := e.op("integrity-resolve", wire.OpRequest{})
+	if resolve.OK || resolve.Code != wire.CodeRequestMalformed {
 		t.Fatalf("a resolution without its statement: %+v", resolve)
 	}
-	msg, err = e.client("acme", "ops_alice").Request(gateway.OpSubject("acme", "integrity-resolve", "ops_alice"),
+	msg, err = e.client("acme", "ops_alice").Request(wire.OpSubject("acme", "integrity-resolve", "ops_alice"),
 		[]byte(`{"resolution":"restored","artifact_ref":"INC-7","statement":"streams rewritten while stopped; restored from the backup"}`), 10*time.Second)
 	if err != nil || json.Unmarshal(msg.Data, &ir) != nil || !ir.OK {
 		t.Fatalf("integrity-resolve: %v %s", err, msg.Data)
@@ -540,11 +541,11 @@ func TestWitnessRefusalsAreLoud(t *testing.T) {
 		t.Fatalf("/readyz %d %+v; want unready, naming globex", code, rep)
 	}
 	g := e.client("globex", "agent_email")
-	if r := e.propose(g, "globex", "agent_email", refund("run_g", "g-1", "ord_1", 100)); r.Status != kernel.StatusRefused || r.Code != kernel.CodeLogUnwitnessed {
+	if r := e.propose(g, "globex", "agent_email", refund("run_g", "g-1", "ord_1", 100)); r.Status != wire.StatusRefused || r.Code != wire.CodeLogUnwitnessed {
 		t.Fatalf("globex under require: %+v", r)
 	}
 	a := e.client("acme", "agent_email")
-	if r := e.propose(a, "acme", "agent_email", refund("run_a", "a-1", "ord_1", 100)); r.Status != kernel.StatusApplied {
+	if r := e.propose(a, "acme", "agent_email", refund("run_a", "a-1", "ord_1", 100)); r.Status != wire.StatusApplied {
 		t.Fatalf("acme: %+v\n%s", r, logs.String())
 	}
 	g.Close()
@@ -556,7 +557,7 @@ func TestWitnessRefusalsAreLoud(t *testing.T) {
 	defer e.rt.Close()
 	testenv.Eventually(t, func() bool { st, _ := e.rt.Service.Witnessing("globex"); return st == kernel.WitnessMissing }, 20*time.Second, "globex unwitnessed")
 	g = e.client("globex", "agent_email")
-	if r := e.propose(g, "globex", "agent_email", refund("run_g", "g-2", "ord_1", 100)); r.Status != kernel.StatusApplied {
+	if r := e.propose(g, "globex", "agent_email", refund("run_g", "g-2", "ord_1", 100)); r.Status != wire.StatusApplied {
 		t.Fatalf("globex under warn: %+v", r)
 	}
 	code, rep = readyz(t, e.rt)

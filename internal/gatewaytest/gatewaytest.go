@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -17,8 +17,8 @@ import (
 // the test ends.
 func Connect(t testing.TB, url, password, tenant, principal string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	opts = append([]nats.Option{nats.UserInfo(gateway.UserName(tenant, principal), password),
-		nats.CustomInboxPrefix(gateway.InboxPrefix(tenant, principal))}, opts...)
+	opts = append([]nats.Option{nats.UserInfo(wire.UserName(tenant, principal), password),
+		nats.CustomInboxPrefix(wire.InboxPrefix(tenant, principal))}, opts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -29,17 +29,17 @@ func Connect(t testing.TB, url, password, tenant, principal string, opts ...nats
 
 // Propose sends body, encoded as JSON, as principal's proposal on nc and
 // returns the runtime's reply.
-func Propose(t testing.TB, nc *nats.Conn, tenant, principal string, body any) gateway.Reply {
+func Propose(t testing.TB, nc *nats.Conn, tenant, principal string, body any) wire.Reply {
 	t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := nc.Request(gateway.ProposeSubject(tenant, principal), b, 10*time.Second)
+	msg, err := nc.Request(wire.ProposeSubject(tenant, principal), b, 10*time.Second)
 	if err != nil {
 		t.Fatalf("propose: %v", err)
 	}
-	var r gateway.Reply
+	var r wire.Reply
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 )
 
 // scheduler is one replica's aggregates.Driver: while the driver runs a
@@ -127,7 +127,7 @@ func (s *Sim) group(r *replica, ps []*proposal) {
 	for _, p := range ps {
 		s.tracef("%s: group propose %s by %s: %s %d", r.name, p.key, p.principal, p.resource, p.amount)
 	}
-	replies := make([]gateway.Reply, len(ps))
+	replies := make([]wire.Reply, len(ps))
 	s.depth += 2 // no crash and no nested requests inside a group
 	d.mu.Lock()
 	d.active, d.idle, d.held, d.let, d.groups, d.live = true, true, 0, false, nil, len(ps)

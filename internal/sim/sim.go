@@ -19,6 +19,7 @@ import (
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // Mutation is a deliberately broken variant of the runtime, used to prove
@@ -381,15 +382,15 @@ func (s *Sim) newProposal() *proposal {
 func (s *Sim) propose(r *replica, p *proposal) {
 	call := s.now()
 	s.tracef("%s: propose %s by %s: %s %d", r.name, p.key, p.principal, p.resource, p.amount)
-	var reply gateway.Reply
+	var reply wire.Reply
 	crash := s.on(r, func() { reply = r.g.Propose(s.ctx, Tenant, p.principal, p.body) })
 	s.reply(r, p, reply, call, s.now(), crash)
 }
 
 // reply records the reply to p, a call of the history from call to ret.
-func (s *Sim) reply(r *replica, p *proposal, reply gateway.Reply, call, ret int64, crash bool) {
+func (s *Sim) reply(r *replica, p *proposal, reply wire.Reply, call, ret int64, crash bool) {
 	in := lincheck.Input{Resource: p.resource, Limit: Limit, Key: p.key, Amount: p.amount}
-	if crash || (reply.Status == kernel.StatusUnknown && reply.OperationID == "") {
+	if crash || (reply.Status == wire.StatusUnknown && reply.OperationID == "") {
 		s.tracef("%s: propose %s: no reply (%s)", r.name, p.key, reply.Reason)
 		s.record(call, ret, in, lincheck.Output{Unknown: true}, true)
 		return
@@ -401,10 +402,10 @@ func (s *Sim) reply(r *replica, p *proposal, reply gateway.Reply, call, ret int6
 	}
 	if reply.Code == "" && reply.AttemptID != "" {
 		switch reply.Status {
-		case kernel.StatusApplied:
+		case wire.StatusApplied:
 			s.applied = append(s.applied, reply.AttemptID)
 			s.sealed[reply.AttemptID] = true
-		case kernel.StatusNotApplied:
+		case wire.StatusNotApplied:
 			s.sealed[reply.AttemptID] = true
 		}
 	}
@@ -412,7 +413,7 @@ func (s *Sim) reply(r *replica, p *proposal, reply gateway.Reply, call, ret int6
 	if reply.Committed != nil && reply.Held != nil && reply.Limit != nil {
 		out.HasBalance, out.Limit, out.Committed, out.Held = true, *reply.Limit, *reply.Committed, *reply.Held
 	}
-	s.record(call, ret, in, out, reply.Status != kernel.StatusRefused)
+	s.record(call, ret, in, out, reply.Status != wire.StatusRefused)
 }
 
 func (s *Sim) record(call, ret int64, in lincheck.Input, out lincheck.Output, settle bool) {
@@ -436,17 +437,17 @@ func (s *Sim) add(call, ret int64, in lincheck.Input, out lincheck.Output) {
 // row it settled or closed.
 func (s *Sim) reconcile(r *replica) {
 	call := s.now()
-	var rows []gateway.SettleRow
+	var rows []wire.SettleRow
 	s.on(r, func() { rows = r.g.ReconcileOnce(s.ctx) })
 	ret := s.now()
 	for _, row := range rows {
 		s.tracef("%s: reconciled %s: status %s outcome %s %s", r.name, short(row.AttemptID), row.Status, row.Outcome, row.Code)
 		in := lincheck.Input{Kind: lincheck.KindReconcile, Limit: Limit, Key: "attempt:" + row.AttemptID, Resource: "attempt:" + row.AttemptID}
 		out := lincheck.Output{OK: row.Code == "", Status: string(row.Status), Code: string(row.Code), Outcome: string(row.Outcome)}
-		if row.Outcome == "" && row.Status == kernel.StatusNotApplied {
+		if row.Outcome == "" && row.Status == wire.StatusNotApplied {
 			in.Kind = lincheck.KindClose // the sweep closed an unstarted attempt
 		}
-		if row.Code == "" && row.Outcome.Definitive() {
+		if row.Code == "" && kernel.Outcome(row.Outcome).Definitive() {
 			s.sealed[row.AttemptID] = true
 		}
 		s.add(call, ret, in, out)
@@ -467,12 +468,12 @@ func (s *Sim) operator(r *replica, attemptID string) {
 			resource = p.resource
 		}
 	}
-	body, _ := json.Marshal(gateway.OpRequest{AttemptID: attemptID, Reason: "operator in the simulation"})
+	body, _ := json.Marshal(wire.OpRequest{AttemptID: attemptID, Reason: "operator in the simulation"})
 	call := s.now()
 	var reply any
 	s.on(r, func() { reply = r.g.Op(s.ctx, Tenant, verb, "ops_sim", body) })
 	ret := s.now()
-	or, ok := reply.(gateway.OpReply)
+	or, ok := reply.(wire.OpReply)
 	if !ok {
 		s.fail("%s: %s replied %T", r.name, verb, reply)
 		return
@@ -489,7 +490,7 @@ func (s *Sim) operator(r *replica, attemptID string) {
 	in.Kind = lincheck.KindReconcile
 	for _, row := range or.Settled {
 		s.tracef("%s: operator reconciled %s: status %s outcome %s %s", r.name, short(row.AttemptID), row.Status, row.Outcome, row.Code)
-		if row.Code == "" && row.Outcome.Definitive() {
+		if row.Code == "" && kernel.Outcome(row.Outcome).Definitive() {
 			s.sealed[row.AttemptID] = true
 		}
 		s.add(call, ret, in, lincheck.Output{OK: row.Code == "", Status: string(row.Status), Code: string(row.Code), Outcome: string(row.Outcome)})

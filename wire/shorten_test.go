@@ -1,4 +1,4 @@
-package projections
+package wire
 
 import (
 	"encoding/json"

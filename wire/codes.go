@@ -1,12 +1,13 @@
-package kernel
+package wire
 
-import "fmt"
-
-// Code is a stable wire error code. Codes appear in decision replies, refusal
-// events and the audit log; once published a code never changes meaning.
+// Code is a stable error code of the wire contract. Codes appear in decision
+// replies, operator replies, refusal events and the audit log; once published
+// a code never changes meaning. docs/errors.md documents each; the clients'
+// copies are generated from Codes (go generate ./wire).
 type Code string
 
-// The catalog of stable codes. Add new codes here (and to Codes); never reuse one.
+// The catalog of stable codes. Add new codes here, to Codes and to the retry
+// classes (retry.go), then run go generate ./wire; never reuse one.
 const (
 	CodeRequestMalformed           Code = "request_malformed"
 	CodeCapabilityNotSurfaced      Code = "capability_not_surfaced"
@@ -75,18 +76,4 @@ var Codes = []Code{
 	CodeReplyTooLarge,
 	CodeDomainMismatch,
 	CodeLogIntegrityFailed, CodeLogUnwitnessed,
-}
-
-// Refusal is a kernel decision not to act. It carries a stable Code and a
-// human-readable reason; a refusal never changes state.
-type Refusal struct {
-	Code   Code
-	Reason string
-}
-
-// Error makes a Refusal usable as an error value.
-func (r *Refusal) Error() string { return string(r.Code) + ": " + r.Reason }
-
-func refuse(code Code, format string, args ...any) *Refusal {
-	return &Refusal{Code: code, Reason: fmt.Sprintf(format, args...)}
 }

@@ -1,4 +1,4 @@
-package kernel
+package wire
 
 // Retry is the retry class of a code: what a client may do after a
 // refusal that carries it. Persisted and documented names are the string
