@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -370,24 +369,6 @@ func TestNKeyAndUnresolved(t *testing.T) {
 	}
 	if _, err := client.Connect(client.Options{URL: s.ClientURL(), Tenant: "acme", Principal: "agent_email", Password: "p", NKeyFile: seedFile}); err == nil {
 		t.Fatal("two credentials accepted")
-	}
-}
-
-// TestCodesReExported: every code of the kernel's catalog has its constant
-// here (clients/gencodes.py writes them).
-func TestCodesReExported(t *testing.T) {
-	kernelSrc, err := os.ReadFile("../kernel/codes.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := os.ReadFile("codes.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range regexp.MustCompile(`(?m)^\s*(Code\w+)\s+Code = "`).FindAllStringSubmatch(string(kernelSrc), -1) {
-		if !strings.Contains(string(ours), "\t"+m[1]+" ") {
-			t.Errorf("client does not re-export kernel.%s: run /usr/bin/python3 clients/gencodes.py", m[1])
-		}
 	}
 }
 

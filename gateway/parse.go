@@ -30,12 +30,12 @@ func ParseProposal(b []byte) (wire.Proposal, *kernel.Refusal) {
 	if len(p.Arguments) == 0 || p.Arguments[0] != '{' {
 		return bad("arguments must be a JSON object")
 	}
-	if len(p.EvidenceRefs) > 256 {
-		return bad("more than 256 evidence refs")
+	if len(p.EvidenceRefs) > wire.MaxEvidenceRefs {
+		return bad("more than %d evidence refs", wire.MaxEvidenceRefs)
 	}
 	for _, r := range p.EvidenceRefs {
-		if r == "" || len(r) > 1024 {
-			return bad("evidence refs must be non-empty and at most 1024 bytes")
+		if r == "" || len(r) > wire.MaxEvidenceRefBytes {
+			return bad("evidence refs must be non-empty and at most %d bytes", wire.MaxEvidenceRefBytes)
 		}
 	}
 	if len(p.ApprovalID) > wire.MaxIDBytes {

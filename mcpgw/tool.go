@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 )
 
-// toolOf is a capability's MCP tool. Its input is the proposal less the
-// capability id (the tool's name): the run, the operation key, the
+// toolOf is a capability's MCP tool. Its input is the proposal
+// (wire.Proposal, with its bounds) less the capability id (the tool's name): the run, the operation key, the
 // capability's arguments (under the manifest's arguments_schema), and
 // optionally evidence refs and an approval.
 //
@@ -25,11 +25,11 @@ import (
 // operation) and two sessions would reuse the same ids for different calls.
 func toolOf(cp *gateway.CapabilityConfig) *mcp.Tool {
 	schema := fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["run_id","operation_key","arguments"],"properties":{`+
-		`"run_id":{"type":"string","minLength":1,"maxLength":256,"description":"the agent run this call belongs to"},`+
-		`"operation_key":{"type":"string","minLength":1,"maxLength":256,"description":"your stable idempotency key for this action: the same key returns the same operation, never a second reservation"},`+
-		`"arguments":%s,`+
-		`"evidence_refs":{"type":"array","maxItems":256,"items":{"type":"string","minLength":1,"maxLength":1024}},`+
-		`"approval_id":{"type":"string","maxLength":256}}}`, cp.ArgumentsSchemaJSON())
+		`"run_id":{"type":"string","minLength":1,"maxLength":%[2]d,"description":"the agent run this call belongs to"},`+
+		`"operation_key":{"type":"string","minLength":1,"maxLength":%[2]d,"description":"your stable idempotency key for this action: the same key returns the same operation, never a second reservation"},`+
+		`"arguments":%[1]s,`+
+		`"evidence_refs":{"type":"array","maxItems":%[3]d,"items":{"type":"string","minLength":1,"maxLength":%[4]d}},`+
+		`"approval_id":{"type":"string","maxLength":%[2]d}}}`, cp.ArgumentsSchemaJSON(), wire.MaxIDBytes, wire.MaxEvidenceRefs, wire.MaxEvidenceRefBytes)
 	effectful := cp.Effectful
 	return &mcp.Tool{
 		Name:        cp.ID,

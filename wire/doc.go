@@ -27,3 +27,5 @@
 // message types checked against it field by field (go generate ./wire;
 // TestGenerated fails while they differ).
 package wire
+
+//go:generate go run ./gen

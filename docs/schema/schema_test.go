@@ -98,7 +98,7 @@ func TestCodeEnumIsTheCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(common.Defs.Code.Enum, wire.Codes) {
-		t.Fatalf("common.json codes\n%v\nwire.Codes\n%v\nrun /usr/bin/python3 clients/gencodes.py", common.Defs.Code.Enum, wire.Codes)
+		t.Fatalf("common.json codes\n%v\nwire.Codes\n%v\nrun go generate ./wire", common.Defs.Code.Enum, wire.Codes)
 	}
 	want := []wire.Status{wire.StatusApplied, wire.StatusNotApplied, wire.StatusPending, wire.StatusUnknown, wire.StatusRefused}
 	if !slices.Equal(common.Defs.Status.Enum, want) {

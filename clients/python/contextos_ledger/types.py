@@ -44,6 +44,8 @@ class GuaranteeRow:
     committed: int
     held: int
     available: int
+    #: What the guarantees this one replaces committed and held on the resource; it counts against the limit.
+    carried: int = 0
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,8 @@ class Decision:
         d = json.loads(b)
         if not isinstance(d, dict) or not isinstance(d.get("status"), str):
             raise ValueError(f"not a decision: {b[:200]!r}")
-        rows = [GuaranteeRow(**{k: g.get(k) for k in ("guarantee_id", "resource", "limit", "committed", "held", "available")})
+        rows = [GuaranteeRow(**{k: g.get(k) for k in ("guarantee_id", "resource", "limit", "committed", "held", "available")},
+                             carried=g.get("carried", 0))
                 for g in d.get("guarantees") or []]
         return cls(status=d["status"], code=d.get("code", ""), reason=d.get("reason", ""),
                    operation_id=d.get("operation_id", ""), attempt_id=d.get("attempt_id", ""),
