@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/browsertest"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
@@ -346,7 +346,7 @@ func TestBrowserPages(t *testing.T) {
 // approval's confirmation page finds it.
 func TestBrowserApprovalsNotBlinded(t *testing.T) {
 	ctx := newBrowser(t)
-	e := startEnvWith(t, func(c *gateway.Config) {
+	e := startEnvWith(t, func(c *config.Config) {
 		for i := range c.Tenants[0].Agents {
 			if a := &c.Tenants[0].Agents[i]; a.ID == "agent_phone" {
 				a.Capabilities = append(a.Capabilities, highCap)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/daemon"
 )
 
@@ -34,7 +34,7 @@ func TestConsoleConfig(t *testing.T) {
 		{"client certificate with the embedded server", "[console]\nlisten = \"127.0.0.1:0\"\nnats_tls_cert_file = \"c.pem\"\nnats_tls_key_file = \"k.pem\"", "external deployment"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := gateway.ParseConfig([]byte(baseConfig + tc.section))
+			cfg, err := config.Parse([]byte(baseConfig + tc.section))
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -88,7 +88,7 @@ func checkForm(t *testing.T, a *action, v url.Values) {
 // TestBootNeedsConsole: a runtime configured with a console address does
 // not boot without a console to start.
 func TestBootNeedsConsole(t *testing.T) {
-	cfg, err := gateway.ParseConfig([]byte(strings.Replace(baseConfig, "/tmp/x", t.TempDir(), 1) + "[console]\nlisten = \"127.0.0.1:0\"\n"))
+	cfg, err := config.Parse([]byte(strings.Replace(baseConfig, "/tmp/x", t.TempDir(), 1) + "[console]\nlisten = \"127.0.0.1:0\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -375,7 +375,7 @@ func TestConsoleNextStepsKnown(t *testing.T) {
 // that tenant ends the tenant's least recently used session, and its NATS
 // connection; another tenant's session stays.
 func TestConsoleSessionBound(t *testing.T) {
-	e := startEnvWith(t, func(c *gateway.Config) { c.Console.MaxSessions = 2 })
+	e := startEnvWith(t, func(c *config.Config) { c.Console.MaxSessions = 2 })
 	bob := e.client()
 	bob.login("globex", "ops_bob")
 	first, second, third := e.client(), e.client(), e.client()
@@ -478,9 +478,9 @@ func TestConsoleAuditWitness(t *testing.T) {
 		t.Fatal(err)
 	}
 	tw := testenv.Witness(t, "acme", codec.NewSigner(runtimeKey).Key.Public().(ed25519.PublicKey))
-	e := startEnvWith(t, func(c *gateway.Config) {
+	e := startEnvWith(t, func(c *config.Config) {
 		c.Runtime.KeyFile = keyFile
-		c.Runtime.Witnesses = []gateway.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
+		c.Runtime.Witnesses = []config.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
 	})
 	e.propose(e.agent("acme", "agent_email"), "acme", "agent_email", refund(refundCap, "w1", "ord_7", 100))
 	c := e.client()

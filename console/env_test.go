@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
@@ -39,14 +39,14 @@ func startEnv(t testing.TB) *env {
 }
 
 // startEnvWith is startEnv with the configuration edited before boot.
-func startEnvWith(t testing.TB, edit func(*gateway.Config)) *env {
+func startEnvWith(t testing.TB, edit func(*config.Config)) *env {
 	t.Helper()
 	return startEnvOpts(t, edit, nil)
 }
 
 // startEnvOpts is startEnvWith with the console's options edited before
 // it starts.
-func startEnvOpts(t testing.TB, edit func(*gateway.Config), opts func(*Options)) *env {
+func startEnvOpts(t testing.TB, edit func(*config.Config), opts func(*Options)) *env {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -55,7 +55,7 @@ func startEnvOpts(t testing.TB, edit func(*gateway.Config), opts func(*Options))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
@@ -36,7 +37,7 @@ func TestConsoleNATSTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +65,11 @@ func TestConsoleNATSTLS(t *testing.T) {
 		t.Fatalf("the operator's page over TLS:\n%s", page)
 	}
 
-	noCA, err := OperatorTLS(&gateway.Config{Console: cfg.Console})
+	noCA, err := OperatorTLS(&config.Config{Console: cfg.Console})
 	if err != nil {
 		t.Fatal(err)
 	}
-	noCert, err := OperatorTLS(&gateway.Config{NATS: gateway.NATSConfig{TLSCAFile: n.TLSCAFile}})
+	noCert, err := OperatorTLS(&config.Config{NATS: config.NATSConfig{TLSCAFile: n.TLSCAFile}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestConsoleNATSTLS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.o
-			o.Config, o.NATSURL, o.Manifest = gateway.ConsoleConfig{Listen: "127.0.0.1:0"}, rt.URL, cfg
+			o.Config, o.NATSURL, o.Manifest = config.ConsoleConfig{Listen: "127.0.0.1:0"}, rt.URL, cfg
 			con, err := Start(o)
 			if err != nil {
 				t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
@@ -214,7 +214,7 @@ func TestCompose(t *testing.T) {
 		users[u.Username] = u.Password
 	}
 
-	cfg, err := gateway.LoadConfig("compose/contextosd.toml")
+	cfg, err := config.Load("compose/contextosd.toml")
 	if err != nil {
 		t.Fatalf("contextosd.toml: %v", err)
 	}
@@ -311,7 +311,7 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("no %s", k)
 		}
 	}
-	cfg, err := gateway.ParseConfig([]byte(byKind["Secret"].StringData["contextos.toml"]))
+	cfg, err := config.Parse([]byte(byKind["Secret"].StringData["contextos.toml"]))
 	if err != nil {
 		t.Fatalf("the configuration Secret: %v", err)
 	}

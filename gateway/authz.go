@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
@@ -23,68 +21,9 @@ import (
 // reserve transaction and the operator verbs that write them. Every rule is
 // a kernel call; docs/authorization.md describes the contract.
 
-// validateControls checks and prepares a capability's approval, policy,
-// amount pointer and decision gate.
-func (cp *CapabilityConfig) validateControls(dir string) error {
-	switch cp.Approval {
-	case "", "required", "none":
-	default:
-		return fmt.Errorf("approval must be \"required\" or \"none\", not %q", cp.Approval)
-	}
-	if cp.AmountPointer != "" {
-		p, err := kernel.ParsePointer(cp.AmountPointer)
-		if err != nil || len(p) == 0 {
-			return fmt.Errorf("amount_pointer %q must select a member of the arguments", cp.AmountPointer)
-		}
-	}
-	pol := kernel.Policy{MaxAmount: cp.Policy.MaxAmount, AmountPointer: cp.Policy.AmountPointer}
-	if pol.AmountPointer == "" && pol.MaxAmount > 0 {
-		pol.AmountPointer = cp.AmountPointer
-	}
-	for _, a := range cp.Policy.Allowed {
-		pol.Allowed = append(pol.Allowed, kernel.AllowedValues{Pointer: a.Pointer, Values: a.Values})
-	}
-	for _, p := range cp.Policy.Pattern {
-		pol.Patterns = append(pol.Patterns, kernel.PatternRule{Pointer: p.Pointer, Regexp: p.Regexp})
-	}
-	compiled, err := kernel.CompilePolicy(pol)
-	if err != nil {
-		return err
-	}
-	cp.policy = compiled
-	if (cp.DecisionKey == "") != (cp.ContextPack == "") {
-		return errors.New("decision_key and context_pack go together")
-	}
-	if cp.DecisionKey == "" {
-		return nil
-	}
-	path := cp.ContextPack
-	if !filepath.IsAbs(path) && dir != "" {
-		path = filepath.Join(dir, path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("context_pack: %w", err)
-	}
-	pack, err := kernel.ParseContextPack(b)
-	if err != nil {
-		return fmt.Errorf("context_pack %s: %w", path, err)
-	}
-	if !slices.ContainsFunc(pack.Decisions, func(d kernel.DecisionSpec) bool { return d.DecisionKey == cp.DecisionKey }) {
-		return fmt.Errorf("decision_key %s is not a decision of context pack %s", cp.DecisionKey, pack.PackID)
-	}
-	for _, tr := range pack.Tools {
-		if tr.CapabilityID == cp.ID && tr.GatedBy != "" && tr.GatedBy != cp.DecisionKey {
-			return fmt.Errorf("context pack %s gates %s by %s, the manifest by %s", pack.PackID, cp.ID, tr.GatedBy, cp.DecisionKey)
-		}
-	}
-	cp.pack = &pack
-	return nil
-}
-
 // approvalRequired reports whether proposals of the capability need an
 // operator's approval.
-func (cp *CapabilityConfig) approvalRequired() bool {
+func approvalRequired(cp *config.CapabilityConfig) bool {
 	switch cp.Approval {
 	case "required":
 		return true
@@ -94,20 +33,10 @@ func (cp *CapabilityConfig) approvalRequired() bool {
 	return cp.Risk == "high"
 }
 
-// CompiledPolicy returns the capability's policy (an empty one for a
-// manifest that was never validated).
-func (cp *CapabilityConfig) CompiledPolicy() *kernel.CompiledPolicy {
-	if cp.policy == nil {
-		p, _ := kernel.CompilePolicy(kernel.Policy{})
-		return p
-	}
-	return cp.policy
-}
-
 // runAmount is what a proposal of the capability consumes from its run's
 // amount budget: the exact positive integer at the capability's amount
 // pointer (or at its policy's), or 0 when it declares none.
-func (cp *CapabilityConfig) runAmount(args map[string]any) (int64, *kernel.Refusal) {
+func runAmount(cp *config.CapabilityConfig, args map[string]any) (int64, *kernel.Refusal) {
 	ptr := cp.AmountPointer
 	if ptr == "" {
 		ptr = cp.Policy.AmountPointer
@@ -213,7 +142,7 @@ func fold(ref aggregates.Ref, st aggregates.State, stored []events.Stored) error
 // checkControls runs the controls that need no write, in the order of
 // DESIGN section 1: authority, policy, evidence. It fills pc's authority
 // source, run amount and gate. An error means a subject could not be read.
-func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args map[string]any) (*kernel.Refusal, error) {
+func (pc *proposalCtx) checkControls(ctx context.Context, tc *config.TenantConfig, args map[string]any) (*kernel.Refusal, error) {
 	g, cp := pc.g, pc.cp
 	if _, ok := tc.Agent(pc.principal); !ok {
 		return g.authorize(tc, pc.principal, cp), nil
@@ -234,10 +163,10 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args
 	if r := cp.CompiledPolicy().Evaluate(args); r != nil {
 		return r, nil
 	}
-	if pc.runAmount, r = cp.runAmount(args); r != nil {
+	if pc.runAmount, r = runAmount(cp, args); r != nil {
 		return r, nil
 	}
-	if cp.pack == nil {
+	if cp.Pack() == nil {
 		return nil, nil
 	}
 	records := make([]*kernel.EvidenceRecord, 0, len(pc.p.EvidenceRefs))
@@ -255,7 +184,7 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args
 	agent, _ := tc.Agent(pc.principal)
 	run := kernel.RunContext{Tenant: pc.tenant, Principal: pc.principal, RunID: pc.p.RunID, DecisionKey: cp.DecisionKey,
 		DecisionTime: pc.now, AllowedSources: agent.EvidenceSources, Capabilities: []string{cp.ID}}
-	gate, r := kernel.CheckEvidence(*cp.pack, run, records)
+	gate, r := kernel.CheckEvidence(*cp.Pack(), run, records)
 	if gate != nil {
 		if b, err := json.Marshal(gate); err == nil {
 			pc.gate = b
@@ -341,7 +270,7 @@ func strictDecode(body []byte, into any) error {
 	return kernel.DecodeRequest(body, into)
 }
 
-func (g *Gateway) opGrant(ctx context.Context, tc *TenantConfig, operator string, grant bool, req wire.GrantRequest) wire.OpReply {
+func (g *Gateway) opGrant(ctx context.Context, tc *config.TenantConfig, operator string, grant bool, req wire.GrantRequest) wire.OpReply {
 	if _, ok := tc.Agent(req.Principal); !ok {
 		return wire.Refused(wire.CodeRequestMalformed, "%q is not an agent of tenant %s", req.Principal, tc.ID)
 	}
@@ -422,7 +351,7 @@ func (g *Gateway) opDeny(ctx context.Context, tenant, operator string, req wire.
 	return wire.OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": digest, "risk": risk, "denied": true, "reason": req.Reason}}
 }
 
-func (g *Gateway) opAdmitRun(ctx context.Context, tc *TenantConfig, operator string, req wire.AdmitRunRequest) wire.OpReply {
+func (g *Gateway) opAdmitRun(ctx context.Context, tc *config.TenantConfig, operator string, req wire.AdmitRunRequest) wire.OpReply {
 	if _, ok := tc.Agent(req.Principal); !ok {
 		return wire.Refused(wire.CodeRequestMalformed, "%q is not an agent of tenant %s", req.Principal, tc.ID)
 	}

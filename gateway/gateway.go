@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
@@ -24,7 +25,7 @@ import (
 // Gateway is the request path: it serves proposals and operator verbs over
 // NATS and runs every decision through the kernel via the aggregates engine.
 type Gateway struct {
-	cfg          *Config
+	cfg          *config.Config
 	store        events.Store
 	engine       *aggregates.Engine
 	ids          *aggregates.IDs
@@ -84,7 +85,7 @@ func (h Hooks) afterProviderCall(id string) {
 
 // Options are the parts a Gateway is built from.
 type Options struct {
-	Config   *Config
+	Config   *config.Config
 	Store    events.Store
 	Sealer   *aggregates.Sealer
 	Executor string
@@ -119,7 +120,7 @@ func New(o Options) *Gateway {
 	g.index = readModel{g.model}
 	g.mountIntegrity()
 	lim := o.Config.Runtime.Limits
-	_ = lim.validate() // defaults for a Config not from ParseConfig
+	_ = lim.Validate() // defaults for a Config not from ParseConfig
 	g.limiter = newLimiter(o.Config, lim)
 	g.refusals = newRefusalSampler(o.Config, lim.RefusalWindow.Duration)
 	for i := range o.Config.Capabilities {
@@ -153,7 +154,7 @@ func (g *Gateway) Mount(verb string, h OpHandler) { g.extraOps[verb] = h }
 // Engine exposes the aggregates engine (recovery tools, tests).
 func (g *Gateway) Engine() *aggregates.Engine { return g.engine }
 
-func (g *Gateway) adapter(cp *CapabilityConfig) Adapter {
+func (g *Gateway) adapter(cp *config.CapabilityConfig) Adapter {
 	if a, ok := g.adapters[cp.ID]; ok {
 		return a
 	}
@@ -161,7 +162,7 @@ func (g *Gateway) adapter(cp *CapabilityConfig) Adapter {
 }
 
 // authorize checks the principal's authority over the capability.
-func (g *Gateway) authorize(tc *TenantConfig, principal string, cp *CapabilityConfig) *kernel.Refusal {
+func (g *Gateway) authorize(tc *config.TenantConfig, principal string, cp *config.CapabilityConfig) *kernel.Refusal {
 	agent, ok := tc.Agent(principal)
 	if !ok {
 		return &kernel.Refusal{Code: wire.CodeAuthorityDenied, Reason: fmt.Sprintf("%s is not an agent of tenant %s", principal, tc.ID)}
@@ -236,7 +237,7 @@ func (g *Gateway) Model() *projections.Model { return g.model }
 // operator's, in one TCP stream and one client read loop.
 func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 	lim := g.cfg.Runtime.Limits
-	if err := lim.validate(); err != nil { // a Config not from ParseConfig
+	if err := lim.Validate(); err != nil { // a Config not from ParseConfig
 		return err
 	}
 	g.maxPayload.Store(nc.MaxPayload())
@@ -250,7 +251,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		if err != nil {
 			return err
 		}
-		proposals := newLane(ctx, lim.tenantWorkers(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue, func(m *nats.Msg) {
+		proposals := newLane(ctx, lim.WorkersPerTenant(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue, func(m *nats.Msg) {
 			defer g.proposing.Add(-1)
 			principal := strings.Split(m.Subject, ".")[3]
 			if !wire.ReplyAllowed(m.Reply, tenant, principal) {

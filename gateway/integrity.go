@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events/codec"
@@ -27,18 +26,6 @@ func (g *Gateway) WatchWitnesses(v WitnessView) {
 	defer g.mu.Unlock()
 	g.witnesses = v
 	g.watchWitnessMetrics(v)
-}
-
-// WitnessPolicy is the configured witness policy: "" without witnesses,
-// else runtime.witness_policy (require by default).
-func (c *Config) WitnessPolicy() kernel.WitnessPolicy {
-	if len(c.Runtime.Witnesses) == 0 {
-		return ""
-	}
-	if c.Runtime.WitnessPolicy == "" {
-		return kernel.WitnessRequire
-	}
-	return kernel.WitnessPolicy(c.Runtime.WitnessPolicy)
 }
 
 // witnessStatus is what a proposal of tenant reads of the witnesses.
@@ -154,13 +141,4 @@ func (g *Gateway) integrityReply(ctx context.Context, tenant string) wire.OpRepl
 	out := wire.IntegrityState{Open: open, Incidents: st.Incidents, Resolutions: st.Resolutions, Policy: string(w.Policy),
 		Witnessing: witnessingNames[w.State], Reason: w.Reason}
 	return wire.OpReply{OK: true, Data: map[string]any{"integrity": out}}
-}
-
-// validateWitnessPolicy checks runtime.witness_policy.
-func (r *RuntimeConfig) validateWitnessPolicy() error {
-	switch kernel.WitnessPolicy(r.WitnessPolicy) {
-	case "", kernel.WitnessWarn, kernel.WitnessRequire:
-		return nil
-	}
-	return fmt.Errorf("runtime.witness_policy %q: want %q or %q", r.WitnessPolicy, kernel.WitnessWarn, kernel.WitnessRequire)
 }

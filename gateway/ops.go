@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -19,7 +20,7 @@ var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attemp
 // subject's last token, which the NATS server lets only that operator use.
 func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []byte) wire.OpReply {
 	tc, ok := g.cfg.Tenant(tenant)
-	if !ok || !tc.isOperator(operator) {
+	if !ok || !tc.IsOperator(operator) {
 		return wire.Refused(wire.CodeAuthorityDenied, "%s is not an operator of tenant %s", operator, tenant)
 	}
 	if h, ok := g.extraOps[verb]; ok {
@@ -97,15 +98,6 @@ func (g *Gateway) opExposure(tenant string, req wire.OpRequest) wire.OpReply {
 	return reply
 }
 
-func (t *TenantConfig) isOperator(id string) bool {
-	for _, o := range t.Operators {
-		if o.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
 // opTarget finds what an action on an attempt needs: its operation (from
 // the index) with its subject, and the ledger of every guarantee the
 // attempt holds on.
@@ -181,7 +173,7 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 // reconcileGrace is how long an attempt is left to its executor: the
 // provider call may still be in flight, and a query then could report an
 // absence that is about to end.
-func (g *Gateway) ReconcileGrace(cp *CapabilityConfig) time.Duration {
+func (g *Gateway) ReconcileGrace(cp *config.CapabilityConfig) time.Duration {
 	switch {
 	case cp == nil:
 		return time.Second

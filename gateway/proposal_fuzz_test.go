@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
@@ -71,7 +72,7 @@ func FuzzBindAction(f *testing.F) {
 	}
 	def := kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string{"adp_payments.issue_refund"},
 		ResourcePointer: "/order_id", AmountPointer: "/amount_minor", Limit: 100000, Unit: "INR_minor"}
-	cp := &CapabilityConfig{ID: "adp_payments.issue_refund", Version: "1"}
+	cp := &config.CapabilityConfig{ID: "adp_payments.issue_refund", Version: "1"}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		p := wire.Proposal{RunID: "run_1", OperationKey: "k", CapabilityID: cp.ID, Arguments: raw}
 		act, r := bindAction("acme", "agent_email", p, cp)

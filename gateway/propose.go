@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -95,7 +96,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	cp, surfaced := g.cfg.Capability(p.CapabilityID)
 	pc.cp = cp
-	act, argRefusal := bindAction(tenant, principal, p, cp, g.cfg.amountPointers(p.CapabilityID)...)
+	act, argRefusal := bindAction(tenant, principal, p, cp, g.cfg.AmountPointers(p.CapabilityID)...)
 	args := act.args
 	pc.args, pc.digest = act.canon, act.digest
 	if argRefusal != nil {
@@ -166,7 +167,7 @@ type action struct {
 
 // ActionDigest is the digest of the action p binds for principal of tenant
 // (what an approval names and a reply reports), or why p is refused.
-func ActionDigest(tenant, principal string, p wire.Proposal, cp *CapabilityConfig) (string, *kernel.Refusal) {
+func ActionDigest(tenant, principal string, p wire.Proposal, cp *config.CapabilityConfig) (string, *kernel.Refusal) {
 	act, r := bindAction(tenant, principal, p, cp)
 	return act.digest, r
 }
@@ -174,7 +175,7 @@ func ActionDigest(tenant, principal string, p wire.Proposal, cp *CapabilityConfi
 // bindAction decodes a proposal's arguments strictly and binds them. Any
 // failure refuses the proposal (request_malformed): a digest is never left
 // empty nor made over other bytes than the provider's.
-func bindAction(tenant, principal string, p wire.Proposal, cp *CapabilityConfig, amountPointers ...kernel.Pointer) (action, *kernel.Refusal) {
+func bindAction(tenant, principal string, p wire.Proposal, cp *config.CapabilityConfig, amountPointers ...kernel.Pointer) (action, *kernel.Refusal) {
 	args, r := kernel.DecodeArguments(p.Arguments, amountPointers...)
 	if r != nil {
 		return action{}, r
@@ -201,13 +202,13 @@ type proposalCtx struct {
 	tenant    string
 	principal string
 	p         wire.Proposal
-	cp        *CapabilityConfig
+	cp        *config.CapabilityConfig
 	args      json.RawMessage
 	digest    string
 	opRef     aggregates.Ref
 	bound     []bound
 
-	tc          *TenantConfig
+	tc          *config.TenantConfig
 	now         time.Time // the decision time, from the gateway's clock
 	runRef      aggregates.Ref
 	controlRef  aggregates.Ref
@@ -252,10 +253,10 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply 
 		Opened: kernel.OperationOpened{OperationID: g.ids.New(), Principal: pc.principal, RunID: pc.p.RunID,
 			OperationKey: pc.p.OperationKey, CapabilityID: pc.p.CapabilityID, ActionDigest: pc.digest, Executor: g.executor},
 		AttemptID: attemptID, Holds: holdsOf(pc.bound), Refusal: pre, ApprovalID: pc.p.ApprovalID, Now: pc.now,
-		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.allowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args,
+		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.AllowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args,
 	}
 	if pc.cp != nil {
-		cmd.ApprovalRequired, cmd.Risk = pc.cp.approvalRequired(), pc.cp.Risk
+		cmd.ApprovalRequired, cmd.Risk = approvalRequired(pc.cp), pc.cp.Risk
 	}
 	var st kernel.ProposalState
 	var d kernel.ProposalDecision

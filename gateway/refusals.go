@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 	"golang.org/x/time/rate"
@@ -19,7 +20,7 @@ type limiter struct {
 	buckets map[string]*rate.Limiter // tenant/principal; tenant/ for the rest
 }
 
-func newLimiter(cfg *Config, l LimitsConfig) *limiter {
+func newLimiter(cfg *config.Config, l config.LimitsConfig) *limiter {
 	x := &limiter{buckets: map[string]*rate.Limiter{}}
 	for _, t := range cfg.Tenants {
 		x.buckets[t.ID+"/"] = rate.NewLimiter(rate.Limit(l.ProposalsPerSecond), l.ProposalBurst)
@@ -67,7 +68,7 @@ type sampled struct {
 	last  kernel.ProposalRefused // the latest of them
 }
 
-func newRefusalSampler(cfg *Config, window time.Duration) *refusalSampler {
+func newRefusalSampler(cfg *config.Config, window time.Duration) *refusalSampler {
 	s := &refusalSampler{window: window, known: map[string]bool{}, open: map[sampleKey]*sampled{}}
 	for _, t := range cfg.Tenants {
 		for _, a := range t.Agents {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/wire"
@@ -32,11 +33,11 @@ type telemetry struct {
 	log     *slog.Logger
 	tracer  trace.Tracer
 	m       *metrics
-	cfg     *Config
+	cfg     *config.Config
 	logArgs bool
 }
 
-func newTelemetry(cfg *Config, log *slog.Logger, tp trace.TracerProvider) *telemetry {
+func newTelemetry(cfg *config.Config, log *slog.Logger, tp trace.TracerProvider) *telemetry {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -21,7 +22,7 @@ const ReplyUser = "contextosd-replies"
 // ops subjects, and each may subscribe only to its own inbox. Nobody but the
 // runtime reaches JetStream or the event subjects; the runtime's replies go
 // through ReplyUser (same password), which may publish only to inboxes.
-func ServerUsers(cfg *Config, runtimePassword string) []*server.User {
+func ServerUsers(cfg *config.Config, runtimePassword string) []*server.User {
 	users := []*server.User{{Username: RuntimeUser, Password: runtimePassword}, {Username: ReplyUser, Password: runtimePassword,
 		Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{"_INBOX.>"}},

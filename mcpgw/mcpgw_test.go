@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/mcpprovider"
@@ -59,7 +59,7 @@ func start(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL, "{{MCP_PROVIDER}}", ms.URL).Replace(string(raw))
-	cfg, err := gateway.ParseConfig([]byte(s))
+	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestBootNeedsMCPStarter(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", "http://127.0.0.1:9", "{{MCP_PROVIDER}}", "http://127.0.0.1:9/mcp").Replace(string(raw))
-	cfg, err := gateway.ParseConfig([]byte(s))
+	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}

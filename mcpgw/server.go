@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/wire"
@@ -46,7 +47,7 @@ func Start(rt *daemon.Runtime) (string, func() error, error) {
 }
 
 // Listen serves Handler on cfg.MCP.Listen, which must be loopback.
-func Listen(cfg *gateway.Config, gw *gateway.Gateway, log *slog.Logger) (*Server, error) {
+func Listen(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", cfg.MCP.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("mcp.listen: %w", err)
@@ -75,7 +76,7 @@ func (s *Server) Close() error { return s.http.Close() }
 // the bearer token, then a bounded number of calls at once into a
 // stateless streamable HTTP handler (no session is kept between requests,
 // so no client can grow the server's memory by opening sessions).
-func Handler(cfg *gateway.Config, gw *gateway.Gateway, log *slog.Logger) http.Handler {
+func Handler(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "contextosd", Title: "ContextOS ledger", Version: "1"},
 		&mcp.ServerOptions{Instructions: instructions})
 	for i := range cfg.Capabilities {
@@ -99,7 +100,7 @@ const instructions = "Each tool is a governed capability: a call is a proposal t
 
 // verifier maps a bearer token to its agent. Tokens are compared by their
 // SHA-256, so the lookup's timing says nothing about a token's bytes.
-func verifier(cfg *gateway.Config) auth.TokenVerifier {
+func verifier(cfg *config.Config) auth.TokenVerifier {
 	tokens := map[[32]byte]identity{}
 	for _, t := range cfg.Tenants {
 		for _, a := range t.Agents {
@@ -140,7 +141,7 @@ func originCheck(allowed []string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		n, err := gateway.NormalizeOrigin(o)
+		n, err := config.NormalizeOrigin(o)
 		if err != nil || !slices.Contains(allowed, n) {
 			http.Error(w, "origin not allowed", http.StatusForbidden)
 			return

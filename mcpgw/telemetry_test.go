@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/mcpgw"
@@ -38,13 +38,13 @@ func TestMCPProposalLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL, "{{MCP_PROVIDER}}", "http://127.0.0.1:9/mcp").Replace(string(raw))
-	cfg, err := gateway.ParseConfig([]byte(s))
+	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Runtime.LogFormat = "json"
 	logs := &syncBuf{}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start, Logger: gateway.NewLogger(cfg, logs)})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start, Logger: config.NewLogger(cfg, logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

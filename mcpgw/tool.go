@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,7 +24,7 @@ import (
 // could not serve anyway, since clients number requests afresh in every
 // session, so a resend after a reconnect would carry a new id (a second
 // operation) and two sessions would reuse the same ids for different calls.
-func toolOf(cp *gateway.CapabilityConfig) *mcp.Tool {
+func toolOf(cp *config.CapabilityConfig) *mcp.Tool {
 	schema := fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["run_id","operation_key","arguments"],"properties":{`+
 		`"run_id":{"type":"string","minLength":1,"maxLength":%[2]d,"description":"the agent run this call belongs to"},`+
 		`"operation_key":{"type":"string","minLength":1,"maxLength":%[2]d,"description":"your stable idempotency key for this action: the same key returns the same operation, never a second reservation"},`+

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/wire"
 )
@@ -127,7 +128,7 @@ func TestLimitListener(t *testing.T) {
 // TestToolSchemaIsTheProposal: a tool's input schema has the members of
 // wire.Proposal but the capability id (the tool's name), with its bounds.
 func TestToolSchemaIsTheProposal(t *testing.T) {
-	tool := toolOf(&gateway.CapabilityConfig{ID: "adp_payments.issue_refund"})
+	tool := toolOf(&config.CapabilityConfig{ID: "adp_payments.issue_refund"})
 	var s struct {
 		Properties map[string]struct {
 			MaxLength int `json:"maxLength"`

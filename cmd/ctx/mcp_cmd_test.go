@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/mcpprovider"
 	"github.com/contextos/ledger/internal/provider"
@@ -39,7 +39,7 @@ func bootMCP(t *testing.T) *daemon.Runtime {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(`
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(`
 [nats]
 data_dir = "{{DATA}}"
 listen = "127.0.0.1:0"
@@ -169,9 +169,9 @@ func TestCapabilityImport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	type draft struct {
-		Capabilities []gateway.CapabilityConfig `toml:"capabilities"`
+		Capabilities []config.CapabilityConfig `toml:"capabilities"`
 	}
-	parse := func(t *testing.T, s string) gateway.CapabilityConfig {
+	parse := func(t *testing.T, s string) config.CapabilityConfig {
 		t.Helper()
 		var d draft
 		if _, err := toml.Decode(s, &d); err != nil || len(d.Capabilities) != 1 {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
@@ -35,7 +36,7 @@ func TestTowerNATSTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}

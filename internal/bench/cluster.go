@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
@@ -77,11 +78,11 @@ func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
 	pwb := make([]byte, 12)
 	_, _ = rand.Read(pwb)
 	pw := hex.EncodeToString(pwb)
-	cfgs := make([]*gateway.Config, replicas)
+	cfgs := make([]*config.Config, replicas)
 	for r := range cfgs {
 		sections := fmt.Sprintf("[nats]\nurl = %q\nuser = %q\npassword = %q\nreply_user = %q\nreply_password = %q\nreplicas = 3\n\n[runtime]\nkey_file = %q\nexecutor = \"bench-%d\"\n",
 			strings.Join(urls, ","), gateway.RuntimeUser, pw, gateway.ReplyUser, pw, filepath.Join(dir, "runtime.key"), r+1)
-		if cfgs[r], err = gateway.ParseConfig([]byte(runtimeConfig(sections, c.http.URL, agents))); err != nil {
+		if cfgs[r], err = config.Parse([]byte(runtimeConfig(sections, c.http.URL, agents))); err != nil {
 			return nil, err
 		}
 	}

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/wire"
@@ -31,7 +31,7 @@ type Gateway struct {
 	agents []*nats.Conn
 }
 
-// gatewayConfig is gateway/testdata/gateway.toml's shape with agents
+// gatewayConfig is config/testdata/gateway.toml's shape with agents
 // agent_00.. and the sync setting, on the runtime's embedded server.
 func gatewayConfig(dir, providerURL string, durable bool, agents int) string {
 	sync := "always"
@@ -89,7 +89,7 @@ func StartGateway(parent string, durable bool, agents int) (*Gateway, error) {
 	}
 	g := &Gateway{Prov: provider.New(), dir: dir}
 	g.http = httptest.NewServer(g.Prov.Handler())
-	cfg, err := gateway.ParseConfig([]byte(gatewayConfig(dir, g.http.URL, durable, agents)))
+	cfg, err := config.Parse([]byte(gatewayConfig(dir, g.http.URL, durable, agents)))
 	if err != nil {
 		g.Close()
 		return nil, err

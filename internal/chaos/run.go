@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
@@ -269,7 +270,7 @@ func (r *run) setup(ctx context.Context) error {
 	if err := os.WriteFile(r.cfgPath, []byte(r.config(provURL, strings.Join(r.urls, ","), keyPath, replicas)), 0o600); err != nil {
 		return err
 	}
-	if _, err := gateway.LoadConfig(r.cfgPath); err != nil {
+	if _, err := config.Load(r.cfgPath); err != nil {
 		return fmt.Errorf("chaos config: %w", err)
 	}
 	for i := 0; i < nodes; i++ {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
@@ -49,7 +50,7 @@ func authzEnv(t *testing.T, file string) (*env, *fakeClock) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile(filepath.Join("../../gateway/testdata", file))
+	raw, err := os.ReadFile(filepath.Join("../../config/testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func authzEnv(t *testing.T, file string) (*env, *fakeClock) {
 	}
 	e := &env{t: t, prov: prov, dir: t.TempDir()}
 	s := strings.NewReplacer("{{DATA}}", e.dir, "{{PROVIDER}}", hs.URL, "{{PACK}}", pack).Replace(string(raw))
-	cfg, err := gateway.ParseConfig([]byte(s))
+	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
@@ -53,9 +54,9 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 	}))
 	defer hs.Close()
 	const capID = "adp_payments.issue_refund"
-	edit := func(c *gateway.Config) {
+	edit := func(c *config.Config) {
 		cp, _ := c.Capability(capID)
-		cp.Breaker = gateway.BreakerConfig{Threshold: 3, Window: gateway.Duration{Duration: time.Minute}}
+		cp.Breaker = config.BreakerConfig{Threshold: 3, Window: config.Duration{Duration: time.Minute}}
 	}
 	e, logs := bootObserved(t, hs.URL, BootOptions{}, edit)
 	nc := e.client("acme", "agent_email")
@@ -114,7 +115,7 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 	// A restart loads the open breaker from the store.
 	cfg := e.rt.Config
 	e.rt.Close()
-	rt, err := Boot(cfg, BootOptions{Logger: gateway.NewLogger(cfg, logs)})
+	rt, err := Boot(cfg, BootOptions{Logger: config.NewLogger(cfg, logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +158,10 @@ func TestBreakerFollowedByAnotherReplica(t *testing.T) {
 	const capID = "adp_payments.issue_refund"
 	key := filepath.Join(t.TempDir(), "runtime.key")
 	boot := func(executor string) *env {
-		e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *gateway.Config) {
+		e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) {
 			c.NATS.URL, c.Runtime.KeyFile, c.Runtime.Executor = emb.ClientURL(), key, executor
 			cp, _ := c.Capability(capID)
-			cp.Breaker = gateway.BreakerConfig{Threshold: 1, Window: gateway.Duration{Duration: time.Minute}}
+			cp.Breaker = config.BreakerConfig{Threshold: 1, Window: config.Duration{Duration: time.Minute}}
 		})
 		return e
 	}

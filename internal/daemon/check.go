@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
 	"github.com/nats-io/nats.go"
@@ -32,7 +33,7 @@ const checkConnectTimeout = 5 * time.Second
 // holds data_dir; one that does checks its stream itself at its next boot.
 // The notes say what was and was not checked, and what Boot accepts but
 // fails closed on.
-func CheckConfig(ctx context.Context, cfg *gateway.Config) (notes []string, err error) {
+func CheckConfig(ctx context.Context, cfg *config.Config) (notes []string, err error) {
 	if cfg.NATS.URL == "" {
 		return checkEmbedded(ctx, cfg)
 	}
@@ -49,7 +50,7 @@ func CheckConfig(ctx context.Context, cfg *gateway.Config) (notes []string, err 
 	return checkStream(ctx, cfg, nc, "the stream at "+cfg.NATS.URL)
 }
 
-func checkEmbedded(ctx context.Context, cfg *gateway.Config) ([]string, error) {
+func checkEmbedded(ctx context.Context, cfg *config.Config) ([]string, error) {
 	dir := cfg.NATS.DataDir
 	if _, err := os.Stat(filepath.Join(dir, "nats")); errors.Is(err, os.ErrNotExist) {
 		return []string{"data_dir " + dir + " holds no event stream yet: nothing is pinned"}, nil
@@ -76,7 +77,7 @@ func checkEmbedded(ctx context.Context, cfg *gateway.Config) ([]string, error) {
 	return checkStream(ctx, cfg, nc, "the embedded stream in "+dir)
 }
 
-func checkStream(ctx context.Context, cfg *gateway.Config, nc *nats.Conn, where string) ([]string, error) {
+func checkStream(ctx context.Context, cfg *config.Config, nc *nats.Conn, where string) ([]string, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStreamUnreachable, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/aggregates/jetsnap"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
@@ -29,7 +30,7 @@ import (
 // Runtime is a running contextosd: the embedded server (unless an external
 // URL is configured), the runtime's connection, the store and the gateway.
 type Runtime struct {
-	Config   *gateway.Config
+	Config   *config.Config
 	Embedded *events.Embedded
 	NC       *nats.Conn
 	// Replies is the connection replies are published through (gateway.ReplyUser
@@ -81,7 +82,7 @@ type BootOptions struct {
 }
 
 // Boot starts a runtime from a validated configuration.
-func Boot(cfg *gateway.Config, o BootOptions) (*Runtime, error) {
+func Boot(cfg *config.Config, o BootOptions) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -201,7 +202,7 @@ func Boot(cfg *gateway.Config, o BootOptions) (*Runtime, error) {
 	// One read model, from its snapshot, for the operator verbs, the
 	// reconciler, the exposure export and the metrics.
 	model := projections.NewModel(projections.ModelConfig{Store: rt.Store, Snapshots: snaps, Signer: rt.Signer,
-		Limits: cfg.Runtime.Limits.Model(), Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
+		Limits: modelLimits(cfg.Runtime.Limits), Logf: func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
 	rt.Gateway = gateway.New(gateway.Options{Config: cfg, Store: rt.Store, Sealer: sealer, Executor: executor, Logger: o.Logger, Hooks: o.Hooks, Adapters: o.Adapters,
 		Replies: rt.Replies, Model: model})
 	rt.Gateway.Engine().Snapshots = snaps
@@ -288,7 +289,7 @@ func (rt *Runtime) Close() {
 
 // runtimeUser is how the runtime's own user authenticates to an external
 // NATS deployment (nats.creds, nats.nkey_file or nats.user).
-func runtimeUser(cfg *gateway.Config) ([]nats.Option, error) {
+func runtimeUser(cfg *config.Config) ([]nats.Option, error) {
 	switch {
 	case cfg.NATS.Creds != "":
 		return []nats.Option{nats.UserCredentials(cfg.NATS.Creds)}, nil
@@ -305,7 +306,7 @@ func runtimeUser(cfg *gateway.Config) ([]nats.Option, error) {
 }
 
 // tlsOptions are the TLS settings of the connections to an external NATS.
-func tlsOptions(cfg *gateway.Config) []nats.Option {
+func tlsOptions(cfg *config.Config) []nats.Option {
 	var opts []nats.Option
 	if cfg.NATS.TLSCAFile != "" {
 		opts = append(opts, nats.RootCAs(cfg.NATS.TLSCAFile))
@@ -329,4 +330,9 @@ func addrFree(host string, port int) error {
 		return err
 	}
 	return ln.Close()
+}
+
+// modelLimits is the bounds of the read model runtime.limits set.
+func modelLimits(l config.LimitsConfig) projections.ModelLimits {
+	return projections.ModelLimits{Incidents: l.Incidents, Approvals: l.PendingApprovals, ResolvedOperations: l.ResolvedOperations}
 }

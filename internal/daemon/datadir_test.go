@@ -7,13 +7,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 )
 
 // TestSharedKeyFileConverges: replicas that start at once on one key file
 // (a shared volume, no key yet) all end up with the same key.
 func TestSharedKeyFileConverges(t *testing.T) {
-	cfg := &gateway.Config{Runtime: gateway.RuntimeConfig{KeyFile: filepath.Join(t.TempDir(), "keys", "runtime.key")}}
+	cfg := &config.Config{Runtime: config.RuntimeConfig{KeyFile: filepath.Join(t.TempDir(), "keys", "runtime.key")}}
 	keys := make([][]byte, 8)
 	errs := make([]error, len(keys))
 	var wg sync.WaitGroup

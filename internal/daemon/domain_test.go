@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/kernel"
@@ -30,9 +31,9 @@ unit = "INR_minor"
 
 // withGuarantees renders gateway.toml for a data dir and provider with
 // guarantees (TOML [[guarantees]] tables) in place of its own.
-func withGuarantees(t *testing.T, dir, providerURL, guarantees string) *gateway.Config {
+func withGuarantees(t *testing.T, dir, providerURL, guarantees string) *config.Config {
 	t.Helper()
-	raw, err := os.ReadFile("../../gateway/testdata/gateway.toml")
+	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func withGuarantees(t *testing.T, dir, providerURL, guarantees string) *gateway.
 	if i < 0 {
 		t.Fatal("gateway.toml declares no guarantee")
 	}
-	cfg, err := gateway.ParseConfig([]byte(s[:i] + guarantees))
+	cfg, err := config.Parse([]byte(s[:i] + guarantees))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func withGuarantees(t *testing.T, dir, providerURL, guarantees string) *gateway.
 
 // replicaConfig is a replica of one external deployment: its own data dir
 // and executor, the deployment's shared key file.
-func replicaConfig(t *testing.T, natsURL, providerURL, executor, keyFile, guarantees string) *gateway.Config {
+func replicaConfig(t *testing.T, natsURL, providerURL, executor, keyFile, guarantees string) *config.Config {
 	t.Helper()
 	cfg := withGuarantees(t, t.TempDir(), providerURL, guarantees)
 	cfg.NATS.URL, cfg.NATS.Listen = natsURL, ""

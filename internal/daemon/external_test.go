@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/wire"
@@ -72,7 +72,7 @@ func startDocsServerWith(t *testing.T, options, authorization string) string {
 	return srv.ClientURL()
 }
 
-func externalConfig(t *testing.T, natsURL, providerURL string) *gateway.Config {
+func externalConfig(t *testing.T, natsURL, providerURL string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, providerURL)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
@@ -31,14 +32,14 @@ type env struct {
 }
 
 // testConfig renders testdata/gateway.toml for a data dir and provider.
-func testConfig(t testing.TB, dir, providerURL string) *gateway.Config {
+func testConfig(t testing.TB, dir, providerURL string) *config.Config {
 	t.Helper()
-	raw, err := os.ReadFile("../../gateway/testdata/gateway.toml")
+	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", providerURL).Replace(string(raw))
-	cfg, err := gateway.ParseConfig([]byte(s))
+	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}

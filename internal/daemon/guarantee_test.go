@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -118,7 +118,7 @@ func TestWindowedGuarantee(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("../../gateway/testdata/gateway.toml")
+	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ unit = "INR_minor"
 window = "day"
 time_zone = "Asia/Kolkata"
 `
-	cfg, err := gateway.ParseConfig([]byte(s))
+	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/gateway"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -25,7 +25,7 @@ import (
 // auditWitnesses returns, for the projections, a new client per tenant of
 // every configured witness (a client remembers its log's size at the
 // witness), and the witnesses' keys for keys.json.
-func auditWitnesses(cfg *gateway.Config) (func(tenant string) []*witness.Client, []string, error) {
+func auditWitnesses(cfg *config.Config) (func(tenant string) []*witness.Client, []string, error) {
 	var keys []string
 	var cosigners []*audit.Cosigner
 	for _, w := range cfg.Runtime.Witnesses {
@@ -49,7 +49,7 @@ func auditWitnesses(cfg *gateway.Config) (func(tenant string) []*witness.Client,
 
 // KeyPath is where the runtime's signing key is kept: runtime.key_file, or
 // <data_dir>/runtime.key for the embedded server alone.
-func KeyPath(cfg *gateway.Config) (string, error) {
+func KeyPath(cfg *config.Config) (string, error) {
 	if cfg.Runtime.KeyFile != "" {
 		return cfg.Runtime.KeyFile, nil
 	}
@@ -141,7 +141,7 @@ func ReadStreamKeys(ctx context.Context, js jetstream.JetStream, tenants []strin
 // refused unless the stream records a rotation to it (contextosd keys
 // rotate). It returns the signer and the retired public keys, which
 // audit-keys publishes with the current one.
-func bootKey(ctx context.Context, cfg *gateway.Config, js jetstream.JetStream) (codec.Signer, []ed25519.PublicKey, error) {
+func bootKey(ctx context.Context, cfg *config.Config, js jetstream.JetStream) (codec.Signer, []ed25519.PublicKey, error) {
 	path, err := KeyPath(cfg)
 	if err != nil {
 		return codec.Signer{}, nil, err
@@ -199,7 +199,7 @@ type RotateOptions struct {
 // file kept beside the new one as <key_file>.retired-<key id>. It reaches
 // the store as the runtime does (the embedded server over data_dir, which
 // must not be running, or nats.url). It returns the new key's id.
-func RotateKey(cfg *gateway.Config, o RotateOptions) (string, error) {
+func RotateKey(cfg *config.Config, o RotateOptions) (string, error) {
 	if o.LostKey && (o.Operator == "" || o.ArtifactRef == "") {
 		return "", errors.New("a rotation without the old key needs the operator's name and an artifact reference")
 	}
@@ -305,7 +305,7 @@ func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 // stoppedStore opens the store as the runtime would, for a tool run while
 // the runtime is stopped: the embedded server over data_dir without a
 // listener, or nats.url with the runtime's credentials.
-func stoppedStore(cfg *gateway.Config) (jetstream.JetStream, func(), error) {
+func stoppedStore(cfg *config.Config) (jetstream.JetStream, func(), error) {
 	nc, stop, err := storeConn(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -318,7 +318,7 @@ func stoppedStore(cfg *gateway.Config) (jetstream.JetStream, func(), error) {
 	return js, stop, nil
 }
 
-func storeConn(cfg *gateway.Config) (*nats.Conn, func(), error) {
+func storeConn(cfg *config.Config) (*nats.Conn, func(), error) {
 	if cfg.NATS.URL == "" {
 		sync := true
 		emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: cfg.NATS.DataDir, DontListen: true, SyncAlways: &sync})
@@ -348,7 +348,7 @@ func storeConn(cfg *gateway.Config) (*nats.Conn, func(), error) {
 
 // StreamSigningKey returns the id of the key a stopped runtime's stream is
 // signed with now (StreamKeys.Current).
-func StreamSigningKey(cfg *gateway.Config) (string, error) {
+func StreamSigningKey(cfg *config.Config) (string, error) {
 	js, stop, err := stoppedStore(cfg)
 	if err != nil {
 		return "", err

@@ -13,9 +13,9 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
@@ -57,7 +57,7 @@ func publishedKeys(t *testing.T, rt *Runtime) verifier.Keys {
 	return k
 }
 
-func bootErr(t *testing.T, cfg *gateway.Config, want string) {
+func bootErr(t *testing.T, cfg *config.Config, want string) {
 	t.Helper()
 	rt, err := Boot(cfg, BootOptions{})
 	if err == nil {
@@ -214,7 +214,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	tw := testenv.Witness(t, "acme", rt.Signer.Key.Public().(ed25519.PublicKey))
 	cos, w := tw.Cosigner, tw.Witness
 	rt.Close()
-	cfg.Runtime.Witnesses = []gateway.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
+	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
 	cfg.Runtime.AuditCheckpointEvery = 256
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -291,7 +291,7 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	tw := testenv.Witness(t, "acme", rt.Signer.Key.Public().(ed25519.PublicKey))
 	cos, w := tw.Cosigner, tw.Witness
 	rt.Close()
-	cfg.Runtime.Witnesses = []gateway.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
+	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
 	cfg.Runtime.AuditCheckpointEvery = 256
 	waitWitness := func(size int64) {
 		t.Helper()

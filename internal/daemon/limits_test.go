@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -48,7 +48,7 @@ func heapInUse() uint64 {
 }
 
 // bootLimits boots the gateway test configuration with changed limits.
-func bootLimits(t *testing.T, set func(*gateway.LimitsConfig)) *env {
+func bootLimits(t *testing.T, set func(*config.LimitsConfig)) *env {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -109,7 +109,7 @@ func flood(t *testing.T, nc *nats.Conn, tenant, principal string, n int, body fu
 // that counts the others) and the memory where it was; every proposal is
 // answered, and the aggregates account for every refusal.
 func TestUnsurfacedFloodIsBounded(t *testing.T) {
-	e := bootLimits(t, func(l *gateway.LimitsConfig) {
+	e := bootLimits(t, func(l *config.LimitsConfig) {
 		l.RefusalWindow.Duration = 500 * time.Millisecond
 		l.ProposalsPerSecond, l.ProposalBurst = 100000, 100000 // this test is about what is stored, not the rate
 	})
@@ -173,7 +173,7 @@ func unsurfaced(i int) map[string]any {
 // refused rate_limited before anything is stored; another agent of the
 // same tenant is not limited by it.
 func TestRateLimitBeforeStore(t *testing.T) {
-	e := bootLimits(t, func(l *gateway.LimitsConfig) { l.ProposalsPerSecond, l.ProposalBurst = 5, 20 })
+	e := bootLimits(t, func(l *config.LimitsConfig) { l.ProposalsPerSecond, l.ProposalBurst = 5, 20 })
 	nc := e.client("acme", "agent_email")
 	before := streamMsgs(t, e.rt)
 	codes := flood(t, nc, "acme", "agent_email", 300, func(i int) any { return refund("run_r", fmt.Sprintf("r%d", i), "ord_r", 1) })

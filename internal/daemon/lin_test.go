@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
@@ -38,14 +39,14 @@ const linRuntimePassword = "lin-runtime-secret"
 var linAgents = map[string]string{"agent_email": "email-secret", "agent_chat": "chat-secret", "agent_third": "third-secret"}
 
 // linConfig renders testdata/gateway.toml for a replica on an external NATS.
-func linConfig(t testing.TB, dir, providerURL, natsURL, executor string) *gateway.Config {
+func linConfig(t testing.TB, dir, providerURL, natsURL, executor string) *config.Config {
 	t.Helper()
-	raw, err := os.ReadFile("../../gateway/testdata/gateway.toml")
+	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", providerURL).Replace(string(raw))
-	cfg, err := gateway.ParseConfig([]byte(s))
+	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}

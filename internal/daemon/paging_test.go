@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -35,7 +35,7 @@ func startApprovalEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestAttemptsPagesWith1000HugeIDs(t *testing.T) {
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
 	const attempts = 1000
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *gateway.Config) { c.NATS.Sync = "relaxed" })
+	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) { c.NATS.Sync = "relaxed" })
 	ctx := context.Background()
 	eng := e.rt.Gateway.Engine()
 	def := e.rt.Config.Guarantees[0]
@@ -328,7 +328,7 @@ func TestUnsentReplyIsLoggedAndCounted(t *testing.T) {
 	cfg.Runtime.MetricsListen = "127.0.0.1:0"
 	cfg.Runtime.LogFormat = "json"
 	logs := &logBuf{}
-	rt, err := Boot(cfg, BootOptions{Logger: gateway.NewLogger(cfg, logs)})
+	rt, err := Boot(cfg, BootOptions{Logger: config.NewLogger(cfg, logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
@@ -90,7 +91,7 @@ func (l *logBuf) waitLine(t *testing.T, msg string, want map[string]any) map[str
 }
 
 // bootObserved boots a runtime logging JSON into a buffer, serving metrics.
-func bootObserved(t *testing.T, providerURL string, o BootOptions, edit func(*gateway.Config)) (*env, *logBuf) {
+func bootObserved(t *testing.T, providerURL string, o BootOptions, edit func(*config.Config)) (*env, *logBuf) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, providerURL)
@@ -100,7 +101,7 @@ func bootObserved(t *testing.T, providerURL string, o BootOptions, edit func(*ga
 		edit(cfg)
 	}
 	logs := &logBuf{}
-	o.Logger = gateway.NewLogger(cfg, logs)
+	o.Logger = config.NewLogger(cfg, logs)
 	rt, err := Boot(cfg, o)
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +211,7 @@ func TestTelemetryArgumentsLoggedWhenConfigured(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
-	e, logs := bootObserved(t, hs.URL, BootOptions{}, func(c *gateway.Config) { c.Runtime.LogArguments = true })
+	e, logs := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) { c.Runtime.LogArguments = true })
 	r := e.propose(e.client("acme", "agent_email"), "acme", "agent_email", refund("run_arg", "k1", "ord_arg", 10))
 	line := logs.waitLine(t, "decision", map[string]any{"attempt": r.AttemptID})
 	args, _ := line["arguments"].(map[string]any)
@@ -361,7 +362,7 @@ func TestReadyzFollowsTheStore(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *gateway.Config) {
+	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) {
 		c.NATS.URL = emb.ClientURL()
 		c.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
 	})
@@ -404,7 +405,7 @@ func TestMetricsBoundedSeries(t *testing.T) {
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
 	const resources, topN = 10_000, 5
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *gateway.Config) {
+	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) {
 		c.NATS.Sync = "relaxed"
 		c.Runtime.MetricsResourceSeries = topN
 	})
@@ -611,7 +612,7 @@ func TestTracingFromEnv(t *testing.T) {
 // TestObservabilityConfig: the logging, readiness, metrics and breaker
 // keys decode from TOML and are validated.
 func TestObservabilityConfig(t *testing.T) {
-	raw, err := os.ReadFile("../../gateway/testdata/gateway.toml")
+	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +621,7 @@ func TestObservabilityConfig(t *testing.T) {
 		s := strings.Replace(base, "[runtime]\n", "[runtime]\n"+runtime+"\n", 1)
 		return strings.Replace(s, "  [capabilities.recovery]\n", breaker+"\n  [capabilities.recovery]\n", 1)
 	}
-	cfg, err := gateway.ParseConfig([]byte(with(`log_format = "json"
+	cfg, err := config.Parse([]byte(with(`log_format = "json"
 log_level = "warn"
 log_arguments = true
 ready_max_lag = 50
@@ -636,7 +637,7 @@ metrics_resource_series = 20`, `  [capabilities.breaker]
 		cp.Breaker.Threshold != 5 || cp.Breaker.Window.Duration != 30*time.Second {
 		t.Fatalf("decoded %+v, breaker %+v", o, cp.Breaker)
 	}
-	if cfg, err := gateway.ParseConfig([]byte(base)); err != nil || cfg.Runtime.LogFormat != "text" || cfg.Runtime.ReadyMaxLag != gateway.DefaultReadyMaxLag {
+	if cfg, err := config.Parse([]byte(base)); err != nil || cfg.Runtime.LogFormat != "text" || cfg.Runtime.ReadyMaxLag != config.DefaultReadyMaxLag {
 		t.Fatalf("defaults: %+v %v", cfg.Runtime.ObservabilityConfig, err)
 	}
 	for _, bad := range []struct{ runtime, breaker string }{
@@ -650,7 +651,7 @@ metrics_resource_series = 20`, `  [capabilities.breaker]
 		{"", "  [capabilities.breaker]\n  threshold = 3\n  window = \"48h\""},
 		{"", "  [capabilities.breaker]\n  threshold = 3\n  window = \"1m\"\n  windw = \"1m\""},
 	} {
-		if _, err := gateway.ParseConfig([]byte(with(bad.runtime, bad.breaker))); err == nil {
+		if _, err := config.Parse([]byte(with(bad.runtime, bad.breaker))); err == nil {
 			t.Errorf("accepted %q %q", bad.runtime, bad.breaker)
 		}
 	}
@@ -688,7 +689,7 @@ func TestProposalsInProgressGauge(t *testing.T) {
 	}))
 	defer hs.Close()
 	defer open()
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *gateway.Config) {
+	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) {
 		cp, _ := c.Capability("adp_payments.issue_refund")
 		cp.HTTP.Timeout.Duration = time.Minute
 	})

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -61,7 +62,7 @@ func adapterFor(t *testing.T, replace ...string) *gateway.HTTPAdapter {
 		}
 		s = strings.Replace(s, replace[i], replace[i+1], 1)
 	}
-	cfg, err := gateway.ParseConfig([]byte(s))
+	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestProviderTLSPrivateCA(t *testing.T) {
 		{`url = "` + srv.URL + `/refunds"` + "\n  headers = [{ name = \"Authorization\" }]", "exactly one of value_file and value_env"},
 		{`url = "` + srv.URL + `/refunds"` + "\n  headers = [{ name = \"Idempotency-Key\", value_env = \"PROVIDER_TENANT\" }]", "Idempotency-Key is set twice"},
 	} {
-		_, err := gateway.ParseConfig([]byte(strings.Replace(validationBase, baseURL, c.lines, 1)))
+		_, err := config.Parse([]byte(strings.Replace(validationBase, baseURL, c.lines, 1)))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.lines, err, c.want)
 		}
@@ -199,13 +200,13 @@ func TestProviderNoFallbackAfterTimeout(t *testing.T) {
 // unless allow_http says so.
 func TestProviderHTTPOnlyLoopback(t *testing.T) {
 	remote := `url = "http://pay.internal:8080/refunds"`
-	if _, err := gateway.ParseConfig([]byte(strings.Replace(validationBase, baseURL, remote, 1))); err == nil || !strings.Contains(err.Error(), "plain http only to a loopback host") {
+	if _, err := config.Parse([]byte(strings.Replace(validationBase, baseURL, remote, 1))); err == nil || !strings.Contains(err.Error(), "plain http only to a loopback host") {
 		t.Fatalf("http to a remote host: %v", err)
 	}
-	if _, err := gateway.ParseConfig([]byte(strings.Replace(validationBase, baseURL, remote+"\n  allow_http = true", 1))); err != nil {
+	if _, err := config.Parse([]byte(strings.Replace(validationBase, baseURL, remote+"\n  allow_http = true", 1))); err != nil {
 		t.Fatalf("with allow_http: %v", err)
 	}
-	if _, err := gateway.ParseConfig([]byte(strings.Replace(validationBase, baseURL, baseURL+"\n  fallback_urls = [\"http://pay.internal/refunds\"]", 1))); err == nil {
+	if _, err := config.Parse([]byte(strings.Replace(validationBase, baseURL, baseURL+"\n  fallback_urls = [\"http://pay.internal/refunds\"]", 1))); err == nil {
 		t.Fatal("a remote http fallback was accepted")
 	}
 }
@@ -246,7 +247,7 @@ func TestNATSTLSAndNkey(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server not ready")
 	}
-	external := func(withCA bool) *gateway.Config {
+	external := func(withCA bool) *config.Config {
 		c := testConfig(t, t.TempDir(), prov.URL)
 		c.NATS.URL, c.NATS.Listen = srv.ClientURL(), ""
 		c.NATS.NkeyFile = seedFile

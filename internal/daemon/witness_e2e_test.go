@@ -18,9 +18,9 @@ import (
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -99,7 +99,7 @@ func (w *witnessProc) stop(t *testing.T) {
 }
 
 // logKeys are the note verifier keys of every tenant's log under pub.
-func logKeys(t *testing.T, cfg *gateway.Config, pub ed25519.PublicKey) []string {
+func logKeys(t *testing.T, cfg *config.Config, pub ed25519.PublicKey) []string {
 	t.Helper()
 	var out []string
 	for _, tn := range cfg.TenantIDs() {
@@ -209,7 +209,7 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 	rt.Close()
 	var w witnessProc
 	startWitness(t, bin, &w, logKeys(t, cfg, pub)...)
-	cfg.Runtime.Witnesses = []gateway.WitnessConfig{{URL: w.URL, Key: w.VKey}}
+	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: w.URL, Key: w.VKey}}
 	e := &env{t: t, prov: prov, dir: dir}
 	boot := func() {
 		t.Helper()
@@ -348,7 +348,7 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 // writeTestConfig writes testConfig's file, for the contextosd process.
 func writeTestConfig(t *testing.T, dir, providerURL string, extra string) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../gateway/testdata/gateway.toml")
+	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 	rt.Close()
 	var w witnessProc
 	startWitness(t, bin, &w, logKeys(t, cfg, oldPub)...)
-	cfg.Runtime.Witnesses = []gateway.WitnessConfig{{URL: w.URL, Key: w.VKey}}
+	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: w.URL, Key: w.VKey}}
 	file := writeTestConfig(t, dir, "http://127.0.0.1:1", fmt.Sprintf("\n[[runtime.witnesses]]\nurl = %q\nkey = %q\n", w.URL, w.VKey))
 
 	rt, err = Boot(cfg, BootOptions{})
@@ -510,12 +510,12 @@ func TestWitnessRefusalsAreLoud(t *testing.T) {
 	}
 	var w witnessProc
 	startWitness(t, bin, &w, acmeKey)
-	cfg.Runtime.Witnesses = []gateway.WitnessConfig{{URL: w.URL, Key: w.VKey}}
+	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: w.URL, Key: w.VKey}}
 	cfg.Runtime.LogFormat, cfg.Runtime.MetricsListen = "json", "127.0.0.1:0"
 	boot := func() (*env, *logBuf) {
 		t.Helper()
 		logs := &logBuf{}
-		rt, err := Boot(cfg, BootOptions{Logger: gateway.NewLogger(cfg, logs)})
+		rt, err := Boot(cfg, BootOptions{Logger: config.NewLogger(cfg, logs)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
@@ -55,7 +56,7 @@ const (
 	Tenant     = "acme"
 	Capability = "adp_payments.issue_refund"
 	Limit      = 1000
-	config     = `
+	simConfig  = `
 [nats]
 data_dir = "/nonexistent"
 listen = "127.0.0.1:0"
@@ -161,7 +162,7 @@ type Sim struct {
 	clock    *Clock
 	store    *Store
 	prov     *Provider
-	cfg      *gateway.Config
+	cfg      *config.Config
 	signer   codec.Signer
 	keys     codec.Keyring
 	view     *projections.ExposureView
@@ -207,7 +208,7 @@ func Run(o Options) Result {
 	s.res.Seed = o.Seed
 	s.store = NewStore(s.rnd, o.Faults, o.Mutation, s.tracef)
 	s.prov = &Provider{s: s, attempts: map[string]*truth{}}
-	cfg, err := gateway.ParseConfig([]byte(config))
+	cfg, err := config.Parse([]byte(simConfig))
 	if err != nil {
 		panic(err)
 	}

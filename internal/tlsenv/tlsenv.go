@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/internal/provider"
@@ -129,7 +130,7 @@ func Start(o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	data := filepath.Join(o.Dir, "data")
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", data, "{{LISTEN}}", "127.0.0.1:0",
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", data, "{{LISTEN}}", "127.0.0.1:0",
 		"{{PROVIDER}}", e.Info.Provider).Replace(string(raw))))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Config, err)

@@ -14,12 +14,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
 func main() {
-	config := flag.String("config", "", "contextosd configuration whose tenants become users")
+	configFile := flag.String("config", "", "contextosd configuration whose tenants become users")
 	password := flag.String("runtime-password", "", "password of the runtime user "+gateway.RuntimeUser)
 	port := flag.Int("port", 4222, "client port on 127.0.0.1")
 	store := flag.String("store", "", "JetStream store directory")
@@ -27,11 +28,11 @@ func main() {
 	clusterPort := flag.Int("cluster-port", 0, "cluster port on 127.0.0.1 (0: no cluster)")
 	routes := flag.String("routes", "", "comma-separated cluster routes")
 	flag.Parse()
-	if *config == "" || *password == "" || *store == "" {
+	if *configFile == "" || *password == "" || *store == "" {
 		fmt.Fprintln(os.Stderr, "natsd: -config, -runtime-password and -store are required")
 		os.Exit(2)
 	}
-	cfg, err := gateway.LoadConfig(*config)
+	cfg, err := config.Load(*configFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		os.Exit(1)

@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"errors"
@@ -73,7 +73,7 @@ func parseLevel(s string) (slog.Level, error) {
 
 // NewLogger returns the logger the configuration asks for, writing to w.
 func NewLogger(cfg *Config, w io.Writer) *slog.Logger {
-	level, _ := parseLevel(cfg.Runtime.LogLevel) // validated by ParseConfig
+	level, _ := parseLevel(cfg.Runtime.LogLevel) // validated by Parse
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.Runtime.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))

@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"encoding/json"
@@ -129,11 +129,11 @@ func validToolName(name string) error {
 	return nil
 }
 
-// validateMCPManifest checks what a capability declares for MCP: its
+// ValidateMCP checks what a capability declares for MCP: its
 // arguments schema (a JSON Schema object) and, for the mcp adapter, the
 // tool it calls and its recovery contract over the tool result's
 // structured content.
-func (cp *CapabilityConfig) validateMCPManifest() error {
+func (cp *CapabilityConfig) ValidateMCP() error {
 	if cp.ArgumentsSchema != "" {
 		var s map[string]any
 		if err := kernel.DecodeRequest([]byte(cp.ArgumentsSchema), &s); err != nil {

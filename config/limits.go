@@ -1,10 +1,8 @@
-package gateway
+package config
 
 import (
 	"fmt"
 	"time"
-
-	"github.com/contextos/ledger/projections"
 )
 
 // LimitsConfig is [runtime.limits]: what bounds the memory of the read
@@ -46,16 +44,17 @@ type LimitsConfig struct {
 	RefusalWindow Duration `toml:"refusal_window"`
 }
 
-// validate fills the defaults and refuses values that cannot work.
-func (l *LimitsConfig) validate() error {
+// Validate fills the defaults and refuses values that cannot work.
+func (l *LimitsConfig) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    *int
 		def  int
 	}{
-		{"pending_approvals", &l.PendingApprovals, projections.DefaultMaxApprovals},
-		{"incidents", &l.Incidents, projections.DefaultMaxIncidents},
-		{"resolved_operations", &l.ResolvedOperations, projections.DefaultMaxResolvedOperations},
+		// 0 leaves the read model's defaults (projections.ModelLimits).
+		{"pending_approvals", &l.PendingApprovals, -1},
+		{"incidents", &l.Incidents, -1},
+		{"resolved_operations", &l.ResolvedOperations, -1},
 		{"tenant_workers", &l.TenantWorkers, -1}, // derived from runtime.workers
 		{"tenant_queue", &l.TenantQueue, 256},
 		{"operator_workers", &l.OperatorWorkers, 4},
@@ -79,8 +78,8 @@ func (l *LimitsConfig) validate() error {
 	return nil
 }
 
-// tenantWorkers is the proposal workers of each of tenants tenants.
-func (l LimitsConfig) tenantWorkers(tenants, workers int) int {
+// WorkersPerTenant is the proposal workers of each of tenants tenants.
+func (l LimitsConfig) WorkersPerTenant(tenants, workers int) int {
 	if l.TenantWorkers > 0 {
 		return l.TenantWorkers
 	}
@@ -88,9 +87,4 @@ func (l LimitsConfig) tenantWorkers(tenants, workers int) int {
 		tenants = 1
 	}
 	return max(4, workers/tenants)
-}
-
-// Model is the bounds of the read model these limits set.
-func (l LimitsConfig) Model() projections.ModelLimits {
-	return projections.ModelLimits{Incidents: l.Incidents, Approvals: l.PendingApprovals, ResolvedOperations: l.ResolvedOperations}
 }

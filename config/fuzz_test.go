@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"os"
@@ -25,12 +25,12 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("[nats]\nurl = \"nats://127.0.0.1:4222\"\n[runtime]\nkey_file = \"k\"\n[[tenants]]\nid = \"t\"\n[[guarantees]]\nid = \"g\"\nlimit = 9007199254740992\n"))
 	f.Add([]byte("[nats]\ndata_dir = \"d\"\nbogus = 1\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		cfg, err := ParseConfig(b)
+		cfg, err := Parse(b)
 		if err != nil {
 			return
 		}
 		if err := cfg.Validate(); err != nil {
-			t.Fatalf("accepted by ParseConfig, refused by Validate (what Boot runs): %v", err)
+			t.Fatalf("accepted by Parse, refused by Validate (what Boot runs): %v", err)
 		}
 		if len(cfg.Tenants) == 0 || cfg.Runtime.MaxProposalBytes <= 0 || cfg.Runtime.Workers <= 0 || cfg.NATS.Replicas <= 0 {
 			t.Fatalf("accepted bounds: %+v %+v", cfg.Runtime, cfg.NATS)
@@ -77,11 +77,11 @@ func TestUnadmittedRunsDefault(t *testing.T) {
 		{"unadmitted_runs = \"\"\n", false, false},
 	}
 	for _, c := range cases {
-		cfg, err := ParseConfig([]byte(base + c.line))
+		cfg, err := Parse([]byte(base + c.line))
 		if (err != nil) != c.bad {
 			t.Fatalf("%q: %v", c.line, err)
 		}
-		if err == nil && cfg.Tenants[0].allowsUnadmitted() != c.allow {
+		if err == nil && cfg.Tenants[0].AllowsUnadmitted() != c.allow {
 			t.Fatalf("%q: allows unadmitted runs %v, want %v", c.line, !c.allow, c.allow)
 		}
 	}
@@ -111,7 +111,7 @@ func TestReplyCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range cases {
-		_, err := ParseConfig([]byte("[nats]\n" + strings.ReplaceAll(c.nats, `"r.creds"`, strconv.Quote(creds)) + tenant))
+		_, err := Parse([]byte("[nats]\n" + strings.ReplaceAll(c.nats, `"r.creds"`, strconv.Quote(creds)) + tenant))
 		if (err == nil) != c.ok {
 			t.Errorf("%q: err %v, want ok=%v", c.nats, err, c.ok)
 		}

@@ -1,10 +1,11 @@
-package gateway
+package config
 
 import (
 	"fmt"
 	"net/url"
 
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/kernel"
 )
 
 // WitnessConfig is one witness the runtime asks to cosign its audit
@@ -38,4 +39,25 @@ func (r *RuntimeConfig) validateAudit() error {
 		seen[c.Name()] = true
 	}
 	return nil
+}
+
+// WitnessPolicy is the configured witness policy: "" without witnesses,
+// else runtime.witness_policy (require by default).
+func (c *Config) WitnessPolicy() kernel.WitnessPolicy {
+	if len(c.Runtime.Witnesses) == 0 {
+		return ""
+	}
+	if c.Runtime.WitnessPolicy == "" {
+		return kernel.WitnessRequire
+	}
+	return kernel.WitnessPolicy(c.Runtime.WitnessPolicy)
+}
+
+// validateWitnessPolicy checks runtime.witness_policy.
+func (r *RuntimeConfig) validateWitnessPolicy() error {
+	switch kernel.WitnessPolicy(r.WitnessPolicy) {
+	case "", kernel.WitnessWarn, kernel.WitnessRequire:
+		return nil
+	}
+	return fmt.Errorf("runtime.witness_policy %q: want %q or %q", r.WitnessPolicy, kernel.WitnessWarn, kernel.WitnessRequire)
 }
