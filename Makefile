@@ -19,7 +19,7 @@ build: ## build contextosd, ctx and the demo provider into bin/
 test: ## all tests with the race detector (real embedded NATS, real processes), then the client suites
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./... > /dev/null
-	$(GO) test -count=1 -run '^TestTenantIsolationUnderFlood$$' ./internal/daemon # its latency bar holds without -race
+	$(GO) test -count=1 -run '^TestTenantIsolationUnderFlood$$' ./daemon # its latency bar holds without -race
 	$(MAKE) test-sim
 	$(MAKE) test-clients
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/internal/daemon"
 )
 
 const baseConfig = `
@@ -82,21 +81,5 @@ func checkForm(t *testing.T, a *action, v url.Values) {
 		if problem == "" && fl.Required && fl.Value == "" {
 			t.Fatalf("%s: required field %s accepted empty", a.Name, fl.Name)
 		}
-	}
-}
-
-// TestBootNeedsConsole: a runtime configured with a console address does
-// not boot without a console to start.
-func TestBootNeedsConsole(t *testing.T) {
-	cfg, err := config.Parse([]byte(strings.Replace(baseConfig, "/tmp/x", t.TempDir(), 1) + "[console]\nlisten = \"127.0.0.1:0\"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.NATS.Listen = "127.0.0.1:0"
-	if rt, err := daemon.Boot(cfg, daemon.BootOptions{}); err == nil || !strings.Contains(err.Error(), "BootOptions.Console") {
-		if rt != nil {
-			rt.Close()
-		}
-		t.Fatalf("boot without a console: %v", err)
 	}
 }

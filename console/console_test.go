@@ -1,4 +1,4 @@
-package console
+package console_test
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -201,7 +202,7 @@ func TestConsoleTenantIsolation(t *testing.T) {
 	wantCells(t, row(t, page, "ord_881"), "100,000", "0", "15,000", "85,000")
 	// The console cannot be made to publish on another tenant's subject
 	// either: the operator's own connection may not (the NATS server refuses).
-	forged := &Login{Tenant: "acme", Operator: "ops_bob", Conns: map[string]*nats.Conn{"": sessionConn(t, e, bob)}}
+	forged := &console.Login{Tenant: "acme", Operator: "ops_bob", Conns: map[string]*nats.Conn{"": sessionConn(t, e, bob)}}
 	var reply wire.OpReply
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -215,9 +216,9 @@ func sessionConn(t testing.TB, e *env, c *client) *nats.Conn {
 	t.Helper()
 	u, _ := url.Parse(e.con.URL)
 	for _, ck := range c.hc.Jar.Cookies(u) {
-		if ck.Name == cookieName {
-			if s, ok := e.con.sessions.Get(ck.Value); ok {
-				return s.State.login.Conns[""]
+		if ck.Name == console.CookieName {
+			if l, ok := e.con.SessionLogin(ck.Value); ok {
+				return l.Conns[""]
 			}
 		}
 	}
@@ -355,22 +356,6 @@ func TestConsoleAudit(t *testing.T) {
 	}
 }
 
-// TestConsoleNextStepsKnown: every next safe step the kernel names has its
-// actions here, so no open hold is shown without a way forward.
-func TestConsoleNextStepsKnown(t *testing.T) {
-	for _, s := range []kernel.ReceiptState{kernel.StateReserved, kernel.StateStarted, kernel.StateHeld} {
-		as := actionsOf[s.NextSafeStep()]
-		if len(as) == 0 {
-			t.Fatalf("state %s: no console action for %q", s, s.NextSafeStep())
-		}
-		for _, a := range as {
-			if actions[a] == nil {
-				t.Fatalf("state %s names unknown action %s", s, a)
-			}
-		}
-	}
-}
-
 // TestConsoleSessionBound: beyond max_sessions of one tenant a login of
 // that tenant ends the tenant's least recently used session, and its NATS
 // connection; another tenant's session stays.
@@ -383,8 +368,8 @@ func TestConsoleSessionBound(t *testing.T) {
 	nc := sessionConn(t, e, first)
 	second.login("acme", "ops_alice")
 	third.login("acme", "ops_alice")
-	if n, a, g := e.con.sessions.Count(), e.con.sessions.TenantCount("acme"), e.con.sessions.TenantCount("globex"); n != 3 || a != 2 || g != 1 {
-		t.Fatalf("%d sessions: %d of acme, %d of globex", n, a, g)
+	if n, each := e.con.SessionCounts("acme", "globex"); n != 3 || each[0] != 2 || each[1] != 1 {
+		t.Fatalf("%d sessions: %d of acme, %d of globex", n, each[0], each[1])
 	}
 	if _, page := first.get("/exposure"); !strings.Contains(page, `action="/login"`) {
 		t.Fatal("acme's least recently used session survived")
@@ -411,7 +396,7 @@ func TestConsoleSessionBound(t *testing.T) {
 // still, so no bucket refills during the test.
 func TestConsoleLoginLimit(t *testing.T) {
 	now := time.Now()
-	e := startEnvOpts(t, nil, func(o *Options) { o.Now = func() time.Time { return now } })
+	e := startEnvOpts(t, nil, func(o *console.Options) { o.Now = func() time.Time { return now } })
 	c := e.client()
 	try := func(tenant, operator, password string) (int, string) {
 		t.Helper()
@@ -437,32 +422,6 @@ func TestConsoleLoginLimit(t *testing.T) {
 	bob := e.client()
 	if page, _ := bob.login("globex", "ops_bob"); !strings.Contains(page, `id="operator">ops_bob`) {
 		t.Fatal("globex's operator cannot log in")
-	}
-}
-
-// TestWriteEvent: a carriage return in the data (a resource id an agent
-// chose) cannot start a field of the server-sent event.
-func TestWriteEvent(t *testing.T) {
-	var b strings.Builder
-	writeEvent(&b, "live", []byte("<td>x\revent: ended\r\ndata: y\rid: 7</td>\nnext"))
-	for _, line := range strings.Split(b.String(), "\n") {
-		if strings.Contains(line, "\r") || (line != "" && !strings.HasPrefix(line, "data: ") && line != "event: live") {
-			t.Fatalf("line %q in\n%q", line, b.String())
-		}
-	}
-}
-
-func TestHoldAge(t *testing.T) {
-	for _, c := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"}, {59 * time.Second, "59s"}, {time.Minute, "1m"}, {59*time.Minute + 59*time.Second, "59m"},
-		{time.Hour, "1h00m"}, {47*time.Hour + 5*time.Minute, "47h05m"}, {48 * time.Hour, "2d"}, {400 * time.Hour, "16d"},
-	} {
-		if got := holdAge(c.d); got != c.want {
-			t.Errorf("holdAge(%v) = %q, want %q", c.d, got, c.want)
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package console
+package console_test
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/console"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/wire"
@@ -30,7 +31,7 @@ type env struct {
 	t    testing.TB
 	rt   *daemon.Runtime
 	prov *provider.Server
-	con  *Server
+	con  *console.Server
 }
 
 func startEnv(t testing.TB) *env {
@@ -46,7 +47,7 @@ func startEnvWith(t testing.TB, edit func(*config.Config)) *env {
 
 // startEnvOpts is startEnvWith with the console's options edited before
 // it starts.
-func startEnvOpts(t testing.TB, edit func(*config.Config), opts func(*Options)) *env {
+func startEnvOpts(t testing.TB, edit func(*config.Config), opts func(*console.Options)) *env {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -62,27 +63,27 @@ func startEnvOpts(t testing.TB, edit func(*config.Config), opts func(*Options)) 
 	if edit != nil {
 		edit(cfg)
 	}
-	// The runtime starts the console, as contextosd's console.Boot does,
-	// with a faster live poll.
-	var con *Server
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{Console: func(rt *daemon.Runtime) (string, func() error, error) {
-		o := Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config, Poll: 100 * time.Millisecond}
-		if opts != nil {
-			opts(&o)
-		}
-		var err error
-		if con, err = Start(o); err != nil {
-			return "", nil, err
-		}
-		return con.URL, func() error { con.Close(); return nil }, nil
-	}})
+	// The test starts the console itself, as the runtime does, with a
+	// faster live poll; the runtime serves none of its own.
+	section := cfg.Console
+	cfg.Console.Listen = ""
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	if rt.ConsoleURL != con.URL {
-		t.Fatalf("runtime's console URL %q, console's %q", rt.ConsoleURL, con.URL)
+	if rt.ConsoleURL != "" {
+		t.Fatalf("the runtime serves a console at %s without console.listen", rt.ConsoleURL)
 	}
+	o := console.Options{Config: section, NATSURL: rt.URL, Manifest: rt.Config, Poll: 100 * time.Millisecond}
+	if opts != nil {
+		opts(&o)
+	}
+	con, err := console.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(con.Close)
 	return &env{t: t, rt: rt, prov: prov, con: con}
 }
 
@@ -217,5 +218,6 @@ func (e *env) opCall(verb string, req, out any) error {
 		return err
 	}
 	defer nc.Close()
-	return call(context.Background(), nc, "acme", "ops_alice", verb, req, out)
+	l := &console.Login{Tenant: "acme", Operator: "ops_alice", Conns: map[string]*nats.Conn{"": nc}}
+	return l.Call(context.Background(), "", verb, req, out)
 }

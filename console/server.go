@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
@@ -126,20 +125,6 @@ func Start(o Options) (*Server, error) {
 		}
 	}()
 	return s, nil
-}
-
-// Boot starts the console of a booted runtime from its [console] section:
-// a daemon.ConsoleStarter (contextosd passes it in daemon.BootOptions).
-func Boot(rt *daemon.Runtime) (string, func() error, error) {
-	tc, err := OperatorTLS(rt.Config)
-	if err != nil {
-		return "", nil, err
-	}
-	s, err := Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, TLS: tc, Manifest: rt.Config})
-	if err != nil {
-		return "", nil, err
-	}
-	return s.URL, func() error { s.Close(); return nil }, nil
 }
 
 // Close stops serving and ends every session.

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/mcpprovider"
 	"github.com/contextos/ledger/internal/provider"
@@ -63,7 +63,7 @@ func start(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,28 +73,6 @@ func start(t testing.TB) *env {
 	}
 	e.rt = rt
 	return e
-}
-
-// TestBootNeedsMCPStarter: a configuration that serves MCP does not boot
-// silently without the gateway.
-func TestBootNeedsMCPStarter(t *testing.T) {
-	raw, err := os.ReadFile("testdata/mcp.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", "http://127.0.0.1:9", "{{MCP_PROVIDER}}", "http://127.0.0.1:9/mcp").Replace(string(raw))
-	cfg, err := config.Parse([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err == nil {
-		rt.Close()
-		t.Fatal("booted with [mcp] listen and no MCP gateway")
-	}
-	if !strings.Contains(err.Error(), "mcp.listen") {
-		t.Fatalf("error %v does not name mcp.listen", err)
-	}
 }
 
 // session connects the Go SDK's client with a bearer token.

@@ -13,11 +13,10 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
 	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Path is where the streamable HTTP endpoint is served.
@@ -36,18 +35,16 @@ type Server struct {
 	http *http.Server
 }
 
-// Start serves the MCP gateway of a booted runtime on [mcp] listen; it is
-// the daemon.MCPStarter contextosd boots with.
-func Start(rt *daemon.Runtime) (string, func() error, error) {
-	s, err := Listen(rt.Config, rt.Gateway, slog.Default())
-	if err != nil {
-		return "", nil, err
-	}
-	return s.URL, s.Close, nil
+// Proposer decides the proposal of an agent (tenant, principal) and
+// returns its reply: the gateway's request path with its logs, metrics and
+// traces (gateway.Gateway's ProposeObserved), the one every door passes.
+// trace carries the caller's traceparent, if any.
+type Proposer interface {
+	ProposeObserved(ctx context.Context, tenant, principal string, trace propagation.TextMapCarrier, body []byte) wire.Reply
 }
 
 // Listen serves Handler on cfg.MCP.Listen, which must be loopback.
-func Listen(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*Server, error) {
+func Listen(cfg *config.Config, gw Proposer, log *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", cfg.MCP.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("mcp.listen: %w", err)
@@ -76,7 +73,7 @@ func (s *Server) Close() error { return s.http.Close() }
 // the bearer token, then a bounded number of calls at once into a
 // stateless streamable HTTP handler (no session is kept between requests,
 // so no client can grow the server's memory by opening sessions).
-func Handler(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) http.Handler {
+func Handler(cfg *config.Config, gw Proposer, log *slog.Logger) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "contextosd", Title: "ContextOS ledger", Version: "1"},
 		&mcp.ServerOptions{Instructions: instructions})
 	for i := range cfg.Capabilities {

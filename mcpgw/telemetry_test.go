@@ -11,9 +11,8 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/mcpgw"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -44,7 +43,7 @@ func TestMCPProposalLogged(t *testing.T) {
 	}
 	cfg.Runtime.LogFormat = "json"
 	logs := &syncBuf{}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start, Logger: config.NewLogger(cfg, logs)})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: config.NewLogger(cfg, logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
@@ -43,7 +42,7 @@ func toolOf(cp *config.CapabilityConfig) *mcp.Tool {
 // call is a tool's handler: the proposal goes through Gateway.Propose (with
 // the runtime's logs, metrics and traces) under the identity the token
 // names, and its reply is the result.
-func call(gw *gateway.Gateway, capID string) mcp.ToolHandler {
+func call(gw Proposer, capID string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		id, ok := identityOf(req.Extra)
 		if !ok {

@@ -19,10 +19,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/version"
-	"github.com/contextos/ledger/mcpgw"
 )
 
 func main() {
@@ -75,7 +73,7 @@ func run() int {
 		return 1
 	}
 	log := config.NewLogger(cfg, os.Stderr) // runtime.log_format, runtime.log_level
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start, Console: console.Boot})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: log, Hooks: faultHooks()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1

@@ -14,10 +14,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/mcpprovider"
 	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/mcpgw"
 	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -75,7 +74,7 @@ unit = "INR_minor"
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

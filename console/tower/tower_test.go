@@ -14,7 +14,7 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/projections"

@@ -18,7 +18,7 @@ import (
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/santhosh-tekuri/jsonschema/v6"

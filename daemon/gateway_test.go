@@ -34,7 +34,7 @@ type env struct {
 // testConfig renders testdata/gateway.toml for a data dir and provider.
 func testConfig(t testing.TB, dir, providerURL string) *config.Config {
 	t.Helper()
-	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
+	raw, err := os.ReadFile("../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func startApprovalEnv(t *testing.T) *env {
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
-	raw, err := os.ReadFile("../../client/testdata/daemon.toml")
+	raw, err := os.ReadFile("../client/testdata/daemon.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

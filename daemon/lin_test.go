@@ -41,7 +41,7 @@ var linAgents = map[string]string{"agent_email": "email-secret", "agent_chat": "
 // linConfig renders testdata/gateway.toml for a replica on an external NATS.
 func linConfig(t testing.TB, dir, providerURL, natsURL, executor string) *config.Config {
 	t.Helper()
-	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
+	raw, err := os.ReadFile("../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,12 +70,6 @@ type BootOptions struct {
 	Hooks    gateway.Hooks
 	Adapters map[string]gateway.Adapter
 	Clock    aggregates.Clock
-	// MCP starts the MCP gateway (mcpgw.Start) when [mcp] listen is
-	// configured; Boot fails if it is configured and MCP is nil.
-	MCP MCPStarter
-	// Console starts the operator console (console.Boot) when [console]
-	// listen is configured; Boot fails if it is configured and Console is nil.
-	Console ConsoleStarter
 	// TracerProvider, when set, receives the runtime's spans instead of
 	// the OTLP exporter the OTEL_* variables describe (tests).
 	TracerProvider trace.TracerProvider
@@ -241,10 +235,10 @@ func Boot(cfg *config.Config, o BootOptions) (*Runtime, error) {
 	if err := rt.Gateway.Start(ctx, nc); err != nil {
 		return nil, err
 	}
-	if err := rt.startMCP(o.MCP); err != nil {
+	if err := rt.startMCP(o.Logger); err != nil {
 		return nil, err
 	}
-	if err := rt.startConsole(o.Console); err != nil {
+	if err := rt.startConsole(); err != nil {
 		return nil, err
 	}
 	ok = true

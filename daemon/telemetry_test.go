@@ -612,7 +612,7 @@ func TestTracingFromEnv(t *testing.T) {
 // TestObservabilityConfig: the logging, readiness, metrics and breaker
 // keys decode from TOML and are validated.
 func TestObservabilityConfig(t *testing.T) {
-	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
+	raw, err := os.ReadFile("../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,11 +50,11 @@ func authzEnv(t *testing.T, file string) (*env, *fakeClock) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile(filepath.Join("../../config/testdata", file))
+	raw, err := os.ReadFile(filepath.Join("../config/testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pack, err := filepath.Abs("../../testdata/context/conflict_unresolved/pack.json")
+	pack, err := filepath.Abs("../testdata/context/conflict_unresolved/pack.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +571,7 @@ func TestAuthzEvidenceGate(t *testing.T) {
 	e, clock := authzEnv(t, "authz_evidence.toml")
 	nc := e.client("acme", "agent_email")
 	vec := func(dir, name string) []byte {
-		b, err := os.ReadFile(filepath.Join("../../testdata/context", dir, name))
+		b, err := os.ReadFile(filepath.Join("../testdata/context", dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}

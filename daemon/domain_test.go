@@ -33,7 +33,7 @@ unit = "INR_minor"
 // guarantees (TOML [[guarantees]] tables) in place of its own.
 func withGuarantees(t *testing.T, dir, providerURL, guarantees string) *config.Config {
 	t.Helper()
-	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
+	raw, err := os.ReadFile("../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func buildTools(t *testing.T) string {
 	}
 	dir := t.TempDir()
 	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/ctx", "./cmd/contextosd")
-	cmd.Dir = "../.."
+	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -348,7 +348,7 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 // writeTestConfig writes testConfig's file, for the contextosd process.
 func writeTestConfig(t *testing.T, dir, providerURL string, extra string) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../config/testdata/gateway.toml")
+	raw, err := os.ReadFile("../config/testdata/gateway.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

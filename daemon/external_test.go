@@ -20,7 +20,7 @@ import (
 // docs/operations.md: its only ```conf block.
 func docsAuthorization(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../docs/operations.md")
+	b, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
