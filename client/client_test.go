@@ -15,8 +15,8 @@ import (
 
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -234,8 +233,8 @@ func (c *Client) IncidentsPage(ctx context.Context, p Page) (rows []map[string]a
 // audit-checkpoints, audit-keys, audit-prove, audit-prove-consistency,
 // events-export, exposure-view) on this connection: it pages the exports
 // and decodes their files.
-func (c *Client) Audit() *projections.OpsClient {
-	return &projections.OpsClient{NC: c.nc, Tenant: c.tenant, Operator: c.principal, Timeout: c.timeout}
+func (c *Client) Audit() *AuditClient {
+	return &AuditClient{NC: c.nc, Tenant: c.tenant, Operator: c.principal, Timeout: c.timeout}
 }
 
 // SetLimit records a new version of a guarantee: its default limit, one

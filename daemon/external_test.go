@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -106,7 +106,7 @@ func TestExternalNATSFromDocs(t *testing.T) {
 	if r.Status != wire.StatusApplied {
 		t.Fatalf("proposal: %+v", r)
 	}
-	ops := &projections.OpsClient{NC: e.client("acme", "ops_alice"), Tenant: "acme", Operator: "ops_alice", Timeout: 5 * time.Second}
+	ops := &client.AuditClient{NC: e.client("acme", "ops_alice"), Tenant: "acme", Operator: "ops_alice", Timeout: 5 * time.Second}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		entries, err := ops.ExportAudit(context.Background())

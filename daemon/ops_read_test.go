@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
@@ -23,7 +24,7 @@ import (
 // ops_alice.
 func (e *env) exposureView() verifier.View {
 	e.t.Helper()
-	c := &projections.OpsClient{NC: e.client("acme", "ops_alice"), Tenant: "acme", Operator: "ops_alice"}
+	c := &client.AuditClient{NC: e.client("acme", "ops_alice"), Tenant: "acme", Operator: "ops_alice"}
 	b, err := c.File(context.Background(), wire.VerbExposureView, nil)
 	if err != nil {
 		e.t.Fatal(err)
@@ -109,7 +110,7 @@ func TestExposureAgreesWithExport(t *testing.T) {
 	// The offline replay of the exported events reports the refused event
 	// instead of computing balances past it.
 	var jsonl strings.Builder
-	c := &projections.OpsClient{NC: e.client("acme", "ops_alice"), Tenant: "acme", Operator: "ops_alice"}
+	c := &client.AuditClient{NC: e.client("acme", "ops_alice"), Tenant: "acme", Operator: "ops_alice"}
 	if _, _, err := c.ExportEvents(context.Background(), &jsonl, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/verifier"
@@ -55,7 +56,7 @@ func checkExactlyOnce(t *testing.T, e *env, tenant string) verifier.Entries {
 }
 
 // serveOps mounts the ops verbs on a real connection and returns a client.
-func serveOps(t *testing.T, e *env, tenant string, model *Model) *OpsClient {
+func serveOps(t *testing.T, e *env, tenant string, model *Model) *client.AuditClient {
 	t.Helper()
 	nc, js := e.connect(t)
 	ops := NewOps(OpsConfig{Log: NewAuditLog(js, AuditStreamName), Events: events.NewJetStore(js, events.StreamName), PublicKeys: []ed25519.PublicKey{e.signer.Key.Public().(ed25519.PublicKey)}, Model: model, MaxReply: 64 * 1024})
@@ -69,13 +70,13 @@ func serveOps(t *testing.T, e *env, tenant string, model *Model) *OpsClient {
 		}
 	})
 	cnc, _ := e.connect(t)
-	return &OpsClient{NC: cnc, Tenant: tenant, Operator: "ops_alice", PageSize: 50}
+	return &client.AuditClient{NC: cnc, Tenant: tenant, Operator: "ops_alice", PageSize: 50}
 }
 
 func exportAudit(t *testing.T, e *env, tenant string) verifier.Entries {
 	t.Helper()
 	c := serveOps(t, e, tenant, nil)
-	entries, err := c.ExportAudit(context.Background())
+	entries, err := exportEntries(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestAuditLogAppendConflicts(t *testing.T) {
 
 // auditOpsEnv records 30 events of acme (checkpoints every 10 records),
 // serves the ops verbs and returns the keys they publish.
-func auditOpsEnv(t *testing.T, seed int64) (*env, *AuditProjector, *OpsClient, verifier.Keys) {
+func auditOpsEnv(t *testing.T, seed int64) (*env, *AuditProjector, *client.AuditClient, verifier.Keys) {
 	t.Helper()
 	e := newEnv(t)
 	newDriver(e, "acme", seed, []string{"r1", "r2"}).appendN(t, 30)
@@ -398,7 +399,7 @@ func TestAuditOpsProveAndKeys(t *testing.T) {
 			t.Fatalf("proof of record %d names record %d event %d", i, pr.Index, rec.EventSeq)
 		}
 	}
-	var oe *OpsError
+	var oe *client.AuditError
 	var err error
 	if st.CheckpointSize < int64(len(evs)) {
 		_, err = c.File(ctx, wire.VerbAuditProve, wire.ProveRequest{EventID: evs[len(evs)-1].Envelope.EventID})
@@ -447,7 +448,7 @@ func TestAuditOpsProveConsistency(t *testing.T) {
 			t.Fatalf("size %d: proof of %d against %d (latest %d)", cp.Size, old.Size, cur.Size, latest)
 		}
 	}
-	var oe *OpsError
+	var oe *client.AuditError
 	for _, c2 := range []struct {
 		size int64
 		code wire.Code
@@ -562,7 +563,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 	}()
 	cnc, _ := e.connect(t)
 	for _, tenant := range []string{"acme", "globex"} {
-		c := &OpsClient{NC: cnc, Tenant: tenant, Operator: "ops"}
+		c := &client.AuditClient{NC: cnc, Tenant: tenant, Operator: "ops"}
 		keysJSON, err := c.File(context.Background(), wire.VerbAuditKeys, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -571,7 +572,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries, err := c.ExportAudit(context.Background())
+		entries, err := exportEntries(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -806,4 +807,10 @@ func TestAuditFedStopsAtANonEvent(t *testing.T) {
 	if got, want := fed.Status().LastEventSeq, corrupt.Seq-1; got != want {
 		t.Fatalf("fed projector recorded through %d, want %d (the event before the non-event)", got, want)
 	}
+}
+
+// exportEntries fetches the tenant's audit log as the verifier reads it.
+func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+	e, err := c.ExportAudit(ctx)
+	return verifier.Entries(e), err
 }

@@ -119,7 +119,7 @@ func TestExposureRandomRunReplayEqualsLive(t *testing.T) {
 		t.Fatalf("offline replay differs from the live view: %v", d)
 	}
 
-	entries, err := c.ExportAudit(context.Background())
+	entries, err := exportEntries(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/wire"
 
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
 	"github.com/spf13/cobra"
 )
@@ -29,12 +29,12 @@ func init() {
 
 // auditClient connects with the command's flags and returns an ops client
 // that reports progress on stderr when stderr is a terminal.
-func auditClient(c *connFlags) (*projections.OpsClient, func(), error) {
+func auditClient(c *connFlags) (*client.AuditClient, func(), error) {
 	nc, err := c.dial()
 	if err != nil {
 		return nil, nil, err
 	}
-	oc := &projections.OpsClient{NC: nc, Tenant: c.tenant, Operator: c.user, Timeout: c.timeout}
+	oc := &client.AuditClient{NC: nc, Tenant: c.tenant, Operator: c.user, Timeout: c.timeout}
 	if auditIsTerminal(os.Stderr) {
 		oc.Progress = func(verb string, n int) { fmt.Fprintf(os.Stderr, "\r%s: %d", verb, n) }
 	}
@@ -55,7 +55,7 @@ func auditIsTerminal(f *os.File) bool {
 
 // auditOpsError turns a refused ops reply into exit code 1.
 func auditOpsError(err error) error {
-	var oe *projections.OpsError
+	var oe *client.AuditError
 	if errors.As(err, &oe) {
 		return &ExitError{Code: 1, Err: err}
 	}
@@ -196,7 +196,7 @@ export is complete: every record it holds is committed to by a signed checkpoint
 		if err != nil {
 			return fmt.Errorf("keys from contextosd: %w", err)
 		}
-		entries, err := oc.ExportAudit(ctx)
+		entries, err := exportEntries(ctx, oc)
 		if err != nil {
 			return auditOpsError(err)
 		}
@@ -538,7 +538,7 @@ func auditProveAttempt(c *connFlags, attemptID, out, entriesPath, keysPath strin
 		if keysJSON, err = oc.File(ctx, wire.VerbAuditKeys, nil); err != nil {
 			return auditOpsError(err)
 		}
-		if entries, err = oc.ExportAudit(ctx); err != nil {
+		if entries, err = exportEntries(ctx, oc); err != nil {
 			return auditOpsError(err)
 		}
 		entries.Records = entries.Records[:entriesCovered(entries)]
@@ -865,4 +865,10 @@ keys a running daemon publishes.`,
 		return err
 	}
 	return cmd
+}
+
+// exportEntries fetches the tenant's audit log as the verifier reads it.
+func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+	e, err := c.ExportAudit(ctx)
+	return verifier.Entries(e), err
 }

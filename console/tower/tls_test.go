@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/internal/testenv"
 	"github.com/contextos/ledger/verifier"

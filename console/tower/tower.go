@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
@@ -225,8 +225,8 @@ func (t *Tower) read(ctx context.Context, s source, rc reach) (v LogView, ok boo
 		}
 		defer ac.done()
 		v.Source = "live (read as " + ac.operator + ")"
-		oc := &projections.OpsClient{NC: ac.nc, Tenant: ac.tenant, Operator: ac.operator, Timeout: t.Timeout}
-		e, err := oc.ExportAudit(ctx)
+		oc := &client.AuditClient{NC: ac.nc, Tenant: ac.tenant, Operator: ac.operator, Timeout: t.Timeout}
+		e, err := exportEntries(ctx, oc)
 		if err == nil {
 			raw, err = verifier.MarshalEntries(e)
 		}
@@ -384,4 +384,10 @@ func (t *Tower) killSwitch(ctx context.Context, srcs []source, rc reach, engage 
 		}
 	})
 	return acks
+}
+
+// exportEntries fetches the tenant's audit log as the verifier reads it.
+func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+	e, err := c.ExportAudit(ctx)
+	return verifier.Entries(e), err
 }

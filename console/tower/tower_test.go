@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/gatewaytest"
 	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
@@ -73,12 +73,12 @@ func (r *runtime) propose(tenant, principal, key, order string, amount int64) wi
 // after they are appended).
 func (r *runtime) export(dir, tenant, operator string, ready func(verifier.View) bool) (entries, keys string) {
 	r.t.Helper()
-	oc := &projections.OpsClient{NC: r.conn(tenant, operator), Tenant: tenant, Operator: operator}
+	oc := &client.AuditClient{NC: r.conn(tenant, operator), Tenant: tenant, Operator: operator}
 	deadline := time.Now().Add(15 * time.Second)
 	var e verifier.Entries
 	for {
 		var err error
-		if e, err = oc.ExportAudit(context.Background()); err != nil {
+		if e, err = exportEntries(context.Background(), oc); err != nil {
 			r.t.Fatal(err)
 		}
 		if v, err := verifier.ReplayEntries(e); err == nil && ready(v) {

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"

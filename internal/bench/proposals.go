@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"

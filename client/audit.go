@@ -1,4 +1,4 @@
-package projections
+package client
 
 import (
 	"context"
@@ -7,38 +7,40 @@ import (
 	"io"
 	"time"
 
-	"github.com/contextos/ledger/audit"
-	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
-// OpsError is a refused ops reply.
-type OpsError struct {
+// AuditError is a refused reply of an audit verb.
+type AuditError struct {
 	Verb   string
 	Code   wire.Code
 	Reason string
 }
 
 // Error implements error.
-func (e *OpsError) Error() string { return fmt.Sprintf("%s refused: %s: %s", e.Verb, e.Code, e.Reason) }
+func (e *AuditError) Error() string {
+	return fmt.Sprintf("%s refused: %s: %s", e.Verb, e.Code, e.Reason)
+}
 
-// OpsClient calls the verbs of Ops as an operator and pages through
-// exports. The connection's inbox prefix must be the operator's own (the
-// server lets a principal subscribe to nothing else).
-type OpsClient struct {
+// AuditClient calls the audit and export verbs (audit-export,
+// audit-checkpoints, audit-keys, audit-prove, audit-prove-consistency,
+// events-export, exposure-view) as an operator and pages through exports.
+// The connection's inbox prefix must be the operator's own (the server lets
+// a principal subscribe to nothing else).
+type AuditClient struct {
 	NC       *nats.Conn
 	Tenant   string
 	Operator string
 	Timeout  time.Duration // per request; default 30s
-	PageSize int           // items asked per page; default DefaultPageLimit
+	PageSize int           // items asked per page; default wire.DefaultExportLimit
 	// Progress, when set, is called after each page with the verb and the
 	// number of items received so far.
 	Progress func(verb string, items int)
 }
 
-// Call sends one verb and returns its reply; a refusal is an *OpsError.
-func (c *OpsClient) Call(ctx context.Context, verb string, req any) (wire.OpReply, error) {
+// Call sends one verb and returns its reply; a refusal is an *AuditError.
+func (c *AuditClient) Call(ctx context.Context, verb string, req any) (wire.OpReply, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return wire.OpReply{}, err
@@ -58,12 +60,12 @@ func (c *OpsClient) Call(ctx context.Context, verb string, req any) (wire.OpRepl
 		return wire.OpReply{}, fmt.Errorf("%s: bad reply: %w", verb, err)
 	}
 	if !r.OK {
-		return wire.OpReply{}, &OpsError{Verb: verb, Code: r.Code, Reason: r.Reason}
+		return wire.OpReply{}, &AuditError{Verb: verb, Code: r.Code, Reason: r.Reason}
 	}
 	return r, nil
 }
 
-func (c *OpsClient) pages(ctx context.Context, verb string, from uint64, fn func([]byte) error) (uint64, error) {
+func (c *AuditClient) pages(ctx context.Context, verb string, from uint64, fn func([]byte) error) (uint64, error) {
 	n := 0
 	for {
 		r, err := c.Call(ctx, verb, wire.ExportRequest{From: from, Limit: c.PageSize})
@@ -89,28 +91,33 @@ func (c *OpsClient) pages(ctx context.Context, verb string, from uint64, fn func
 	}
 }
 
-// ExportAudit fetches the tenant's whole audit log: every record from index
-// 0 and the checkpoints whose size the fetched records cover (checkpoints
-// published meanwhile are left for the next export).
-func (c *OpsClient) ExportAudit(ctx context.Context) (verifier.Entries, error) {
-	e := verifier.Entries{Tenant: c.Tenant, Records: [][]byte{}, Checkpoints: [][]byte{}}
+// AuditEntries is a tenant's exported audit log: its records in index
+// order and its signed checkpoint notes, by increasing size (the fields of
+// verifier.Entries, which verifies them).
+type AuditEntries struct {
+	Tenant      string
+	Records     [][]byte
+	Checkpoints [][]byte
+}
+
+// ExportAudit fetches the tenant's whole audit log: the checkpoints
+// published so far, then every record from index 0. A checkpoint covers
+// only records already in the log, so the records fetched after it cover
+// every checkpoint fetched (checkpoints published meanwhile are left for
+// the next export).
+func (c *AuditClient) ExportAudit(ctx context.Context) (AuditEntries, error) {
+	e := AuditEntries{Tenant: c.Tenant, Records: [][]byte{}, Checkpoints: [][]byte{}}
+	if _, err := c.pages(ctx, wire.VerbAuditCheckpoints, 0, func(b []byte) error {
+		e.Checkpoints = append(e.Checkpoints, b)
+		return nil
+	}); err != nil {
+		return AuditEntries{}, err
+	}
 	if _, err := c.pages(ctx, wire.VerbAuditExport, 0, func(b []byte) error {
 		e.Records = append(e.Records, b)
 		return nil
 	}); err != nil {
-		return verifier.Entries{}, err
-	}
-	if _, err := c.pages(ctx, wire.VerbAuditCheckpoints, 0, func(b []byte) error {
-		cp, err := audit.ReadCheckpoint(b)
-		if err != nil {
-			return fmt.Errorf("%s: %w", wire.VerbAuditCheckpoints, err)
-		}
-		if cp.Size <= int64(len(e.Records)) {
-			e.Checkpoints = append(e.Checkpoints, b)
-		}
-		return nil
-	}); err != nil {
-		return verifier.Entries{}, err
+		return AuditEntries{}, err
 	}
 	return e, nil
 }
@@ -118,7 +125,7 @@ func (c *OpsClient) ExportAudit(ctx context.Context) (verifier.Entries, error) {
 // ExportEvents writes the tenant's events as events.jsonl to w, from stream
 // sequence from (0 = the start). It returns the number of lines and the
 // sequence to continue from later.
-func (c *OpsClient) ExportEvents(ctx context.Context, w io.Writer, from uint64) (lines int, next uint64, err error) {
+func (c *AuditClient) ExportEvents(ctx context.Context, w io.Writer, from uint64) (lines int, next uint64, err error) {
 	next, err = c.pages(ctx, wire.VerbEventsExport, from, func(b []byte) error {
 		lines++
 		if _, err := w.Write(b); err != nil {
@@ -132,7 +139,7 @@ func (c *OpsClient) ExportEvents(ctx context.Context, w io.Writer, from uint64) 
 
 // File fetches a one-file verb: audit-keys (keys.json), exposure-view
 // (view.json) or audit-prove with a ProveRequest (proof.json).
-func (c *OpsClient) File(ctx context.Context, verb string, req any) ([]byte, error) {
+func (c *AuditClient) File(ctx context.Context, verb string, req any) ([]byte, error) {
 	if req == nil {
 		req = struct{}{}
 	}
