@@ -24,7 +24,7 @@ test: ## all tests with the race detector (real embedded NATS, real processes), 
 	$(MAKE) test-clients
 
 test-sim: ## the deterministic simulation at its full seed count (10,000; -race runs fewer), with the count and time it took
-	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestSimulation$$' -v ./internal/sim > $$out 2>&1; rc=$$?; \
+	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestSimulation$$' -v ./internal/testing/sim > $$out 2>&1; rc=$$?; \
 	grep -E '^(--- |ok|FAIL)|seeds in' $$out; [ $$rc -eq 0 ] || tail -60 $$out; rm -f $$out; exit $$rc
 
 # The Python client's tools and dependencies live in a virtualenv made from
@@ -177,10 +177,10 @@ vuln: $(GOVULNCHECK) $(VULNDB)/index/db.json ## govulncheck (pinned) on contexto
 .PHONY: chaos-short fuzz
 
 chaos: ## long chaos run: 3 contextosd vs one nats-server, then vs a 3-node R3 cluster, with faults; prints the tables, fails on any violation
-	CHAOS_LONG=1 $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 60m ./internal/chaos/
+	CHAOS_LONG=1 $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 60m ./internal/testing/chaos/
 
 chaos-short: ## the short chaos run CI does inside `make test` (about 3 minutes)
-	$(GO) test -count=1 -v -run '^TestChaos$$' -timeout 15m ./internal/chaos/
+	$(GO) test -count=1 -v -run '^TestChaos$$' -timeout 15m ./internal/testing/chaos/
 
 # fuzz runs every fuzz target of FUZZ_PKGS for FUZZTIME each (30s unless
 # FUZZTIME is given on the command line or in the environment) and prints

@@ -13,14 +13,14 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/internal/browsertest"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/browsertest"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
 
 // The browser tests drive Debian's chromium headless through chromedp
-// (internal/browsertest) against a real runtime and its console.
+// (internal/testing/browsertest) against a real runtime and its console.
 
 // newBrowser starts headless chromium with a fresh profile for one test.
 func newBrowser(t *testing.T) context.Context {

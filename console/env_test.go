@@ -16,8 +16,8 @@ import (
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/daemon"
-	"github.com/contextos/ledger/internal/gatewaytest"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/gatewaytest"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/testenv"
 )
 
 // TestConsoleNATSTLS: a runtime on a NATS server that speaks only TLS, with

@@ -17,7 +17,7 @@ import (
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )

@@ -14,9 +14,9 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/gatewaytest"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/gatewaytest"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )

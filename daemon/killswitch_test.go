@@ -12,8 +12,8 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 )

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"

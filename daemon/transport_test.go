@@ -18,7 +18,7 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"

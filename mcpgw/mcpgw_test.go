@@ -18,9 +18,9 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
-	"github.com/contextos/ledger/internal/gatewaytest"
-	"github.com/contextos/ledger/internal/mcpprovider"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/gatewaytest"
+	"github.com/contextos/ledger/internal/testing/mcpprovider"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/mcpgw"
 	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"

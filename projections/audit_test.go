@@ -15,7 +15,7 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/events"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 )

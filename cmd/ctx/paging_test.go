@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextos/ledger/internal/gatewaytest"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/gatewaytest"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 )
 

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
 )
 
 func main() {

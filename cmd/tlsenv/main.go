@@ -1,5 +1,5 @@
 // Command tlsenv starts the environment the clients' TLS suites run
-// against (internal/tlsenv): a private CA, a TLS-only nats-server with the
+// against (internal/testing/tlsenv): a private CA, a TLS-only nats-server with the
 // principals as password and nkey users and a contextosd runtime behind
 // it, and a TLS-only operator-mode server with the principals as creds
 // users. It prints one line of JSON (tlsenv.Info: URLs, CA, client
@@ -21,7 +21,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/contextos/ledger/internal/tlsenv"
+	"github.com/contextos/ledger/internal/testing/tlsenv"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/internal/browsertest"
+	"github.com/contextos/ledger/internal/testing/browsertest"
 	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 )

@@ -19,7 +19,7 @@ import (
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )

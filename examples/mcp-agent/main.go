@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/contextos/ledger/internal/mcpprovider"
+	"github.com/contextos/ledger/internal/testing/mcpprovider"
 	"github.com/contextos/ledger/mcpgw"
 	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"

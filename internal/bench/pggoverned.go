@@ -18,7 +18,7 @@ import (
 
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats-server/v2/server"

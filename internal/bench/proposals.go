@@ -16,7 +16,7 @@ import (
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )

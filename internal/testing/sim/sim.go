@@ -16,7 +16,7 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/lincheck"
+	"github.com/contextos/ledger/internal/testing/lincheck"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"

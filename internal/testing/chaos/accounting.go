@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/contextos/ledger/internal/lincheck"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/lincheck"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
 )
 

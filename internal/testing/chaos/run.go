@@ -21,8 +21,8 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/lincheck"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/lincheck"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/contextos/ledger/internal/chaos"
+	"github.com/contextos/ledger/internal/testing/chaos"
 )
 
 func main() {

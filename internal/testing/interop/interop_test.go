@@ -35,7 +35,7 @@ import (
 // golden reads the verifier's vectors: files our own code wrote.
 func golden(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("../../testdata/verifier/" + name)
+	b, err := os.ReadFile("../../../testdata/verifier/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

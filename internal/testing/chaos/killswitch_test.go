@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/contextos/ledger/internal/lincheck"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/lincheck"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
