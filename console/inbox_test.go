@@ -14,8 +14,8 @@ import (
 
 const highCap = "adp_payments.issue_refund_high"
 
-// requireVerb skips the test when the runtime does not serve an operator
-// verb yet, naming it.
+// requireVerb fails the test when the runtime does not serve an operator
+// verb the console calls, naming it.
 func (e *env) requireVerb(verb string, body any) {
 	e.t.Helper()
 	nc := e.agent("acme", "ops_alice")
@@ -27,7 +27,7 @@ func (e *env) requireVerb(verb string, body any) {
 	var r wire.OpReply
 	_ = json.Unmarshal(m.Data, &r)
 	if r.Code == wire.CodeRequestMalformed && strings.Contains(r.Reason, "unknown verb") {
-		e.t.Skipf("the runtime does not serve the operator verb %q (ctx.v1.<tenant>.ops.%s.<operator>) yet", verb, verb)
+		e.t.Fatalf("the runtime does not serve the operator verb %q (ctx.v1.<tenant>.ops.%s.<operator>) the console calls", verb, verb)
 	}
 }
 

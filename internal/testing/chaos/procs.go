@@ -20,7 +20,7 @@ import (
 // natsd helper into dir with the go tool of this machine, from the module
 // rooted at root.
 func Build(ctx context.Context, root, dir string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "faults", "-o", dir+string(os.PathSeparator), "./cmd/contextosd", "./internal/chaos/cmd/natsd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "faults", "-o", dir+string(os.PathSeparator), "./cmd/contextosd", "./internal/testing/chaos/cmd/natsd")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -22,9 +22,9 @@ const shortSeeds = 500
 
 // replayCommand is the command that replays seed under mutation m.
 func replayCommand(seed uint64, m Mutation) string {
-	cmd := fmt.Sprintf("go test ./internal/sim -run 'TestSimulation$' -seed %d -v", seed)
+	cmd := fmt.Sprintf("go test ./internal/testing/sim -run 'TestSimulation$' -seed %d -v", seed)
 	if m != MutNone {
-		cmd = fmt.Sprintf("go test ./internal/sim -run 'TestMutations/%s$' -seed %d -v", m, seed)
+		cmd = fmt.Sprintf("go test ./internal/testing/sim -run 'TestMutations/%s$' -seed %d -v", m, seed)
 	}
 	return cmd
 }
