@@ -689,7 +689,7 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	}
 	b.WriteString("\n## Ratios and goals\n\n")
 	b.WriteString(s.String())
-	b.WriteString("\nSee docs/performance.md for the design behind these figures and the profiles of any goal not met.\n")
+	b.WriteString("\nSee docs/performance.md for the design behind these figures, the goals and what bounds the ones not met.\n")
 	return []byte(b.String()), s.String()
 }
 
