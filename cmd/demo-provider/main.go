@@ -1,4 +1,3 @@
-// Command demo-provider runs the synthetic payment provider on loopback.
 package main
 
 import (
