@@ -22,10 +22,13 @@
 // lets a principal subscribe to nothing else, and the runtime replies only
 // there (ReplyAllowed).
 //
-// The JSON Schemas of docs/schema, the MCP tool schema and the Python and
-// TypeScript clients' codes are generated from this package, and their
-// message types checked against it field by field (go generate ./wire;
-// TestGenerated fails while they differ).
+// The code lists of the Go, Python and TypeScript clients, the schemas' code
+// enum and the TypeScript clients' member lists are generated from this
+// package (go generate ./wire; wire/gen's TestGenerated fails while one
+// differs); every JSON Schema of docs/schema and the Python message types are
+// checked against its structs member by member (TestSchemasAreTheWire,
+// TestPythonTypes), and the MCP tool's input schema takes its members and
+// bounds from Proposal (mcpgw's TestToolSchemaIsTheProposal).
 package wire
 
 //go:generate go run ./gen
