@@ -19,12 +19,12 @@ build: ## build contextosd, ctx and the demo provider into bin/
 test: ## all tests with the race detector (real embedded NATS, real processes), then the client suites
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./... > /dev/null
-	$(GO) test -count=1 -run '^TestTenantIsolationUnderFlood$$' ./internal/daemon # its latency bar holds without -race
+	$(GO) test -count=1 -run '^TestTenantIsolationUnderFlood$$' ./daemon # its latency bar holds without -race
 	$(MAKE) test-sim
 	$(MAKE) test-clients
 
 test-sim: ## the deterministic simulation at its full seed count (10,000; -race runs fewer), with the count and time it took
-	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestSimulation$$' -v ./internal/sim > $$out 2>&1; rc=$$?; \
+	@out=$$(mktemp); $(GO) test -count=1 -timeout 15m -run '^TestSimulation$$' -v ./internal/testing/sim > $$out 2>&1; rc=$$?; \
 	grep -E '^(--- |ok|FAIL)|seeds in' $$out; [ $$rc -eq 0 ] || tail -60 $$out; rm -f $$out; exit $$rc
 
 # The Python client's tools and dependencies live in a virtualenv made from
@@ -188,16 +188,16 @@ vuln: $(GOVULNCHECK) $(VULNDB)/index/db.json ## govulncheck (pinned) on contexto
 .PHONY: chaos-short fuzz
 
 chaos: ## long chaos run: 3 contextosd vs one nats-server, then vs a 3-node R3 cluster, with faults; prints the tables, fails on any violation
-	CHAOS_LONG=1 $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 60m ./internal/chaos/
+	CHAOS_LONG=1 $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 60m ./internal/testing/chaos/
 
 chaos-short: ## the short chaos run CI does inside `make test` (about 3 minutes)
-	$(GO) test -count=1 -v -run '^TestChaos$$' -timeout 15m ./internal/chaos/
+	$(GO) test -count=1 -v -run '^TestChaos$$' -timeout 15m ./internal/testing/chaos/
 
 # fuzz runs every fuzz target of FUZZ_PKGS for FUZZTIME each (30s unless
 # FUZZTIME is given on the command line or in the environment) and prints
 # the executions and the result of each; a finding is kept by go test in the
 # package's testdata/fuzz/<FuzzName>/ and fails the target.
-FUZZ_PKGS ?= ./gateway ./events/codec ./kernel ./verifier ./mcpgw
+FUZZ_PKGS ?= ./gateway ./config ./events/codec ./kernel ./verifier ./mcpgw
 fuzz: ## each fuzz target for FUZZTIME (default 30s here), with executions and findings
 	@t=$(if $(filter command line environment,$(origin FUZZTIME)),$(FUZZTIME),30s); fail=0; summary=""; \
 	for pkg in $(FUZZ_PKGS); do \

@@ -13,6 +13,7 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // Group commit. One committer goroutine per engine (started on demand, gone
@@ -1076,7 +1077,7 @@ func (c *committer) contention(t *txn) {
 	if c.e.OnContention != nil {
 		c.e.OnContention(t.tx.Tenant, subs)
 	}
-	c.finish(t, txResult{res: Result{Refusal: &kernel.Refusal{Code: kernel.CodeContention,
+	c.finish(t, txResult{res: Result{Refusal: &kernel.Refusal{Code: wire.CodeContention,
 		Reason: fmt.Sprintf("gave up after %d conflicting attempts; nothing was reserved or dispatched", c.maxAttempts())}}})
 }
 

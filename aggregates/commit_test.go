@@ -12,6 +12,7 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // slowStore holds its first append until gate is closed and, once, lets a
@@ -221,7 +222,7 @@ func hotFIFO(t *testing.T, singles bool) {
 	for i, r := range results {
 		want := "reserved"
 		if i >= 33 {
-			want = string(kernel.CodeExceeded)
+			want = string(wire.CodeExceeded)
 		}
 		if r != want {
 			t.Fatalf("proposal %d: %s, want %s (all: %v)", i, r, want, results)
@@ -734,7 +735,7 @@ func TestPipelinedSinglesAcrossReplicas(t *testing.T) {
 						mu.Lock()
 						reserved[res] += amount
 						mu.Unlock()
-					case r.Refusal.Code != kernel.CodeExceeded && r.Refusal.Code != kernel.CodeContention:
+					case r.Refusal.Code != wire.CodeExceeded && r.Refusal.Code != wire.CodeContention:
 						t.Errorf("%s: refused %s", res, r.Refusal.Code)
 					}
 				}

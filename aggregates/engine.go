@@ -138,12 +138,12 @@ type Engine struct {
 	// snapshot) when next named.
 	MaxWarm int
 	// Faults switch safety steps off, for the simulator's mutation check
-	// (internal/sim proves it catches their absence). Production code never
+	// (internal/testing/sim proves it catches their absence). Production code never
 	// sets them; the zero value is the engine as documented.
 	Faults EngineFaults
 	// Driver, when set, is told where the engine's goroutines stand and
 	// decides when a group goes out: a deterministic simulation
-	// (internal/sim) uses it to land several transactions in one group
+	// (internal/testing/sim) uses it to land several transactions in one group
 	// commit in an order its seed chose. Production leaves it nil.
 	Driver Driver
 

@@ -15,8 +15,9 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 var testDef = kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string{"adp_payments.issue_refund"},
@@ -108,7 +109,7 @@ func TestRaceOneResource(t *testing.T) {
 			for c := range codes {
 				count[c]++
 			}
-			if count["reserved"] != 1 || count[string(kernel.CodeExceeded)]+count[string(kernel.CodeContention)] != 63 {
+			if count["reserved"] != 1 || count[string(wire.CodeExceeded)]+count[string(wire.CodeContention)] != 63 {
 				t.Fatalf("outcomes %v: want exactly one reservation and 63 exceeded/contention", count)
 			}
 			want := kernel.Balance{Limit: 100000, Committed: 0, Held: 80000, Available: 20000}
@@ -239,7 +240,7 @@ func TestKilledAfterReservation(t *testing.T) {
 		t.Fatalf("close: %v %v %+v", err, res.Refusal, bal)
 	}
 	res, _, err = eng.Exposure(ctx, "acme", testDef.ID, "ord_881", kernel.StartDispatch{AttemptID: "att_killed"})
-	if err != nil || res.Refusal == nil || res.Refusal.Code != kernel.CodeAttemptClosed {
+	if err != nil || res.Refusal == nil || res.Refusal.Code != wire.CodeAttemptClosed {
 		t.Fatalf("delayed dispatch-start of a closed attempt: %v %v", err, res.Refusal)
 	}
 	// An attempt whose reservation never landed is tombstoned; a delayed
@@ -254,7 +255,7 @@ func TestKilledAfterReservation(t *testing.T) {
 	}
 	for _, c := range []kernel.Command{reserve("att_lost", 10), kernel.StartDispatch{AttemptID: "att_lost"}} {
 		res, bal, err := late.Exposure(ctx, "acme", testDef.ID, "ord_881", c)
-		if err != nil || res.Refusal == nil || res.Refusal.Code != kernel.CodeAttemptClosed || bal.Held != 0 {
+		if err != nil || res.Refusal == nil || res.Refusal.Code != wire.CodeAttemptClosed || bal.Held != 0 {
 			t.Fatalf("%T of a tombstoned attempt: %v %v %+v", c, err, res.Refusal, bal)
 		}
 	}
@@ -310,7 +311,7 @@ func TestPinFailsClosed(t *testing.T) {
 	other := testDef
 	other.Unit = "USD_minor"
 	r, err := NewEngine(store, testSealer()).Pin(ctx, "acme", other)
-	if err != nil || r == nil || r.Code != kernel.CodeDefinitionMismatch {
+	if err != nil || r == nil || r.Code != wire.CodeDefinitionMismatch {
 		t.Fatalf("another unit: %v %v", err, r)
 	}
 	if r, err := eng.Pin(ctx, "globex", other); err != nil || r != nil {
@@ -325,7 +326,7 @@ func TestContentionExhausted(t *testing.T) {
 	eng := NewEngine(&conflictingStore{Store: store}, testSealer())
 	eng.MaxAttempts = 3
 	res, _, err := eng.Exposure(context.Background(), "acme", testDef.ID, "ord_881", reserve("a", 1))
-	if err != nil || res.Refusal == nil || res.Refusal.Code != kernel.CodeContention {
+	if err != nil || res.Refusal == nil || res.Refusal.Code != wire.CodeContention {
 		t.Fatalf("want contention, got %v %v", err, res.Refusal)
 	}
 	if got := replayBalance(t, store, "ord_881"); got.Held != 0 {
@@ -388,7 +389,7 @@ func TestEvictionKeepsDecisionsRight(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if r.Refusal != nil && r.Refusal.Code != kernel.CodeExceeded {
+				if r.Refusal != nil && r.Refusal.Code != wire.CodeExceeded {
 					t.Errorf("refused %s: %s", r.Refusal.Code, r.Refusal.Reason)
 				}
 				mu.Lock()

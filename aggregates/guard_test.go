@@ -10,6 +10,7 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // guardedReserve reserves on resource unless the control subject it reads
@@ -27,7 +28,7 @@ func guardedReserve(ctx context.Context, eng *Engine, resource, attempt string, 
 		Decide: func() *kernel.Refusal {
 			decisions.Add(1)
 			if st.C.Engaged {
-				d = kernel.Decision{Refusal: &kernel.Refusal{Code: kernel.CodeKillSwitchEngaged, Reason: "engaged"}}
+				d = kernel.Decision{Refusal: &kernel.Refusal{Code: wire.CodeKillSwitchEngaged, Reason: "engaged"}}
 			} else {
 				d = kernel.DecideExposure(st.L, kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: testDef.ID, Resource: resource,
 					AttemptID: attempt, OperationID: "o" + attempt, Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}})
@@ -64,7 +65,7 @@ func TestGuardRefusesAStaleRead(t *testing.T) {
 	}
 	close(gate)
 	r := <-done
-	if r.Refusal == nil || r.Refusal.Code != kernel.CodeKillSwitchEngaged || decisions.Load() < 2 {
+	if r.Refusal == nil || r.Refusal.Code != wire.CodeKillSwitchEngaged || decisions.Load() < 2 {
 		t.Fatalf("result %+v after %d decisions, want kill_switch_engaged on the second", r.Refusal, decisions.Load())
 	}
 	sub, _ := codec.ExposureSubject("acme", testDef.ID, "ord_guard")

@@ -8,16 +8,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/contextos/ledger/client"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
@@ -39,7 +39,7 @@ func boot(t *testing.T, hooks gateway.Hooks) *testDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,24 +370,6 @@ func TestNKeyAndUnresolved(t *testing.T) {
 	}
 	if _, err := client.Connect(client.Options{URL: s.ClientURL(), Tenant: "acme", Principal: "agent_email", Password: "p", NKeyFile: seedFile}); err == nil {
 		t.Fatal("two credentials accepted")
-	}
-}
-
-// TestCodesReExported: every code of the kernel's catalog has its constant
-// here (clients/gencodes.py writes them).
-func TestCodesReExported(t *testing.T) {
-	kernelSrc, err := os.ReadFile("../kernel/codes.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := os.ReadFile("codes.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range regexp.MustCompile(`(?m)^\s*(Code\w+)\s+Code = "`).FindAllStringSubmatch(string(kernelSrc), -1) {
-		if !strings.Contains(string(ours), "\t"+m[1]+" ") {
-			t.Errorf("client does not re-export kernel.%s: run /usr/bin/python3 clients/gencodes.py", m[1])
-		}
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -190,7 +190,7 @@ func Connect(o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, nats.Name(o.Name), nats.CustomInboxPrefix(gateway.InboxPrefix(o.Tenant, o.Principal)),
+	opts = append(opts, nats.Name(o.Name), nats.CustomInboxPrefix(wire.InboxPrefix(o.Tenant, o.Principal)),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.serverError(err) }))
 	switch {
 	case o.CredsFile != "":
@@ -202,7 +202,7 @@ func Connect(o Options) (*Client, error) {
 		}
 		opts = append(opts, opt)
 	default:
-		opts = append(opts, nats.UserInfo(gateway.UserName(o.Tenant, o.Principal), o.Password))
+		opts = append(opts, nats.UserInfo(wire.UserName(o.Tenant, o.Principal), o.Password))
 	}
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {

@@ -3,13 +3,13 @@ package client
 import (
 	"context"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 )
 
 // IntegrityState is the tenant's audit log integrity: an open incident
 // (a witness answered that the log shrank or forked: dispatch is stopped)
 // and the witnesses' state.
-type IntegrityState = gateway.IntegrityState
+type IntegrityState = wire.IntegrityState
 
 // Integrity reads the tenant's audit log integrity.
 func (c *Client) Integrity(ctx context.Context) (IntegrityState, error) {
@@ -27,6 +27,6 @@ func (c *Client) ResolveIntegrity(ctx context.Context, resolution, artifactRef, 
 	var d struct {
 		Integrity IntegrityState `json:"integrity"`
 	}
-	err := c.opData(ctx, "integrity-resolve", gateway.IntegrityRequest{Resolution: resolution, ArtifactRef: artifactRef, Statement: statement}, &d)
+	err := c.opData(ctx, "integrity-resolve", wire.IntegrityRequest{Resolution: resolution, ArtifactRef: artifactRef, Statement: statement}, &d)
 	return d.Integrity, err
 }

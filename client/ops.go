@@ -6,69 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
-
-// The request bodies of the operator verbs (docs/wire.md).
-type (
-	// OpRequest is the body of exposure, attempts, reconcile,
-	// close-attempt, assert-absence and kill-switch.
-	OpRequest = gateway.OpRequest
-	// GrantRequest is the body of grant and revoke.
-	GrantRequest = gateway.GrantRequest
-	// ApproveRequest is the body of approve.
-	ApproveRequest = gateway.ApproveRequest
-	// AdmitRunRequest is the body of admit-run.
-	AdmitRunRequest = gateway.AdmitRunRequest
-	// EvidenceRequest is the body of evidence.
-	EvidenceRequest = gateway.EvidenceRequest
-)
-
-// DenyRequest is the body of deny: approve's, with a required reason.
-// Without ApprovalID it answers a pending approval request (the action
-// digest of an approval_required reply, at the capability's risk) no; with
-// one it withdraws that approval, granted and not yet redeemed.
-type DenyRequest struct {
-	ApprovalID   string `json:"approval_id,omitempty"`
-	ActionDigest string `json:"action_digest,omitempty"`
-	Risk         string `json:"risk,omitempty"`
-	Reason       string `json:"reason"`
-}
-
-// Denial is what deny recorded.
-type Denial struct {
-	ApprovalID   string `json:"approval_id"`
-	ActionDigest string `json:"action_digest"`
-	Risk         string `json:"risk"`
-	Denied       bool   `json:"denied"`
-	Reason       string `json:"reason"`
-}
-
-// Approval is what approve grants: the id a proposal names in approval_id.
-type Approval struct {
-	ApprovalID   string `json:"approval_id"`
-	ActionDigest string `json:"action_digest"`
-	Risk         string `json:"risk"`
-	ExpiresAt    string `json:"expires_at"`
-}
-
-// AuthorityChange is what grant and revoke recorded (Recorded is false
-// when the authority already was so).
-type AuthorityChange struct {
-	Principal    string `json:"principal"`
-	CapabilityID string `json:"capability_id"`
-	Granted      bool   `json:"granted"`
-	Recorded     bool   `json:"recorded"`
-}
-
-// opHeader is the part every operator reply has.
-type opHeader struct {
-	OK     bool   `json:"ok"`
-	Code   Code   `json:"code"`
-	Reason string `json:"reason"`
-}
 
 // Op sends an operator verb with req as its body and decodes the reply
 // into out (any struct or map; nil to ignore). A refusal is a Refused. An
@@ -94,7 +34,7 @@ func (c *Client) Op(ctx context.Context, verb string, req, out any) error {
 // OpRaw sends an operator verb's body as is and returns the reply's bytes
 // once it says ok.
 func (c *Client) OpRaw(ctx context.Context, verb string, body []byte) (json.RawMessage, error) {
-	m, err := c.request(ctx, gateway.OpSubject(c.tenant, verb, c.principal), body, c.timeout)
+	m, err := c.request(ctx, wire.OpSubject(c.tenant, verb, c.principal), body, c.timeout)
 	if err != nil {
 		var r Refused
 		if errors.As(err, &r) {
@@ -105,7 +45,7 @@ func (c *Client) OpRaw(ctx context.Context, verb string, body []byte) (json.RawM
 		}
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
-	var h opHeader
+	var h wire.OpReply
 	if err := json.Unmarshal(m.Data, &h); err != nil {
 		return nil, fmt.Errorf("%s: bad reply: %w", verb, err)
 	}
@@ -142,7 +82,7 @@ func (c *Client) Exposure(ctx context.Context, guaranteeID, resource string) ([]
 // (guarantee_id, resource or resource_digest) and the page (limit,
 // cursor). next is the cursor of the next page, "" after the last.
 func (c *Client) ExposurePage(ctx context.Context, req OpRequest) (rows []ExposureRow, next string, err error) {
-	var r gateway.OpReply
+	var r wire.OpReply
 	err = c.Op(ctx, "exposure", req, &r)
 	return r.Exposure, r.NextCursor, err
 }
@@ -156,7 +96,7 @@ func (c *Client) Attempts(ctx context.Context) ([]AttemptRow, error) {
 // AttemptsPage returns one page of the open attempts and the cursor of the
 // next ("" after the last).
 func (c *Client) AttemptsPage(ctx context.Context, p Page) (rows []AttemptRow, next string, err error) {
-	var r gateway.OpReply
+	var r wire.OpReply
 	err = c.Op(ctx, "attempts", OpRequest{Limit: p.Limit, Cursor: p.Cursor}, &r)
 	return r.Attempts, r.NextCursor, err
 }
@@ -164,15 +104,15 @@ func (c *Client) AttemptsPage(ctx context.Context, p Page) (rows []AttemptRow, n
 // Reconcile asks the provider about one attempt (or, with attemptID
 // empty, every unresolved attempt of the tenant) and records the answers.
 func (c *Client) Reconcile(ctx context.Context, attemptID string) ([]SettleRow, error) {
-	var r gateway.OpReply
+	var r wire.OpReply
 	err := c.Op(ctx, "reconcile", OpRequest{AttemptID: attemptID, All: attemptID == ""}, &r)
 	return r.Settled, err
 }
 
 // CloseAttempt closes an attempt whose dispatch never started, or
 // tombstones an unknown one on the named guarantee and resource.
-func (c *Client) CloseAttempt(ctx context.Context, attemptID, guaranteeID, resource, reason string) (gateway.OpReply, error) {
-	var r gateway.OpReply
+func (c *Client) CloseAttempt(ctx context.Context, attemptID, guaranteeID, resource, reason string) (wire.OpReply, error) {
+	var r wire.OpReply
 	err := c.Op(ctx, "close-attempt", OpRequest{AttemptID: attemptID, GuaranteeID: guaranteeID, Resource: resource, Reason: reason}, &r)
 	return r, err
 }
@@ -180,7 +120,7 @@ func (c *Client) CloseAttempt(ctx context.Context, attemptID, guaranteeID, resou
 // AssertAbsence releases an observed attempt on the operator's signed
 // assertion, citing an artifact.
 func (c *Client) AssertAbsence(ctx context.Context, attemptID, artifactRef string) ([]SettleRow, error) {
-	var r gateway.OpReply
+	var r wire.OpReply
 	err := c.Op(ctx, "assert-absence", OpRequest{AttemptID: attemptID, ArtifactRef: artifactRef}, &r)
 	return r.Settled, err
 }
@@ -188,7 +128,7 @@ func (c *Client) AssertAbsence(ctx context.Context, attemptID, artifactRef strin
 // KillSwitch reads the tenant's kill switch (engage nil) or sets it, and
 // returns its state.
 func (c *Client) KillSwitch(ctx context.Context, engage *bool, reason string) (bool, error) {
-	var r gateway.OpReply
+	var r wire.OpReply
 	if err := c.Op(ctx, "kill-switch", OpRequest{Engaged: engage, Reason: reason}, &r); err != nil {
 		return false, err
 	}
@@ -212,7 +152,7 @@ func (c *Client) Run(ctx context.Context, runID string) (Run, error) {
 	var d struct {
 		Run Run `json:"run"`
 	}
-	err := c.opData(ctx, "run", gateway.RunRequest{RunID: runID}, &d)
+	err := c.opData(ctx, "run", wire.RunRequest{RunID: runID}, &d)
 	return d.Run, err
 }
 
@@ -267,7 +207,7 @@ func (c *Client) ApprovalsPage(ctx context.Context, p Page) (rows []map[string]a
 		Approvals  []map[string]any `json:"approvals"`
 		NextCursor string           `json:"next_cursor"`
 	}
-	err = c.Op(ctx, "approvals", gateway.ListRequest(p), &r)
+	err = c.Op(ctx, "approvals", wire.ListRequest(p), &r)
 	return r.Approvals, r.NextCursor, err
 }
 
@@ -285,7 +225,7 @@ func (c *Client) IncidentsPage(ctx context.Context, p Page) (rows []map[string]a
 		Incidents  []map[string]any `json:"incidents"`
 		NextCursor string           `json:"next_cursor"`
 	}
-	err = c.Op(ctx, "incidents", gateway.ListRequest(p), &r)
+	err = c.Op(ctx, "incidents", wire.ListRequest(p), &r)
 	return r.Incidents, r.NextCursor, err
 }
 
@@ -293,8 +233,8 @@ func (c *Client) IncidentsPage(ctx context.Context, p Page) (rows []map[string]a
 // audit-checkpoints, audit-keys, audit-prove, audit-prove-consistency,
 // events-export, exposure-view) on this connection: it pages the exports
 // and decodes their files.
-func (c *Client) Audit() *projections.OpsClient {
-	return &projections.OpsClient{NC: c.nc, Tenant: c.tenant, Operator: c.principal, Timeout: c.timeout}
+func (c *Client) Audit() *AuditClient {
+	return &AuditClient{NC: c.nc, Tenant: c.tenant, Operator: c.principal, Timeout: c.timeout}
 }
 
 // SetLimit records a new version of a guarantee: its default limit, one
@@ -302,7 +242,7 @@ func (c *Client) Audit() *projections.OpsClient {
 // returns the latest versions (the last page of the history), the new one
 // last.
 func (c *Client) SetLimit(ctx context.Context, req SetLimitRequest) ([]VersionRow, error) {
-	var r gateway.OpReply
+	var r wire.OpReply
 	err := c.Op(ctx, "guarantee-set-limit", req, &r)
 	return r.Versions, err
 }
@@ -318,7 +258,7 @@ func (c *Client) GuaranteeHistory(ctx context.Context, guaranteeID string) ([]Ve
 // GuaranteeHistoryPage returns one page of a guarantee's versions and the
 // cursor of the next ("" after the last).
 func (c *Client) GuaranteeHistoryPage(ctx context.Context, guaranteeID string, p Page) (rows []VersionRow, next string, err error) {
-	var r gateway.OpReply
-	err = c.Op(ctx, "guarantee-history", gateway.GuaranteeHistoryRequest{GuaranteeID: guaranteeID, Limit: p.Limit, Cursor: p.Cursor}, &r)
+	var r wire.OpReply
+	err = c.Op(ctx, "guarantee-history", wire.GuaranteeHistoryRequest{GuaranteeID: guaranteeID, Limit: p.Limit, Cursor: p.Cursor}, &r)
 	return r.Versions, r.NextCursor, err
 }

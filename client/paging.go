@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 )
 
 // Page asks for one page of a list verb (exposure, attempts, approvals,
@@ -21,8 +21,8 @@ type Page struct {
 // The daemon's page sizes (docs/wire.md), and the most rows the calls that
 // page through to the end collect.
 const (
-	DefaultPageLimit = gateway.DefaultPageLimit
-	MaxPageLimit     = gateway.MaxPageLimit
+	DefaultPageLimit = wire.DefaultPageLimit
+	MaxPageLimit     = wire.MaxPageLimit
 	MaxListRows      = 10000
 )
 

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -36,7 +36,7 @@ func (c *Client) Propose(ctx context.Context, p Proposal) (Decision, error) {
 		ctx, cancel = context.WithTimeout(ctx, DefaultProposeDeadline)
 		defer cancel()
 	}
-	subject := gateway.ProposeSubject(c.tenant, c.principal)
+	subject := wire.ProposeSubject(c.tenant, c.principal)
 	wait := c.timeout
 	backoff := 50 * time.Millisecond
 	var last *Decision

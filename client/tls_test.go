@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
-	"github.com/contextos/ledger/internal/testenv"
-	"github.com/contextos/ledger/internal/tlsenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
+	"github.com/contextos/ledger/internal/testing/tlsenv"
 )
 
 // startTLS starts the TLS environment of the clients' suites: a TLS-only

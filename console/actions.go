@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 )
 
 // field is one input of an action.
@@ -43,34 +43,34 @@ func init() {
 			Describe: "Query the provider about this attempt by its idempotency key and record the answer. A definitive answer settles the hold.",
 			Fields:   []field{{Name: "attempt_id", Label: "Attempt", Hidden: true, Required: true}},
 			request: func(_ *Server, _ *session, v url.Values) (any, error) {
-				return gateway.OpRequest{AttemptID: v.Get("attempt_id")}, nil
+				return wire.OpRequest{AttemptID: v.Get("attempt_id")}, nil
 			}},
 		{Name: "close-attempt", Label: "Close the unstarted attempt", Verb: "close-attempt", Return: "/exposure", Danger: true,
 			Describe: "Release the hold of an attempt whose dispatch never started. The runtime refuses it for a started attempt.",
 			Fields:   []field{{Name: "attempt_id", Label: "Attempt", Hidden: true, Required: true}, {Name: "reason", Label: "Reason"}},
 			request: func(_ *Server, _ *session, v url.Values) (any, error) {
-				return gateway.OpRequest{AttemptID: v.Get("attempt_id"), Reason: v.Get("reason")}, nil
+				return wire.OpRequest{AttemptID: v.Get("attempt_id"), Reason: v.Get("reason")}, nil
 			}},
 		{Name: "assert-absence", Label: "Assert absence", Verb: "assert-absence", Return: "/exposure", Danger: true,
 			Describe: "Record, signed in your name, that the effect did not happen, with the artifact that shows it (a provider export, a ticket, a statement line). It releases the hold; a later report of the effect is refused and recorded as an incident.",
 			Fields: []field{{Name: "attempt_id", Label: "Attempt", Hidden: true, Required: true},
 				{Name: "artifact_ref", Label: "Artifact reference", Required: true}},
 			request: func(_ *Server, _ *session, v url.Values) (any, error) {
-				return gateway.OpRequest{AttemptID: v.Get("attempt_id"), ArtifactRef: v.Get("artifact_ref")}, nil
+				return wire.OpRequest{AttemptID: v.Get("attempt_id"), ArtifactRef: v.Get("artifact_ref")}, nil
 			}},
 		{Name: "kill-switch-engage", Label: "Engage the kill switch", Verb: "kill-switch", Return: "/kill-switch", Danger: true,
 			Describe: "Refuse every new proposal of the tenant (kill_switch_engaged) on every replica. Settlement and reconciliation of existing attempts go on.",
 			Fields:   []field{{Name: "reason", Label: "Reason", Required: true}},
 			request: func(_ *Server, _ *session, v url.Values) (any, error) {
 				on := true
-				return gateway.OpRequest{Engaged: &on, Reason: v.Get("reason")}, nil
+				return wire.OpRequest{Engaged: &on, Reason: v.Get("reason")}, nil
 			}},
 		{Name: "kill-switch-release", Label: "Release the kill switch", Verb: "kill-switch", Return: "/kill-switch",
 			Describe: "Let the tenant's proposals through again.",
 			Fields:   []field{{Name: "reason", Label: "Reason", Required: true}},
 			request: func(_ *Server, _ *session, v url.Values) (any, error) {
 				off := false
-				return gateway.OpRequest{Engaged: &off, Reason: v.Get("reason")}, nil
+				return wire.OpRequest{Engaged: &off, Reason: v.Get("reason")}, nil
 			}},
 		{Name: "approve", Label: "Approve", Verb: "approve", Return: "/approvals",
 			Describe: "Approve exactly this action: the approval is bound to its digest, redeemable once, until it expires. The agent's resend of the same action, naming the approval, then proceeds.",
@@ -116,7 +116,7 @@ func approvalRequest(s *Server, _ *session, v url.Values) (any, error) {
 	if expires == "" {
 		expires = approvalExpiries[0]
 	}
-	return gateway.ApproveRequest{ActionDigest: v.Get("action_digest"), Risk: risk, ExpiresIn: expires, Reason: v.Get("reason")}, nil
+	return wire.ApproveRequest{ActionDigest: v.Get("action_digest"), Risk: risk, ExpiresIn: expires, Reason: v.Get("reason")}, nil
 }
 
 // denyBody is the body of the deny verb answering a pending request: the
@@ -133,12 +133,12 @@ func denyRequest(s *Server, sess *session, v url.Values) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ap := a.(gateway.ApproveRequest)
+	ap := a.(wire.ApproveRequest)
 	return denyBody{ActionDigest: ap.ActionDigest, Risk: ap.Risk, Reason: ap.Reason}, nil
 }
 
 func grantRequest(_ *Server, _ *session, v url.Values) (any, error) {
-	return gateway.GrantRequest{Principal: v.Get("principal"), CapabilityID: v.Get("capability_id"), Reason: v.Get("reason")}, nil
+	return wire.GrantRequest{Principal: v.Get("principal"), CapabilityID: v.Get("capability_id"), Reason: v.Get("reason")}, nil
 }
 
 // maxFieldBytes bounds every field of an action.
@@ -179,7 +179,7 @@ func contains(xs []string, x string) bool {
 type confirmView struct {
 	Action  *action
 	Fields  []field
-	Attempt *gateway.AttemptRow
+	Attempt *wire.AttemptRow
 	Request *Approval
 	Problem string
 }
@@ -238,7 +238,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, sess *session) {
 	res := &result{Action: a.Label}
 	req, err := a.request(s, sess, vals)
 	if err == nil {
-		var reply gateway.OpReply
+		var reply wire.OpReply
 		err = sess.call(context.WithoutCancel(r.Context()), a.Verb, req, &reply)
 		if err == nil {
 			*res = describeReply(a.Label, reply)
@@ -254,7 +254,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, sess *session) {
 
 // describeReply turns an ops reply into lines for the operator. A
 // reconciliation is OK only if every attempt it touched was.
-func describeReply(label string, reply gateway.OpReply) result {
+func describeReply(label string, reply wire.OpReply) result {
 	res := result{OK: reply.OK, Action: label, Code: string(reply.Code), Reason: reply.Reason}
 	for _, row := range reply.Settled {
 		line := "attempt " + row.AttemptID

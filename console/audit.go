@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // auditResult is the outcome of verifying the tenant's exported audit
@@ -46,8 +47,8 @@ type checkpointView struct {
 // connection and verifies it against the keys the runtime publishes.
 func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult {
 	res := &auditResult{At: now.UTC().Format(time.RFC3339)}
-	oc := &projections.OpsClient{NC: sess.login.Conns[""], Tenant: sess.tenant, Operator: sess.operator, Timeout: opTimeout}
-	kb, err := oc.File(ctx, projections.VerbAuditKeys, nil)
+	oc := &client.AuditClient{NC: sess.login.Conns[""], Tenant: sess.tenant, Operator: sess.operator, Timeout: opTimeout}
+	kb, err := oc.File(ctx, wire.VerbAuditKeys, nil)
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -68,7 +69,7 @@ func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult
 	for _, w := range ws {
 		res.Witnesses = append(res.Witnesses, w.Name())
 	}
-	e, err := oc.ExportAudit(ctx)
+	e, err := exportEntries(ctx, oc)
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -172,4 +173,10 @@ func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, sess *sessi
 	sess.audit, sess.verifying = res, false
 	sess.mu.Unlock()
 	back(w, r, ret)
+}
+
+// exportEntries fetches the tenant's audit log as the verifier reads it.
+func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+	e, err := c.ExportAudit(ctx)
+	return verifier.Entries(e), err
 }

@@ -1,4 +1,4 @@
-package console
+package console_test
 
 import (
 	"context"
@@ -12,14 +12,15 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/browsertest"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/internal/testing/browsertest"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // The browser tests drive Debian's chromium headless through chromedp
-// (internal/browsertest) against a real runtime and its console.
+// (internal/testing/browsertest) against a real runtime and its console.
 
 // newBrowser starts headless chromium with a fresh profile for one test.
 func newBrowser(t *testing.T) context.Context {
@@ -166,7 +167,7 @@ func TestBrowserApprove(t *testing.T) {
 	agent := e.agent("acme", "agent_email")
 	p := refund(highCap, "big-refund", "ord_900", 50000)
 	r := e.propose(agent, "acme", "agent_email", p)
-	if r.Code != kernel.CodeApprovalRequired {
+	if r.Code != wire.CodeApprovalRequired {
 		t.Fatalf("%+v", r)
 	}
 	browserLogin(t, ctx, e, "acme", "ops_alice")
@@ -186,7 +187,7 @@ func TestBrowserApprove(t *testing.T) {
 		t.Fatalf("no approval id in %q", text(t, ctx, "#flash"))
 	}
 	p["approval_id"], p["operation_key"] = m[1], "big-refund-approved"
-	if r2 := e.propose(agent, "acme", "agent_email", p); r2.Status != kernel.StatusApplied {
+	if r2 := e.propose(agent, "acme", "agent_email", p); r2.Status != wire.StatusApplied {
 		t.Fatalf("resend: %+v", r2)
 	}
 	// The read model may not have folded the settlement yet when the page
@@ -224,7 +225,7 @@ func TestBrowserKillSwitch(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	shot(t, ctx, "kill-switch-engaged")
-	if r := e.propose(e.agent("acme", "agent_email"), "acme", "agent_email", refund(refundCap, "k1", "ord_1", 100)); r.Code != kernel.CodeKillSwitchEngaged {
+	if r := e.propose(e.agent("acme", "agent_email"), "acme", "agent_email", refund(refundCap, "k1", "ord_1", 100)); r.Code != wire.CodeKillSwitchEngaged {
 		t.Fatalf("proposal under the kill switch: %+v", r)
 	}
 	do(t, ctx, "see the banner", chromedp.Navigate(e.con.URL+"/exposure"), chromedp.WaitVisible(chromedp.ID("kill-banner")))
@@ -270,7 +271,7 @@ func TestBrowserForgery(t *testing.T) {
 	if err != nil || status != http.StatusForbidden {
 		t.Fatalf("a post without the token: %d %v", status, err)
 	}
-	var reply gateway.OpReply
+	var reply wire.OpReply
 	if err := e.opCall("kill-switch", struct{}{}, &reply); err != nil || reply.KillSwitch == nil || *reply.KillSwitch {
 		t.Fatalf("the kill switch after the forgeries: %+v %v", reply, err)
 	}
@@ -308,8 +309,8 @@ func TestBrowserPages(t *testing.T) {
 	// The provider then reports the refund applied: the runtime refuses the
 	// contradicting observation and records an incident.
 	e.prov.Settle(r.AttemptID, "succeeded")
-	var reply gateway.OpReply
-	if err := e.opCall("reconcile", gateway.OpRequest{AttemptID: r.AttemptID}, &reply); err != nil {
+	var reply wire.OpReply
+	if err := e.opCall("reconcile", wire.OpRequest{AttemptID: r.AttemptID}, &reply); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("incidents", func(t *testing.T) {
@@ -345,7 +346,7 @@ func TestBrowserPages(t *testing.T) {
 // approval's confirmation page finds it.
 func TestBrowserApprovalsNotBlinded(t *testing.T) {
 	ctx := newBrowser(t)
-	e := startEnvWith(t, func(c *gateway.Config) {
+	e := startEnvWith(t, func(c *config.Config) {
 		for i := range c.Tenants[0].Agents {
 			if a := &c.Tenants[0].Agents[i]; a.ID == "agent_phone" {
 				a.Capabilities = append(a.Capabilities, highCap)
@@ -355,12 +356,12 @@ func TestBrowserApprovalsNotBlinded(t *testing.T) {
 	flood := e.agent("acme", "agent_email")
 	long := strings.Repeat("o", 60<<10)
 	for i := 0; i < 105; i++ {
-		if r := e.propose(flood, "acme", "agent_email", refund(highCap, fmt.Sprint("flood-", i), fmt.Sprint(long, i), 100)); r.Code != kernel.CodeApprovalRequired {
+		if r := e.propose(flood, "acme", "agent_email", refund(highCap, fmt.Sprint("flood-", i), fmt.Sprint(long, i), 100)); r.Code != wire.CodeApprovalRequired {
 			t.Fatalf("flood %d: %+v", i, r)
 		}
 	}
 	mine := e.propose(e.agent("acme", "agent_phone"), "acme", "agent_phone", refund(highCap, "phone-refund", "ord_77", 500))
-	if mine.Code != kernel.CodeApprovalRequired {
+	if mine.Code != wire.CodeApprovalRequired {
 		t.Fatalf("agent_phone's request: %+v", mine)
 	}
 	browserLogin(t, ctx, e, "acme", "ops_alice")

@@ -5,8 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/config"
 )
 
 const baseConfig = `
@@ -34,7 +33,7 @@ func TestConsoleConfig(t *testing.T) {
 		{"client certificate with the embedded server", "[console]\nlisten = \"127.0.0.1:0\"\nnats_tls_cert_file = \"c.pem\"\nnats_tls_key_file = \"k.pem\"", "external deployment"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := gateway.ParseConfig([]byte(baseConfig + tc.section))
+			cfg, err := config.Parse([]byte(baseConfig + tc.section))
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -82,21 +81,5 @@ func checkForm(t *testing.T, a *action, v url.Values) {
 		if problem == "" && fl.Required && fl.Value == "" {
 			t.Fatalf("%s: required field %s accepted empty", a.Name, fl.Name)
 		}
-	}
-}
-
-// TestBootNeedsConsole: a runtime configured with a console address does
-// not boot without a console to start.
-func TestBootNeedsConsole(t *testing.T) {
-	cfg, err := gateway.ParseConfig([]byte(strings.Replace(baseConfig, "/tmp/x", t.TempDir(), 1) + "[console]\nlisten = \"127.0.0.1:0\"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.NATS.Listen = "127.0.0.1:0"
-	if rt, err := daemon.Boot(cfg, daemon.BootOptions{}); err == nil || !strings.Contains(err.Error(), "BootOptions.Console") {
-		if rt != nil {
-			rt.Close()
-		}
-		t.Fatalf("boot without a console: %v", err)
 	}
 }

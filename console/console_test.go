@@ -1,4 +1,4 @@
-package console
+package console_test
 
 import (
 	"bufio"
@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -192,7 +194,7 @@ func TestConsoleTenantIsolation(t *testing.T) {
 		}
 	}
 	status, page := bob.post("/act/close-attempt?tenant=acme", url.Values{"csrf": {csrf}, "attempt_id": {r.AttemptID}, "tenant": {"acme"}}, nil)
-	if status != http.StatusOK || !strings.Contains(page, string(kernel.CodeAttemptUnknown)) {
+	if status != http.StatusOK || !strings.Contains(page, string(wire.CodeAttemptUnknown)) {
 		t.Fatalf("globex closing acme's attempt: %d\n%s", status, page)
 	}
 	alice := e.client()
@@ -200,8 +202,8 @@ func TestConsoleTenantIsolation(t *testing.T) {
 	wantCells(t, row(t, page, "ord_881"), "100,000", "0", "15,000", "85,000")
 	// The console cannot be made to publish on another tenant's subject
 	// either: the operator's own connection may not (the NATS server refuses).
-	forged := &Login{Tenant: "acme", Operator: "ops_bob", Conns: map[string]*nats.Conn{"": sessionConn(t, e, bob)}}
-	var reply gateway.OpReply
+	forged := &console.Login{Tenant: "acme", Operator: "ops_bob", Conns: map[string]*nats.Conn{"": sessionConn(t, e, bob)}}
+	var reply wire.OpReply
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := forged.Call(ctx, "", "exposure", struct{}{}, &reply); err == nil {
@@ -214,9 +216,9 @@ func sessionConn(t testing.TB, e *env, c *client) *nats.Conn {
 	t.Helper()
 	u, _ := url.Parse(e.con.URL)
 	for _, ck := range c.hc.Jar.Cookies(u) {
-		if ck.Name == cookieName {
-			if s, ok := e.con.sessions.Get(ck.Value); ok {
-				return s.State.login.Conns[""]
+		if ck.Name == console.CookieName {
+			if l, ok := e.con.SessionLogin(ck.Value); ok {
+				return l.Conns[""]
 			}
 		}
 	}
@@ -245,7 +247,7 @@ func TestConsoleKillSwitch(t *testing.T) {
 		return strings.Contains(page, `engaged</b> by <b>ops_alice</b>`) && strings.Contains(page, "provider incident INC-42")
 	})
 	agent := e.agent("acme", "agent_email")
-	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "k1", "ord_1", 100)); r.Code != kernel.CodeKillSwitchEngaged {
+	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "k1", "ord_1", 100)); r.Code != wire.CodeKillSwitchEngaged {
 		t.Fatalf("proposal under the kill switch: %+v", r)
 	}
 	if _, page := c.get("/exposure"); !strings.Contains(page, `id="kill-banner"`) {
@@ -255,7 +257,7 @@ func TestConsoleKillSwitch(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(page, "<b>Released</b>") {
 		t.Fatalf("release: %d\n%s", status, page)
 	}
-	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "k2", "ord_1", 100)); r.Status != kernel.StatusApplied {
+	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "k2", "ord_1", 100)); r.Status != wire.StatusApplied {
 		t.Fatalf("proposal after release: %+v", r)
 	}
 }
@@ -316,7 +318,7 @@ func TestConsoleEscapes(t *testing.T) {
 	e := startEnv(t)
 	evil := `<script>alert("x")</script>`
 	r := e.propose(e.agent("acme", "agent_email"), "acme", "agent_email", refund(refundCap, "evil", evil, 100))
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)
 	}
 	c := e.client()
@@ -354,27 +356,11 @@ func TestConsoleAudit(t *testing.T) {
 	}
 }
 
-// TestConsoleNextStepsKnown: every next safe step the kernel names has its
-// actions here, so no open hold is shown without a way forward.
-func TestConsoleNextStepsKnown(t *testing.T) {
-	for _, s := range []kernel.ReceiptState{kernel.StateReserved, kernel.StateStarted, kernel.StateHeld} {
-		as := actionsOf[s.NextSafeStep()]
-		if len(as) == 0 {
-			t.Fatalf("state %s: no console action for %q", s, s.NextSafeStep())
-		}
-		for _, a := range as {
-			if actions[a] == nil {
-				t.Fatalf("state %s names unknown action %s", s, a)
-			}
-		}
-	}
-}
-
 // TestConsoleSessionBound: beyond max_sessions of one tenant a login of
 // that tenant ends the tenant's least recently used session, and its NATS
 // connection; another tenant's session stays.
 func TestConsoleSessionBound(t *testing.T) {
-	e := startEnvWith(t, func(c *gateway.Config) { c.Console.MaxSessions = 2 })
+	e := startEnvWith(t, func(c *config.Config) { c.Console.MaxSessions = 2 })
 	bob := e.client()
 	bob.login("globex", "ops_bob")
 	first, second, third := e.client(), e.client(), e.client()
@@ -382,8 +368,8 @@ func TestConsoleSessionBound(t *testing.T) {
 	nc := sessionConn(t, e, first)
 	second.login("acme", "ops_alice")
 	third.login("acme", "ops_alice")
-	if n, a, g := e.con.sessions.Count(), e.con.sessions.TenantCount("acme"), e.con.sessions.TenantCount("globex"); n != 3 || a != 2 || g != 1 {
-		t.Fatalf("%d sessions: %d of acme, %d of globex", n, a, g)
+	if n, each := e.con.SessionCounts("acme", "globex"); n != 3 || each[0] != 2 || each[1] != 1 {
+		t.Fatalf("%d sessions: %d of acme, %d of globex", n, each[0], each[1])
 	}
 	if _, page := first.get("/exposure"); !strings.Contains(page, `action="/login"`) {
 		t.Fatal("acme's least recently used session survived")
@@ -410,7 +396,7 @@ func TestConsoleSessionBound(t *testing.T) {
 // still, so no bucket refills during the test.
 func TestConsoleLoginLimit(t *testing.T) {
 	now := time.Now()
-	e := startEnvOpts(t, nil, func(o *Options) { o.Now = func() time.Time { return now } })
+	e := startEnvOpts(t, nil, func(o *console.Options) { o.Now = func() time.Time { return now } })
 	c := e.client()
 	try := func(tenant, operator, password string) (int, string) {
 		t.Helper()
@@ -439,32 +425,6 @@ func TestConsoleLoginLimit(t *testing.T) {
 	}
 }
 
-// TestWriteEvent: a carriage return in the data (a resource id an agent
-// chose) cannot start a field of the server-sent event.
-func TestWriteEvent(t *testing.T) {
-	var b strings.Builder
-	writeEvent(&b, "live", []byte("<td>x\revent: ended\r\ndata: y\rid: 7</td>\nnext"))
-	for _, line := range strings.Split(b.String(), "\n") {
-		if strings.Contains(line, "\r") || (line != "" && !strings.HasPrefix(line, "data: ") && line != "event: live") {
-			t.Fatalf("line %q in\n%q", line, b.String())
-		}
-	}
-}
-
-func TestHoldAge(t *testing.T) {
-	for _, c := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"}, {59 * time.Second, "59s"}, {time.Minute, "1m"}, {59*time.Minute + 59*time.Second, "59m"},
-		{time.Hour, "1h00m"}, {47*time.Hour + 5*time.Minute, "47h05m"}, {48 * time.Hour, "2d"}, {400 * time.Hour, "16d"},
-	} {
-		if got := holdAge(c.d); got != c.want {
-			t.Errorf("holdAge(%v) = %q, want %q", c.d, got, c.want)
-		}
-	}
-}
-
 // TestConsoleAuditWitness: with a witness configured, the audit page names
 // it and shows that its cosignature of the newest checkpoint verified.
 func TestConsoleAuditWitness(t *testing.T) {
@@ -477,9 +437,9 @@ func TestConsoleAuditWitness(t *testing.T) {
 		t.Fatal(err)
 	}
 	tw := testenv.Witness(t, "acme", codec.NewSigner(runtimeKey).Key.Public().(ed25519.PublicKey))
-	e := startEnvWith(t, func(c *gateway.Config) {
+	e := startEnvWith(t, func(c *config.Config) {
 		c.Runtime.KeyFile = keyFile
-		c.Runtime.Witnesses = []gateway.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
+		c.Runtime.Witnesses = []config.WitnessConfig{{URL: tw.URL, Key: tw.Key}}
 	})
 	e.propose(e.agent("acme", "agent_email"), "acme", "agent_email", refund(refundCap, "w1", "ord_7", 100))
 	c := e.client()

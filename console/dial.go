@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -45,8 +45,8 @@ func (d Dialer) Dial(ctx context.Context, tenant, operator, password string) (*n
 	if name == "" {
 		name = "contextos-operator"
 	}
-	opts := []nats.Option{nats.Name(name), nats.UserInfo(gateway.UserName(tenant, operator), password),
-		nats.CustomInboxPrefix(gateway.InboxPrefix(tenant, operator)), nats.Timeout(5 * time.Second), nats.MaxReconnects(-1),
+	opts := []nats.Option{nats.Name(name), nats.UserInfo(wire.UserName(tenant, operator), password),
+		nats.CustomInboxPrefix(wire.InboxPrefix(tenant, operator)), nats.Timeout(5 * time.Second), nats.MaxReconnects(-1),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
 				select {
@@ -74,7 +74,7 @@ func (d Dialer) Dial(ctx context.Context, tenant, operator, password string) (*n
 		case <-ctx.Done():
 		}
 	}()
-	var reply gateway.OpReply
+	var reply wire.OpReply
 	if err := call(ctx, nc, tenant, operator, "kill-switch", struct{}{}, &reply); err != nil || !reply.OK {
 		nc.Close()
 		return nil, ErrNotOperator

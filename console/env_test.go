@@ -1,4 +1,4 @@
-package console
+package console_test
 
 import (
 	"context"
@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/gatewaytest"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/console"
+	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/gatewaytest"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -29,7 +31,7 @@ type env struct {
 	t    testing.TB
 	rt   *daemon.Runtime
 	prov *provider.Server
-	con  *Server
+	con  *console.Server
 }
 
 func startEnv(t testing.TB) *env {
@@ -38,14 +40,14 @@ func startEnv(t testing.TB) *env {
 }
 
 // startEnvWith is startEnv with the configuration edited before boot.
-func startEnvWith(t testing.TB, edit func(*gateway.Config)) *env {
+func startEnvWith(t testing.TB, edit func(*config.Config)) *env {
 	t.Helper()
 	return startEnvOpts(t, edit, nil)
 }
 
 // startEnvOpts is startEnvWith with the console's options edited before
 // it starts.
-func startEnvOpts(t testing.TB, edit func(*gateway.Config), opts func(*Options)) *env {
+func startEnvOpts(t testing.TB, edit func(*config.Config), opts func(*console.Options)) *env {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -54,44 +56,44 @@ func startEnvOpts(t testing.TB, edit func(*gateway.Config), opts func(*Options))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if edit != nil {
 		edit(cfg)
 	}
-	// The runtime starts the console, as contextosd's console.Boot does,
-	// with a faster live poll.
-	var con *Server
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{Console: func(rt *daemon.Runtime) (string, func() error, error) {
-		o := Options{Config: rt.Config.Console, NATSURL: rt.URL, Manifest: rt.Config, Poll: 100 * time.Millisecond}
-		if opts != nil {
-			opts(&o)
-		}
-		var err error
-		if con, err = Start(o); err != nil {
-			return "", nil, err
-		}
-		return con.URL, func() error { con.Close(); return nil }, nil
-	}})
+	// The test starts the console itself, as the runtime does, with a
+	// faster live poll; the runtime serves none of its own.
+	section := cfg.Console
+	cfg.Console.Listen = ""
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	if rt.ConsoleURL != con.URL {
-		t.Fatalf("runtime's console URL %q, console's %q", rt.ConsoleURL, con.URL)
+	if rt.ConsoleURL != "" {
+		t.Fatalf("the runtime serves a console at %s without console.listen", rt.ConsoleURL)
 	}
+	o := console.Options{Config: section, NATSURL: rt.URL, Manifest: rt.Config, Poll: 100 * time.Millisecond}
+	if opts != nil {
+		opts(&o)
+	}
+	con, err := console.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(con.Close)
 	return &env{t: t, rt: rt, prov: prov, con: con}
 }
 
 // agent connects as an agent with its own inbox prefix.
 func (e *env) agent(tenant, principal string) *nats.Conn {
 	e.t.Helper()
-	return gatewaytest.Connect(e.t, e.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal)
+	return gatewaytest.Connect(e.t, e.rt.URL, passwords[wire.UserName(tenant, principal)], tenant, principal)
 }
 
-func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) gateway.Reply {
+func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) wire.Reply {
 	e.t.Helper()
 	return gatewaytest.Propose(e.t, nc, tenant, principal, body)
 }
@@ -105,7 +107,7 @@ const refundCap = "adp_payments.issue_refund"
 
 // pendingHold proposes a refund the provider answers pending: an open hold
 // on ord_881.
-func (e *env) pendingHold(amount int64) gateway.Reply {
+func (e *env) pendingHold(amount int64) wire.Reply {
 	e.t.Helper()
 	e.prov.Script(provider.Pending)
 	r := e.propose(e.agent("acme", "agent_phone"), "acme", "agent_phone", refund(refundCap, "refund-ord_881-partial", "ord_881", amount))
@@ -210,11 +212,12 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // opCall sends an operator verb as acme's ops_alice, outside the console.
 func (e *env) opCall(verb string, req, out any) error {
-	user := gateway.UserName("acme", "ops_alice")
-	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(gateway.InboxPrefix("acme", "ops_alice")))
+	user := wire.UserName("acme", "ops_alice")
+	nc, err := nats.Connect(e.rt.URL, nats.UserInfo(user, passwords[user]), nats.CustomInboxPrefix(wire.InboxPrefix("acme", "ops_alice")))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	return call(context.Background(), nc, "acme", "ops_alice", verb, req, out)
+	l := &console.Login{Tenant: "acme", Operator: "ops_alice", Conns: map[string]*nats.Conn{"": nc}}
+	return l.Call(context.Background(), "", verb, req, out)
 }

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // pageRows is how many rows a page asks the runtime for, a page of each
@@ -29,7 +29,7 @@ const maxFindPages = 100
 
 // exposureRow is one resource's balances with its bar.
 type exposureRow struct {
-	gateway.ExposureRow
+	wire.ExposureRow
 	Unit         string
 	CommittedPct string // the bar's segments, in percent of the limit
 	HeldPct      string
@@ -39,7 +39,7 @@ type exposureRow struct {
 // holdRow is an open attempt with the actions the daemon's next safe step
 // names for it.
 type holdRow struct {
-	gateway.AttemptRow
+	wire.AttemptRow
 	Actions []string
 	Age     string // since the reservation, as this console's clock reads it
 }
@@ -111,13 +111,13 @@ func percent(part, whole int64) float64 {
 func (s *Server) exposure(ctx context.Context, sess *session, cursor, holds string) exposureView {
 	v := exposureView{At: s.o.Now().UTC().Format(time.RFC3339), Cursor: cursor, HoldsCursor: holds,
 		Live: "/exposure/live" + exposureQuery(cursor, holds)}
-	var exp, att, ks gateway.OpReply
+	var exp, att, ks wire.OpReply
 	for _, c := range []struct {
 		verb string
-		req  gateway.OpRequest
-		out  *gateway.OpReply
-	}{{"exposure", gateway.OpRequest{Limit: pageRows, Cursor: cursor}, &exp}, {"attempts", gateway.OpRequest{Limit: pageRows, Cursor: holds}, &att},
-		{"kill-switch", gateway.OpRequest{}, &ks}} {
+		req  wire.OpRequest
+		out  *wire.OpReply
+	}{{"exposure", wire.OpRequest{Limit: pageRows, Cursor: cursor}, &exp}, {"attempts", wire.OpRequest{Limit: pageRows, Cursor: holds}, &att},
+		{"kill-switch", wire.OpRequest{}, &ks}} {
 		if err := sess.call(ctx, c.verb, c.req, c.out); err != nil {
 			v.Error = err.Error()
 			return v
@@ -244,7 +244,7 @@ type killSwitchView struct {
 
 func (s *Server) killSwitchPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	p := s.page(sess, "kill-switch", "Kill switch", nil)
-	var reply gateway.OpReply
+	var reply wire.OpReply
 	err := sess.call(r.Context(), "kill-switch", struct{}{}, &reply)
 	v := killSwitchView{}
 	switch {
@@ -266,7 +266,7 @@ func (s *Server) killSwitchPage(w http.ResponseWriter, r *http.Request, sess *se
 
 // Approval is one proposal refused approval_required, waiting for an
 // operator: a row of the approvals verb's reply.
-type Approval struct{ gateway.PendingApproval }
+type Approval struct{ wire.PendingApproval }
 
 // ArgumentsText is the arguments indented for reading, at most 4 KiB. The
 // runtime shows a string over 256 bytes shortened, followed by its SHA-256,
@@ -286,15 +286,6 @@ func (a Approval) ArgumentsText() string {
 	return b.String()
 }
 
-// ApprovalsReply is the reply of the approvals verb: a page.
-type ApprovalsReply struct {
-	OK         bool        `json:"ok"`
-	Code       kernel.Code `json:"code,omitempty"`
-	Reason     string      `json:"reason,omitempty"`
-	Approvals  []Approval  `json:"approvals"`
-	NextCursor string      `json:"next_cursor,omitempty"`
-}
-
 type approvalsView struct {
 	Rows      []Approval
 	Cursor    string // of this page; "" the first
@@ -309,14 +300,23 @@ var approvalExpiries = []string{"15m", "1h", "4h", "24h"}
 // approvals reads the page of pending approvals at cursor and the cursor
 // of the next.
 func (s *Server) approvals(ctx context.Context, sess *session, cursor string) ([]Approval, string, error) {
-	var reply ApprovalsReply
-	if err := sess.call(ctx, "approvals", gateway.ListRequest{Limit: pageRows, Cursor: cursor}, &reply); err != nil {
+	var reply wire.OpReply
+	if err := sess.call(ctx, wire.VerbApprovals, wire.ListRequest{Limit: pageRows, Cursor: cursor}, &reply); err != nil {
 		return nil, "", err
 	}
 	if !reply.OK {
 		return nil, "", fmt.Errorf("approvals refused: %s: %s", reply.Code, reply.Reason)
 	}
-	return reply.Approvals, reply.NextCursor, nil
+	return Approvals(reply.Approvals), reply.NextCursor, nil
+}
+
+// Approvals wraps the rows of an approvals reply.
+func Approvals(rows []wire.PendingApproval) []Approval {
+	out := make([]Approval, len(rows))
+	for i, r := range rows {
+		out[i] = Approval{r}
+	}
+	return out
 }
 
 // findApproval pages through the pending approvals for the request of an
@@ -352,28 +352,17 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request, sess *ses
 	s.render(w, http.StatusOK, "approvals", p)
 }
 
-// Incident is one incident: a row of the incidents verb's reply.
-type Incident = gateway.Incident
-
-type incidentsReply struct {
-	OK         bool        `json:"ok"`
-	Code       kernel.Code `json:"code,omitempty"`
-	Reason     string      `json:"reason,omitempty"`
-	Incidents  []Incident  `json:"incidents"`
-	NextCursor string      `json:"next_cursor,omitempty"`
-}
-
 type incidentsView struct {
-	Rows   []Incident
+	Rows   []wire.Incident
 	Cursor string // of this page; "" the first
 	Next   string // of the next page; "" after the last
 }
 
 func (s *Server) incidentsPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	p := s.page(sess, "incidents", "Incidents", nil)
-	var reply incidentsReply
+	var reply wire.OpReply
 	v := incidentsView{Cursor: r.URL.Query().Get("cursor")}
-	if err := sess.call(r.Context(), "incidents", gateway.ListRequest{Limit: pageRows, Cursor: v.Cursor}, &reply); err != nil {
+	if err := sess.call(r.Context(), wire.VerbIncidents, wire.ListRequest{Limit: pageRows, Cursor: v.Cursor}, &reply); err != nil {
 		p.Error = err.Error()
 	} else if !reply.OK {
 		p.Error = fmt.Sprintf("incidents refused: %s: %s", reply.Code, reply.Reason)
@@ -457,15 +446,15 @@ var errNoSuchAttempt = errors.New("no open attempt has this id")
 
 // openAttempt finds one open attempt of the session's tenant, paging
 // through the open attempts.
-func (s *Server) openAttempt(ctx context.Context, sess *session, id string) (gateway.AttemptRow, error) {
+func (s *Server) openAttempt(ctx context.Context, sess *session, id string) (wire.AttemptRow, error) {
 	cursor := ""
 	for range maxFindPages {
-		var reply gateway.OpReply
-		if err := sess.call(ctx, "attempts", gateway.OpRequest{Limit: gateway.MaxPageLimit, Cursor: cursor}, &reply); err != nil {
-			return gateway.AttemptRow{}, err
+		var reply wire.OpReply
+		if err := sess.call(ctx, "attempts", wire.OpRequest{Limit: wire.MaxPageLimit, Cursor: cursor}, &reply); err != nil {
+			return wire.AttemptRow{}, err
 		}
 		if !reply.OK {
-			return gateway.AttemptRow{}, fmt.Errorf("attempts refused: %s: %s", reply.Code, reply.Reason)
+			return wire.AttemptRow{}, fmt.Errorf("attempts refused: %s: %s", reply.Code, reply.Reason)
 		}
 		for _, a := range reply.Attempts {
 			if a.AttemptID == id {
@@ -477,7 +466,7 @@ func (s *Server) openAttempt(ctx context.Context, sess *session, id string) (gat
 		}
 		cursor = reply.NextCursor
 	}
-	return gateway.AttemptRow{}, errNoSuchAttempt
+	return wire.AttemptRow{}, errNoSuchAttempt
 }
 
 // group writes an integer with thousands separators.

@@ -17,8 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
@@ -31,8 +30,8 @@ var staticFS embed.FS
 
 // Options configure a console.
 type Options struct {
-	// Config is the [console] section (validated: gateway.ParseConfig).
-	Config gateway.ConsoleConfig
+	// Config is the [console] section (validated: config.Parse).
+	Config config.ConsoleConfig
 	// NATSURL is where operators' connections go: the runtime's URL.
 	NATSURL string
 	// TLS is the TLS configuration of the operators' connections (nil:
@@ -44,7 +43,7 @@ type Options struct {
 	// tenant's agents from it, for display only, and its tenants, the
 	// only ones that get a login bucket (without it every login is
 	// refused).
-	Manifest *gateway.Config
+	Manifest *config.Config
 	Logger   *slog.Logger
 	// Now is the clock of sessions and login buckets (default time.Now).
 	Now func() time.Time
@@ -126,20 +125,6 @@ func Start(o Options) (*Server, error) {
 		}
 	}()
 	return s, nil
-}
-
-// Boot starts the console of a booted runtime from its [console] section:
-// a daemon.ConsoleStarter (contextosd passes it in daemon.BootOptions).
-func Boot(rt *daemon.Runtime) (string, func() error, error) {
-	tc, err := OperatorTLS(rt.Config)
-	if err != nil {
-		return "", nil, err
-	}
-	s, err := Start(Options{Config: rt.Config.Console, NATSURL: rt.URL, TLS: tc, Manifest: rt.Config})
-	if err != nil {
-		return "", nil, err
-	}
-	return s.URL, func() error { s.Close(); return nil }, nil
 }
 
 // Close stops serving and ends every session.
@@ -319,8 +304,8 @@ func ValidLogin(tenant, operator, password string) error {
 // OperatorTLS is the TLS configuration of a console's operator
 // connections: the runtime's nats.tls_ca_file and the console's
 // nats_tls_cert_file and nats_tls_key_file; nil when none is set.
-func OperatorTLS(cfg *gateway.Config) (*tls.Config, error) {
-	tc, err := gateway.LoadTLS(cfg.NATS.TLSCAFile, cfg.Console.NATSTLSCertFile, cfg.Console.NATSTLSKeyFile)
+func OperatorTLS(cfg *config.Config) (*tls.Config, error) {
+	tc, err := config.LoadTLS(cfg.NATS.TLSCAFile, cfg.Console.NATSTLSCertFile, cfg.Console.NATSTLSKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"
 )
@@ -141,7 +141,7 @@ func call(ctx context.Context, nc *nats.Conn, tenant, operator, verb string, req
 	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	m, err := nc.RequestWithContext(ctx, gateway.OpSubject(tenant, verb, operator), body)
+	m, err := nc.RequestWithContext(ctx, wire.OpSubject(tenant, verb, operator), body)
 	if err != nil {
 		return fmt.Errorf("%s: %w: %v", verb, errUnreachable, err)
 	}

@@ -1,4 +1,4 @@
-package console
+package console_test
 
 import (
 	"crypto/x509"
@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/console"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/testenv"
 )
 
 // TestConsoleNATSTLS: a runtime on a NATS server that speaks only TLS, with
@@ -36,7 +38,7 @@ func TestConsoleNATSTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +52,14 @@ func TestConsoleNATSTLS(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{Console: Boot})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
+	if rt.ConsoleURL == "" {
+		t.Fatal("the runtime serves no console with console.listen set")
+	}
 	if rt.URL != srv.ClientURL() || !strings.HasPrefix(rt.URL, "tls://") {
 		t.Fatalf("the runtime is not on the TLS server: %s", rt.URL)
 	}
@@ -64,11 +69,11 @@ func TestConsoleNATSTLS(t *testing.T) {
 		t.Fatalf("the operator's page over TLS:\n%s", page)
 	}
 
-	noCA, err := OperatorTLS(&gateway.Config{Console: cfg.Console})
+	noCA, err := console.OperatorTLS(&config.Config{Console: cfg.Console})
 	if err != nil {
 		t.Fatal(err)
 	}
-	noCert, err := OperatorTLS(&gateway.Config{NATS: gateway.NATSConfig{TLSCAFile: n.TLSCAFile}})
+	noCert, err := console.OperatorTLS(&config.Config{NATS: config.NATSConfig{TLSCAFile: n.TLSCAFile}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,16 +81,16 @@ func TestConsoleNATSTLS(t *testing.T) {
 	// TLS 1.3 the client may see that only as the connection closing.
 	for _, tc := range []struct {
 		name, want string
-		o          Options
+		o          console.Options
 	}{
-		{"without the CA", "certificate signed by unknown authority", Options{TLS: noCA}},
-		{"without TLS", "certificate signed by unknown authority", Options{}},
-		{"without a client certificate", "tls", Options{TLS: noCert}},
+		{"without the CA", "certificate signed by unknown authority", console.Options{TLS: noCA}},
+		{"without TLS", "certificate signed by unknown authority", console.Options{}},
+		{"without a client certificate", "tls", console.Options{TLS: noCert}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.o
-			o.Config, o.NATSURL, o.Manifest = gateway.ConsoleConfig{Listen: "127.0.0.1:0"}, rt.URL, cfg
-			con, err := Start(o)
+			o.Config, o.NATSURL, o.Manifest = config.ConsoleConfig{Listen: "127.0.0.1:0"}, rt.URL, cfg
+			con, err := console.Start(o)
 			if err != nil {
 				t.Fatal(err)
 			}

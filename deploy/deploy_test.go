@@ -1,8 +1,3 @@
-// Package deploy holds the deployment files (the Dockerfile, the compose
-// cluster, the Kubernetes manifests, the systemd unit); its tests check that
-// each parses, that the configurations in them are ones contextosd accepts,
-// and that the Dockerfile's build makes a static binary. Nothing here runs
-// docker or kubectl.
 package deploy
 
 import (
@@ -18,7 +13,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 )
@@ -213,7 +209,7 @@ func TestCompose(t *testing.T) {
 		users[u.Username] = u.Password
 	}
 
-	cfg, err := gateway.LoadConfig("compose/contextosd.toml")
+	cfg, err := config.Load("compose/contextosd.toml")
 	if err != nil {
 		t.Fatalf("contextosd.toml: %v", err)
 	}
@@ -229,7 +225,7 @@ func TestCompose(t *testing.T) {
 	want := map[string]string{cfg.NATS.User: cfg.NATS.Password, cfg.NATS.ReplyUser: cfg.NATS.ReplyPassword}
 	for _, tc := range cfg.Tenants {
 		for _, p := range append(tc.Agents, tc.Operators...) {
-			want[gateway.UserName(tc.ID, p.ID)] = p.Password
+			want[wire.UserName(tc.ID, p.ID)] = p.Password
 		}
 	}
 	for u, pw := range want {
@@ -310,7 +306,7 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("no %s", k)
 		}
 	}
-	cfg, err := gateway.ParseConfig([]byte(byKind["Secret"].StringData["contextos.toml"]))
+	cfg, err := config.Parse([]byte(byKind["Secret"].StringData["contextos.toml"]))
 	if err != nil {
 		t.Fatalf("the configuration Secret: %v", err)
 	}

@@ -1,5 +1,3 @@
-// Package docs holds the project's documentation; its test keeps the
-// references complete.
 package docs
 
 import (
@@ -8,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 func TestErrorCodesDocumented(t *testing.T) {
@@ -15,7 +14,7 @@ func TestErrorCodesDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range kernel.Codes {
+	for _, c := range wire.Codes {
 		if !strings.Contains(string(b), "| `"+string(c)+"` |") {
 			t.Errorf("error code %s is not in docs/errors.md", c)
 		}

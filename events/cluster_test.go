@@ -10,7 +10,7 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/storetest"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

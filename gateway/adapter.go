@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -64,19 +65,19 @@ type Adapter interface {
 
 // HTTPAdapter calls an HTTP provider under a recovery contract.
 type HTTPAdapter struct {
-	Cap      *CapabilityConfig
+	Cap      *config.CapabilityConfig
 	Contract kernel.RecoveryContract
 	Client   *http.Client
 }
 
 // NewHTTPAdapter returns the adapter of an http capability.
-func NewHTTPAdapter(cp *CapabilityConfig) *HTTPAdapter {
+func NewHTTPAdapter(cp *config.CapabilityConfig) *HTTPAdapter {
 	r := cp.Recovery
 	return &HTTPAdapter{
 		Cap: cp,
 		Contract: kernel.RecoveryContract{Completion: r.Completion, Applied: r.Applied, NotApplied: r.NotApplied,
 			Pending: r.Pending, NotAppliedStatuses: r.NotAppliedStatuses},
-		Client: &http.Client{Timeout: cp.HTTP.Timeout.Duration, Transport: providerTransport(cp.HTTP.tls),
+		Client: &http.Client{Timeout: cp.HTTP.Timeout.Duration, Transport: providerTransport(cp.HTTP.TLS()),
 			// A redirect is the provider's answer, not an instruction to
 			// send the call (and its credentials) somewhere else: the 3xx is
 			// classified as it is (unknown, unless the contract says more).
@@ -144,7 +145,7 @@ func (a *HTTPAdapter) call(name string, classify func(kernel.ProviderReply) (ker
 		if err != nil {
 			return Observation{Outcome: kernel.OutcomeUnknown, Ref: clip("request: " + err.Error()), Failure: FailureRequest}
 		}
-		for k, v := range a.Cap.HTTP.headers {
+		for k, v := range a.Cap.HTTP.HeaderValues() {
 			req.Header[k] = v
 		}
 		var gotConn, dialFailed atomic.Bool

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -16,13 +17,13 @@ import (
 // list, is unknown. Each call is its own MCP session, so a broken
 // connection never leaves a half-open session behind.
 type MCPAdapter struct {
-	Cap      *CapabilityConfig
+	Cap      *config.CapabilityConfig
 	Contract kernel.RecoveryContract
 	Client   *http.Client
 }
 
 // NewMCPAdapter returns the adapter of an mcp capability.
-func NewMCPAdapter(cp *CapabilityConfig) *MCPAdapter {
+func NewMCPAdapter(cp *config.CapabilityConfig) *MCPAdapter {
 	r := cp.Recovery
 	return &MCPAdapter{
 		Cap:      cp,

@@ -3,13 +3,13 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -45,10 +45,10 @@ func TestMCPAdapterContract(t *testing.T) {
 	dead.Close()
 
 	adapter := func(url string) *MCPAdapter {
-		cp := &CapabilityConfig{ID: "pay", Effectful: true, Adapter: "mcp",
-			MCP:      MCPToolConfig{URL: url, Tool: "pay", IdempotencyArgument: "idem", Timeout: Duration{2 * time.Second}},
-			Recovery: RecoveryConfig{Completion: "/payment/state", Applied: []string{"captured"}, NotApplied: []string{"declined"}, Pending: []string{"processing"}}}
-		if err := cp.validateMCPManifest(); err != nil {
+		cp := &config.CapabilityConfig{ID: "pay", Effectful: true, Adapter: "mcp",
+			MCP:      config.MCPToolConfig{URL: url, Tool: "pay", IdempotencyArgument: "idem", Timeout: config.Duration{Duration: 2 * time.Second}},
+			Recovery: config.RecoveryConfig{Completion: "/payment/state", Applied: []string{"captured"}, NotApplied: []string{"declined"}, Pending: []string{"processing"}}}
+		if err := cp.ValidateMCP(); err != nil {
 			t.Fatal(err)
 		}
 		return NewMCPAdapter(cp)
@@ -84,80 +84,13 @@ func TestMCPAdapterContract(t *testing.T) {
 	}
 	// A read-only capability declares no contract: its result is applied,
 	// its error result not applied.
-	lookup := &CapabilityConfig{ID: "lookup", Adapter: "mcp", MCP: MCPToolConfig{URL: hs.URL, Tool: "pay"}}
-	if err := lookup.validateMCPManifest(); err != nil {
+	lookup := &config.CapabilityConfig{ID: "lookup", Adapter: "mcp", MCP: config.MCPToolConfig{URL: hs.URL, Tool: "pay"}}
+	if err := lookup.ValidateMCP(); err != nil {
 		t.Fatal(err)
 	}
 	for answer, want := range map[string]kernel.Outcome{"on_hold": kernel.OutcomeApplied, "error-bare": kernel.OutcomeNotApplied} {
 		if obs := NewMCPAdapter(lookup).Dispatch(context.Background(), "att_2", json.RawMessage(`{"answer":"`+answer+`"}`)); obs.Outcome != want {
 			t.Fatalf("read-only %s: %+v, want %s", answer, obs, want)
 		}
-	}
-}
-
-func TestMCPConfigValidation(t *testing.T) {
-	base := `[nats]
-data_dir = "d"
-[[tenants]]
-id = "acme"
-  [[tenants.agents]]
-  id = "a1"
-  password = "p"
-  %s
-  [[tenants.agents]]
-  id = "a2"
-  password = "p"
-  %s
-  [[tenants.operators]]
-  id = "o1"
-  password = "p"
-  %s
-[[capabilities]]
-id = "%s"
-adapter = "%s"
-effectful = true
-%s
-%s
-`
-	mcpCap := `  [capabilities.mcp]
-  url = "http://127.0.0.1:9/mcp"
-  tool = "pay"
-  [capabilities.recovery]
-  completion = "/s"
-  applied = ["ok"]
-  not_applied = ["no"]`
-	tok := `mcp_token = "0123456789abcdef01234567"`
-	cases := []struct {
-		name                   string
-		a1, a2, op             string
-		capID, adapter, schema string
-		cap, mcp               string
-		ok                     bool
-	}{
-		{"mcp adapter", tok, "", "", "pay", "mcp", "", mcpCap, "", true},
-		{"mcp gateway on", tok, "", "", "pay", "mcp", "", mcpCap, "[mcp]\nlisten = \"127.0.0.1:0\"\nallowed_origins = [\"http://localhost:3000\"]", true},
-		{"arguments schema", tok, "", "", "pay", "mcp", `arguments_schema = '{"type":"object"}'`, mcpCap, "", true},
-		{"schema not an object", tok, "", "", "pay", "mcp", `arguments_schema = '{"type":"string"}'`, mcpCap, "", false},
-		{"schema not JSON", tok, "", "", "pay", "mcp", `arguments_schema = '{'`, mcpCap, "", false},
-		{"shared token", tok, tok, "", "pay", "mcp", "", mcpCap, "", false},
-		{"short token", `mcp_token = "short"`, "", "", "pay", "mcp", "", mcpCap, "", false},
-		{"operator token", "", "", tok, "pay", "mcp", "", mcpCap, "", false},
-		{"listen not loopback", tok, "", "", "pay", "mcp", "", mcpCap, "[mcp]\nlisten = \"0.0.0.0:8080\"", false},
-		{"origin with a path", tok, "", "", "pay", "mcp", "", mcpCap, "[mcp]\nlisten = \"127.0.0.1:0\"\nallowed_origins = [\"http://x/y\"]", false},
-		{"origins without listen", tok, "", "", "pay", "mcp", "", mcpCap, "[mcp]\nallowed_origins = [\"http://x\"]", false},
-		{"capability id not a tool name", tok, "", "", "pay/now", "mcp", "", mcpCap, "[mcp]\nlisten = \"127.0.0.1:0\"", false},
-		{"no tool", tok, "", "", "pay", "mcp", "", "  [capabilities.mcp]\n  url = \"http://127.0.0.1:9/mcp\"\n  [capabilities.recovery]\n  completion = \"/s\"\n  applied = [\"ok\"]\n  not_applied = [\"no\"]", "", false},
-		{"no completion", tok, "", "", "pay", "mcp", "", "  [capabilities.mcp]\n  url = \"http://127.0.0.1:9/mcp\"\n  tool = \"pay\"", "", false},
-		{"query_url on mcp", tok, "", "", "pay", "mcp", "", mcpCap + "\n  query_url = \"http://x\"", "", false},
-		{"mcp table on http", tok, "", "", "pay", "http", "", "  [capabilities.http]\n  url = \"http://x\"\n  [capabilities.mcp]\n  tool = \"pay\"", "", false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			src := fmt.Sprintf(base, c.a1, c.a2, c.op, c.capID, c.adapter, c.schema, c.cap) + c.mcp + "\n"
-			_, err := ParseConfig([]byte(src))
-			if (err == nil) != c.ok {
-				t.Fatalf("err = %v, want ok=%v\n%s", err, c.ok, src)
-			}
-		})
 	}
 }

@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // This file holds the gateway side of authorization and of the evidence
@@ -22,68 +21,9 @@ import (
 // reserve transaction and the operator verbs that write them. Every rule is
 // a kernel call; docs/authorization.md describes the contract.
 
-// validateControls checks and prepares a capability's approval, policy,
-// amount pointer and decision gate.
-func (cp *CapabilityConfig) validateControls(dir string) error {
-	switch cp.Approval {
-	case "", "required", "none":
-	default:
-		return fmt.Errorf("approval must be \"required\" or \"none\", not %q", cp.Approval)
-	}
-	if cp.AmountPointer != "" {
-		p, err := kernel.ParsePointer(cp.AmountPointer)
-		if err != nil || len(p) == 0 {
-			return fmt.Errorf("amount_pointer %q must select a member of the arguments", cp.AmountPointer)
-		}
-	}
-	pol := kernel.Policy{MaxAmount: cp.Policy.MaxAmount, AmountPointer: cp.Policy.AmountPointer}
-	if pol.AmountPointer == "" && pol.MaxAmount > 0 {
-		pol.AmountPointer = cp.AmountPointer
-	}
-	for _, a := range cp.Policy.Allowed {
-		pol.Allowed = append(pol.Allowed, kernel.AllowedValues{Pointer: a.Pointer, Values: a.Values})
-	}
-	for _, p := range cp.Policy.Pattern {
-		pol.Patterns = append(pol.Patterns, kernel.PatternRule{Pointer: p.Pointer, Regexp: p.Regexp})
-	}
-	compiled, err := kernel.CompilePolicy(pol)
-	if err != nil {
-		return err
-	}
-	cp.policy = compiled
-	if (cp.DecisionKey == "") != (cp.ContextPack == "") {
-		return errors.New("decision_key and context_pack go together")
-	}
-	if cp.DecisionKey == "" {
-		return nil
-	}
-	path := cp.ContextPack
-	if !filepath.IsAbs(path) && dir != "" {
-		path = filepath.Join(dir, path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("context_pack: %w", err)
-	}
-	pack, err := kernel.ParseContextPack(b)
-	if err != nil {
-		return fmt.Errorf("context_pack %s: %w", path, err)
-	}
-	if !slices.ContainsFunc(pack.Decisions, func(d kernel.DecisionSpec) bool { return d.DecisionKey == cp.DecisionKey }) {
-		return fmt.Errorf("decision_key %s is not a decision of context pack %s", cp.DecisionKey, pack.PackID)
-	}
-	for _, tr := range pack.Tools {
-		if tr.CapabilityID == cp.ID && tr.GatedBy != "" && tr.GatedBy != cp.DecisionKey {
-			return fmt.Errorf("context pack %s gates %s by %s, the manifest by %s", pack.PackID, cp.ID, tr.GatedBy, cp.DecisionKey)
-		}
-	}
-	cp.pack = &pack
-	return nil
-}
-
 // approvalRequired reports whether proposals of the capability need an
 // operator's approval.
-func (cp *CapabilityConfig) approvalRequired() bool {
+func approvalRequired(cp *config.CapabilityConfig) bool {
 	switch cp.Approval {
 	case "required":
 		return true
@@ -93,20 +33,10 @@ func (cp *CapabilityConfig) approvalRequired() bool {
 	return cp.Risk == "high"
 }
 
-// CompiledPolicy returns the capability's policy (an empty one for a
-// manifest that was never validated).
-func (cp *CapabilityConfig) CompiledPolicy() *kernel.CompiledPolicy {
-	if cp.policy == nil {
-		p, _ := kernel.CompilePolicy(kernel.Policy{})
-		return p
-	}
-	return cp.policy
-}
-
 // runAmount is what a proposal of the capability consumes from its run's
 // amount budget: the exact positive integer at the capability's amount
 // pointer (or at its policy's), or 0 when it declares none.
-func (cp *CapabilityConfig) runAmount(args map[string]any) (int64, *kernel.Refusal) {
+func runAmount(cp *config.CapabilityConfig, args map[string]any) (int64, *kernel.Refusal) {
 	ptr := cp.AmountPointer
 	if ptr == "" {
 		ptr = cp.Policy.AmountPointer
@@ -116,12 +46,12 @@ func (cp *CapabilityConfig) runAmount(args map[string]any) (int64, *kernel.Refus
 	}
 	p, err := kernel.ParsePointer(ptr)
 	if err != nil {
-		return 0, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()}
+		return 0, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}
 	}
 	v, _ := p.Eval(args)
 	amt, r := kernel.ParseAmount(v)
 	if r != nil {
-		return 0, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: "the run budget reads the amount at " + ptr + ": " + r.Reason}
+		return 0, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: "the run budget reads the amount at " + ptr + ": " + r.Reason}
 	}
 	return amt, nil
 }
@@ -212,14 +142,14 @@ func fold(ref aggregates.Ref, st aggregates.State, stored []events.Stored) error
 // checkControls runs the controls that need no write, in the order of
 // DESIGN section 1: authority, policy, evidence. It fills pc's authority
 // source, run amount and gate. An error means a subject could not be read.
-func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args map[string]any) (*kernel.Refusal, error) {
+func (pc *proposalCtx) checkControls(ctx context.Context, tc *config.TenantConfig, args map[string]any) (*kernel.Refusal, error) {
 	g, cp := pc.g, pc.cp
 	if _, ok := tc.Agent(pc.principal); !ok {
 		return g.authorize(tc, pc.principal, cp), nil
 	}
 	ref, err := authorityRef(pc.tenant)
 	if err != nil {
-		return &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()}, nil
+		return &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}, nil
 	}
 	st, err := g.auths.read(ctx, g.store, pc.tenant, ref)
 	if err != nil {
@@ -233,17 +163,17 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args
 	if r := cp.CompiledPolicy().Evaluate(args); r != nil {
 		return r, nil
 	}
-	if pc.runAmount, r = cp.runAmount(args); r != nil {
+	if pc.runAmount, r = runAmount(cp, args); r != nil {
 		return r, nil
 	}
-	if cp.pack == nil {
+	if cp.Pack() == nil {
 		return nil, nil
 	}
 	records := make([]*kernel.EvidenceRecord, 0, len(pc.p.EvidenceRefs))
 	for _, name := range pc.p.EvidenceRefs {
 		ref, err := evidenceRef(pc.tenant, name)
 		if err != nil {
-			return &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()}, nil
+			return &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}, nil
 		}
 		st, err := g.load(ctx, ref)
 		if err != nil {
@@ -254,7 +184,7 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args
 	agent, _ := tc.Agent(pc.principal)
 	run := kernel.RunContext{Tenant: pc.tenant, Principal: pc.principal, RunID: pc.p.RunID, DecisionKey: cp.DecisionKey,
 		DecisionTime: pc.now, AllowedSources: agent.EvidenceSources, Capabilities: []string{cp.ID}}
-	gate, r := kernel.CheckEvidence(*cp.pack, run, records)
+	gate, r := kernel.CheckEvidence(*cp.Pack(), run, records)
 	if gate != nil {
 		if b, err := json.Marshal(gate); err == nil {
 			pc.gate = b
@@ -265,116 +195,65 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *TenantConfig, args
 
 // Operator verbs of authorization and evidence.
 
-// GrantRequest is the body of the grant and revoke verbs.
-type GrantRequest struct {
-	Principal    string `json:"principal"`
-	CapabilityID string `json:"capability_id"`
-	Reason       string `json:"reason,omitempty"`
-}
-
-// ApproveRequest is the body of the approve verb: the exact action digest
-// (from an approval_required reply), the capability's risk and how long the
-// approval stays redeemable (a Go duration, at most 24h).
-type ApproveRequest struct {
-	ActionDigest string `json:"action_digest"`
-	Risk         string `json:"risk"`
-	ExpiresIn    string `json:"expires_in"`
-	Reason       string `json:"reason,omitempty"`
-}
-
-// DenyRequest is the body of the deny verb: approve's, with a reason that
-// is required. Without approval_id it answers a pending approval request
-// (the action digest of an approval_required reply, at the capability's
-// risk) no, under a new approval id; with one it withdraws that approval,
-// granted and not yet redeemed.
-type DenyRequest struct {
-	ApprovalID   string `json:"approval_id,omitempty"`
-	ActionDigest string `json:"action_digest,omitempty"`
-	Risk         string `json:"risk,omitempty"`
-	Reason       string `json:"reason"`
-}
-
-// AdmitRunRequest is the body of the admit-run verb.
-type AdmitRunRequest struct {
-	RunID       string `json:"run_id"`
-	ParentRunID string `json:"parent_run_id,omitempty"`
-	Principal   string `json:"principal"`
-	Calls       int64  `json:"calls"`
-	Amount      int64  `json:"amount"`
-}
-
-// RunRequest is the body of the run verb (read a run's budget).
-type RunRequest struct {
-	RunID string `json:"run_id"`
-}
-
-// EvidenceRequest is the body of the evidence verb: exactly one evidence
-// candidate or one conflict marker (or its resolution), in the kernel's
-// JSON form.
-type EvidenceRequest struct {
-	Candidate json.RawMessage `json:"candidate,omitempty"`
-	Marker    json.RawMessage `json:"marker,omitempty"`
-}
-
 // authzVerbs are the verbs served by authzOp.
 var authzVerbs = []string{"grant", "revoke", "approve", "deny", "admit-run", "run", "evidence"}
 
 // authzOp serves an authorization or evidence verb; ok is false for any
 // other verb.
-func (g *Gateway) authzOp(ctx context.Context, tenant, verb, operator string, body []byte) (any, bool) {
+func (g *Gateway) authzOp(ctx context.Context, tenant, verb, operator string, body []byte) (wire.OpReply, bool) {
 	tc, _ := g.cfg.Tenant(tenant)
 	switch verb {
 	case "grant", "revoke":
-		var req GrantRequest
+		var req wire.GrantRequest
 		if r := decodeOp(body, &req); r != nil {
 			return *r, true
 		}
 		return g.opGrant(ctx, tc, operator, verb == "grant", req), true
 	case "approve":
-		var req ApproveRequest
+		var req wire.ApproveRequest
 		if r := decodeOp(body, &req); r != nil {
 			return *r, true
 		}
 		return g.opApprove(ctx, tenant, operator, req), true
 	case "deny":
-		var req DenyRequest
+		var req wire.DenyRequest
 		if r := decodeOp(body, &req); r != nil {
 			return *r, true
 		}
 		return g.opDeny(ctx, tenant, operator, req), true
 	case "admit-run":
-		var req AdmitRunRequest
+		var req wire.AdmitRunRequest
 		if r := decodeOp(body, &req); r != nil {
 			return *r, true
 		}
 		return g.opAdmitRun(ctx, tc, operator, req), true
 	case "run":
-		var req RunRequest
+		var req wire.RunRequest
 		if r := decodeOp(body, &req); r != nil {
 			return *r, true
 		}
 		ref, err := RunRef(tenant, req.RunID)
 		if err != nil || req.RunID == "" {
-			return opRefused(kernel.CodeRequestMalformed, "run_id is required"), true
+			return wire.Refused(wire.CodeRequestMalformed, "run_id is required"), true
 		}
 		st, err := g.load(ctx, ref)
 		if err != nil {
-			return opRefused(kernel.CodeLedgerUnavailable, "the run could not be read: %v", err), true
+			return wire.Refused(wire.CodeLedgerUnavailable, "the run could not be read: %v", err), true
 		}
-		return OpReply{OK: true, Data: map[string]any{"run": st}}, true
+		return wire.OpReply{OK: true, Data: map[string]any{"run": st}}, true
 	case "evidence":
-		var req EvidenceRequest
+		var req wire.EvidenceRequest
 		if r := decodeOp(body, &req); r != nil {
 			return *r, true
 		}
 		return g.opEvidence(ctx, tenant, operator, req), true
 	}
-	return nil, false
+	return wire.OpReply{}, false
 }
 
-func decodeOp(body []byte, into any) *OpReply {
+func decodeOp(body []byte, into any) *wire.OpReply {
 	if err := strictDecode(body, into); err != nil {
-		r := opRefused(kernel.CodeRequestMalformed, "request: %v", err)
+		r := wire.Refused(wire.CodeRequestMalformed, "request: %v", err)
 		return &r
 	}
 	return nil
@@ -391,16 +270,16 @@ func strictDecode(body []byte, into any) error {
 	return kernel.DecodeRequest(body, into)
 }
 
-func (g *Gateway) opGrant(ctx context.Context, tc *TenantConfig, operator string, grant bool, req GrantRequest) OpReply {
+func (g *Gateway) opGrant(ctx context.Context, tc *config.TenantConfig, operator string, grant bool, req wire.GrantRequest) wire.OpReply {
 	if _, ok := tc.Agent(req.Principal); !ok {
-		return opRefused(kernel.CodeRequestMalformed, "%q is not an agent of tenant %s", req.Principal, tc.ID)
+		return wire.Refused(wire.CodeRequestMalformed, "%q is not an agent of tenant %s", req.Principal, tc.ID)
 	}
 	if _, ok := g.cfg.Capability(req.CapabilityID); !ok {
-		return opRefused(kernel.CodeCapabilityNotSurfaced, "capability %q is not in the manifest", req.CapabilityID)
+		return wire.Refused(wire.CodeCapabilityNotSurfaced, "capability %q is not in the manifest", req.CapabilityID)
 	}
 	ref, err := authorityRef(tc.ID)
 	if err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	cmd := kernel.ChangeAuthority{Principal: req.Principal, CapabilityID: req.CapabilityID, Grant: grant, Operator: operator, Reason: req.Reason}
 	var a *kernel.Authority
@@ -409,23 +288,23 @@ func (g *Gateway) opGrant(ctx context.Context, tc *TenantConfig, operator string
 		Decide: func() *kernel.Refusal { d = kernel.DecideAuthorityChange(a, cmd); return d.Refusal }})
 	recorded := len(d.Events) > 0
 	if err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
-		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 	}
-	return OpReply{OK: true, Data: map[string]any{"principal": req.Principal, "capability_id": req.CapabilityID, "granted": grant, "recorded": recorded}}
+	return wire.OpReply{OK: true, Data: map[string]any{"principal": req.Principal, "capability_id": req.CapabilityID, "granted": grant, "recorded": recorded}}
 }
 
-func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req ApproveRequest) OpReply {
+func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req wire.ApproveRequest) wire.OpReply {
 	ttl, err := time.ParseDuration(req.ExpiresIn)
 	if err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "expires_in: %v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "expires_in: %v", err)
 	}
 	id := g.ids.New()
 	ref, err := ApprovalRef(tenant, id)
 	if err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	cmd := kernel.GrantApproval{ApprovalID: id, ActionDigest: req.ActionDigest, Risk: req.Risk, Operator: operator, Reason: req.Reason,
 		Now: g.clock.Now(), TTL: ttl}
@@ -438,23 +317,23 @@ func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req Ap
 		granted, _ = d.Events[0].(kernel.ApprovalGranted)
 	}
 	if err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
-		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 	}
-	return OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": granted.ActionDigest, "risk": granted.Risk,
+	return wire.OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": granted.ActionDigest, "risk": granted.Risk,
 		"expires_at": granted.ExpiresAt.Format(time.RFC3339Nano)}}
 }
 
-func (g *Gateway) opDeny(ctx context.Context, tenant, operator string, req DenyRequest) OpReply {
+func (g *Gateway) opDeny(ctx context.Context, tenant, operator string, req wire.DenyRequest) wire.OpReply {
 	id := req.ApprovalID
 	if id == "" {
 		id = g.ids.New()
 	}
 	ref, err := ApprovalRef(tenant, id)
 	if err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	cmd := kernel.DenyApproval{ApprovalID: id, ActionDigest: req.ActionDigest, Risk: req.Risk, Operator: operator, Reason: req.Reason, Now: g.clock.Now()}
 	var a *kernel.Approval
@@ -464,24 +343,24 @@ func (g *Gateway) opDeny(ctx context.Context, tenant, operator string, req DenyR
 		Decide: func() *kernel.Refusal { d = kernel.DecideApprovalDeny(a, cmd); return d.Refusal },
 		Done:   func() { digest, risk = a.ActionDigest, a.Risk }})
 	if err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
-		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 	}
-	return OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": digest, "risk": risk, "denied": true, "reason": req.Reason}}
+	return wire.OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": digest, "risk": risk, "denied": true, "reason": req.Reason}}
 }
 
-func (g *Gateway) opAdmitRun(ctx context.Context, tc *TenantConfig, operator string, req AdmitRunRequest) OpReply {
+func (g *Gateway) opAdmitRun(ctx context.Context, tc *config.TenantConfig, operator string, req wire.AdmitRunRequest) wire.OpReply {
 	if _, ok := tc.Agent(req.Principal); !ok {
-		return opRefused(kernel.CodeRequestMalformed, "%q is not an agent of tenant %s", req.Principal, tc.ID)
+		return wire.Refused(wire.CodeRequestMalformed, "%q is not an agent of tenant %s", req.Principal, tc.ID)
 	}
-	if req.RunID == "" || len(req.RunID) > maxIDBytes || len(req.ParentRunID) > maxIDBytes {
-		return opRefused(kernel.CodeRequestMalformed, "run_id is required and ids are at most %d bytes", maxIDBytes)
+	if req.RunID == "" || len(req.RunID) > wire.MaxIDBytes || len(req.ParentRunID) > wire.MaxIDBytes {
+		return wire.Refused(wire.CodeRequestMalformed, "run_id is required and ids are at most %d bytes", wire.MaxIDBytes)
 	}
 	child, err := RunRef(tc.ID, req.RunID)
 	if err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	var st kernel.AdmitState
 	var d kernel.AdmitDecision
@@ -489,7 +368,7 @@ func (g *Gateway) opAdmitRun(ctx context.Context, tc *TenantConfig, operator str
 	if req.ParentRunID != "" && req.ParentRunID != req.RunID {
 		parent, err := RunRef(tc.ID, req.ParentRunID)
 		if err != nil {
-			return opRefused(kernel.CodeRequestMalformed, "%v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
 		bind = append(bind, aggregates.Bind(parent, &st.Parent, &d.Parent))
 	}
@@ -499,24 +378,24 @@ func (g *Gateway) opAdmitRun(ctx context.Context, tc *TenantConfig, operator str
 		Decide: func() *kernel.Refusal { d = kernel.DecideAdmitRun(st, cmd); return d.Refusal },
 		Done:   func() { after = *st.Run }})
 	if err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
-		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 	}
-	return OpReply{OK: true, Data: map[string]any{"run": after}}
+	return wire.OpReply{OK: true, Data: map[string]any{"run": after}}
 }
 
-func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req EvidenceRequest) OpReply {
+func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req wire.EvidenceRequest) wire.OpReply {
 	switch {
 	case len(req.Candidate) > 0 && len(req.Marker) == 0:
 		cands, err := kernel.ParseEvidence(append(append([]byte("["), req.Candidate...), ']'))
 		if err != nil {
-			return opRefused(kernel.CodeContextInvalid, "%v", err)
+			return wire.Refused(wire.CodeContextInvalid, "%v", err)
 		}
 		ref, err := evidenceRef(tenant, cands[0].Ref)
 		if err != nil {
-			return opRefused(kernel.CodeRequestMalformed, "%v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
 		cmd := kernel.PublishEvidence{Tenant: tenant, Operator: operator, Candidate: cands[0]}
 		var r *kernel.EvidenceRecord
@@ -524,23 +403,23 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req E
 		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &r, &d.Events)},
 			Decide: func() *kernel.Refusal { d = kernel.DecidePublishEvidence(r, cmd); return d.Refusal }})
 		if err != nil {
-			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 		}
 		if res.Refusal != nil {
-			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+			return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 		}
-		return OpReply{OK: true, Data: map[string]any{"ref": cands[0].Ref}}
+		return wire.OpReply{OK: true, Data: map[string]any{"ref": cands[0].Ref}}
 	case len(req.Marker) > 0 && len(req.Candidate) == 0:
 		ms, err := kernel.ParseMarkers(append(append([]byte("["), req.Marker...), ']'))
 		if err != nil {
-			return opRefused(kernel.CodeContextInvalid, "%v", err)
+			return wire.Refused(wire.CodeContextInvalid, "%v", err)
 		}
 		m := ms[0]
 		var refs []aggregates.Ref
 		for _, name := range m.EvidenceRefs {
 			ref, err := evidenceRef(tenant, name)
 			if err != nil {
-				return opRefused(kernel.CodeRequestMalformed, "%v", err)
+				return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 			}
 			refs = append(refs, ref)
 		}
@@ -551,12 +430,12 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req E
 		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: aggregates.BindEach(refs, &st.Records, &d.Records),
 			Decide: func() *kernel.Refusal { d = kernel.DecideMark(st, operator, m); return d.Refusal }})
 		if err != nil {
-			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 		}
 		if res.Refusal != nil {
-			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+			return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 		}
-		return OpReply{OK: true, Data: map[string]any{"conflict_id": m.ConflictID, "status": m.Status}}
+		return wire.OpReply{OK: true, Data: map[string]any{"conflict_id": m.ConflictID, "status": m.Status}}
 	}
-	return opRefused(kernel.CodeRequestMalformed, "name exactly one of candidate and marker")
+	return wire.Refused(wire.CodeRequestMalformed, "name exactly one of candidate and marker")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -52,7 +53,7 @@ func (g *Gateway) breakerRefusal(tenant, capabilityID string) *kernel.Refusal {
 	if trip == nil {
 		return nil
 	}
-	return &kernel.Refusal{Code: kernel.CodeBreakerOpen, Reason: fmt.Sprintf("the circuit breaker of %s tripped at %s after %d provider failures within %s (last: %s); an operator resets it with ctx breaker reset",
+	return &kernel.Refusal{Code: wire.CodeBreakerOpen, Reason: fmt.Sprintf("the circuit breaker of %s tripped at %s after %d provider failures within %s (last: %s); an operator resets it with ctx breaker reset",
 		capabilityID, trip.LastFailure, trip.Failures, time.Duration(trip.WindowMillis)*time.Millisecond, trip.LastReason)}
 }
 
@@ -125,7 +126,7 @@ func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID strin
 // follows the trips and resets other replicas store.
 func (g *Gateway) StartBreakers(ctx context.Context, nc *nats.Conn) error {
 	g.brk = &breakers{windows: map[string]kernel.FailureWindow{}, open: map[string]*kernel.BreakerTripped{}}
-	g.Mount(VerbBreaker, g.opBreaker)
+	g.Mount(wire.VerbBreaker, g.opBreaker)
 	if nc != nil {
 		sub, err := nc.Subscribe(codec.SubjectPrefix+"*.breaker.*", func(m *nats.Msg) {
 			env, err := codec.Decode(m.Data)
@@ -189,49 +190,20 @@ func (g *Gateway) breakerStates() []breakerState {
 	return out
 }
 
-// BreakerRequest is the body of the breaker verb: empty to list the
-// tenant's breakers, or a capability with reset set to close its breaker.
-type BreakerRequest struct {
-	CapabilityID string `json:"capability_id,omitempty"`
-	Reset        bool   `json:"reset,omitempty"`
-	Reason       string `json:"reason,omitempty"`
-}
-
-// BreakerReply is the reply to the breaker verb.
-type BreakerReply struct {
-	OK       bool         `json:"ok"`
-	Code     kernel.Code  `json:"code,omitempty"`
-	Reason   string       `json:"reason,omitempty"`
-	Breakers []BreakerRow `json:"breakers,omitempty"`
-}
-
-// BreakerRow is one capability's breaker: its rule, and the figures that
-// tripped it while it is open.
-type BreakerRow struct {
-	CapabilityID string                 `json:"capability_id"`
-	Open         bool                   `json:"open"`
-	Threshold    int                    `json:"threshold"`
-	WindowMillis int64                  `json:"window_ms"`
-	Trip         *kernel.BreakerTripped `json:"trip,omitempty"`
-}
-
-// VerbBreaker is the operator verb that lists and resets breakers.
-const VerbBreaker = "breaker"
-
-func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body []byte) any {
-	var req BreakerRequest
+func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body []byte) wire.OpReply {
+	var req wire.BreakerRequest
 	if len(bytes.TrimSpace(body)) > 0 {
 		if err := kernel.DecodeRequest(body, &req); err != nil {
-			return BreakerReply{Code: kernel.CodeRequestMalformed, Reason: "request: " + err.Error()}
+			return wire.OpReply{Code: wire.CodeRequestMalformed, Reason: "request: " + err.Error()}
 		}
 	}
 	if req.Reset {
 		if _, ok := g.cfg.Capability(req.CapabilityID); !ok {
-			return BreakerReply{Code: kernel.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %q is not in the manifest", req.CapabilityID)}
+			return wire.OpReply{Code: wire.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %q is not in the manifest", req.CapabilityID)}
 		}
 		subject, err := BreakerSubject(tenant, req.CapabilityID)
 		if err != nil {
-			return BreakerReply{Code: kernel.CodeRequestMalformed, Reason: err.Error()}
+			return wire.OpReply{Code: wire.CodeRequestMalformed, Reason: err.Error()}
 		}
 		reset := kernel.BreakerReset{CapabilityID: req.CapabilityID, Operator: operator, Reason: req.Reason}
 		var st *kernel.Breaker
@@ -239,21 +211,21 @@ func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body [
 		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(breakerRef(subject), &st, &evs)},
 			Decide: func() *kernel.Refusal { evs = kernel.DecideBreakerReset(st, reset); return nil }})
 		if err != nil {
-			return BreakerReply{Code: kernel.CodeLedgerUnavailable, Reason: err.Error()}
+			return wire.OpReply{Code: wire.CodeLedgerUnavailable, Reason: err.Error()}
 		}
 		g.brk.set(tenant, reset)
 	} else if req.CapabilityID != "" || req.Reason != "" {
-		return BreakerReply{Code: kernel.CodeRequestMalformed, Reason: "capability_id and reason go with reset"}
+		return wire.OpReply{Code: wire.CodeRequestMalformed, Reason: "capability_id and reason go with reset"}
 	}
-	reply := BreakerReply{OK: true}
+	reply := wire.OpReply{OK: true}
 	for _, cp := range g.cfg.Capabilities {
 		if cp.Breaker.Threshold == 0 {
 			continue
 		}
-		row := BreakerRow{CapabilityID: cp.ID, Threshold: cp.Breaker.Threshold, WindowMillis: cp.Breaker.Window.Milliseconds()}
+		row := wire.BreakerRow{CapabilityID: cp.ID, Threshold: cp.Breaker.Threshold, WindowMillis: cp.Breaker.Window.Milliseconds()}
 		g.brk.mu.Lock()
 		if trip := g.brk.open[breakerKey(tenant, cp.ID)]; trip != nil {
-			t := *trip
+			t := wire.BreakerTrip(*trip)
 			row.Open, row.Trip = true, &t
 		}
 		g.brk.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
 )
@@ -65,7 +66,7 @@ func readDomain(ctx context.Context, store events.Store, tenant string) (*kernel
 
 // checkConfigured is kernel.Control.CheckConfigured of cfg's guarantees
 // and capabilities, as a DomainError.
-func checkConfigured(cfg *Config, tenant string, ctl *kernel.Control) error {
+func checkConfigured(cfg *config.Config, tenant string, ctl *kernel.Control) error {
 	surfaced := func(id string) bool { _, ok := cfg.Capability(id); return ok }
 	if r := ctl.CheckConfigured(cfg.Guarantees, surfaced); r != nil {
 		return &DomainError{Tenant: tenant, Refusal: r}
@@ -79,7 +80,7 @@ func checkConfigured(cfg *Config, tenant string, ctl *kernel.Control) error {
 // governs (a *DomainError otherwise, as Boot would refuse it). Warnings name
 // what Boot accepts but fails closed on: a configured definition that
 // differs from its pin in what it means.
-func CheckDomain(ctx context.Context, cfg *Config, store events.Store) (warnings []string, err error) {
+func CheckDomain(ctx context.Context, cfg *config.Config, store events.Store) (warnings []string, err error) {
 	for _, t := range cfg.Tenants {
 		ctl, _, err := readDomain(ctx, store, t.ID)
 		if err != nil {

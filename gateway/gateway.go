@@ -13,17 +13,19 @@ import (
 	"sync/atomic"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
 // Gateway is the request path: it serves proposals and operator verbs over
 // NATS and runs every decision through the kernel via the aggregates engine.
 type Gateway struct {
-	cfg          *Config
+	cfg          *config.Config
 	store        events.Store
 	engine       *aggregates.Engine
 	ids          *aggregates.IDs
@@ -83,7 +85,7 @@ func (h Hooks) afterProviderCall(id string) {
 
 // Options are the parts a Gateway is built from.
 type Options struct {
-	Config   *Config
+	Config   *config.Config
 	Store    events.Store
 	Sealer   *aggregates.Sealer
 	Executor string
@@ -118,7 +120,7 @@ func New(o Options) *Gateway {
 	g.index = readModel{g.model}
 	g.mountIntegrity()
 	lim := o.Config.Runtime.Limits
-	_ = lim.validate() // defaults for a Config not from ParseConfig
+	_ = lim.Validate() // defaults for a Config not from ParseConfig
 	g.limiter = newLimiter(o.Config, lim)
 	g.refusals = newRefusalSampler(o.Config, lim.RefusalWindow.Duration)
 	for i := range o.Config.Capabilities {
@@ -144,7 +146,7 @@ func New(o Options) *Gateway {
 
 // OpHandler serves an operator verb mounted by another package (audit
 // export, approvals).
-type OpHandler func(ctx context.Context, tenant, operator string, body []byte) any
+type OpHandler func(ctx context.Context, tenant, operator string, body []byte) wire.OpReply
 
 // Mount adds an operator verb.
 func (g *Gateway) Mount(verb string, h OpHandler) { g.extraOps[verb] = h }
@@ -152,7 +154,7 @@ func (g *Gateway) Mount(verb string, h OpHandler) { g.extraOps[verb] = h }
 // Engine exposes the aggregates engine (recovery tools, tests).
 func (g *Gateway) Engine() *aggregates.Engine { return g.engine }
 
-func (g *Gateway) adapter(cp *CapabilityConfig) Adapter {
+func (g *Gateway) adapter(cp *config.CapabilityConfig) Adapter {
 	if a, ok := g.adapters[cp.ID]; ok {
 		return a
 	}
@@ -160,17 +162,17 @@ func (g *Gateway) adapter(cp *CapabilityConfig) Adapter {
 }
 
 // authorize checks the principal's authority over the capability.
-func (g *Gateway) authorize(tc *TenantConfig, principal string, cp *CapabilityConfig) *kernel.Refusal {
+func (g *Gateway) authorize(tc *config.TenantConfig, principal string, cp *config.CapabilityConfig) *kernel.Refusal {
 	agent, ok := tc.Agent(principal)
 	if !ok {
-		return &kernel.Refusal{Code: kernel.CodeAuthorityDenied, Reason: fmt.Sprintf("%s is not an agent of tenant %s", principal, tc.ID)}
+		return &kernel.Refusal{Code: wire.CodeAuthorityDenied, Reason: fmt.Sprintf("%s is not an agent of tenant %s", principal, tc.ID)}
 	}
 	for _, c := range agent.Capabilities {
 		if c == cp.ID {
 			return nil
 		}
 	}
-	return &kernel.Refusal{Code: kernel.CodeAuthorityDenied, Reason: fmt.Sprintf("%s holds no grant for %s", principal, cp.ID)}
+	return &kernel.Refusal{Code: wire.CodeAuthorityDenied, Reason: fmt.Sprintf("%s holds no grant for %s", principal, cp.ID)}
 }
 
 // refuseUnbound records a refusal that cannot be tied to an operation on the
@@ -178,13 +180,13 @@ func (g *Gateway) authorize(tc *TenantConfig, principal string, cp *CapabilityCo
 // and unsurfaced proposals are sampled (refusals.go): the first of each
 // principal and code in a window is recorded at once, the others are
 // counted and recorded as one aggregate at the window's end.
-func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, body []byte, r *kernel.Refusal) Reply {
+func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, body []byte, r *kernel.Refusal) wire.Reply {
 	sum := sha256.Sum256(body)
 	ev := kernel.ProposalRefused{Principal: principal, Code: r.Code, Reason: r.Reason, BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
 	if !g.refusals.sample(tenant, ev) {
 		g.recordRefusal(ctx, tenant, ev)
 	}
-	return Reply{Status: kernel.StatusRefused, Code: r.Code, Reason: r.Reason}
+	return wire.Reply{Status: wire.StatusRefused, Code: r.Code, Reason: r.Reason}
 }
 
 // recordRefusal appends ev on its principal's refusal subject.
@@ -207,10 +209,10 @@ func (g *Gateway) recordRefusal(ctx context.Context, tenant string, ev kernel.Pr
 // appended anything leaves no event).
 func (g *Gateway) incident(tenant, kind, attemptID string, r *kernel.Refusal) {
 	g.log.Warn("incident", "tenant", tenant, "kind", kind, "attempt", attemptID, "code", r.Code, "reason", r.Reason)
-	if r.Code != kernel.CodeExecutorFenced {
+	if r.Code != wire.CodeExecutorFenced {
 		return // the stream records it (exposure.incident): the model reads it there
 	}
-	in := projections.Incident{Kind: kind, AttemptID: attemptID, Code: r.Code, Reason: r.Reason, At: codec.FormatTime(g.clock.Now())}
+	in := wire.Incident{Kind: kind, AttemptID: attemptID, Code: r.Code, Reason: r.Reason, At: codec.FormatTime(g.clock.Now())}
 	if e, ok := g.index.operationOf(attemptID); ok && e.tenant == tenant {
 		in.OperationID = e.op.OperationID
 	}
@@ -235,7 +237,7 @@ func (g *Gateway) Model() *projections.Model { return g.model }
 // operator's, in one TCP stream and one client read loop.
 func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 	lim := g.cfg.Runtime.Limits
-	if err := lim.validate(); err != nil { // a Config not from ParseConfig
+	if err := lim.Validate(); err != nil { // a Config not from ParseConfig
 		return err
 	}
 	g.maxPayload.Store(nc.MaxPayload())
@@ -249,18 +251,18 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		if err != nil {
 			return err
 		}
-		proposals := newLane(ctx, lim.tenantWorkers(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue, func(m *nats.Msg) {
+		proposals := newLane(ctx, lim.WorkersPerTenant(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue, func(m *nats.Msg) {
 			defer g.proposing.Add(-1)
 			principal := strings.Split(m.Subject, ".")[3]
-			if !replyAllowed(m.Reply, tenant, principal) {
-				g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: kernel.CodeRequestMalformed,
-					Reason: "reply subject outside the principal's inbox " + InboxPrefix(tenant, principal) + ".>"})
+			if !wire.ReplyAllowed(m.Reply, tenant, principal) {
+				g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: wire.CodeRequestMalformed,
+					Reason: "reply subject outside the principal's inbox " + wire.InboxPrefix(tenant, principal) + ".>"})
 				g.badReplies.Add(1)
 				return
 			}
-			var reply Reply
+			var reply wire.Reply
 			if principal == "ops" {
-				reply = Reply{Status: kernel.StatusRefused, Code: kernel.CodeAuthorityDenied, Reason: "ops is not a principal"}
+				reply = wire.Reply{Status: wire.StatusRefused, Code: wire.CodeAuthorityDenied, Reason: "ops is not a principal"}
 			} else {
 				reply = g.observePropose(ctx, tenant, principal, m.Header, m.Data)
 			}
@@ -270,8 +272,8 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			principal := strings.Split(m.Subject, ".")[3]
 			if !g.limiter.allow(tenant, principal) {
 				g.rateLimited.Add(1)
-				if replyAllowed(m.Reply, tenant, principal) {
-					g.respond(m, Reply{Status: kernel.StatusRefused, Code: kernel.CodeRateLimited,
+				if wire.ReplyAllowed(m.Reply, tenant, principal) {
+					g.respond(m, wire.Reply{Status: wire.StatusRefused, Code: wire.CodeRateLimited,
 						Reason: "more proposals than " + principal + "'s rate limit allows; nothing was stored, slow down"}, tenant, verbPropose, principal)
 				}
 				return
@@ -282,8 +284,8 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			}
 			g.proposing.Add(-1)
 			g.overloaded.Add(1)
-			if replyAllowed(m.Reply, tenant, strings.Split(m.Subject, ".")[3]) {
-				g.respond(m, Reply{Status: kernel.StatusRefused, Code: kernel.CodeOverloaded,
+			if wire.ReplyAllowed(m.Reply, tenant, strings.Split(m.Subject, ".")[3]) {
+				g.respond(m, wire.Reply{Status: wire.StatusRefused, Code: wire.CodeOverloaded,
 					Reason: "tenant " + tenant + " has every proposal worker busy and its queue full; nothing was stored, retry later"}, tenant, verbPropose, principal)
 			}
 		}); err != nil {
@@ -291,7 +293,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		}
 		ops := newLane(ctx, lim.OperatorWorkers, lim.OperatorQueue, func(m *nats.Msg) {
 			tok := strings.Split(m.Subject, ".")
-			if !replyAllowed(m.Reply, tenant, tok[5]) {
+			if !wire.ReplyAllowed(m.Reply, tenant, tok[5]) {
 				g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tenant, "operator", tok[5])
 				g.badReplies.Add(1)
 				return
@@ -303,8 +305,8 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 				return
 			}
 			g.overloaded.Add(1)
-			if tok := strings.Split(m.Subject, "."); replyAllowed(m.Reply, tenant, tok[5]) {
-				g.respond(m, opRefused(kernel.CodeOverloaded, "tenant %s has every operator worker busy; retry later", tenant), tenant, tok[4], tok[5])
+			if tok := strings.Split(m.Subject, "."); wire.ReplyAllowed(m.Reply, tenant, tok[5]) {
+				g.respond(m, wire.Refused(wire.CodeOverloaded, "tenant %s has every operator worker busy; retry later", tenant), tenant, tok[4], tok[5])
 			}
 		}); err != nil {
 			return err
@@ -386,16 +388,6 @@ func (g *Gateway) Stop() {
 	}
 }
 
-// replyAllowed reports whether the runtime may publish a reply to subject
-// for (tenant, principal): only inside the principal's own inbox. The
-// runtime's user may publish anywhere (it appends to ctx.ev.>), so a reply
-// subject chosen by a requester must never be trusted: one naming an event
-// subject would make the runtime store a reply as if it were an event.
-// An empty reply (a publish without request) is allowed: nothing is sent.
-func replyAllowed(subject, tenant, principal string) bool {
-	return subject == "" || strings.HasPrefix(subject, InboxPrefix(tenant, principal)+".")
-}
-
 // verbPropose names a proposal where respond takes a verb.
 const verbPropose = "propose"
 
@@ -440,9 +432,9 @@ func (g *Gateway) respond(m *nats.Msg, v any, tenant, verb, who string) {
 		return // the connection failed: a second publish would too
 	}
 	why := fmt.Sprintf("the reply of %s was %d bytes, more than the NATS server's max_payload of %d, and was not sent", label, len(b), max)
-	var small any = opRefused(kernel.CodeReplyTooLarge, "%s; ask for a smaller page (limit)", why)
+	var small any = wire.Refused(wire.CodeReplyTooLarge, "%s; ask for a smaller page (limit)", why)
 	if verb == verbPropose {
-		small = Reply{Status: kernel.StatusUnknown, Code: kernel.CodeReplyTooLarge, Reason: why + "; resend the same proposal to read its decision"}
+		small = wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeReplyTooLarge, Reason: why + "; resend the same proposal to read its decision"}
 	}
 	if b, err = json.Marshal(small); err == nil {
 		err = g.publish(m, b)

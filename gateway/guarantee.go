@@ -7,42 +7,8 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
-
-// SetLimitRequest is the body of guarantee-set-limit: a new version of a
-// guarantee's default limit, of one resource's limit, or of its mode.
-type SetLimitRequest struct {
-	GuaranteeID string `json:"guarantee_id"`
-	Resource    string `json:"resource,omitempty"`
-	Limit       int64  `json:"limit,omitempty"`
-	Mode        string `json:"mode,omitempty"`
-	Reason      string `json:"reason"`
-}
-
-// GuaranteeHistoryRequest is the body of guarantee-history; Limit and
-// Cursor page it (paging.go).
-type GuaranteeHistoryRequest struct {
-	GuaranteeID string `json:"guarantee_id"`
-	Limit       int    `json:"limit,omitempty"`
-	Cursor      string `json:"cursor,omitempty"`
-	// latest asks for the last page, the newest version last (what
-	// guarantee-set-limit answers with).
-	latest bool
-}
-
-// VersionRow is one version of a guarantee: version 1 is its pin.
-type VersionRow struct {
-	Version  uint64 `json:"version"`
-	At       string `json:"at,omitempty"`
-	Operator string `json:"operator,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Resource string `json:"resource,omitempty"`
-	Limit    int64  `json:"limit,omitempty"`
-	Mode     string `json:"mode,omitempty"`
-	// Set when Resource or Reason is shown shortened.
-	ResourceDigest string `json:"resource_digest,omitempty"`
-	ReasonDigest   string `json:"reason_digest,omitempty"`
-}
 
 // guaranteeVerbs are the verbs served by guaranteeOp.
 var guaranteeVerbs = []string{"guarantee-set-limit", "guarantee-history"}
@@ -145,7 +111,7 @@ func (g *Gateway) pinOf(tenant, guaranteeID string) (*kernel.Pin, *kernel.Refusa
 	p, ok := g.pins[tenant+"/"+guaranteeID]
 	switch {
 	case !ok:
-		return nil, &kernel.Refusal{Code: kernel.CodeDefinitionMismatch, Reason: "guarantee " + guaranteeID + " is not pinned"}
+		return nil, &kernel.Refusal{Code: wire.CodeDefinitionMismatch, Reason: "guarantee " + guaranteeID + " is not pinned"}
 	case p.refusal != nil:
 		return nil, p.refusal
 	}
@@ -153,38 +119,38 @@ func (g *Gateway) pinOf(tenant, guaranteeID string) (*kernel.Pin, *kernel.Refusa
 }
 
 // guaranteeOp serves a guarantee verb; ok is false for any other verb.
-func (g *Gateway) guaranteeOp(ctx context.Context, tenant, verb, operator string, body []byte) (any, bool) {
+func (g *Gateway) guaranteeOp(ctx context.Context, tenant, verb, operator string, body []byte) (wire.OpReply, bool) {
 	switch verb {
 	case "guarantee-set-limit":
-		var req SetLimitRequest
+		var req wire.SetLimitRequest
 		if r := decodeOp(body, &req); r != nil {
 			return *r, true
 		}
 		return g.opSetLimit(ctx, tenant, operator, req), true
 	case "guarantee-history":
-		var req GuaranteeHistoryRequest
+		var req wire.GuaranteeHistoryRequest
 		if r := decodeOp(body, &req); r != nil {
 			return *r, true
 		}
-		return g.opGuaranteeHistory(ctx, tenant, req), true
+		return g.opGuaranteeHistory(ctx, tenant, req, false), true
 	}
-	return nil, false
+	return wire.OpReply{}, false
 }
 
-func (g *Gateway) opSetLimit(ctx context.Context, tenant, operator string, req SetLimitRequest) OpReply {
+func (g *Gateway) opSetLimit(ctx context.Context, tenant, operator string, req wire.SetLimitRequest) wire.OpReply {
 	pref, err := aggregates.PinRef(tenant, req.GuaranteeID)
 	if err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "guarantee: %v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "guarantee: %v", err)
 	}
 	csub, err := codec.Subject(tenant, "control")
 	if err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	// A pin never changes once made (Pin.Apply refuses a second), so it
 	// is read as it is, outside the transaction on the control subject.
 	ps, err := g.load(ctx, pref)
 	if err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
 	cmd := kernel.Redefine{GuaranteeID: req.GuaranteeID, Resource: req.Resource, Limit: req.Limit, Mode: req.Mode,
 		Operator: operator, Reason: req.Reason, Now: g.clock.Now()}
@@ -194,43 +160,44 @@ func (g *Gateway) opSetLimit(ctx context.Context, tenant, operator string, req S
 		Bind:   []aggregates.Binding{aggregates.Bind(controlRef(csub), &st.Control, &d.Events)},
 		Decide: func() *kernel.Refusal { d = kernel.DecideRedefine(st, cmd); return d.Refusal }})
 	if err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
 	if res.Refusal != nil {
-		return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 	}
 	g.log.Info("guarantee redefined", "tenant", tenant, "operator", operator, "guarantee", req.GuaranteeID,
 		"resource", req.Resource, "limit", req.Limit, "mode", req.Mode, "reason", req.Reason)
-	return g.opGuaranteeHistory(ctx, tenant, GuaranteeHistoryRequest{GuaranteeID: req.GuaranteeID, latest: true})
+	return g.opGuaranteeHistory(ctx, tenant, wire.GuaranteeHistoryRequest{GuaranteeID: req.GuaranteeID}, true)
 }
 
 // opGuaranteeHistory lists the versions of a guarantee from the stream, a
-// page at a time.
-func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req GuaranteeHistoryRequest) OpReply {
+// page at a time; latest asks for the last page, the newest version last
+// (what guarantee-set-limit answers with).
+func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req wire.GuaranteeHistoryRequest, latest bool) wire.OpReply {
 	pg, r := g.pager(listVersions, req.Limit, req.Cursor)
 	if r != nil {
 		return *r
 	}
 	pref, err := aggregates.PinRef(tenant, req.GuaranteeID)
 	if err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "guarantee: %v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "guarantee: %v", err)
 	}
 	st, err := g.load(ctx, pref)
 	if err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
 	p := st.(*kernel.Pin)
 	if !p.Pinned() {
-		return opRefused(kernel.CodeDefinitionMismatch, "guarantee %s is not pinned in tenant %s", req.GuaranteeID, tenant)
+		return wire.Refused(wire.CodeDefinitionMismatch, "guarantee %s is not pinned in tenant %s", req.GuaranteeID, tenant)
 	}
-	rows := []VersionRow{{Version: 1, Limit: p.Definition.Limit, Mode: modeName(p.Definition.Mode), Reason: "pinned at first use"}}
+	rows := []wire.VersionRow{{Version: 1, Limit: p.Definition.Limit, Mode: modeName(p.Definition.Mode), Reason: "pinned at first use"}}
 	csub, err := codec.Subject(tenant, "control")
 	if err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	stored, err := g.store.Read(ctx, csub, 1)
 	if err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
 	for _, s := range stored {
 		if s.Envelope.Type != kernel.TypeGuaranteeRedefined {
@@ -238,17 +205,17 @@ func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req Gua
 		}
 		ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
 		if err != nil {
-			return opRefused(kernel.CodeLedgerUnavailable, "control seq %d: %v", s.Seq, err)
+			return wire.Refused(wire.CodeLedgerUnavailable, "control seq %d: %v", s.Seq, err)
 		}
 		if e := ev.(kernel.GuaranteeRedefined); e.GuaranteeID == req.GuaranteeID {
-			rows = append(rows, VersionRow{Version: e.Version, At: e.At, Operator: e.Operator, Reason: e.Reason,
+			rows = append(rows, wire.VersionRow{Version: e.Version, At: e.At, Operator: e.Operator, Reason: e.Reason,
 				Resource: e.Resource, Limit: e.Limit, Mode: e.Mode})
 		}
 	}
-	if req.latest && len(rows) > pg.limit {
+	if latest && len(rows) > pg.limit {
 		pg.after = versionKey(rows[len(rows)-pg.limit-1])
 	}
-	reply := OpReply{OK: true}
+	reply := wire.OpReply{OK: true}
 	reply.Versions, reply.NextCursor = page(pg, rows, versionKey, showVersion)
 	return reply
 }

@@ -2,11 +2,11 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // The audit log's integrity: the runtime's live view of its witnesses and
@@ -26,18 +26,6 @@ func (g *Gateway) WatchWitnesses(v WitnessView) {
 	defer g.mu.Unlock()
 	g.witnesses = v
 	g.watchWitnessMetrics(v)
-}
-
-// WitnessPolicy is the configured witness policy: "" without witnesses,
-// else runtime.witness_policy (require by default).
-func (c *Config) WitnessPolicy() kernel.WitnessPolicy {
-	if len(c.Runtime.Witnesses) == 0 {
-		return ""
-	}
-	if c.Runtime.WitnessPolicy == "" {
-		return kernel.WitnessRequire
-	}
-	return kernel.WitnessPolicy(c.Runtime.WitnessPolicy)
 }
 
 // witnessStatus is what a proposal of tenant reads of the witnesses.
@@ -85,23 +73,6 @@ func (g *Gateway) RecordIntegrityFailure(ctx context.Context, tenant string, c k
 	return len(d.Events) > 0, nil
 }
 
-// IntegrityRequest is the body of the integrity-resolve verb.
-type IntegrityRequest struct {
-	Resolution  string `json:"resolution"`   // kernel.ResolutionRestored or kernel.ResolutionRotated
-	ArtifactRef string `json:"artifact_ref"` // the ticket or record behind it
-	Statement   string `json:"statement"`    // what happened, signed into the log
-}
-
-// IntegrityState is the data of the integrity verbs' replies.
-type IntegrityState struct {
-	Open        *kernel.IntegrityFailed `json:"open,omitempty"` // the incident stopping dispatch
-	Incidents   int                     `json:"incidents"`
-	Resolutions int                     `json:"resolutions"`
-	Policy      string                  `json:"witness_policy,omitempty"`
-	Witnessing  string                  `json:"witnessing,omitempty"` // pending, cosigned or missing
-	Reason      string                  `json:"reason,omitempty"`
-}
-
 var witnessingNames = map[kernel.Witnessing]string{kernel.WitnessPending: "pending", kernel.WitnessCosigned: "cosigned", kernel.WitnessMissing: "missing"}
 
 // IntegrityVerbs are the operator verbs of the log's integrity: show it,
@@ -109,21 +80,21 @@ var witnessingNames = map[kernel.Witnessing]string{kernel.WitnessPending: "pendi
 var IntegrityVerbs = []string{"integrity", "integrity-resolve"}
 
 func (g *Gateway) mountIntegrity() {
-	g.extraOps["integrity"] = func(ctx context.Context, tenant, _ string, body []byte) any {
+	g.extraOps["integrity"] = func(ctx context.Context, tenant, _ string, body []byte) wire.OpReply {
 		var req struct{}
 		if err := kernel.DecodeOptionalRequest(body, &req); err != nil {
-			return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "request: %v", err)
 		}
 		return g.integrityReply(ctx, tenant)
 	}
-	g.extraOps["integrity-resolve"] = func(ctx context.Context, tenant, operator string, body []byte) any {
-		var req IntegrityRequest
+	g.extraOps["integrity-resolve"] = func(ctx context.Context, tenant, operator string, body []byte) wire.OpReply {
+		var req wire.IntegrityRequest
 		if err := kernel.DecodeRequest(body, &req); err != nil {
-			return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "request: %v", err)
 		}
 		ref, err := integrityRef(tenant)
 		if err != nil {
-			return opRefused(kernel.CodeRequestMalformed, "%v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
 		cmd := kernel.ResolveIntegrity{Operator: operator, Resolution: req.Resolution, ArtifactRef: req.ArtifactRef, Statement: req.Statement}
 		var st *kernel.LogIntegrity
@@ -131,10 +102,10 @@ func (g *Gateway) mountIntegrity() {
 		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &st, &d.Events)},
 			Decide: func() *kernel.Refusal { d = kernel.DecideResolveIntegrity(st, cmd); return d.Refusal }})
 		if err != nil {
-			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 		}
 		if res.Refusal != nil {
-			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+			return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 		}
 		g.log.Warn("audit log integrity incident resolved", "tenant", tenant, "operator", operator, "resolution", req.Resolution, "artifact_ref", req.ArtifactRef)
 		return g.integrityReply(ctx, tenant)
@@ -156,22 +127,18 @@ func (g *Gateway) Integrity(ctx context.Context, tenant string) (*kernel.LogInte
 
 // integrityReply reads the tenant's integrity subject and the witnesses'
 // state.
-func (g *Gateway) integrityReply(ctx context.Context, tenant string) OpReply {
+func (g *Gateway) integrityReply(ctx context.Context, tenant string) wire.OpReply {
 	st, err := g.Integrity(ctx, tenant)
 	if err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "the integrity subject could not be read: %v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "the integrity subject could not be read: %v", err)
 	}
 	w := g.witnessStatus(tenant)
-	out := IntegrityState{Open: st.Open, Incidents: st.Incidents, Resolutions: st.Resolutions, Policy: string(w.Policy),
-		Witnessing: witnessingNames[w.State], Reason: w.Reason}
-	return OpReply{OK: true, Data: map[string]any{"integrity": out}}
-}
-
-// validateWitnessPolicy checks runtime.witness_policy.
-func (r *RuntimeConfig) validateWitnessPolicy() error {
-	switch kernel.WitnessPolicy(r.WitnessPolicy) {
-	case "", kernel.WitnessWarn, kernel.WitnessRequire:
-		return nil
+	var open *wire.IntegrityFailure
+	if st.Open != nil {
+		f := wire.IntegrityFailure(*st.Open)
+		open = &f
 	}
-	return fmt.Errorf("runtime.witness_policy %q: want %q or %q", r.WitnessPolicy, kernel.WitnessWarn, kernel.WitnessRequire)
+	out := wire.IntegrityState{Open: open, Incidents: st.Incidents, Resolutions: st.Resolutions, Policy: string(w.Policy),
+		Witnessing: witnessingNames[w.State], Reason: w.Reason}
+	return wire.OpReply{OK: true, Data: map[string]any{"integrity": out}}
 }

@@ -3,79 +3,25 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/wire"
 )
-
-// OpRequest is the body of exposure, attempts, reconcile, close-attempt,
-// assert-absence and kill-switch. A verb ignores the fields it does not
-// read.
-type OpRequest struct {
-	GuaranteeID string `json:"guarantee_id,omitempty"`
-	Resource    string `json:"resource,omitempty"`
-	// ResourceDigest names a resource by its digest, as the views show it
-	// beside a shortened id (exposure's filter, close-attempt's
-	// tombstone); it excludes Resource.
-	ResourceDigest string `json:"resource_digest,omitempty"`
-	AttemptID      string `json:"attempt_id,omitempty"`
-	Reason         string `json:"reason,omitempty"`
-	ArtifactRef    string `json:"artifact_ref,omitempty"`
-	Engaged        *bool  `json:"engaged,omitempty"`
-	All            bool   `json:"all,omitempty"`
-	// Limit and Cursor page exposure and attempts (paging.go).
-	Limit  int    `json:"limit,omitempty"`
-	Cursor string `json:"cursor,omitempty"`
-}
-
-// OpReply is the reply to an operator verb.
-type OpReply struct {
-	OK         bool              `json:"ok"`
-	Code       kernel.Code       `json:"code,omitempty"`
-	Reason     string            `json:"reason,omitempty"`
-	Exposure   []ExposureRow     `json:"exposure,omitempty"`
-	Attempts   []AttemptRow      `json:"attempts,omitempty"`
-	Settled    []SettleRow       `json:"settled,omitempty"`
-	Versions   []VersionRow      `json:"versions,omitempty"`
-	Approvals  []PendingApproval `json:"approvals,omitempty"`
-	Incidents  []Incident        `json:"incidents,omitempty"`
-	KillSwitch *bool             `json:"kill_switch,omitempty"`
-	Data       map[string]any    `json:"data,omitempty"`
-	// NextCursor is the cursor of the next page of a list verb; absent on
-	// its last page.
-	NextCursor string `json:"next_cursor,omitempty"`
-}
-
-// SettleRow reports what reconciliation or an operator action did to one
-// attempt.
-type SettleRow struct {
-	AttemptID string         `json:"attempt_id"`
-	Outcome   kernel.Outcome `json:"outcome,omitempty"`
-	Status    kernel.Status  `json:"status,omitempty"`
-	Code      kernel.Code    `json:"code,omitempty"`
-	Reason    string         `json:"reason,omitempty"`
-	// ReasonDigest is set when Reason is shown shortened.
-	ReasonDigest string `json:"reason_digest,omitempty"`
-}
-
-func opRefused(code kernel.Code, format string, args ...any) OpReply {
-	return OpReply{Code: code, Reason: fmt.Sprintf(format, args...)}
-}
 
 // OpVerbs are the operator verbs, ctx.v1.<tenant>.ops.<verb>.<operator>.
 var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, append(append(authzVerbs, guaranteeVerbs...), modelVerbs...)...)
 
 // Op serves one operator verb. The operator's identity comes from the
 // subject's last token, which the NATS server lets only that operator use.
-func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []byte) any {
+func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []byte) wire.OpReply {
 	tc, ok := g.cfg.Tenant(tenant)
-	if !ok || !tc.isOperator(operator) {
-		return opRefused(kernel.CodeAuthorityDenied, "%s is not an operator of tenant %s", operator, tenant)
+	if !ok || !tc.IsOperator(operator) {
+		return wire.Refused(wire.CodeAuthorityDenied, "%s is not an operator of tenant %s", operator, tenant)
 	}
 	if h, ok := g.extraOps[verb]; ok {
 		return h(ctx, tenant, operator, body)
@@ -89,14 +35,14 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 	if reply, ok := g.readOp(ctx, tenant, verb, body); ok {
 		return reply
 	}
-	var req OpRequest
+	var req wire.OpRequest
 	if err := kernel.DecodeOptionalRequest(body, &req); err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "request: %v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "request: %v", err)
 	}
 	if err := g.index.catchUp(ctx, g.store); err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "the ledger could not be read: %v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "the ledger could not be read: %v", err)
 	}
-	var reply OpReply
+	var reply wire.OpReply
 	switch verb {
 	case "exposure":
 		return g.opExposure(tenant, req)
@@ -105,7 +51,7 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 		if r != nil {
 			return *r
 		}
-		reply = OpReply{OK: true}
+		reply = wire.OpReply{OK: true}
 		reply.Attempts, reply.NextCursor = page(p, g.index.openAttempts(tenant), attemptKey, showAttempt)
 		return reply
 	case "reconcile":
@@ -117,7 +63,7 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 	case "kill-switch":
 		return g.opKillSwitch(ctx, tenant, operator, req)
 	default:
-		return opRefused(kernel.CodeRequestMalformed, "unknown verb %q", verb)
+		return wire.Refused(wire.CodeRequestMalformed, "unknown verb %q", verb)
 	}
 	for i := range reply.Settled {
 		reply.Settled[i] = showSettle(reply.Settled[i])
@@ -130,35 +76,26 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 
 // opExposure lists the tenant's balances, of one guarantee or resource
 // when the request names them, a page at a time.
-func (g *Gateway) opExposure(tenant string, req OpRequest) OpReply {
+func (g *Gateway) opExposure(tenant string, req wire.OpRequest) wire.OpReply {
 	p, r := g.pager(listExposure, req.Limit, req.Cursor)
 	if r != nil {
 		return *r
 	}
 	if req.ResourceDigest != "" && (req.Resource != "" || !isDigest(req.ResourceDigest)) {
-		return opRefused(kernel.CodeRequestMalformed, "resource_digest must be 64 lowercase hex digits (the SHA-256 of the resource), without resource")
+		return wire.Refused(wire.CodeRequestMalformed, "resource_digest must be 64 lowercase hex digits (the SHA-256 of the resource), without resource")
 	}
 	rows := g.index.exposure(tenant, req.GuaranteeID, req.Resource)
 	if d := req.ResourceDigest; d != "" {
-		rows = slices.DeleteFunc(rows, func(r ExposureRow) bool {
+		rows = slices.DeleteFunc(rows, func(r wire.ExposureRow) bool {
 			if r.ResourceDigest != "" {
 				return r.ResourceDigest != d
 			}
-			return projections.Digest(r.Resource) != d
+			return wire.Digest(r.Resource) != d
 		})
 	}
-	reply := OpReply{OK: true}
+	reply := wire.OpReply{OK: true}
 	reply.Exposure, reply.NextCursor = page(p, rows, exposureKey, showExposure)
 	return reply
-}
-
-func (t *TenantConfig) isOperator(id string) bool {
-	for _, o := range t.Operators {
-		if o.ID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // opTarget finds what an action on an attempt needs: its operation (from
@@ -200,10 +137,10 @@ func (g *Gateway) operationOf(tenant, attemptID string) (opEntry, bool) {
 // settleAttempt records obs for attemptID as a new executor generation:
 // the claim fences whoever held the operation before, atomically with the
 // observation.
-func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source string, obs Observation) SettleRow {
+func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source string, obs Observation) wire.SettleRow {
 	oe, opRef, bs, err := g.opTarget(tenant, attemptID)
 	if err != nil {
-		return SettleRow{AttemptID: attemptID, Code: kernel.CodeAttemptUnknown, Reason: err.Error()}
+		return wire.SettleRow{AttemptID: attemptID, Code: wire.CodeAttemptUnknown, Reason: err.Error()}
 	}
 	ctl := kernel.Controls{Authority: "reconciliation", Executor: g.executor}
 	if cp, ok := g.cfg.Capability(oe.op.CapabilityID); ok {
@@ -211,7 +148,7 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 	}
 	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: source, Ref: obs.Ref, Claimant: g.executor + "/" + source, Now: g.clock.Now(),
 		Holds: holdsOf(bs), Controls: ctl}
-	row := SettleRow{AttemptID: attemptID, Outcome: obs.Outcome}
+	row := wire.SettleRow{AttemptID: attemptID, Outcome: wire.Outcome(obs.Outcome)}
 	var st kernel.SettleState
 	var d kernel.SettleDecision
 	res, err := g.engine.Do(ctx, aggregates.Tx{
@@ -221,13 +158,13 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 		Done:   func() { row.Status = st.Op.Status() },
 	})
 	if err != nil {
-		row.Code, row.Reason = kernel.CodeLedgerUnavailable, err.Error()
+		row.Code, row.Reason = wire.CodeLedgerUnavailable, err.Error()
 		return row
 	}
 	if res.Refusal != nil {
 		row.Code, row.Reason = res.Refusal.Code, res.Refusal.Reason
-		if res.Refusal.Code == kernel.CodeObservationContradictsSeal {
-			g.incident(tenant, string(kernel.CodeObservationContradictsSeal), attemptID, res.Refusal)
+		if res.Refusal.Code == wire.CodeObservationContradictsSeal {
+			g.incident(tenant, string(wire.CodeObservationContradictsSeal), attemptID, res.Refusal)
 		}
 	}
 	return row
@@ -236,7 +173,7 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 // reconcileGrace is how long an attempt is left to its executor: the
 // provider call may still be in flight, and a query then could report an
 // absence that is about to end.
-func (g *Gateway) ReconcileGrace(cp *CapabilityConfig) time.Duration {
+func (g *Gateway) ReconcileGrace(cp *config.CapabilityConfig) time.Duration {
 	switch {
 	case cp == nil:
 		return time.Second
@@ -249,7 +186,7 @@ func (g *Gateway) ReconcileGrace(cp *CapabilityConfig) time.Duration {
 	return time.Second
 }
 
-func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req OpRequest) OpReply {
+func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req wire.OpRequest) wire.OpReply {
 	var targets []string
 	if req.AttemptID != "" {
 		targets = []string{req.AttemptID}
@@ -261,9 +198,9 @@ func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req 
 			}
 		}
 	} else {
-		return opRefused(kernel.CodeRequestMalformed, "name attempt_id or set all")
+		return wire.Refused(wire.CodeRequestMalformed, "name attempt_id or set all")
 	}
-	reply := OpReply{OK: true}
+	reply := wire.OpReply{OK: true}
 	for _, id := range targets {
 		reply.Settled = append(reply.Settled, g.reconcileOne(ctx, tenant, id, "reconcile:"+operator, false))
 	}
@@ -274,31 +211,31 @@ func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req 
 // with one attempt: query the provider by its idempotency key and settle
 // the answer, close it (the background sweep, for an executor lost before
 // dispatch-start), or nothing yet.
-func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source string, sweep bool) SettleRow {
+func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source string, sweep bool) wire.SettleRow {
 	oe, ok := g.operationOf(tenant, attemptID)
 	if !ok {
-		return SettleRow{AttemptID: attemptID, Code: kernel.CodeAttemptUnknown, Reason: "no operation holds this attempt"}
+		return wire.SettleRow{AttemptID: attemptID, Code: wire.CodeAttemptUnknown, Reason: "no operation holds this attempt"}
 	}
 	cp, _ := g.cfg.Capability(oe.op.CapabilityID)
 	plan := kernel.PlanReconcile(&oe.op, kernel.ReconcileInput{AttemptID: attemptID, Sweep: sweep, Age: g.seen.since(attemptID, g.clock.Now()),
 		Grace: g.ReconcileGrace(cp), InFlight: sweep && g.inflight.has(attemptID)})
 	switch plan.Action {
 	case kernel.ReconcileClose:
-		r := g.opClose(ctx, tenant, "reconciler", OpRequest{AttemptID: attemptID, Reason: plan.Reason})
-		return SettleRow{AttemptID: attemptID, Status: kernel.StatusNotApplied, Code: r.Code, Reason: r.Reason}
+		r := g.opClose(ctx, tenant, "reconciler", wire.OpRequest{AttemptID: attemptID, Reason: plan.Reason})
+		return wire.SettleRow{AttemptID: attemptID, Status: wire.StatusNotApplied, Code: r.Code, Reason: r.Reason}
 	case kernel.ReconcileQuery:
 	case kernel.ReconcileNothing:
 		g.seen.forget(attemptID)
-		return SettleRow{AttemptID: attemptID, Status: plan.Status, Code: plan.Code, Reason: plan.Reason}
+		return wire.SettleRow{AttemptID: attemptID, Status: plan.Status, Code: plan.Code, Reason: plan.Reason}
 	default:
-		return SettleRow{AttemptID: attemptID, Status: plan.Status, Code: plan.Code, Reason: plan.Reason}
+		return wire.SettleRow{AttemptID: attemptID, Status: plan.Status, Code: plan.Code, Reason: plan.Reason}
 	}
 	if cp == nil {
-		return SettleRow{AttemptID: attemptID, Code: kernel.CodeCapabilityNotSurfaced, Reason: "capability no longer in the manifest"}
+		return wire.SettleRow{AttemptID: attemptID, Code: wire.CodeCapabilityNotSurfaced, Reason: "capability no longer in the manifest"}
 	}
 	obs := g.adapter(cp).Query(ctx, attemptID)
 	if kernel.Unchanged(&oe.op, attemptID, obs.Outcome) {
-		return SettleRow{AttemptID: attemptID, Outcome: obs.Outcome, Status: oe.op.Status(), Reason: "provider reports no change"}
+		return wire.SettleRow{AttemptID: attemptID, Outcome: wire.Outcome(obs.Outcome), Status: oe.op.Status(), Reason: "provider reports no change"}
 	}
 	row := g.settleAttempt(ctx, tenant, attemptID, source, obs)
 	if row.Code == "" && !sweep {
@@ -309,9 +246,9 @@ func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source st
 	return row
 }
 
-func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req OpRequest) OpReply {
+func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req wire.OpRequest) wire.OpReply {
 	if req.AttemptID == "" {
-		return opRefused(kernel.CodeRequestMalformed, "attempt_id is required")
+		return wire.Refused(wire.CodeRequestMalformed, "attempt_id is required")
 	}
 	reason := req.Reason
 	if reason == "" {
@@ -321,7 +258,7 @@ func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req OpRe
 		// An attempt no operation knows: tombstone it on the named ledger
 		// so that a late reservation for it is refused.
 		if req.GuaranteeID == "" || req.Resource == "" && req.ResourceDigest == "" {
-			return opRefused(kernel.CodeAttemptUnknown, "attempt %s is unknown; name guarantee_id and resource (or resource_digest) to tombstone it", req.AttemptID)
+			return wire.Refused(wire.CodeAttemptUnknown, "attempt %s is unknown; name guarantee_id and resource (or resource_digest) to tombstone it", req.AttemptID)
 		}
 		resource, r := g.resolveResource(tenant, req.GuaranteeID, req.Resource, req.ResourceDigest)
 		if r != nil {
@@ -329,39 +266,39 @@ func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req OpRe
 		}
 		res, bal, err := g.engine.Exposure(ctx, tenant, req.GuaranteeID, resource, kernel.Close{AttemptID: req.AttemptID, Reason: reason})
 		if err != nil {
-			return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 		}
 		if res.Refusal != nil {
-			return OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+			return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 		}
-		return OpReply{OK: true, Exposure: []ExposureRow{{Tenant: tenant, GuaranteeID: req.GuaranteeID, Resource: resource, Balance: bal}}}
+		return wire.OpReply{OK: true, Exposure: []wire.ExposureRow{{Tenant: tenant, GuaranteeID: req.GuaranteeID, Resource: resource, Balance: wire.Balance(bal)}}}
 	}
 	if r := g.release(ctx, tenant, kernel.Release{AttemptID: req.AttemptID, Executor: g.executor, Operator: operator, Reason: reason}); r != nil {
 		return *r
 	}
-	return OpReply{OK: true, Settled: []SettleRow{{AttemptID: req.AttemptID, Status: kernel.StatusNotApplied, Reason: reason}}}
+	return wire.OpReply{OK: true, Settled: []wire.SettleRow{{AttemptID: req.AttemptID, Status: wire.StatusNotApplied, Reason: reason}}}
 }
 
-func (g *Gateway) opAssertAbsence(ctx context.Context, tenant, operator string, req OpRequest) OpReply {
+func (g *Gateway) opAssertAbsence(ctx context.Context, tenant, operator string, req wire.OpRequest) wire.OpReply {
 	if req.AttemptID == "" || req.ArtifactRef == "" {
-		return opRefused(kernel.CodeRequestMalformed, "attempt_id and artifact_ref are required")
+		return wire.Refused(wire.CodeRequestMalformed, "attempt_id and artifact_ref are required")
 	}
 	if _, ok := g.operationOf(tenant, req.AttemptID); !ok {
-		return opRefused(kernel.CodeAttemptUnknown, "attempt %s: unknown attempt", req.AttemptID)
+		return wire.Refused(wire.CodeAttemptUnknown, "attempt %s: unknown attempt", req.AttemptID)
 	}
 	if r := g.release(ctx, tenant, kernel.Release{AttemptID: req.AttemptID, Executor: g.executor, Operator: operator, ArtifactRef: req.ArtifactRef}); r != nil {
 		return *r
 	}
-	return OpReply{OK: true, Settled: []SettleRow{{AttemptID: req.AttemptID, Outcome: kernel.OutcomeNotApplied, Status: kernel.StatusNotApplied,
+	return wire.OpReply{OK: true, Settled: []wire.SettleRow{{AttemptID: req.AttemptID, Outcome: wire.OutcomeNotApplied, Status: wire.StatusNotApplied,
 		Reason: "absence asserted by " + operator + " with " + req.ArtifactRef}}}
 }
 
 // release runs kernel.DecideRelease (close-attempt and assert-absence) over
 // the attempt's operation and ledgers; it returns the refusal reply, or nil.
-func (g *Gateway) release(ctx context.Context, tenant string, cmd kernel.Release) *OpReply {
+func (g *Gateway) release(ctx context.Context, tenant string, cmd kernel.Release) *wire.OpReply {
 	_, opRef, bs, err := g.opTarget(tenant, cmd.AttemptID)
 	if err != nil {
-		r := opRefused(kernel.CodeAttemptUnknown, "attempt %s: %v", cmd.AttemptID, err)
+		r := wire.Refused(wire.CodeAttemptUnknown, "attempt %s: %v", cmd.AttemptID, err)
 		return &r
 	}
 	var st kernel.ReleaseState
@@ -372,23 +309,23 @@ func (g *Gateway) release(ctx context.Context, tenant string, cmd kernel.Release
 		Decide: func() *kernel.Refusal { d = kernel.DecideRelease(st, cmd); return d.Refusal },
 	})
 	if err != nil {
-		r := opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		r := wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 		return &r
 	}
 	if res.Refusal != nil {
-		return &OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		return &wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 	}
 	return nil
 }
 
-func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req OpRequest) OpReply {
+func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req wire.OpRequest) wire.OpReply {
 	if req.Engaged == nil {
 		v := g.index.killEngaged(tenant)
-		return OpReply{OK: true, KillSwitch: &v}
+		return wire.OpReply{OK: true, KillSwitch: &v}
 	}
 	subject, err := codec.Subject(tenant, "control")
 	if err != nil {
-		return opRefused(kernel.CodeRequestMalformed, "%v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	engaged := *req.Engaged
 	cmd := kernel.SetKillSwitch{Engaged: engaged, Operator: operator, Reason: req.Reason}
@@ -397,9 +334,9 @@ func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req
 	_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(controlRef(subject), &c, &d.Events)},
 		Decide: func() *kernel.Refusal { d = kernel.DecideKillSwitch(c, cmd); return d.Refusal }})
 	if err != nil {
-		return opRefused(kernel.CodeLedgerUnavailable, "%v", err)
+		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
-	return OpReply{OK: true, KillSwitch: &engaged}
+	return wire.OpReply{OK: true, KillSwitch: &engaged}
 }
 
 func controlRef(subject string) aggregates.Ref {

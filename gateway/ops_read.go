@@ -7,41 +7,23 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/wire"
 )
 
-// ExposureRow is one resource's balances in the operator view.
-type ExposureRow = projections.ExposureRow
-
-// AttemptRow is an open attempt with its next safe step.
-type AttemptRow = projections.AttemptRow
-
-// PendingApproval is a proposal waiting for an operator's approval.
-type PendingApproval = projections.PendingApproval
-
-// Incident is an incident in the operator view.
-type Incident = projections.Incident
-
-// The read-only verbs served from the read model besides exposure and
-// attempts.
-const (
-	VerbApprovals = "approvals" // proposals refused approval_required, not yet approved
-	VerbIncidents = "incidents" // contradicting observations, fenced executors, refused stored events
-)
-
-var modelVerbs = []string{VerbApprovals, VerbIncidents}
+var modelVerbs = []string{wire.VerbApprovals, wire.VerbIncidents}
 
 // readOp serves the verbs that only read the model. ok is false for any
 // other verb.
-func (g *Gateway) readOp(ctx context.Context, tenant, verb string, body []byte) (OpReply, bool) {
-	if verb != VerbApprovals && verb != VerbIncidents {
-		return OpReply{}, false
+func (g *Gateway) readOp(ctx context.Context, tenant, verb string, body []byte) (wire.OpReply, bool) {
+	if verb != wire.VerbApprovals && verb != wire.VerbIncidents {
+		return wire.OpReply{}, false
 	}
 	req, r := decodeList(body, verb)
 	if r != nil {
 		return *r, true
 	}
 	list := byte(listIncidents)
-	if verb == VerbApprovals {
+	if verb == wire.VerbApprovals {
 		list = listApprovals
 	}
 	p, r := g.pager(list, req.Limit, req.Cursor)
@@ -49,10 +31,10 @@ func (g *Gateway) readOp(ctx context.Context, tenant, verb string, body []byte) 
 		return *r, true
 	}
 	if err := g.model.Sync(ctx); err != nil {
-		return opRefused(kernel.CodeProjectionUnavailable, "the read model could not catch up: %v", err), true
+		return wire.Refused(wire.CodeProjectionUnavailable, "the read model could not catch up: %v", err), true
 	}
-	reply := OpReply{OK: true}
-	if verb == VerbApprovals {
+	reply := wire.OpReply{OK: true}
+	if verb == wire.VerbApprovals {
 		reply.Approvals, reply.NextCursor = page(p, g.model.Approvals(tenant), approvalKey, showApproval)
 		return reply, true
 	}
@@ -79,11 +61,11 @@ func entryOf(v projections.OperationView) opEntry {
 
 func (x readModel) catchUp(ctx context.Context, _ events.Store) error { return x.m.Sync(ctx) }
 
-func (x readModel) exposure(tenant, guaranteeID, resource string) []ExposureRow {
+func (x readModel) exposure(tenant, guaranteeID, resource string) []wire.ExposureRow {
 	return x.m.Exposure(tenant, guaranteeID, resource)
 }
 
-func (x readModel) openAttempts(tenant string) []AttemptRow { return x.m.OpenAttempts(tenant) }
+func (x readModel) openAttempts(tenant string) []wire.AttemptRow { return x.m.OpenAttempts(tenant) }
 
 // operationOf returns the operation that made an attempt, of any tenant
 // (attempt ids are ULIDs); callers check the tenant.

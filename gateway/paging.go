@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/wire"
 )
 
 // Paging of the list verbs (exposure, attempts, approvals, incidents,
@@ -26,13 +26,7 @@ import (
 // throughout. A page also stops before its encoding passes the reply
 // budget (half the server's max_payload, at most MaxReplyBudget).
 const (
-	DefaultPageLimit = 100
-	MaxPageLimit     = 500
-	// MaxCursorBytes bounds a cursor's text.
-	MaxCursorBytes = 1024
-	// MaxReplyBudget bounds the rows of a page in bytes, whatever the
-	// server's max_payload.
-	MaxReplyBudget = 512 << 10
+
 	// replyFrame is what a page keeps free for the reply around its rows
 	// (ok, next_cursor).
 	replyFrame = 2 << 10
@@ -84,7 +78,7 @@ var errCursor = errors.New("cursor: not a cursor of this list (send next_cursor 
 // parseCursor reads a cursor's text. It accepts exactly the texts String
 // writes for a valid key: any other is an error.
 func parseCursor(s string) (cursor, error) {
-	if len(s) < 1 || len(s) > MaxCursorBytes {
+	if len(s) < 1 || len(s) > wire.MaxCursorBytes {
 		return cursor{}, errCursor
 	}
 	kinds, ok := cursorParts[s[0]]
@@ -104,7 +98,7 @@ func parseCursor(s string) (cursor, error) {
 		p := string(b)
 		switch kinds[i] {
 		case 's':
-			ok = len(p) <= projections.ShortenAbove
+			ok = len(p) <= wire.ShortenAbove
 		case 'd':
 			ok = p == "" || isDigest(p)
 		case 'n':
@@ -140,30 +134,30 @@ func num(n uint64) string { return fmt.Sprintf("%020d", n) }
 // one). For every id of at most ShortenAbove bytes this is the order of
 // the ids themselves.
 func resourceKey(resource, digest string) (string, string) {
-	if len(resource) <= projections.ShortenAbove {
+	if len(resource) <= wire.ShortenAbove {
 		return resource, ""
 	}
 	if digest == "" {
-		digest = projections.Digest(resource)
+		digest = wire.Digest(resource)
 	}
-	return resource[:projections.ShortenAbove], digest
+	return resource[:wire.ShortenAbove], digest
 }
 
-func exposureKey(r ExposureRow) []string {
+func exposureKey(r wire.ExposureRow) []string {
 	p, d := resourceKey(r.Resource, r.ResourceDigest)
 	return []string{r.GuaranteeID, p, d}
 }
 
-func attemptKey(r AttemptRow) []string {
+func attemptKey(r wire.AttemptRow) []string {
 	p, d := resourceKey(r.Resource, r.ResourceDigest)
 	return []string{r.AttemptID, r.GuaranteeID, p, d}
 }
 
-func approvalKey(p PendingApproval) []string { return []string{num(p.Seq)} }
+func approvalKey(p wire.PendingApproval) []string { return []string{num(p.Seq)} }
 
-func incidentKey(in Incident) []string { return []string{num(in.Key.Seq), num(in.Key.N)} }
+func incidentKey(in wire.Incident) []string { return []string{num(in.Key.Seq), num(in.Key.N)} }
 
-func versionKey(v VersionRow) []string { return []string{num(v.Version)} }
+func versionKey(v wire.VersionRow) []string { return []string{num(v.Version)} }
 
 // pager is a page asked for: the list, where it starts and its bounds.
 type pager struct {
@@ -175,13 +169,13 @@ type pager struct {
 
 // pager reads a request's limit and cursor for list; a malformed one is
 // the reply to send.
-func (g *Gateway) pager(list byte, limit int, cur string) (pager, *OpReply) {
-	if limit < 0 || limit > MaxPageLimit {
-		r := opRefused(kernel.CodeRequestMalformed, "limit must be 0 (the default, %d) to %d, not %d", DefaultPageLimit, MaxPageLimit, limit)
+func (g *Gateway) pager(list byte, limit int, cur string) (pager, *wire.OpReply) {
+	if limit < 0 || limit > wire.MaxPageLimit {
+		r := wire.Refused(wire.CodeRequestMalformed, "limit must be 0 (the default, %d) to %d, not %d", wire.DefaultPageLimit, wire.MaxPageLimit, limit)
 		return pager{}, &r
 	}
 	if limit == 0 {
-		limit = DefaultPageLimit
+		limit = wire.DefaultPageLimit
 	}
 	p := pager{list: list, limit: limit, budget: g.replyBudget() - replyFrame}
 	if cur != "" {
@@ -190,7 +184,7 @@ func (g *Gateway) pager(list byte, limit int, cur string) (pager, *OpReply) {
 			err = errCursor
 		}
 		if err != nil {
-			r := opRefused(kernel.CodeRequestMalformed, "%v", err)
+			r := wire.Refused(wire.CodeRequestMalformed, "%v", err)
 			return pager{}, &r
 		}
 		p.after = c.key
@@ -206,7 +200,7 @@ func (g *Gateway) replyBudget() int {
 	if mp <= 0 {
 		mp = 1 << 20 // NATS' default
 	}
-	return int(min(mp/2, MaxReplyBudget))
+	return int(min(mp/2, wire.MaxReplyBudget))
 }
 
 // page returns the page p asks for of rows, each row as show makes it, and
@@ -246,37 +240,37 @@ func page[T any](p pager, rows []T, key func(T) []string, show func(T) T) ([]T, 
 	return out, cursor{list: p.list, key: ks[i-1].key}.String()
 }
 
-// shorten applies projections.Shorten to *s, setting *digest when it
+// shorten applies wire.Shorten to *s, setting *digest when it
 // shortens it; known is the digest when the caller has it.
 func shorten(s, digest *string, known string) {
-	if len(*s) <= projections.ShortenAbove {
+	if len(*s) <= wire.ShortenAbove {
 		return
 	}
 	if known == "" {
-		known = projections.Digest(*s)
+		known = wire.Digest(*s)
 	}
-	*s, *digest = projections.Prefix(*s), known
+	*s, *digest = wire.Prefix(*s), known
 }
 
-func showExposure(r ExposureRow) ExposureRow {
+func showExposure(r wire.ExposureRow) wire.ExposureRow {
 	shorten(&r.Resource, &r.ResourceDigest, r.ResourceDigest)
 	return r
 }
 
-func showAttempt(r AttemptRow) AttemptRow {
+func showAttempt(r wire.AttemptRow) wire.AttemptRow {
 	shorten(&r.Resource, &r.ResourceDigest, r.ResourceDigest)
 	shorten(&r.RunID, &r.RunIDDigest, "")
 	shorten(&r.LastReason, &r.LastReasonDigest, "")
 	return r
 }
 
-func showApproval(p PendingApproval) PendingApproval {
+func showApproval(p wire.PendingApproval) wire.PendingApproval {
 	shorten(&p.OperationKey, &p.OperationKeyDigest, "")
 	shorten(&p.RunID, &p.RunIDDigest, "")
-	args, changed := projections.ShortenJSON(p.Arguments)
-	if changed || len(args) > projections.MaxShownArguments {
-		p.ArgumentsDigest = projections.Digest(string(p.Arguments))
-		if len(args) > projections.MaxShownArguments {
+	args, changed := wire.ShortenJSON(p.Arguments)
+	if changed || len(args) > wire.MaxShownArguments {
+		p.ArgumentsDigest = wire.Digest(string(p.Arguments))
+		if len(args) > wire.MaxShownArguments {
 			p.ArgumentsBytes, args = len(p.Arguments), nil
 		}
 		p.Arguments = args
@@ -284,33 +278,27 @@ func showApproval(p PendingApproval) PendingApproval {
 	return p
 }
 
-func showIncident(in Incident) Incident {
+func showIncident(in wire.Incident) wire.Incident {
 	shorten(&in.Reason, &in.ReasonDigest, "")
 	return in
 }
 
-func showVersion(v VersionRow) VersionRow {
+func showVersion(v wire.VersionRow) wire.VersionRow {
 	shorten(&v.Resource, &v.ResourceDigest, "")
 	shorten(&v.Reason, &v.ReasonDigest, "")
 	return v
 }
 
-func showSettle(s SettleRow) SettleRow {
+func showSettle(s wire.SettleRow) wire.SettleRow {
 	shorten(&s.Reason, &s.ReasonDigest, "")
 	return s
 }
 
-// ListRequest is the body of approvals and incidents.
-type ListRequest struct {
-	Limit  int    `json:"limit,omitempty"`
-	Cursor string `json:"cursor,omitempty"`
-}
-
 // decodeList reads a list verb's body.
-func decodeList(body []byte, verb string) (ListRequest, *OpReply) {
-	var req ListRequest
+func decodeList(body []byte, verb string) (wire.ListRequest, *wire.OpReply) {
+	var req wire.ListRequest
 	if err := kernel.DecodeOptionalRequest(body, &req); err != nil {
-		r := opRefused(kernel.CodeRequestMalformed, "request: %v (%s takes {limit?, cursor?})", err, verb)
+		r := wire.Refused(wire.CodeRequestMalformed, "request: %v (%s takes {limit?, cursor?})", err, verb)
 		return req, &r
 	}
 	return req, nil
@@ -318,20 +306,20 @@ func decodeList(body []byte, verb string) (ListRequest, *OpReply) {
 
 // resolveResource returns the resource a request names, by its id or by
 // the digest a view showed beside it (resolved through the read model).
-func (g *Gateway) resolveResource(tenant, guaranteeID, resource, digest string) (string, *OpReply) {
+func (g *Gateway) resolveResource(tenant, guaranteeID, resource, digest string) (string, *wire.OpReply) {
 	switch {
 	case digest == "":
 		return resource, nil
 	case resource != "":
-		r := opRefused(kernel.CodeRequestMalformed, "name resource or resource_digest, not both")
+		r := wire.Refused(wire.CodeRequestMalformed, "name resource or resource_digest, not both")
 		return "", &r
 	case !isDigest(digest):
-		r := opRefused(kernel.CodeRequestMalformed, "resource_digest must be 64 lowercase hex digits (the SHA-256 of the resource)")
+		r := wire.Refused(wire.CodeRequestMalformed, "resource_digest must be 64 lowercase hex digits (the SHA-256 of the resource)")
 		return "", &r
 	}
 	res, ok := g.model.ResourceByDigest(tenant, guaranteeID, digest)
 	if !ok {
-		r := opRefused(kernel.CodeRequestMalformed, "resource_digest %s names no resource of guarantee %q the runtime knows; name the resource itself", digest, guaranteeID)
+		r := wire.Refused(wire.CodeRequestMalformed, "resource_digest %s names no resource of guarantee %q the runtime knows; name the resource itself", digest, guaranteeID)
 		return "", &r
 	}
 	return res, nil

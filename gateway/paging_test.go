@@ -9,8 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/wire"
 )
 
 // FuzzParseCursor: never panics; an accepted cursor is exactly the text its
@@ -19,12 +18,12 @@ import (
 func FuzzParseCursor(f *testing.F) {
 	long := strings.Repeat("r", 300)
 	for _, c := range []cursor{
-		{listExposure, exposureKey(ExposureRow{GuaranteeID: "refunds-per-order", Resource: "ord_1"})},
-		{listExposure, exposureKey(ExposureRow{GuaranteeID: "refunds-per-order", Resource: long})},
-		{listAttempts, attemptKey(AttemptRow{AttemptID: "01JABCDEFGHJKMNPQRSTVWXYZ0", GuaranteeID: "g", Resource: "ord_é"})},
-		{listApprovals, approvalKey(PendingApproval{Seq: 42})},
-		{listIncidents, incidentKey(Incident{Key: projections.IncidentKey{Seq: 7, N: 2}})},
-		{listVersions, versionKey(VersionRow{Version: 3})},
+		{listExposure, exposureKey(wire.ExposureRow{GuaranteeID: "refunds-per-order", Resource: "ord_1"})},
+		{listExposure, exposureKey(wire.ExposureRow{GuaranteeID: "refunds-per-order", Resource: long})},
+		{listAttempts, attemptKey(wire.AttemptRow{AttemptID: "01JABCDEFGHJKMNPQRSTVWXYZ0", GuaranteeID: "g", Resource: "ord_é"})},
+		{listApprovals, approvalKey(wire.PendingApproval{Seq: 42})},
+		{listIncidents, incidentKey(wire.Incident{Key: wire.IncidentKey{Seq: 7, N: 2}})},
+		{listVersions, versionKey(wire.VersionRow{Version: 3})},
 	} {
 		f.Add(c.String())
 	}
@@ -39,7 +38,7 @@ func FuzzParseCursor(f *testing.F) {
 		if got := c.String(); got != s {
 			t.Fatalf("parseCursor(%q) writes back as %q", s, got)
 		}
-		if len(s) > MaxCursorBytes {
+		if len(s) > wire.MaxCursorBytes {
 			t.Fatalf("accepted a cursor of %d bytes", len(s))
 		}
 		kinds := cursorParts[c.list]
@@ -49,7 +48,7 @@ func FuzzParseCursor(f *testing.F) {
 		for i, p := range c.key {
 			switch kinds[i] {
 			case 's':
-				if len(p) > projections.ShortenAbove {
+				if len(p) > wire.ShortenAbove {
 					t.Fatalf("%q: part %d of %d bytes", s, i, len(p))
 				}
 			case 'd':
@@ -77,8 +76,8 @@ func TestParseCursorRefuses(t *testing.T) {
 		"e.Zw.b3JkXzE+.",                // standard, not URL, base64
 		"p.NDI",                         // a number not 20 digits
 		"p.MDAwMDAwMDAwMDAwMDAwMDAwNGE", // 20 characters, not digits
-		"e.Zw." + strings.Repeat("YWFh", 90) + ".",      // a string part over ShortenAbove
-		"a" + strings.Repeat(".YQ", MaxCursorBytes/3+1), // over MaxCursorBytes
+		"e.Zw." + strings.Repeat("YWFh", 90) + ".",           // a string part over ShortenAbove
+		"a" + strings.Repeat(".YQ", wire.MaxCursorBytes/3+1), // over MaxCursorBytes
 	} {
 		if c, err := parseCursor(s); err == nil {
 			t.Errorf("parseCursor(%q) accepted %+v", s, c)
@@ -92,13 +91,13 @@ func TestParseCursorRefuses(t *testing.T) {
 func TestPageWalk(t *testing.T) {
 	res := func(i int) string {
 		if i%3 == 0 { // long ids, sharing their first ShortenAbove bytes
-			return strings.Repeat("x", projections.ShortenAbove) + fmt.Sprint(i)
+			return strings.Repeat("x", wire.ShortenAbove) + fmt.Sprint(i)
 		}
 		return fmt.Sprintf("ord_%03d", i)
 	}
-	var rows []ExposureRow
+	var rows []wire.ExposureRow
 	for i := 0; i < 50; i++ {
-		rows = append(rows, ExposureRow{GuaranteeID: "g", Resource: res(i)})
+		rows = append(rows, wire.ExposureRow{GuaranteeID: "g", Resource: res(i)})
 	}
 	p := pager{list: listExposure, limit: 7, budget: 1 << 20}
 	seen := map[string]int{}
@@ -120,7 +119,7 @@ func TestPageWalk(t *testing.T) {
 			t.Fatalf("page of %d rows, limit %d", len(out), p.limit)
 		}
 		for _, r := range out {
-			if len(r.Resource) > projections.ShortPrefix+len(projections.Ellipsis) {
+			if len(r.Resource) > wire.ShortPrefix+len(wire.Ellipsis) {
 				t.Fatalf("row shown with a %d-byte resource", len(r.Resource))
 			}
 			seen[r.Resource+r.ResourceDigest]++
@@ -138,11 +137,11 @@ func TestPageWalk(t *testing.T) {
 		cur = next
 		// Between pages: a row before the cursor and one after it are added,
 		// and the last row shown is removed.
-		rows = append(rows, ExposureRow{GuaranteeID: "a", Resource: fmt.Sprint("new", pages)}, ExposureRow{GuaranteeID: "z", Resource: fmt.Sprint("new", pages)})
-		rows = slices.DeleteFunc(rows, func(r ExposureRow) bool { return slices.Equal(exposureKey(r), last) })
+		rows = append(rows, wire.ExposureRow{GuaranteeID: "a", Resource: fmt.Sprint("new", pages)}, wire.ExposureRow{GuaranteeID: "z", Resource: fmt.Sprint("new", pages)})
+		rows = slices.DeleteFunc(rows, func(r wire.ExposureRow) bool { return slices.Equal(exposureKey(r), last) })
 	}
 	for i := 0; i < 50; i++ {
-		r, d := projections.Shorten(res(i))
+		r, d := wire.Shorten(res(i))
 		if n := seen[r+d]; n != 1 {
 			t.Errorf("%s shown %d times", res(i), n)
 		}
@@ -153,7 +152,7 @@ func TestPageWalk(t *testing.T) {
 		}
 	}
 	// Budget: a page stops before its rows pass it, keeping at least one.
-	p = pager{list: listExposure, limit: MaxPageLimit, budget: 1000}
+	p = pager{list: listExposure, limit: wire.MaxPageLimit, budget: 1000}
 	out, next := page(p, rows[:50], exposureKey, showExposure)
 	b, _ := json.Marshal(out)
 	if len(out) == 0 || len(b) > p.budget+len(out) || next == "" {
@@ -168,17 +167,17 @@ func TestPageWalk(t *testing.T) {
 // TestPageOrderIsIDOrder: for ids of at most ShortenAbove bytes the key
 // order is the ids' own order, so views read as before.
 func TestPageOrderIsIDOrder(t *testing.T) {
-	ids := []string{"b", "a", "ord_10", "ord_9", "é", "", "a\x00", strings.Repeat("z", projections.ShortenAbove)}
-	var rows []AttemptRow
+	ids := []string{"b", "a", "ord_10", "ord_9", "é", "", "a\x00", strings.Repeat("z", wire.ShortenAbove)}
+	var rows []wire.AttemptRow
 	for i, id := range ids {
-		rows = append(rows, AttemptRow{AttemptID: fmt.Sprintf("att%02d", 10-i), GuaranteeID: "g", Resource: id})
-		rows = append(rows, AttemptRow{AttemptID: "att99", GuaranteeID: "g", Resource: id})
+		rows = append(rows, wire.AttemptRow{AttemptID: fmt.Sprintf("att%02d", 10-i), GuaranteeID: "g", Resource: id})
+		rows = append(rows, wire.AttemptRow{AttemptID: "att99", GuaranteeID: "g", Resource: id})
 	}
-	out, next := page(pager{list: listAttempts, limit: MaxPageLimit, budget: 1 << 20}, rows, attemptKey, showAttempt)
+	out, next := page(pager{list: listAttempts, limit: wire.MaxPageLimit, budget: 1 << 20}, rows, attemptKey, showAttempt)
 	if next != "" || len(out) != len(rows) {
 		t.Fatalf("%d rows, next %q", len(out), next)
 	}
-	if !slices.IsSortedFunc(out, func(a, b AttemptRow) int {
+	if !slices.IsSortedFunc(out, func(a, b wire.AttemptRow) int {
 		if c := strings.Compare(a.AttemptID, b.AttemptID); c != 0 {
 			return c
 		}
@@ -192,32 +191,32 @@ func TestPageOrderIsIDOrder(t *testing.T) {
 // ShortenAbove bytes as its prefix with its digest beside it, and nothing
 // shorter changes.
 func TestShowShortens(t *testing.T) {
-	long := strings.Repeat("é", projections.ShortenAbove) // two bytes each
-	d := projections.Digest(long)
+	long := strings.Repeat("é", wire.ShortenAbove) // two bytes each
+	d := wire.Digest(long)
 	check := func(what, shown, digest string) {
 		t.Helper()
-		if digest != d || !strings.HasSuffix(shown, projections.Ellipsis) || !utf8.ValidString(shown) || len(shown) > projections.ShortPrefix+len(projections.Ellipsis) {
+		if digest != d || !strings.HasSuffix(shown, wire.Ellipsis) || !utf8.ValidString(shown) || len(shown) > wire.ShortPrefix+len(wire.Ellipsis) {
 			t.Errorf("%s: shown %q, digest %q", what, shown, digest)
 		}
 	}
-	a := showAttempt(AttemptRow{Resource: long, RunID: long, LastReason: long})
+	a := showAttempt(wire.AttemptRow{Resource: long, RunID: long, LastReason: long})
 	check("attempt resource", a.Resource, a.ResourceDigest)
 	check("attempt run", a.RunID, a.RunIDDigest)
 	check("attempt reason", a.LastReason, a.LastReasonDigest)
-	e := showExposure(ExposureRow{Resource: long})
+	e := showExposure(wire.ExposureRow{Resource: long})
 	check("exposure resource", e.Resource, e.ResourceDigest)
-	v := showVersion(VersionRow{Resource: long, Reason: long})
+	v := showVersion(wire.VersionRow{Resource: long, Reason: long})
 	check("version resource", v.Resource, v.ResourceDigest)
 	check("version reason", v.Reason, v.ReasonDigest)
-	in := showIncident(Incident{Reason: long})
+	in := showIncident(wire.Incident{Reason: long})
 	check("incident reason", in.Reason, in.ReasonDigest)
-	s := showSettle(SettleRow{Reason: long})
+	s := showSettle(wire.SettleRow{Reason: long})
 	check("settle reason", s.Reason, s.ReasonDigest)
 	args, _ := json.Marshal(map[string]any{"order_id": long, long: 1, "amount_minor": 5})
-	p := showApproval(PendingApproval{OperationKey: long, RunID: long, Arguments: args})
+	p := showApproval(wire.PendingApproval{OperationKey: long, RunID: long, Arguments: args})
 	check("approval key", p.OperationKey, p.OperationKeyDigest)
 	check("approval run", p.RunID, p.RunIDDigest)
-	if p.ArgumentsDigest != projections.Digest(string(args)) || strings.Contains(string(p.Arguments), long) ||
+	if p.ArgumentsDigest != wire.Digest(string(args)) || strings.Contains(string(p.Arguments), long) ||
 		!strings.Contains(string(p.Arguments), "sha256:"+d) || !json.Valid(p.Arguments) {
 		t.Errorf("approval arguments %s, digest %s", p.Arguments, p.ArgumentsDigest)
 	}
@@ -226,10 +225,10 @@ func TestShowShortens(t *testing.T) {
 		many[fmt.Sprint("k", i)] = i
 	}
 	args, _ = json.Marshal(many)
-	if p := showApproval(PendingApproval{Arguments: args}); p.Arguments != nil || p.ArgumentsBytes != len(args) || p.ArgumentsDigest == "" {
+	if p := showApproval(wire.PendingApproval{Arguments: args}); p.Arguments != nil || p.ArgumentsBytes != len(args) || p.ArgumentsDigest == "" {
 		t.Errorf("arguments of %d bytes in short strings: %d shown, bytes %d", len(args), len(p.Arguments), p.ArgumentsBytes)
 	}
-	short := AttemptRow{Resource: "ord_1", RunID: strings.Repeat("r", projections.ShortenAbove), LastReason: "pending"}
+	short := wire.AttemptRow{Resource: "ord_1", RunID: strings.Repeat("r", wire.ShortenAbove), LastReason: "pending"}
 	if got := showAttempt(short); got != short {
 		t.Errorf("a short row changed: %+v", got)
 	}
@@ -239,17 +238,17 @@ func TestShowShortens(t *testing.T) {
 // request_malformed.
 func TestPagerRefuses(t *testing.T) {
 	g := &Gateway{}
-	attempts := cursor{listAttempts, attemptKey(AttemptRow{AttemptID: "a", GuaranteeID: "g", Resource: "r"})}.String()
+	attempts := cursor{listAttempts, attemptKey(wire.AttemptRow{AttemptID: "a", GuaranteeID: "g", Resource: "r"})}.String()
 	for _, c := range []struct {
 		limit  int
 		cursor string
-	}{{-1, ""}, {MaxPageLimit + 1, ""}, {0, "junk"}, {0, attempts}} {
-		if _, r := g.pager(listExposure, c.limit, c.cursor); r == nil || r.Code != kernel.CodeRequestMalformed {
+	}{{-1, ""}, {wire.MaxPageLimit + 1, ""}, {0, "junk"}, {0, attempts}} {
+		if _, r := g.pager(listExposure, c.limit, c.cursor); r == nil || r.Code != wire.CodeRequestMalformed {
 			t.Errorf("limit %d cursor %q: %+v", c.limit, c.cursor, r)
 		}
 	}
 	p, r := g.pager(listAttempts, 0, attempts)
-	if r != nil || p.limit != DefaultPageLimit || p.budget != (1<<20)/2-replyFrame || !slices.Equal(p.after, []string{"a", "g", "r", ""}) {
+	if r != nil || p.limit != wire.DefaultPageLimit || p.budget != (1<<20)/2-replyFrame || !slices.Equal(p.after, []string{"a", "g", "r", ""}) {
 		t.Fatalf("%+v %+v", p, r)
 	}
 }

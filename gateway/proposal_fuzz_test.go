@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // FuzzParseProposal: never panics; a refusal is request_malformed with a
@@ -26,13 +28,13 @@ func FuzzParseProposal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, r := ParseProposal(b)
 		if r != nil {
-			if r.Code != kernel.CodeRequestMalformed || r.Reason == "" {
+			if r.Code != wire.CodeRequestMalformed || r.Reason == "" {
 				t.Fatalf("refusal %+v", r)
 			}
 			return
 		}
 		for _, id := range []string{p.RunID, p.OperationKey, p.CapabilityID} {
-			if id == "" || len(id) > maxIDBytes {
+			if id == "" || len(id) > wire.MaxIDBytes {
 				t.Fatalf("accepted id %q", id)
 			}
 		}
@@ -70,12 +72,12 @@ func FuzzBindAction(f *testing.F) {
 	}
 	def := kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string{"adp_payments.issue_refund"},
 		ResourcePointer: "/order_id", AmountPointer: "/amount_minor", Limit: 100000, Unit: "INR_minor"}
-	cp := &CapabilityConfig{ID: "adp_payments.issue_refund", Version: "1"}
+	cp := &config.CapabilityConfig{ID: "adp_payments.issue_refund", Version: "1"}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		p := Proposal{RunID: "run_1", OperationKey: "k", CapabilityID: cp.ID, Arguments: raw}
+		p := wire.Proposal{RunID: "run_1", OperationKey: "k", CapabilityID: cp.ID, Arguments: raw}
 		act, r := bindAction("acme", "agent_email", p, cp)
 		if r != nil {
-			if r.Code != kernel.CodeRequestMalformed {
+			if r.Code != wire.CodeRequestMalformed {
 				t.Fatalf("refusal %+v", r)
 			}
 			return

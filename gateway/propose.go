@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // bound is a guarantee that covers the proposal, with what the kernel
@@ -51,9 +53,9 @@ func clipID(s string) string {
 
 // Propose runs the dispatch sequence for one proposal of (tenant,
 // principal), identities the caller took from the authenticated subject.
-func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []byte) Reply {
+func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []byte) wire.Reply {
 	if len(body) > g.cfg.Runtime.MaxProposalBytes {
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed,
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed,
 			Reason: fmt.Sprintf("proposal of %d bytes exceeds %d", len(body), g.cfg.Runtime.MaxProposalBytes)})
 	}
 	p, r := ParseProposal(body)
@@ -63,38 +65,38 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	}
 	tc, ok := g.cfg.Tenant(tenant)
 	if !ok {
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeAuthorityDenied, Reason: "unknown tenant"})
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeAuthorityDenied, Reason: "unknown tenant"})
 	}
 	if _, ok := g.cfg.Capability(p.CapabilityID); !ok {
 		// Refused before any operation is opened: the refusal is sampled
 		// like a malformed proposal's, so unsurfaced names cannot grow the
 		// store one operation each.
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeCapabilityNotSurfaced,
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeCapabilityNotSurfaced,
 			Reason: fmt.Sprintf("capability %q is not in the pinned manifest", clipID(p.CapabilityID))})
 	}
 	opRef, err := aggregates.OperationRef(tenant, p.RunID, p.OperationKey)
 	if err != nil {
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()})
 	}
 	rref, err := RunRef(tenant, p.RunID)
 	if err != nil {
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()})
 	}
 	csub, err := codec.Subject(tenant, "control")
 	if err != nil {
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
+		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()})
 	}
 	pc := &proposalCtx{g: g, tenant: tenant, principal: principal, p: p, opRef: opRef, runRef: rref, controlRef: controlRef(csub), tc: tc, now: g.clock.Now()}
 	if p.ApprovalID != "" {
 		ref, err := ApprovalRef(tenant, p.ApprovalID)
 		if err != nil {
-			return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: err.Error()})
+			return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()})
 		}
 		pc.approvalRef = &ref
 	}
 	cp, surfaced := g.cfg.Capability(p.CapabilityID)
 	pc.cp = cp
-	act, argRefusal := bindAction(tenant, principal, p, cp, g.cfg.amountPointers(p.CapabilityID)...)
+	act, argRefusal := bindAction(tenant, principal, p, cp, g.cfg.AmountPointers(p.CapabilityID)...)
 	args := act.args
 	pc.args, pc.digest = act.canon, act.digest
 	if argRefusal != nil {
@@ -111,7 +113,7 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 	case g.breakerRefusal(tenant, p.CapabilityID) != nil:
 		refusal = g.breakerRefusal(tenant, p.CapabilityID)
 	case !surfaced:
-		refusal = &kernel.Refusal{Code: kernel.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %s is not in the pinned manifest", p.CapabilityID)}
+		refusal = &kernel.Refusal{Code: wire.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %s is not in the pinned manifest", p.CapabilityID)}
 	case argRefusal != nil:
 		refusal = argRefusal
 	default:
@@ -140,12 +142,12 @@ func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []
 			}
 			ref, err := aggregates.ExposureWindowRef(tenant, def.ID, res, hold.Window)
 			if err != nil {
-				refusal = &kernel.Refusal{Code: kernel.CodeResourceInvalid, Reason: err.Error()}
+				refusal = &kernel.Refusal{Code: wire.CodeResourceInvalid, Reason: err.Error()}
 				break
 			}
 			carries, err := g.carriesOf(tenant, hold)
 			if err != nil {
-				refusal = &kernel.Refusal{Code: kernel.CodeResourceInvalid, Reason: err.Error()}
+				refusal = &kernel.Refusal{Code: wire.CodeResourceInvalid, Reason: err.Error()}
 				break
 			}
 			pc.bound = append(pc.bound, bound{hold: hold, ref: ref, carries: carries})
@@ -165,7 +167,7 @@ type action struct {
 
 // ActionDigest is the digest of the action p binds for principal of tenant
 // (what an approval names and a reply reports), or why p is refused.
-func ActionDigest(tenant, principal string, p Proposal, cp *CapabilityConfig) (string, *kernel.Refusal) {
+func ActionDigest(tenant, principal string, p wire.Proposal, cp *config.CapabilityConfig) (string, *kernel.Refusal) {
 	act, r := bindAction(tenant, principal, p, cp)
 	return act.digest, r
 }
@@ -173,14 +175,14 @@ func ActionDigest(tenant, principal string, p Proposal, cp *CapabilityConfig) (s
 // bindAction decodes a proposal's arguments strictly and binds them. Any
 // failure refuses the proposal (request_malformed): a digest is never left
 // empty nor made over other bytes than the provider's.
-func bindAction(tenant, principal string, p Proposal, cp *CapabilityConfig, amountPointers ...kernel.Pointer) (action, *kernel.Refusal) {
+func bindAction(tenant, principal string, p wire.Proposal, cp *config.CapabilityConfig, amountPointers ...kernel.Pointer) (action, *kernel.Refusal) {
 	args, r := kernel.DecodeArguments(p.Arguments, amountPointers...)
 	if r != nil {
 		return action{}, r
 	}
 	canon, err := kernel.Canonical(json.RawMessage(p.Arguments))
 	if err != nil {
-		return action{}, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: "arguments cannot be canonicalized: " + err.Error()}
+		return action{}, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: "arguments cannot be canonicalized: " + err.Error()}
 	}
 	binding := kernel.ActionBinding{Tenant: tenant, Principal: principal, RunID: p.RunID, CapabilityID: p.CapabilityID,
 		Arguments: canon, EvidenceRefs: p.EvidenceRefs}
@@ -189,7 +191,7 @@ func bindAction(tenant, principal string, p Proposal, cp *CapabilityConfig, amou
 	}
 	digest, err := kernel.ActionDigest(binding)
 	if err != nil {
-		return action{}, &kernel.Refusal{Code: kernel.CodeRequestMalformed, Reason: "the action cannot be digested: " + err.Error()}
+		return action{}, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: "the action cannot be digested: " + err.Error()}
 	}
 	return action{args: args, canon: canon, digest: digest}, nil
 }
@@ -199,14 +201,14 @@ type proposalCtx struct {
 	g         *Gateway
 	tenant    string
 	principal string
-	p         Proposal
-	cp        *CapabilityConfig
+	p         wire.Proposal
+	cp        *config.CapabilityConfig
 	args      json.RawMessage
 	digest    string
 	opRef     aggregates.Ref
 	bound     []bound
 
-	tc          *TenantConfig
+	tc          *config.TenantConfig
 	now         time.Time // the decision time, from the gateway's clock
 	runRef      aggregates.Ref
 	controlRef  aggregates.Ref
@@ -227,10 +229,10 @@ func (pc *proposalCtx) baseControls() kernel.Controls {
 	return c
 }
 
-func rowsOf(holds []kernel.GuaranteeHold) []GuaranteeRow {
-	rows := make([]GuaranteeRow, len(holds))
+func rowsOf(holds []kernel.GuaranteeHold) []wire.GuaranteeRow {
+	rows := make([]wire.GuaranteeRow, len(holds))
 	for i, h := range holds {
-		rows[i] = GuaranteeRow{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Balance: h.Balance}
+		rows[i] = wire.GuaranteeRow{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Balance: wire.Balance(h.Balance)}
 	}
 	return rows
 }
@@ -242,7 +244,7 @@ func rowsOf(holds []kernel.GuaranteeHold) []GuaranteeRow {
 // provider is called, as a separate append would make it, one durable round
 // trip sooner; and a crash can no longer leave an attempt reserved but
 // unstarted (docs/decisions.md).
-func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
+func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply {
 	g := pc.g
 	attemptID := g.ids.New()
 	g.inflight.add(attemptID)
@@ -251,10 +253,10 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 		Opened: kernel.OperationOpened{OperationID: g.ids.New(), Principal: pc.principal, RunID: pc.p.RunID,
 			OperationKey: pc.p.OperationKey, CapabilityID: pc.p.CapabilityID, ActionDigest: pc.digest, Executor: g.executor},
 		AttemptID: attemptID, Holds: holdsOf(pc.bound), Refusal: pre, ApprovalID: pc.p.ApprovalID, Now: pc.now,
-		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.allowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args,
+		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.AllowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args,
 	}
 	if pc.cp != nil {
-		cmd.ApprovalRequired, cmd.Risk = pc.cp.approvalRequired(), pc.cp.Risk
+		cmd.ApprovalRequired, cmd.Risk = approvalRequired(pc.cp), pc.cp.Risk
 	}
 	var st kernel.ProposalState
 	var d kernel.ProposalDecision
@@ -272,7 +274,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 	}
 	bind = append(bind, aggregates.Guard(iref, &st.Integrity))
 	witness := g.witnessStatus(pc.tenant)
-	var reply Reply
+	var reply wire.Reply
 	var generation uint64
 	endStage := g.tel.stage(ctx, stageDecide)
 	res, err := g.engine.Do(ctx, aggregates.Tx{
@@ -292,7 +294,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 	if err != nil {
 		return pc.unknownReply(err)
 	}
-	if res.Refusal != nil && (res.Refusal.Code == kernel.CodeOperationConflict || res.Refusal.Code == kernel.CodeContention) {
+	if res.Refusal != nil && (res.Refusal.Code == wire.CodeOperationConflict || res.Refusal.Code == wire.CodeContention) {
 		// Nothing was appended to the operation: record the refusal on the
 		// principal's refusal subject instead.
 		return g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, res.Refusal)
@@ -314,26 +316,26 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) Reply {
 }
 
 // statusReply describes an operation as it stands.
-func statusReply(op *kernel.Operation, holds []kernel.GuaranteeHold) Reply {
-	r := Reply{Status: op.Status(), OperationID: op.OperationID, ActionDigest: op.ActionDigest}
+func statusReply(op *kernel.Operation, holds []kernel.GuaranteeHold) wire.Reply {
+	r := wire.Reply{Status: op.Status(), OperationID: op.OperationID, ActionDigest: op.ActionDigest}
 	if op.Refusal != nil {
 		r.Code, r.Reason = op.Refusal.Code, op.Refusal.Reason
 	}
 	if a, ok := op.Current(); ok {
 		r.AttemptID = a.AttemptID
 	}
-	r.setBalance(rowsOf(holds))
+	r.SetGuarantees(rowsOf(holds))
 	return r
 }
 
-func (pc *proposalCtx) unknownReply(err error) Reply {
-	return Reply{Status: kernel.StatusUnknown, Code: kernel.CodeLedgerUnavailable, ActionDigest: pc.digest,
+func (pc *proposalCtx) unknownReply(err error) wire.Reply {
+	return wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable, ActionDigest: pc.digest,
 		Reason: "the ledger could not be reached; resend the same proposal to learn its outcome: " + err.Error()}
 }
 
 // dispatch calls the provider once for an attempt whose dispatch-start is
 // stored, and settles.
-func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generation uint64) Reply {
+func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generation uint64) wire.Reply {
 	g := pc.g
 	g.hooks.afterDispatchStart(attemptID)
 	obs := g.adapter(pc.cp).Dispatch(ctx, attemptID, pc.args)
@@ -342,13 +344,13 @@ func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generatio
 }
 
 // settle records the provider's report on the operation and every ledger.
-func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation uint64, obs Observation) Reply {
+func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation uint64, obs Observation) wire.Reply {
 	g := pc.g
 	ctl := pc.controls
 	ctl.Guarantees = nil
 	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: "provider", Ref: obs.Ref, Generation: generation, Now: g.clock.Now(),
 		Holds: holdsOf(pc.bound), Controls: ctl}
-	var reply Reply
+	var reply wire.Reply
 	var st kernel.SettleState
 	var d kernel.SettleDecision
 	defer g.tel.stage(ctx, stageSettle)()
@@ -363,7 +365,7 @@ func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation 
 	}
 	if res.Refusal != nil {
 		reply.Code, reply.Reason = res.Refusal.Code, res.Refusal.Reason
-		if res.Refusal.Code == kernel.CodeExecutorFenced {
+		if res.Refusal.Code == wire.CodeExecutorFenced {
 			g.incident(pc.tenant, "executor_fenced", attemptID, res.Refusal)
 		}
 	}

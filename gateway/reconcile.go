@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -101,18 +101,18 @@ func (g *Gateway) reconcileLoop(ctx context.Context, every time.Duration) {
 // settles them; attempts reserved but never started by an executor that is
 // gone (older than the grace period, not in flight here) are closed, which
 // also fences that executor.
-func (g *Gateway) ReconcileOnce(ctx context.Context) []SettleRow {
+func (g *Gateway) ReconcileOnce(ctx context.Context) []wire.SettleRow {
 	if err := g.index.catchUp(ctx, g.store); err != nil {
 		g.log.Warn("reconciler could not read the ledger", "err", err)
 		return nil
 	}
-	var rows []SettleRow
+	var rows []wire.SettleRow
 	live := map[string]bool{}
 	for _, oe := range g.index.unresolved() {
 		a, _ := oe.op.Current()
 		live[a.AttemptID] = true
 		row := g.reconcileOne(ctx, oe.tenant, a.AttemptID, "reconciler", true)
-		if row.Code != kernel.CodeDispatchActive {
+		if row.Code != wire.CodeDispatchActive {
 			rows = append(rows, row)
 		}
 	}

@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"golang.org/x/time/rate"
 )
 
@@ -18,7 +20,7 @@ type limiter struct {
 	buckets map[string]*rate.Limiter // tenant/principal; tenant/ for the rest
 }
 
-func newLimiter(cfg *Config, l LimitsConfig) *limiter {
+func newLimiter(cfg *config.Config, l config.LimitsConfig) *limiter {
 	x := &limiter{buckets: map[string]*rate.Limiter{}}
 	for _, t := range cfg.Tenants {
 		x.buckets[t.ID+"/"] = rate.NewLimiter(rate.Limit(l.ProposalsPerSecond), l.ProposalBurst)
@@ -41,7 +43,7 @@ func (x *limiter) allow(tenant, principal string) bool {
 // sampledCodes are the refusals that are sampled rather than recorded one
 // durable event each: they name no operation and change nothing, and an
 // agent can send them as fast as its rate limit allows.
-var sampledCodes = map[kernel.Code]bool{kernel.CodeRequestMalformed: true, kernel.CodeCapabilityNotSurfaced: true}
+var sampledCodes = map[wire.Code]bool{wire.CodeRequestMalformed: true, wire.CodeCapabilityNotSurfaced: true}
 
 // refusalSampler aggregates sampled refusals per (tenant, principal, code)
 // and window: the first is recorded at once (with its body digest), the
@@ -58,7 +60,7 @@ type refusalSampler struct {
 
 type sampleKey struct {
 	tenant, principal string
-	code              kernel.Code
+	code              wire.Code
 }
 
 type sampled struct {
@@ -66,7 +68,7 @@ type sampled struct {
 	last  kernel.ProposalRefused // the latest of them
 }
 
-func newRefusalSampler(cfg *Config, window time.Duration) *refusalSampler {
+func newRefusalSampler(cfg *config.Config, window time.Duration) *refusalSampler {
 	s := &refusalSampler{window: window, known: map[string]bool{}, open: map[sampleKey]*sampled{}}
 	for _, t := range cfg.Tenants {
 		for _, a := range t.Agents {

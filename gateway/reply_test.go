@@ -1,6 +1,10 @@
 package gateway
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/contextos/ledger/wire"
+)
 
 func TestReplyAllowed(t *testing.T) {
 	cases := []struct {
@@ -19,7 +23,7 @@ func TestReplyAllowed(t *testing.T) {
 		{"_INBOX.acme.agent_email", false},
 	}
 	for _, c := range cases {
-		if got := replyAllowed(c.reply, "acme", "agent_email"); got != c.want {
+		if got := wire.ReplyAllowed(c.reply, "acme", "agent_email"); got != c.want {
 			t.Errorf("replyAllowed(%q) = %v, want %v", c.reply, got, c.want)
 		}
 	}

@@ -8,8 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -31,11 +33,11 @@ type telemetry struct {
 	log     *slog.Logger
 	tracer  trace.Tracer
 	m       *metrics
-	cfg     *Config
+	cfg     *config.Config
 	logArgs bool
 }
 
-func newTelemetry(cfg *Config, log *slog.Logger, tp trace.TracerProvider) *telemetry {
+func newTelemetry(cfg *config.Config, log *slog.Logger, tp trace.TracerProvider) *telemetry {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
@@ -180,7 +182,7 @@ func (c natsCarrier) Keys() []string {
 
 // observePropose is ProposeObserved for a proposal that arrived over NATS,
 // with the message's headers.
-func (g *Gateway) observePropose(ctx context.Context, tenant, principal string, hdr nats.Header, body []byte) Reply {
+func (g *Gateway) observePropose(ctx context.Context, tenant, principal string, hdr nats.Header, body []byte) wire.Reply {
 	var carrier propagation.TextMapCarrier
 	if hdr != nil {
 		carrier = natsCarrier(hdr)
@@ -192,7 +194,7 @@ func (g *Gateway) observePropose(ctx context.Context, tenant, principal string, 
 // the proposal's trace (continuing the W3C trace context the agent sent in
 // carrier, its NATS or HTTP headers; nil for none), then the decision is
 // logged and counted and, when the provider failed, the reply says why.
-func (g *Gateway) ProposeObserved(ctx context.Context, tenant, principal string, carrier propagation.TextMapCarrier, body []byte) Reply {
+func (g *Gateway) ProposeObserved(ctx context.Context, tenant, principal string, carrier propagation.TextMapCarrier, body []byte) wire.Reply {
 	t := g.tel
 	if t == nil {
 		return g.Propose(ctx, tenant, principal, body)
@@ -207,7 +209,7 @@ func (g *Gateway) ProposeObserved(ctx context.Context, tenant, principal string,
 	n.tenant = tenant
 	reply := g.Propose(ctx, tenant, principal, body)
 	d := time.Since(n.start)
-	if obs, ok := n.failure(reply.AttemptID); ok && reply.Reason == "" && (reply.Status == kernel.StatusUnknown || reply.Status == kernel.StatusPending) {
+	if obs, ok := n.failure(reply.AttemptID); ok && reply.Reason == "" && (reply.Status == wire.StatusUnknown || reply.Status == wire.StatusPending) {
 		reply.Reason = obs.Ref
 	}
 	n.mu.Lock()
@@ -219,7 +221,7 @@ func (g *Gateway) ProposeObserved(ctx context.Context, tenant, principal string,
 	span.SetAttributes(attribute.String("capability", capLabel), attribute.String("status", string(reply.Status)),
 		attribute.String("code", string(reply.Code)), attribute.String("operation_id", reply.OperationID),
 		attribute.String("attempt_id", reply.AttemptID), attribute.String("action_digest", reply.ActionDigest))
-	if reply.Status == kernel.StatusUnknown {
+	if reply.Status == wire.StatusUnknown {
 		span.SetStatus(codes.Error, reply.Reason)
 	}
 	attrs := []any{"tenant", tenant, "principal", principal, "capability", capLabel, "status", reply.Status, "code", reply.Code,
@@ -240,11 +242,11 @@ func (g *Gateway) ProposeObserved(ctx context.Context, tenant, principal string,
 }
 
 // readVerbs are operator verbs that change nothing: logged at debug.
-var readVerbs = map[string]bool{"exposure": true, "attempts": true, VerbApprovals: true, VerbIncidents: true}
+var readVerbs = map[string]bool{"exposure": true, "attempts": true, wire.VerbApprovals: true, wire.VerbIncidents: true}
 
 // observeOp runs an operator verb, logs it (actions at info, reads at
 // debug, the kill switch always at warn) and counts it.
-func (g *Gateway) observeOp(ctx context.Context, tenant, verb, operator string, body []byte) any {
+func (g *Gateway) observeOp(ctx context.Context, tenant, verb, operator string, body []byte) wire.OpReply {
 	t := g.tel
 	if t == nil {
 		return g.Op(ctx, tenant, verb, operator, body)
@@ -254,33 +256,25 @@ func (g *Gateway) observeOp(ctx context.Context, tenant, verb, operator string, 
 	defer span.End()
 	ctx, n := withNote(ctx)
 	out := g.Op(ctx, tenant, verb, operator, body)
-	if r, ok := out.(OpReply); ok && verb == "reconcile" {
-		g.explainSettled(n, r.Settled)
-	}
-	var summary struct {
-		OK     bool        `json:"ok"`
-		Code   kernel.Code `json:"code"`
-		Reason string      `json:"reason"`
-	}
-	if b, err := json.Marshal(out); err == nil {
-		_ = json.Unmarshal(b, &summary)
+	if verb == "reconcile" {
+		g.explainSettled(n, out.Settled)
 	}
 	result := "ok"
-	if !summary.OK {
+	if !out.OK {
 		result = "refused"
 	}
 	label := g.verbLabel(verb)
 	t.m.opActions.WithLabelValues(t.tenantLabel(tenant), label, result).Inc()
-	attrs := []any{"tenant", tenant, "operator", operator, "verb", label, "ok", summary.OK, "duration_ms", float64(time.Since(n.start).Microseconds()) / 1000}
-	if summary.Code != "" {
-		attrs = append(attrs, "code", summary.Code, "reason", summary.Reason)
+	attrs := []any{"tenant", tenant, "operator", operator, "verb", label, "ok", out.OK, "duration_ms", float64(time.Since(n.start).Microseconds()) / 1000}
+	if out.Code != "" {
+		attrs = append(attrs, "code", out.Code, "reason", out.Reason)
 	}
 	level := slog.LevelInfo
 	if readVerbs[verb] {
 		level = slog.LevelDebug
 	}
-	if verb == "kill-switch" && summary.OK {
-		var req OpRequest
+	if verb == "kill-switch" && out.OK {
+		var req wire.OpRequest
 		if kernel.DecodeRequest(body, &req) == nil && req.Engaged != nil {
 			level = slog.LevelWarn
 			attrs = append(attrs, "engaged", *req.Engaged, "why", req.Reason)
@@ -288,8 +282,8 @@ func (g *Gateway) observeOp(ctx context.Context, tenant, verb, operator string, 
 			level = slog.LevelDebug
 		}
 	}
-	if r, ok := out.(OpReply); ok && verb == "reconcile" {
-		for _, row := range r.Settled {
+	if verb == "reconcile" {
+		for _, row := range out.Settled {
 			t.logSettle(tenant, "reconcile:"+operator, row)
 		}
 	}
@@ -311,7 +305,7 @@ func (g *Gateway) verbLabel(verb string) string {
 
 // explainSettled gives a reconcile row whose query failed the provider's
 // reason instead of a silence that reads as an answer.
-func (g *Gateway) explainSettled(n *note, rows []SettleRow) {
+func (g *Gateway) explainSettled(n *note, rows []wire.SettleRow) {
 	for i := range rows {
 		obs, ok := n.failure(rows[i].AttemptID)
 		if !ok {
@@ -324,10 +318,10 @@ func (g *Gateway) explainSettled(n *note, rows []SettleRow) {
 }
 
 // logSettle logs what reconciliation did to one attempt.
-func (t *telemetry) logSettle(tenant, source string, row SettleRow) {
+func (t *telemetry) logSettle(tenant, source string, row wire.SettleRow) {
 	result := "settled"
 	switch {
-	case row.Code == kernel.CodeDispatchActive:
+	case row.Code == wire.CodeDispatchActive:
 		result = "waiting"
 	case row.Code != "":
 		result = "refused"
@@ -344,7 +338,7 @@ func (t *telemetry) logSettle(tenant, source string, row SettleRow) {
 }
 
 // reconcileObserved is one background reconciler pass, logged and counted.
-func (g *Gateway) reconcileObserved(ctx context.Context) []SettleRow {
+func (g *Gateway) reconcileObserved(ctx context.Context) []wire.SettleRow {
 	t := g.tel
 	if t == nil {
 		return g.ReconcileOnce(ctx)

@@ -10,6 +10,7 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -311,7 +312,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 		for _, r := range top[:min(len(top), s.resourceSeries)] {
 			// An empty resource_digest is no label at all to Prometheus:
 			// the series of a short id are what they were.
-			res, digest := projections.Shorten(r.resource)
+			res, digest := wire.Shorten(r.resource)
 			gauge(descRHeld, float64(r.held), r.tenant, r.guarantee, res, digest)
 			gauge(descRCommitted, float64(r.committed), r.tenant, r.guarantee, res, digest)
 			gauge(descRAvailable, float64(r.available), r.tenant, r.guarantee, res, digest)

@@ -1,27 +1,14 @@
 package gateway
 
-import "github.com/nats-io/nats-server/v2/server"
+import (
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/wire"
+	"github.com/nats-io/nats-server/v2/server"
+)
 
 // RuntimeUser is the NATS user of the runtime itself on the embedded server:
 // the only user that may touch $JS.API.>, $JS.ACK.>, $KV.> and ctx.ev.>.
 const RuntimeUser = "contextosd"
-
-// UserName is the NATS user name of a principal: "<tenant>.<principal>".
-func UserName(tenant, principal string) string { return tenant + "." + principal }
-
-// InboxPrefix is the only inbox a principal may subscribe to; its clients
-// must use it as their custom inbox prefix.
-func InboxPrefix(tenant, principal string) string { return "_INBOX." + tenant + "." + principal }
-
-// ProposeSubject is where an agent publishes proposals.
-func ProposeSubject(tenant, principal string) string {
-	return "ctx.v1." + tenant + "." + principal + ".propose"
-}
-
-// OpSubject is where an operator sends a verb.
-func OpSubject(tenant, verb, operator string) string {
-	return "ctx.v1." + tenant + ".ops." + verb + "." + operator
-}
 
 // ReplyUser is the NATS user the runtime publishes its replies through. It
 // may publish only to _INBOX.> and subscribe to nothing, so a reply can never
@@ -35,7 +22,7 @@ const ReplyUser = "contextosd-replies"
 // ops subjects, and each may subscribe only to its own inbox. Nobody but the
 // runtime reaches JetStream or the event subjects; the runtime's replies go
 // through ReplyUser (same password), which may publish only to inboxes.
-func ServerUsers(cfg *Config, runtimePassword string) []*server.User {
+func ServerUsers(cfg *config.Config, runtimePassword string) []*server.User {
 	users := []*server.User{{Username: RuntimeUser, Password: runtimePassword}, {Username: ReplyUser, Password: runtimePassword,
 		Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
@@ -43,15 +30,15 @@ func ServerUsers(cfg *Config, runtimePassword string) []*server.User {
 		}}}
 	for _, t := range cfg.Tenants {
 		for _, a := range t.Agents {
-			users = append(users, &server.User{Username: UserName(t.ID, a.ID), Password: a.Password, Permissions: &server.Permissions{
-				Publish:   &server.SubjectPermission{Allow: []string{ProposeSubject(t.ID, a.ID)}},
-				Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(t.ID, a.ID) + ".>"}},
+			users = append(users, &server.User{Username: wire.UserName(t.ID, a.ID), Password: a.Password, Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: []string{wire.ProposeSubject(t.ID, a.ID)}},
+				Subscribe: &server.SubjectPermission{Allow: []string{wire.InboxPrefix(t.ID, a.ID) + ".>"}},
 			}})
 		}
 		for _, o := range t.Operators {
-			users = append(users, &server.User{Username: UserName(t.ID, o.ID), Password: o.Password, Permissions: &server.Permissions{
+			users = append(users, &server.User{Username: wire.UserName(t.ID, o.ID), Password: o.Password, Permissions: &server.Permissions{
 				Publish:   &server.SubjectPermission{Allow: []string{"ctx.v1." + t.ID + ".ops.*." + o.ID}},
-				Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(t.ID, o.ID) + ".>"}},
+				Subscribe: &server.SubjectPermission{Allow: []string{wire.InboxPrefix(t.ID, o.ID) + ".>"}},
 			}})
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"os"
 	"testing"
+
+	"github.com/contextos/ledger/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -144,7 +146,7 @@ func TestDecodeArgumentsSurrogates(t *testing.T) {
 		{`{"order_id":"s_\u00e9\n","amount_minor":1}`, true},
 	} {
 		_, r := DecodeArguments([]byte(c.in))
-		if (r == nil) != c.ok || r != nil && r.Code != CodeRequestMalformed {
+		if (r == nil) != c.ok || r != nil && r.Code != wire.CodeRequestMalformed {
 			t.Errorf("%s: refusal %v, want accepted %v", c.in, r, c.ok)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/cockroachdb/apd/v3"
+	"github.com/contextos/ledger/wire"
 )
 
 // MaxAmount is the largest amount or limit the ledger accepts: 2^53-1, the
@@ -23,14 +24,14 @@ var maxAmountDec = apd.New(MaxAmount, 0)
 func ParseAmount(v any) (int64, *Refusal) {
 	n, ok := v.(json.Number)
 	if !ok {
-		return 0, refuse(CodeAmountInvalid, "amount must be a JSON number, got %s", jsonKind(v))
+		return 0, refuse(wire.CodeAmountInvalid, "amount must be a JSON number, got %s", jsonKind(v))
 	}
-	return parseExactPositive(string(n), CodeAmountInvalid, "amount")
+	return parseExactPositive(string(n), wire.CodeAmountInvalid, "amount")
 }
 
 // parseExactPositive parses a JSON number literal exactly with apd and
 // accepts it only when it is a positive integer <= MaxAmount.
-func parseExactPositive(lit string, code Code, what string) (int64, *Refusal) {
+func parseExactPositive(lit string, code wire.Code, what string) (int64, *Refusal) {
 	d, _, err := apd.NewFromString(lit)
 	if err != nil || d.Form != apd.Finite {
 		return 0, refuse(code, "%s %q is not a finite number", what, clip(lit))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // MaxApprovalTTL bounds how long an approval stays redeemable.
@@ -151,17 +153,17 @@ type GrantApproval struct {
 func DecideApprovalGrant(a *Approval, c GrantApproval) Decision {
 	switch {
 	case c.ApprovalID == "" || c.Operator == "":
-		return no(CodeRequestMalformed, "an approval needs an id and its operator")
+		return no(wire.CodeRequestMalformed, "an approval needs an id and its operator")
 	case a.Granted():
-		return no(CodeRequestMalformed, "approval %s already exists", c.ApprovalID)
+		return no(wire.CodeRequestMalformed, "approval %s already exists", c.ApprovalID)
 	case !validDigest(c.ActionDigest):
-		return no(CodeRequestMalformed, "action_digest must be 64 lowercase hex digits")
+		return no(wire.CodeRequestMalformed, "action_digest must be 64 lowercase hex digits")
 	case !validRisk(c.Risk):
-		return no(CodeRequestMalformed, "risk must be one of %v, not %q", Risks, c.Risk)
+		return no(wire.CodeRequestMalformed, "risk must be one of %v, not %q", Risks, c.Risk)
 	case c.TTL <= 0 || c.TTL > MaxApprovalTTL:
-		return no(CodeRequestMalformed, "expires_in must be in (0, %s], not %s", MaxApprovalTTL, c.TTL)
+		return no(wire.CodeRequestMalformed, "expires_in must be in (0, %s], not %s", MaxApprovalTTL, c.TTL)
 	case c.Now.IsZero():
-		return no(CodeRequestMalformed, "an approval needs the decision time")
+		return no(wire.CodeRequestMalformed, "an approval needs the decision time")
 	}
 	now := c.Now.UTC()
 	return Decision{Events: []Event{ApprovalGranted{ApprovalID: c.ApprovalID, ActionDigest: c.ActionDigest, Risk: c.Risk,
@@ -194,23 +196,23 @@ type RedeemApproval struct {
 func DecideApproval(a *Approval, c RedeemApproval) Decision {
 	if c.ApprovalID == "" {
 		if c.Required {
-			return no(CodeApprovalRequired, "capability of risk %s requires an operator approval of action digest %s", c.Risk, c.ActionDigest)
+			return no(wire.CodeApprovalRequired, "capability of risk %s requires an operator approval of action digest %s", c.Risk, c.ActionDigest)
 		}
 		return Decision{}
 	}
 	switch {
 	case !a.Granted() || a.ApprovalID != c.ApprovalID:
-		return no(CodeApprovalRequired, "approval %s was never granted; an operator must approve action digest %s", c.ApprovalID, c.ActionDigest)
+		return no(wire.CodeApprovalRequired, "approval %s was never granted; an operator must approve action digest %s", c.ApprovalID, c.ActionDigest)
 	case a.Denied():
-		return no(CodeApprovalDenied, "approval %s was denied by %s: %s", c.ApprovalID, a.DeniedBy, a.DenyReason)
+		return no(wire.CodeApprovalDenied, "approval %s was denied by %s: %s", c.ApprovalID, a.DeniedBy, a.DenyReason)
 	case a.ActionDigest != c.ActionDigest:
-		return no(CodeApprovalMismatch, "approval %s binds action %s, not this action %s", c.ApprovalID, short(a.ActionDigest), short(c.ActionDigest))
+		return no(wire.CodeApprovalMismatch, "approval %s binds action %s, not this action %s", c.ApprovalID, short(a.ActionDigest), short(c.ActionDigest))
 	case a.Risk != c.Risk:
-		return no(CodeApprovalMismatch, "approval %s was given at risk %s, the capability's risk is %s", c.ApprovalID, a.Risk, c.Risk)
+		return no(wire.CodeApprovalMismatch, "approval %s was given at risk %s, the capability's risk is %s", c.ApprovalID, a.Risk, c.Risk)
 	case a.RedeemedBy != "":
-		return no(CodeApprovalRedeemed, "approval %s was already redeemed by operation %s", c.ApprovalID, a.RedeemedBy)
+		return no(wire.CodeApprovalRedeemed, "approval %s was already redeemed by operation %s", c.ApprovalID, a.RedeemedBy)
 	case !c.Now.Before(a.ExpiresAt):
-		return no(CodeApprovalExpired, "approval %s expired at %s", c.ApprovalID, a.ExpiresAt.Format(time.RFC3339))
+		return no(wire.CodeApprovalExpired, "approval %s expired at %s", c.ApprovalID, a.ExpiresAt.Format(time.RFC3339))
 	}
 	return Decision{Events: []Event{ApprovalRedeemed{ApprovalID: c.ApprovalID, OperationID: c.OperationID, ActionDigest: c.ActionDigest}}}
 }
@@ -234,11 +236,11 @@ type DenyApproval struct {
 func DecideApprovalDeny(a *Approval, c DenyApproval) Decision {
 	switch {
 	case c.ApprovalID == "" || c.Operator == "":
-		return no(CodeRequestMalformed, "a denial needs the approval id and its operator")
+		return no(wire.CodeRequestMalformed, "a denial needs the approval id and its operator")
 	case c.Reason == "":
-		return no(CodeRequestMalformed, "a denial needs a reason")
+		return no(wire.CodeRequestMalformed, "a denial needs a reason")
 	case c.Now.IsZero():
-		return no(CodeRequestMalformed, "a denial needs the decision time")
+		return no(wire.CodeRequestMalformed, "a denial needs the decision time")
 	}
 	ev := ApprovalDenied{ApprovalID: c.ApprovalID, ActionDigest: c.ActionDigest, Risk: c.Risk, Operator: c.Operator, Reason: c.Reason, DeniedAt: c.Now.UTC()}
 	if a.Granted() {
@@ -246,18 +248,18 @@ func DecideApprovalDeny(a *Approval, c DenyApproval) Decision {
 		case a.Denied():
 			return Decision{}
 		case a.RedeemedBy != "":
-			return no(CodeApprovalRedeemed, "approval %s was already redeemed by operation %s; it can no longer be denied", a.ApprovalID, a.RedeemedBy)
+			return no(wire.CodeApprovalRedeemed, "approval %s was already redeemed by operation %s; it can no longer be denied", a.ApprovalID, a.RedeemedBy)
 		case c.ActionDigest != "" && c.ActionDigest != a.ActionDigest, c.Risk != "" && c.Risk != a.Risk:
-			return no(CodeApprovalMismatch, "approval %s binds action %s at risk %s", a.ApprovalID, short(a.ActionDigest), a.Risk)
+			return no(wire.CodeApprovalMismatch, "approval %s binds action %s at risk %s", a.ApprovalID, short(a.ActionDigest), a.Risk)
 		}
 		ev.ActionDigest, ev.Risk = a.ActionDigest, a.Risk
 		return Decision{Events: []Event{ev}}
 	}
 	switch {
 	case !validDigest(c.ActionDigest):
-		return no(CodeRequestMalformed, "action_digest must be 64 lowercase hex digits")
+		return no(wire.CodeRequestMalformed, "action_digest must be 64 lowercase hex digits")
 	case !validRisk(c.Risk):
-		return no(CodeRequestMalformed, "risk must be one of %v, not %q", Risks, c.Risk)
+		return no(wire.CodeRequestMalformed, "risk must be one of %v, not %q", Risks, c.Risk)
 	}
 	return Decision{Events: []Event{ev}}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"unicode/utf8"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // MaxArgumentDepth bounds the nesting of tool arguments; deeper documents are
@@ -22,45 +24,45 @@ const MaxArgumentDepth = 32
 // (CodeAmountInvalid), as any other amount outside 1..2^53-1 is.
 func DecodeArguments(raw []byte, amounts ...Pointer) (map[string]any, *Refusal) {
 	if !utf8.Valid(raw) {
-		return nil, refuse(CodeRequestMalformed, "arguments are not valid UTF-8")
+		return nil, refuse(wire.CodeRequestMalformed, "arguments are not valid UTF-8")
 	}
 	if loneSurrogate(raw) {
 		// encoding/json would decode it as U+FFFD: \ud800, \udc00 and
 		// U+FFFD itself would then be one value (one ledger, one digest)
 		// while the provider could receive either.
-		return nil, refuse(CodeRequestMalformed, "arguments escape a lone UTF-16 surrogate (\\ud800-\\udfff without its pair)")
+		return nil, refuse(wire.CodeRequestMalformed, "arguments escape a lone UTF-16 surrogate (\\ud800-\\udfff without its pair)")
 	}
 	if d := jsonDepth(raw); d > MaxArgumentDepth {
-		return nil, refuse(CodeRequestMalformed, "arguments nest deeper than %d", MaxArgumentDepth)
+		return nil, refuse(wire.CodeRequestMalformed, "arguments nest deeper than %d", MaxArgumentDepth)
 	}
 	if name, dup, err := DuplicateKey(raw); err != nil || dup {
 		if err != nil {
-			return nil, refuse(CodeRequestMalformed, "arguments are not valid JSON: %v", err)
+			return nil, refuse(wire.CodeRequestMalformed, "arguments are not valid JSON: %v", err)
 		}
-		return nil, refuse(CodeRequestMalformed, "arguments name %q twice", clip(name))
+		return nil, refuse(wire.CodeRequestMalformed, "arguments name %q twice", clip(name))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, refuse(CodeRequestMalformed, "arguments are not valid JSON: %v", err)
+		return nil, refuse(wire.CodeRequestMalformed, "arguments are not valid JSON: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, refuse(CodeRequestMalformed, "arguments have trailing data")
+		return nil, refuse(wire.CodeRequestMalformed, "arguments have trailing data")
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, refuse(CodeRequestMalformed, "arguments must be a JSON object")
+		return nil, refuse(wire.CodeRequestMalformed, "arguments must be a JSON object")
 	}
 	for _, p := range amounts {
 		if v, ok := p.Eval(obj); ok {
 			if n, isNum := v.(json.Number); isNum && !exactFloat(string(n)) {
-				return nil, refuse(CodeAmountInvalid, "value at %s: amount %s is not an exact positive integer <= 2^53-1", p, clip(string(n)))
+				return nil, refuse(wire.CodeAmountInvalid, "value at %s: amount %s is not an exact positive integer <= 2^53-1", p, clip(string(n)))
 			}
 		}
 	}
 	if lit, bad := inexactNumber(obj); bad {
-		return nil, refuse(CodeRequestMalformed, "number %s is not exactly representable; send it as a string", clip(lit))
+		return nil, refuse(wire.CodeRequestMalformed, "number %s is not exactly representable; send it as a string", clip(lit))
 	}
 	return obj, nil
 }

@@ -1,6 +1,10 @@
 package kernel
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/contextos/ledger/wire"
+)
 
 // TestInexactAmount: a number no double holds exactly (1e400) at a
 // guarantee's amount pointer is an invalid amount, the code of every other
@@ -11,12 +15,12 @@ func TestInexactAmount(t *testing.T) {
 	for _, c := range []struct {
 		args     string
 		pointers []Pointer
-		want     Code
+		want     wire.Code
 	}{
-		{`{"order_id":"o","amount_minor":1e400}`, []Pointer{amount}, CodeAmountInvalid},
-		{`{"order_id":"o","amount_minor":9007199254740993}`, []Pointer{amount}, CodeAmountInvalid},
-		{`{"order_id":"o","amount_minor":1e400}`, nil, CodeRequestMalformed},
-		{`{"order_id":"o","note":1e400,"amount_minor":5}`, []Pointer{amount}, CodeRequestMalformed},
+		{`{"order_id":"o","amount_minor":1e400}`, []Pointer{amount}, wire.CodeAmountInvalid},
+		{`{"order_id":"o","amount_minor":9007199254740993}`, []Pointer{amount}, wire.CodeAmountInvalid},
+		{`{"order_id":"o","amount_minor":1e400}`, nil, wire.CodeRequestMalformed},
+		{`{"order_id":"o","note":1e400,"amount_minor":5}`, []Pointer{amount}, wire.CodeRequestMalformed},
 		{`{"order_id":"o","amount_minor":5}`, []Pointer{amount}, ""},
 	} {
 		_, r := DecodeArguments([]byte(c.args), c.pointers...)

@@ -3,6 +3,8 @@ package kernel
 import (
 	"errors"
 	"fmt"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // Run is the budget state of one run subject: what was admitted (calls and
@@ -177,33 +179,33 @@ type AdmitDecision struct {
 // parent's RunDelegated, so the sum over a tree of runs never grows.
 // parent is ignored (and may be nil) without ParentRunID.
 func DecideAdmit(child, parent *Run, c AdmitRun) AdmitDecision {
-	bad := func(code Code, format string, args ...any) AdmitDecision {
+	bad := func(code wire.Code, format string, args ...any) AdmitDecision {
 		return AdmitDecision{Refusal: refuse(code, format, args...)}
 	}
 	switch {
 	case c.RunID == "" || c.Principal == "" || c.Operator == "":
-		return bad(CodeRequestMalformed, "an admission names the run, the principal and the operator")
+		return bad(wire.CodeRequestMalformed, "an admission names the run, the principal and the operator")
 	case c.ParentRunID == c.RunID:
-		return bad(CodeRequestMalformed, "run %s cannot be its own parent", c.RunID)
+		return bad(wire.CodeRequestMalformed, "run %s cannot be its own parent", c.RunID)
 	case c.Calls < 1 || c.Calls > MaxAmount || c.Amount < 0 || c.Amount > MaxAmount:
-		return bad(CodeRequestMalformed, "calls must be in 1..2^53-1 and amount in 0..2^53-1")
+		return bad(wire.CodeRequestMalformed, "calls must be in 1..2^53-1 and amount in 0..2^53-1")
 	}
 	if child.Admitted {
 		if child.ParentRunID == c.ParentRunID && child.Principal == c.Principal && child.Calls == c.Calls && child.Amount == c.Amount {
 			return AdmitDecision{}
 		}
-		return bad(CodeRunAlreadyAdmitted, "run %s is already admitted with another budget; a budget is never raised", c.RunID)
+		return bad(wire.CodeRunAlreadyAdmitted, "run %s is already admitted with another budget; a budget is never raised", c.RunID)
 	}
 	adm := RunAdmitted{RunID: c.RunID, ParentRunID: c.ParentRunID, Principal: c.Principal, Operator: c.Operator, Calls: c.Calls, Amount: c.Amount}
 	if c.ParentRunID == "" {
 		return AdmitDecision{Child: []Event{adm}}
 	}
 	if parent == nil || !parent.Admitted {
-		return bad(CodeRunBudgetExhausted, "parent run %s was never admitted; it has no budget to delegate", c.ParentRunID)
+		return bad(wire.CodeRunBudgetExhausted, "parent run %s was never admitted; it has no budget to delegate", c.ParentRunID)
 	}
 	calls, amount := parent.Available()
 	if c.Calls > calls || c.Amount > amount {
-		return bad(CodeRunBudgetExhausted, "parent run %s has calls %d and amount %d available; the child asks for %d and %d",
+		return bad(wire.CodeRunBudgetExhausted, "parent run %s has calls %d and amount %d available; the child asks for %d and %d",
 			c.ParentRunID, calls, amount, c.Calls, c.Amount)
 	}
 	return AdmitDecision{Child: []Event{adm}, Parent: []Event{RunDelegated{RunID: c.ParentRunID, ChildRunID: c.RunID, Calls: c.Calls, Amount: c.Amount}}}
@@ -228,24 +230,24 @@ type ConsumeRun struct {
 // CodeAuthorityDenied when the run was admitted for another principal.
 func DecideConsume(r *Run, c ConsumeRun) Decision {
 	if c.RunID == "" || c.Amount < 0 || c.Amount > MaxAmount {
-		return no(CodeRequestMalformed, "a run charge names the run and a non-negative amount")
+		return no(wire.CodeRequestMalformed, "a run charge names the run and a non-negative amount")
 	}
 	ev := RunConsumed{RunID: c.RunID, OperationID: c.OperationID, AttemptID: c.AttemptID, Principal: c.Principal, Calls: 1, Amount: c.Amount}
 	if !r.Admitted {
 		if !c.AllowUnadmitted {
-			return no(CodeRunBudgetExhausted, "run %s was never admitted; it has no budget", c.RunID)
+			return no(wire.CodeRunBudgetExhausted, "run %s was never admitted; it has no budget", c.RunID)
 		}
 		return Decision{Events: []Event{ev}}
 	}
 	if r.Principal != c.Principal {
-		return no(CodeAuthorityDenied, "run %s is admitted for principal %s, not %s", c.RunID, r.Principal, c.Principal)
+		return no(wire.CodeAuthorityDenied, "run %s is admitted for principal %s, not %s", c.RunID, r.Principal, c.Principal)
 	}
 	calls, amount := r.Available()
 	if calls < 1 {
-		return no(CodeRunBudgetExhausted, "run %s has no call left (%d used, %d delegated, of %d)", c.RunID, r.UsedCalls, r.DelegatedCalls, r.Calls)
+		return no(wire.CodeRunBudgetExhausted, "run %s has no call left (%d used, %d delegated, of %d)", c.RunID, r.UsedCalls, r.DelegatedCalls, r.Calls)
 	}
 	if c.Amount > amount {
-		return no(CodeRunBudgetExhausted, "run %s has amount %d left; the proposal needs %d", c.RunID, amount, c.Amount)
+		return no(wire.CodeRunBudgetExhausted, "run %s has amount %d left; the proposal needs %d", c.RunID, amount, c.Amount)
 	}
 	return Decision{Events: []Event{ev}}
 }

@@ -3,6 +3,8 @@ package kernel
 import (
 	"fmt"
 	"time"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // This file holds the types of the context compiler: its inputs (ContextPack,
@@ -251,7 +253,7 @@ func (g EvidenceGate) Refusal() *Refusal {
 	if g.CommitAllowed {
 		return nil
 	}
-	return refuse(CodeEvidenceInsufficient, "decision %s: unresolved evidence %v", g.DecisionKey, g.Unresolved)
+	return refuse(wire.CodeEvidenceInsufficient, "decision %s: unresolved evidence %v", g.DecisionKey, g.Unresolved)
 }
 
 // The reasons a candidate cannot satisfy a requirement. The first group is
@@ -498,16 +500,16 @@ type ContextInputError struct {
 }
 
 // Code returns CodeContextInvalid.
-func (e *ContextInputError) Code() Code { return CodeContextInvalid }
+func (e *ContextInputError) Code() wire.Code { return wire.CodeContextInvalid }
 
 // Error renders the error with its code and location.
 func (e *ContextInputError) Error() string {
-	return string(CodeContextInvalid) + ": " + e.detail()
+	return string(wire.CodeContextInvalid) + ": " + e.detail()
 }
 
 // Refusal converts the error to a kernel Refusal with CodeContextInvalid.
 func (e *ContextInputError) Refusal() *Refusal {
-	return &Refusal{Code: CodeContextInvalid, Reason: e.detail()}
+	return &Refusal{Code: wire.CodeContextInvalid, Reason: e.detail()}
 }
 
 func (e *ContextInputError) detail() string {

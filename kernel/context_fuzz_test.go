@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // addVectorSeeds adds the named file of every context vector to the corpus.
@@ -28,7 +30,7 @@ func fuzzRoundTrip[T any](t *testing.T, data []byte, parse func([]byte) (T, erro
 	v, err := parse(data)
 	if err != nil {
 		var ie *ContextInputError
-		if !errors.As(err, &ie) || ie.Code() != CodeContextInvalid {
+		if !errors.As(err, &ie) || ie.Code() != wire.CodeContextInvalid {
 			t.Fatalf("refusal %v (%T) is not a *ContextInputError", err, err)
 		}
 		return

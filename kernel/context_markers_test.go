@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/contextos/ledger/wire"
 )
 
 func seedMarker() EvidenceConflictMarker {
@@ -138,11 +140,11 @@ func TestMarkerValidation(t *testing.T) {
 				if !errors.As(err, &ie) {
 					t.Fatalf("%s: error %v (%T), want *ContextInputError", via, err, err)
 				}
-				if ie.Code() != CodeContextInvalid || ie.Input != "markers" || ie.Index != tc.index || ie.ID != tc.id ||
+				if ie.Code() != wire.CodeContextInvalid || ie.Input != "markers" || ie.Index != tc.index || ie.ID != tc.id ||
 					!strings.Contains(ie.Reason, tc.reason) || !strings.HasPrefix(ie.Error(), "context_invalid: markers[") {
 					t.Fatalf("%s: got %+v (%v), want index %d id %q reason ~ %q", via, ie, ie, tc.index, tc.id, tc.reason)
 				}
-				if r := ie.Refusal(); r.Code != CodeContextInvalid || !strings.Contains(r.Reason, tc.reason) {
+				if r := ie.Refusal(); r.Code != wire.CodeContextInvalid || !strings.Contains(r.Reason, tc.reason) {
 					t.Fatalf("%s: refusal %v", via, r)
 				}
 			}

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // The golden flags are shared with other kernel tests: define them only when
@@ -197,7 +199,7 @@ func TestContextVectors(t *testing.T) {
 					t.Fatalf("compile succeeded, want an error")
 				}
 				var ie *ContextInputError
-				if !errors.As(err, &ie) || ie.Code() != CodeContextInvalid {
+				if !errors.As(err, &ie) || ie.Code() != wire.CodeContextInvalid {
 					t.Fatalf("error %v is not a *ContextInputError with context_invalid", err)
 				}
 				if rewriteGoldens() {
@@ -407,7 +409,7 @@ func TestContextSeedConflictBothWays(t *testing.T) {
 		len(g.Conflicts) != 1 || g.Conflicts[0].ConflictID != seedID || g.Conflicts[0].Status != ConflictUnresolved {
 		t.Fatalf("unresolved gate = %+v", g)
 	}
-	if r := g.Refusal(); r == nil || r.Code != CodeEvidenceInsufficient {
+	if r := g.Refusal(); r == nil || r.Code != wire.CodeEvidenceInsufficient {
 		t.Fatalf("refusal = %v", r)
 	}
 

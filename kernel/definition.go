@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // Definition is the semantic definition of a shared guarantee: which
@@ -42,46 +44,46 @@ type Definition struct {
 // unit. Errors carry CodeDefinitionInvalid.
 func (d Definition) Validate() *Refusal {
 	if err := ValidToken(d.ID); err != nil {
-		return refuse(CodeDefinitionInvalid, "guarantee id: %v", err)
+		return refuse(wire.CodeDefinitionInvalid, "guarantee id: %v", err)
 	}
 	if len(d.CapabilityIDs) == 0 {
-		return refuse(CodeDefinitionInvalid, "guarantee %s covers no capability", d.ID)
+		return refuse(wire.CodeDefinitionInvalid, "guarantee %s covers no capability", d.ID)
 	}
 	for _, c := range d.CapabilityIDs {
 		if c == "" {
-			return refuse(CodeDefinitionInvalid, "guarantee %s names an empty capability id", d.ID)
+			return refuse(wire.CodeDefinitionInvalid, "guarantee %s names an empty capability id", d.ID)
 		}
 	}
 	for _, p := range []struct{ name, ptr string }{{"resource_pointer", d.ResourcePointer}, {"amount_pointer", d.AmountPointer}} {
 		parsed, err := ParsePointer(p.ptr)
 		if err != nil {
-			return refuse(CodeDefinitionInvalid, "guarantee %s %s: %v", d.ID, p.name, err)
+			return refuse(wire.CodeDefinitionInvalid, "guarantee %s %s: %v", d.ID, p.name, err)
 		}
 		if len(parsed) == 0 {
-			return refuse(CodeDefinitionInvalid, "guarantee %s %s must select a member, not the whole document", d.ID, p.name)
+			return refuse(wire.CodeDefinitionInvalid, "guarantee %s %s must select a member, not the whole document", d.ID, p.name)
 		}
 	}
 	if d.Limit <= 0 || d.Limit > MaxAmount {
-		return refuse(CodeDefinitionInvalid, "guarantee %s limit %d must be in 1..2^53-1", d.ID, d.Limit)
+		return refuse(wire.CodeDefinitionInvalid, "guarantee %s limit %d must be in 1..2^53-1", d.ID, d.Limit)
 	}
 	if d.Unit == "" {
-		return refuse(CodeDefinitionInvalid, "guarantee %s has no unit", d.ID)
+		return refuse(wire.CodeDefinitionInvalid, "guarantee %s has no unit", d.ID)
 	}
 	if r := d.validateWindow(); r != nil {
 		return r
 	}
 	if d.Mode != "" && d.Mode != ModeEnforce && d.Mode != ModeObserve {
-		return refuse(CodeDefinitionInvalid, "guarantee %s mode %q must be %q or %q", d.ID, d.Mode, ModeEnforce, ModeObserve)
+		return refuse(wire.CodeDefinitionInvalid, "guarantee %s mode %q must be %q or %q", d.ID, d.Mode, ModeEnforce, ModeObserve)
 	}
 	if !d.ResourceForm.Valid() {
-		return refuse(CodeDefinitionInvalid, "guarantee %s resource_form must be \"ascii-token\" or \"nfc\", not %q", d.ID, string(d.ResourceForm))
+		return refuse(wire.CodeDefinitionInvalid, "guarantee %s resource_form must be \"ascii-token\" or \"nfc\", not %q", d.ID, string(d.ResourceForm))
 	}
 	if d.Replaces != "" {
 		if err := ValidToken(d.Replaces); err != nil {
-			return refuse(CodeDefinitionInvalid, "guarantee %s replaces: %v", d.ID, err)
+			return refuse(wire.CodeDefinitionInvalid, "guarantee %s replaces: %v", d.ID, err)
 		}
 		if d.Replaces == d.ID {
-			return refuse(CodeDefinitionInvalid, "guarantee %s replaces itself", d.ID)
+			return refuse(wire.CodeDefinitionInvalid, "guarantee %s replaces itself", d.ID)
 		}
 	}
 	return nil
@@ -134,12 +136,12 @@ func ParseDefinition(b []byte) (Definition, error) {
 func (d Definition) Extract(args map[string]any) (resource string, amount int64, r *Refusal) {
 	rp, err := ParsePointer(d.ResourcePointer)
 	if err != nil {
-		return "", 0, refuse(CodeDefinitionInvalid, "resource_pointer: %v", err)
+		return "", 0, refuse(wire.CodeDefinitionInvalid, "resource_pointer: %v", err)
 	}
 	v, _ := rp.Eval(args)
 	s, ok := v.(string)
 	if !ok || s == "" {
-		return "", 0, refuse(CodeResourceInvalid, "value at %s must be a non-empty string, got %s", d.ResourcePointer, describe(v))
+		return "", 0, refuse(wire.CodeResourceInvalid, "value at %s must be a non-empty string, got %s", d.ResourcePointer, describe(v))
 	}
 	if r := d.ResourceForm.CheckResource(s); r != nil {
 		r.Reason = "value at " + d.ResourcePointer + ": " + r.Reason
@@ -147,7 +149,7 @@ func (d Definition) Extract(args map[string]any) (resource string, amount int64,
 	}
 	ap, err := ParsePointer(d.AmountPointer)
 	if err != nil {
-		return "", 0, refuse(CodeDefinitionInvalid, "amount_pointer: %v", err)
+		return "", 0, refuse(wire.CodeDefinitionInvalid, "amount_pointer: %v", err)
 	}
 	av, _ := ap.Eval(args)
 	amount, r = ParseAmount(av)
@@ -191,7 +193,7 @@ func DecidePin(current *Pin, tenant string, def Definition) Decision {
 	// that differs only there is not a new meaning (Control.Drift says how).
 	def.Limit, def.Mode = current.Definition.Limit, current.Definition.Mode
 	if digest = def.Digest(); current.Digest != digest {
-		return Decision{Refusal: refuse(CodeDefinitionMismatch,
+		return Decision{Refusal: refuse(wire.CodeDefinitionMismatch,
 			"guarantee %s is pinned to definition %s; the configured definition %s differs", def.ID, short(current.Digest), short(digest))}
 	}
 	return Decision{}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // The enforcement domain of a tenant is every guarantee pinned in its
@@ -120,7 +122,7 @@ func DecideEnroll(s PinState, tenant string, def Definition) PinDecision {
 		return DecideBackfill(s)
 	}
 	if by := s.Control.replacedBy(def.ID); by != "" {
-		return PinDecision{Refusal: refuse(CodeDomainMismatch, "guarantee %s was replaced by %s, pinned in the tenant's stream; a replaced guarantee is not used again",
+		return PinDecision{Refusal: refuse(wire.CodeDomainMismatch, "guarantee %s was replaced by %s, pinned in the tenant's stream; a replaced guarantee is not used again",
 			def.ID, by)}
 	}
 	if r := s.Control.CheckReplacement(def); r != nil {
@@ -173,18 +175,18 @@ func (c *Control) CheckReplacement(def Definition) *Refusal {
 	o := old.Definition
 	switch {
 	case o.Unit != def.Unit:
-		return refuse(CodeDefinitionInvalid, "guarantee %s replaces %s, counted in %s, not %s: its exposure cannot be carried forward", def.ID, o.ID, o.Unit, def.Unit)
+		return refuse(wire.CodeDefinitionInvalid, "guarantee %s replaces %s, counted in %s, not %s: its exposure cannot be carried forward", def.ID, o.ID, o.Unit, def.Unit)
 	case o.Window != def.Window || o.TimeZone != def.TimeZone || o.Duration != def.Duration:
-		return refuse(CodeDefinitionInvalid, "guarantee %s replaces %s, whose window is %q (time zone %q, duration %q), not %q (%q, %q): its exposure cannot be carried forward",
+		return refuse(wire.CodeDefinitionInvalid, "guarantee %s replaces %s, whose window is %q (time zone %q, duration %q), not %q (%q, %q): its exposure cannot be carried forward",
 			def.ID, o.ID, o.Window, o.TimeZone, o.Duration, def.Window, def.TimeZone, def.Duration)
 	}
 	for _, cp := range o.CapabilityIDs {
 		if !def.Covers(cp) {
-			return refuse(CodeDefinitionInvalid, "guarantee %s replaces %s but does not govern its capability %s", def.ID, o.ID, cp)
+			return refuse(wire.CodeDefinitionInvalid, "guarantee %s replaces %s but does not govern its capability %s", def.ID, o.ID, cp)
 		}
 	}
 	if n := len(c.chain(def.Replaces)); n > MaxReplacements {
-		return refuse(CodeDefinitionInvalid, "guarantee %s would end a chain of more than %d replaced guarantees", def.ID, MaxReplacements)
+		return refuse(wire.CodeDefinitionInvalid, "guarantee %s would end a chain of more than %d replaced guarantees", def.ID, MaxReplacements)
 	}
 	return nil
 }
@@ -205,13 +207,13 @@ func (c *Control) CheckConfigured(defs []Definition, surfaced func(capabilityID 
 	}
 	for _, d := range defs {
 		if _, ok := byID[d.Replaces]; ok && d.Replaces != "" {
-			return refuse(CodeDomainMismatch, "guarantee %s replaces %s, which is configured too; a replaced guarantee is not used again: remove %s", d.ID, d.Replaces, d.Replaces)
+			return refuse(wire.CodeDomainMismatch, "guarantee %s replaces %s, which is configured too; a replaced guarantee is not used again: remove %s", d.ID, d.Replaces, d.Replaces)
 		}
 		if _, ok := c.Enrolled(d.ID); ok {
 			continue // pinned already: DecidePin compares the definitions
 		}
 		if by := c.replacedBy(d.ID); by != "" {
-			return refuse(CodeDomainMismatch, "guarantee %s was replaced by %s, pinned in the stream; configure %s instead", d.ID, by, by)
+			return refuse(wire.CodeDomainMismatch, "guarantee %s was replaced by %s, pinned in the stream; configure %s instead", d.ID, by, by)
 		}
 		if r := c.CheckReplacement(d); r != nil {
 			return r
@@ -231,9 +233,9 @@ func (c *Control) CheckConfigured(defs []Definition, surfaced func(capabilityID 
 				continue
 			}
 			if d, ok := byID[id]; ok && !d.Covers(cp) {
-				return refuse(CodeDomainMismatch, "capability %s is governed by guarantee %s in the stream's pin, but not in this configuration's definition of %s", cp, id, id)
+				return refuse(wire.CodeDomainMismatch, "capability %s is governed by guarantee %s in the stream's pin, but not in this configuration's definition of %s", cp, id, id)
 			}
-			return refuse(CodeDomainMismatch, "capability %s is governed by guarantee %s, pinned in the stream, which this configuration leaves out: "+
+			return refuse(wire.CodeDomainMismatch, "capability %s is governed by guarantee %s, pinned in the stream, which this configuration leaves out: "+
 				"configure %s on every replica (with a new guarantee over the same capability, both then apply), or name it in the new guarantee's replaces = %q, which carries its exposure forward; "+
 				"a new guarantee id without replaces starts every resource at its full limit", cp, id, id, id)
 		}
@@ -277,13 +279,13 @@ func (c *Control) checkHolds(capabilityID string, holds []Hold) *Refusal {
 		case !ok:
 			continue
 		case p.Digest != h.DefinitionDigest:
-			return refuse(CodeDomainMismatch, "guarantee %s is held under definition %s; the tenant's domain pins %s", h.GuaranteeID, short(h.DefinitionDigest), short(p.Digest))
+			return refuse(wire.CodeDomainMismatch, "guarantee %s is held under definition %s; the tenant's domain pins %s", h.GuaranteeID, short(h.DefinitionDigest), short(p.Digest))
 		case !p.Definition.Covers(capabilityID):
-			return refuse(CodeDomainMismatch, "guarantee %s does not govern capability %s in the tenant's domain", h.GuaranteeID, capabilityID)
+			return refuse(wire.CodeDomainMismatch, "guarantee %s does not govern capability %s in the tenant's domain", h.GuaranteeID, capabilityID)
 		}
 		for _, r := range c.Replaced(h.GuaranteeID) {
 			if holdsGuarantee(holds, r) {
-				return refuse(CodeDomainMismatch, "the proposal holds both %s and %s, which %s replaces", h.GuaranteeID, r, h.GuaranteeID)
+				return refuse(wire.CodeDomainMismatch, "the proposal holds both %s and %s, which %s replaces", h.GuaranteeID, r, h.GuaranteeID)
 			}
 		}
 	}
@@ -304,7 +306,7 @@ func (c *Control) checkHolds(capabilityID string, holds []Hold) *Refusal {
 		}
 	}
 	if missing != "" {
-		return refuse(CodeDomainMismatch, "capability %s is governed by guarantee %s, pinned in the tenant's stream, which this proposal does not hold: "+
+		return refuse(wire.CodeDomainMismatch, "capability %s is governed by guarantee %s, pinned in the tenant's stream, which this proposal does not hold: "+
 			"the replica that decided it is configured without %s", capabilityID, missing, missing)
 	}
 	return nil
@@ -338,7 +340,7 @@ func (c *Control) carried(h Hold, replaced map[LedgerKey]*Ledger, now time.Time)
 	for _, id := range c.Replaced(h.GuaranteeID) {
 		l := replaced[LedgerKey{GuaranteeID: id, Resource: h.Resource, Window: h.Window}]
 		if l == nil {
-			return 0, refuse(CodeDomainMismatch, "guarantee %s replaces %s, whose exposure on the resource this runtime did not read", h.GuaranteeID, id)
+			return 0, refuse(wire.CodeDomainMismatch, "guarantee %s replaces %s, whose exposure on the resource this runtime did not read", h.GuaranteeID, id)
 		}
 		committed := l.Committed
 		if l.Rolling > 0 {

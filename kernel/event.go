@@ -1,5 +1,7 @@
 package kernel
 
+import "github.com/contextos/ledger/wire"
+
 // Event is a fact the kernel decided. EventType is its persisted name; the
 // schema version of every type below is EventVersion. Bodies are encoded with
 // Canonical; the envelope (id, tenant, time, signature) is added by package
@@ -93,12 +95,12 @@ type ExposureAbsenceAsserted struct {
 
 // ExposureIncident records a refused observation that contradicts a seal.
 type ExposureIncident struct {
-	AttemptID string  `json:"attempt_id"`
-	Kind      Code    `json:"kind"`
-	Sealed    Outcome `json:"sealed"`
-	Observed  Outcome `json:"observed"`
-	Source    string  `json:"source"`
-	Ref       string  `json:"ref,omitempty"`
+	AttemptID string    `json:"attempt_id"`
+	Kind      wire.Code `json:"kind"`
+	Sealed    Outcome   `json:"sealed"`
+	Observed  Outcome   `json:"observed"`
+	Source    string    `json:"source"`
+	Ref       string    `json:"ref,omitempty"`
 }
 
 // EventType implements Event.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // FuzzParseAmount: never panics; an accepted amount is in range and its
@@ -16,7 +18,7 @@ func FuzzParseAmount(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		n, r := ParseAmount(json.Number(s))
 		if r != nil {
-			if r.Code != CodeAmountInvalid {
+			if r.Code != wire.CodeAmountInvalid {
 				t.Fatalf("refusal code %s", r.Code)
 			}
 			return

@@ -1,6 +1,10 @@
 package kernel
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/contextos/ledger/wire"
+)
 
 // The integrity of a tenant's audit log, as its witnesses see it. A witness
 // that cosigned a longer log, or another log of the same size, refuses the
@@ -140,15 +144,15 @@ type WitnessStatus struct {
 // refuses so under require only.
 func CheckLogIntegrity(l *LogIntegrity, w WitnessStatus) *Refusal {
 	if l != nil && l.Open != nil {
-		return refuse(CodeLogIntegrityFailed, "witness %s answered that the audit log %s (a checkpoint of %d records; it had cosigned %d): dispatch is stopped until an operator resolves incident %d",
+		return refuse(wire.CodeLogIntegrityFailed, "witness %s answered that the audit log %s (a checkpoint of %d records; it had cosigned %d): dispatch is stopped until an operator resolves incident %d",
 			l.Open.Witness, l.Open.Kind, l.Open.LogSize, l.Open.WitnessSize, l.Incidents)
 	}
 	switch {
 	case w.Policy == "":
 	case w.State == WitnessPending:
-		return refuse(CodeLogUnwitnessed, "the witnesses have not yet answered the boot check of the audit log")
+		return refuse(wire.CodeLogUnwitnessed, "the witnesses have not yet answered the boot check of the audit log")
 	case w.Policy == WitnessRequire && w.State != WitnessCosigned:
-		return refuse(CodeLogUnwitnessed, "the latest audit checkpoint lacks a witness's cosignature (witness_policy require): %s", w.Reason)
+		return refuse(wire.CodeLogUnwitnessed, "the latest audit checkpoint lacks a witness's cosignature (witness_policy require): %s", w.Reason)
 	}
 	return nil
 }
@@ -168,7 +172,7 @@ type FailIntegrity struct {
 // for them all until it is resolved).
 func DecideIntegrityFailure(l *LogIntegrity, c FailIntegrity) Decision {
 	if c.Witness == "" || (c.Kind != IntegrityShrank && c.Kind != IntegrityForked) || c.LogSize < 0 || c.WitnessSize < 0 {
-		return Decision{Refusal: refuse(CodeRequestMalformed, "an integrity failure names its witness and kind (shrank or forked)")}
+		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "an integrity failure names its witness and kind (shrank or forked)")}
 	}
 	if l.Open != nil {
 		return Decision{}
@@ -193,13 +197,13 @@ type ResolveIntegrity struct {
 func DecideResolveIntegrity(l *LogIntegrity, c ResolveIntegrity) Decision {
 	switch {
 	case c.Operator == "":
-		return Decision{Refusal: refuse(CodeRequestMalformed, "a resolution names its operator")}
+		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "a resolution names its operator")}
 	case c.Resolution != ResolutionRestored && c.Resolution != ResolutionRotated:
-		return Decision{Refusal: refuse(CodeRequestMalformed, "resolution %q: want %s or %s", clipBytes(c.Resolution, 64), ResolutionRestored, ResolutionRotated)}
+		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "resolution %q: want %s or %s", clipBytes(c.Resolution, 64), ResolutionRestored, ResolutionRotated)}
 	case c.ArtifactRef == "" || c.Statement == "":
-		return Decision{Refusal: refuse(CodeRequestMalformed, "a resolution needs an artifact reference and a statement of what happened")}
+		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "a resolution needs an artifact reference and a statement of what happened")}
 	case len(c.ArtifactRef) > 256 || len(c.Statement) > 4096:
-		return Decision{Refusal: refuse(CodeRequestMalformed, "artifact reference longer than 256 bytes or statement longer than 4096")}
+		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "artifact reference longer than 256 bytes or statement longer than 4096")}
 	}
 	incident := 0
 	if l.Open != nil {

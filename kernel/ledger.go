@@ -3,6 +3,8 @@ package kernel
 import (
 	"fmt"
 	"time"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // MaxReceipts is the number of open receipts (reserved, started or held) one
@@ -320,17 +322,17 @@ func DecideExposure(l *Ledger, cmd Command) Decision {
 		r, ok := l.Receipt(c.AttemptID)
 		switch {
 		case !ok && l.Tombstoned(c.AttemptID):
-			return no(CodeAttemptClosed, "attempt %s was closed before it was reserved", c.AttemptID)
+			return no(wire.CodeAttemptClosed, "attempt %s was closed before it was reserved", c.AttemptID)
 		case !ok:
-			return no(CodeAttemptUnknown, "attempt %s holds no reservation on this resource", c.AttemptID)
+			return no(wire.CodeAttemptUnknown, "attempt %s holds no reservation on this resource", c.AttemptID)
 		case r.State == StateReserved:
 			return Decision{Events: []Event{ExposureDispatchStarted{AttemptID: c.AttemptID}}}
 		case r.State == StateStarted:
 			return Decision{} // a retried start: the gate is already open
 		case r.State == StateReleased:
-			return no(CodeAttemptClosed, "attempt %s is released; it may not start", c.AttemptID)
+			return no(wire.CodeAttemptClosed, "attempt %s is released; it may not start", c.AttemptID)
 		default:
-			return no(CodeAttemptKnown, "attempt %s was already dispatched and observed (%s)", c.AttemptID, r.State)
+			return no(wire.CodeAttemptKnown, "attempt %s was already dispatched and observed (%s)", c.AttemptID, r.State)
 		}
 	case Observe:
 		return decideObserve(l, c)
@@ -344,73 +346,73 @@ func DecideExposure(l *Ledger, cmd Command) Decision {
 		case r.State == StateReserved:
 			return Decision{Events: []Event{ExposureClosed{AttemptID: c.AttemptID, Reason: c.Reason}}}
 		case r.State == StateStarted || r.State == StateHeld:
-			return no(CodeDispatchActive, "attempt %s started dispatch; only evidence of absence can release it", c.AttemptID)
+			return no(wire.CodeDispatchActive, "attempt %s started dispatch; only evidence of absence can release it", c.AttemptID)
 		default:
-			return no(CodeAttemptClosed, "attempt %s is already sealed %s", c.AttemptID, r.State)
+			return no(wire.CodeAttemptClosed, "attempt %s is already sealed %s", c.AttemptID, r.State)
 		}
 	case AssertAbsence:
 		if c.Operator == "" || c.ArtifactRef == "" {
-			return no(CodeRequestMalformed, "an absence assertion must name the operator and an artifact reference")
+			return no(wire.CodeRequestMalformed, "an absence assertion must name the operator and an artifact reference")
 		}
 		r, ok := l.Receipt(c.AttemptID)
 		switch {
 		case !ok:
-			return no(CodeAttemptUnknown, "attempt %s holds no reservation on this resource", c.AttemptID)
+			return no(wire.CodeAttemptUnknown, "attempt %s holds no reservation on this resource", c.AttemptID)
 		case r.State == StateReserved:
-			return no(CodeNotStarted, "attempt %s never started; close it instead", c.AttemptID)
+			return no(wire.CodeNotStarted, "attempt %s never started; close it instead", c.AttemptID)
 		case r.State == StateStarted:
-			return no(CodeAbsenceUnproven, "attempt %s has no observation yet; reconcile with the provider first", c.AttemptID)
+			return no(wire.CodeAbsenceUnproven, "attempt %s has no observation yet; reconcile with the provider first", c.AttemptID)
 		case r.State == StateHeld:
 			return Decision{Events: []Event{ExposureAbsenceAsserted{AttemptID: c.AttemptID, Operator: c.Operator, ArtifactRef: c.ArtifactRef}}}
 		default:
-			return no(CodeAttemptClosed, "attempt %s is already sealed %s", c.AttemptID, r.State)
+			return no(wire.CodeAttemptClosed, "attempt %s is already sealed %s", c.AttemptID, r.State)
 		}
 	}
-	return no(CodeRequestMalformed, "unknown command %T", cmd)
+	return no(wire.CodeRequestMalformed, "unknown command %T", cmd)
 }
 
 func decideReserve(l *Ledger, c Reserve) Decision {
 	if l.DefinitionDigest != "" && l.DefinitionDigest != c.DefinitionDigest {
-		return no(CodeDefinitionMismatch, "resource ledger is pinned to definition %s, not %s", short(l.DefinitionDigest), short(c.DefinitionDigest))
+		return no(wire.CodeDefinitionMismatch, "resource ledger is pinned to definition %s, not %s", short(l.DefinitionDigest), short(c.DefinitionDigest))
 	}
 	if c.Limit <= 0 || c.Limit > MaxAmount {
-		return no(CodeDefinitionInvalid, "limit %d must be in 1..2^53-1", c.Limit)
+		return no(wire.CodeDefinitionInvalid, "limit %d must be in 1..2^53-1", c.Limit)
 	}
 	if l.Limit != 0 && (l.Window != c.Window || l.Rolling != c.Rolling) {
-		return no(CodeDefinitionMismatch, "resource ledger counts window %q (rolling %ds), not %q (rolling %ds)", l.Window, l.Rolling, c.Window, c.Rolling)
+		return no(wire.CodeDefinitionMismatch, "resource ledger counts window %q (rolling %ds), not %q (rolling %ds)", l.Window, l.Rolling, c.Window, c.Rolling)
 	}
 	if l.Tombstoned(c.AttemptID) {
-		return no(CodeAttemptClosed, "attempt %s was closed before it was reserved", c.AttemptID)
+		return no(wire.CodeAttemptClosed, "attempt %s was closed before it was reserved", c.AttemptID)
 	}
 	if r, ok := l.Receipt(c.AttemptID); ok {
 		if r.OperationID == c.OperationID && r.Amount == c.Amount && r.State.Open() {
 			return Decision{} // a retried reservation: it already holds
 		}
-		return no(CodeAttemptKnown, "attempt %s already has a %s receipt", c.AttemptID, r.State)
+		return no(wire.CodeAttemptKnown, "attempt %s already has a %s receipt", c.AttemptID, r.State)
 	}
 	if l.openOp[c.OperationID] > 0 {
-		return no(CodeUnresolvedAttempt, "operation %s has an unresolved attempt on this resource; reconcile it first", c.OperationID)
+		return no(wire.CodeUnresolvedAttempt, "operation %s has an unresolved attempt on this resource; reconcile it first", c.OperationID)
 	}
 	if l.open >= MaxReceipts {
-		return no(CodeReceiptsSaturated, "resource has %d open receipts, the maximum; settle or reconcile them first", l.open)
+		return no(wire.CodeReceiptsSaturated, "resource has %d open receipts, the maximum; settle or reconcile them first", l.open)
 	}
 	if c.Amount <= 0 || c.Amount > MaxAmount {
-		return no(CodeAmountInvalid, "amount %d must be in 1..2^53-1", c.Amount)
+		return no(wire.CodeAmountInvalid, "amount %d must be in 1..2^53-1", c.Amount)
 	}
 	committed := l.Committed
 	if c.Rolling > 0 {
 		committed = l.CommittedAt(c.Now)
 	}
 	if c.Carried < 0 {
-		return no(CodeAmountInvalid, "carried exposure %d is negative", c.Carried)
+		return no(wire.CodeAmountInvalid, "carried exposure %d is negative", c.Carried)
 	}
 	over := committed+l.Held+c.Carried+c.Amount > c.Limit
 	switch {
 	case over && !c.Observe && c.Carried > 0:
-		return no(CodeExceeded, "%s: committed %d + held %d + carried %d (from the guarantees it replaces) + amount %d exceeds limit %d (available %d)",
+		return no(wire.CodeExceeded, "%s: committed %d + held %d + carried %d (from the guarantees it replaces) + amount %d exceeds limit %d (available %d)",
 			c.GuaranteeID, committed, l.Held, c.Carried, c.Amount, c.Limit, c.Limit-committed-l.Held-c.Carried)
 	case over && !c.Observe:
-		return no(CodeExceeded, "%s: committed %d + held %d + amount %d exceeds limit %d (available %d)",
+		return no(wire.CodeExceeded, "%s: committed %d + held %d + amount %d exceeds limit %d (available %d)",
 			c.GuaranteeID, committed, l.Held, c.Amount, c.Limit, c.Limit-committed-l.Held)
 	}
 	var at string
@@ -426,11 +428,11 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 
 func decideObserve(l *Ledger, c Observe) Decision {
 	if !c.Outcome.Valid() {
-		return no(CodeRequestMalformed, "unknown outcome %q", c.Outcome)
+		return no(wire.CodeRequestMalformed, "unknown outcome %q", c.Outcome)
 	}
 	r, ok := l.Receipt(c.AttemptID)
 	if !ok {
-		return no(CodeAttemptUnknown, "attempt %s holds no reservation on this resource", c.AttemptID)
+		return no(wire.CodeAttemptUnknown, "attempt %s holds no reservation on this resource", c.AttemptID)
 	}
 	obs := ExposureObserved{AttemptID: c.AttemptID, Outcome: c.Outcome, Source: c.Source, Ref: c.Ref}
 	if l.Rolling > 0 && c.Outcome == OutcomeApplied {
@@ -438,7 +440,7 @@ func decideObserve(l *Ledger, c Observe) Decision {
 	}
 	switch r.State {
 	case StateReserved:
-		return no(CodeNotStarted, "attempt %s has no dispatch-start; nothing can have been observed", c.AttemptID)
+		return no(wire.CodeNotStarted, "attempt %s has no dispatch-start; nothing can have been observed", c.AttemptID)
 	case StateStarted, StateHeld:
 		if !c.Outcome.Definitive() && r.Last == c.Outcome {
 			return Decision{} // the same non-definitive report again changes nothing
@@ -453,14 +455,14 @@ func decideObserve(l *Ledger, c Observe) Decision {
 		return Decision{} // repeats and non-definitive reports after a seal change nothing
 	}
 	return Decision{
-		Events: []Event{ExposureIncident{AttemptID: c.AttemptID, Kind: CodeObservationContradictsSeal,
+		Events: []Event{ExposureIncident{AttemptID: c.AttemptID, Kind: wire.CodeObservationContradictsSeal,
 			Sealed: sealed, Observed: c.Outcome, Source: c.Source, Ref: c.Ref}},
-		Refusal: refuse(CodeObservationContradictsSeal, "attempt %s is sealed %s; %s report from %s refused and recorded as an incident",
+		Refusal: refuse(wire.CodeObservationContradictsSeal, "attempt %s is sealed %s; %s report from %s refused and recorded as an incident",
 			c.AttemptID, sealed, c.Outcome, c.Source),
 	}
 }
 
-func no(code Code, format string, args ...any) Decision {
+func no(code wire.Code, format string, args ...any) Decision {
 	return Decision{Refusal: refuse(code, format, args...)}
 }
 

@@ -11,6 +11,7 @@ import (
 	_ "time/tzdata" // the scenarios' time zones, whatever the machine has
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/contextos/ledger/wire"
 )
 
 // TestCeilingScenarios replays the scripts in testdata/ceilings: long-lived
@@ -151,7 +152,7 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 		l := h.ledger(id, "ord_881")
 		outcomes := strings.Split(arg("outcomes", "applied"), ",")
 		n := int(num("n", 1))
-		refused := map[Code]int{}
+		refused := map[wire.Code]int{}
 		for i := 0; i < n; i++ {
 			att := fmt.Sprintf("att_%d", h.next)
 			h.next++

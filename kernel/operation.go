@@ -3,19 +3,8 @@ package kernel
 import (
 	"encoding/json"
 	"fmt"
-)
 
-// Status is what a decision reply says about an operation. The zero value is
-// invalid.
-type Status string
-
-// Statuses of a decision reply (DESIGN section 5).
-const (
-	StatusRefused    Status = "refused"
-	StatusApplied    Status = "applied"
-	StatusNotApplied Status = "not_applied"
-	StatusPending    Status = "pending"
-	StatusUnknown    Status = "unknown"
+	"github.com/contextos/ledger/wire"
 )
 
 // Operation is the state of one (tenant, run, operation key): the agent's
@@ -54,8 +43,8 @@ type HoldRef struct {
 
 // RefusalRecord is a refusal as recorded.
 type RefusalRecord struct {
-	Code   Code   `json:"code"`
-	Reason string `json:"reason"`
+	Code   wire.Code `json:"code"`
+	Reason string    `json:"reason"`
 }
 
 // Opened reports whether the operation exists.
@@ -70,35 +59,35 @@ func (o *Operation) Current() (OpAttempt, bool) {
 }
 
 // Status is the operation's status as a decision reply reports it.
-func (o *Operation) Status() Status {
+func (o *Operation) Status() wire.Status {
 	if o.Refusal != nil {
-		return StatusRefused
+		return wire.StatusRefused
 	}
 	a, ok := o.Current()
 	switch {
 	case !ok || a.Outcome == "":
 		if ok && a.Closed {
-			return StatusNotApplied
+			return wire.StatusNotApplied
 		}
-		return StatusPending
+		return wire.StatusPending
 	case a.Closed && !a.Outcome.Definitive():
-		return StatusNotApplied
+		return wire.StatusNotApplied
 	}
 	return a.Outcome.Status()
 }
 
 // Status is the reply status an observation of this outcome gives: applied,
 // not_applied and pending as such; unknown and partial are unknown.
-func (o Outcome) Status() Status {
+func (o Outcome) Status() wire.Status {
 	switch o {
 	case OutcomeApplied:
-		return StatusApplied
+		return wire.StatusApplied
 	case OutcomeNotApplied:
-		return StatusNotApplied
+		return wire.StatusNotApplied
 	case OutcomePending:
-		return StatusPending
+		return wire.StatusPending
 	}
-	return StatusUnknown
+	return wire.StatusUnknown
 }
 
 // Resolved reports whether the operation needs nothing more: refused, or its
@@ -140,7 +129,7 @@ type OperationOpened struct {
 // CodeApprovalRequired (and only then): what the operator is asked to
 // approve, shown by the pending approvals of the read model.
 type OperationRefused struct {
-	Code      Code            `json:"code"`
+	Code      wire.Code       `json:"code"`
 	Reason    string          `json:"reason"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
@@ -205,12 +194,12 @@ func (OperationClosed) EventType() string { return TypeOperationClosed }
 // reverse). It changes nothing: the seal stands, the incident is there for
 // the operator and the audit.
 type OperationIncident struct {
-	AttemptID string  `json:"attempt_id"`
-	Kind      Code    `json:"kind"`
-	Sealed    Outcome `json:"sealed"`
-	Observed  Outcome `json:"observed"`
-	Source    string  `json:"source"`
-	Ref       string  `json:"ref,omitempty"`
+	AttemptID string    `json:"attempt_id"`
+	Kind      wire.Code `json:"kind"`
+	Sealed    Outcome   `json:"sealed"`
+	Observed  Outcome   `json:"observed"`
+	Source    string    `json:"source"`
+	Ref       string    `json:"ref,omitempty"`
 }
 
 // EventType implements Event.
@@ -242,7 +231,7 @@ const (
 func DecideOpen(o *Operation, opened OperationOpened) (OpenResult, Decision) {
 	if o.Opened() {
 		if o.ActionDigest != opened.ActionDigest || o.CapabilityID != opened.CapabilityID || o.Principal != opened.Principal {
-			return 0, no(CodeOperationConflict, "operation key %q of run %q is bound to another action (%s)", o.OperationKey, o.RunID, short(o.ActionDigest))
+			return 0, no(wire.CodeOperationConflict, "operation key %q of run %q is bound to another action (%s)", o.OperationKey, o.RunID, short(o.ActionDigest))
 		}
 		return OpenExisting, Decision{}
 	}
@@ -254,10 +243,10 @@ func DecideOpen(o *Operation, opened OperationOpened) (OpenResult, Decision) {
 // current one: it was taken over and must not start or observe anything.
 func CheckFence(o *Operation, generation uint64) *Refusal {
 	if !o.Opened() {
-		return refuse(CodeAttemptUnknown, "operation does not exist")
+		return refuse(wire.CodeAttemptUnknown, "operation does not exist")
 	}
 	if generation != o.Generation {
-		return refuse(CodeExecutorFenced, "executor generation %d is fenced; operation %s is at generation %d (%s)", generation, o.OperationID, o.Generation, o.Executor)
+		return refuse(wire.CodeExecutorFenced, "executor generation %d is fenced; operation %s is at generation %d (%s)", generation, o.OperationID, o.Generation, o.Executor)
 	}
 	return nil
 }
@@ -287,14 +276,14 @@ func contradiction(o *Operation, c Settle) (OperationIncident, bool) {
 	if !ok || !c.Outcome.Definitive() || c.Outcome == sealed {
 		return OperationIncident{}, false
 	}
-	return OperationIncident{AttemptID: c.AttemptID, Kind: CodeObservationContradictsSeal, Sealed: sealed, Observed: c.Outcome,
+	return OperationIncident{AttemptID: c.AttemptID, Kind: wire.CodeObservationContradictsSeal, Sealed: sealed, Observed: c.Outcome,
 		Source: c.Source, Ref: c.Ref}, true
 }
 
 // DecideClaim raises the generation for a new executor.
 func DecideClaim(o *Operation, executor string) Decision {
 	if !o.Opened() {
-		return no(CodeAttemptUnknown, "operation does not exist")
+		return no(wire.CodeAttemptUnknown, "operation does not exist")
 	}
 	return Decision{Events: []Event{OperationClaimed{Executor: executor, Generation: o.Generation + 1}}}
 }
@@ -362,16 +351,16 @@ const TypeDecisionRecorded = "decision.recorded"
 // DecisionRecorded is the signed record of one decided proposal: what was
 // decided and every control that was active when it was.
 type DecisionRecorded struct {
-	OperationID  string   `json:"operation_id"`
-	Principal    string   `json:"principal"`
-	RunID        string   `json:"run_id"`
-	CapabilityID string   `json:"capability_id"`
-	ActionDigest string   `json:"action_digest"`
-	AttemptID    string   `json:"attempt_id,omitempty"`
-	Status       Status   `json:"status"`
-	Code         Code     `json:"code,omitempty"`
-	Reason       string   `json:"reason,omitempty"`
-	Controls     Controls `json:"controls_active"`
+	OperationID  string      `json:"operation_id"`
+	Principal    string      `json:"principal"`
+	RunID        string      `json:"run_id"`
+	CapabilityID string      `json:"capability_id"`
+	ActionDigest string      `json:"action_digest"`
+	AttemptID    string      `json:"attempt_id,omitempty"`
+	Status       wire.Status `json:"status"`
+	Code         wire.Code   `json:"code,omitempty"`
+	Reason       string      `json:"reason,omitempty"`
+	Controls     Controls    `json:"controls_active"`
 }
 
 // Controls are the controls a decision was made under.

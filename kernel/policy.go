@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // Policy is a capability's declarative argument constraints: a small,
@@ -151,24 +153,24 @@ func (c *CompiledPolicy) Evaluate(args map[string]any) *Refusal {
 		v, _ := c.amount.Eval(args)
 		amt, r := ParseAmount(v)
 		if r != nil {
-			return refuse(CodePolicyDenied, "policy %s: value at %s: %s", short(c.digest), p.AmountPointer, r.Reason)
+			return refuse(wire.CodePolicyDenied, "policy %s: value at %s: %s", short(c.digest), p.AmountPointer, r.Reason)
 		}
 		if amt > p.MaxAmount {
-			return refuse(CodePolicyDenied, "policy %s: amount %d at %s exceeds the policy maximum %d", short(c.digest), amt, p.AmountPointer, p.MaxAmount)
+			return refuse(wire.CodePolicyDenied, "policy %s: amount %d at %s exceeds the policy maximum %d", short(c.digest), amt, p.AmountPointer, p.MaxAmount)
 		}
 	}
 	for i, a := range p.Allowed {
 		v, _ := c.allowed[i].Eval(args)
 		s, ok := v.(string)
 		if !ok || !slices.Contains(a.Values, s) {
-			return refuse(CodePolicyDenied, "policy %s: value at %s is %s, not one of %v", short(c.digest), a.Pointer, quoteValue(v), a.Values)
+			return refuse(wire.CodePolicyDenied, "policy %s: value at %s is %s, not one of %v", short(c.digest), a.Pointer, quoteValue(v), a.Values)
 		}
 	}
 	for i, pr := range p.Patterns {
 		v, _ := c.patterns[i].Eval(args)
 		s, ok := v.(string)
 		if !ok || !c.res[i].MatchString(s) {
-			return refuse(CodePolicyDenied, "policy %s: value at %s is %s, which does not match %q", short(c.digest), pr.Pointer, quoteValue(v), pr.Regexp)
+			return refuse(wire.CodePolicyDenied, "policy %s: value at %s is %s, which does not match %q", short(c.digest), pr.Pointer, quoteValue(v), pr.Regexp)
 		}
 	}
 	return nil

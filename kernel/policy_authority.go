@@ -3,6 +3,8 @@ package kernel
 import (
 	"errors"
 	"fmt"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // Authority is the state of a tenant's authority subject: the operator
@@ -67,7 +69,7 @@ type ChangeAuthority struct {
 // that the operator's intent survives a later configuration change.
 func DecideAuthorityChange(a *Authority, c ChangeAuthority) Decision {
 	if c.Principal == "" || c.CapabilityID == "" || c.Operator == "" {
-		return no(CodeRequestMalformed, "a grant or revocation names a principal, a capability and the operator")
+		return no(wire.CodeRequestMalformed, "a grant or revocation names a principal, a capability and the operator")
 	}
 	if prev, ok := a.Overrides[authorityKey(c.Principal, c.CapabilityID)]; ok && prev.Granted == c.Grant {
 		return Decision{}
@@ -87,11 +89,11 @@ func CheckAuthority(a *Authority, principal, capabilityID string, configured boo
 			if e.Granted {
 				return "grant:" + principal + ":" + capabilityID + ":operator:" + e.Operator, nil
 			}
-			return "", refuse(CodeAuthorityDenied, "%s's grant of %s was revoked by operator %s", principal, capabilityID, e.Operator)
+			return "", refuse(wire.CodeAuthorityDenied, "%s's grant of %s was revoked by operator %s", principal, capabilityID, e.Operator)
 		}
 	}
 	if configured {
 		return "config:" + principal + ":" + capabilityID, nil
 	}
-	return "", refuse(CodeAuthorityDenied, "%s holds no grant for %s", principal, capabilityID)
+	return "", refuse(wire.CodeAuthorityDenied, "%s holds no grant for %s", principal, capabilityID)
 }

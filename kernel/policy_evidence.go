@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // EvidenceRecord is the state of one evidence subject
@@ -108,19 +110,19 @@ type PublishEvidence struct {
 func DecidePublishEvidence(r *EvidenceRecord, c PublishEvidence) Decision {
 	cand := normalizeCandidate(c.Candidate)
 	if err := validateEvidence([]EvidenceCandidate{cand}); err != nil {
-		return no(CodeContextInvalid, "%v", err)
+		return no(wire.CodeContextInvalid, "%v", err)
 	}
 	if cand.Tenant != c.Tenant {
-		return no(CodeAuthorityDenied, "evidence of tenant %s cannot be published by an operator of %s", cand.Tenant, c.Tenant)
+		return no(wire.CodeAuthorityDenied, "evidence of tenant %s cannot be published by an operator of %s", cand.Tenant, c.Tenant)
 	}
 	if c.Operator == "" {
-		return no(CodeRequestMalformed, "evidence names its publisher")
+		return no(wire.CodeRequestMalformed, "evidence names its publisher")
 	}
 	if r.Candidate != nil {
 		if same(*r.Candidate, cand) {
 			return Decision{}
 		}
-		return no(CodeEvidenceRecordConflict, "evidence %s is already published with other content; publish a new ref", cand.Ref)
+		return no(wire.CodeEvidenceRecordConflict, "evidence %s is already published with other content; publish a new ref", cand.Ref)
 	}
 	return Decision{Events: []Event{EvidencePublished{Ref: cand.Ref, Candidate: cand, Operator: c.Operator}}}
 }
@@ -144,28 +146,28 @@ type MarkEvidence struct {
 func DecideMarkEvidence(r *EvidenceRecord, c MarkEvidence) Decision {
 	m := canonicalMarker(normalizeMarker(c.Marker))
 	if err := ValidateMarkers([]EvidenceConflictMarker{m}); err != nil {
-		return no(CodeContextInvalid, "%v", err)
+		return no(wire.CodeContextInvalid, "%v", err)
 	}
 	if c.Operator == "" {
-		return no(CodeRequestMalformed, "a marker names its publisher")
+		return no(wire.CodeRequestMalformed, "a marker names its publisher")
 	}
 	if !slices.Contains(m.EvidenceRefs, c.Ref) {
-		return no(CodeRequestMalformed, "marker %s does not name ref %s", m.ConflictID, c.Ref)
+		return no(wire.CodeRequestMalformed, "marker %s does not name ref %s", m.ConflictID, c.Ref)
 	}
 	if res := m.Resolution; res != nil && res.Kind == ResolutionAccountableReview && res.ResolvedBy != c.Operator {
-		return no(CodeAuthorityDenied, "a review resolution published by operator %s must name %s as resolved_by, not %q", c.Operator, c.Operator, res.ResolvedBy)
+		return no(wire.CodeAuthorityDenied, "a review resolution published by operator %s must name %s as resolved_by, not %q", c.Operator, c.Operator, res.ResolvedBy)
 	}
 	if prev, ok := r.Markers[m.ConflictID]; ok {
 		switch {
 		case same(prev, m):
 			return Decision{}
 		case prev.Status == ConflictResolved:
-			return no(CodeEvidenceRecordConflict, "conflict %s is already resolved; a resolution is final", m.ConflictID)
+			return no(wire.CodeEvidenceRecordConflict, "conflict %s is already resolved; a resolution is final", m.ConflictID)
 		case !slices.Equal(prev.EvidenceRefs, m.EvidenceRefs) || !slices.Equal(prev.Requirements, m.Requirements) ||
 			!slices.Equal(prev.Values, m.Values) || prev.Subject != m.Subject || prev.Predicate != m.Predicate:
-			return no(CodeEvidenceRecordConflict, "conflict %s is recorded with other refs, values or requirements", m.ConflictID)
+			return no(wire.CodeEvidenceRecordConflict, "conflict %s is recorded with other refs, values or requirements", m.ConflictID)
 		case m.Status != ConflictResolved:
-			return no(CodeEvidenceRecordConflict, "conflict %s is recorded; only its resolution may follow", m.ConflictID)
+			return no(wire.CodeEvidenceRecordConflict, "conflict %s is recorded; only its resolution may follow", m.ConflictID)
 		}
 	}
 	return Decision{Events: []Event{EvidenceMarked{Ref: c.Ref, Marker: m, Operator: c.Operator}}}
@@ -216,7 +218,7 @@ func CheckEvidence(pack ContextPack, run RunContext, records []*EvidenceRecord) 
 		if ce, ok := err.(*ContextInputError); ok {
 			return nil, ce.Refusal()
 		}
-		return nil, refuse(CodeContextInvalid, "%v", err)
+		return nil, refuse(wire.CodeContextInvalid, "%v", err)
 	}
 	return &cc.Gate, cc.Gate.Refusal()
 }

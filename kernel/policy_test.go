@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contextos/ledger/wire"
 )
 
 func mustArgs(t *testing.T, s string) map[string]any {
@@ -94,51 +96,51 @@ func TestAuthorizationTable(t *testing.T) {
 	rows := []struct {
 		name string
 		got  *Refusal
-		want Code
+		want wire.Code
 	}{
 		{"authority: configured grant", second(CheckAuthority(&Authority{}, "agent_chat", "refund", true)), ""},
-		{"authority: no grant", second(CheckAuthority(&Authority{}, "agent_chat", "refund", false)), CodeAuthorityDenied},
-		{"authority: configured grant revoked", second(CheckAuthority(revoked, "agent_chat", "refund", true)), CodeAuthorityDenied},
+		{"authority: no grant", second(CheckAuthority(&Authority{}, "agent_chat", "refund", false)), wire.CodeAuthorityDenied},
+		{"authority: configured grant revoked", second(CheckAuthority(revoked, "agent_chat", "refund", true)), wire.CodeAuthorityDenied},
 		{"authority: revocation is per capability", second(CheckAuthority(revoked, "agent_chat", "lookup", true)), ""},
 		{"authority: revocation is per principal", second(CheckAuthority(revoked, "agent_email", "refund", true)), ""},
 		{"authority: operator grant beyond config", second(CheckAuthority(granted, "agent_chat", "lookup", false)), ""},
 
 		{"policy: within", pol.Evaluate(mustArgs(t, `{"order_id":"ord_881","amount_minor":80000,"currency":"INR"}`)), ""},
-		{"policy: over max_amount", pol.Evaluate(mustArgs(t, `{"order_id":"ord_881","amount_minor":90001,"currency":"INR"}`)), CodePolicyDenied},
-		{"policy: amount a string", pol.Evaluate(mustArgs(t, `{"order_id":"ord_881","amount_minor":"1","currency":"INR"}`)), CodePolicyDenied},
-		{"policy: currency not allowed", pol.Evaluate(mustArgs(t, `{"order_id":"ord_881","amount_minor":1,"currency":"USD"}`)), CodePolicyDenied},
-		{"policy: currency missing", pol.Evaluate(mustArgs(t, `{"order_id":"ord_881","amount_minor":1}`)), CodePolicyDenied},
-		{"policy: id pattern is anchored", pol.Evaluate(mustArgs(t, `{"order_id":"xord_881","amount_minor":1,"currency":"INR"}`)), CodePolicyDenied},
-		{"policy: id not a string", pol.Evaluate(mustArgs(t, `{"order_id":881,"amount_minor":1,"currency":"INR"}`)), CodePolicyDenied},
+		{"policy: over max_amount", pol.Evaluate(mustArgs(t, `{"order_id":"ord_881","amount_minor":90001,"currency":"INR"}`)), wire.CodePolicyDenied},
+		{"policy: amount a string", pol.Evaluate(mustArgs(t, `{"order_id":"ord_881","amount_minor":"1","currency":"INR"}`)), wire.CodePolicyDenied},
+		{"policy: currency not allowed", pol.Evaluate(mustArgs(t, `{"order_id":"ord_881","amount_minor":1,"currency":"USD"}`)), wire.CodePolicyDenied},
+		{"policy: currency missing", pol.Evaluate(mustArgs(t, `{"order_id":"ord_881","amount_minor":1}`)), wire.CodePolicyDenied},
+		{"policy: id pattern is anchored", pol.Evaluate(mustArgs(t, `{"order_id":"xord_881","amount_minor":1,"currency":"INR"}`)), wire.CodePolicyDenied},
+		{"policy: id not a string", pol.Evaluate(mustArgs(t, `{"order_id":881,"amount_minor":1,"currency":"INR"}`)), wire.CodePolicyDenied},
 
 		{"approval: none needed, none named", DecideApproval(nil, RedeemApproval{Risk: "low", ActionDigest: digestA, Now: t0}).Refusal, ""},
-		{"approval: required, none named", DecideApproval(nil, RedeemApproval{Required: true, Risk: "high", ActionDigest: digestA, Now: t0}).Refusal, CodeApprovalRequired},
-		{"approval: unknown id", redeem(&Approval{}, "ap9", digestA, "high", t0), CodeApprovalRequired},
+		{"approval: required, none named", DecideApproval(nil, RedeemApproval{Required: true, Risk: "high", ActionDigest: digestA, Now: t0}).Refusal, wire.CodeApprovalRequired},
+		{"approval: unknown id", redeem(&Approval{}, "ap9", digestA, "high", t0), wire.CodeApprovalRequired},
 		{"approval: exact", redeem(approval, "ap1", digestA, "high", t0), ""},
-		{"approval: other digest", redeem(approval, "ap1", digestB, "high", t0), CodeApprovalMismatch},
-		{"approval: other risk", redeem(approval, "ap1", digestA, "medium", t0), CodeApprovalMismatch},
+		{"approval: other digest", redeem(approval, "ap1", digestB, "high", t0), wire.CodeApprovalMismatch},
+		{"approval: other risk", redeem(approval, "ap1", digestA, "medium", t0), wire.CodeApprovalMismatch},
 		{"approval: last instant", redeem(approval, "ap1", digestA, "high", t0.Add(time.Hour-time.Nanosecond)), ""},
-		{"approval: expired", redeem(approval, "ap1", digestA, "high", t0.Add(time.Hour)), CodeApprovalExpired},
-		{"approval: redeemed", redeem(redeemed, "ap1", digestA, "high", t0), CodeApprovalRedeemed},
-		{"approval: named though not required is still checked", DecideApproval(redeemed, RedeemApproval{ApprovalID: "ap1", ActionDigest: digestA, Risk: "high", Now: t0}).Refusal, CodeApprovalRedeemed},
+		{"approval: expired", redeem(approval, "ap1", digestA, "high", t0.Add(time.Hour)), wire.CodeApprovalExpired},
+		{"approval: redeemed", redeem(redeemed, "ap1", digestA, "high", t0), wire.CodeApprovalRedeemed},
+		{"approval: named though not required is still checked", DecideApproval(redeemed, RedeemApproval{ApprovalID: "ap1", ActionDigest: digestA, Risk: "high", Now: t0}).Refusal, wire.CodeApprovalRedeemed},
 
 		{"budget: within", consume(run, "agent_email", 1000, false), ""},
-		{"budget: amount over", consume(run, "agent_email", 1001, false), CodeRunBudgetExhausted},
-		{"budget: calls spent", consume(spent, "agent_email", 0, false), CodeRunBudgetExhausted},
-		{"budget: never admitted, refused", consume(&Run{}, "agent_email", 1, false), CodeRunBudgetExhausted},
+		{"budget: amount over", consume(run, "agent_email", 1001, false), wire.CodeRunBudgetExhausted},
+		{"budget: calls spent", consume(spent, "agent_email", 0, false), wire.CodeRunBudgetExhausted},
+		{"budget: never admitted, refused", consume(&Run{}, "agent_email", 1, false), wire.CodeRunBudgetExhausted},
 		{"budget: never admitted, allowed unbudgeted", consume(&Run{}, "agent_email", 1, true), ""},
-		{"budget: admitted for another principal", consume(run, "agent_chat", 1, false), CodeAuthorityDenied},
-		{"budget: child larger than parent", DecideAdmit(&Run{}, run, AdmitRun{RunID: "c1", ParentRunID: "r1", Principal: "agent_chat", Operator: "ops_alice", Calls: 3, Amount: 1}).Refusal, CodeRunBudgetExhausted},
-		{"budget: child of a run never admitted", DecideAdmit(&Run{}, &Run{}, AdmitRun{RunID: "c1", ParentRunID: "r0", Principal: "agent_chat", Operator: "ops_alice", Calls: 1}).Refusal, CodeRunBudgetExhausted},
-		{"budget: admitted twice with another budget", DecideAdmit(run, nil, AdmitRun{RunID: "r1", Principal: "agent_email", Operator: "ops_alice", Calls: 3, Amount: 1000}).Refusal, CodeRunAlreadyAdmitted},
+		{"budget: admitted for another principal", consume(run, "agent_chat", 1, false), wire.CodeAuthorityDenied},
+		{"budget: child larger than parent", DecideAdmit(&Run{}, run, AdmitRun{RunID: "c1", ParentRunID: "r1", Principal: "agent_chat", Operator: "ops_alice", Calls: 3, Amount: 1}).Refusal, wire.CodeRunBudgetExhausted},
+		{"budget: child of a run never admitted", DecideAdmit(&Run{}, &Run{}, AdmitRun{RunID: "c1", ParentRunID: "r0", Principal: "agent_chat", Operator: "ops_alice", Calls: 1}).Refusal, wire.CodeRunBudgetExhausted},
+		{"budget: admitted twice with another budget", DecideAdmit(run, nil, AdmitRun{RunID: "r1", Principal: "agent_email", Operator: "ops_alice", Calls: 3, Amount: 1000}).Refusal, wire.CodeRunAlreadyAdmitted},
 
-		{"evidence: seed conflict unresolved", evidence(runCtx, records), CodeEvidenceInsufficient},
+		{"evidence: seed conflict unresolved", evidence(runCtx, records), wire.CodeEvidenceInsufficient},
 		{"evidence: resolved by accountable review", evidence(runCtx, resolved), ""},
-		{"evidence: resolved but judged after it expired", evidence(late, resolved), CodeEvidenceInsufficient},
-		{"evidence: nothing named", evidence(runCtx, nil), CodeEvidenceInsufficient},
+		{"evidence: resolved but judged after it expired", evidence(late, resolved), wire.CodeEvidenceInsufficient},
+		{"evidence: nothing named", evidence(runCtx, nil), wire.CodeEvidenceInsufficient},
 	}
 	for _, r := range rows {
-		var got Code
+		var got wire.Code
 		if r.got != nil {
 			got = r.got.Code
 			if r.got.Reason == "" {
@@ -264,7 +266,7 @@ func TestApprovalFold(t *testing.T) {
 		{ApprovalID: "x", ActionDigest: digestA, Risk: "high", Operator: "o", Now: t0, TTL: MaxApprovalTTL + 1},
 		{ApprovalID: "x", ActionDigest: digestA, Risk: "high", Operator: "o", TTL: time.Minute},
 	} {
-		if d := DecideApprovalGrant(a, bad); d.Refusal == nil || d.Refusal.Code != CodeRequestMalformed {
+		if d := DecideApprovalGrant(a, bad); d.Refusal == nil || d.Refusal.Code != wire.CodeRequestMalformed {
 			t.Errorf("grant %+v: %+v", bad, d)
 		}
 	}
@@ -294,7 +296,7 @@ func TestRunDelegationConserves(t *testing.T) {
 		c := &Run{}
 		d := DecideAdmit(c, parent, AdmitRun{RunID: "c" + string(rune('0'+i)), ParentRunID: "p", Principal: "b", Operator: "o", Calls: 2, Amount: 3000})
 		if i >= 3 {
-			if d.Refusal == nil || d.Refusal.Code != CodeRunBudgetExhausted {
+			if d.Refusal == nil || d.Refusal.Code != wire.CodeRunBudgetExhausted {
 				t.Fatalf("child %d: %+v", i, d)
 			}
 			continue
@@ -319,7 +321,7 @@ func TestRunDelegationConserves(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		d := DecideConsume(c, ConsumeRun{RunID: c.RunID, Principal: "b", Amount: 1000})
 		if i == 2 {
-			if d.Refusal == nil || d.Refusal.Code != CodeRunBudgetExhausted {
+			if d.Refusal == nil || d.Refusal.Code != wire.CodeRunBudgetExhausted {
 				t.Fatalf("third call of a 2-call child: %+v", d)
 			}
 			break
@@ -351,12 +353,12 @@ func TestEvidenceRecordRules(t *testing.T) {
 	}
 	changed := cand
 	changed.Verified = false
-	if d := DecidePublishEvidence(kg, PublishEvidence{Tenant: "acme", Operator: "ops_alice", Candidate: changed}); d.Refusal == nil || d.Refusal.Code != CodeEvidenceRecordConflict {
+	if d := DecidePublishEvidence(kg, PublishEvidence{Tenant: "acme", Operator: "ops_alice", Candidate: changed}); d.Refusal == nil || d.Refusal.Code != wire.CodeEvidenceRecordConflict {
 		t.Fatalf("changing a published candidate: %+v", d)
 	}
 	other := cand
 	other.Ref = "kg:new"
-	if d := DecidePublishEvidence(&EvidenceRecord{}, PublishEvidence{Tenant: "globex", Operator: "ops_alice", Candidate: other}); d.Refusal == nil || d.Refusal.Code != CodeAuthorityDenied {
+	if d := DecidePublishEvidence(&EvidenceRecord{}, PublishEvidence{Tenant: "globex", Operator: "ops_alice", Candidate: other}); d.Refusal == nil || d.Refusal.Code != wire.CodeAuthorityDenied {
 		t.Fatalf("cross-tenant publish: %+v", d)
 	}
 	var m EvidenceConflictMarker
@@ -366,7 +368,7 @@ func TestEvidenceRecordRules(t *testing.T) {
 	m.Status = ConflictResolved
 	m.Resolution = &ConflictResolution{ResolutionRef: "review:1", Kind: ResolutionAccountableReview, ResolvedBy: "ops_mallory",
 		SelectedEvidenceRefs: []string{kg.Ref}}
-	if d := DecideMarkEvidence(kg, MarkEvidence{Ref: kg.Ref, Operator: "ops_alice", Marker: m}); d.Refusal == nil || d.Refusal.Code != CodeAuthorityDenied {
+	if d := DecideMarkEvidence(kg, MarkEvidence{Ref: kg.Ref, Operator: "ops_alice", Marker: m}); d.Refusal == nil || d.Refusal.Code != wire.CodeAuthorityDenied {
 		t.Fatalf("review in another's name: %+v", d)
 	}
 	m.Resolution.ResolvedBy = "ops_alice"
@@ -376,11 +378,11 @@ func TestEvidenceRecordRules(t *testing.T) {
 	}
 	fold(t, kg, d.Events)
 	m.Resolution.SelectedEvidenceRefs = []string{"crm:order:ord_881#snapshot_19"}
-	if d := DecideMarkEvidence(kg, MarkEvidence{Ref: kg.Ref, Operator: "ops_alice", Marker: m}); d.Refusal == nil || d.Refusal.Code != CodeEvidenceRecordConflict {
+	if d := DecideMarkEvidence(kg, MarkEvidence{Ref: kg.Ref, Operator: "ops_alice", Marker: m}); d.Refusal == nil || d.Refusal.Code != wire.CodeEvidenceRecordConflict {
 		t.Fatalf("re-resolving: %+v", d)
 	}
 	m.Status, m.Resolution = ConflictUnresolved, nil
-	if d := DecideMarkEvidence(kg, MarkEvidence{Ref: kg.Ref, Operator: "ops_alice", Marker: m}); d.Refusal == nil || d.Refusal.Code != CodeEvidenceRecordConflict {
+	if d := DecideMarkEvidence(kg, MarkEvidence{Ref: kg.Ref, Operator: "ops_alice", Marker: m}); d.Refusal == nil || d.Refusal.Code != wire.CodeEvidenceRecordConflict {
 		t.Fatalf("un-resolving: %+v", d)
 	}
 	// The gate a refusal carries encodes with DESIGN's field names.
@@ -421,15 +423,15 @@ func TestDecideApprovalDeny(t *testing.T) {
 	for name, c := range map[string]struct {
 		a    *Approval
 		cmd  DenyApproval
-		code Code
+		code wire.Code
 		evs  int
 	}{
 		"request":        {&Approval{}, DenyApproval{ApprovalID: "ap1", ActionDigest: digest, Risk: "high", Operator: "op", Reason: "no", Now: now}, "", 1},
-		"request digest": {&Approval{}, DenyApproval{ApprovalID: "ap1", ActionDigest: "x", Risk: "high", Operator: "op", Reason: "no", Now: now}, CodeRequestMalformed, 0},
-		"no reason":      {grant(), DenyApproval{ApprovalID: "ap1", Operator: "op", Now: now}, CodeRequestMalformed, 0},
+		"request digest": {&Approval{}, DenyApproval{ApprovalID: "ap1", ActionDigest: "x", Risk: "high", Operator: "op", Reason: "no", Now: now}, wire.CodeRequestMalformed, 0},
+		"no reason":      {grant(), DenyApproval{ApprovalID: "ap1", Operator: "op", Now: now}, wire.CodeRequestMalformed, 0},
 		"withdraw":       {grant(), deny, "", 1},
-		"other risk":     {grant(), DenyApproval{ApprovalID: "ap1", Risk: "low", Operator: "op", Reason: "no", Now: now}, CodeApprovalMismatch, 0},
-		"redeemed":       {redeemed, deny, CodeApprovalRedeemed, 0},
+		"other risk":     {grant(), DenyApproval{ApprovalID: "ap1", Risk: "low", Operator: "op", Reason: "no", Now: now}, wire.CodeApprovalMismatch, 0},
+		"redeemed":       {redeemed, deny, wire.CodeApprovalRedeemed, 0},
 	} {
 		d := DecideApprovalDeny(c.a, c.cmd)
 		if got := codeOf(d.Refusal); got != c.code || len(d.Events) != c.evs {
@@ -446,13 +448,13 @@ func TestDecideApprovalDeny(t *testing.T) {
 			t.Errorf("%s: second denial %+v", name, again)
 		}
 		r := DecideApproval(c.a, RedeemApproval{Required: true, ApprovalID: "ap1", ActionDigest: digest, Risk: "high", Now: now})
-		if codeOf(r.Refusal) != CodeApprovalDenied {
+		if codeOf(r.Refusal) != wire.CodeApprovalDenied {
 			t.Errorf("%s: redemption of a denied approval: %+v", name, r)
 		}
 	}
 }
 
-func codeOf(r *Refusal) Code {
+func codeOf(r *Refusal) wire.Code {
 	if r == nil {
 		return ""
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // The governed step of a proposal, decided over the subjects it rests on,
@@ -114,7 +116,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	runBudget := s.Run.Describe()
 	refusal := c.Refusal
 	if s.Control != nil && s.Control.Engaged {
-		refusal = refuse(CodeKillSwitchEngaged, "the tenant's kill switch is engaged")
+		refusal = refuse(wire.CodeKillSwitchEngaged, "the tenant's kill switch is engaged")
 	} else if r := CheckLogIntegrity(s.Integrity, s.Witness); r != nil {
 		refusal = r
 	}
@@ -176,9 +178,9 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	rec := DecisionRecorded{OperationID: c.Opened.OperationID, Principal: c.Opened.Principal, RunID: c.Opened.RunID,
 		CapabilityID: c.Opened.CapabilityID, ActionDigest: c.Opened.ActionDigest, Controls: d.Controls}
 	if refusal != nil {
-		rec.Status, rec.Code, rec.Reason = StatusRefused, refusal.Code, refusal.Reason
+		rec.Status, rec.Code, rec.Reason = wire.StatusRefused, refusal.Code, refusal.Reason
 		refused := OperationRefused{Code: refusal.Code, Reason: refusal.Reason}
-		if refusal.Code == CodeApprovalRequired {
+		if refusal.Code == wire.CodeApprovalRequired {
 			refused.Arguments = c.Arguments
 		}
 		return ProposalDecision{Op: append(d.Op, refused, rec), Holds: d.Holds,
@@ -275,7 +277,7 @@ func DecideSettle(s SettleState, c Settle) SettleDecision {
 		// also for an operation that holds on no ledger.
 		d.Op = []Event{inc}
 		if d.Refusal == nil {
-			d.Refusal = refuse(CodeObservationContradictsSeal, "attempt %s is sealed %s; %s report from %s refused and recorded as an incident",
+			d.Refusal = refuse(wire.CodeObservationContradictsSeal, "attempt %s is sealed %s; %s report from %s refused and recorded as an incident",
 				c.AttemptID, inc.Sealed, c.Outcome, c.Source)
 		}
 		return d

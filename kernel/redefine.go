@@ -3,6 +3,8 @@ package kernel
 import (
 	"fmt"
 	"time"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // Guarantee modes. The zero value means ModeEnforce.
@@ -73,26 +75,26 @@ func DecideRedefine(s RedefineState, c Redefine) Decision {
 	p := s.Pin
 	switch {
 	case !p.Pinned():
-		return no(CodeDefinitionMismatch, "guarantee %s is not pinned yet; it is pinned at its first use", c.GuaranteeID)
+		return no(wire.CodeDefinitionMismatch, "guarantee %s is not pinned yet; it is pinned at its first use", c.GuaranteeID)
 	case c.GuaranteeID != p.Definition.ID:
-		return no(CodeRequestMalformed, "guarantee %s is not %s", c.GuaranteeID, p.Definition.ID)
+		return no(wire.CodeRequestMalformed, "guarantee %s is not %s", c.GuaranteeID, p.Definition.ID)
 	case c.Operator == "" || c.Reason == "":
-		return no(CodeRequestMalformed, "a definition change must name its operator and a reason")
+		return no(wire.CodeRequestMalformed, "a definition change must name its operator and a reason")
 	case c.Limit == 0 && c.Mode == "":
-		return no(CodeRequestMalformed, "a definition change must set a limit or a mode")
+		return no(wire.CodeRequestMalformed, "a definition change must set a limit or a mode")
 	case c.Limit < 0 || c.Limit > MaxAmount:
-		return no(CodeDefinitionInvalid, "limit %d must be in 1..2^53-1", c.Limit)
+		return no(wire.CodeDefinitionInvalid, "limit %d must be in 1..2^53-1", c.Limit)
 	case c.Mode != "" && c.Mode != ModeEnforce && c.Mode != ModeObserve:
-		return no(CodeDefinitionInvalid, "mode %q must be %q or %q", c.Mode, ModeEnforce, ModeObserve)
+		return no(wire.CodeDefinitionInvalid, "mode %q must be %q or %q", c.Mode, ModeEnforce, ModeObserve)
 	case c.Resource != "" && c.Mode != "":
-		return no(CodeDefinitionInvalid, "the mode is the guarantee's, not one resource's")
+		return no(wire.CodeDefinitionInvalid, "the mode is the guarantee's, not one resource's")
 	case c.Resource != "" && c.Limit == 0:
-		return no(CodeRequestMalformed, "a resource override must set a limit")
+		return no(wire.CodeRequestMalformed, "a resource override must set a limit")
 	}
 	v := s.Control.version(c.GuaranteeID)
 	if c.Resource != "" {
 		if _, ok := v.Overrides[c.Resource]; !ok && len(v.Overrides) >= MaxOverrides {
-			return no(CodeDefinitionInvalid, "guarantee %s already has %d resource overrides, the maximum", c.GuaranteeID, MaxOverrides)
+			return no(wire.CodeDefinitionInvalid, "guarantee %s already has %d resource overrides, the maximum", c.GuaranteeID, MaxOverrides)
 		}
 	}
 	sameLimit := c.Limit == 0 || c.Limit == s.Control.LimitFor(p, c.Resource)

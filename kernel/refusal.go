@@ -1,6 +1,24 @@
 package kernel
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/contextos/ledger/wire"
+)
+
+// Refusal is a kernel decision not to act. It carries a stable Code and a
+// human-readable reason; a refusal never changes state.
+type Refusal struct {
+	Code   wire.Code
+	Reason string
+}
+
+// Error makes a Refusal usable as an error value.
+func (r *Refusal) Error() string { return string(r.Code) + ": " + r.Reason }
+
+func refuse(code wire.Code, format string, args ...any) *Refusal {
+	return &Refusal{Code: code, Reason: fmt.Sprintf(format, args...)}
+}
 
 // TypeProposalRefused is the type of ProposalRefused.
 const TypeProposalRefused = "proposal.refused"
@@ -11,12 +29,12 @@ const TypeProposalRefused = "proposal.refused"
 // for Count refusals of the same principal and code, of which BodyDigest and
 // BodyBytes describe the last.
 type ProposalRefused struct {
-	Principal  string `json:"principal"`
-	Code       Code   `json:"code"`
-	Reason     string `json:"reason"`
-	BodyDigest string `json:"body_digest"`
-	BodyBytes  int    `json:"body_bytes"`
-	Count      int    `json:"count,omitempty"`
+	Principal  string    `json:"principal"`
+	Code       wire.Code `json:"code"`
+	Reason     string    `json:"reason"`
+	BodyDigest string    `json:"body_digest"`
+	BodyBytes  int       `json:"body_bytes"`
+	Count      int       `json:"count,omitempty"`
 }
 
 // EventType implements Event.

@@ -3,6 +3,8 @@ package kernel
 import (
 	"fmt"
 	"time"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // The operator's and the reconciler's steps on an attempt: release it (close
@@ -103,9 +105,9 @@ type ReconcileInput struct {
 // ReconcilePlan is PlanReconcile's answer.
 type ReconcilePlan struct {
 	Action ReconcileAction
-	Code   Code   // why nothing is done, when it is a refusal
-	Reason string // why nothing is done
-	Status Status // the operation's status, for an attempt already resolved
+	Code   wire.Code   // why nothing is done, when it is a refusal
+	Reason string      // why nothing is done
+	Status wire.Status // the operation's status, for an attempt already resolved
 }
 
 // PlanReconcile says what reconciliation may do with an attempt: an
@@ -126,9 +128,9 @@ func PlanReconcile(op *Operation, c ReconcileInput) ReconcilePlan {
 	}
 	switch {
 	case !found:
-		return ReconcilePlan{Code: CodeAttemptUnknown, Reason: "no operation holds this attempt"}
+		return ReconcilePlan{Code: wire.CodeAttemptUnknown, Reason: "no operation holds this attempt"}
 	case c.InFlight:
-		return ReconcilePlan{Action: ReconcileWait, Code: CodeDispatchActive, Reason: "this replica is dispatching the attempt"}
+		return ReconcilePlan{Action: ReconcileWait, Code: wire.CodeDispatchActive, Reason: "this replica is dispatching the attempt"}
 	case op.Refusal != nil:
 		return ReconcilePlan{Status: op.Status(), Reason: "already resolved"}
 	case att.Outcome.Definitive() || att.Closed:
@@ -138,13 +140,13 @@ func PlanReconcile(op *Operation, c ReconcileInput) ReconcilePlan {
 		return ReconcilePlan{Action: ReconcileQuery}
 	case !att.Started && c.Sweep:
 		if c.Age < c.Grace {
-			return ReconcilePlan{Action: ReconcileWait, Code: CodeDispatchActive, Reason: "reserved moments ago; its executor may still start it"}
+			return ReconcilePlan{Action: ReconcileWait, Code: wire.CodeDispatchActive, Reason: "reserved moments ago; its executor may still start it"}
 		}
 		return ReconcilePlan{Action: ReconcileClose, Reason: "executor lost before dispatch-start"}
 	case !att.Started:
-		return ReconcilePlan{Code: CodeNotStarted, Reason: "dispatch never started: nothing to reconcile; close-attempt releases it"}
+		return ReconcilePlan{Code: wire.CodeNotStarted, Reason: "dispatch never started: nothing to reconcile; close-attempt releases it"}
 	case att.Outcome == "" && c.Age < c.Grace:
-		return ReconcilePlan{Action: ReconcileWait, Code: CodeDispatchActive,
+		return ReconcilePlan{Action: ReconcileWait, Code: wire.CodeDispatchActive,
 			Reason: fmt.Sprintf("dispatch started %s ago; the provider call may be in flight (grace %s)", c.Age.Round(time.Millisecond), c.Grace)}
 	}
 	return ReconcilePlan{Action: ReconcileQuery}

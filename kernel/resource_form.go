@@ -5,6 +5,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/contextos/ledger/wire"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -51,11 +52,11 @@ func (f ResourceForm) CheckResource(id string) *Refusal {
 		return nil
 	case ResourceFormASCIIToken:
 		if len(id) > MaxResourceTokenLen {
-			return refuse(CodeResourceInvalid, "resource id of %d bytes exceeds the ascii-token form's %d", len(id), MaxResourceTokenLen)
+			return refuse(wire.CodeResourceInvalid, "resource id of %d bytes exceeds the ascii-token form's %d", len(id), MaxResourceTokenLen)
 		}
 		for i := 0; i < len(id); i++ {
 			if c := id[i]; !isResourceTokenByte(c) {
-				return refuse(CodeResourceInvalid, "resource id is not an ascii-token (letters, digits and -_.:/): byte %d is %s", i, describeByte(id, i))
+				return refuse(wire.CodeResourceInvalid, "resource id is not an ascii-token (letters, digits and -_.:/): byte %d is %s", i, describeByte(id, i))
 			}
 		}
 		return nil
@@ -63,17 +64,17 @@ func (f ResourceForm) CheckResource(id string) *Refusal {
 		for i, r := range id {
 			switch {
 			case r == utf8.RuneError:
-				return refuse(CodeResourceInvalid, "resource id holds an invalid or replacement character at byte %d", i)
+				return refuse(wire.CodeResourceInvalid, "resource id holds an invalid or replacement character at byte %d", i)
 			case unicode.IsControl(r), unicode.Is(unicode.Cf, r), unicode.IsSpace(r):
-				return refuse(CodeResourceInvalid, "resource id holds %U (a control, format or space character) at byte %d", r, i)
+				return refuse(wire.CodeResourceInvalid, "resource id holds %U (a control, format or space character) at byte %d", r, i)
 			}
 		}
 		if !norm.NFC.IsNormalString(id) {
-			return refuse(CodeResourceInvalid, "resource id is not in Unicode Normalization Form C (send %q)", norm.NFC.String(id))
+			return refuse(wire.CodeResourceInvalid, "resource id is not in Unicode Normalization Form C (send %q)", norm.NFC.String(id))
 		}
 		return nil
 	}
-	return refuse(CodeDefinitionInvalid, "unknown resource_form %q", string(f))
+	return refuse(wire.CodeDefinitionInvalid, "unknown resource_form %q", string(f))
 }
 
 func isResourceTokenByte(c byte) bool {

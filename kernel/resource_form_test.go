@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/contextos/ledger/wire"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -45,12 +46,12 @@ func TestResourceForm(t *testing.T) {
 			if (r == nil) != f.want {
 				t.Errorf("%s under %q: %v, want accepted=%v", c.name, f.form, r, f.want)
 			}
-			if r != nil && r.Code != CodeResourceInvalid {
+			if r != nil && r.Code != wire.CodeResourceInvalid {
 				t.Errorf("%s under %q: code %s", c.name, f.form, r.Code)
 			}
 		}
 	}
-	if r := ResourceForm("nfkc").CheckResource("x"); r == nil || r.Code != CodeDefinitionInvalid {
+	if r := ResourceForm("nfkc").CheckResource("x"); r == nil || r.Code != wire.CodeDefinitionInvalid {
 		t.Fatalf("unknown form: %v", r)
 	}
 }
@@ -72,14 +73,14 @@ func TestDefinitionResourceForm(t *testing.T) {
 		t.Fatalf("a definition without a form changed digest: %s vs %s", got, before)
 	}
 	d.ResourceForm = "ascii"
-	if r := d.Validate(); r == nil || r.Code != CodeDefinitionInvalid {
+	if r := d.Validate(); r == nil || r.Code != wire.CodeDefinitionInvalid {
 		t.Fatalf("unknown form accepted: %v", r)
 	}
 	d.ResourceForm = ResourceFormASCIIToken
 	if d.Validate() != nil || d.Digest() == before {
 		t.Fatal("a form must be valid and part of the digest")
 	}
-	if _, _, r := d.Extract(map[string]any{"order_id": "ord_1\u200b", "amount": json.Number("1")}); r == nil || r.Code != CodeResourceInvalid || !strings.Contains(r.Reason, "/order_id") {
+	if _, _, r := d.Extract(map[string]any{"order_id": "ord_1\u200b", "amount": json.Number("1")}); r == nil || r.Code != wire.CodeResourceInvalid || !strings.Contains(r.Reason, "/order_id") {
 		t.Fatalf("look-alike extracted: %v", r)
 	}
 	if res, _, r := d.Extract(map[string]any{"order_id": "ord_1", "amount": json.Number("1")}); r != nil || res != "ord_1" {

@@ -3,6 +3,8 @@ package kernel
 import (
 	"fmt"
 	"time"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // Guarantee windows. A calendar window (day, week, month in the
@@ -35,21 +37,21 @@ func (d Definition) validateWindow() *Refusal {
 	switch d.Window {
 	case "":
 		if d.TimeZone != "" || d.Duration != "" {
-			return refuse(CodeDefinitionInvalid, "guarantee %s sets time_zone or duration without a window", d.ID)
+			return refuse(wire.CodeDefinitionInvalid, "guarantee %s sets time_zone or duration without a window", d.ID)
 		}
 	case WindowDay, WindowWeek, WindowMonth:
 		if d.Duration != "" {
-			return refuse(CodeDefinitionInvalid, "guarantee %s: duration is for rolling windows", d.ID)
+			return refuse(wire.CodeDefinitionInvalid, "guarantee %s: duration is for rolling windows", d.ID)
 		}
 	case WindowRolling:
 		if _, r := d.RollingSeconds(); r != nil {
 			return r
 		}
 		if d.TimeZone != "" {
-			return refuse(CodeDefinitionInvalid, "guarantee %s: a rolling window has no time zone", d.ID)
+			return refuse(wire.CodeDefinitionInvalid, "guarantee %s: a rolling window has no time zone", d.ID)
 		}
 	default:
-		return refuse(CodeDefinitionInvalid, "guarantee %s window %q must be day, week, month or rolling", d.ID, d.Window)
+		return refuse(wire.CodeDefinitionInvalid, "guarantee %s window %q must be day, week, month or rolling", d.ID, d.Window)
 	}
 	return nil
 }
@@ -67,7 +69,7 @@ func (d Definition) RollingSeconds() (int64, *Refusal) {
 	}
 	dur, err := time.ParseDuration(d.Duration)
 	if err != nil || dur < time.Minute || dur > 400*24*time.Hour || dur%time.Second != 0 {
-		return 0, refuse(CodeDefinitionInvalid, "guarantee %s duration %q must be whole seconds from 1m to 9600h", d.ID, d.Duration)
+		return 0, refuse(wire.CodeDefinitionInvalid, "guarantee %s duration %q must be whole seconds from 1m to 9600h", d.ID, d.Duration)
 	}
 	return int64(dur / time.Second), nil
 }

@@ -6,8 +6,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -110,7 +109,7 @@ func (u *upstream) forward(name string) mcp.ToolHandler {
 			}
 			u.drop(cs)
 		}
-		return Result(gateway.Reply{Status: kernel.StatusUnknown, Code: kernel.CodeLedgerUnavailable,
+		return Result(wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable,
 			Reason: "the gateway did not answer; resend the same operation_key to learn the outcome: " + err.Error()}), nil
 	}
 }

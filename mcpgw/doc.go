@@ -1,7 +1,8 @@
 // Package mcpgw is the MCP gateway: contextosd serves each surfaced
 // capability as an MCP tool over streamable HTTP on a loopback address, and
-// every tool call is a governed proposal through the same Gateway.Propose
-// as a NATS proposal, with no rule of its own.
+// every tool call is a governed proposal through the same proposal path as
+// a NATS proposal (a Proposer: the gateway), with no rule of its own. The
+// composition root (package daemon) starts it with Listen.
 //
 // The agent's identity is its bearer token, configured next to its NATS
 // credentials ([[tenants.agents]] mcp_token): the token alone names the

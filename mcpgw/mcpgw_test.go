@@ -16,13 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/gatewaytest"
-	"github.com/contextos/ledger/internal/mcpprovider"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/gatewaytest"
+	"github.com/contextos/ledger/internal/testing/mcpprovider"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/mcpgw"
+	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -59,11 +59,11 @@ func start(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL, "{{MCP_PROVIDER}}", ms.URL).Replace(string(raw))
-	cfg, err := gateway.ParseConfig([]byte(s))
+	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,28 +73,6 @@ func start(t testing.TB) *env {
 	}
 	e.rt = rt
 	return e
-}
-
-// TestBootNeedsMCPStarter: a configuration that serves MCP does not boot
-// silently without the gateway.
-func TestBootNeedsMCPStarter(t *testing.T) {
-	raw, err := os.ReadFile("testdata/mcp.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", "http://127.0.0.1:9", "{{MCP_PROVIDER}}", "http://127.0.0.1:9/mcp").Replace(string(raw))
-	cfg, err := gateway.ParseConfig([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err == nil {
-		rt.Close()
-		t.Fatal("booted with [mcp] listen and no MCP gateway")
-	}
-	if !strings.Contains(err.Error(), "mcp.listen") {
-		t.Fatalf("error %v does not name mcp.listen", err)
-	}
 }
 
 // session connects the Go SDK's client with a bearer token.
@@ -116,7 +94,7 @@ func refundArgs(run, key, order string, amount int64) map[string]any {
 }
 
 // callTool calls a tool and decodes the structured decision reply.
-func callTool(t testing.TB, cs *mcp.ClientSession, tool string, args any) (*mcp.CallToolResult, gateway.Reply) {
+func callTool(t testing.TB, cs *mcp.ClientSession, tool string, args any) (*mcp.CallToolResult, wire.Reply) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -124,7 +102,7 @@ func callTool(t testing.TB, cs *mcp.ClientSession, tool string, args any) (*mcp.
 	if err != nil {
 		t.Fatalf("call %s: %v", tool, err)
 	}
-	var r gateway.Reply
+	var r wire.Reply
 	if res.StructuredContent != nil {
 		b, _ := json.Marshal(res.StructuredContent)
 		if err := json.Unmarshal(b, &r); err != nil {
@@ -144,7 +122,7 @@ func text(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
-func wantBalance(t *testing.T, r gateway.Reply, committed, held, available int64) {
+func wantBalance(t *testing.T, r wire.Reply, committed, held, available int64) {
 	t.Helper()
 	if r.Committed == nil || *r.Committed != committed || *r.Held != held || *r.Available != available {
 		got, _ := json.Marshal(r)
@@ -153,19 +131,15 @@ func wantBalance(t *testing.T, r gateway.Reply, committed, held, available int64
 }
 
 // op runs an operator verb through the gateway's entry point for them.
-func (e *env) op(tenant, verb string, req gateway.OpRequest) gateway.OpReply {
+func (e *env) op(tenant, verb string, req wire.OpRequest) wire.OpReply {
 	e.t.Helper()
 	b, _ := json.Marshal(req)
-	r, ok := e.rt.Gateway.Op(context.Background(), tenant, verb, "ops_alice", b).(gateway.OpReply)
-	if !ok {
-		e.t.Fatalf("%s: reply is not an OpReply", verb)
-	}
-	return r
+	return e.rt.Gateway.Op(context.Background(), tenant, verb, "ops_alice", b)
 }
 
-func (e *env) exposure(tenant, guarantee, resource string) []gateway.ExposureRow {
+func (e *env) exposure(tenant, guarantee, resource string) []wire.ExposureRow {
 	e.t.Helper()
-	r := e.op(tenant, "exposure", gateway.OpRequest{GuaranteeID: guarantee, Resource: resource})
+	r := e.op(tenant, "exposure", wire.OpRequest{GuaranteeID: guarantee, Resource: resource})
 	if !r.OK {
 		e.t.Fatalf("exposure refused: %s %s", r.Code, r.Reason)
 	}
@@ -238,7 +212,7 @@ func TestMCPSeedRace(t *testing.T) {
 	sessions := []*mcp.ClientSession{e.session(emailToken), e.session(chatToken)}
 	type out struct {
 		res *mcp.CallToolResult
-		r   gateway.Reply
+		r   wire.Reply
 	}
 	outs := make([]out, 2)
 	var wg sync.WaitGroup
@@ -254,7 +228,7 @@ func TestMCPSeedRace(t *testing.T) {
 	applied, refused := 0, 0
 	for _, o := range outs {
 		switch {
-		case !o.res.IsError && o.r.Status == kernel.StatusApplied:
+		case !o.res.IsError && o.r.Status == wire.StatusApplied:
 			applied++
 			wantBalance(t, o.r, 80000, 0, 20000)
 			if len(o.r.ActionDigest) < 64 || o.r.AttemptID == "" {
@@ -262,10 +236,10 @@ func TestMCPSeedRace(t *testing.T) {
 			}
 		case o.res.IsError:
 			refused++
-			if !strings.HasPrefix(text(o.res), string(kernel.CodeExceeded)+":") {
+			if !strings.HasPrefix(text(o.res), string(wire.CodeExceeded)+":") {
 				t.Fatalf("refusal text %q does not start with the code", text(o.res))
 			}
-			if o.r.Status != kernel.StatusRefused || o.r.Code != kernel.CodeExceeded {
+			if o.r.Status != wire.StatusRefused || o.r.Code != wire.CodeExceeded {
 				t.Fatalf("refusal's structured content %+v", o.r)
 			}
 		default:
@@ -293,19 +267,19 @@ func TestMCPPendingReconciled(t *testing.T) {
 	cs := e.session(emailToken)
 	args := refundArgs("run_p", "refund-p", "ord_p", 30000)
 	res, r := callTool(t, cs, httpRefund, args)
-	if res.IsError || r.Status != kernel.StatusPending {
+	if res.IsError || r.Status != wire.StatusPending {
 		t.Fatalf("got %+v: %s", r, text(res))
 	}
 	wantBalance(t, r, 0, 30000, 70000)
 	if !e.prov.Settle(r.AttemptID, "succeeded") {
 		t.Fatal("provider does not know the attempt")
 	}
-	rec := e.op("acme", "reconcile", gateway.OpRequest{All: true})
-	if !rec.OK || len(rec.Settled) != 1 || rec.Settled[0].Status != kernel.StatusApplied {
+	rec := e.op("acme", "reconcile", wire.OpRequest{All: true})
+	if !rec.OK || len(rec.Settled) != 1 || rec.Settled[0].Status != wire.StatusApplied {
 		t.Fatalf("reconcile: %+v", rec)
 	}
 	res, r = callTool(t, cs, httpRefund, args)
-	if res.IsError || r.Status != kernel.StatusApplied {
+	if res.IsError || r.Status != wire.StatusApplied {
 		t.Fatalf("resend: %+v: %s", r, text(res))
 	}
 	wantBalance(t, r, 30000, 0, 70000)
@@ -417,7 +391,7 @@ func TestMCPTokenDecidesTenant(t *testing.T) {
 	}
 	defer cs.Close()
 	res, r := callTool(t, cs, httpRefund, refundArgs("run_g", "refund-g", "ord_g", 90000))
-	if res.IsError || r.Status != kernel.StatusApplied {
+	if res.IsError || r.Status != wire.StatusApplied {
 		t.Fatalf("globex call: %+v %s", r, text(res))
 	}
 	if rows := e.exposure("acme", "refunds-per-order", "ord_g"); len(rows) != 0 {
@@ -436,7 +410,7 @@ func TestMCPTokenDecidesTenant(t *testing.T) {
 			args[k] = v
 		}
 		res, r := callTool(t, cs, httpRefund, args)
-		if !res.IsError || r.Code != kernel.CodeRequestMalformed || !strings.HasPrefix(text(res), "request_malformed:") {
+		if !res.IsError || r.Code != wire.CodeRequestMalformed || !strings.HasPrefix(text(res), "request_malformed:") {
 			t.Fatalf("%s smuggled in the arguments: %+v %s", name, r, text(res))
 		}
 	}
@@ -469,12 +443,12 @@ func TestMCPRefusalCodes(t *testing.T) {
 		cs   *mcp.ClientSession
 		tool string
 		args any
-		code kernel.Code
+		code wire.Code
 	}{
-		{"no grant", globex, mcpRefund, refundArgs("run_r", "k1", "ord_r", 100), kernel.CodeAuthorityDenied},
-		{"amount invalid", email, httpRefund, refundArgs("run_r", "k2", "ord_r", 0), kernel.CodeAmountInvalid},
-		{"no operation key", email, httpRefund, map[string]any{"run_id": "run_r", "arguments": map[string]any{"order_id": "o", "amount_minor": 1}}, kernel.CodeRequestMalformed},
-		{"arguments not an object", email, httpRefund, map[string]any{"run_id": "run_r", "operation_key": "k3", "arguments": "x"}, kernel.CodeRequestMalformed},
+		{"no grant", globex, mcpRefund, refundArgs("run_r", "k1", "ord_r", 100), wire.CodeAuthorityDenied},
+		{"amount invalid", email, httpRefund, refundArgs("run_r", "k2", "ord_r", 0), wire.CodeAmountInvalid},
+		{"no operation key", email, httpRefund, map[string]any{"run_id": "run_r", "arguments": map[string]any{"order_id": "o", "amount_minor": 1}}, wire.CodeRequestMalformed},
+		{"arguments not an object", email, httpRefund, map[string]any{"run_id": "run_r", "operation_key": "k3", "arguments": "x"}, wire.CodeRequestMalformed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -518,13 +492,13 @@ func TestMCPBridge(t *testing.T) {
 		t.Fatalf("%d tools through the bridge, want 3", n)
 	}
 	res, r := callTool(t, cs, httpRefund, refundArgs("run_b", "refund-b", "ord_b", 1000))
-	if res.IsError || r.Status != kernel.StatusApplied {
+	if res.IsError || r.Status != wire.StatusApplied {
 		t.Fatalf("bridged call: %+v %s", r, text(res))
 	}
 	proxy.CloseClientConnections()
 	proxy.Close()
 	res, r = callTool(t, cs, httpRefund, refundArgs("run_b", "refund-b2", "ord_b", 1000))
-	if !res.IsError || r.Status != kernel.StatusUnknown || !strings.HasPrefix(text(res), "ledger_unavailable:") {
+	if !res.IsError || r.Status != wire.StatusUnknown || !strings.HasPrefix(text(res), "ledger_unavailable:") {
 		t.Fatalf("a call the gateway did not answer: %+v %s", r, text(res))
 	}
 	_ = cs.Close()
@@ -552,7 +526,7 @@ func TestMCPProviderApplies(t *testing.T) {
 	e := start(t)
 	cs := e.session(emailToken)
 	res, r := callTool(t, cs, mcpRefund, refundArgs("run_m", "refund-m1", "ord_m1", 40000))
-	if res.IsError || r.Status != kernel.StatusApplied {
+	if res.IsError || r.Status != wire.StatusApplied {
 		t.Fatalf("got %+v: %s", r, text(res))
 	}
 	wantBalance(t, r, 40000, 0, 60000)
@@ -570,18 +544,18 @@ func TestMCPProviderPending(t *testing.T) {
 	e.mcpProv.Script(mcpprovider.Pending)
 	cs := e.session(emailToken)
 	_, r := callTool(t, cs, mcpRefund, refundArgs("run_m", "refund-m2", "ord_m2", 40000))
-	if r.Status != kernel.StatusPending {
+	if r.Status != wire.StatusPending {
 		t.Fatalf("got %+v", r)
 	}
 	wantBalance(t, r, 0, 40000, 60000)
 	// Still pending at the provider: reconciliation changes nothing.
-	rec := e.op("acme", "reconcile", gateway.OpRequest{AttemptID: r.AttemptID})
-	if len(rec.Settled) != 1 || rec.Settled[0].Status != kernel.StatusPending {
+	rec := e.op("acme", "reconcile", wire.OpRequest{AttemptID: r.AttemptID})
+	if len(rec.Settled) != 1 || rec.Settled[0].Status != wire.StatusPending {
 		t.Fatalf("reconcile while pending: %+v", rec)
 	}
 	e.mcpProv.Settle(r.AttemptID, "succeeded")
-	rec = e.op("acme", "reconcile", gateway.OpRequest{AttemptID: r.AttemptID})
-	if len(rec.Settled) != 1 || rec.Settled[0].Status != kernel.StatusApplied {
+	rec = e.op("acme", "reconcile", wire.OpRequest{AttemptID: r.AttemptID})
+	if len(rec.Settled) != 1 || rec.Settled[0].Status != wire.StatusApplied {
 		t.Fatalf("reconcile after settle: %+v", rec)
 	}
 	if rows := e.exposure("acme", "mcp-refunds-per-order", "ord_m2"); len(rows) != 1 || rows[0].Committed != 40000 || rows[0].Held != 0 {
@@ -601,16 +575,16 @@ func TestMCPProviderTransportBreaks(t *testing.T) {
 	e.mcpProv.Script(mcpprovider.Break)
 	cs := e.session(emailToken)
 	_, r := callTool(t, cs, mcpRefund, refundArgs("run_m", "refund-m3", "ord_m3", 80000))
-	if r.Status != kernel.StatusUnknown {
+	if r.Status != wire.StatusUnknown {
 		t.Fatalf("got %+v, want unknown", r)
 	}
 	wantBalance(t, r, 0, 80000, 20000)
 	res, r2 := callTool(t, e.session(chatToken), mcpRefund, refundArgs("run_c", "refund-m3", "ord_m3", 80000))
-	if !res.IsError || r2.Code != kernel.CodeExceeded {
+	if !res.IsError || r2.Code != wire.CodeExceeded {
 		t.Fatalf("a second refund while the first is unknown: %+v %s", r2, text(res))
 	}
-	rec := e.op("acme", "reconcile", gateway.OpRequest{All: true})
-	if len(rec.Settled) != 1 || rec.Settled[0].Status != kernel.StatusApplied {
+	rec := e.op("acme", "reconcile", wire.OpRequest{All: true})
+	if len(rec.Settled) != 1 || rec.Settled[0].Status != wire.StatusApplied {
 		t.Fatalf("reconcile: %+v", rec)
 	}
 	if rows := e.exposure("acme", "mcp-refunds-per-order", "ord_m3"); len(rows) != 1 || rows[0].Committed != 80000 || rows[0].Held != 0 {
@@ -635,7 +609,7 @@ func TestMCPDefaultClient(t *testing.T) {
 	}
 	defer cs.Close()
 	res, r := callTool(t, cs, "crm.lookup", map[string]any{"run_id": "run_d", "operation_key": "lookup-1", "arguments": map[string]any{"q": "x"}})
-	if res.IsError || r.Status != kernel.StatusApplied {
+	if res.IsError || r.Status != wire.StatusApplied {
 		t.Fatalf("got %+v %s", r, text(res))
 	}
 }
@@ -653,7 +627,7 @@ func BenchmarkMCPPropose(b *testing.B) {
 			key := fmt.Sprintf("bench-%d", i)
 			args := refundArgs("run_bench", key, "ord_"+key, 100)
 			args["capability_id"] = httpRefund
-			if r := gatewaytest.Propose(b, nc, "acme", "agent_email", args); r.Status != kernel.StatusApplied {
+			if r := gatewaytest.Propose(b, nc, "acme", "agent_email", args); r.Status != wire.StatusApplied {
 				b.Fatalf("%+v", r)
 			}
 		}
@@ -665,7 +639,7 @@ func BenchmarkMCPPropose(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				key := fmt.Sprintf("bench-%d", i)
-				if res, r := callTool(b, cs, tool, refundArgs("run_bench", key, "ord_"+key, 100)); res.IsError || r.Status != kernel.StatusApplied {
+				if res, r := callTool(b, cs, tool, refundArgs("run_bench", key, "ord_"+key, 100)); res.IsError || r.Status != wire.StatusApplied {
 					b.Fatalf("%+v %s", r, text(res))
 				}
 			}

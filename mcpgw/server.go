@@ -12,10 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Path is where the streamable HTTP endpoint is served.
@@ -34,18 +35,16 @@ type Server struct {
 	http *http.Server
 }
 
-// Start serves the MCP gateway of a booted runtime on [mcp] listen; it is
-// the daemon.MCPStarter contextosd boots with.
-func Start(rt *daemon.Runtime) (string, func() error, error) {
-	s, err := Listen(rt.Config, rt.Gateway, slog.Default())
-	if err != nil {
-		return "", nil, err
-	}
-	return s.URL, s.Close, nil
+// Proposer decides the proposal of an agent (tenant, principal) and
+// returns its reply: the gateway's request path with its logs, metrics and
+// traces (gateway.Gateway's ProposeObserved), the one every door passes.
+// trace carries the caller's traceparent, if any.
+type Proposer interface {
+	ProposeObserved(ctx context.Context, tenant, principal string, trace propagation.TextMapCarrier, body []byte) wire.Reply
 }
 
 // Listen serves Handler on cfg.MCP.Listen, which must be loopback.
-func Listen(cfg *gateway.Config, gw *gateway.Gateway, log *slog.Logger) (*Server, error) {
+func Listen(cfg *config.Config, gw Proposer, log *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", cfg.MCP.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("mcp.listen: %w", err)
@@ -74,7 +73,7 @@ func (s *Server) Close() error { return s.http.Close() }
 // the bearer token, then a bounded number of calls at once into a
 // stateless streamable HTTP handler (no session is kept between requests,
 // so no client can grow the server's memory by opening sessions).
-func Handler(cfg *gateway.Config, gw *gateway.Gateway, log *slog.Logger) http.Handler {
+func Handler(cfg *config.Config, gw Proposer, log *slog.Logger) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "contextosd", Title: "ContextOS ledger", Version: "1"},
 		&mcp.ServerOptions{Instructions: instructions})
 	for i := range cfg.Capabilities {
@@ -98,7 +97,7 @@ const instructions = "Each tool is a governed capability: a call is a proposal t
 
 // verifier maps a bearer token to its agent. Tokens are compared by their
 // SHA-256, so the lookup's timing says nothing about a token's bytes.
-func verifier(cfg *gateway.Config) auth.TokenVerifier {
+func verifier(cfg *config.Config) auth.TokenVerifier {
 	tokens := map[[32]byte]identity{}
 	for _, t := range cfg.Tenants {
 		for _, a := range t.Agents {
@@ -112,7 +111,7 @@ func verifier(cfg *gateway.Config) auth.TokenVerifier {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: gateway.UserName(id.tenant, id.principal),
+		return &auth.TokenInfo{UserID: wire.UserName(id.tenant, id.principal),
 			Extra: map[string]any{"tenant": id.tenant, "principal": id.principal}}, nil
 	}
 }
@@ -139,7 +138,7 @@ func originCheck(allowed []string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		n, err := gateway.NormalizeOrigin(o)
+		n, err := config.NormalizeOrigin(o)
 		if err != nil || !slices.Contains(allowed, n) {
 			http.Error(w, "origin not allowed", http.StatusForbidden)
 			return

@@ -10,11 +10,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/mcpgw"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/wire"
 )
 
 type syncBuf struct {
@@ -38,20 +37,20 @@ func TestMCPProposalLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL, "{{MCP_PROVIDER}}", "http://127.0.0.1:9/mcp").Replace(string(raw))
-	cfg, err := gateway.ParseConfig([]byte(s))
+	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Runtime.LogFormat = "json"
 	logs := &syncBuf{}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start, Logger: gateway.NewLogger(cfg, logs)})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: config.NewLogger(cfg, logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
 	e := &env{t: t, rt: rt}
 	_, r := callTool(t, e.session(emailToken), httpRefund, refundArgs("run_mcp_log", "k1", "ord_mcp_log", 500))
-	if r.Status != kernel.StatusApplied {
+	if r.Status != wire.StatusApplied {
 		t.Fatalf("status %s %s", r.Status, r.Reason)
 	}
 	logs.mu.Lock()

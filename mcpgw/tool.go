@@ -7,14 +7,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
 )
 
-// toolOf is a capability's MCP tool. Its input is the proposal less the
-// capability id (the tool's name): the run, the operation key, the
+// toolOf is a capability's MCP tool. Its input is the proposal
+// (wire.Proposal, with its bounds) less the capability id (the tool's name): the run, the operation key, the
 // capability's arguments (under the manifest's arguments_schema), and
 // optionally evidence refs and an approval.
 //
@@ -23,13 +23,13 @@ import (
 // could not serve anyway, since clients number requests afresh in every
 // session, so a resend after a reconnect would carry a new id (a second
 // operation) and two sessions would reuse the same ids for different calls.
-func toolOf(cp *gateway.CapabilityConfig) *mcp.Tool {
+func toolOf(cp *config.CapabilityConfig) *mcp.Tool {
 	schema := fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["run_id","operation_key","arguments"],"properties":{`+
-		`"run_id":{"type":"string","minLength":1,"maxLength":256,"description":"the agent run this call belongs to"},`+
-		`"operation_key":{"type":"string","minLength":1,"maxLength":256,"description":"your stable idempotency key for this action: the same key returns the same operation, never a second reservation"},`+
-		`"arguments":%s,`+
-		`"evidence_refs":{"type":"array","maxItems":256,"items":{"type":"string","minLength":1,"maxLength":1024}},`+
-		`"approval_id":{"type":"string","maxLength":256}}}`, cp.ArgumentsSchemaJSON())
+		`"run_id":{"type":"string","minLength":1,"maxLength":%[2]d,"description":"the agent run this call belongs to"},`+
+		`"operation_key":{"type":"string","minLength":1,"maxLength":%[2]d,"description":"your stable idempotency key for this action: the same key returns the same operation, never a second reservation"},`+
+		`"arguments":%[1]s,`+
+		`"evidence_refs":{"type":"array","maxItems":%[3]d,"items":{"type":"string","minLength":1,"maxLength":%[4]d}},`+
+		`"approval_id":{"type":"string","maxLength":%[2]d}}}`, cp.ArgumentsSchemaJSON(), wire.MaxIDBytes, wire.MaxEvidenceRefs, wire.MaxEvidenceRefBytes)
 	effectful := cp.Effectful
 	return &mcp.Tool{
 		Name:        cp.ID,
@@ -42,7 +42,7 @@ func toolOf(cp *gateway.CapabilityConfig) *mcp.Tool {
 // call is a tool's handler: the proposal goes through Gateway.Propose (with
 // the runtime's logs, metrics and traces) under the identity the token
 // names, and its reply is the result.
-func call(gw *gateway.Gateway, capID string) mcp.ToolHandler {
+func call(gw Proposer, capID string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		id, ok := identityOf(req.Extra)
 		if !ok {
@@ -91,13 +91,13 @@ func nonEmpty(b []byte) []byte {
 // Result is the tool result of a decision: the reply as structured
 // content. A refusal, and a call the ledger did not answer (whose outcome
 // a resend learns), is an error result whose text starts with the code.
-func Result(r gateway.Reply) *mcp.CallToolResult {
+func Result(r wire.Reply) *mcp.CallToolResult {
 	b, err := json.Marshal(r)
 	if err != nil {
 		b = []byte(`{"status":"unknown"}`)
 	}
 	res := &mcp.CallToolResult{StructuredContent: json.RawMessage(b)}
-	if r.Status == kernel.StatusRefused || r.Code == kernel.CodeLedgerUnavailable {
+	if r.Status == wire.StatusRefused || r.Code == wire.CodeLedgerUnavailable {
 		res.IsError = true
 		res.Content = []mcp.Content{&mcp.TextContent{Text: string(r.Code) + ": " + r.Reason}}
 		return res

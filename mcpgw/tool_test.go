@@ -5,10 +5,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 )
 
 func TestProposalBody(t *testing.T) {
@@ -118,5 +122,47 @@ func TestLimitListener(t *testing.T) {
 	case <-accepted:
 	case <-time.After(5 * time.Second):
 		t.Fatal("closing a connection did not free its slot")
+	}
+}
+
+// TestToolSchemaIsTheProposal: a tool's input schema has the members of
+// wire.Proposal but the capability id (the tool's name), with its bounds.
+func TestToolSchemaIsTheProposal(t *testing.T) {
+	tool := toolOf(&config.CapabilityConfig{ID: "adp_payments.issue_refund"})
+	var s struct {
+		Properties map[string]struct {
+			MaxLength int `json:"maxLength"`
+			MaxItems  int `json:"maxItems"`
+			Items     struct {
+				MaxLength int `json:"maxLength"`
+			} `json:"items"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(tool.InputSchema.(json.RawMessage), &s); err != nil {
+		t.Fatal(err)
+	}
+	pt := reflect.TypeOf(wire.Proposal{})
+	var want []string
+	for i := range pt.NumField() {
+		name, _, _ := strings.Cut(pt.Field(i).Tag.Get("json"), ",")
+		if name != "capability_id" {
+			want = append(want, name)
+		}
+	}
+	if len(s.Properties) != len(want) {
+		t.Errorf("tool members %v, want %v", s.Properties, want)
+	}
+	for _, n := range want {
+		if _, ok := s.Properties[n]; !ok {
+			t.Errorf("tool schema has no %q", n)
+		}
+	}
+	for _, n := range []string{"run_id", "operation_key", "approval_id"} {
+		if got := s.Properties[n].MaxLength; got != wire.MaxIDBytes {
+			t.Errorf("%s maxLength %d, want %d", n, got, wire.MaxIDBytes)
+		}
+	}
+	if e := s.Properties["evidence_refs"]; e.MaxItems != wire.MaxEvidenceRefs || e.Items.MaxLength != wire.MaxEvidenceRefBytes {
+		t.Errorf("evidence_refs bounds %d/%d", e.MaxItems, e.Items.MaxLength)
 	}
 }

@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/events"
-	"github.com/contextos/ledger/internal/testenv"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // checkExactlyOnce exports tenant's audit log through the ops verbs (as the
@@ -55,7 +56,7 @@ func checkExactlyOnce(t *testing.T, e *env, tenant string) verifier.Entries {
 }
 
 // serveOps mounts the ops verbs on a real connection and returns a client.
-func serveOps(t *testing.T, e *env, tenant string, model *Model) *OpsClient {
+func serveOps(t *testing.T, e *env, tenant string, model *Model) *client.AuditClient {
 	t.Helper()
 	nc, js := e.connect(t)
 	ops := NewOps(OpsConfig{Log: NewAuditLog(js, AuditStreamName), Events: events.NewJetStore(js, events.StreamName), PublicKeys: []ed25519.PublicKey{e.signer.Key.Public().(ed25519.PublicKey)}, Model: model, MaxReply: 64 * 1024})
@@ -69,13 +70,13 @@ func serveOps(t *testing.T, e *env, tenant string, model *Model) *OpsClient {
 		}
 	})
 	cnc, _ := e.connect(t)
-	return &OpsClient{NC: cnc, Tenant: tenant, Operator: "ops_alice", PageSize: 50}
+	return &client.AuditClient{NC: cnc, Tenant: tenant, Operator: "ops_alice", PageSize: 50}
 }
 
 func exportAudit(t *testing.T, e *env, tenant string) verifier.Entries {
 	t.Helper()
 	c := serveOps(t, e, tenant, nil)
-	entries, err := c.ExportAudit(context.Background())
+	entries, err := exportEntries(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestAuditLogAppendConflicts(t *testing.T) {
 
 // auditOpsEnv records 30 events of acme (checkpoints every 10 records),
 // serves the ops verbs and returns the keys they publish.
-func auditOpsEnv(t *testing.T, seed int64) (*env, *AuditProjector, *OpsClient, verifier.Keys) {
+func auditOpsEnv(t *testing.T, seed int64) (*env, *AuditProjector, *client.AuditClient, verifier.Keys) {
 	t.Helper()
 	e := newEnv(t)
 	newDriver(e, "acme", seed, []string{"r1", "r2"}).appendN(t, 30)
@@ -367,7 +368,7 @@ func auditOpsEnv(t *testing.T, seed int64) (*env, *AuditProjector, *OpsClient, v
 		t.Fatal(err)
 	}
 	c := serveOps(t, e, "acme", nil)
-	keysJSON, err := c.File(context.Background(), VerbAuditKeys, nil)
+	keysJSON, err := c.File(context.Background(), wire.VerbAuditKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +387,7 @@ func TestAuditOpsProveAndKeys(t *testing.T) {
 	evs := tenantEvents(t, e.store, "acme")
 	st := p.Status()
 	for _, i := range []int{0, 3, int(st.CheckpointSize) - 1} {
-		proof, err := c.File(ctx, VerbAuditProve, ProveRequest{EventID: evs[i].Envelope.EventID})
+		proof, err := c.File(ctx, wire.VerbAuditProve, wire.ProveRequest{EventID: evs[i].Envelope.EventID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -398,19 +399,19 @@ func TestAuditOpsProveAndKeys(t *testing.T) {
 			t.Fatalf("proof of record %d names record %d event %d", i, pr.Index, rec.EventSeq)
 		}
 	}
-	var oe *OpsError
+	var oe *client.AuditError
 	var err error
 	if st.CheckpointSize < int64(len(evs)) {
-		_, err = c.File(ctx, VerbAuditProve, ProveRequest{EventID: evs[len(evs)-1].Envelope.EventID})
-		if !errors.As(err, &oe) || oe.Code != CodeNotCheckpointed {
+		_, err = c.File(ctx, wire.VerbAuditProve, wire.ProveRequest{EventID: evs[len(evs)-1].Envelope.EventID})
+		if !errors.As(err, &oe) || oe.Code != wire.CodeAuditNotCheckpointed {
 			t.Fatalf("uncheckpointed record: got %v", err)
 		}
 	}
-	_, err = c.File(ctx, VerbAuditProve, ProveRequest{EventID: nextID()})
-	if !errors.As(err, &oe) || oe.Code != CodeNotFound {
+	_, err = c.File(ctx, wire.VerbAuditProve, wire.ProveRequest{EventID: nextID()})
+	if !errors.As(err, &oe) || oe.Code != wire.CodeAuditNotFound {
 		t.Fatalf("unknown event: got %v", err)
 	}
-	_, err = c.Call(ctx, VerbAuditExport, map[string]any{"from": 0, "tenant": "globex"})
+	_, err = c.Call(ctx, wire.VerbAuditExport, map[string]any{"from": 0, "tenant": "globex"})
 	if !errors.As(err, &oe) || oe.Code != "request_malformed" {
 		t.Fatalf("a body naming a tenant must be refused, got %v", err)
 	}
@@ -435,7 +436,7 @@ func TestAuditOpsProveConsistency(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := c.File(ctx, VerbAuditProveConsistency, ConsistencyRequest{OldSize: cp.Size})
+		b, err := c.File(ctx, wire.VerbAuditProveConsistency, wire.ConsistencyRequest{OldSize: cp.Size})
 		if err != nil {
 			t.Fatalf("size %d: %v", cp.Size, err)
 		}
@@ -447,12 +448,12 @@ func TestAuditOpsProveConsistency(t *testing.T) {
 			t.Fatalf("size %d: proof of %d against %d (latest %d)", cp.Size, old.Size, cur.Size, latest)
 		}
 	}
-	var oe *OpsError
+	var oe *client.AuditError
 	for _, c2 := range []struct {
 		size int64
-		code kernel.Code
-	}{{latest - 1, CodeNotFound}, {latest + 10, CodeNotCheckpointed}, {0, kernel.CodeRequestMalformed}, {-3, kernel.CodeRequestMalformed}} {
-		_, err := c.File(ctx, VerbAuditProveConsistency, ConsistencyRequest{OldSize: c2.size})
+		code wire.Code
+	}{{latest - 1, wire.CodeAuditNotFound}, {latest + 10, wire.CodeAuditNotCheckpointed}, {0, wire.CodeRequestMalformed}, {-3, wire.CodeRequestMalformed}} {
+		_, err := c.File(ctx, wire.VerbAuditProveConsistency, wire.ConsistencyRequest{OldSize: c2.size})
 		if !errors.As(err, &oe) || oe.Code != c2.code {
 			t.Fatalf("old size %d: got %v, want %s", c2.size, err, c2.code)
 		}
@@ -477,7 +478,7 @@ func TestAuditExportPaging(t *testing.T) {
 	var got [][]byte
 	pages := 0
 	for from := uint64(0); ; pages++ {
-		r := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":`+strconv.FormatUint(from, 10)+`,"limit":50}`))
+		r := ops.Handle(ctx, "acme", wire.VerbAuditExport, []byte(`{"from":`+strconv.FormatUint(from, 10)+`,"limit":50}`))
 		if !r.OK {
 			t.Fatalf("%s: %s", r.Code, r.Reason)
 		}
@@ -491,23 +492,23 @@ func TestAuditExportPaging(t *testing.T) {
 	if len(got) != len(want) || pages < 3 {
 		t.Fatalf("%d records in %d pages for %d events", len(got), pages, len(want))
 	}
-	mid := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":57,"limit":1}`))
+	mid := ops.Handle(ctx, "acme", wire.VerbAuditExport, []byte(`{"from":57,"limit":1}`))
 	if !mid.OK || len(mid.Items) != 1 || !bytes.Equal(mid.Items[0], got[57]) || mid.Next != 58 {
 		t.Fatalf("page from 57: %+v", mid)
 	}
-	end := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":`+strconv.Itoa(len(got))+`}`))
+	end := ops.Handle(ctx, "acme", wire.VerbAuditExport, []byte(`{"from":`+strconv.Itoa(len(got))+`}`))
 	if !end.OK || !end.Done || len(end.Items) != 0 {
 		t.Fatalf("page at the end: %+v", end)
 	}
-	if r := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"from":`+strconv.Itoa(len(got)+5)+`}`)); r.OK {
+	if r := ops.Handle(ctx, "acme", wire.VerbAuditExport, []byte(`{"from":`+strconv.Itoa(len(got)+5)+`}`)); r.OK {
 		t.Fatal("page beyond the end accepted")
 	}
-	if r := ops.Handle(ctx, "acme", VerbAuditExport, []byte(`{"limit":100000}`)); r.OK {
+	if r := ops.Handle(ctx, "acme", wire.VerbAuditExport, []byte(`{"limit":100000}`)); r.OK {
 		t.Fatal("oversized limit accepted")
 	}
 	var lines int
 	for from := uint64(0); ; {
-		r := ops.Handle(ctx, "acme", VerbEventsExport, []byte(`{"from":`+strconv.FormatUint(from, 10)+`,"limit":7}`))
+		r := ops.Handle(ctx, "acme", wire.VerbEventsExport, []byte(`{"from":`+strconv.FormatUint(from, 10)+`,"limit":7}`))
 		if !r.OK {
 			t.Fatalf("%s: %s", r.Code, r.Reason)
 		}
@@ -562,8 +563,8 @@ func TestServiceRecordsAndServes(t *testing.T) {
 	}()
 	cnc, _ := e.connect(t)
 	for _, tenant := range []string{"acme", "globex"} {
-		c := &OpsClient{NC: cnc, Tenant: tenant, Operator: "ops"}
-		keysJSON, err := c.File(context.Background(), VerbAuditKeys, nil)
+		c := &client.AuditClient{NC: cnc, Tenant: tenant, Operator: "ops"}
+		keysJSON, err := c.File(context.Background(), wire.VerbAuditKeys, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -571,7 +572,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries, err := c.ExportAudit(context.Background())
+		entries, err := exportEntries(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -580,7 +581,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 		if err != nil || !res.OK() || res.Checkpoints == 0 || res.Records != int64(len(tenantEvents(t, e.store, tenant))) {
 			t.Fatalf("%s: %v %+v", tenant, err, res)
 		}
-		viewJSON, err := c.File(context.Background(), VerbExposureView, nil)
+		viewJSON, err := c.File(context.Background(), wire.VerbExposureView, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -806,4 +807,10 @@ func TestAuditFedStopsAtANonEvent(t *testing.T) {
 	if got, want := fed.Status().LastEventSeq, corrupt.Seq-1; got != want {
 		t.Fatalf("fed projector recorded through %d, want %d (the event before the non-event)", got, want)
 	}
+}
+
+// exportEntries fetches the tenant's audit log as the verifier reads it.
+func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+	e, err := c.ExportAudit(ctx)
+	return verifier.Entries(e), err
 }

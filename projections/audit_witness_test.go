@@ -10,7 +10,7 @@ import (
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/verifier"
 	"github.com/nats-io/nats.go/jetstream"
 )

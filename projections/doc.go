@@ -25,9 +25,9 @@
 //
 // and of a client (ctx audit export):
 //
-//	c := &projections.OpsClient{NC: nc, Tenant: tenant, Operator: me}
+//	c := &client.AuditClient{NC: nc, Tenant: tenant, Operator: me}
 //	entries, _ := c.ExportAudit(ctx)
-//	b, _ := verifier.MarshalEntries(entries) // entries.json, verified offline by package verifier
+//	b, _ := verifier.MarshalEntries(verifier.Entries(entries)) // entries.json, verified offline
 //
 // The record, checkpoint and cosignature formats and the chain's rules are
 // package audit's, the export files package verifier's, so the writer here

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // MetricsHandler serves the read model in the Prometheus text format
@@ -48,7 +49,7 @@ func (v *Model) metrics() []byte {
 				if r.GuaranteeID == "" {
 					continue // tombstones only: no resource yet
 				}
-				res, digest := Shorten(r.Resource)
+				res, digest := wire.Shorten(r.Resource)
 				fmt.Fprintf(&b, "%s{tenant=%s,guarantee=%s,resource=%s", g.name, promLabel(vw.Tenant), promLabel(r.GuaranteeID), promLabel(res))
 				if digest != "" {
 					fmt.Fprintf(&b, ",resource_digest=%s", promLabel(digest))

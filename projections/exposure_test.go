@@ -16,9 +16,10 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // TestExposureRandomRunReplayEqualsLive drives thousands of random exposure
@@ -94,7 +95,7 @@ func TestExposureRandomRunReplayEqualsLive(t *testing.T) {
 	}
 
 	c := serveOps(t, e, "acme", live)
-	viewJSON, err := c.File(context.Background(), VerbExposureView, nil)
+	viewJSON, err := c.File(context.Background(), wire.VerbExposureView, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestExposureRandomRunReplayEqualsLive(t *testing.T) {
 		t.Fatalf("offline replay differs from the live view: %v", d)
 	}
 
-	entries, err := c.ExportAudit(context.Background())
+	entries, err := exportEntries(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestModelDeliveryHarness(t *testing.T) {
 		t.Fatalf("refused %d, seq %d; want 1 refused and seq %d", v.RefusedEvents("acme"), v.Seq(), bad.Seq)
 	}
 	in := v.Incidents("acme")
-	if len(in) == 0 || in[len(in)-1].Kind != KindStoredEventRefused || in[len(in)-1].Code != kernel.CodeStoredEventRefused ||
+	if len(in) == 0 || in[len(in)-1].Kind != KindStoredEventRefused || in[len(in)-1].Code != wire.CodeStoredEventRefused ||
 		!strings.Contains(in[len(in)-1].Reason, "unknown attempt nobody") {
 		t.Fatalf("incidents %+v do not report the refused event", in)
 	}

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -104,109 +104,9 @@ const (
 // Incident kinds besides the refusal codes of verifier.IncidentCodes.
 const (
 	// KindStoredEventRefused is a stored message the kernel refused to
-	// fold; its code is kernel.CodeStoredEventRefused.
+	// fold; its code is wire.CodeStoredEventRefused.
 	KindStoredEventRefused = "stored_event_refused"
 )
-
-// Incident is one incident as operators see it (ctx incidents): a
-// contradicting observation, a fenced executor, exhausted contention, or a
-// stored event the model refused.
-type Incident struct {
-	Kind        string      `json:"kind"`
-	AttemptID   string      `json:"attempt_id"`
-	OperationID string      `json:"operation_id"`
-	Code        kernel.Code `json:"code"`
-	Reason      string      `json:"reason"`
-	At          string      `json:"at"`
-	// ReasonDigest is set when Reason is shown shortened (Shorten).
-	ReasonDigest string `json:"reason_digest,omitempty"`
-	// Key is the incident's place in the list, oldest first: the stream
-	// sequence of its event (for an incident this replica reported, the
-	// model's sequence then) and 0 (for a reported one, its number). Every
-	// replica folding the same stream gives the stream's incidents the same
-	// keys, so a page's cursor means the same to each.
-	Key IncidentKey `json:"-"`
-}
-
-// IncidentKey orders the incidents of a tenant.
-type IncidentKey struct {
-	Seq uint64 `json:"seq"`
-	N   uint64 `json:"n,omitempty"`
-}
-
-// PendingApproval is a proposal refused approval_required that no approval
-// or denial of its action digest answered yet: what an operator is asked
-// to approve.
-type PendingApproval struct {
-	OperationID  string          `json:"operation_id"`
-	OperationKey string          `json:"operation_key"`
-	RunID        string          `json:"run_id"`
-	Principal    string          `json:"principal"`
-	CapabilityID string          `json:"capability_id"`
-	ActionDigest string          `json:"action_digest"`
-	Arguments    json.RawMessage `json:"arguments"`
-	RequestedAt  string          `json:"requested_at"`
-	// Set when the fields they name are shown shortened (Shorten,
-	// ShortenJSON): the digest of the whole value (for the arguments, of
-	// their canonical encoding as proposed).
-	OperationKeyDigest string `json:"operation_key_digest,omitempty"`
-	RunIDDigest        string `json:"run_id_digest,omitempty"`
-	ArgumentsDigest    string `json:"arguments_digest,omitempty"`
-	// ArgumentsBytes is set when the arguments are left out (null) because
-	// even shortened they pass MaxShownArguments: their size as proposed.
-	ArgumentsBytes int `json:"arguments_bytes,omitempty"`
-	// Seq is the stream sequence of the refusal that asked for the
-	// approval: the list's order and its cursor's key.
-	Seq uint64 `json:"-"`
-}
-
-// ExposureRow is one resource's balances in the operator view.
-type ExposureRow struct {
-	Tenant      string `json:"tenant"`
-	GuaranteeID string `json:"guarantee_id"`
-	Resource    string `json:"resource"`
-	// ResourceDigest is set when Resource is shown shortened (Shorten).
-	ResourceDigest string `json:"resource_digest,omitempty"`
-	OpenAttempts   int    `json:"open_attempts"`
-	kernel.Balance
-	// Window is the calendar window this ledger counts (a day, an ISO week
-	// or a month in the guarantee's time zone); capacity returns when it
-	// ends.
-	Window string `json:"window,omitempty"`
-	// ReturnsAt and Returns say when a rolling window's oldest committed
-	// amount leaves it, and how much; Balance.Committed is what the window
-	// counts at the time of the read.
-	ReturnsAt time.Time `json:"capacity_returns_at,omitzero"`
-	Returns   int64     `json:"capacity_returns,omitempty"`
-	// Archived summarizes the sealed receipts the ledger no longer lists.
-	Archived kernel.ArchivedReceipts `json:"archived_receipts,omitzero"`
-	// OverLimit counts reservations made over the limit in observe mode.
-	OverLimit int64 `json:"over_limit,omitempty"`
-}
-
-// AttemptRow is an open attempt with its next safe step. It carries no tool
-// arguments.
-type AttemptRow struct {
-	AttemptID   string         `json:"attempt_id"`
-	OperationID string         `json:"operation_id"`
-	Principal   string         `json:"principal"`
-	RunID       string         `json:"run_id"`
-	GuaranteeID string         `json:"guarantee_id"`
-	Resource    string         `json:"resource"`
-	Amount      int64          `json:"amount"`
-	State       string         `json:"state"`
-	Last        kernel.Outcome `json:"last_observation,omitempty"`
-	// Set when the fields they name are shown shortened (Shorten).
-	ResourceDigest   string `json:"resource_digest,omitempty"`
-	RunIDDigest      string `json:"run_id_digest,omitempty"`
-	LastReasonDigest string `json:"last_reason_digest,omitempty"`
-	// LastReason is what the last observation recorded: the provider's
-	// state, or why it could not answer ("provider unreachable: ...").
-	LastReason string `json:"last_reason,omitempty"`
-	NextStep   string `json:"next_safe_step"`
-	// ReservedAt is when the attempt was reserved (its event's time).
-	ReservedAt time.Time `json:"reserved_at,omitzero"`
-}
 
 // OperationView is a copy of one operation the model keeps, with when each
 // attempt was reserved and dispatch-started (the envelopes' times).
@@ -272,8 +172,8 @@ type tenantState struct {
 
 // approvalEntry is a pending approval with its key.
 type approvalEntry struct {
-	Approval PendingApproval `json:"approval"`
-	Seq      uint64          `json:"seq"`
+	Approval wire.PendingApproval `json:"approval"`
+	Seq      uint64               `json:"seq"`
 }
 
 type opState struct {
@@ -287,9 +187,9 @@ type opState struct {
 // exported view lists (verifier.IncidentOf), so view.json stays what the
 // offline replay of the same events computes.
 type incidentEntry struct {
-	Incident Incident           `json:"incident"`
+	Incident wire.Incident      `json:"incident"`
 	View     *verifier.Incident `json:"view,omitempty"`
-	Key      IncidentKey        `json:"key"`
+	Key      wire.IncidentKey   `json:"key"`
 }
 
 func newModelState() *modelState {
@@ -468,11 +368,11 @@ func (m *Model) apply(ctx context.Context, s events.Stored) {
 	if v, ok := verifier.IncidentOf(s.Seq, s.Subject, s.Envelope); ok {
 		view = &v
 		if !isIncident {
-			in, isIncident = Incident{Kind: v.Kind, AttemptID: v.AttemptID, Code: kernel.Code(v.Kind), At: v.Time}, true
+			in, isIncident = wire.Incident{Kind: v.Kind, AttemptID: v.AttemptID, Code: wire.Code(v.Kind), At: v.Time}, true
 		}
 	}
 	if isIncident {
-		m.addIncident(ts, incidentEntry{Incident: in, View: view, Key: IncidentKey{Seq: s.Seq}})
+		m.addIncident(ts, incidentEntry{Incident: in, View: view, Key: wire.IncidentKey{Seq: s.Seq}})
 	}
 }
 
@@ -496,8 +396,8 @@ func (m *Model) refuse(seq uint64, subject, at string, err error) {
 	}
 	ts := m.tenant(tenant)
 	ts.Refused++
-	m.addIncident(ts, incidentEntry{Incident: Incident{Kind: KindStoredEventRefused, Code: kernel.CodeStoredEventRefused,
-		Reason: fmt.Sprintf("stored message %d on %s: %v", seq, subject, err), At: at}, Key: IncidentKey{Seq: seq}})
+	m.addIncident(ts, incidentEntry{Incident: wire.Incident{Kind: KindStoredEventRefused, Code: wire.CodeStoredEventRefused,
+		Reason: fmt.Sprintf("stored message %d on %s: %v", seq, subject, err), At: at}, Key: wire.IncidentKey{Seq: seq}})
 }
 
 func (m *Model) addIncident(ts *tenantState, e incidentEntry) {
@@ -598,8 +498,8 @@ func (m *Model) applyOperation(ctx context.Context, ts *tenantState, s events.St
 	case kernel.OperationDispatchStarted:
 		o.StartedAt[e.AttemptID] = at
 	case kernel.OperationRefused:
-		if e.Code == kernel.CodeApprovalRequired {
-			m.addApproval(ts, s.Seq, PendingApproval{OperationID: o.Op.OperationID, OperationKey: o.Op.OperationKey, RunID: o.Op.RunID,
+		if e.Code == wire.CodeApprovalRequired {
+			m.addApproval(ts, s.Seq, wire.PendingApproval{OperationID: o.Op.OperationID, OperationKey: o.Op.OperationKey, RunID: o.Op.RunID,
 				Principal: o.Op.Principal, CapabilityID: o.Op.CapabilityID, ActionDigest: o.Op.ActionDigest,
 				Arguments: e.Arguments, RequestedAt: s.Envelope.Time})
 		}
@@ -664,7 +564,7 @@ func (m *Model) reload(ctx context.Context, o *opState, s events.Stored) error {
 	return nil
 }
 
-func (m *Model) addApproval(ts *tenantState, seq uint64, p PendingApproval) {
+func (m *Model) addApproval(ts *tenantState, seq uint64, p wire.PendingApproval) {
 	// A newer request for the same action digest supersedes the older: one
 	// approval of that digest answers either.
 	ts.Approvals = slices.DeleteFunc(ts.Approvals, func(q approvalEntry) bool { return q.Approval.ActionDigest == p.ActionDigest })
@@ -676,10 +576,10 @@ func (m *Model) addApproval(ts *tenantState, seq uint64, p PendingApproval) {
 }
 
 // incidentOf returns the operator incident an applied event records.
-func incidentOf(ts *tenantState, s events.Stored, ev kernel.Event) (Incident, bool) {
+func incidentOf(ts *tenantState, s events.Stored, ev kernel.Event) (wire.Incident, bool) {
 	switch e := ev.(type) {
 	case kernel.ExposureIncident:
-		in := Incident{Kind: string(e.Kind), AttemptID: e.AttemptID, Code: e.Kind, At: s.Envelope.Time,
+		in := wire.Incident{Kind: string(e.Kind), AttemptID: e.AttemptID, Code: e.Kind, At: s.Envelope.Time,
 			Reason: fmt.Sprintf("%s reported %s for an attempt sealed %s", e.Source, e.Observed, e.Sealed)}
 		if l := ts.Ledgers[s.Subject]; l != nil {
 			if r, ok := l.Receipt(e.AttemptID); ok {
@@ -689,7 +589,7 @@ func incidentOf(ts *tenantState, s events.Stored, ev kernel.Event) (Incident, bo
 		return in, true
 	case kernel.OperationRefused:
 		if slices.Contains(verifier.IncidentCodes, e.Code) {
-			in := Incident{Kind: string(e.Code), Code: e.Code, Reason: e.Reason, At: s.Envelope.Time}
+			in := wire.Incident{Kind: string(e.Code), Code: e.Code, Reason: e.Reason, At: s.Envelope.Time}
 			if o := ts.Ops[s.Subject]; o != nil {
 				in.OperationID = o.Op.OperationID
 				if a, ok := o.Op.Current(); ok {
@@ -700,21 +600,21 @@ func incidentOf(ts *tenantState, s events.Stored, ev kernel.Event) (Incident, bo
 		}
 	case kernel.ProposalRefused:
 		if slices.Contains(verifier.IncidentCodes, e.Code) {
-			return Incident{Kind: string(e.Code), Code: e.Code, Reason: e.Reason, At: s.Envelope.Time}, true
+			return wire.Incident{Kind: string(e.Code), Code: e.Code, Reason: e.Reason, At: s.Envelope.Time}, true
 		}
 	}
-	return Incident{}, false
+	return wire.Incident{}, false
 }
 
 // Report records an incident this process saw but the stream does not hold
 // (an executor fenced before it could append anything). Such incidents live
 // in this replica's model only, in the same bounded ring.
-func (m *Model) Report(tenant string, in Incident) {
+func (m *Model) Report(tenant string, in wire.Incident) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ts := m.tenant(tenant)
 	ts.Reported++
-	m.addIncident(ts, incidentEntry{Incident: in, Key: IncidentKey{Seq: m.st.Seq, N: ts.Reported}})
+	m.addIncident(ts, incidentEntry{Incident: in, Key: wire.IncidentKey{Seq: m.st.Seq, N: ts.Reported}})
 }
 
 // View returns tenant's exposure view (view.json).
@@ -755,10 +655,10 @@ func (m *Model) Tenants() []string {
 // and resource, sorted by guarantee and resource. Ledgers holding only
 // tombstones are left out. Resources are whole; ResourceDigest is set on
 // those longer than ShortenAbove.
-func (m *Model) Exposure(tenant, guaranteeID, resource string) []ExposureRow {
+func (m *Model) Exposure(tenant, guaranteeID, resource string) []wire.ExposureRow {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	var rows []ExposureRow
+	var rows []wire.ExposureRow
 	ts := m.st.Tenants[tenant]
 	if ts == nil {
 		return rows
@@ -773,12 +673,12 @@ func (m *Model) Exposure(tenant, guaranteeID, resource string) []ExposureRow {
 				open++
 			}
 		}
-		row := ExposureRow{Tenant: tenant, GuaranteeID: l.GuaranteeID, Resource: l.Resource, ResourceDigest: m.longDigest(l.Resource),
-			OpenAttempts: open, Balance: l.Balance(),
-			Window: l.Window, Archived: l.Archived, OverLimit: l.OverLimit}
+		row := wire.ExposureRow{Tenant: tenant, GuaranteeID: l.GuaranteeID, Resource: l.Resource, ResourceDigest: m.longDigest(l.Resource),
+			OpenAttempts: open, Balance: wire.Balance(l.Balance()),
+			Window: l.Window, Archived: wire.ArchivedReceipts(l.Archived), OverLimit: l.OverLimit}
 		if l.Rolling > 0 {
 			now := time.Now() // a read, not a decision: what the window counts now
-			row.Balance = l.BalanceAt(now)
+			row.Balance = wire.Balance(l.BalanceAt(now))
 			row.ReturnsAt, row.Returns, _ = l.NextReturn(now)
 		}
 		rows = append(rows, row)
@@ -809,7 +709,7 @@ func (m *Model) ResourceByDigest(tenant, guaranteeID, digest string) (string, bo
 		}
 		d := m.longDigest(l.Resource)
 		if d == "" {
-			d = Digest(l.Resource)
+			d = wire.Digest(l.Resource)
 		}
 		if d == digest {
 			return l.Resource, true
@@ -821,7 +721,7 @@ func (m *Model) ResourceByDigest(tenant, guaranteeID, digest string) (string, bo
 // longDigest returns the Digest of a resource longer than ShortenAbove,
 // from the cache, and "" for a shorter one.
 func (m *Model) longDigest(resource string) string {
-	if len(resource) <= ShortenAbove {
+	if len(resource) <= wire.ShortenAbove {
 		return ""
 	}
 	m.digestMu.Lock()
@@ -831,7 +731,7 @@ func (m *Model) longDigest(resource string) string {
 		if m.digests == nil {
 			m.digests = map[string]string{}
 		}
-		d = Digest(resource)
+		d = wire.Digest(resource)
 		m.digests[resource] = d
 	}
 	return d
@@ -840,10 +740,10 @@ func (m *Model) longDigest(resource string) string {
 // OpenAttempts returns tenant's attempts that still hold exposure, sorted
 // by attempt id. Resources are whole; ResourceDigest is set on those
 // longer than ShortenAbove.
-func (m *Model) OpenAttempts(tenant string) []AttemptRow {
+func (m *Model) OpenAttempts(tenant string) []wire.AttemptRow {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	var rows []AttemptRow
+	var rows []wire.AttemptRow
 	ts := m.st.Tenants[tenant]
 	if ts == nil {
 		return rows
@@ -853,8 +753,8 @@ func (m *Model) OpenAttempts(tenant string) []AttemptRow {
 			if !r.State.Open() {
 				continue
 			}
-			row := AttemptRow{AttemptID: r.AttemptID, OperationID: r.OperationID, GuaranteeID: l.GuaranteeID, Resource: l.Resource,
-				Amount: r.Amount, State: r.State.String(), Last: r.Last, LastReason: ts.Reasons[r.AttemptID], NextStep: r.State.NextSafeStep()}
+			row := wire.AttemptRow{AttemptID: r.AttemptID, OperationID: r.OperationID, GuaranteeID: l.GuaranteeID, Resource: l.Resource,
+				Amount: r.Amount, State: r.State.String(), Last: wire.Outcome(r.Last), LastReason: ts.Reasons[r.AttemptID], NextStep: r.State.NextSafeStep()}
 			row.ResourceDigest = m.longDigest(l.Resource)
 			if o := ts.Ops[ts.Attempts[r.AttemptID]]; o != nil {
 				row.Principal, row.RunID, row.ReservedAt = o.Op.Principal, o.Op.RunID, o.ReservedAt[r.AttemptID]
@@ -923,10 +823,10 @@ func (m *Model) KillEngaged(tenant string) bool {
 }
 
 // Approvals returns tenant's pending approvals, oldest first (by Seq).
-func (m *Model) Approvals(tenant string) []PendingApproval {
+func (m *Model) Approvals(tenant string) []wire.PendingApproval {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := []PendingApproval{}
+	out := []wire.PendingApproval{}
 	if ts := m.st.Tenants[tenant]; ts != nil {
 		for _, e := range ts.Approvals {
 			p := e.Approval
@@ -938,10 +838,10 @@ func (m *Model) Approvals(tenant string) []PendingApproval {
 }
 
 // Incidents returns tenant's incidents, oldest first (by Key).
-func (m *Model) Incidents(tenant string) []Incident {
+func (m *Model) Incidents(tenant string) []wire.Incident {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := []Incident{}
+	out := []wire.Incident{}
 	if ts := m.st.Tenants[tenant]; ts != nil {
 		for _, e := range ts.Incidents {
 			in := e.Incident

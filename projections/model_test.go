@@ -12,9 +12,10 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // memSnaps is an in-memory events.SnapshotStore.
@@ -166,13 +167,13 @@ func TestModelBounds(t *testing.T) {
 	}
 	for i := 0; i < 500; i++ {
 		key := fmt.Sprintf("r%d", i)
-		e.seal(t, "acme", opSubject(key), opened(key), kernel.OperationRefused{Code: kernel.CodeCapabilityNotSurfaced, Reason: "no"})
+		e.seal(t, "acme", opSubject(key), opened(key), kernel.OperationRefused{Code: wire.CodeCapabilityNotSurfaced, Reason: "no"})
 	}
 	for i := 0; i < 30; i++ {
 		key := fmt.Sprintf("a%d", i)
 		o := opened(key)
 		o.ActionDigest = fmt.Sprintf("%064x", 1000+i)
-		e.seal(t, "acme", opSubject(key), o, kernel.OperationRefused{Code: kernel.CodeApprovalRequired, Reason: "approve",
+		e.seal(t, "acme", opSubject(key), o, kernel.OperationRefused{Code: wire.CodeApprovalRequired, Reason: "approve",
 			Arguments: []byte(`{"n":` + fmt.Sprint(i) + `}`)})
 	}
 	for i := 0; i < 40; i++ {
@@ -181,7 +182,7 @@ func TestModelBounds(t *testing.T) {
 		e.seal(t, "acme", opSubject(key), opened(key), kernel.OperationReserved{AttemptID: att, Generation: 1},
 			kernel.OperationDispatchStarted{AttemptID: att, Generation: 1},
 			kernel.OperationObserved{AttemptID: att, Generation: 1, Outcome: kernel.OutcomeApplied, Source: "provider"})
-		e.seal(t, "acme", opSubject(key), kernel.OperationRefused{Code: kernel.CodeExecutorFenced, Reason: "fenced"})
+		e.seal(t, "acme", opSubject(key), kernel.OperationRefused{Code: wire.CodeExecutorFenced, Reason: "fenced"})
 	}
 	m := NewModel(ModelConfig{Store: e.store, Limits: ModelLimits{Approvals: 10, ResolvedOperations: 5, Incidents: 8}})
 	if err := m.Sync(ctx); err != nil {
@@ -196,7 +197,7 @@ func TestModelBounds(t *testing.T) {
 		t.Fatalf("approvals: %d kept, first %s", len(ap), ap[0].Arguments)
 	}
 	in := m.Incidents("acme")
-	if len(in) != 8 || in[7].Code != kernel.CodeExecutorFenced || st.IncidentsDropped != 32 {
+	if len(in) != 8 || in[7].Code != wire.CodeExecutorFenced || st.IncidentsDropped != 32 {
 		t.Fatalf("incidents: %d kept (%+v), %d dropped", len(in), in, st.IncidentsDropped)
 	}
 	if _, ok := m.OperationOf("acme", "att000"); ok {

@@ -5,84 +5,22 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/audit"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
-)
-
-// The operator verbs served by Ops, on "ctx.v1.<tenant>.ops.<verb>.<operator>".
-const (
-	VerbAuditExport      = "audit-export"      // records by index, paged
-	VerbAuditCheckpoints = "audit-checkpoints" // signed checkpoints, paged
-	VerbAuditKeys        = "audit-keys"        // keys.json
-	VerbAuditProve       = "audit-prove"       // proof.json of one event's record
-	// consistency.json: an older checkpoint is a prefix of the latest
-	VerbAuditProveConsistency = "audit-prove-consistency"
-	VerbEventsExport          = "events-export" // events.jsonl lines, paged
-	VerbExposureView          = "exposure-view" // view.json
+	"github.com/contextos/ledger/wire"
 )
 
 // Verbs lists the operator verbs of Ops.
-var Verbs = []string{VerbAuditExport, VerbAuditCheckpoints, VerbAuditKeys, VerbAuditProve, VerbAuditProveConsistency,
-	VerbEventsExport, VerbExposureView}
+var Verbs = []string{wire.VerbAuditExport, wire.VerbAuditCheckpoints, wire.VerbAuditKeys, wire.VerbAuditProve, wire.VerbAuditProveConsistency,
+	wire.VerbEventsExport, wire.VerbExposureView}
 
-// Stable codes of refused ops replies, besides kernel.CodeRequestMalformed.
-const (
-	CodeNotFound        = kernel.CodeAuditNotFound         // no record holds the event
-	CodeNotCheckpointed = kernel.CodeAuditNotCheckpointed  // the record is not covered by a checkpoint yet; retry later
-	CodeUnavailable     = kernel.CodeProjectionUnavailable // the log or stream could not be read, or the view is stopped
-)
-
-// PageRequest is the body of a paged verb. From is a record index
-// (audit-export) or a stream sequence (events-export, audit-checkpoints; 0 =
-// the start); Limit caps the items per page (0 = DefaultPageLimit, at most
-// MaxPageLimit). A reply is also cut before it would exceed the reply budget.
-type PageRequest struct {
-	From  uint64 `json:"from"`
-	Limit int    `json:"limit"`
-}
-
-// ProveRequest is the body of audit-prove.
-type ProveRequest struct {
-	EventID string `json:"event_id"`
-}
-
-// ConsistencyRequest is the body of audit-prove-consistency: the size of
-// the older checkpoint, one the log holds.
-type ConsistencyRequest struct {
-	OldSize int64 `json:"old_size"`
-}
-
-// Page sizes.
-const (
-	DefaultPageLimit = 256
-	MaxPageLimit     = 4096
-	// DefaultMaxReply is the default reply budget in bytes, under NATS'
-	// default max_payload of 1 MiB.
-	DefaultMaxReply = 900 * 1024
-)
-
-// OpsReply is the reply of every verb of Ops. Exported files travel as
-// standard base64 of their exact bytes, so that no JSON re-encoding on the way
-// (HTML escaping, say) can alter a canonical record.
-type OpsReply struct {
-	OK     bool        `json:"ok"`
-	Code   kernel.Code `json:"code,omitempty"`
-	Reason string      `json:"reason,omitempty"`
-	// Items are the page's records (audit-export), signed checkpoints
-	// (audit-checkpoints) or events.jsonl lines without their newline
-	// (events-export).
-	Items [][]byte `json:"items,omitempty"`
-	Next  uint64   `json:"next,omitempty"` // the From of the next page
-	Done  bool     `json:"done,omitempty"` // no more items now
-	// File is keys.json (audit-keys), proof.json (audit-prove),
-	// consistency.json (audit-prove-consistency) or view.json
-	// (exposure-view).
-	File []byte `json:"file,omitempty"`
-}
+// DefaultMaxReply is the default reply budget in bytes, under NATS'
+// default max_payload of 1 MiB.
+const DefaultMaxReply = 900 * 1024
 
 // OpsConfig configures Ops.
 type OpsConfig struct {
@@ -119,7 +57,7 @@ func NewOps(cfg OpsConfig) *Ops {
 // OpHandler (the gateway checks that operator is one of tenant's operators
 // and mounts it: g.Mount(verb, gateway.OpHandler(ops.Handler(verb)))). It
 // returns nil for an unknown verb.
-func (o *Ops) Handler(verb string) func(ctx context.Context, tenant, operator string, body []byte) any {
+func (o *Ops) Handler(verb string) func(ctx context.Context, tenant, operator string, body []byte) wire.OpReply {
 	known := false
 	for _, v := range Verbs {
 		known = known || v == verb
@@ -127,92 +65,88 @@ func (o *Ops) Handler(verb string) func(ctx context.Context, tenant, operator st
 	if !known {
 		return nil
 	}
-	return func(ctx context.Context, tenant, _ string, body []byte) any {
+	return func(ctx context.Context, tenant, _ string, body []byte) wire.OpReply {
 		return o.Handle(ctx, tenant, verb, body)
 	}
 }
 
 // Handle serves one verb for tenant. It never returns an error: a refusal is
 // a reply with OK false and a stable code.
-func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) OpsReply {
+func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) wire.OpReply {
 	if err := codec.ValidToken(tenant); err != nil {
-		return refusedReply(kernel.CodeRequestMalformed, "tenant: %v", err)
+		return wire.Refused(wire.CodeRequestMalformed, "tenant: %v", err)
 	}
 	switch verb {
-	case VerbAuditExport, VerbAuditCheckpoints, VerbEventsExport:
-		var req PageRequest
+	case wire.VerbAuditExport, wire.VerbAuditCheckpoints, wire.VerbEventsExport:
+		var req wire.ExportRequest
 		if err := decodeRequest(body, &req); err != nil {
-			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
-		if req.Limit < 0 || req.Limit > MaxPageLimit {
-			return refusedReply(kernel.CodeRequestMalformed, "limit must be 0..%d", MaxPageLimit)
+		if req.Limit < 0 || req.Limit > wire.MaxExportLimit {
+			return wire.Refused(wire.CodeRequestMalformed, "limit must be 0..%d", wire.MaxExportLimit)
 		}
 		if req.Limit == 0 {
-			req.Limit = DefaultPageLimit
+			req.Limit = wire.DefaultExportLimit
 		}
 		switch verb {
-		case VerbAuditExport:
+		case wire.VerbAuditExport:
 			return o.auditExport(ctx, tenant, req)
-		case VerbAuditCheckpoints:
+		case wire.VerbAuditCheckpoints:
 			return o.auditCheckpoints(ctx, tenant, req)
 		}
 		return o.eventsExport(ctx, tenant, req)
-	case VerbAuditKeys:
+	case wire.VerbAuditKeys:
 		if err := decodeRequest(body, &struct{}{}); err != nil {
-			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
 		keys, err := verifier.KeysFor(tenant, o.cfg.PublicKeys...)
 		if err == nil {
 			keys.WitnessKeys = append(keys.WitnessKeys, o.cfg.WitnessKeys...)
 		}
 		if err != nil {
-			return refusedReply(CodeUnavailable, "%v", err)
+			return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 		}
 		return fileReply(verifier.MarshalKeys(keys))
-	case VerbAuditProve:
-		var req ProveRequest
+	case wire.VerbAuditProve:
+		var req wire.ProveRequest
 		if err := decodeRequest(body, &req); err != nil {
-			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
 		if err := codec.ValidEventID(req.EventID); err != nil {
-			return refusedReply(kernel.CodeRequestMalformed, "event_id: %v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "event_id: %v", err)
 		}
 		return o.prove(ctx, tenant, req.EventID)
-	case VerbAuditProveConsistency:
-		var req ConsistencyRequest
+	case wire.VerbAuditProveConsistency:
+		var req wire.ConsistencyRequest
 		if err := decodeRequest(body, &req); err != nil {
-			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
 		if req.OldSize <= 0 || req.OldSize > audit.MaxIndex {
-			return refusedReply(kernel.CodeRequestMalformed, "old_size must be a checkpoint's size, 1..%d", int64(audit.MaxIndex))
+			return wire.Refused(wire.CodeRequestMalformed, "old_size must be a checkpoint's size, 1..%d", int64(audit.MaxIndex))
 		}
 		return o.proveConsistency(ctx, tenant, req.OldSize)
-	case VerbExposureView:
+	case wire.VerbExposureView:
 		if err := decodeRequest(body, &struct{}{}); err != nil {
-			return refusedReply(kernel.CodeRequestMalformed, "%v", err)
+			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
 		if o.cfg.Model == nil {
-			return refusedReply(CodeUnavailable, "no read model runs here")
+			return wire.Refused(wire.CodeProjectionUnavailable, "no read model runs here")
 		}
 		if err := o.cfg.Model.Sync(ctx); err != nil {
-			return refusedReply(CodeUnavailable, "%v", err)
+			return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 		}
 		return fileReply(verifier.MarshalView(o.cfg.Model.View(tenant)))
 	}
-	return refusedReply(kernel.CodeRequestMalformed, "unknown verb %q", verb)
-}
-
-func refusedReply(code kernel.Code, format string, args ...any) OpsReply {
-	return OpsReply{Code: code, Reason: fmt.Sprintf(format, args...)}
+	return wire.Refused(wire.CodeRequestMalformed, "unknown verb %q", verb)
 }
 
 // fileReply is the reply carrying a file, or the refusal of a file that
 // could not be made.
-func fileReply(b []byte, err error) OpsReply {
+func fileReply(b []byte, err error) wire.OpReply {
 	if err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
-	return OpsReply{OK: true, File: b}
+	return wire.OpReply{OK: true, File: b}
 }
 
 // decodeRequest decodes a request body strictly; an empty body is {}.
@@ -235,27 +169,27 @@ func (b *budget) fits(n int) bool {
 	return true
 }
 
-func (o *Ops) auditExport(ctx context.Context, tenant string, req PageRequest) OpsReply {
+func (o *Ops) auditExport(ctx context.Context, tenant string, req wire.ExportRequest) wire.OpReply {
 	if req.From > audit.MaxIndex {
-		return refusedReply(kernel.CodeRequestMalformed, "from out of range")
+		return wire.Refused(wire.CodeRequestMalformed, "from out of range")
 	}
 	from := int64(req.From)
 	tail, ok, err := o.cfg.Log.Tail(ctx, tenant)
 	if err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
 	if !ok || from > tail.Record.Index {
 		if (!ok && from == 0) || (ok && from == tail.Record.Index+1) {
-			return OpsReply{OK: true, Items: [][]byte{}, Next: req.From, Done: true}
+			return wire.OpReply{OK: true, Items: [][]byte{}, Next: req.From, Done: true}
 		}
-		return refusedReply(kernel.CodeRequestMalformed, "from %d is beyond the log's end", from)
+		return wire.Refused(wire.CodeRequestMalformed, "from %d is beyond the log's end", from)
 	}
 	seq, ok, err := o.cfg.Log.SeqOfIndex(ctx, tenant, from)
 	if err != nil || !ok {
-		return refusedReply(CodeUnavailable, "record %d: %v", from, err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "record %d: %v", from, err)
 	}
 	b := budget{left: o.cfg.MaxReply - 256}
-	reply := OpsReply{OK: true, Items: [][]byte{}}
+	reply := wire.OpReply{OK: true, Items: [][]byte{}}
 	next := from
 	err = o.cfg.Log.Records(ctx, tenant, seq, req.Limit, func(r StoredRecord) error {
 		if r.Record.Index != next {
@@ -269,16 +203,16 @@ func (o *Ops) auditExport(ctx context.Context, tenant string, req PageRequest) O
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
 	reply.Next = uint64(next)
 	reply.Done = next > tail.Record.Index
 	return reply
 }
 
-func (o *Ops) auditCheckpoints(ctx context.Context, tenant string, req PageRequest) OpsReply {
+func (o *Ops) auditCheckpoints(ctx context.Context, tenant string, req wire.ExportRequest) wire.OpReply {
 	b := budget{left: o.cfg.MaxReply - 256}
-	reply := OpsReply{OK: true, Items: [][]byte{}, Next: req.From}
+	reply := wire.OpReply{OK: true, Items: [][]byte{}, Next: req.From}
 	stopped := false
 	err := o.cfg.Log.Checkpoints(ctx, tenant, req.From, req.Limit, func(c StoredCheckpoint) error {
 		if len(reply.Items) > 0 && !b.fits(len(c.Note)) {
@@ -290,22 +224,22 @@ func (o *Ops) auditCheckpoints(ctx context.Context, tenant string, req PageReque
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
 	reply.Done = !stopped && len(reply.Items) < req.Limit
 	return reply
 }
 
-func (o *Ops) eventsExport(ctx context.Context, tenant string, req PageRequest) OpsReply {
+func (o *Ops) eventsExport(ctx context.Context, tenant string, req wire.ExportRequest) wire.OpReply {
 	if o.cfg.Events == nil {
-		return refusedReply(CodeUnavailable, "no event store here")
+		return wire.Refused(wire.CodeProjectionUnavailable, "no event store here")
 	}
 	from := req.From
 	if from == 0 {
 		from = 1
 	}
 	b := budget{left: o.cfg.MaxReply - 256}
-	reply := OpsReply{OK: true, Items: [][]byte{}, Next: from}
+	reply := wire.OpReply{OK: true, Items: [][]byte{}, Next: from}
 	err := o.cfg.Events.ReplayTenant(ctx, tenant, from, func(st events.Stored) error {
 		if len(reply.Items) == req.Limit {
 			return errStop
@@ -325,34 +259,34 @@ func (o *Ops) eventsExport(ctx context.Context, tenant string, req PageRequest) 
 	switch {
 	case errors.Is(err, errStop):
 	case err != nil:
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	default:
 		reply.Done = true
 	}
 	return reply
 }
 
-func (o *Ops) prove(ctx context.Context, tenant, eventID string) OpsReply {
+func (o *Ops) prove(ctx context.Context, tenant, eventID string) wire.OpReply {
 	cp, ok, err := o.cfg.Log.LastCheckpoint(ctx, tenant)
 	if err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
 	index, found, err := findEvent(ctx, o.cfg.Log, tenant, eventID)
 	switch {
 	case err != nil:
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	case !found:
-		return refusedReply(CodeNotFound, "no audit record of tenant %s holds event %s", tenant, eventID)
+		return wire.Refused(wire.CodeAuditNotFound, "no audit record of tenant %s holds event %s", tenant, eventID)
 	case !ok || cp.Checkpoint.Size <= index:
-		return refusedReply(CodeNotCheckpointed, "record %d of event %s is not covered by a checkpoint yet; retry later", index, eventID)
+		return wire.Refused(wire.CodeAuditNotCheckpointed, "record %d of event %s is not covered by a checkpoint yet; retry later", index, eventID)
 	}
 	ranges, err := audit.InclusionRanges(index, cp.Checkpoint.Size)
 	if err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
 	ps, err := logPass(ctx, o.cfg.Log, newChain(tenant), cp.Checkpoint.Size, ranges, []audit.Checkpoint{cp.Checkpoint}, index)
 	if err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
 	return fileReply(verifier.MarshalProof(verifier.Proof{Tenant: tenant, Index: index, Record: ps.raw, Checkpoint: cp.Note, Hashes: ps.hashes}))
 }
@@ -360,13 +294,13 @@ func (o *Ops) prove(ctx context.Context, tenant, eventID string) OpsReply {
 // proveConsistency proves that the tenant's checkpoint of oldSize records is
 // a prefix of its latest checkpoint, from the records as the log holds them
 // (both checkpoints are first checked against those records).
-func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64) OpsReply {
+func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64) wire.OpReply {
 	cur, ok, err := o.cfg.Log.LastCheckpoint(ctx, tenant)
 	if err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
 	if !ok || cur.Checkpoint.Size < oldSize {
-		return refusedReply(CodeNotCheckpointed, "no checkpoint of tenant %s covers %d records yet; retry later", tenant, oldSize)
+		return wire.Refused(wire.CodeAuditNotCheckpointed, "no checkpoint of tenant %s covers %d records yet; retry later", tenant, oldSize)
 	}
 	var old *StoredCheckpoint
 	err = o.cfg.Log.Checkpoints(ctx, tenant, 0, 0, func(c StoredCheckpoint) error {
@@ -377,18 +311,18 @@ func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
 	if old == nil {
-		return refusedReply(CodeNotFound, "tenant %s has no checkpoint of %d records", tenant, oldSize)
+		return wire.Refused(wire.CodeAuditNotFound, "tenant %s has no checkpoint of %d records", tenant, oldSize)
 	}
 	ranges, err := audit.ConsistencyRanges(oldSize, cur.Checkpoint.Size)
 	if err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
 	ps, err := logPass(ctx, o.cfg.Log, newChain(tenant), cur.Checkpoint.Size, ranges, []audit.Checkpoint{old.Checkpoint, cur.Checkpoint}, -1)
 	if err != nil {
-		return refusedReply(CodeUnavailable, "%v", err)
+		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
 	return fileReply(verifier.MarshalConsistency(verifier.Consistency{Tenant: tenant, Old: old.Note, New: cur.Note, Hashes: ps.hashes}))
 }

@@ -12,8 +12,9 @@ import (
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // TestProofsKeepNothingPerRecord writes a few hundred records on a real
@@ -59,7 +60,7 @@ func TestProofsKeepNothingPerRecord(t *testing.T) {
 	evs := tenantEvents(t, e.store, "acme")
 	began := time.Now()
 	for _, i := range []int{0, 1, 36, 37, 63, 64, 127, 128, 200, len(x.Records) - 2, len(x.Records) - 1} {
-		reply := ops.Handle(ctx, "acme", VerbAuditProve, []byte(`{"event_id":"`+evs[i].Envelope.EventID+`"}`))
+		reply := ops.Handle(ctx, "acme", wire.VerbAuditProve, []byte(`{"event_id":"`+evs[i].Envelope.EventID+`"}`))
 		if !reply.OK {
 			t.Fatalf("proof of record %d: %s %s", i, reply.Code, reply.Reason)
 		}
@@ -82,7 +83,7 @@ func TestProofsKeepNothingPerRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reply := ops.Handle(ctx, "acme", VerbAuditProveConsistency, []byte(`{"old_size":`+itoa(cp.Size)+`}`))
+		reply := ops.Handle(ctx, "acme", wire.VerbAuditProveConsistency, []byte(`{"old_size":`+itoa(cp.Size)+`}`))
 		if !reply.OK {
 			t.Fatalf("consistency of %d: %s %s", cp.Size, reply.Code, reply.Reason)
 		}

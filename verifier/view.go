@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/audit"
 	"io"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/wire"
 
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
@@ -165,7 +167,7 @@ func CheckExposureSubject(tenant, subject string, ev kernel.Event) error {
 // IncidentCodes are the refusal codes that make a refusal event (a type
 // ending in ".refused", such as operation.refused) an incident: contention
 // exhausted, a fenced executor, an observation contradicting a seal.
-var IncidentCodes = []kernel.Code{kernel.CodeContention, kernel.CodeExecutorFenced, kernel.CodeObservationContradictsSeal}
+var IncidentCodes = []wire.Code{wire.CodeContention, wire.CodeExecutorFenced, wire.CodeObservationContradictsSeal}
 
 // IncidentOf returns the incident an event records, if it is one: an
 // exposure.incident, any event whose type starts with "incident." or
@@ -184,7 +186,7 @@ func IncidentOf(seq uint64, subject string, env codec.Envelope) (Incident, bool)
 	if kind == "" {
 		kind, _ = body["code"].(string)
 	}
-	if !incident && !slices.Contains(IncidentCodes, kernel.Code(kind)) {
+	if !incident && !slices.Contains(IncidentCodes, wire.Code(kind)) {
 		return Incident{}, false
 	}
 	attempt, _ := body["attempt_id"].(string)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // TestFoldIncidents: exposure incidents and refusals of the incident codes
@@ -16,7 +17,7 @@ func TestFoldIncidents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, code := range []kernel.Code{kernel.CodeContention, kernel.CodeExceeded, kernel.CodeExecutorFenced} {
+	for i, code := range []wire.Code{wire.CodeContention, wire.CodeExceeded, wire.CodeExecutorFenced} {
 		env, err := f.signer.Seal(kernel.TypeOperationRefused, kernel.EventVersion, fixedID(100+i), f.tenant, fixedTime(i),
 			kernel.OperationRefused{Code: code, Reason: "test"})
 		if err != nil {
@@ -27,7 +28,7 @@ func TestFoldIncidents(t *testing.T) {
 		}
 	}
 	v := fold.View()
-	if len(v.Incidents) != 2 || v.Incidents[0].Kind != string(kernel.CodeContention) || v.Incidents[1].Kind != string(kernel.CodeExecutorFenced) {
+	if len(v.Incidents) != 2 || v.Incidents[0].Kind != string(wire.CodeContention) || v.Incidents[1].Kind != string(wire.CodeExecutorFenced) {
 		t.Fatalf("incidents %+v", v.Incidents)
 	}
 	if len(v.Resources) != 0 || v.Seq != 12 {

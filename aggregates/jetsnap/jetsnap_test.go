@@ -13,7 +13,7 @@ import (
 	"github.com/contextos/ledger/aggregates/jetsnap"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 )
 

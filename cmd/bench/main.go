@@ -1,12 +1,3 @@
-// Command bench measures, in one run, raw JetStream appends (one at a time
-// and atomic batches), kernel decisions, reservations through the
-// aggregates engine (10k resources uniform and one hot resource), full
-// governed proposals over NATS, cold loads in a large stream, and a
-// PostgreSQL peer doing the same reservations by hand, for the durable
-// (fsync before ack) and relaxed settings. It prints progress and ratios and
-// writes BENCHMARKS.md with a chart.
-//
-//	go run ./cmd/bench [-duration 4s] [-out BENCHMARKS.md] [-chart docs/benchmarks.png]
 package main
 
 import (
@@ -689,7 +680,7 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	}
 	b.WriteString("\n## Ratios and goals\n\n")
 	b.WriteString(s.String())
-	b.WriteString("\nSee docs/performance.md for the design behind these figures and the profiles of any goal not met.\n")
+	b.WriteString("\nSee docs/performance.md for the design behind these figures, the goals and what bounds the ones not met.\n")
 	return []byte(b.String()), s.String()
 }
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextos/ledger/internal/testenv"
+	"github.com/contextos/ledger/internal/testing/testenv"
 )
 
 // domainConfig is a replica's configuration: NATS (an external URL, or the

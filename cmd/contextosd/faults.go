@@ -11,7 +11,7 @@ import (
 
 // faultHooks lets the chaos harness kill this process with SIGKILL at an
 // exact point of the dispatch sequence, named by CONTEXTOSD_FAULT. Only a
-// binary built with -tags faults has them (internal/chaos builds one); the
+// binary built with -tags faults has them (internal/testing/chaos builds one); the
 // production binary ignores the variable.
 func faultHooks() gateway.Hooks {
 	kill := func(string) {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/verifier"
 )
 
@@ -19,7 +19,7 @@ func runKeys(args []string) int {
 		return 2
 	}
 	fs := flag.NewFlagSet("contextosd keys rotate", flag.ContinueOnError)
-	config := fs.String("config", "", "the TOML configuration file of the stopped runtime")
+	configFile := fs.String("config", "", "the TOML configuration file of the stopped runtime")
 	newKey := fs.String("new-key", "", "the new key file (default: generate one)")
 	lost := fs.Bool("lost-key", false, "the old key is lost: sign the rotation with the new key and an operator's assertion")
 	operator := fs.String("operator", "", "with --lost-key: who asserts the old key is lost")
@@ -43,11 +43,11 @@ first; give each the new key file before restarting them.
 		}
 		return 2
 	}
-	if *config == "" || fs.NArg() > 0 || (*lost && (*operator == "" || *artifact == "")) {
+	if *configFile == "" || fs.NArg() > 0 || (*lost && (*operator == "" || *artifact == "")) {
 		fs.Usage()
 		return 2
 	}
-	cfg, err := gateway.LoadConfig(*config)
+	cfg, err := config.Load(*configFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
@@ -84,7 +84,7 @@ first; give each the new key file before restarting them.
 
 // currentKey picks from an auditor's keys the public key the rotation
 // retires: the one whose id the stream's events were last signed with.
-func currentKey(cfg *gateway.Config, k verifier.Keys) (ed25519.PublicKey, error) {
+func currentKey(cfg *config.Config, k verifier.Keys) (ed25519.PublicKey, error) {
 	ids, err := daemon.StreamSigningKey(cfg)
 	if err != nil {
 		return nil, err

@@ -1,11 +1,3 @@
-// Command contextosd is the ContextOS ledger runtime: it embeds (or joins) a
-// NATS JetStream deployment and serves governed proposals and operator verbs.
-//
-//	contextosd --config FILE
-//	contextosd --check-config FILE [--offline]
-//	contextosd --init-key FILE
-//	contextosd --version
-//	contextosd keys rotate --config FILE
 package main
 
 import (
@@ -18,11 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/version"
-	"github.com/contextos/ledger/mcpgw"
 )
 
 func main() {
@@ -34,7 +24,7 @@ func run() int {
 		return runKeys(os.Args[2:])
 	}
 	fs := flag.NewFlagSet("contextosd", flag.ContinueOnError)
-	config := fs.String("config", "", "the TOML configuration file")
+	configFile := fs.String("config", "", "the TOML configuration file")
 	check := fs.String("check-config", "", "validate a configuration file, and check it against the event stream it would run on (the guarantees pinned there), then exit: 0 ok, 1 invalid or refused, 3 the stream could not be read")
 	offline := fs.Bool("offline", false, "with --check-config: validate the file alone, without reading the event stream")
 	initKey := fs.String("init-key", "", "create a new runtime signing key file (0600) for runtime.key_file, print its key id and exit; refuses to replace one")
@@ -65,17 +55,17 @@ func run() int {
 	if *check != "" {
 		return checkConfig(*check, *offline)
 	}
-	if *config == "" || fs.NArg() > 0 {
+	if *configFile == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return 2
 	}
-	cfg, err := gateway.LoadConfig(*config)
+	cfg, err := config.Load(*configFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
 	}
-	log := gateway.NewLogger(cfg, os.Stderr) // runtime.log_format, runtime.log_level
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: log, Hooks: faultHooks(), MCP: mcpgw.Start, Console: console.Boot})
+	log := config.NewLogger(cfg, os.Stderr) // runtime.log_format, runtime.log_level
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: log, Hooks: faultHooks()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1
@@ -93,7 +83,7 @@ func run() int {
 // checkConfig validates a configuration file and, unless offline, checks it
 // against the event stream it would run on, as Boot does, writing nothing.
 func checkConfig(path string, offline bool) int {
-	cfg, err := gateway.LoadConfig(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "contextosd:", err)
 		return 1

@@ -7,12 +7,14 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/audit"
 	"os"
 	"path/filepath"
 
+	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/client"
+	"github.com/contextos/ledger/wire"
+
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
 	"github.com/spf13/cobra"
 )
@@ -27,12 +29,12 @@ func init() {
 
 // auditClient connects with the command's flags and returns an ops client
 // that reports progress on stderr when stderr is a terminal.
-func auditClient(c *connFlags) (*projections.OpsClient, func(), error) {
+func auditClient(c *connFlags) (*client.AuditClient, func(), error) {
 	nc, err := c.dial()
 	if err != nil {
 		return nil, nil, err
 	}
-	oc := &projections.OpsClient{NC: nc, Tenant: c.tenant, Operator: c.user, Timeout: c.timeout}
+	oc := &client.AuditClient{NC: nc, Tenant: c.tenant, Operator: c.user, Timeout: c.timeout}
 	if auditIsTerminal(os.Stderr) {
 		oc.Progress = func(verb string, n int) { fmt.Fprintf(os.Stderr, "\r%s: %d", verb, n) }
 	}
@@ -53,7 +55,7 @@ func auditIsTerminal(f *os.File) bool {
 
 // auditOpsError turns a refused ops reply into exit code 1.
 func auditOpsError(err error) error {
-	var oe *projections.OpsError
+	var oe *client.AuditError
 	if errors.As(err, &oe) {
 		return &ExitError{Code: 1, Err: err}
 	}
@@ -186,7 +188,7 @@ export is complete: every record it holds is committed to by a signed checkpoint
 		}
 		defer done()
 		ctx := context.Background()
-		keysJSON, err := oc.File(ctx, projections.VerbAuditKeys, nil)
+		keysJSON, err := oc.File(ctx, wire.VerbAuditKeys, nil)
 		if err != nil {
 			return auditOpsError(err)
 		}
@@ -194,7 +196,7 @@ export is complete: every record it holds is committed to by a signed checkpoint
 		if err != nil {
 			return fmt.Errorf("keys from contextosd: %w", err)
 		}
-		entries, err := oc.ExportAudit(ctx)
+		entries, err := exportEntries(ctx, oc)
 		if err != nil {
 			return auditOpsError(err)
 		}
@@ -494,7 +496,7 @@ checkpoint covers), or offline from --entries and --keys. Check it with
 			return usageError("--event: %v", err)
 		}
 		var p verifier.Proof
-		if err := auditFetch(c, projections.VerbAuditProve, projections.ProveRequest{EventID: eventID}, "proof", out, func(b []byte) (err error) {
+		if err := auditFetch(c, wire.VerbAuditProve, wire.ProveRequest{EventID: eventID}, "proof", out, func(b []byte) (err error) {
 			p, err = verifier.ParseProof(b)
 			return err
 		}); err != nil {
@@ -533,10 +535,10 @@ func auditProveAttempt(c *connFlags, attemptID, out, entriesPath, keysPath strin
 		}
 		defer done()
 		ctx := context.Background()
-		if keysJSON, err = oc.File(ctx, projections.VerbAuditKeys, nil); err != nil {
+		if keysJSON, err = oc.File(ctx, wire.VerbAuditKeys, nil); err != nil {
 			return auditOpsError(err)
 		}
-		if entries, err = oc.ExportAudit(ctx); err != nil {
+		if entries, err = exportEntries(ctx, oc); err != nil {
 			return auditOpsError(err)
 		}
 		entries.Records = entries.Records[:entriesCovered(entries)]
@@ -694,7 +696,7 @@ offline and reports any difference.`,
 			return usageError("--out is required")
 		}
 		var v verifier.View
-		if err := auditFetch(c, projections.VerbExposureView, nil, "view", out, func(b []byte) (err error) {
+		if err := auditFetch(c, wire.VerbExposureView, nil, "view", out, func(b []byte) (err error) {
 			v, err = verifier.ParseView(b)
 			return err
 		}); err != nil {
@@ -733,7 +735,7 @@ from an export, offline.`,
 		}
 		var proof verifier.Consistency
 		if entriesPath == "" {
-			if err := auditFetch(c, projections.VerbAuditProveConsistency, projections.ConsistencyRequest{OldSize: oldSize}, "consistency proof", out,
+			if err := auditFetch(c, wire.VerbAuditProveConsistency, wire.ConsistencyRequest{OldSize: oldSize}, "consistency proof", out,
 				func(b []byte) (err error) {
 					proof, err = verifier.ParseConsistency(b)
 					return err
@@ -863,4 +865,10 @@ keys a running daemon publishes.`,
 		return err
 	}
 	return cmd
+}
+
+// exportEntries fetches the tenant's audit log as the verifier reads it.
+func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+	e, err := c.ExportAudit(ctx)
+	return verifier.Entries(e), err
 }

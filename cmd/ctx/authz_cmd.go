@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
+	"github.com/contextos/ledger/kernel"
 	"github.com/spf13/cobra"
 )
 
@@ -214,7 +215,8 @@ func newRunCmd() *cobra.Command {
 				fmt.Fprintf(stdout, "run %s is not admitted (no budget)\n", runID)
 				return nil
 			}
-			calls, amount := r.Available()
+			k := kernel.Run(r)
+			calls, amount := k.Available()
 			head := "RUN\tPRINCIPAL\tCALLS\tUSED\tAVAILABLE\tAMOUNT\tUSED\tAVAILABLE"
 			if c.wide() {
 				head += "\tPARENT\tDELEGATED CALLS\tDELEGATED AMOUNT\tCHILDREN"

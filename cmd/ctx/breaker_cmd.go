@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -27,10 +27,10 @@ signed in the operator's name); do it once the provider is back.`,
 	c := addConnFlags(cmd)
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record (with reset)")
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
-		var req gateway.BreakerRequest
+		var req wire.BreakerRequest
 		switch {
 		case len(args) == 2 && args[0] == "reset":
-			req = gateway.BreakerRequest{CapabilityID: args[1], Reset: true, Reason: reason}
+			req = wire.BreakerRequest{CapabilityID: args[1], Reset: true, Reason: reason}
 		case len(args) == 0:
 			if reason != "" {
 				return usageError("--reason goes with reset")
@@ -38,11 +38,11 @@ signed in the operator's name); do it once the provider is back.`,
 		default:
 			return usageError("breaker takes no argument or reset CAPABILITY")
 		}
-		var r gateway.BreakerReply
-		if err := c.op(gateway.VerbBreaker, req, &r); err != nil {
+		var r wire.OpReply
+		if err := c.op(wire.VerbBreaker, req, &r); err != nil {
 			return err
 		}
-		failed := refused(gateway.OpReply{OK: r.OK, Code: r.Code, Reason: r.Reason})
+		failed := refused(wire.OpReply{OK: r.OK, Code: r.Code, Reason: r.Reason})
 		if c.json {
 			return errors.Join(printJSON(r), failed)
 		}

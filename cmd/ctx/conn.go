@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -194,7 +194,7 @@ func (c *connFlags) op(verb string, req, out any) error {
 }
 
 // refused turns a refused operator reply into exit code 1.
-func refused(r gateway.OpReply) error {
+func refused(r wire.OpReply) error {
 	if r.OK {
 		return nil
 	}

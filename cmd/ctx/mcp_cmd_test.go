@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/mcpprovider"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/mcpgw"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/mcpprovider"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -38,7 +38,7 @@ func bootMCP(t *testing.T) *daemon.Runtime {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(`
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(`
 [nats]
 data_dir = "{{DATA}}"
 listen = "127.0.0.1:0"
@@ -74,7 +74,7 @@ unit = "INR_minor"
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{MCP: mcpgw.Start})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestMCPStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(res.StructuredContent)
-	var r gateway.Reply
+	var r wire.Reply
 	_ = json.Unmarshal(b, &r)
 	if res.IsError || r.Status != "applied" || r.Available == nil || *r.Available != 20000 {
 		t.Fatalf("bridged call: %s", b)
@@ -168,9 +168,9 @@ func TestCapabilityImport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	type draft struct {
-		Capabilities []gateway.CapabilityConfig `toml:"capabilities"`
+		Capabilities []config.CapabilityConfig `toml:"capabilities"`
 	}
-	parse := func(t *testing.T, s string) gateway.CapabilityConfig {
+	parse := func(t *testing.T, s string) config.CapabilityConfig {
 		t.Helper()
 		var d draft
 		if _, err := toml.Decode(s, &d); err != nil || len(d.Capabilities) != 1 {

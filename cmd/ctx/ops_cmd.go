@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -229,7 +229,7 @@ is refused.`,
 			return usageError("--attempt is required")
 		}
 		return c.do(func(ctx context.Context, cl *client.Client) error {
-			var r gateway.OpReply
+			var r wire.OpReply
 			err := cl.Op(ctx, "close-attempt", client.OpRequest{AttemptID: attempt, GuaranteeID: guarantee, Resource: resource, ResourceDigest: digest, Reason: reason}, &r)
 			if err != nil {
 				return err

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextos/ledger/internal/gatewaytest"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/internal/testing/gatewaytest"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/wire"
 )
 
 var cursorRE = regexp.MustCompile(`continue with --cursor (\S+)`)
@@ -36,7 +35,7 @@ func TestListsPageThrough(t *testing.T) {
 		}
 		r := gatewaytest.Propose(t, nc, "acme", "agent_email", map[string]any{"run_id": "run_p", "operation_key": fmt.Sprint("p", i),
 			"capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"order_id": order, "amount_minor": 10, "currency": "INR"}})
-		if r.Status != kernel.StatusPending {
+		if r.Status != wire.StatusPending {
 			t.Fatalf("%+v", r)
 		}
 	}
@@ -64,7 +63,7 @@ func TestListsPageThrough(t *testing.T) {
 			t.Fatalf("%s: %d distinct rows in two runs", verb, len(seen))
 		}
 	}
-	d64 := projections.Digest(long)
+	d64 := wire.Digest(long)
 	code, out, _ := ctxRun(append([]string{"attempts"}, conn...)...)
 	if code != 0 || strings.Contains(out, long) || !strings.Contains(out, "sha256:"+d64) {
 		t.Fatalf("ctx attempts table: %d\n%s", code, out)

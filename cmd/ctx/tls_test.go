@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextos/ledger/internal/tlsenv"
+	"github.com/contextos/ledger/internal/testing/tlsenv"
 )
 
 // TestTLSFlags: ctx reaches a TLS-only server with a private CA and client

@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -50,7 +51,7 @@ func boot(t *testing.T) *testDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,12 +368,12 @@ func TestOpReadsItsReply(t *testing.T) {
 	cmd := &cobra.Command{}
 	c := addConnFlags(cmd)
 	c.url, c.tenant, c.user, c.password, c.timeout = d.rt.URL, "acme", "ops_alice", "alice-secret", 5*time.Second
-	var r gateway.OpReply
-	if err := c.op("kill-switch", gateway.OpRequest{}, &r); err != nil || refused(r) != nil || r.KillSwitch == nil {
+	var r wire.OpReply
+	if err := c.op("kill-switch", wire.OpRequest{}, &r); err != nil || refused(r) != nil || r.KillSwitch == nil {
 		t.Fatalf("kill-switch: %+v %v", r, err)
 	}
-	r = gateway.OpReply{}
-	if err := c.op("close-attempt", gateway.OpRequest{AttemptID: "nope"}, &r); err != nil || r.OK || r.Code != client.CodeAttemptUnknown {
+	r = wire.OpReply{}
+	if err := c.op("close-attempt", wire.OpRequest{AttemptID: "nope"}, &r); err != nil || r.OK || r.Code != client.CodeAttemptUnknown {
 		t.Fatalf("close-attempt: %+v %v", r, err)
 	}
 	if err := refused(r); exitCode(err) != 1 || strings.Contains(err.Error(), "guarantee_id") {

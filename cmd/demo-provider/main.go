@@ -1,4 +1,3 @@
-// Command demo-provider runs the synthetic payment provider on loopback.
 package main
 
 import (
@@ -9,7 +8,7 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
 )
 
 func main() {

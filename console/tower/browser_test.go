@@ -10,9 +10,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/internal/browsertest"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/internal/testing/browsertest"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // shot saves a screenshot of the page as <name>.png in $CONSOLE_SCREENSHOTS,
@@ -61,7 +61,7 @@ func cellText(t *testing.T, ctx context.Context, css string) string {
 func TestBrowserTower(t *testing.T) {
 	ctx := browsertest.New(t)
 	b := boot(t)
-	if r := b.propose("acme", "agent_email", "k1", "ord_1", 80000); r.Status != kernel.StatusApplied {
+	if r := b.propose("acme", "agent_email", "k1", "ord_1", 80000); r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)
 	}
 	for i := range 5 {
@@ -123,7 +123,7 @@ nats_url = "`+b.rt.URL+`"
 	}
 	shot(t, ctx, "tower")
 	for _, tenant := range []string{"acme", "globex"} {
-		if r := b.propose(tenant, "agent_email", "after", "ord_x", 100); r.Code != kernel.CodeKillSwitchEngaged {
+		if r := b.propose(tenant, "agent_email", "after", "ord_x", 100); r.Code != wire.CodeKillSwitchEngaged {
 			t.Fatalf("%s after the fleet kill switch: %+v", tenant, r)
 		}
 	}

@@ -11,20 +11,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/projections"
 )
 
-// client is an operator's browser without the browser: a cookie jar.
-type client struct {
+// browser is an operator's browser without the browser: a cookie jar.
+type browser struct {
 	t    testing.TB
 	base string
 	hc   *http.Client
 }
 
-func newClient(t testing.TB, base string) *client {
+func newClient(t testing.TB, base string) *browser {
 	jar, _ := cookiejar.New(nil)
-	return &client{t: t, base: base, hc: &http.Client{Jar: jar, Timeout: 60 * time.Second}}
+	return &browser{t: t, base: base, hc: &http.Client{Jar: jar, Timeout: 60 * time.Second}}
 }
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`)
@@ -38,7 +38,7 @@ func csrfOf(t testing.TB, page string) string {
 	return m[1]
 }
 
-func (c *client) get(path string) (int, string) {
+func (c *browser) get(path string) (int, string) {
 	c.t.Helper()
 	resp, err := c.hc.Get(c.base + path)
 	if err != nil {
@@ -49,7 +49,7 @@ func (c *client) get(path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func (c *client) post(path string, form url.Values) (int, string) {
+func (c *browser) post(path string, form url.Values) (int, string) {
 	c.t.Helper()
 	resp, err := c.hc.PostForm(c.base+path, form)
 	if err != nil {
@@ -61,14 +61,14 @@ func (c *client) post(path string, form url.Values) (int, string) {
 }
 
 // tryLogin posts the login form of a fresh page with a password.
-func (c *client) tryLogin(tenant, operator, password string) (int, string) {
+func (c *browser) tryLogin(tenant, operator, password string) (int, string) {
 	c.t.Helper()
 	_, page := c.get("/")
 	return c.post("/login", url.Values{"csrf": {csrfOf(c.t, page)}, "tenant": {tenant}, "operator": {operator}, "password": {password}})
 }
 
 // login logs in from the login form and returns the fleet page.
-func (c *client) login(tenant, operator string) string {
+func (c *browser) login(tenant, operator string) string {
 	c.t.Helper()
 	status, page := c.tryLogin(tenant, operator, passwords[tenant+"."+operator])
 	if status != http.StatusOK || !strings.Contains(page, `<tr data-login="`+tenant+`"><td>`+tenant+`</td><td class="operator">`+operator+`<`) {
@@ -78,7 +78,7 @@ func (c *client) login(tenant, operator string) string {
 }
 
 // addLogin logs the session into another tenant from the fleet page.
-func (c *client) addLogin(page, tenant, operator string) string {
+func (c *browser) addLogin(page, tenant, operator string) string {
 	c.t.Helper()
 	status, page := c.post("/login", url.Values{"csrf": {csrfOf(c.t, page)}, "tenant": {tenant}, "operator": {operator},
 		"password": {passwords[tenant+"."+operator]}})
@@ -94,10 +94,10 @@ func (c *client) addLogin(page, tenant, operator string) string {
 func (r *runtime) lastKill(tenant string, cond func(*console.KillChange) bool) *console.KillChange {
 	r.t.Helper()
 	op := map[string]string{"acme": "ops_alice", "globex": "ops_bob"}[tenant]
-	oc := &projections.OpsClient{NC: r.conn(tenant, op), Tenant: tenant, Operator: op}
+	oc := &client.AuditClient{NC: r.conn(tenant, op), Tenant: tenant, Operator: op}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		e, err := oc.ExportAudit(context.Background())
+		e, err := exportEntries(context.Background(), oc)
 		if err != nil {
 			r.t.Fatal(err)
 		}

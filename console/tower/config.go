@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -25,7 +25,7 @@ type Config struct {
 	MaxRowsPerTenant int `toml:"max_rows_per_tenant"`
 	// SessionIdle ends a web session nobody used for this long (default
 	// 30m); no session outlives 12 hours.
-	SessionIdle gateway.Duration `toml:"session_idle"`
+	SessionIdle config.Duration `toml:"session_idle"`
 	// MaxSessions bounds the web sessions logged into one tenant (default
 	// 64); a login beyond it ends that tenant's least recently used login,
 	// never another tenant's.
@@ -147,7 +147,7 @@ func (c *Config) validate(dir string) error {
 			}
 			r.TLSCAFile, r.TLSCertFile, r.TLSKeyFile = joinSet(dir, r.TLSCAFile), joinSet(dir, r.TLSCertFile), joinSet(dir, r.TLSKeyFile)
 			var err error
-			if r.tls, err = gateway.LoadTLS(r.TLSCAFile, r.TLSCertFile, r.TLSKeyFile); err != nil {
+			if r.tls, err = config.LoadTLS(r.TLSCAFile, r.TLSCertFile, r.TLSKeyFile); err != nil {
 				return fmt.Errorf("runtime %s: %w", r.Name, err)
 			}
 		}

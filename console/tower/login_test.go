@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 )
 
 // readAt is the time the page says a log was read.
@@ -33,10 +33,10 @@ func readAt(t *testing.T, page, log string) string {
 // and logins and sessions are bounded per tenant.
 func TestTowerLogin(t *testing.T) {
 	b := boot(t)
-	if r := b.propose("acme", "agent_email", "k1", "ord_acme", 80000); r.Status != kernel.StatusApplied {
+	if r := b.propose("acme", "agent_email", "k1", "ord_acme", 80000); r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)
 	}
-	if r := b.propose("globex", "agent_email", "g1", "ord_globex", 100); r.Status != kernel.StatusApplied {
+	if r := b.propose("globex", "agent_email", "g1", "ord_globex", 100); r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)
 	}
 	dir := t.TempDir()
@@ -133,7 +133,7 @@ nats_url = "`+b.rt.URL+`"
 	if status, _ := alice.post("/kill-switch", url.Values{"csrf": {csrfOf(t, bobPage)}, "reason": {"x"}, "engaged": {"false"}, "confirm": {"yes"}}); status != http.StatusForbidden {
 		t.Fatalf("alice's session with bob's token: %d", status)
 	}
-	if r := b.propose("acme", "agent_email", "k2", "ord_acme", 100); r.Code != kernel.CodeKillSwitchEngaged {
+	if r := b.propose("acme", "agent_email", "k2", "ord_acme", 100); r.Code != wire.CodeKillSwitchEngaged {
 		t.Fatalf("after the refused post: %+v", r)
 	}
 	status, page = alice.post("/kill-switch", url.Values{"csrf": {csrfOf(t, page)}, "reason": {"incident over"}, "engaged": {"false"}, "confirm": {"yes"}})
@@ -141,7 +141,7 @@ nats_url = "`+b.rt.URL+`"
 	if status != http.StatusOK || !strings.Contains(page, want) || strings.Contains(page, `data-ack="us-1/globex"`) {
 		t.Fatalf("alice's release: %d\n%s", status, page)
 	}
-	if r := b.propose("acme", "agent_email", "k3", "ord_acme", 100); r.Status != kernel.StatusApplied {
+	if r := b.propose("acme", "agent_email", "k3", "ord_acme", 100); r.Status != wire.StatusApplied {
 		t.Fatalf("after alice's release: %+v", r)
 	}
 	if k := b.lastKill("acme", func(k *console.KillChange) bool { return !k.Engaged }); k.Operator != "ops_alice" || k.Reason != "incident over" {

@@ -10,12 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/internal/testenv"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -35,7 +36,7 @@ func TestTowerNATSTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestTowerNATSTLS(t *testing.T) {
 	}
 	t.Cleanup(rt.Close)
 	b := &runtime{t: t, rt: rt, prov: prov, opts: []nats.Option{nats.RootCAs(ca.File("ca.pem")), nats.ClientCert(ca.File("runtime.pem"), ca.File("runtime-key.pem"))}}
-	if r := b.propose("acme", "agent_email", "k1", "ord_tls", 700); r.Status != kernel.StatusApplied {
+	if r := b.propose("acme", "agent_email", "k1", "ord_tls", 700); r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)
 	}
 	_, keys := b.export(t.TempDir(), "acme", "ops_alice", func(v verifier.View) bool { return len(v.Resources) == 1 })

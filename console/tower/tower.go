@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -92,7 +92,7 @@ type LogView struct {
 	ApprovalsRedeemed int
 	// Pending are the proposals waiting for an approval, read live through
 	// the approvals verb: its first page, of at most MaxRowsPerTenant (and
-	// at most gateway.MaxPageLimit); PendingNote says why there are none
+	// at most wire.MaxPageLimit); PendingNote says why there are none
 	// to show when they could not be read, or that there are more.
 	Pending     []console.Approval
 	MorePending bool // the runtime has more than the first page
@@ -225,8 +225,8 @@ func (t *Tower) read(ctx context.Context, s source, rc reach) (v LogView, ok boo
 		}
 		defer ac.done()
 		v.Source = "live (read as " + ac.operator + ")"
-		oc := &projections.OpsClient{NC: ac.nc, Tenant: ac.tenant, Operator: ac.operator, Timeout: t.Timeout}
-		e, err := oc.ExportAudit(ctx)
+		oc := &client.AuditClient{NC: ac.nc, Tenant: ac.tenant, Operator: ac.operator, Timeout: t.Timeout}
+		e, err := exportEntries(ctx, oc)
 		if err == nil {
 			raw, err = verifier.MarshalEntries(e)
 		}
@@ -313,9 +313,9 @@ func (t *Tower) summarize(v *LogView, e verifier.Entries, view verifier.View) {
 }
 
 func (t *Tower) pending(ctx context.Context, v *LogView, ac access) {
-	var reply console.ApprovalsReply
-	n := min(t.cfg.MaxRowsPerTenant, gateway.MaxPageLimit)
-	if err := t.request(ctx, ac, "approvals", gateway.ListRequest{Limit: n}, &reply); err != nil {
+	var reply wire.OpReply
+	n := min(t.cfg.MaxRowsPerTenant, wire.MaxPageLimit)
+	if err := t.request(ctx, ac, wire.VerbApprovals, wire.ListRequest{Limit: n}, &reply); err != nil {
 		v.PendingNote = err.Error()
 		return
 	}
@@ -323,7 +323,7 @@ func (t *Tower) pending(ctx context.Context, v *LogView, ac access) {
 		v.PendingNote = fmt.Sprintf("approvals: %s: %s", reply.Code, reply.Reason)
 		return
 	}
-	v.Pending = reply.Approvals
+	v.Pending = console.Approvals(reply.Approvals)
 	if reply.NextCursor != "" {
 		v.MorePending = true
 		v.PendingNote = fmt.Sprintf("more pending approvals than the %d shown, oldest first: ctx approvals or the console lists them all", len(v.Pending))
@@ -368,8 +368,8 @@ func (t *Tower) killSwitch(ctx context.Context, srcs []source, rc reach, engage 
 		}
 		defer ac.done()
 		a.Operator = ac.operator
-		var reply gateway.OpReply
-		if err := t.request(ctx, ac, "kill-switch", gateway.OpRequest{Engaged: &engage, Reason: reason}, &reply); err != nil {
+		var reply wire.OpReply
+		if err := t.request(ctx, ac, "kill-switch", wire.OpRequest{Engaged: &engage, Reason: reason}, &reply); err != nil {
 			a.Error = err.Error()
 			return
 		}
@@ -384,4 +384,10 @@ func (t *Tower) killSwitch(ctx context.Context, srcs []source, rc reach, engage 
 		}
 	})
 	return acks
+}
+
+// exportEntries fetches the tenant's audit log as the verifier reads it.
+func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+	e, err := c.ExportAudit(ctx)
+	return verifier.Entries(e), err
 }

@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/client"
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/gatewaytest"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/gatewaytest"
+	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -44,7 +44,7 @@ func boot(t *testing.T) *runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +59,10 @@ func boot(t *testing.T) *runtime {
 
 func (r *runtime) conn(tenant, principal string) *nats.Conn {
 	r.t.Helper()
-	return gatewaytest.Connect(r.t, r.rt.URL, passwords[gateway.UserName(tenant, principal)], tenant, principal, r.opts...)
+	return gatewaytest.Connect(r.t, r.rt.URL, passwords[wire.UserName(tenant, principal)], tenant, principal, r.opts...)
 }
 
-func (r *runtime) propose(tenant, principal, key, order string, amount int64) gateway.Reply {
+func (r *runtime) propose(tenant, principal, key, order string, amount int64) wire.Reply {
 	r.t.Helper()
 	return gatewaytest.Propose(r.t, r.conn(tenant, principal), tenant, principal, map[string]any{"run_id": "run_" + key, "operation_key": key,
 		"capability_id": "adp_payments.issue_refund", "arguments": map[string]any{"order_id": order, "amount_minor": amount, "currency": "INR"}})
@@ -73,12 +73,12 @@ func (r *runtime) propose(tenant, principal, key, order string, amount int64) ga
 // after they are appended).
 func (r *runtime) export(dir, tenant, operator string, ready func(verifier.View) bool) (entries, keys string) {
 	r.t.Helper()
-	oc := &projections.OpsClient{NC: r.conn(tenant, operator), Tenant: tenant, Operator: operator}
+	oc := &client.AuditClient{NC: r.conn(tenant, operator), Tenant: tenant, Operator: operator}
 	deadline := time.Now().Add(15 * time.Second)
 	var e verifier.Entries
 	for {
 		var err error
-		if e, err = oc.ExportAudit(context.Background()); err != nil {
+		if e, err = exportEntries(context.Background(), oc); err != nil {
 			r.t.Fatal(err)
 		}
 		if v, err := verifier.ReplayEntries(e); err == nil && ready(v) {
@@ -93,7 +93,7 @@ func (r *runtime) export(dir, tenant, operator string, ready func(verifier.View)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	kb, err := oc.File(context.Background(), projections.VerbAuditKeys, nil)
+	kb, err := oc.File(context.Background(), wire.VerbAuditKeys, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -156,11 +156,11 @@ func logOf(t *testing.T, f *Fleet, runtime, tenant string) LogView {
 // runtime with an operator and says which acknowledged.
 func TestTowerFleet(t *testing.T) {
 	a, b := boot(t), boot(t)
-	if r := a.propose("acme", "agent_email", "k1", "ord_1", 80000); r.Status != kernel.StatusApplied {
+	if r := a.propose("acme", "agent_email", "k1", "ord_1", 80000); r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)
 	}
 	b.prov.Script(provider.Pending)
-	if r := b.propose("acme", "agent_phone", "k2", "ord_2", 15000); r.Status != kernel.StatusPending {
+	if r := b.propose("acme", "agent_phone", "k2", "ord_2", 15000); r.Status != wire.StatusPending {
 		t.Fatalf("%+v", r)
 	}
 	for i := range 5 {
@@ -171,7 +171,7 @@ func TestTowerFleet(t *testing.T) {
 	for i := range 4 {
 		r := gatewaytest.Propose(t, b.conn("acme", "agent_email"), "acme", "agent_email", map[string]any{"run_id": "run_w", "operation_key": "w" + string(rune('a'+i)),
 			"capability_id": "adp_payments.issue_refund_high", "arguments": map[string]any{"order_id": "ord_w" + string(rune('a'+i)), "amount_minor": 100, "currency": "INR"}})
-		if r.Code != kernel.CodeApprovalRequired {
+		if r.Code != wire.CodeApprovalRequired {
 			t.Fatalf("%+v", r)
 		}
 	}
@@ -251,10 +251,10 @@ nats_url = "` + b.rt.URL + `"
 			t.Fatalf("ack %+v", ack)
 		}
 	}
-	if r := b.propose("globex", "agent_email", "after", "ord_x", 100); r.Code != kernel.CodeKillSwitchEngaged {
+	if r := b.propose("globex", "agent_email", "after", "ord_x", 100); r.Code != wire.CodeKillSwitchEngaged {
 		t.Fatalf("globex on us-1 after the fleet kill switch: %+v", r)
 	}
-	if r := b.propose("acme", "agent_email", "after", "ord_x", 100); r.Code != kernel.CodeKillSwitchEngaged {
+	if r := b.propose("acme", "agent_email", "after", "ord_x", 100); r.Code != wire.CodeKillSwitchEngaged {
 		t.Fatalf("acme on us-1 after the fleet kill switch: %+v", r)
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -302,7 +302,7 @@ nats_url = "` + b.rt.URL + `"
 			t.Fatalf("the page lacks %q:\n%s", want, page)
 		}
 	}
-	if r := b.propose("globex", "agent_email", "released", "ord_y", 100); r.Status != kernel.StatusApplied {
+	if r := b.propose("globex", "agent_email", "released", "ord_y", 100); r.Status != wire.StatusApplied {
 		t.Fatalf("globex on us-1 after the fleet release: %+v", r)
 	}
 	if k := b.lastKill("acme", func(k *console.KillChange) bool { return !k.Engaged }); k.Operator != "ops_alice" || k.Reason != "drill over" {

@@ -1,5 +1,3 @@
-// Package schema holds the JSON Schemas of the ctx.v1 wire contract
-// (docs/wire.md) and the tests that hold a running daemon to them.
 package schema
 
 import (
@@ -16,11 +14,11 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/projections"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/wire"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -78,16 +76,16 @@ func validate(s *jsonschema.Schema, b []byte) error {
 	return s.Validate(v)
 }
 
-// TestCodeEnumIsTheCatalog: the schemas' code enum is kernel.Codes, in
+// TestCodeEnumIsTheCatalog: the schemas' code enum is wire.Codes, in
 // order, so a new code cannot reach the wire undocumented.
 func TestCodeEnumIsTheCatalog(t *testing.T) {
 	var common struct {
 		Defs struct {
 			Code struct {
-				Enum []kernel.Code `json:"enum"`
+				Enum []wire.Code `json:"enum"`
 			} `json:"code"`
 			Status struct {
-				Enum []kernel.Status `json:"enum"`
+				Enum []wire.Status `json:"enum"`
 			} `json:"status"`
 		} `json:"$defs"`
 	}
@@ -98,10 +96,10 @@ func TestCodeEnumIsTheCatalog(t *testing.T) {
 	if err := json.Unmarshal(b, &common); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(common.Defs.Code.Enum, kernel.Codes) {
-		t.Fatalf("common.json codes\n%v\nkernel.Codes\n%v\nrun /usr/bin/python3 clients/gencodes.py", common.Defs.Code.Enum, kernel.Codes)
+	if !slices.Equal(common.Defs.Code.Enum, wire.Codes) {
+		t.Fatalf("common.json codes\n%v\nwire.Codes\n%v\nrun go generate ./wire", common.Defs.Code.Enum, wire.Codes)
 	}
-	want := []kernel.Status{kernel.StatusApplied, kernel.StatusNotApplied, kernel.StatusPending, kernel.StatusUnknown, kernel.StatusRefused}
+	want := []wire.Status{wire.StatusApplied, wire.StatusNotApplied, wire.StatusPending, wire.StatusUnknown, wire.StatusRefused}
 	if !slices.Equal(common.Defs.Status.Enum, want) {
 		t.Fatalf("statuses %v, want %v", common.Defs.Status.Enum, want)
 	}
@@ -122,7 +120,7 @@ func boot(t *testing.T) *testDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.ParseConfig([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +145,7 @@ func (d *testDaemon) connect(t *testing.T, principal, password string) *client.C
 // propose sends body as is and returns the reply's bytes.
 func propose(t *testing.T, c *client.Client, body string) []byte {
 	t.Helper()
-	m, err := c.Conn().Request(gateway.ProposeSubject(c.Tenant(), c.Principal()), []byte(body), 10*time.Second)
+	m, err := c.Conn().Request(wire.ProposeSubject(c.Tenant(), c.Principal()), []byte(body), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +154,7 @@ func propose(t *testing.T, c *client.Client, body string) []byte {
 
 func op(t *testing.T, c *client.Client, verb, body string) []byte {
 	t.Helper()
-	m, err := c.Conn().Request(gateway.OpSubject(c.Tenant(), verb, c.Principal()), []byte(body), 10*time.Second)
+	m, err := c.Conn().Request(wire.OpSubject(c.Tenant(), verb, c.Principal()), []byte(body), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +191,7 @@ func TestLiveReplies(t *testing.T) {
 	if r := send(refund("k1")); r["status"] != "applied" {
 		t.Fatalf("applied: %v", r)
 	}
-	if r := send(refund("k2")); r["code"] != string(kernel.CodeExceeded) {
+	if r := send(refund("k2")); r["code"] != string(wire.CodeExceeded) {
 		t.Fatalf("exceeded: %v", r)
 	}
 	d.prov.Script(provider.Pending)
@@ -201,9 +199,9 @@ func TestLiveReplies(t *testing.T) {
 	if pending["status"] != "pending" {
 		t.Fatalf("pending: %v", pending)
 	}
-	wire := `{"run_id":"run_s","operation_key":"w1","capability_id":"bank.wire","arguments":{"to":"x"}}`
-	ar := send(wire)
-	if ar["code"] != string(kernel.CodeApprovalRequired) {
+	wireProposal := `{"run_id":"run_s","operation_key":"w1","capability_id":"bank.wire","arguments":{"to":"x"}}`
+	ar := send(wireProposal)
+	if ar["code"] != string(wire.CodeApprovalRequired) {
 		t.Fatalf("approval_required: %v", ar)
 	}
 	check("malformed reply", "decision", propose(t, agent, `{"run_id":"r"}`))
@@ -214,7 +212,7 @@ func TestLiveReplies(t *testing.T) {
 	if r := send(`{"run_id":"` + long[:256] + `","operation_key":"k4","capability_id":"adp_payments.issue_refund","arguments":{"order_id":"` + long + `","amount_minor":100,"currency":"INR"}}`); r["status"] != "pending" {
 		t.Fatalf("pending with a long id: %v", r)
 	}
-	if r := send(`{"run_id":"run_s","operation_key":"w2","capability_id":"bank.wire","arguments":{"to":"` + long + `"}}`); r["code"] != string(kernel.CodeApprovalRequired) {
+	if r := send(`{"run_id":"run_s","operation_key":"w2","capability_id":"bank.wire","arguments":{"to":"` + long + `"}}`); r["code"] != string(wire.CodeApprovalRequired) {
 		t.Fatalf("approval_required with a long argument: %v", r)
 	}
 
@@ -222,7 +220,7 @@ func TestLiveReplies(t *testing.T) {
 		{"exposure", `{}`, "exposure-request", ""},
 		{"exposure", `{"resource":"ord_1"}`, "exposure-request", ""},
 		{"exposure", `{"limit":1}`, "exposure-request", ""},
-		{"exposure", `{"resource_digest":"` + projections.Digest(long) + `","limit":null,"cursor":null}`, "exposure-request", ""},
+		{"exposure", `{"resource_digest":"` + wire.Digest(long) + `","limit":null,"cursor":null}`, "exposure-request", ""},
 		{"attempts", `{}`, "attempts-request", ""},
 		{"attempts", `{"limit":1}`, "attempts-request", ""},
 		{"reconcile", `{"all":true}`, "reconcile-request", ""},
@@ -275,8 +273,8 @@ func TestLiveReplies(t *testing.T) {
 		t.Errorf("%d replies had a next_cursor: the pages of one row did not page", nextCursors)
 	}
 	// The shortened forms reached the replies, digests beside them.
-	for verb, want := range map[string]string{"attempts": `"resource_digest":"` + projections.Digest(long) + `"`,
-		"exposure": `"resource_digest":"` + projections.Digest(long) + `"`, "approvals": `"arguments_digest":"`} {
+	for verb, want := range map[string]string{"attempts": `"resource_digest":"` + wire.Digest(long) + `"`,
+		"exposure": `"resource_digest":"` + wire.Digest(long) + `"`, "approvals": `"arguments_digest":"`} {
 		if b := op(t, ops, verb, `{}`); !strings.Contains(string(b), want) || strings.Contains(string(b), long) {
 			t.Errorf("%s: no %s, or the long id whole: %.400s", verb, want, b)
 		}
@@ -393,7 +391,7 @@ func TestDaemonRefusesWhatSchemasRefuse(t *testing.T) {
 		if err := json.Unmarshal(propose(t, agent, c.body), &r); err != nil {
 			t.Fatal(err)
 		}
-		if refused := r.Status == kernel.StatusRefused; c.valid && refused && r.Code == kernel.CodeRequestMalformed || !c.valid && !refused {
+		if refused := r.Status == wire.StatusRefused; c.valid && refused && r.Code == wire.CodeRequestMalformed || !c.valid && !refused {
 			t.Errorf("%s: the daemon replied %s %s (%s), schema valid=%v", c.name, r.Status, r.Code, r.Reason, c.valid)
 		}
 	}
@@ -401,11 +399,11 @@ func TestDaemonRefusesWhatSchemasRefuse(t *testing.T) {
 		if err := validate(s[c.schema], []byte(c.body)); (err == nil) != c.valid {
 			t.Errorf("%s %s: schema says %v, want valid=%v", c.verb, c.body, err, c.valid)
 		}
-		var r gateway.OpReply
+		var r wire.OpReply
 		if err := json.Unmarshal(op(t, ops, c.verb, c.body), &r); err != nil {
 			t.Fatal(err)
 		}
-		if c.valid && !r.OK && r.Code == kernel.CodeRequestMalformed || !c.valid && r.OK {
+		if c.valid && !r.OK && r.Code == wire.CodeRequestMalformed || !c.valid && r.OK {
 			t.Errorf("%s %s: the daemon replied ok=%v %s (%s), schema valid=%v", c.verb, c.body, r.OK, r.Code, r.Reason, c.valid)
 		}
 	}

@@ -1,11 +1,3 @@
-// Command mcp-agent tells the seed story over MCP with real processes and no
-// model key: contextosd serves the refund capability as an MCP tool, two
-// scripted MCP clients (the Go SDK's, each with its own bearer token) race
-// INR 800 refunds against an INR 1,000 ceiling, and the capability's
-// provider is a tool of another MCP server (the Go SDK's, in this process).
-// A pending refund and a broken transport are then settled by the operator
-// with ctx reconcile. It checks every balance and the provider's call
-// counts and exits non-zero if anything differs.
 package main
 
 import (
@@ -25,10 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/mcpprovider"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/internal/testing/mcpprovider"
 	"github.com/contextos/ledger/mcpgw"
+	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -137,10 +128,10 @@ func (d *demo) run() error {
 	for _, name := range []string{"agent_email", "agent_chat"} {
 		r := results[name]
 		fmt.Printf("   %-12s %s\n", name, r)
-		if !r.isError && r.reply.Status == kernel.StatusApplied {
+		if !r.isError && r.reply.Status == wire.StatusApplied {
 			applied++
 		}
-		if r.isError && strings.HasPrefix(r.text, string(kernel.CodeExceeded)+":") {
+		if r.isError && strings.HasPrefix(r.text, string(wire.CodeExceeded)+":") {
 			exceeded++
 		}
 	}
@@ -154,7 +145,7 @@ func (d *demo) run() error {
 	defer phone.Close()
 	r3 := call(phone, "run_agent_phone", "refund-ord_881-partial", "ord_881", 15000)
 	fmt.Printf("   %-12s %s\n", "agent_phone", r3)
-	d.check(r3.reply.Status == kernel.StatusPending, "the result is pending, attempt %s, INR 150 held", r3.reply.AttemptID)
+	d.check(r3.reply.Status == wire.StatusPending, "the result is pending, attempt %s, INR 150 held", r3.reply.AttemptID)
 	d.checkExposure(80000, 15000, 5000)
 	d.provider.Settle(r3.reply.AttemptID, "succeeded")
 	fmt.Println("   (the provider has now completed the INR 150 refund)")
@@ -166,7 +157,7 @@ func (d *demo) run() error {
 	d.provider.Script(mcpprovider.Break)
 	r4 := call(phone, "run_agent_phone", "refund-ord_881-late", "ord_881", 4000)
 	fmt.Printf("   %-12s %s\n", "agent_phone", r4)
-	d.check(r4.reply.Status == kernel.StatusUnknown, "the outcome is unknown and the INR 40 stay held")
+	d.check(r4.reply.Status == wire.StatusUnknown, "the outcome is unknown and the INR 40 stay held")
 	d.checkExposure(95000, 4000, 1000)
 	fmt.Println("   $ ctx reconcile --all   (asks the provider's get_refund tool by the attempt id)")
 	d.ctx("reconcile", "--all")
@@ -186,7 +177,7 @@ func (d *demo) run() error {
 type result struct {
 	isError bool
 	text    string
-	reply   gateway.Reply
+	reply   wire.Reply
 }
 
 func (r result) String() string {
@@ -232,7 +223,7 @@ func (d *demo) session(agent string) *mcp.ClientSession {
 
 func (d *demo) checkExposure(committed, held, available int64) {
 	out, err := d.ctxOut("exposure", "--resource", "ord_881", "--json")
-	var rows []gateway.ExposureRow
+	var rows []wire.ExposureRow
 	if err == nil {
 		err = json.Unmarshal(out, &rows)
 	}

@@ -1,8 +1,3 @@
-// Command shared-guarantees tells the seed story end to end with real
-// processes: contextosd on its embedded NATS, the synthetic payment provider
-// on loopback, agents with their own NATS credentials, and an operator using
-// ctx. It asserts every balance and the provider's call counts and exits
-// non-zero if anything differs.
 package main
 
 import (
@@ -21,8 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -112,7 +106,7 @@ func (d *demo) run() error {
 	defer email.Close()
 	defer chat.Close()
 	var wg sync.WaitGroup
-	replies := map[string]gateway.Reply{}
+	replies := map[string]wire.Reply{}
 	var mu sync.Mutex
 	for _, a := range []struct {
 		nc   *nats.Conn
@@ -123,7 +117,7 @@ func (d *demo) run() error {
 			defer wg.Done()
 			r, err := propose(nc, name, "run_"+name, "refund-ord_881", "ord_881", 80000)
 			if err != nil {
-				r = gateway.Reply{Status: "error", Reason: err.Error()}
+				r = wire.Reply{Status: "error", Reason: err.Error()}
 			}
 			mu.Lock()
 			replies[name] = r
@@ -135,10 +129,10 @@ func (d *demo) run() error {
 	for _, name := range []string{"agent_email", "agent_chat"} {
 		r := replies[name]
 		fmt.Printf("   %-12s %-8s %s\n", name, r.Status, describe(r))
-		if r.Status == kernel.StatusApplied {
+		if r.Status == wire.StatusApplied {
 			applied++
 		}
-		if r.Status == kernel.StatusRefused && r.Code == kernel.CodeExceeded {
+		if r.Status == wire.StatusRefused && r.Code == wire.CodeExceeded {
 			exceeded++
 		}
 	}
@@ -157,7 +151,7 @@ func (d *demo) run() error {
 		return err
 	}
 	fmt.Printf("   %-12s %-8s %s\n", "agent_phone", r3.Status, describe(r3))
-	d.check(r3.Status == kernel.StatusPending, "the reply is pending, attempt %s", r3.AttemptID)
+	d.check(r3.Status == wire.StatusPending, "the reply is pending, attempt %s", r3.AttemptID)
 	fmt.Println("   $ ctx exposure")
 	d.ctx("exposure")
 	d.checkExposure(80000, 15000, 5000)
@@ -193,7 +187,7 @@ func (d *demo) run() error {
 	fmt.Println("   $ ctx guarantee history refunds-per-order")
 	d.ctx("guarantee", "history", "refunds-per-order")
 	loser := "agent_chat"
-	if replies["agent_email"].Status != kernel.StatusApplied {
+	if replies["agent_email"].Status != wire.StatusApplied {
 		loser = "agent_email"
 	}
 	r5, err := propose(d.agent(loser), loser, "run_"+loser, "refund-ord_881-raised", "ord_881", 80000)
@@ -201,17 +195,17 @@ func (d *demo) run() error {
 		return err
 	}
 	fmt.Printf("   %-12s %-8s %s\n", loser, r5.Status, describe(r5))
-	d.check(r5.Status == kernel.StatusApplied && r5.Limit != nil && *r5.Limit == 200000,
+	d.check(r5.Status == wire.StatusApplied && r5.Limit != nil && *r5.Limit == 200000,
 		"%s's INR 800 now fits under the new version's ceiling of INR 2,000", loser)
 	d.checkExposureUnder(175000, 0, 25000)
 	winner := replies["agent_email"]
-	if winner.Status != kernel.StatusApplied {
+	if winner.Status != wire.StatusApplied {
 		winner = replies["agent_chat"]
 	}
 	return d.auditStory(winner.AttemptID, loser, r5.AttemptID)
 }
 
-func describe(r gateway.Reply) string {
+func describe(r wire.Reply) string {
 	s := ""
 	if r.Code != "" {
 		s = string(r.Code) + " "
@@ -226,7 +220,7 @@ func describe(r gateway.Reply) string {
 // reports it under the guarantee's latest version.
 func (d *demo) checkExposureUnder(committed, held, available int64) {
 	out, err := d.ctxOut("exposure", "--resource", "ord_881", "--json")
-	var rows []gateway.ExposureRow
+	var rows []wire.ExposureRow
 	if err == nil {
 		err = json.Unmarshal(out, &rows)
 	}
@@ -236,7 +230,7 @@ func (d *demo) checkExposureUnder(committed, held, available int64) {
 
 func (d *demo) checkExposure(committed, held, available int64) {
 	out, err := d.ctxOut("exposure", "--resource", "ord_881", "--json")
-	var rows []gateway.ExposureRow
+	var rows []wire.ExposureRow
 	if err == nil {
 		err = json.Unmarshal(out, &rows)
 	}
@@ -244,20 +238,20 @@ func (d *demo) checkExposure(committed, held, available int64) {
 	d.check(ok, "exposure of ord_881: committed %d, held %d, available %d", committed, held, available)
 }
 
-func propose(nc *nats.Conn, principal, run, key, order string, amount int64) (gateway.Reply, error) {
+func propose(nc *nats.Conn, principal, run, key, order string, amount int64) (wire.Reply, error) {
 	b, _ := json.Marshal(map[string]any{"run_id": run, "operation_key": key, "capability_id": "adp_payments.issue_refund",
 		"arguments": map[string]any{"order_id": order, "amount_minor": amount, "currency": "INR"}})
-	msg, err := nc.Request(gateway.ProposeSubject("acme", principal), b, 15*time.Second)
+	msg, err := nc.Request(wire.ProposeSubject("acme", principal), b, 15*time.Second)
 	if err != nil {
-		return gateway.Reply{}, fmt.Errorf("%s propose: %w", principal, err)
+		return wire.Reply{}, fmt.Errorf("%s propose: %w", principal, err)
 	}
-	var r gateway.Reply
+	var r wire.Reply
 	return r, json.Unmarshal(msg.Data, &r)
 }
 
 func (d *demo) agent(name string) *nats.Conn {
-	nc, err := nats.Connect(d.natsURL, nats.UserInfo(gateway.UserName("acme", name), passwords[name]),
-		nats.CustomInboxPrefix(gateway.InboxPrefix("acme", name)))
+	nc, err := nats.Connect(d.natsURL, nats.UserInfo(wire.UserName("acme", name), passwords[name]),
+		nats.CustomInboxPrefix(wire.InboxPrefix("acme", name)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
@@ -328,9 +322,9 @@ func (d *demo) startDaemon() error {
 	d.natsURL = "nats://" + listen
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		nc, err := nats.Connect(d.natsURL, nats.UserInfo("acme.ops_alice", passwords["ops_alice"]), nats.CustomInboxPrefix(gateway.InboxPrefix("acme", "ops_alice")))
+		nc, err := nats.Connect(d.natsURL, nats.UserInfo("acme.ops_alice", passwords["ops_alice"]), nats.CustomInboxPrefix(wire.InboxPrefix("acme", "ops_alice")))
 		if err == nil {
-			_, err = nc.Request(gateway.OpSubject("acme", "exposure", "ops_alice"), nil, time.Second)
+			_, err = nc.Request(wire.OpSubject("acme", "exposure", "ops_alice"), nil, time.Second)
 			nc.Close()
 			if err == nil {
 				return nil

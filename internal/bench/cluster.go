@@ -14,9 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/provider"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,11 +78,11 @@ func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
 	pwb := make([]byte, 12)
 	_, _ = rand.Read(pwb)
 	pw := hex.EncodeToString(pwb)
-	cfgs := make([]*gateway.Config, replicas)
+	cfgs := make([]*config.Config, replicas)
 	for r := range cfgs {
 		sections := fmt.Sprintf("[nats]\nurl = %q\nuser = %q\npassword = %q\nreply_user = %q\nreply_password = %q\nreplicas = 3\n\n[runtime]\nkey_file = %q\nexecutor = \"bench-%d\"\n",
 			strings.Join(urls, ","), gateway.RuntimeUser, pw, gateway.ReplyUser, pw, filepath.Join(dir, "runtime.key"), r+1)
-		if cfgs[r], err = gateway.ParseConfig([]byte(runtimeConfig(sections, c.http.URL, agents))); err != nil {
+		if cfgs[r], err = config.Parse([]byte(runtimeConfig(sections, c.http.URL, agents))); err != nil {
 			return nil, err
 		}
 	}
@@ -124,8 +126,8 @@ func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
 		p := fmt.Sprintf("agent_%02d", a)
 		// Each agent starts on another server, as clients of a cluster do.
 		order := append(append([]string{}, urls[a%3:]...), urls[:a%3]...)
-		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(gateway.UserName(Tenant, p), fmt.Sprintf("secret-%02d", a)),
-			nats.CustomInboxPrefix(gateway.InboxPrefix(Tenant, p)))
+		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(wire.UserName(Tenant, p), fmt.Sprintf("secret-%02d", a)),
+			nats.CustomInboxPrefix(wire.InboxPrefix(Tenant, p)))
 		if err != nil {
 			return nil, err
 		}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -195,15 +195,15 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func refused(code kernel.Code, reason string) gateway.Reply {
-	return gateway.Reply{Status: kernel.StatusRefused, Code: code, Reason: reason}
+func refused(code wire.Code, reason string) wire.Reply {
+	return wire.Reply{Status: wire.StatusRefused, Code: code, Reason: reason}
 }
 
 // Propose runs one proposal of (tenant, principal) to its settled reply.
-func (p *GovernedPeer) Propose(ctx context.Context, tenant, principal string, body []byte) gateway.Reply {
+func (p *GovernedPeer) Propose(ctx context.Context, tenant, principal string, body []byte) wire.Reply {
 	var pr peerProposal
 	if err := json.Unmarshal(body, &pr); err != nil || pr.RunID == "" || pr.OperationKey == "" || pr.Arguments.OrderID == "" || pr.Arguments.AmountMinor <= 0 {
-		return refused(kernel.CodeRequestMalformed, "bad proposal")
+		return refused(wire.CodeRequestMalformed, "bad proposal")
 	}
 	args, _ := json.Marshal(pr.Arguments)
 	sum := sha256.Sum256(append([]byte(tenant+"\x00"+principal+"\x00"+pr.RunID+"\x00"+pr.CapabilityID+"\x00"), args...))
@@ -213,7 +213,7 @@ func (p *GovernedPeer) Propose(ctx context.Context, tenant, principal string, bo
 
 	reply, err := p.reserve(ctx, tenant, principal, pr, digest, opID, attemptID)
 	if err != nil {
-		return gateway.Reply{Status: kernel.StatusUnknown, Code: kernel.CodeLedgerUnavailable, Reason: err.Error()}
+		return wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable, Reason: err.Error()}
 	}
 	if reply.Status != "" {
 		return reply
@@ -222,12 +222,12 @@ func (p *GovernedPeer) Propose(ctx context.Context, tenant, principal string, bo
 	if err != nil || status != "succeeded" {
 		// A real service would record the unknown outcome and reconcile;
 		// the bench's provider always answers.
-		return gateway.Reply{Status: kernel.StatusUnknown, Code: kernel.CodeLedgerUnavailable, Reason: fmt.Sprint("provider: ", status, err)}
+		return wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable, Reason: fmt.Sprint("provider: ", status, err)}
 	}
 	if err := p.settle(ctx, tenant, principal, pr, digest, opID, attemptID, res, amt, ref); err != nil {
-		return gateway.Reply{Status: kernel.StatusUnknown, Code: kernel.CodeLedgerUnavailable, Reason: err.Error()}
+		return wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable, Reason: err.Error()}
 	}
-	return gateway.Reply{Status: kernel.StatusApplied, OperationID: opID, AttemptID: attemptID, ActionDigest: digest}
+	return wire.Reply{Status: wire.StatusApplied, OperationID: opID, AttemptID: attemptID, ActionDigest: digest}
 }
 
 // reserve is the first transaction: the operation key's row (inserted, so
@@ -235,39 +235,39 @@ func (p *GovernedPeer) Propose(ctx context.Context, tenant, principal string, bo
 // row, the resource's row locked and checked, the dispatch-start on the
 // operation and the signed audit row of the decision. An empty reply
 // means go on to the provider.
-func (p *GovernedPeer) reserve(ctx context.Context, tenant, principal string, pr peerProposal, digest, opID, attemptID string) (gateway.Reply, error) {
+func (p *GovernedPeer) reserve(ctx context.Context, tenant, principal string, pr peerProposal, digest, opID, attemptID string) (wire.Reply, error) {
 	res, amt := pr.Arguments.OrderID, pr.Arguments.AmountMinor
 	tx, err := p.pg.Pool.BeginTx(ctx, pgx.TxOptions{})
 	if err != nil {
-		return gateway.Reply{}, err
+		return wire.Reply{}, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	tag, err := tx.Exec(ctx, `INSERT INTO operations (tenant, run_id, operation_key, operation_id, principal, capability, action_digest, status)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'open') ON CONFLICT DO NOTHING`, tenant, pr.RunID, pr.OperationKey, opID, principal, pr.CapabilityID, digest)
 	if err != nil {
-		return gateway.Reply{}, err
+		return wire.Reply{}, err
 	}
 	if tag.RowsAffected() == 0 {
 		var st, id, prev string
 		if err := tx.QueryRow(ctx, `SELECT status, operation_id, action_digest FROM operations WHERE tenant = $1 AND run_id = $2 AND operation_key = $3 FOR UPDATE`,
 			tenant, pr.RunID, pr.OperationKey).Scan(&st, &id, &prev); err != nil {
-			return gateway.Reply{}, err
+			return wire.Reply{}, err
 		}
 		if prev != digest {
-			return refused(kernel.CodeOperationConflict, "operation key reused for another action"), nil
+			return refused(wire.CodeOperationConflict, "operation key reused for another action"), nil
 		}
-		return gateway.Reply{Status: kernel.Status(st), OperationID: id, ActionDigest: digest}, nil
+		return wire.Reply{Status: wire.Status(st), OperationID: id, ActionDigest: digest}, nil
 	}
 	var one int
 	if err := tx.QueryRow(ctx, `SELECT 1 FROM grants WHERE tenant = $1 AND principal = $2 AND capability = $3`, tenant, principal, pr.CapabilityID).Scan(&one); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return refused(kernel.CodeAuthorityDenied, "no grant"), nil
+			return refused(wire.CodeAuthorityDenied, "no grant"), nil
 		}
-		return gateway.Reply{}, err
+		return wire.Reply{}, err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO runs (tenant, run_id, operations) VALUES ($1, $2, 1)
 ON CONFLICT (tenant, run_id) DO UPDATE SET operations = runs.operations + 1`, tenant, pr.RunID); err != nil {
-		return gateway.Reply{}, err
+		return wire.Reply{}, err
 	}
 	var lim, committed, held int64
 	var receipts int
@@ -275,37 +275,37 @@ ON CONFLICT (tenant, run_id) DO UPDATE SET operations = runs.operations + 1`, te
 	err = tx.QueryRow(ctx, q, res).Scan(&lim, &committed, &held, &receipts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err = tx.Exec(ctx, `INSERT INTO resources (id, lim) VALUES ($1, $2) ON CONFLICT DO NOTHING`, res, Def.Limit); err != nil {
-			return gateway.Reply{}, err
+			return wire.Reply{}, err
 		}
 		err = tx.QueryRow(ctx, q, res).Scan(&lim, &committed, &held, &receipts)
 	}
 	if err != nil {
-		return gateway.Reply{}, err
+		return wire.Reply{}, err
 	}
 	decision, status := "reserved", "dispatching"
 	if committed+held+amt > lim || receipts >= 1024 {
-		decision, status = "refused", string(kernel.StatusRefused)
+		decision, status = "refused", string(wire.StatusRefused)
 	} else {
 		held += amt
 		if _, err := tx.Exec(ctx, `UPDATE resources SET held = $2, receipts = receipts + 1 WHERE id = $1`, res, held); err != nil {
-			return gateway.Reply{}, err
+			return wire.Reply{}, err
 		}
 	}
 	if _, err := tx.Exec(ctx, `UPDATE operations SET status = $4, attempt_id = $5, resource_id = $6, amount = $7, updated_at = now()
 WHERE tenant = $1 AND run_id = $2 AND operation_key = $3`, tenant, pr.RunID, pr.OperationKey, status, attemptID, res, amt); err != nil {
-		return gateway.Reply{}, err
+		return wire.Reply{}, err
 	}
 	if err := p.audit(ctx, tx, auditRecord{Tenant: tenant, OperationID: opID, AttemptID: attemptID, Decision: decision, Principal: principal,
 		ActionDigest: digest, Resource: res, Amount: amt, Committed: committed, Held: held}); err != nil {
-		return gateway.Reply{}, err
+		return wire.Reply{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return gateway.Reply{}, err
+		return wire.Reply{}, err
 	}
 	if decision == "refused" {
-		return refused(kernel.CodeExceeded, "limit reached"), nil
+		return refused(wire.CodeExceeded, "limit reached"), nil
 	}
-	return gateway.Reply{}, nil
+	return wire.Reply{}, nil
 }
 
 // dispatch calls the provider once, keyed by the attempt.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // TestGovernedPeer runs proposals through the PostgreSQL peer from the
@@ -69,7 +69,7 @@ func TestGovernedPeer(t *testing.T) {
 	first := gp.Propose(ctx, Tenant, "agent_00", body)
 	calls := gp.prov.Stats().Calls
 	again := gp.Propose(ctx, Tenant, "agent_00", body)
-	if first.Status != kernel.StatusApplied || again.Status != kernel.StatusApplied || again.OperationID != first.OperationID {
+	if first.Status != wire.StatusApplied || again.Status != wire.StatusApplied || again.OperationID != first.OperationID {
 		t.Fatalf("first %+v, again %+v", first, again)
 	}
 	if c := gp.prov.Stats().Calls; c != calls {
@@ -79,12 +79,12 @@ func TestGovernedPeer(t *testing.T) {
 	// grant is refused.
 	other, _ := json.Marshal(map[string]any{"run_id": "again", "operation_key": "k", "capability_id": Def.CapabilityIDs[0],
 		"arguments": map[string]any{"order_id": "order-again", "amount_minor": 2, "currency": "INR"}})
-	if r := gp.Propose(ctx, Tenant, "agent_00", other); r.Code != kernel.CodeOperationConflict {
+	if r := gp.Propose(ctx, Tenant, "agent_00", other); r.Code != wire.CodeOperationConflict {
 		t.Fatalf("key reused for another action: %+v", r)
 	}
 	stranger, _ := json.Marshal(map[string]any{"run_id": "stranger", "operation_key": "k", "capability_id": Def.CapabilityIDs[0],
 		"arguments": map[string]any{"order_id": "order-again", "amount_minor": 1, "currency": "INR"}})
-	if r := gp.Propose(ctx, Tenant, "agent_99", stranger); r.Code != kernel.CodeAuthorityDenied {
+	if r := gp.Propose(ctx, Tenant, "agent_99", stranger); r.Code != wire.CodeAuthorityDenied {
 		t.Fatalf("agent without a grant: %+v", r)
 	}
 }

@@ -13,11 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
-	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/daemon"
-	"github.com/contextos/ledger/internal/provider"
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -31,7 +31,7 @@ type Gateway struct {
 	agents []*nats.Conn
 }
 
-// gatewayConfig is gateway/testdata/gateway.toml's shape with agents
+// gatewayConfig is config/testdata/gateway.toml's shape with agents
 // agent_00.. and the sync setting, on the runtime's embedded server.
 func gatewayConfig(dir, providerURL string, durable bool, agents int) string {
 	sync := "always"
@@ -89,7 +89,7 @@ func StartGateway(parent string, durable bool, agents int) (*Gateway, error) {
 	}
 	g := &Gateway{Prov: provider.New(), dir: dir}
 	g.http = httptest.NewServer(g.Prov.Handler())
-	cfg, err := gateway.ParseConfig([]byte(gatewayConfig(dir, g.http.URL, durable, agents)))
+	cfg, err := config.Parse([]byte(gatewayConfig(dir, g.http.URL, durable, agents)))
 	if err != nil {
 		g.Close()
 		return nil, err
@@ -101,8 +101,8 @@ func StartGateway(parent string, durable bool, agents int) (*Gateway, error) {
 	}
 	for a := 0; a < agents; a++ {
 		p := fmt.Sprintf("agent_%02d", a)
-		nc, err := nats.Connect(g.RT.URL, nats.UserInfo(gateway.UserName(Tenant, p), fmt.Sprintf("secret-%02d", a)),
-			nats.CustomInboxPrefix(gateway.InboxPrefix(Tenant, p)))
+		nc, err := nats.Connect(g.RT.URL, nats.UserInfo(wire.UserName(Tenant, p), fmt.Sprintf("secret-%02d", a)),
+			nats.CustomInboxPrefix(wire.InboxPrefix(Tenant, p)))
 		if err != nil {
 			g.Close()
 			return nil, err
@@ -130,7 +130,7 @@ func (g *Gateway) Close() {
 // with a new operation key, on the resources pick chooses; an operation is
 // one proposal from send to the applied reply.
 func (g *Gateway) Proposals(pick func(w, i int) string) Op {
-	return proposals(g.agents, func(a int) string { return gateway.ProposeSubject(Tenant, fmt.Sprintf("agent_%02d", a)) }, pick)
+	return proposals(g.agents, func(a int) string { return wire.ProposeSubject(Tenant, fmt.Sprintf("agent_%02d", a)) }, pick)
 }
 
 // ProposalShape sends one proposal as agent_00 on a resource of its own
@@ -183,11 +183,11 @@ func proposals(agents []*nats.Conn, subject func(a int) string, pick func(w, i i
 		if err != nil {
 			return err
 		}
-		var r gateway.Reply
+		var r wire.Reply
 		if err := json.Unmarshal(msg.Data, &r); err != nil {
 			return err
 		}
-		if r.Status != kernel.StatusApplied {
+		if r.Status != wire.StatusApplied {
 			return fmt.Errorf("proposal %s: %s %s", r.Status, r.Code, r.Reason)
 		}
 		return nil

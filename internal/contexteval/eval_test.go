@@ -12,6 +12,7 @@ import (
 
 	"github.com/contextos/ledger/internal/evalcase"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 const shipped = "../../testdata/context-eval"
@@ -114,7 +115,7 @@ func TestRefusedInputsAbstain(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := rep.Cases[0].Levels[Gate]
-	if g.Outcome != evalcase.Abstain || !strings.Contains(g.Reason, string(kernel.CodeContextInvalid)) {
+	if g.Outcome != evalcase.Abstain || !strings.Contains(g.Reason, string(wire.CodeContextInvalid)) {
 		t.Fatalf("gate %+v", g)
 	}
 	// The weaker levels drop the markers, and with them the self-review.

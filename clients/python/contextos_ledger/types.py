@@ -44,6 +44,8 @@ class GuaranteeRow:
     committed: int
     held: int
     available: int
+    #: What the guarantees this one replaces committed and held on the resource; it counts against the limit.
+    carried: int = 0
 
 
 Sufficiency = Literal["sufficient", "insufficient"]
@@ -141,7 +143,8 @@ class Decision:
         d = json.loads(b)
         if not isinstance(d, dict) or not isinstance(d.get("status"), str):
             raise ValueError(f"not a decision: {b[:200]!r}")
-        rows = [GuaranteeRow(**{k: g.get(k) for k in ("guarantee_id", "resource", "limit", "committed", "held", "available")})
+        rows = [GuaranteeRow(**{k: g.get(k) for k in ("guarantee_id", "resource", "limit", "committed", "held", "available")},
+                             carried=g.get("carried", 0))
                 for g in d.get("guarantees") or []]
         gate = d.get("evidence_gate")
         return cls(status=d["status"], code=d.get("code", ""), reason=d.get("reason", ""),

@@ -76,6 +76,8 @@ export interface GuaranteeRow {
   committed: number;
   held: number;
   available: number;
+  /** What the guarantees this one replaces committed and held on the resource; it counts against the limit. */
+  carried?: number;
 }
 
 /** The reply to a proposal (schema/decision.json). */
@@ -144,6 +146,8 @@ export interface ExposureRow {
   committed: number;
   held: number;
   available: number;
+  /** What the guarantees this one replaces committed and held on the resource; it counts against the limit. */
+  carried?: number;
   /** The calendar window this ledger counts. */
   window?: string;
   /** When a rolling window's oldest committed amount leaves it, and how much. */
@@ -234,6 +238,33 @@ export interface OpReply {
   versions?: VersionRow[];
   /** The cursor of a list verb's next page; absent on the last. */
   next_cursor?: string;
+  /** The tenant's circuit breakers (the breaker verb). */
+  breakers?: BreakerRow[];
+  /** An export verb's page: records, checkpoints or events.jsonl lines, each standard base64. */
+  items?: string[];
+  /** Where the next export page starts. */
+  next?: number;
+  /** No more items now. */
+  done?: boolean;
+  /** A file verb's file (keys.json, proof.json, consistency.json, view.json), standard base64. */
+  file?: string;
+}
+
+/** One capability's circuit breaker (the breaker verb): its rule, and what tripped it while it is open. */
+export interface BreakerRow {
+  capability_id: string;
+  open: boolean;
+  threshold: number;
+  window_ms: number;
+  trip?: {
+    capability_id: string;
+    failures: number;
+    threshold: number;
+    window_ms: number;
+    first_failure: string;
+    last_failure: string;
+    last_reason: string;
+  };
 }
 
 /**
@@ -304,13 +335,14 @@ export const MEMBERS = {
   "evidence-gate": ["decision_key", "required", "satisfied", "unresolved", "conflicts", "sufficiency", "commit_allowed"],
   "conflict-marker": ["conflict_id", "evidence_refs", "requirements", "status", "subject", "predicate", "values", "resolution"],
   "conflict-marker#resolution": ["resolution_ref", "selected_evidence_refs", "kind", "resolved_by", "rule_id"],
-  "op-reply": ["ok", "code", "reason", "exposure", "attempts", "settled", "kill_switch", "data", "approvals", "incidents", "versions", "next_cursor"],
-  "op-reply#exposure_row": ["tenant", "guarantee_id", "resource", "open_attempts", "limit", "committed", "held", "available", "window", "capacity_returns_at", "capacity_returns", "archived_receipts", "over_limit", "resource_digest"],
-  "op-reply#attempt_row": ["attempt_id", "operation_id", "principal", "run_id", "guarantee_id", "resource", "amount", "state", "last_observation", "last_reason", "next_safe_step", "reserved_at", "resource_digest", "run_id_digest", "last_reason_digest"],
+  "op-reply": ["ok", "code", "reason", "exposure", "attempts", "settled", "versions", "approvals", "incidents", "kill_switch", "data", "next_cursor", "breakers", "items", "next", "done", "file"],
+  "op-reply#exposure_row": ["tenant", "guarantee_id", "resource", "resource_digest", "open_attempts", "limit", "committed", "held", "available", "carried", "window", "capacity_returns_at", "capacity_returns", "archived_receipts", "over_limit"],
+  "op-reply#attempt_row": ["attempt_id", "operation_id", "principal", "run_id", "guarantee_id", "resource", "amount", "state", "last_observation", "resource_digest", "run_id_digest", "last_reason_digest", "last_reason", "next_safe_step", "reserved_at"],
   "op-reply#version_row": ["version", "at", "operator", "reason", "resource", "limit", "mode", "resource_digest", "reason_digest"],
   "op-reply#settle_row": ["attempt_id", "outcome", "status", "code", "reason", "reason_digest"],
   "op-reply#approval_row": ["operation_id", "operation_key", "run_id", "principal", "capability_id", "action_digest", "arguments", "requested_at", "operation_key_digest", "run_id_digest", "arguments_digest", "arguments_bytes"],
   "op-reply#incident_row": ["kind", "attempt_id", "operation_id", "code", "reason", "at", "reason_digest"],
+  "op-reply#breaker_row": ["capability_id", "open", "threshold", "window_ms", "trip"],
   "op-reply#approval_data": ["approval_id", "action_digest", "risk", "expires_at"],
   "op-reply#authority_data": ["principal", "capability_id", "granted", "recorded"],
 } as const satisfies Record<string, readonly string[]>;
@@ -330,5 +362,6 @@ void assertTrue<Same<(typeof MEMBERS)["op-reply#settle_row"][number], keyof Sett
 void assertTrue<Same<(typeof MEMBERS)["op-reply#version_row"][number], keyof VersionRow>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#approval_row"][number], keyof PendingApproval>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#incident_row"][number], keyof Incident>>();
+void assertTrue<Same<(typeof MEMBERS)["op-reply#breaker_row"][number], keyof BreakerRow>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#approval_data"][number], keyof Approval>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply#authority_data"][number], keyof AuthorityChange>>();

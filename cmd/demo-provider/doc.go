@@ -1,0 +1,2 @@
+// Command demo-provider runs the synthetic payment provider on loopback.
+package main

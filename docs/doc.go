@@ -1,0 +1,3 @@
+// Package docs holds the project's documentation; its test keeps the
+// references complete.
+package docs

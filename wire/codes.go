@@ -1,0 +1,79 @@
+package wire
+
+// Code is a stable error code of the wire contract. Codes appear in decision
+// replies, operator replies, refusal events and the audit log; once published
+// a code never changes meaning. docs/errors.md documents each; the clients'
+// copies are generated from Codes (go generate ./wire).
+type Code string
+
+// The catalog of stable codes. Add new codes here, to Codes and to the retry
+// classes (retry.go), then run go generate ./wire; never reuse one.
+const (
+	CodeRequestMalformed           Code = "request_malformed"
+	CodeCapabilityNotSurfaced      Code = "capability_not_surfaced"
+	CodeAuthorityDenied            Code = "authority_denied"
+	CodePolicyDenied               Code = "policy_denied"
+	CodeApprovalRequired           Code = "approval_required"
+	CodeApprovalMismatch           Code = "approval_mismatch"
+	CodeApprovalRedeemed           Code = "approval_redeemed"
+	CodeApprovalExpired            Code = "approval_expired"
+	CodeApprovalDenied             Code = "approval_denied"
+	CodeEvidenceInsufficient       Code = "evidence_insufficient"
+	CodeRunBudgetExhausted         Code = "run_budget_exhausted"
+	CodeExecutorFenced             Code = "executor_fenced"
+	CodeKillSwitchEngaged          Code = "kill_switch_engaged"
+	CodeResourceInvalid            Code = "shared_guarantee_resource_invalid"
+	CodeAmountInvalid              Code = "shared_guarantee_amount_invalid"
+	CodeExceeded                   Code = "shared_guarantee_exceeded"
+	CodeDefinitionMismatch         Code = "shared_guarantee_definition_mismatch"
+	CodeDefinitionInvalid          Code = "shared_guarantee_definition_invalid"
+	CodeContention                 Code = "shared_guarantee_contention"
+	CodeReceiptsSaturated          Code = "shared_guarantee_receipts_saturated"
+	CodeAttemptClosed              Code = "shared_guarantee_attempt_closed"
+	CodeAttemptKnown               Code = "shared_guarantee_attempt_known"
+	CodeAttemptUnknown             Code = "shared_guarantee_attempt_unknown"
+	CodeDispatchActive             Code = "shared_guarantee_dispatch_active"
+	CodeUnresolvedAttempt          Code = "shared_guarantee_unresolved_attempt"
+	CodeNotStarted                 Code = "shared_guarantee_not_started"
+	CodeAbsenceUnproven            Code = "shared_guarantee_absence_unproven"
+	CodeObservationContradictsSeal Code = "observation_contradicts_seal"
+	CodeOperationConflict          Code = "operation_key_conflict"
+	CodeContextInvalid             Code = "context_invalid"
+	CodeRunAlreadyAdmitted         Code = "run_already_admitted"
+	CodeEvidenceRecordConflict     Code = "evidence_record_conflict"
+	CodeAuditNotFound              Code = "audit_not_found"
+	CodeAuditNotCheckpointed       Code = "audit_not_checkpointed"
+	CodeProjectionUnavailable      Code = "projection_unavailable"
+	CodeLedgerUnavailable          Code = "ledger_unavailable"
+	CodeOverloaded                 Code = "overloaded"
+	CodeBreakerOpen                Code = "circuit_breaker_open"
+	CodeStoredEventRefused         Code = "stored_event_refused"
+	CodeRateLimited                Code = "rate_limited"
+	CodeReplyTooLarge              Code = "reply_too_large"
+	// CodeDomainMismatch: a proposal does not hold every guarantee pinned
+	// in its tenant's stream over its capability (the deciding replica is
+	// configured without it), or a configuration leaves such a guarantee
+	// out. Not retryable by the agent: an operator reconfigures the replica.
+	CodeDomainMismatch     Code = "enforcement_domain_mismatch"
+	CodeLogIntegrityFailed Code = "log_integrity_failed"
+	CodeLogUnwitnessed     Code = "log_unwitnessed"
+)
+
+// Codes lists every code of the catalog, in declaration order.
+var Codes = []Code{
+	CodeRequestMalformed, CodeCapabilityNotSurfaced, CodeAuthorityDenied, CodePolicyDenied,
+	CodeApprovalRequired, CodeApprovalMismatch, CodeApprovalRedeemed, CodeApprovalExpired,
+	CodeEvidenceInsufficient, CodeRunBudgetExhausted, CodeExecutorFenced, CodeKillSwitchEngaged,
+	CodeResourceInvalid, CodeAmountInvalid, CodeExceeded, CodeDefinitionMismatch,
+	CodeDefinitionInvalid, CodeContention, CodeReceiptsSaturated, CodeAttemptClosed,
+	CodeAttemptKnown, CodeAttemptUnknown, CodeDispatchActive, CodeUnresolvedAttempt,
+	CodeNotStarted, CodeAbsenceUnproven, CodeObservationContradictsSeal, CodeOperationConflict,
+	CodeContextInvalid, CodeRunAlreadyAdmitted, CodeEvidenceRecordConflict,
+	CodeAuditNotFound, CodeAuditNotCheckpointed, CodeProjectionUnavailable, CodeLedgerUnavailable, CodeOverloaded,
+	CodeBreakerOpen,
+	CodeApprovalDenied,
+	CodeStoredEventRefused, CodeRateLimited,
+	CodeReplyTooLarge,
+	CodeDomainMismatch,
+	CodeLogIntegrityFailed, CodeLogUnwitnessed,
+}

@@ -1,0 +1,18 @@
+package wire
+
+// Operator verbs named by constants (the others are spelt out where they
+// are served and in docs/wire.md), the <verb> of OpSubject.
+const (
+	VerbApprovals = "approvals" // proposals refused approval_required, not yet approved
+	VerbIncidents = "incidents" // contradicting observations, fenced executors, refused stored events
+	VerbBreaker   = "breaker"   // list and reset circuit breakers
+
+	VerbAuditExport      = "audit-export"      // records by index, paged
+	VerbAuditCheckpoints = "audit-checkpoints" // signed checkpoints, paged
+	VerbAuditKeys        = "audit-keys"        // keys.json
+	VerbAuditProve       = "audit-prove"       // proof.json of one event's record
+	// consistency.json: an older checkpoint is a prefix of the latest
+	VerbAuditProveConsistency = "audit-prove-consistency"
+	VerbEventsExport          = "events-export" // events.jsonl lines, paged
+	VerbExposureView          = "exposure-view" // view.json
+)
