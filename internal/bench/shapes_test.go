@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkStorageShapes measures a governed proposal's writes in every
+// storage shape of ProposalShapes (and today's atomic batches merged
+// across proposals, as group commit sends them), raw, on a durable
+// embedded server, at 1, 8 and 64 clients: the events are those a real
+// proposal of the runtime appends (read back from one). Each shape runs
+// b.N proposals per client count, in 4 rounds with the shapes taking
+// turns, so that every shape meets the same drift of the shared disk. It
+// reports each shape's proposals/s, p50 and p99, and both as ratios to the
+// floor (one single append with an expected sequence) of the same rounds.
+//
+//	go test ./internal/bench -run '^$' -bench StorageShapes -benchtime 400x
+func BenchmarkStorageShapes(b *testing.B) {
+	ctx := context.Background()
+	g, err := StartGateway(b.TempDir(), true, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs, err := g.ProposalEvents(ctx)
+	g.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := StartNATS(b.TempDir(), true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	if err := AllowFast(ctx, n.JS, 1); err != nil {
+		b.Fatal(err)
+	}
+	tgt, err := NewShapeTarget(ctx, n.Store, n.NC, evs, n.Sealer.IDs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []int{1, 8, 64} {
+		b.Run(fmt.Sprint("c", c), func(b *testing.B) { measureShapes(b, tgt, c) })
+	}
+}
+
+// shapeLeg is one shape measured at one client count.
+type shapeLeg struct {
+	name         string
+	shape        StorageShape
+	workers, per int // per: proposals per operation
+	lat          []time.Duration
+	elapsed      time.Duration
+	reads        atomic.Int64
+}
+
+func measureShapes(b *testing.B, tgt *ShapeTarget, c int) {
+	var legs []*shapeLeg
+	for _, s := range ProposalShapes() {
+		legs = append(legs, &shapeLeg{name: s.Name, shape: s, workers: c, per: 1})
+	}
+	if c > 1 {
+		today := ProposalShapes()[2]
+		legs = append(legs, &shapeLeg{name: fmt.Sprintf("today, %d proposals an atomic batch", c), shape: today, workers: 1, per: c})
+	}
+	const rounds = 4
+	ctx := context.Background()
+	for r := 0; r < rounds; r++ {
+		for k := range legs {
+			l := legs[(k+r)%len(legs)]
+			if r == 0 {
+				l.lat = nil
+			}
+			ops := max(b.N/rounds/l.per, 1)
+			if r > 0 && b.N < rounds {
+				continue // -benchtime 1x: one proposal a shape
+			}
+			lat, el, err := RunN(ctx, l.workers, ops, tgt.ShapeOp(l.shape, l.workers, l.per, &l.reads))
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.lat = append(l.lat, lat...)
+			l.elapsed += el
+		}
+	}
+	floor := legs[0]
+	rate := func(l *shapeLeg) float64 { return float64(len(l.lat)*l.per) / l.elapsed.Seconds() }
+	var tab strings.Builder
+	fmt.Fprintf(&tab, "\n%d clients | proposals/s | p50 ms | p99 ms | rate / floor | p50 / floor p50 | messages, durable trips | reads a proposal\n", c)
+	for _, l := range legs {
+		sortDurations(l.lat)
+		msgs, trips := l.shape.Appends()
+		p50, p99 := Quantile(l.lat, 0.5), Quantile(l.lat, 0.99)
+		fmt.Fprintf(&tab, "%s | %.0f | %.2f | %.2f | %.3f | %.2f | %d, %d | %.1f\n", l.name, rate(l), ms(p50), ms(p99),
+			rate(l)/rate(floor), float64(p50)/float64(Quantile(floor.lat, 0.5)), msgs, trips, float64(l.reads.Load())/float64(len(l.lat)*l.per))
+		key := strings.NewReplacer(" ", "_", ":", "", ",", "", "'", "p", "(", "", ")", "", "+", "-").Replace(l.name)
+		b.ReportMetric(rate(l), key+"/s")
+		b.ReportMetric(ms(p50), key+"-p50-ms")
+	}
+	if b.N >= rounds {
+		// b.Log keeps only the first lines of a benchmark's output.
+		fmt.Print(tab.String())
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func sortDurations(d []time.Duration) {
+	// RunN sorts each run; the rounds' latencies are merged here.
+	for i := 1; i < len(d); i++ {
+		for j := i; j > 0 && d[j] < d[j-1]; j-- {
+			d[j], d[j-1] = d[j-1], d[j]
+		}
+	}
+}
