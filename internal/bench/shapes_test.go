@@ -14,7 +14,7 @@ import (
 // across proposals, as group commit sends them), raw, on a durable
 // embedded server, at 1, 8 and 64 clients: the events are those a real
 // proposal of the runtime appends (read back from one). Each shape runs
-// b.N proposals per client count, in 4 rounds with the shapes taking
+// b.N proposals per client count, in 8 rounds with the shapes taking
 // turns, so that every shape meets the same drift of the shared disk. It
 // reports each shape's proposals/s, p50 and p99, and both as ratios to the
 // floor (one single append with an expected sequence) of the same rounds.
@@ -67,7 +67,7 @@ func measureShapes(b *testing.B, tgt *ShapeTarget, c int) {
 		today := ProposalShapes()[2]
 		legs = append(legs, &shapeLeg{name: fmt.Sprintf("today, %d proposals an atomic batch", c), shape: today, workers: 1, per: c})
 	}
-	const rounds = 4
+	const rounds = 8
 	ctx := context.Background()
 	for r := 0; r < rounds; r++ {
 		for k := range legs {
