@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -115,5 +118,110 @@ func sortDurations(d []time.Duration) {
 		for j := i; j > 0 && d[j] < d[j-1]; j-- {
 			d[j], d[j-1] = d[j-1], d[j]
 		}
+	}
+}
+
+// BenchmarkClusterShapes measures the shapes that matter for scale-out on
+// a 3-node R3 cluster on loopback: 64 clients on one writer connection (one
+// replica), then split over two writers on two servers (two replicas), each
+// writer on subjects of its own (the ownership a partition gives) but
+// guarding the same tenant subjects. It reports each shape's proposals/s
+// with one and two writers and their ratio.
+//
+//	go test ./internal/bench -run '^$' -bench ClusterShapes -benchtime 1280x
+func BenchmarkClusterShapes(b *testing.B) {
+	ctx := context.Background()
+	g, err := StartGateway(b.TempDir(), true, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs, err := g.ProposalEvents(ctx)
+	g.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := StartRawCluster(b.TempDir(), 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	first, err := NewShapeTarget(ctx, c.Stores[0], c.Conns[0], evs, NewSealer().IDs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tgts := []*ShapeTarget{first, first.Beside(c.Stores[1], c.Conns[1])}
+	all := ProposalShapes()
+	today := all[2]
+	readGuards := StorageShape{Name: "today, guards read instead of guarded", Steps: slices.Clone(today.Steps)}
+	readGuards.Steps[0].GuardFirst = true
+	shapes := []StorageShape{all[0], today, readGuards, all[4], all[5]}
+	const clients, rounds = 64, 4
+	type leg struct {
+		name    string
+		shape   StorageShape
+		group   int
+		writers int
+		n       int
+		elapsed time.Duration
+		lat     []time.Duration
+		reads   atomic.Int64
+	}
+	var legs []*leg
+	for _, s := range shapes {
+		for _, w := range []int{1, 2} {
+			legs = append(legs, &leg{name: s.Name, shape: s, group: 1, writers: w})
+		}
+	}
+	for _, w := range []int{1, 2} {
+		legs = append(legs, &leg{name: "today, 32 proposals an atomic batch", shape: today, group: 32, writers: w})
+	}
+	for r := 0; r < rounds; r++ {
+		if r > 0 && b.N < rounds {
+			break
+		}
+		for k := range legs {
+			l := legs[(k+r)%len(legs)]
+			per := clients / l.writers / l.group
+			ops := max(b.N/rounds/l.group/l.writers, 1)
+			lats := make([][]time.Duration, l.writers)
+			els := make([]time.Duration, l.writers)
+			errs := make([]error, l.writers)
+			var wg sync.WaitGroup
+			for wr := 0; wr < l.writers; wr++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					lats[wr], els[wr], errs[wr] = RunN(ctx, per, ops, tgts[wr].ShapeOp(l.shape, per, l.group, &l.reads))
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				b.Fatalf("%s, %d writers: %v", l.name, l.writers, err)
+			}
+			for wr := range lats {
+				l.lat = append(l.lat, lats[wr]...)
+				l.n += len(lats[wr]) * l.group
+			}
+			l.elapsed += slices.Max(els)
+		}
+	}
+	var tab strings.Builder
+	fmt.Fprintf(&tab, "\n3-node R3, %d clients | writers | proposals/s | p50 ms | p99 ms | two writers / one\n", clients)
+	var one float64
+	for _, l := range legs {
+		slices.Sort(l.lat)
+		rate := float64(l.n) / l.elapsed.Seconds()
+		ratio := ""
+		if l.writers == 1 {
+			one = rate
+		} else {
+			ratio = fmt.Sprintf("%.2f", rate/one)
+		}
+		fmt.Fprintf(&tab, "%s | %d | %.0f | %.2f | %.2f | %s\n", l.name, l.writers, rate, ms(Quantile(l.lat, 0.5)), ms(Quantile(l.lat, 0.99)), ratio)
+		key := strings.NewReplacer(" ", "_", ":", "", ",", "", "'", "p", "(", "", ")", "", "+", "-").Replace(l.name)
+		b.ReportMetric(rate, fmt.Sprintf("%s-w%d/s", key, l.writers))
+	}
+	if b.N >= rounds {
+		fmt.Print(tab.String())
 	}
 }
