@@ -131,4 +131,3 @@ func (t *ShapeTarget) Beside(store *events.JetStore, nc *nats.Conn) *ShapeTarget
 	u.Store, u.Fast = store, events.NewFastPublisher(nc, events.StreamName)
 	return &u
 }
-
