@@ -2,9 +2,11 @@ package events_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/testenv"
@@ -154,5 +156,48 @@ func TestFastBatchesConcurrent(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestServerPipelinedAppends records what single appends sent together on
+// one connection, each waiting for nothing, give: the stream takes them in
+// publish order, each checked on its own, and a refused one stops nothing
+// after it (unlike a gap-fail fast batch). Each acknowledgement names its
+// own message's sequence.
+func TestServerPipelinedAppends(t *testing.T) {
+	srv := startServer(t, t.TempDir(), true)
+	nc, js := connect(t, srv)
+	ctx := testenv.Context(t)
+	if _, err := events.EnsureAppendOnly(ctx, js, jetstream.StreamConfig{Name: "PIPE", Subjects: []string{"pipe.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if ack := rawRequest(t, nc, "pipe.b", "b0"); ack.Error != nil || ack.Seq != 1 {
+		t.Fatal(ack)
+	}
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox + ".*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, m := range []*nats.Msg{fastMsg("pipe.a", "a1", 0), fastMsg("pipe.b", "b1", 0), fastMsg("pipe.c", "c1", 0)} {
+		m.Reply = fmt.Sprint(inbox, ".", k)
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acks := map[string]rawAck{}
+	for range 3 {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a rawAck
+		if err := json.Unmarshal(m.Data, &a); err != nil {
+			t.Fatal(err)
+		}
+		acks[m.Subject[len(inbox)+1:]] = a
+	}
+	if a, b, c := acks["0"], acks["1"], acks["2"]; a.Error != nil || a.Seq != 2 || b.Error == nil || b.Error.ErrCode != 10071 || c.Error != nil || c.Seq != 3 {
+		t.Fatalf("pipelined appends: a %v, b %v, c %v; want a at 2, b refused (10071), c at 3", a, b, c)
 	}
 }

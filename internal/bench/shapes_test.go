@@ -15,7 +15,8 @@ import (
 // BenchmarkStorageShapes measures a governed proposal's writes in every
 // storage shape of ProposalShapes (and today's atomic batches merged
 // across proposals, as group commit sends them), raw, on a durable
-// embedded server, at 1, 8 and 64 clients: the events are those a real
+// embedded server, at 1, 8 and 64 clients (and relaxed, at 1, to show what
+// the syncs cost): the events are those a real
 // proposal of the runtime appends (read back from one). Each shape runs
 // b.N proposals per client count, in 8 rounds with the shapes taking
 // turns, so that every shape meets the same drift of the shared disk. It
@@ -34,20 +35,29 @@ func BenchmarkStorageShapes(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n, err := StartNATS(b.TempDir(), true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.Close()
-	if err := AllowFast(ctx, n.JS, 1); err != nil {
-		b.Fatal(err)
-	}
-	tgt, err := NewShapeTarget(ctx, n.Store, n.NC, evs, n.Sealer.IDs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, c := range []int{1, 8, 64} {
-		b.Run(fmt.Sprint("c", c), func(b *testing.B) { measureShapes(b, tgt, c) })
+	for _, durable := range []bool{true, false} {
+		n, err := StartNATS(b.TempDir(), durable)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer n.Close()
+		if err := AllowFast(ctx, n.JS, 1); err != nil {
+			b.Fatal(err)
+		}
+		tgt, err := NewShapeTarget(ctx, n.Store, n.NC, evs, n.Sealer.IDs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []int{1, 8, 64} {
+			if !durable && c > 1 {
+				break // relaxed: only to show what the syncs cost a lone writer
+			}
+			prefix := ""
+			if !durable {
+				prefix = "relaxed-"
+			}
+			b.Run(fmt.Sprint(prefix, "c", c), func(b *testing.B) { measureShapes(b, tgt, c, Durability(durable)) })
+		}
 	}
 }
 
@@ -57,11 +67,11 @@ type shapeLeg struct {
 	shape        StorageShape
 	workers, per int // per: proposals per operation
 	lat          []time.Duration
-	elapsed      time.Duration
+	elapsed, cpu time.Duration
 	reads        atomic.Int64
 }
 
-func measureShapes(b *testing.B, tgt *ShapeTarget, c int) {
+func measureShapes(b *testing.B, tgt *ShapeTarget, c int, setting string) {
 	var legs []*shapeLeg
 	for _, s := range ProposalShapes() {
 		legs = append(legs, &shapeLeg{name: s.Name, shape: s, workers: c, per: 1})
@@ -82,7 +92,10 @@ func measureShapes(b *testing.B, tgt *ShapeTarget, c int) {
 			if r > 0 && b.N < rounds {
 				continue // -benchtime 1x: one proposal a shape
 			}
-			lat, el, err := RunN(ctx, l.workers, ops, tgt.ShapeOp(l.shape, l.workers, l.per, &l.reads))
+			op := tgt.ShapeOp(l.shape, l.workers, l.per, &l.reads)
+			cpu := cpuTime()
+			lat, el, err := RunN(ctx, l.workers, ops, op)
+			l.cpu += cpuTime() - cpu
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -93,13 +106,14 @@ func measureShapes(b *testing.B, tgt *ShapeTarget, c int) {
 	floor := legs[0]
 	rate := func(l *shapeLeg) float64 { return float64(len(l.lat)*l.per) / l.elapsed.Seconds() }
 	var tab strings.Builder
-	fmt.Fprintf(&tab, "\n%d clients | proposals/s | p50 ms | p99 ms | rate / floor | p50 / floor p50 | messages, durable trips | reads a proposal\n", c)
+	fmt.Fprintf(&tab, "\n%s, %d clients | proposals/s | p50 ms | p99 ms | rate / floor | p50 / floor p50 | messages, durable trips | reads a proposal | CPU ms a proposal (server and client)\n", setting, c)
 	for _, l := range legs {
 		sortDurations(l.lat)
 		msgs, trips := l.shape.Appends()
 		p50, p99 := Quantile(l.lat, 0.5), Quantile(l.lat, 0.99)
-		fmt.Fprintf(&tab, "%s | %.0f | %.2f | %.2f | %.3f | %.2f | %d, %d | %.1f\n", l.name, rate(l), ms(p50), ms(p99),
-			rate(l)/rate(floor), float64(p50)/float64(Quantile(floor.lat, 0.5)), msgs, trips, float64(l.reads.Load())/float64(len(l.lat)*l.per))
+		done := float64(len(l.lat) * l.per)
+		fmt.Fprintf(&tab, "%s | %.0f | %.2f | %.2f | %.3f | %.2f | %d, %d | %.1f | %.3f\n", l.name, rate(l), ms(p50), ms(p99),
+			rate(l)/rate(floor), float64(p50)/float64(Quantile(floor.lat, 0.5)), msgs, trips, float64(l.reads.Load())/done, ms(l.cpu)/done)
 		key := strings.NewReplacer(" ", "_", ":", "", ",", "", "'", "p", "(", "", ")", "", "+", "-").Replace(l.name)
 		b.ReportMetric(rate(l), key+"/s")
 		b.ReportMetric(ms(p50), key+"-p50-ms")
