@@ -34,6 +34,7 @@ const (
 	RoleRun                   // the run's budget
 	RoleControl               // the tenant's control subject (kill switch, enforcement domain): guarded, never written here
 	RoleIntegrity             // the tenant's integrity subject: guarded, never written here
+	RoleMarker                // a subject of the worker's whose messages carry a guard (Write.Guard)
 )
 
 // Mode is how one step's messages go to the server.
@@ -62,10 +63,15 @@ func (m Mode) String() string {
 }
 
 // Write is one event of a step: the proposal's event of type Event (its
-// bytes as the runtime stored them) on the subject of Role.
+// bytes as the runtime stored them) on the subject of Role. A write with a
+// Guard (fast batches only) is a marker: the server stores it only while the
+// guarded subject is at the sequence the decision read
+// (Nats-Expected-Last-Subject-Sequence-Subject), and in a gap-fail batch
+// nothing after a refused marker is stored.
 type Write struct {
 	Role  Role
 	Event string
+	Guard Role
 }
 
 // Step is one durable round trip of a proposal (or, Sequential, one per
@@ -172,6 +178,12 @@ func ProposalShapes() []StorageShape {
 			{Mode: Fast, Writes: []Write{w(RoleLedger, EvLedgerStarted), w(RoleOp, EvOpStarted)}},
 			{Mode: Fast, Writes: settle},
 		}},
+		{Name: "C, guards as stored markers first in the claim", Steps: []Step{
+			{Mode: Fast, Writes: append([]Write{{Role: RoleMarker, Event: EvRunConsumed, Guard: RoleControl},
+				{Role: RoleMarker, Event: EvRunConsumed, Guard: RoleIntegrity}}, claim...)},
+			{Mode: Fast, Writes: start},
+			{Mode: Fast, Writes: settle},
+		}},
 		{Name: "D: reservation and start as one event", Steps: []Step{
 			{Mode: Fast, Guards: guards, GuardFirst: true, Writes: claim},
 			{Mode: Fast, Writes: settle},
@@ -256,6 +268,7 @@ func NewShapeTarget(ctx context.Context, store *events.JetStore, nc *nats.Conn, 
 type shapeWorker struct {
 	runs    []string // one per proposal of a group
 	ledgers []string
+	marker  string
 	last    map[string]uint64 // known last sequences; absent = unknown (read before the next append)
 	guards  map[Role]uint64
 }
@@ -282,6 +295,7 @@ func (t *ShapeTarget) ShapeOp(shape StorageShape, workers, group int, reads *ato
 			s, _ := codec.Subject(Tenant, "shapeledger", fmt.Sprintf("%s-%d-%d", nonce, w, j))
 			sw.ledgers = append(sw.ledgers, s)
 		}
+		sw.marker, _ = codec.Subject(Tenant, "shapemarker", fmt.Sprintf("%s-%d", nonce, w))
 		ws[w] = sw
 	}
 	name := strings.NewReplacer(" ", "", ":", "", "'", "", ",", "", "(", "", ")", "", "+", "").Replace(shape.Name)
@@ -291,7 +305,7 @@ func (t *ShapeTarget) ShapeOp(shape StorageShape, workers, group int, reads *ato
 		first := rand.IntN(len(sw.ledgers))
 		for j := range subjs {
 			subj := map[Role]string{RoleRun: sw.runs[j], RoleLedger: sw.ledgers[(first+j)%len(sw.ledgers)],
-				RoleControl: t.Control, RoleIntegrity: t.Integrity}
+				RoleControl: t.Control, RoleIntegrity: t.Integrity, RoleMarker: sw.marker}
 			subj[RoleOp], _ = codec.Subject(Tenant, "shapeop", fmt.Sprintf("%s-%s-%d-%d-%d", name, nonce, w, i, j))
 			sw.last[subj[RoleOp]] = 0
 			subjs[j] = subj
@@ -330,7 +344,7 @@ func (t *ShapeTarget) step(ctx context.Context, sw *shapeWorker, subj map[Role]s
 	var unknown []string
 	for _, w := range st.Writes {
 		s := subj[w.Role]
-		if _, ok := sw.last[s]; !ok && !slices.Contains(unknown, s) {
+		if _, ok := sw.last[s]; !ok && w.Guard == 0 && !slices.Contains(unknown, s) {
 			unknown = append(unknown, s)
 		}
 	}
@@ -473,8 +487,13 @@ func (t *ShapeTarget) fast(ctx context.Context, sw *shapeWorker, subj map[Role]s
 		m := nats.NewMsg(s)
 		m.Data = raw
 		exp := strconv.FormatUint(sw.last[s], 10)
-		m.Header.Set("Nats-Expected-Last-Subject-Sequence", exp)
-		m.Header.Set("Ctx-Prev-Seq", exp)
+		if w.Guard != 0 {
+			m.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(sw.guards[w.Guard], 10))
+			m.Header.Set("Nats-Expected-Last-Subject-Sequence-Subject", subj[w.Guard])
+		} else {
+			m.Header.Set("Nats-Expected-Last-Subject-Sequence", exp)
+			m.Header.Set("Ctx-Prev-Seq", exp)
+		}
 		msgs[k] = m
 	}
 	r, err := t.Fast.Publish(ctx, msgs)
@@ -485,9 +504,12 @@ func (t *ShapeTarget) fast(ctx context.Context, sw *shapeWorker, subj map[Role]s
 		return fmt.Errorf("fast batch stored %d of %d: %v", r.Stored, len(msgs), r.Refused)
 	}
 	for k, w := range st.Writes {
-		if k == len(st.Writes)-1 {
+		switch {
+		case w.Guard != 0:
+			// a marker's subject is never expected
+		case k == len(st.Writes)-1:
 			sw.last[subj[w.Role]] = r.Seq
-		} else {
+		default:
 			delete(sw.last, subj[w.Role]) // not acknowledged: read before the next append
 		}
 	}
