@@ -31,6 +31,9 @@ func BenchmarkStorageShapes(b *testing.B) {
 		b.Fatal(err)
 	}
 	evs, err := g.ProposalEvents(ctx)
+	if err == nil {
+		err = checkToday(ctx, g)
+	}
 	g.Close()
 	if err != nil {
 		b.Fatal(err)
@@ -59,6 +62,33 @@ func BenchmarkStorageShapes(b *testing.B) {
 			b.Run(fmt.Sprint(prefix, "c", c), func(b *testing.B) { measureShapes(b, tgt, c, Durability(durable)) })
 		}
 	}
+}
+
+// checkToday fails when a proposal of the runtime no longer appends what
+// the "today" shape of ProposalShapes writes: its subjects' event counts,
+// append by append, as Gateway.ProposalShape reads them back.
+func checkToday(ctx context.Context, g *Gateway) error {
+	got, err := g.ProposalShape(ctx)
+	if err != nil {
+		return err
+	}
+	var want [][]int
+	for _, st := range ProposalShapes()[2].Steps {
+		var counts []int
+		var roles []Role
+		for _, w := range st.Writes {
+			if k := slices.Index(roles, w.Role); k >= 0 {
+				counts[k]++
+			} else {
+				roles, counts = append(roles, w.Role), append(counts, 1)
+			}
+		}
+		want = append(want, counts)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		return fmt.Errorf("a proposal appends %v events per subject, append by append; the today shape writes %v", got, want)
+	}
+	return nil
 }
 
 // shapeLeg is one shape measured at one client count.
