@@ -155,6 +155,7 @@ type Engine struct {
 	running bool
 	c       *committer
 	snapw   snapWriter
+	fresh   freshTails // the kept states of Fresh reads (Run)
 	// submitted counts transactions handed to the committer, not counting
 	// their resubmissions after a verification (tests).
 	submitted atomic.Uint64
@@ -278,43 +279,51 @@ func (e *Engine) Do(ctx context.Context, tx Tx) (Result, error) {
 	for i, b := range tx.Bind {
 		refs[i] = b.ref()
 	}
+	res, _, err := e.run(ctx, tx.Tenant, refs, txDecider{tx})
+	return res, err
+}
+
+// run decides d over refs as Do describes, and returns the result with the
+// decider's out of the decision that took effect (nil for exhausted
+// contention).
+func (e *Engine) run(ctx context.Context, tenant string, refs []Ref, d decider) (Result, any, error) {
 	subjects := make([]string, len(refs))
 	for i, r := range refs {
-		if err := checkRef(tx.Tenant, r); err != nil {
-			return Result{}, err
+		if err := checkRef(tenant, r); err != nil {
+			return Result{}, nil, err
 		}
 		subjects[i] = r.Subject
 	}
 	slices.Sort(subjects)
 	for i := 1; i < len(subjects); i++ {
 		if subjects[i] == subjects[i-1] {
-			return Result{}, fmt.Errorf("aggregates: subject %s appears twice in one transaction", subjects[i])
+			return Result{}, nil, fmt.Errorf("aggregates: subject %s appears twice in one transaction", subjects[i])
 		}
 	}
 	if len(refs) == 0 {
-		return Result{}, errors.New("aggregates: a transaction needs at least one ref")
+		return Result{}, nil, errors.New("aggregates: a transaction needs at least one ref")
 	}
-	t := &txn{ctx: ctx, tx: tx, refs: refs, ens: e.entriesFor(refs)}
+	t := &txn{ctx: ctx, tenant: tenant, dec: d, refs: refs, ens: e.entriesFor(refs)}
 	defer e.release(t.ens)
 	for {
 		r, err := e.submit(ctx, t)
 		if err != nil {
-			return Result{}, err
+			return Result{}, nil, err
 		}
 		if r.panicked != nil {
 			panic(r.panicked)
 		}
 		if r.err != nil {
-			return Result{}, r.err
+			return Result{}, nil, r.err
 		}
 		if r.verify {
 			if err := e.verify(ctx, refs, t.ens, r.check); err != nil {
-				return Result{}, err
+				return Result{}, nil, err
 			}
-			t = &txn{ctx: ctx, tx: tx, refs: refs, ens: t.ens, attempts: t.attempts, verified: true}
+			t = &txn{ctx: ctx, tenant: tenant, dec: d, refs: refs, ens: t.ens, attempts: t.attempts, verified: true}
 			continue
 		}
-		return r.res, nil
+		return r.res, r.out, nil
 	}
 }
 
@@ -349,7 +358,7 @@ func (e *Engine) verify(ctx context.Context, refs []Ref, ens []*entry, check []b
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
-			return err
+			return &UnavailableError{Err: err}
 		}
 		for i := range cur {
 			storeMax(&ens[i].minSeq, cur[i]) // refresh first if the store is ahead
@@ -464,7 +473,7 @@ func (e *Engine) submit(ctx context.Context, t *txn) (txResult, error) {
 		// The committer drops t if it has not decided it yet; otherwise
 		// its outcome is unknown to this caller, as with any append whose
 		// acknowledgement was not awaited.
-		return txResult{}, ctx.Err()
+		return txResult{}, &UnavailableError{Err: ctx.Err()}
 	}
 }
 
