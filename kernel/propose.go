@@ -344,6 +344,7 @@ func (p *proposal) decide(s ProposeState) Effects {
 		return p.refuseUnbound(p.unbound, in.Body)
 	}
 	op, run, ctl := orNew(s.Op), orNew(s.Run), s.Control
+	s.Ledgers = p.named(s.Ledgers)
 	opKey := KeyOperation(w.RunID, w.OperationKey)
 
 	// 2 and 5 (the checks that need no write, the pins and windows), made
@@ -479,6 +480,22 @@ func (p *proposal) decide(s ProposeState) Effects {
 	eff.Dispatch = &Dispatch{Operation: opKey, OperationID: in.OperationID, AttemptID: in.AttemptID, Generation: 1, CapabilityID: w.CapabilityID,
 		Arguments: p.canon, Holds: bound, Controls: controls, Gate: controls.EvidenceGate}
 	return eff
+}
+
+// named returns the ledgers of ledgers that the step's reads name: the
+// step decides on what it read, never on a ledger it did not name (a
+// replaced guarantee's this runtime does not know of is refused, not
+// counted).
+func (p *proposal) named(ledgers map[LedgerKey]*Ledger) map[LedgerKey]*Ledger {
+	out := make(map[LedgerKey]*Ledger, len(ledgers))
+	for _, r := range p.reads {
+		if r.Key.Kind == KindLedger {
+			if l := ledgers[r.Key.Ledger()]; l != nil {
+				out[r.Key.Ledger()] = l
+			}
+		}
+	}
+	return out
 }
 
 // checkControls runs the checks of the capability's controls, in order:
