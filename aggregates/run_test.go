@@ -308,7 +308,9 @@ func TestRunContended(t *testing.T) {
 // runner refuses rather than store.
 type guardAppendStep struct{ oneEventStep }
 
-func (s guardAppendStep) Reads() kernel.Reads { return kernel.Reads{{Key: s.key, Access: kernel.Guard}} }
+func (s guardAppendStep) Reads() kernel.Reads {
+	return kernel.Reads{{Key: s.key, Access: kernel.Guard}}
+}
 
 // TestRunRefusesAnAppendItDoesNotRead: effects that append to a key the
 // step does not read for writing are an error, and nothing is stored.
