@@ -355,7 +355,7 @@ func (c *committer) decide(t *txn) {
 	for i, en := range t.ens {
 		states[i] = en.state
 	}
-	evs, refusal, out, err, panicked := callDecide(t.dec, states)
+	evs, refusal, out, panicked, err := callDecide(t.dec, states)
 	if panicked != nil {
 		c.finish(t, txResult{panicked: panicked})
 		return
@@ -456,14 +456,14 @@ func (c *committer) decide(t *txn) {
 	go func(d int) { c.sealDone <- seal(d) }(t.decision)
 }
 
-func callDecide(d decider, s []State) (evs [][]kernel.Event, r *kernel.Refusal, out any, err error, panicked any) {
+func callDecide(d decider, s []State) (evs [][]kernel.Event, r *kernel.Refusal, out any, panicked any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = p
 		}
 	}()
 	evs, r, out, err = d.decide(s)
-	return evs, r, out, err, nil
+	return evs, r, out, nil, err
 }
 
 func callFolded(d decider) (panicked any) {

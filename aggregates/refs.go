@@ -23,15 +23,10 @@ func ExposureWindowRef(tenant, guaranteeID, resource, window string) (Ref, error
 	return Ref{
 		Subject: subject,
 		New:     func() State { return &kernel.Ledger{} },
-		Check: func(ev kernel.Event) error {
-			// Long resource ids share a hashed token only with negligible
-			// probability; the body carries the full id, so a collision is
-			// caught here instead of merging two ledgers.
-			if r, ok := ev.(kernel.ExposureReserved); ok && (r.Resource != resource || r.GuaranteeID != guaranteeID || r.Window != window) {
-				return fmt.Errorf("reservation for %q/%q on the subject of %q/%q", r.GuaranteeID, r.Resource, guaranteeID, resource)
-			}
-			return nil
-		},
+		// Long resource ids share a hashed token only with negligible
+		// probability; the body carries the full id, so a collision is
+		// caught instead of merging two ledgers.
+		Check:    kernel.LedgerKey{GuaranteeID: guaranteeID, Resource: resource, Window: window}.Key().Check,
 		Snapshot: true,
 		CheckState: func(s State) error {
 			// A snapshot must be of this very ledger (or of an empty one).

@@ -71,7 +71,7 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 	if in.Claimant != "" {
 		cl := DecideClaim(op, in.Claimant)
 		if cl.Refusal != nil {
-			return settled(op, s.Ledgers, in, Effects{Refusal: cl.Refusal})
+			return settled(op, s.Ledgers, nil, in, Effects{Refusal: cl.Refusal})
 		}
 		eff.put(in.Operation, cl.Events...)
 		gen = op.Generation + 1
@@ -80,7 +80,7 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 		if r.Code == CodeExecutorFenced {
 			eff.Incidents = []Incident{{Kind: string(CodeExecutorFenced), AttemptID: in.AttemptID, Code: r.Code, Reason: r.Reason}}
 		}
-		return settled(op, s.Ledgers, in, eff)
+		return settled(op, s.Ledgers, nil, in, eff)
 	}
 	claim := eff.Append[in.Operation]
 	eff = Effects{}
@@ -103,19 +103,19 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 				in.AttemptID, inc.Sealed, in.Outcome, in.Source)
 		}
 		eff.Incidents = []Incident{{Kind: string(CodeObservationContradictsSeal), AttemptID: in.AttemptID, Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}}
-		return settled(op, s.Ledgers, in, eff)
+		return settled(op, s.Ledgers, nil, in, eff)
 	}
 	if _, sealed := op.Sealed(in.AttemptID); sealed && eff.Refusal == nil {
-		return settled(op, s.Ledgers, in, Effects{}) // repeats and non-definitive reports after a seal change nothing
+		return settled(op, s.Ledgers, nil, in, Effects{}) // repeats and non-definitive reports after a seal change nothing
 	}
 	if eff.Refusal != nil {
-		return settled(op, s.Ledgers, in, eff) // incidents only; the operation is unchanged
+		return settled(op, s.Ledgers, nil, in, eff) // incidents only; the operation is unchanged
 	}
 	if n == 0 && len(in.Holds) > 0 {
-		return settled(op, s.Ledgers, in, Effects{}) // the same report again
+		return settled(op, s.Ledgers, nil, in, Effects{}) // the same report again
 	}
 	if a, ok := op.Current(); ok && a.AttemptID == in.AttemptID && a.Outcome == in.Outcome && len(in.Holds) == 0 {
-		return settled(op, s.Ledgers, in, Effects{})
+		return settled(op, s.Ledgers, nil, in, Effects{})
 	}
 	after := previewLedgers(s.Ledgers, eff)
 	var holds []GuaranteeHold
@@ -130,13 +130,17 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 	eff.put(in.Operation, append(claim, OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: in.Outcome, Source: in.Source},
 		DecisionRecorded{OperationID: op.OperationID, Principal: op.Principal, RunID: op.RunID, CapabilityID: op.CapabilityID,
 			ActionDigest: op.ActionDigest, AttemptID: in.AttemptID, Status: in.Outcome.Status(), Reason: in.Source + ": " + in.Ref, Controls: ctl})...)
-	return settled(op, s.Ledgers, in, eff)
+	return settled(op, s.Ledgers, after, in, eff)
 }
 
 // settled completes a settlement's effects with its reply: the operation's
 // status once they apply, the balances of its holds, the refusal if any.
-func settled(op *Operation, ledgers map[LedgerKey]*Ledger, in SettleInput, eff Effects) Effects {
-	eff.Reply = statusOf(op.after(eff.Append[in.Operation]), holdsOf(in.Holds, previewLedgers(ledgers, eff)))
+// after, when not nil, is the ledgers once the effects apply.
+func settled(op *Operation, ledgers, after map[LedgerKey]*Ledger, in SettleInput, eff Effects) Effects {
+	if after == nil {
+		after = previewLedgers(ledgers, eff)
+	}
+	eff.Reply = statusOf(op.after(eff.Append[in.Operation]), holdsOf(in.Holds, after))
 	if eff.Refusal != nil {
 		eff.Reply.Code, eff.Reply.Reason = eff.Refusal.Code, eff.Refusal.Reason
 	}

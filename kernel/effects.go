@@ -58,16 +58,6 @@ type Effects struct {
 // Events returns the events Effects appends to k.
 func (e Effects) Events(k Key) []Event { return e.Append[k] }
 
-// appends reports whether the effects append anything.
-func (e Effects) appends() bool {
-	for _, evs := range e.Append {
-		if len(evs) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // put adds events to append to k.
 func (e *Effects) put(k Key, evs ...Event) {
 	if len(evs) == 0 {

@@ -347,25 +347,8 @@ func (p *proposal) decide(s ProposeState) Effects {
 	s.Ledgers = p.named(s.Ledgers)
 	opKey := KeyOperation(w.RunID, w.OperationKey)
 
-	// 2 and 5 (the checks that need no write, the pins and windows), made
-	// before the operation is opened and recorded with it; their order is
-	// the order of the refusal.
-	controls := Controls{ApprovalID: w.ApprovalID, Executor: in.Executor, CapabilityVersion: p.cap.Version, Risk: p.cap.Risk,
-		PolicyDigest: p.cap.CompiledPolicy().Digest()}
-	var refusal *Refusal
-	var runAmount int64
-	switch {
-	case p.cap.Breaker.Threshold > 0 && s.Breaker != nil && s.Breaker.Open:
-		refusal = breakerRefusal(p.cap.ID, s.Breaker.Trip)
-	case p.argRefusal != nil:
-		refusal = p.argRefusal
-	default:
-		refusal, runAmount = p.checkControls(s, &controls)
-	}
-	var holds []Hold
-	if refusal == nil {
-		holds, refusal = p.holds, p.holdRefusal
-	}
+	// 2. The action digest: bound when the proposal was prepared (over
+	// the canonical arguments, or the body when they are refused).
 
 	// 3. The operation.
 	opened := OperationOpened{OperationID: in.OperationID, Principal: in.Principal, RunID: w.RunID, OperationKey: w.OperationKey,
@@ -375,18 +358,27 @@ func (p *proposal) decide(s ProposeState) Effects {
 		return p.refuseUnbound(open.Refusal, p.canon)
 	}
 	if kind == OpenExisting {
-		return Effects{Reply: statusOf(op, holdsOf(holds, s.Ledgers))}
+		c := p.check(s)
+		return Effects{Reply: statusOf(op, holdsOf(c.holds, s.Ledgers))}
 	}
 	var eff Effects
 	eff.put(opKey, open.Events...)
 	runBudget := run.Describe()
 
 	// 4. The kill switch and the log's integrity.
+	var refusal *Refusal
 	if ctl != nil && ctl.Engaged {
 		refusal = refuse(CodeKillSwitchEngaged, "the tenant's kill switch is engaged")
-	} else if r := CheckLogIntegrity(s.Integrity, in.Witness); r != nil {
-		refusal = r
+	} else {
+		refusal = CheckLogIntegrity(s.Integrity, in.Witness)
 	}
+
+	// 5. The capability's controls, then the pins and windows.
+	c := p.check(s)
+	if refusal == nil {
+		refusal = c.refusal
+	}
+	controls, holds := c.controls, c.holds
 
 	// 6. The enforcement domain; each hold under the latest version of its
 	// guarantee, with the exposure the guarantees it replaces carry.
@@ -420,7 +412,7 @@ func (p *proposal) decide(s ProposeState) Effects {
 	// 8. The run budget.
 	if refusal == nil {
 		rd := DecideConsume(run, ConsumeRun{RunID: w.RunID, Principal: in.Principal, OperationID: in.OperationID, AttemptID: in.AttemptID,
-			Amount: runAmount, AllowUnadmitted: p.tenant.AllowUnadmitted})
+			Amount: c.runAmount, AllowUnadmitted: p.tenant.AllowUnadmitted})
 		refusal = rd.Refusal
 		if refusal == nil {
 			eff.put(KeyRun(w.RunID), rd.Events...)
@@ -475,7 +467,7 @@ func (p *proposal) decide(s ProposeState) Effects {
 	}
 	eff.put(opKey, OperationReserved{AttemptID: in.AttemptID, Generation: 1, Holds: refs},
 		OperationDispatchStarted{AttemptID: in.AttemptID, Generation: 1})
-	eff.Reply = statusOf(foldNew[Operation](eff.Append[opKey]), holdsOf(bound, previewLedgers(s.Ledgers, eff)))
+	eff.Reply = statusOf(foldNew[Operation](eff.Append[opKey]), holdsOf(bound, reserved(s.Ledgers, bound, in.Now)))
 	eff.Reply.Gate = controls.EvidenceGate
 	eff.Dispatch = &Dispatch{Operation: opKey, OperationID: in.OperationID, AttemptID: in.AttemptID, Generation: 1, CapabilityID: w.CapabilityID,
 		Arguments: p.canon, Holds: bound, Controls: controls, Gate: controls.EvidenceGate}
@@ -496,6 +488,33 @@ func (p *proposal) named(ledgers map[LedgerKey]*Ledger) map[LedgerKey]*Ledger {
 		}
 	}
 	return out
+}
+
+// checked is what the checks of step 5 found.
+type checked struct {
+	refusal   *Refusal
+	controls  Controls // the controls of the decision as far as they know them
+	holds     []Hold   // the holds bound when nothing refused before the pins
+	runAmount int64
+}
+
+// check runs step 5: the capability's breaker, the arguments, its
+// controls (checkControls), then the pins and windows of its guarantees.
+func (p *proposal) check(s ProposeState) checked {
+	c := checked{controls: Controls{ApprovalID: p.wire.ApprovalID, Executor: p.in.Executor, CapabilityVersion: p.cap.Version, Risk: p.cap.Risk,
+		PolicyDigest: p.cap.CompiledPolicy().Digest()}}
+	switch {
+	case p.cap.Breaker.Threshold > 0 && s.Breaker != nil && s.Breaker.Open:
+		c.refusal = breakerRefusal(p.cap.ID, s.Breaker.Trip)
+	case p.argRefusal != nil:
+		c.refusal = p.argRefusal
+	default:
+		c.refusal, c.runAmount = p.checkControls(s, &c.controls)
+	}
+	if c.refusal == nil {
+		c.holds, c.refusal = p.holds, p.holdRefusal
+	}
+	return c
 }
 
 // checkControls runs the checks of the capability's controls, in order:
@@ -577,6 +596,22 @@ func holdsOf(holds []Hold, ledgers map[LedgerKey]*Ledger) []GuaranteeHold {
 		bal.Carried = h.Carried
 		bal.Available -= h.Carried
 		out = append(out, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount, Balance: bal})
+	}
+	return out
+}
+
+// reserved returns the ledgers' balances once every hold is reserved at
+// now, without copying a ledger's receipts (a hot ledger lists a thousand):
+// each held ledger's committed amount as the reservation counts it (what a
+// rolling window still holds at now) and its held amount with the hold's.
+func reserved(ledgers map[LedgerKey]*Ledger, holds []Hold, now time.Time) map[LedgerKey]*Ledger {
+	out := make(map[LedgerKey]*Ledger, len(ledgers))
+	for k, l := range ledgers {
+		out[k] = l
+	}
+	for _, h := range holds {
+		l := orNew(ledgers[h.ledgerKey()])
+		out[h.ledgerKey()] = &Ledger{Committed: l.CommittedAt(now), Held: l.Held + h.Amount}
 	}
 	return out
 }
