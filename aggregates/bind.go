@@ -132,3 +132,27 @@ func (b *entryOf[K, T, PT]) ref() Ref               { return b.r }
 func (b *entryOf[K, T, PT]) set(s State)            { (*b.states)[b.key] = s.(PT) }
 func (b *entryOf[K, T, PT]) guarded() bool          { return false }
 func (b *entryOf[K, T, PT]) events() []kernel.Event { return nil }
+
+// txDecider decides a Tx: it writes each subject's state into its bound
+// field, calls Decide and reads the bound events fields.
+type txDecider struct{ tx Tx }
+
+func (d txDecider) decide(states []State) ([][]kernel.Event, *kernel.Refusal, any, error) {
+	for i, b := range d.tx.Bind {
+		b.set(states[i])
+	}
+	r := d.tx.Decide()
+	evs := make([][]kernel.Event, len(d.tx.Bind))
+	for i, b := range d.tx.Bind {
+		evs[i] = b.events()
+	}
+	return evs, r, nil, nil
+}
+
+func (d txDecider) guarded(i int) bool { return d.tx.Bind[i].guarded() }
+
+func (d txDecider) folded() {
+	if d.tx.Done != nil {
+		d.tx.Done()
+	}
+}

@@ -37,14 +37,16 @@ import (
 
 // txn is one Do call inside the committer.
 type txn struct {
-	ctx  context.Context
-	tx   Tx
-	refs []Ref // the bound subjects, in the order of tx.Bind and ens
-	ens  []*entry
+	ctx    context.Context
+	tenant string
+	dec    decider
+	refs   []Ref // the subjects it decides on, in the order of the decider's states and ens
+	ens    []*entry
 
 	// set by the committer
 	evs      [][]kernel.Event
 	refusal  *kernel.Refusal
+	out      any // what the last decision gave its caller besides its events
 	nevents  int
 	decision int // bumped on each decision; stale seal results are ignored
 	envs     [][]codec.Envelope
@@ -65,10 +67,25 @@ type guardRead struct {
 	seq uint64
 }
 
-func (t *txn) guarded(i int) bool { return t.tx.Bind[i].guarded() }
+func (t *txn) guarded(i int) bool { return t.dec.guarded(i) }
+
+// decider is what the committer decides: a Tx of bound closures, or a
+// kernel step (Engine.Run).
+type decider interface {
+	// decide decides on the states of the refs, in their order: the
+	// events per ref, the refusal, what the caller gets besides, or an
+	// error that fails the transaction. It may be called again after a
+	// conflict, and runs on the committer goroutine.
+	decide(states []State) (evs [][]kernel.Event, refusal *kernel.Refusal, out any, err error)
+	// guarded reports whether ref i is read only and guarded (Guard).
+	guarded(i int) bool
+	// folded is called once the decision is folded into the states.
+	folded()
+}
 
 type txResult struct {
 	res      Result
+	out      any // the decider's out of the decision that took effect
 	err      error
 	panicked any
 	// verify asks the caller to check the store's last sequences of the
@@ -285,7 +302,7 @@ func (c *committer) decideReady() {
 			continue
 		}
 		if err := t.ctx.Err(); err != nil {
-			c.finish(t, txResult{err: err})
+			c.finish(t, txResult{err: &UnavailableError{Err: err}})
 			continue
 		}
 		ready := true
@@ -339,9 +356,13 @@ func (c *committer) decide(t *txn) {
 	for i, en := range t.ens {
 		states[i] = en.state
 	}
-	evs, refusal, panicked := callDecide(t.tx, states)
+	evs, refusal, out, panicked, err := callDecide(t.dec, states)
 	if panicked != nil {
 		c.finish(t, txResult{panicked: panicked})
+		return
+	}
+	if err != nil {
+		c.finish(t, txResult{err: err})
 		return
 	}
 	if evs != nil && len(evs) != len(t.ens) {
@@ -377,16 +398,14 @@ func (c *committer) decide(t *txn) {
 			}
 		}
 	}
-	if t.tx.Done != nil {
-		if p := callDone(t.tx.Done); p != nil {
-			for _, en := range t.ens {
-				en.forget.Store(true)
-			}
-			c.finish(t, txResult{panicked: p})
-			return
+	if p := callFolded(t.dec); p != nil {
+		for _, en := range t.ens {
+			en.forget.Store(true)
 		}
+		c.finish(t, txResult{panicked: p})
+		return
 	}
-	t.evs, t.refusal, t.nevents = evs, refusal, countEvents(evs)
+	t.evs, t.refusal, t.out, t.nevents = evs, refusal, out, countEvents(evs)
 	t.read = t.read[:0]
 	for i, en := range t.ens {
 		if t.guarded(i) {
@@ -401,7 +420,7 @@ func (c *committer) decide(t *txn) {
 	}
 	if t.nevents == 0 && idle {
 		// Nothing to append and nothing undecided under it: done now.
-		c.finish(t, txResult{res: Result{Refusal: refusal}})
+		c.finish(t, txResult{res: Result{Refusal: refusal}, out: out})
 		return
 	}
 	t.decision++
@@ -427,7 +446,7 @@ func (c *committer) decide(t *txn) {
 	t.sealed = false
 	c.seals++
 	seal := func(d int) sealResult {
-		envs, err := c.e.Sealer.SealBySubject(t.tx.Tenant, evs)
+		envs, err := c.e.Sealer.SealBySubject(t.tenant, evs)
 		return sealResult{t: t, decision: d, envs: envs, err: err}
 	}
 	if c.e.Driver != nil {
@@ -438,26 +457,19 @@ func (c *committer) decide(t *txn) {
 	go func(d int) { c.sealDone <- seal(d) }(t.decision)
 }
 
-func callDecide(tx Tx, s []State) (evs [][]kernel.Event, r *kernel.Refusal, panicked any) {
+func callDecide(d decider, s []State) (evs [][]kernel.Event, r *kernel.Refusal, out any, panicked any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = p
 		}
 	}()
-	for i, b := range tx.Bind {
-		b.set(s[i])
-	}
-	r = tx.Decide()
-	evs = make([][]kernel.Event, len(tx.Bind))
-	for i, b := range tx.Bind {
-		evs[i] = b.events()
-	}
-	return evs, r, nil
+	evs, r, out, err = d.decide(s)
+	return evs, r, out, nil, err
 }
 
-func callDone(f func()) (panicked any) {
+func callFolded(d decider) (panicked any) {
 	defer func() { panicked = recover() }()
-	f()
+	d.folded()
 	return nil
 }
 
@@ -827,6 +839,10 @@ func (e *Engine) appendItems(items []events.AppendItem) ([]uint64, error) {
 	}
 	e.stats.batches.Add(1)
 	if err != nil {
+		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrInvalidAppend) && !errors.Is(err, events.ErrEventIDReused) {
+			// Not answered after the retries: the outcome is unknown.
+			err = &UnavailableError{Err: err}
+		}
 		return nil, err
 	}
 	if len(got) != len(items) {
@@ -959,7 +975,7 @@ func (c *committer) committed(r batchResult) {
 			envs := t.envs[s.ref]
 			e.putSnapshot(t.ens[s.ref].subject, seqs[s.ref], envs[len(envs)-1].EventID, s.data)
 		}
-		c.finish(t, txResult{res: Result{Refusal: t.refusal}})
+		c.finish(t, txResult{res: Result{Refusal: t.refusal}, out: t.out})
 	}
 }
 
@@ -1031,7 +1047,7 @@ func (c *committer) rollback(bad []*entry, involved []*txn, fail map[*txn]error,
 		}
 		t.dirty = false
 		t.decision++
-		t.sealed, t.sealErr, t.envs, t.snaps, t.evs = false, nil, nil, nil, nil
+		t.sealed, t.sealErr, t.envs, t.snaps, t.evs, t.out = false, nil, nil, nil, nil, nil
 		for _, en := range t.ens {
 			en.pending--
 		}
@@ -1075,7 +1091,7 @@ func (c *committer) contention(t *txn) {
 		subs[i] = r.Subject
 	}
 	if c.e.OnContention != nil {
-		c.e.OnContention(t.tx.Tenant, subs)
+		c.e.OnContention(t.tenant, subs)
 	}
 	c.finish(t, txResult{res: Result{Refusal: &kernel.Refusal{Code: wire.CodeContention,
 		Reason: fmt.Sprintf("gave up after %d conflicting attempts; nothing was reserved or dispatched", c.maxAttempts())}}})
@@ -1168,7 +1184,7 @@ func (e *Engine) load(ctx context.Context, ref Ref, base State, from uint64, sin
 func (e *Engine) fold(ctx context.Context, ref Ref, st State, fromSeq, seq uint64) (uint64, int, string, error) {
 	tail, err := e.Store.Read(ctx, ref.Subject, fromSeq)
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, "", readError(ref.Subject, err)
 	}
 	last := ""
 	for _, s := range tail {
@@ -1190,7 +1206,7 @@ func foldOne(ref Ref, st State, s events.Stored) error {
 		err = st.Apply(ev)
 	}
 	if err != nil {
-		return fmt.Errorf("aggregates: %s seq %d: %w", ref.Subject, s.Seq, err)
+		return &StoredEventError{Subject: ref.Subject, Seq: s.Seq, Err: err}
 	}
 	return nil
 }

@@ -23,15 +23,10 @@ func ExposureWindowRef(tenant, guaranteeID, resource, window string) (Ref, error
 	return Ref{
 		Subject: subject,
 		New:     func() State { return &kernel.Ledger{} },
-		Check: func(ev kernel.Event) error {
-			// Long resource ids share a hashed token only with negligible
-			// probability; the body carries the full id, so a collision is
-			// caught here instead of merging two ledgers.
-			if r, ok := ev.(kernel.ExposureReserved); ok && (r.Resource != resource || r.GuaranteeID != guaranteeID || r.Window != window) {
-				return fmt.Errorf("reservation for %q/%q on the subject of %q/%q", r.GuaranteeID, r.Resource, guaranteeID, resource)
-			}
-			return nil
-		},
+		// Long resource ids share a hashed token only with negligible
+		// probability; the body carries the full id, so a collision is
+		// caught instead of merging two ledgers.
+		Check:    kernel.LedgerKey{GuaranteeID: guaranteeID, Resource: resource, Window: window}.Key().Check,
 		Snapshot: true,
 		CheckState: func(s State) error {
 			// A snapshot must be of this very ledger (or of an empty one).
@@ -122,4 +117,62 @@ func (e *Engine) pin(ctx context.Context, tenant, guaranteeID string, decide fun
 		Decide: func() *kernel.Refusal { d = decide(st); return d.Refusal },
 	})
 	return res.Refusal, err
+}
+
+// RefOf is the subject of a kernel key of tenant, with how to make its
+// state and check its events (kernel.Key.New, kernel.Key.Check). Every
+// subject is the one the runtime has always stored the kind under:
+//
+//	operation  ctx.ev.<tenant>.operation.<run>.<operation key>
+//	run        ctx.ev.<tenant>.run.<run>
+//	approval   ctx.ev.<tenant>.approval.<approval id>
+//	evidence   ctx.ev.<tenant>.evidence.<ref>
+//	ledger     ctx.ev.<tenant>.exposure.<guarantee>.<resource token>[.<window>]
+//	control    ctx.ev.<tenant>.control
+//	integrity  ctx.ev.<tenant>.integrity
+//	authority  ctx.ev.<tenant>.authority
+//	breaker    ctx.ev.<tenant>.breaker.<capability>
+//	refusals   ctx.ev.<tenant>.refusal.<principal>
+//	pin        ctx.ev.<tenant>.guarantee.<guarantee>
+//
+// (each <...> but the guarantee and the window a codec.KeyToken).
+func RefOf(tenant string, k kernel.Key) (Ref, error) {
+	if k.Kind == kernel.KindLedger {
+		return ExposureWindowRef(tenant, k.ID, k.Sub, k.Window)
+	}
+	var subject string
+	var err error
+	switch k.Kind {
+	case kernel.KindOperation:
+		subject, err = codec.Subject(tenant, "operation", k.ID, k.Sub)
+	case kernel.KindRun:
+		subject, err = codec.Subject(tenant, "run", k.ID)
+	case kernel.KindApproval:
+		subject, err = codec.Subject(tenant, "approval", k.ID)
+	case kernel.KindEvidence:
+		subject, err = codec.Subject(tenant, "evidence", k.ID)
+	case kernel.KindControl:
+		subject, err = codec.Subject(tenant, "control")
+	case kernel.KindIntegrity:
+		subject, err = codec.Subject(tenant, "integrity")
+	case kernel.KindAuthority:
+		subject, err = codec.Subject(tenant, "authority")
+	case kernel.KindBreaker:
+		subject, err = codec.Subject(tenant, "breaker", k.ID)
+	case kernel.KindRefusals:
+		subject, err = codec.Subject(tenant, "refusal", k.ID)
+	case kernel.KindPin:
+		subject, err = codec.Subject(tenant, "guarantee", k.ID)
+	default:
+		return Ref{}, fmt.Errorf("aggregates: key of an invalid kind: %v", k)
+	}
+	if err != nil {
+		return Ref{}, err
+	}
+	ref := Ref{Subject: subject, New: func() State { return k.New() }}
+	switch k.Kind {
+	case kernel.KindApproval, kernel.KindRun, kernel.KindEvidence:
+		ref.Check = k.Check
+	}
+	return ref, nil
 }

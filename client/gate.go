@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
 )
 
 // The evidence gate of a decision, as the kernel decides it (docs/context.md,
@@ -13,12 +13,12 @@ type (
 	// EvidenceGate is the proof obligation of the capability's decision:
 	// required, satisfied and unresolved obligations, the conflicts naming
 	// them, the sufficiency and whether commit is allowed.
-	EvidenceGate = kernel.EvidenceGate
+	EvidenceGate = wire.EvidenceGate
 	// EvidenceConflictMarker is a conflict between evidence refs over
 	// some requirements, unresolved or resolved.
-	EvidenceConflictMarker = kernel.EvidenceConflictMarker
+	EvidenceConflictMarker = wire.EvidenceConflictMarker
 	// ConflictResolution is how a resolved conflict was resolved.
-	ConflictResolution = kernel.ConflictResolution
+	ConflictResolution = wire.ConflictResolution
 )
 
 // DecisionGate decodes the evidence gate a decision carries: nil when the

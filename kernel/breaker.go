@@ -132,3 +132,70 @@ func init() {
 	register[BreakerTripped](TypeBreakerTripped)
 	register[BreakerReset](TypeBreakerReset)
 }
+
+// FailureInput is what a dispatch of a capability reported, as its
+// breaker counts it: the outcome and the adapter's failure kind (a
+// transport error, a timeout, a 5xx; "" for none), with the capability's
+// rule and the failures this runtime saw before (the runtime keeps its
+// window between calls; it is not in the stream).
+type FailureInput struct {
+	CapabilityID string
+	Rule         BreakerRule
+	Window       FailureWindow
+	Outcome      Outcome
+	Failure      string
+	Reason       string    // what the provider said
+	At           time.Time // when the dispatch returned
+}
+
+// BreakerState is what a failure reads: the capability's breaker subject.
+type BreakerState struct {
+	Breaker *Breaker
+}
+
+// Failed reports whether the dispatch failed as a breaker counts it: an
+// unknown outcome or any failure the adapter met.
+func (in FailureInput) Failed() bool {
+	return in.Rule.Threshold > 0 && (in.Failure != "" || in.Outcome == OutcomeUnknown)
+}
+
+// FailureReads names what a failure reads: the capability's breaker, when
+// the dispatch failed and the capability declares a breaker; nothing
+// otherwise (the step then decides nothing).
+func FailureReads(in FailureInput) Reads {
+	if !in.Failed() {
+		return nil
+	}
+	return Reads{{Key: KeyBreaker(in.CapabilityID), Access: Write}}
+}
+
+// FailureStep counts a failed dispatch against its capability's breaker
+// (DecideBreaker) and, when the rule says so, trips it: the trip, with the
+// figures, is appended to the breaker's subject, which every replica reads
+// before it decides a proposal of the capability. A breaker already open
+// stays as it is. Effects.Window is the window the runtime keeps.
+func FailureStep(s BreakerState, in FailureInput) Effects {
+	if !in.Failed() {
+		return Effects{}
+	}
+	b := orNew(s.Breaker)
+	w, trip := DecideBreaker(in.Window, in.Rule, b.Open, BreakerFailure{CapabilityID: in.CapabilityID, At: in.At, Reason: in.Reason})
+	eff := Effects{Window: &w}
+	if trip != nil {
+		eff.put(KeyBreaker(in.CapabilityID), DecideBreakerTrip(b, *trip)...)
+	}
+	return eff
+}
+
+// Step returns the failure as a runtime drives it.
+func (in FailureInput) Step() Step { return failureStep(in) }
+
+type failureStep FailureInput
+
+func (s failureStep) Reads() Reads { return FailureReads(FailureInput(s)) }
+
+func (s failureStep) Decide(l Loaded) Effects {
+	return FailureStep(BreakerState{Breaker: loaded[Breaker](l, KeyBreaker(s.CapabilityID))}, FailureInput(s))
+}
+
+func (s failureStep) Contended(r *Refusal) Effects { return Effects{Refusal: r} }

@@ -348,7 +348,7 @@ func checkExpectations(t *testing.T, name string, got CompiledContext) {
 		t.Errorf("issue_refund exposure %+v, want dispatch_allowed=%v", got.Tools, exp.dispatch)
 	}
 	// Invariants that hold for every output.
-	if got.Gate.Refusal() == nil != got.Gate.CommitAllowed {
+	if GateRefusal(got.Gate) == nil != got.Gate.CommitAllowed {
 		t.Errorf("Refusal() disagrees with commit_allowed")
 	}
 	for _, rs := range got.Requirements {
@@ -409,7 +409,7 @@ func TestContextSeedConflictBothWays(t *testing.T) {
 		len(g.Conflicts) != 1 || g.Conflicts[0].ConflictID != seedID || g.Conflicts[0].Status != ConflictUnresolved {
 		t.Fatalf("unresolved gate = %+v", g)
 	}
-	if r := g.Refusal(); r == nil || r.Code != wire.CodeEvidenceInsufficient {
+	if r := GateRefusal(g); r == nil || r.Code != wire.CodeEvidenceInsufficient {
 		t.Fatalf("refusal = %v", r)
 	}
 

@@ -1,28 +1,44 @@
-// Package kernel holds every rule of the ledger, once, as pure steps over
-// named states: the exposure ledger of one resource and its receipts,
-// guarantee definitions and their pins, amounts, pointers and resource
-// forms, the action digest, authority, policy, approvals, run budgets, the
-// evidence gate and the context compiler, operations and their fencing,
-// recovery classification and reconciliation, breakers, the kill switch and
-// the log's integrity. It does no I/O and reads no clock and no randomness:
-// time, ids and observations are inputs (TestDeps, TestNoClock). Its codes
-// are package wire's catalog.
+// Package kernel holds every rule of the ledger, once, as pure steps: a
+// step takes a named state (the subjects it read, each by its Key) and an
+// input (with the time, the ids and the runtime's manifest it needs) and
+// returns Effects — the events to append keyed by subject, the dispatch to
+// make after the append, the reply, incidents. It does no I/O, reads no
+// clock and draws no randomness; the runtime (package aggregates) loads,
+// calls the kernel, appends and dispatches.
 //
-// Each state is folded from its subject's events by Apply; a Decide step
-// reads the states and a command and returns the events to append or a
-// refusal, changing nothing:
+// The governed steps and what each reads:
 //
-//	var l kernel.Ledger
-//	for _, ev := range stored {
-//		if err := l.Apply(ev); err != nil { ... } // a stored event the kernel refuses
+//	ProposeReads, ProposeStep   a proposal: every obligation of DESIGN section 1, in order
+//	SettleReads, SettleStep     a report on an attempt (the provider's, reconciliation's)
+//	ReleaseReads, ReleaseStep   close an unstarted attempt, assert the absence of a started one
+//	FailureReads, FailureStep   a failed dispatch counted against its capability's breaker
+//
+// Each input's Step method is the step as a runtime drives it (Step:
+// Reads, Decide over what was loaded, Contended when conflicts exhausted
+// the retries). The usage loop, as aggregates.Engine.Run runs it:
+//
+//	in := kernel.ProposeInput{Manifest: m, Tenant: t, Principal: p, Body: body,
+//		Now: clock.Now(), OperationID: ids.New(), AttemptID: ids.New(), Executor: replica}
+//	step := in.Step()
+//	loaded := load(step.Reads())      // each key's subject folded; Fresh ones read now
+//	eff := step.Decide(loaded)        // pure: decided again on fresher states after a conflict
+//	append(eff.Append)                // one atomic append, each subject on the sequence read,
+//	                                  // Guard reads checked with it
+//	if eff.Dispatch != nil {          // only once the append is stored
+//		obs := provider.Dispatch(eff.Dispatch.AttemptID, eff.Dispatch.Arguments)
+//		eff = run(eff.Dispatch.Settle(obs.Outcome, obs.Ref, clock.Now()).Step())
+//		run(kernel.FailureInput{...}.Step()) // a failure counts against the breaker
 //	}
-//	d := kernel.DecideExposure(&l, kernel.Reserve{AttemptID: id, Amount: 800, ...})
-//	if d.Refusal != nil {
-//		return d.Refusal // a stable code and a reason; nothing appended
-//	}
-//	// append d.Events with the sequence the ledger was read at, then Apply them
+//	reply(eff.Reply)                  // after the append; Unbound and Incidents after it
 //
-// A decision over several subjects is one step over a struct of named
-// states (DecidePropose, DecideSettle, DecideRelease, ...). The offline
-// verifier replays exported events through the same functions.
+// Effects documents the order the runtime keeps. The steps below the
+// governed ones (DecideExposure over one ledger, DecideOpen, DecideApproval,
+// DecideConsume, DecideRedefine, DecideKillSwitch...) are the rules the
+// governed steps compose; operator verbs on one subject call them through a
+// runtime directly.
+//
+// Also here: the action digest (ActionDigest over RFC 8785 JCS), strict
+// argument decoding (DecodeArguments), amounts and pointers, guarantee
+// definitions, pins and windows, the evidence gate and the context
+// compiler. Its refusal codes are package wire's catalog (wire.Codes).
 package kernel

@@ -21,28 +21,39 @@ import (
 //	go test ./kernel -run TestDomainScenarios -rewrite
 func TestDomainScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/domain", func(t *testing.T, path string) {
-		w := &domainWorld{pins: map[string]*Pin{}, ledgers: map[LedgerKey]*Ledger{}, ops: map[string]*Operation{}, holds: map[string][]Hold{},
+		w := &domainWorld{subjects: subjects{}, pins: map[string]*Pin{}, dispatch: map[string]*Dispatch{},
 			now: time.Date(2026, 10, 26, 9, 0, 0, 0, time.UTC)}
 		datadriven.RunTest(t, path, w.run)
 	})
 }
 
-// domainWorld is one tenant's pins, control subject, ledgers and operations.
+// domainWorld is one tenant's pins, control subject, ledgers and
+// operations.
 type domainWorld struct {
-	pins    map[string]*Pin
-	control Control
-	ledgers map[LedgerKey]*Ledger
-	ops     map[string]*Operation
-	holds   map[string][]Hold
-	n       int
-	now     time.Time
+	subjects
+	pins     map[string]*Pin
+	dispatch map[string]*Dispatch // by operation key
+	n        int
+	now      time.Time
 }
 
-func (w *domainWorld) ledger(k LedgerKey) *Ledger {
-	if w.ledgers[k] == nil {
-		w.ledgers[k] = &Ledger{}
+// ctl is the tenant's control subject.
+func (w *domainWorld) ctl() *Control {
+	return w.load(Reads{{Key: KeyControl, Access: Write}})[KeyControl].(*Control)
+}
+
+// domainCapabilities are the capabilities the domain scripts surface.
+var domainCapabilities = []string{"adp_payments.issue_refund", "crm.lookup", "adp_payments.issue_credit"}
+
+// domainLabel names a subject in the output.
+func domainLabel(k Key) string {
+	switch k.Kind {
+	case KindOperation:
+		return "operation " + k.Sub
+	case KindLedger:
+		return "ledger " + k.ID + "/" + k.Sub
 	}
-	return w.ledgers[k]
+	return label(k)
 }
 
 func list(s string) []string {
@@ -107,9 +118,9 @@ func (w *domainWorld) run(t *testing.T, d *datadriven.TestData) string {
 	case "pin":
 		// A runtime of this version pins a configured guarantee.
 		id := arg("id", "")
-		dec := DecideEnroll(PinState{Pin: pin(id), Control: &w.control}, "acme", def(id))
+		dec := DecideEnroll(PinState{Pin: pin(id), Control: w.ctl()}, "acme", def(id))
 		apply("pin "+id, pin(id), dec.Pin)
-		apply("control", &w.control, dec.Control)
+		apply("control", w.ctl(), dec.Control)
 		refused(dec.Refusal)
 		if len(dec.Pin)+len(dec.Control) == 0 && dec.Refusal == nil {
 			out.WriteString("no-op\n")
@@ -122,21 +133,22 @@ func (w *domainWorld) run(t *testing.T, d *datadriven.TestData) string {
 		refused(dec.Refusal)
 	case "backfill":
 		id := arg("id", "")
-		dec := DecideBackfill(PinState{Pin: pin(id), Control: &w.control})
-		apply("control", &w.control, dec.Control)
+		dec := DecideBackfill(PinState{Pin: pin(id), Control: w.ctl()})
+		apply("control", w.ctl(), dec.Control)
 		if len(dec.Control) == 0 {
 			out.WriteString("no-op\n")
 		}
 	case "domain":
-		ids := make([]string, 0, len(w.control.Domain))
-		for id := range w.control.Domain {
+		ctl := w.ctl()
+		ids := make([]string, 0, len(ctl.Domain))
+		for id := range ctl.Domain {
 			ids = append(ids, id)
 		}
 		sort.Strings(ids)
 		for _, id := range ids {
-			p := w.control.Domain[id]
+			p := ctl.Domain[id]
 			fmt.Fprintf(&out, "%s governs %s", id, strings.Join(p.Definition.CapabilityIDs, ","))
-			if r := w.control.Replaced(id); len(r) > 0 {
+			if r := ctl.Replaced(id); len(r) > 0 {
 				fmt.Fprintf(&out, ", replaces %s", strings.Join(r, " then "))
 			}
 			out.WriteString("\n")
@@ -169,79 +181,65 @@ func (w *domainWorld) run(t *testing.T, d *datadriven.TestData) string {
 			defs = append(defs, dd)
 		}
 		surfaced := list(arg("surfaced", "adp_payments.issue_refund,crm.lookup,adp_payments.issue_credit"))
-		r := w.control.CheckConfigured(defs, func(c string) bool { return slices.Contains(surfaced, c) })
+		r := w.ctl().CheckConfigured(defs, func(c string) bool { return slices.Contains(surfaced, c) })
 		if r == nil {
 			out.WriteString("ok\n")
 		}
 		refused(r)
 	case "propose":
+		// A replica configured with the guarantees holds= names, as
+		// pinned (configured-caps= says what its configuration has them
+		// govern instead), proposes: the step reads what it names.
 		key, order, amount := arg("key", ""), arg("order", "ord_881"), num("amount", 0)
 		capability := arg("cap", "adp_payments.issue_refund")
 		w.n++
-		attempt := fmt.Sprintf("att_%d", w.n)
-		var holds []Hold
-		var ledgers []*Ledger
+		tenant := &Tenant{ID: "acme", AllowUnadmitted: true, Pins: map[string]PinnedGuarantee{},
+			Agents: map[string]*Agent{"agent_email": {ID: "agent_email", Capabilities: domainCapabilities}}}
+		m := &Manifest{Capabilities: map[string]*Capability{}, Tenants: map[string]*Tenant{"acme": tenant}}
+		for _, c := range domainCapabilities {
+			m.Capabilities[c] = &Capability{ID: c, Version: "1", Risk: "low"}
+		}
+		unread := list(arg("unread", ""))
 		for _, id := range list(arg("holds", "")) {
 			p := pin(id)
 			if !p.Pinned() {
 				d.Fatalf(t, "hold of %s, which is not pinned", id)
 			}
-			holds = append(holds, p.PinnedHold(order, amount))
-			ledgers = append(ledgers, w.ledger(LedgerKey{GuaranteeID: id, Resource: order}))
-		}
-		// The runtime reads the ledgers of the guarantees the held ones
-		// replace, unless told it did not (unread=).
-		replaced := map[LedgerKey]*Ledger{}
-		unread := list(arg("unread", ""))
-		for _, h := range holds {
-			for _, r := range w.control.Replaced(h.GuaranteeID) {
-				k := LedgerKey{GuaranteeID: r, Resource: order}
+			configured := p.Definition
+			if caps := arg("configured-caps", ""); caps != "" {
+				configured.CapabilityIDs = list(caps)
+			}
+			m.Guarantees = append(m.Guarantees, Guarantee{Definition: configured})
+			pg := PinnedGuarantee{Pin: p, Refusal: DecidePin(p, "acme", configured).Refusal}
+			// The runtime reads the ledgers of the guarantees the held
+			// ones replace, unless told it did not (unread=).
+			for _, r := range w.ctl().Replaced(id) {
 				if !slices.Contains(unread, r) {
-					replaced[k] = w.ledger(k)
+					pg.Replaced = append(pg.Replaced, r)
 				}
 			}
+			tenant.Pins[id] = pg
 		}
-		if w.ops[key] == nil {
-			w.ops[key] = &Operation{}
+		in := ProposeInput{Manifest: m, Tenant: "acme", Principal: "agent_email", Body: proposalBody("run_1", key, capability, refundArgs(order, amount), ""),
+			Now: w.now, OperationID: "op_" + key, AttemptID: fmt.Sprintf("att_%d", w.n), Executor: arg("replica", "replica-a")}
+		eff := w.subjects.run(t, d, &out, in.Step(), domainLabel)
+		refused(eff.Refusal)
+		if eff.Dispatch != nil {
+			w.dispatch[key] = eff.Dispatch
 		}
-		st := ProposalState{Op: w.ops[key], Ledgers: ledgers, Run: &Run{}, Control: &w.control, Replaced: replaced}
-		dec := DecidePropose(st, Propose{
-			Opened: OperationOpened{OperationID: "op_" + key, Principal: "agent_email", RunID: "run_1", OperationKey: key,
-				CapabilityID: capability, ActionDigest: fmt.Sprintf("digest-%s-%s-%d", capability, order, amount), Executor: arg("replica", "replica-a")},
-			AttemptID: attempt, Holds: holds, Now: w.now, AllowUnadmitted: true, Controls: Controls{Authority: "grant", Executor: arg("replica", "replica-a")},
-		})
-		apply("operation "+key, st.Op, dec.Op)
-		for i, h := range holds {
-			apply("ledger "+h.GuaranteeID+"/"+order, ledgers[i], eventsAt(dec.Ledgers, i))
-		}
-		refused(dec.Refusal)
-		if dec.Refusal == nil {
-			w.holds[key] = dec.Holds
-		}
-		fmt.Fprintf(&out, "status %s\n", st.Op.Status())
-		for _, g := range HoldsOf(dec.Holds, ledgers) {
+		fmt.Fprintf(&out, "status %s\n", eff.Reply.Status)
+		for _, g := range eff.Reply.Guarantees {
 			w.balance(&out, g.GuaranteeID, g.Resource, g.Balance)
 		}
 	case "settle":
 		key := arg("key", "")
-		o := w.ops[key]
-		a, _ := o.Current()
-		holds := w.holds[key]
-		st := SettleState{Op: o}
-		for _, h := range holds {
-			st.Ledgers = append(st.Ledgers, w.ledger(LedgerKey{GuaranteeID: h.GuaranteeID, Resource: h.Resource}))
-		}
-		dec := DecideSettle(st, Settle{AttemptID: a.AttemptID, Outcome: Outcome(arg("outcome", "")), Source: "provider", Ref: "rf",
-			Generation: o.Generation, Holds: holds, Now: w.now})
-		apply("operation "+key, o, dec.Op)
-		for i, h := range holds {
-			apply("ledger "+h.GuaranteeID+"/"+h.Resource, st.Ledgers[i], eventsAt(dec.Ledgers, i))
-		}
-		refused(dec.Refusal)
-		fmt.Fprintf(&out, "status %s\n", o.Status())
+		disp := w.dispatch[key]
+		eff := w.subjects.run(t, d, &out, disp.Settle(Outcome(arg("outcome", "")), "rf", w.now).Step(), domainLabel)
+		refused(eff.Refusal)
+		fmt.Fprintf(&out, "status %s\n", eff.Reply.Status)
 	case "ledger":
 		id, order := arg("id", ""), arg("order", "ord_881")
-		l := w.ledger(LedgerKey{GuaranteeID: id, Resource: order})
+		l := w.ledgerOf(LedgerKey{GuaranteeID: id, Resource: order})
 		w.balance(&out, id, order, l.BalanceUnder(w.pins[id].Definition.Limit))
 	default:
 		d.Fatalf(t, "unknown command %s", d.Cmd)

@@ -220,7 +220,7 @@ func CheckEvidence(pack ContextPack, run RunContext, records []*EvidenceRecord) 
 		}
 		return nil, refuse(wire.CodeContextInvalid, "%v", err)
 	}
-	return &cc.Gate, cc.Gate.Refusal()
+	return &cc.Gate, GateRefusal(cc.Gate)
 }
 
 // same compares two values by their canonical encoding.

@@ -1,8 +1,7 @@
 package kernel
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -16,8 +15,9 @@ import (
 // TestStories replays the scripts in testdata/story: the whole governed
 // step (admission, approvals, run budgets, reservation, dispatch,
 // settlement, reconciliation, release, the kill switch, fencing) on the
-// kernel's steps alone, each subject folded as a runtime would fold what it
-// appended. Regenerate the expected output with:
+// kernel's steps alone, as a runtime runs them (ProposeStep, SettleStep,
+// ReleaseStep over what their reads name), with the real action digest.
+// Regenerate the expected output with:
 //
 //	go test ./kernel -run TestStories -rewrite
 func TestStories(t *testing.T) {
@@ -27,52 +27,69 @@ func TestStories(t *testing.T) {
 	})
 }
 
-// world holds every subject of one tenant, by name.
+// storyCapability is the refund capability of the stories: high risk, so
+// every proposal needs an operator's approval of its exact action.
+var storyCapability = &Capability{ID: "adp_payments.issue_refund", Version: "2026-10", Risk: "high", Effectful: true,
+	RunAmount: "/amount_minor"}
+
+// storyManifest is the tenant acme with its three agents, the refund
+// capability and the order's refund ceiling of INR 1,000.
+func storyManifest() *Manifest {
+	def := demoDefinition()
+	agents := map[string]*Agent{}
+	for _, id := range []string{"agent_email", "agent_chat", "agent_ops"} {
+		agents[id] = &Agent{ID: id, Capabilities: []string{storyCapability.ID}}
+	}
+	return &Manifest{Capabilities: map[string]*Capability{storyCapability.ID: storyCapability},
+		Guarantees: []Guarantee{{Definition: def}},
+		Tenants: map[string]*Tenant{"acme": {ID: "acme", Agents: agents,
+			Pins: map[string]PinnedGuarantee{def.ID: {Pin: &Pin{Tenant: "acme", Definition: def, Digest: def.Digest()}}}}},
+		MaxProposalBytes: 1 << 16}
+}
+
+// world holds every subject of one tenant, by key, and what the runtime
+// keeps of each operation's dispatch.
 type world struct {
-	ops       map[string]*Operation // by operation key
-	holds     map[string][]Hold     // by operation key: what its attempt holds
-	gen       map[string]uint64     // by operation key: the generation its executor started at
-	ledgers   map[string]*Ledger    // by resource
-	runs      map[string]*Run
-	approvals map[string]*Approval
-	control   Control
-	integrity LogIntegrity
-	witness   WitnessStatus
-	n         int
-	now       time.Time
+	subjects
+	m        *Manifest
+	dispatch map[string]*Dispatch // by operation key: the dispatch its proposal asked for
+	opKeys   map[string]Key       // by operation key: the key of its operation
+	witness  WitnessStatus
+	n        int
+	now      time.Time
 }
 
 func newWorld() *world {
-	return &world{ops: map[string]*Operation{}, holds: map[string][]Hold{}, gen: map[string]uint64{}, ledgers: map[string]*Ledger{},
-		runs: map[string]*Run{}, approvals: map[string]*Approval{}, now: time.Date(2026, 10, 26, 9, 0, 0, 0, time.UTC)}
+	return &world{subjects: subjects{}, m: storyManifest(), dispatch: map[string]*Dispatch{}, opKeys: map[string]Key{}, now: time.Date(2026, 10, 26, 9, 0, 0, 0, time.UTC)}
 }
 
-func (w *world) op(key string) *Operation {
-	if w.ops[key] == nil {
-		w.ops[key] = &Operation{}
+// storyDigest is the action digest of a refund proposal: what the propose
+// step binds, which an operator approves.
+func storyDigest(t *testing.T, principal, run, order string, amount int64) string {
+	canon, err := Canonical(json.RawMessage(refundArgs(order, amount)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return w.ops[key]
-}
-
-func (w *world) ledger(res string) *Ledger {
-	if w.ledgers[res] == nil {
-		w.ledgers[res] = &Ledger{}
+	d, err := ActionDigest(ActionBinding{Tenant: "acme", Principal: principal, RunID: run, CapabilityID: storyCapability.ID,
+		CapabilityVersion: storyCapability.Version, Arguments: canon, PolicyDigest: storyCapability.CompiledPolicy().Digest()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return w.ledgers[res]
+	return d
 }
 
-func (w *world) run_(id string) *Run {
-	if w.runs[id] == nil {
-		w.runs[id] = &Run{}
+// label names a subject in the output.
+func label(k Key) string {
+	switch k.Kind {
+	case KindOperation:
+		return "operation " + k.Sub
+	case KindLedger:
+		return "ledger " + k.Sub
 	}
-	return w.runs[id]
-}
-
-// storyDigest stands for the action digest of a refund proposal: the same
-// agent, order and amount give the same digest.
-func storyDigest(principal, order string, amount int64) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%d", principal, order, amount)))
-	return hex.EncodeToString(sum[:])
+	if k.ID != "" {
+		return k.Kind.String() + " " + k.ID
+	}
+	return k.Kind.String()
 }
 
 func (w *world) run(t *testing.T, d *datadriven.TestData) string {
@@ -123,7 +140,7 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 	balances := func(resources ...string) {
 		sort.Strings(resources)
 		for _, res := range resources {
-			b := w.ledger(res).Balance()
+			b := w.ledgerOf(LedgerKey{GuaranteeID: "refunds-per-order", Resource: res}).Balance()
 			if b.Limit == 0 {
 				b.Available = 100000 // nothing held yet: the guarantee's whole limit
 			}
@@ -131,82 +148,60 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		}
 	}
 	key := arg("key", "")
+	opKey := w.opKeys[key]
 	switch d.Cmd {
 	case "admit":
-		r := w.run_(arg("run", ""))
+		k := KeyRun(arg("run", ""))
+		r := w.load(Reads{{Key: k, Access: Write}})[k].(*Run)
 		dec := DecideAdmit(r, nil, AdmitRun{RunID: arg("run", ""), Principal: arg("principal", ""), Operator: "op_priya",
 			Calls: num("calls", 1), Amount: num("amount", 0)})
 		apply("run "+arg("run", ""), r, dec.Child)
 		refused(dec.Refusal)
 	case "approve":
 		id := arg("id", "")
-		a := &Approval{}
-		dec := DecideApprovalGrant(a, GrantApproval{ApprovalID: id, ActionDigest: storyDigest(arg("principal", ""), arg("order", ""), num("amount", 0)),
+		k := KeyApproval(id)
+		a := w.load(Reads{{Key: k, Access: Write}})[k].(*Approval)
+		dec := DecideApprovalGrant(a, GrantApproval{ApprovalID: id, ActionDigest: storyDigest(t, arg("principal", ""), arg("run", ""), arg("order", ""), num("amount", 0)),
 			Risk: "high", Operator: "op_priya", Now: w.now, TTL: dur("ttl", "1h")})
 		apply("approval "+id, a, dec.Events)
 		refused(dec.Refusal)
-		if dec.Refusal == nil {
-			w.approvals[id] = a
-		}
 	case "deny":
 		id := arg("id", "")
-		a := w.approvals[id]
-		if a == nil {
-			a = &Approval{}
-		}
-		dec := DecideApprovalDeny(a, DenyApproval{ApprovalID: id, ActionDigest: storyDigest(arg("principal", ""), arg("order", ""), num("amount", 0)),
+		k := KeyApproval(id)
+		a := w.load(Reads{{Key: k, Access: Write}})[k].(*Approval)
+		dec := DecideApprovalDeny(a, DenyApproval{ApprovalID: id, ActionDigest: storyDigest(t, arg("principal", ""), arg("run", ""), arg("order", ""), num("amount", 0)),
 			Risk: "high", Operator: "op_priya", Reason: arg("reason", ""), Now: w.now})
 		apply("approval "+id, a, dec.Events)
 		refused(dec.Refusal)
-		w.approvals[id] = a
 	case "propose":
 		principal, order, amount := arg("principal", ""), arg("order", ""), num("amount", 0)
 		w.n++
-		attempt := fmt.Sprintf("att_%d", w.n)
-		holds := []Hold{{GuaranteeID: "refunds-per-order", DefinitionDigest: demoDefinition().Digest(), Resource: order, Amount: amount, Limit: 100000}}
-		st := ProposalState{Op: w.op(key), Ledgers: []*Ledger{w.ledger(order)}, Run: w.run_(arg("run", "")), Control: &w.control,
-			Integrity: &w.integrity, Witness: w.witness}
-		approvalID := arg("approval", "")
-		if approvalID != "" {
-			st.Approval = w.approvals[approvalID]
-			if st.Approval == nil {
-				st.Approval = &Approval{}
-			}
-		}
-		dec := DecidePropose(st, Propose{
-			Opened: OperationOpened{OperationID: "op_" + key, Principal: principal, RunID: arg("run", ""), OperationKey: key,
-				CapabilityID: "adp_payments.issue_refund", ActionDigest: storyDigest(principal, order, amount), Executor: arg("executor", "replica-a")},
-			AttemptID: attempt, Holds: holds, ApprovalRequired: true, ApprovalID: approvalID, Risk: "high", Now: w.now,
-			RunAmount: amount, Controls: Controls{Authority: "grant", Executor: arg("executor", "replica-a")},
-		})
-		if dec.Existing {
-			fmt.Fprintf(&out, "the same proposal again: status %s\n", st.Op.Status())
+		in := ProposeInput{Manifest: w.m, Tenant: "acme", Principal: principal,
+			Body: proposalBody(arg("run", ""), key, storyCapability.ID, refundArgs(order, amount), arg("approval", "")),
+			Now:  w.now, OperationID: "op_" + key, AttemptID: fmt.Sprintf("att_%d", w.n), Executor: arg("executor", "replica-a"), Witness: w.witness}
+		w.opKeys[key] = KeyOperation(arg("run", ""), key)
+		eff := w.subjects.run(t, d, &out, in.Step(), label)
+		if len(eff.Append) == 0 && eff.Refusal == nil {
+			fmt.Fprintf(&out, "the same proposal again: status %s\n", eff.Reply.Status)
 			break
 		}
-		apply("operation "+key, st.Op, dec.Op)
-		apply("ledger "+order, st.Ledgers[0], eventsAt(dec.Ledgers, 0))
-		apply("run "+arg("run", ""), st.Run, dec.Run)
-		if st.Approval != nil {
-			apply("approval "+approvalID, st.Approval, dec.Approval)
+		refused(eff.Refusal)
+		if eff.Dispatch != nil {
+			w.dispatch[key] = eff.Dispatch
 		}
-		refused(dec.Refusal)
-		if dec.Refusal == nil {
-			w.holds[key], w.gen[key] = holds, st.Op.Generation
-		}
-		fmt.Fprintf(&out, "status %s\n", st.Op.Status())
+		fmt.Fprintf(&out, "status %s\n", eff.Reply.Status)
 		balances(order)
 	case "settle", "reconcile":
-		o := w.op(key)
+		o := w.opOf(opKey)
 		a, _ := o.Current()
-		holds := w.holds[key]
-		st := SettleState{Op: o}
+		disp := w.dispatch[key]
 		var res []string
-		for _, h := range holds {
-			st.Ledgers = append(st.Ledgers, w.ledger(h.Resource))
+		for _, h := range disp.Holds {
 			res = append(res, h.Resource)
 		}
-		cmd := Settle{AttemptID: a.AttemptID, Outcome: Outcome(arg("outcome", "")), Source: "provider", Ref: arg("ref", ""),
-			Generation: uint64(num("generation", int64(w.gen[key]))), Holds: holds}
+		in := disp.Settle(Outcome(arg("outcome", "")), arg("ref", ""), w.now)
+		in.Controls = Controls{}
+		in.Generation = uint64(num("generation", int64(disp.Generation)))
 		if d.Cmd == "reconcile" {
 			plan := PlanReconcile(o, ReconcileInput{AttemptID: a.AttemptID, Sweep: arg("sweep", "") != "", Age: dur("age", "1m"), Grace: 21 * time.Second})
 			if plan.Action != ReconcileQuery {
@@ -216,58 +211,52 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 				}
 				break
 			}
-			fmt.Fprintf(&out, "plan: query the provider, which answers %s\n", cmd.Outcome)
-			if Unchanged(o, a.AttemptID, cmd.Outcome) {
+			fmt.Fprintf(&out, "plan: query the provider, which answers %s\n", in.Outcome)
+			if Unchanged(o, a.AttemptID, in.Outcome) {
 				out.WriteString("no change\n")
 				break
 			}
-			cmd.Source, cmd.Claimant = "reconciler", "replica-b/reconciler"
+			in.Source, in.Claimant = "reconciler", "replica-b/reconciler"
 		}
-		dec := DecideSettle(st, cmd)
-		apply("operation "+key, o, dec.Op)
-		for i, l := range st.Ledgers {
-			apply("ledger "+res[i], l, eventsAt(dec.Ledgers, i))
-		}
-		refused(dec.Refusal)
-		fmt.Fprintf(&out, "status %s\n", o.Status())
+		eff := w.subjects.run(t, d, &out, in.Step(), label)
+		refused(eff.Refusal)
+		fmt.Fprintf(&out, "status %s\n", eff.Reply.Status)
 		balances(res...)
 	case "close", "assert-absence":
-		o := w.op(key)
+		o := w.opOf(opKey)
 		a, _ := o.Current()
-		st := ReleaseState{Op: o}
 		var res []string
-		for _, h := range w.holds[key] {
-			st.Ledgers = append(st.Ledgers, w.ledger(h.Resource))
+		for _, h := range a.Holds {
 			res = append(res, h.Resource)
 		}
-		dec := DecideRelease(st, Release{AttemptID: a.AttemptID, Executor: "replica-b", Operator: "op_priya", Reason: arg("reason", ""),
-			ArtifactRef: arg("artifact", "")})
-		apply("operation "+key, o, dec.Op)
-		for i, l := range st.Ledgers {
-			apply("ledger "+res[i], l, eventsAt(dec.Ledgers, i))
-		}
-		refused(dec.Refusal)
-		fmt.Fprintf(&out, "status %s\n", o.Status())
+		in := ReleaseInput{Operation: opKey, AttemptID: a.AttemptID, Holds: a.Holds, Executor: "replica-b", Operator: "op_priya", Reason: arg("reason", ""),
+			ArtifactRef: arg("artifact", "")}
+		eff := w.subjects.run(t, d, &out, in.Step(), label)
+		refused(eff.Refusal)
+		fmt.Fprintf(&out, "status %s\n", w.opOf(opKey).Status())
 		balances(res...)
 	case "kill":
-		dec := DecideKillSwitch(&w.control, SetKillSwitch{Engaged: arg("engaged", "true") == "true", Operator: "op_priya"})
-		apply("control", &w.control, dec.Events)
+		c := w.load(Reads{{Key: KeyControl, Access: Write}})[KeyControl].(*Control)
+		dec := DecideKillSwitch(c, SetKillSwitch{Engaged: arg("engaged", "true") == "true", Operator: "op_priya"})
+		apply("control", c, dec.Events)
 	case "witness":
 		// The runtime's live view of its witnesses: policy and state.
 		states := map[string]Witnessing{"pending": WitnessPending, "cosigned": WitnessCosigned, "missing": WitnessMissing}
 		w.witness = WitnessStatus{Policy: WitnessPolicy(arg("policy", "")), State: states[arg("state", "cosigned")], Reason: arg("reason", "")}
 	case "integrity-fail":
-		dec := DecideIntegrityFailure(&w.integrity, FailIntegrity{Witness: arg("witness", "witness.example/w1"), Kind: arg("kind", IntegrityShrank),
+		integrity := w.load(Reads{{Key: KeyIntegrity, Access: Write}})[KeyIntegrity].(*LogIntegrity)
+		dec := DecideIntegrityFailure(integrity, FailIntegrity{Witness: arg("witness", "witness.example/w1"), Kind: arg("kind", IntegrityShrank),
 			LogSize: num("log", 0), WitnessSize: num("witnessed", 0), Reason: arg("reason", ""), Executor: "replica-a"})
-		apply("integrity", &w.integrity, dec.Events)
+		apply("integrity", integrity, dec.Events)
 		refused(dec.Refusal)
 		if len(dec.Events) == 0 && dec.Refusal == nil {
-			fmt.Fprintf(&out, "incident %d already open: nothing recorded\n", w.integrity.Incidents)
+			fmt.Fprintf(&out, "incident %d already open: nothing recorded\n", integrity.Incidents)
 		}
 	case "integrity-resolve":
-		dec := DecideResolveIntegrity(&w.integrity, ResolveIntegrity{Operator: "op_priya", Resolution: arg("resolution", ""),
+		integrity := w.load(Reads{{Key: KeyIntegrity, Access: Write}})[KeyIntegrity].(*LogIntegrity)
+		dec := DecideResolveIntegrity(integrity, ResolveIntegrity{Operator: "op_priya", Resolution: arg("resolution", ""),
 			ArtifactRef: arg("artifact", ""), Statement: arg("statement", "")})
-		apply("integrity", &w.integrity, dec.Events)
+		apply("integrity", integrity, dec.Events)
 		refused(dec.Refusal)
 	case "advance":
 		w.now = w.now.Add(dur("by", "0s"))
@@ -276,11 +265,4 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		d.Fatalf(t, "unknown command %s", d.Cmd)
 	}
 	return out.String()
-}
-
-func eventsAt(l [][]Event, i int) []Event {
-	if i < len(l) {
-		return l[i]
-	}
-	return nil
 }

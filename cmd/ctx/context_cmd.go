@@ -93,7 +93,7 @@ an input is invalid, 2 on usage.`,
 			if _, err := fmt.Fprintf(c.OutOrStdout(), "%s\n", out); err != nil {
 				return err
 			}
-			if r := compiled.Gate.Refusal(); r != nil {
+			if r := kernel.GateRefusal(compiled.Gate); r != nil {
 				return &ExitError{Code: 1, Err: r}
 			}
 			return nil

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -220,9 +219,9 @@ var members = []struct {
 }{
 	{"proposal", wire.Proposal{}},
 	{"decision", wire.Reply{}},
-	{"evidence-gate", kernel.EvidenceGate{}},
-	{"conflict-marker", kernel.EvidenceConflictMarker{}},
-	{"conflict-marker#resolution", kernel.ConflictResolution{}},
+	{"evidence-gate", wire.EvidenceGate{}},
+	{"conflict-marker", wire.EvidenceConflictMarker{}},
+	{"conflict-marker#resolution", wire.ConflictResolution{}},
 	{"op-reply", wire.OpReply{}},
 	{"op-reply#exposure_row", wire.ExposureRow{}},
 	{"op-reply#attempt_row", wire.AttemptRow{}},

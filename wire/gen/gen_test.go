@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextos/ledger/internal/evalcase"
+	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -86,6 +88,14 @@ var schemaMessages = []struct {
 	{"close-attempt-request.json", "", wire.OpRequest{}, false},
 	{"assert-absence-request.json", "", wire.OpRequest{}, false},
 	{"kill-switch-request.json", "", wire.OpRequest{}, false},
+	{"evidence-gate.json", "", wire.EvidenceGate{}, false},
+	{"conflict-marker.json", "", wire.EvidenceConflictMarker{}, false},
+	{"conflict-marker.json", "/$defs/resolution", wire.ConflictResolution{}, false},
+	{"context-pack.json", "", kernel.ContextPack{}, false},
+	{"context-run.json", "", kernel.RunContext{}, false},
+	{"evidence-candidate.json", "", kernel.EvidenceCandidate{}, false},
+	{"compiled-context.json", "", kernel.CompiledContext{}, false},
+	{"context-eval-case.json", "", evalcase.Case{}, false},
 }
 
 // TestSchemasAreTheWire: each schema's members are its wire struct's, and
@@ -179,7 +189,8 @@ func TestPythonTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"Proposal": wire.Proposal{}, "GuaranteeRow": wire.GuaranteeRow{}, "Decision": wire.Reply{}}
+	want := map[string]any{"Proposal": wire.Proposal{}, "GuaranteeRow": wire.GuaranteeRow{}, "Decision": wire.Reply{},
+		"EvidenceGate": wire.EvidenceGate{}, "EvidenceConflictMarker": wire.EvidenceConflictMarker{}, "ConflictResolution": wire.ConflictResolution{}}
 	seen := 0
 	for _, part := range strings.Split(string(b), "\n@dataclass")[1:] {
 		m := dataclassRE.FindStringSubmatch(part)
