@@ -49,8 +49,7 @@ type vector struct {
 	file vectorFile
 }
 
-func i64(v int64) *int64 { return &v }
-func yes() *bool        { b := true; return &b }
+func yes() *bool { b := true; return &b }
 
 var (
 	at          = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
