@@ -5,7 +5,9 @@
 // errors carrying the catalog's stable codes. It imports the wire contract
 // (package wire, whose structs its messages are) and nats.go only, nothing
 // of the runtime (TestDeps). Audit returns the client of the audit and
-// export verbs.
+// export verbs. A refusal's Retry says what may be done next (never, same,
+// later, operator). TestWireVectors reads the golden replies of
+// testdata/wire with the client's own decoding.
 //
 //	c, err := client.Connect(client.Options{URL: url, Tenant: "acme", Principal: "agent_email", Password: pw})
 //	d, err := c.Propose(ctx, client.Proposal{RunID: "run_1", OperationKey: "refund-ord_881",

@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // Refused is a refusal by the daemon (or by the NATS server, for a subject
@@ -24,6 +26,11 @@ func (r Refused) Error() string {
 	}
 	return "refused " + string(r.Code) + ": " + r.Reason
 }
+
+// Retry is the retry class of the refusal's code (wire.RetryOf,
+// docs/errors.md): never, same, later or operator; "" for a code this
+// version does not know.
+func (r Refused) Retry() wire.Retry { return wire.RetryOf(r.Code) }
 
 // Is matches a Refused target of the same code (any code when the target's
 // is empty).

@@ -45,14 +45,27 @@ func (c *Client) OpRaw(ctx context.Context, verb string, body []byte) (json.RawM
 		}
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
-	var h wire.OpReply
-	if err := json.Unmarshal(m.Data, &h); err != nil {
-		return nil, fmt.Errorf("%s: bad reply: %w", verb, err)
-	}
-	if !h.OK {
-		return m.Data, Refused{Code: h.Code, Reason: h.Reason}
+	if err := readOpReply(verb, m.Data); err != nil {
+		var r Refused
+		if errors.As(err, &r) {
+			return m.Data, r
+		}
+		return nil, err
 	}
 	return m.Data, nil
+}
+
+// readOpReply checks an operator reply: nil once it says ok, a Refused
+// with its code when it does not.
+func readOpReply(verb string, data []byte) error {
+	var h wire.OpReply
+	if err := json.Unmarshal(data, &h); err != nil {
+		return fmt.Errorf("%s: bad reply: %w", verb, err)
+	}
+	if !h.OK {
+		return Refused{Code: h.Code, Reason: h.Reason}
+	}
+	return nil
 }
 
 // opData sends a verb whose reply carries a data object and decodes it.

@@ -48,21 +48,11 @@ func (c *Client) Propose(ctx context.Context, p Proposal) (Decision, error) {
 		case errors.As(err, &r):
 			return Decision{}, r
 		case err == nil:
-			var d Decision
-			if err := json.Unmarshal(m.Data, &d); err != nil {
-				return Decision{}, fmt.Errorf("propose: bad reply: %w", err)
+			d, final, err := readDecision(m.Data)
+			if final {
+				return d, err
 			}
-			switch {
-			case d.Status == StatusRefused && d.Code == CodeOverloaded:
-				// Refused before anything was stored: the same bytes later.
-				last, lastErr = &d, fmt.Errorf("refused %s: %s", d.Code, d.Reason)
-			case d.Status == StatusRefused:
-				return d, Refused{Code: d.Code, Reason: d.Reason, Decision: &d}
-			case d.Status == StatusApplied || d.Status == StatusNotApplied || d.Status == StatusPending:
-				return d, nil
-			default:
-				last, lastErr = &d, fmt.Errorf("status %s: %s", d.Status, d.Reason)
-			}
+			last, lastErr = &d, err
 		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders):
 			lastErr = err
 		default:
@@ -82,5 +72,25 @@ func (c *Client) Propose(ctx context.Context, p Proposal) (Decision, error) {
 		}
 		backoff = min(2*backoff, 2*time.Second)
 		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// readDecision decodes a decision reply. final is false when the same
+// proposal is to be resent (unknown, or refused overloaded before anything
+// was stored); err then says why. A final refusal is the decision and a
+// Refused; applied, not_applied and pending are the decision and no error.
+func readDecision(data []byte) (d Decision, final bool, err error) {
+	if err := json.Unmarshal(data, &d); err != nil {
+		return Decision{}, true, fmt.Errorf("propose: bad reply: %w", err)
+	}
+	switch {
+	case d.Status == StatusRefused && d.Code == CodeOverloaded:
+		return d, false, fmt.Errorf("refused %s: %s", d.Code, d.Reason)
+	case d.Status == StatusRefused:
+		return d, true, Refused{Code: d.Code, Reason: d.Reason, Decision: &d}
+	case d.Status == StatusApplied || d.Status == StatusNotApplied || d.Status == StatusPending:
+		return d, true, nil
+	default:
+		return d, false, fmt.Errorf("status %s: %s", d.Status, d.Reason)
 	}
 }

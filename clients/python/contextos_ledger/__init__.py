@@ -30,7 +30,10 @@ from .client import (
     collect,
     inbox_prefix,
     op_subject,
+    page_of,
     propose_subject,
+    read_decision,
+    read_op_reply,
 )
 from .connection import InsecureTransport, Reconnect
 from .errors import *  # noqa: F401,F403  (Code, LedgerError, Refused, Unreachable, Unresolved, one class per code)
@@ -42,4 +45,4 @@ __all__ = ["__version__", "Client", "SyncClient", "InsecureTransport", "Reconnec
            "DEFINITIVE", "Code", "LedgerError",
            "Refused", "Unreachable", "Unresolved", "REFUSALS", "refused", "retry_of", "inbox_prefix", "propose_subject", "op_subject",
            "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE", "Page", "MoreRows", "collect", "DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT",
-           "MAX_LIST_ROWS"] + [cls.__name__ for cls in REFUSALS.values()]
+           "MAX_LIST_ROWS", "read_decision", "read_op_reply", "page_of"] + [cls.__name__ for cls in REFUSALS.values()]

@@ -96,6 +96,32 @@ def op_subject(tenant: str, verb: str, operator: str) -> str:
     return f"ctx.v1.{tenant}.ops.{verb}.{operator}"
 
 
+def read_decision(raw: bytes) -> Decision:
+    """Decodes a decision reply as propose reads it: refused raises the code's
+    Refused subclass, except overloaded (refused before anything was stored),
+    which propose resends as it resends unknown."""
+    d = Decision.from_json(raw)
+    if d.status == "refused" and d.code != Code.OVERLOADED.value:
+        raise refused(d.code, d.reason, d)
+    return d
+
+
+def read_op_reply(raw: bytes) -> Dict[str, Any]:
+    """Decodes an operator reply as op reads it: the reply once it says ok,
+    else the code's Refused subclass is raised."""
+    r = json.loads(raw)
+    if not isinstance(r, dict):
+        raise ValueError(f"not an operator reply: {raw[:200]!r}")
+    if not r.get("ok"):
+        raise refused(r.get("code", ""), r.get("reason", ""))
+    return r
+
+
+def page_of(reply: Dict[str, Any], member: str) -> Page:
+    """The page of a list verb's reply whose rows are in member."""
+    return Page(reply.get(member) or [], reply.get("next_cursor") or "")
+
+
 class Client:
     """A connection of one principal (agent or operator) to contextosd.
 
@@ -196,9 +222,7 @@ class Client:
             why: BaseException
             try:
                 raw = await self._request(subject, body, max(0.001, min(wait, end - loop.time())))
-                d = Decision.from_json(raw)
-                if d.status == "refused" and d.code != Code.OVERLOADED.value:
-                    raise refused(d.code, d.reason, d)
+                d = read_decision(raw)
                 if d.status in ("applied", "not_applied", "pending"):
                     return d
                 last, why = d, Unreachable(f"status {d.status}: {d.reason}")
@@ -228,10 +252,7 @@ class Client:
             reply = await self._request(op_subject(self.tenant, verb, self.principal), raw, self.timeout)
         except (asyncio.TimeoutError, nats.errors.Error) as e:
             raise Unreachable(f"{verb}: {e!r}") from e
-        r: Dict[str, Any] = json.loads(reply)
-        if not r.get("ok"):
-            raise refused(r.get("code", ""), r.get("reason", ""))
-        return r
+        return read_op_reply(reply)
 
     async def _data(self, verb: str, body: Dict[str, Any]) -> Dict[str, Any]:
         return (await self.op(verb, body)).get("data") or {}
@@ -239,8 +260,7 @@ class Client:
     # One call per operator verb (docs/wire.md).
 
     async def _page(self, verb: str, member: str, body: Dict[str, Any], limit: int, cursor: str) -> Page:
-        r = await self.op(verb, _drop_empty({**body, "limit": limit or None, "cursor": cursor}))
-        return Page(r.get(member) or [], r.get("next_cursor") or "")
+        return page_of(await self.op(verb, _drop_empty({**body, "limit": limit or None, "cursor": cursor})), member)
 
     async def exposure_page(self, guarantee_id: str = "", resource: str = "", *, resource_digest: str = "",
                             limit: int = 0, cursor: str = "") -> Page:

@@ -48,6 +48,36 @@ export interface ConnectOptions extends TransportOptions {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/**
+ * Decodes a decision reply as propose reads it: refused throws the code's
+ * Refused class, except overloaded (refused before anything was stored),
+ * which propose resends as it resends unknown.
+ */
+export function readDecision(raw: Uint8Array): Decision {
+  const d = JSON.parse(decoder.decode(raw)) as Decision;
+  if (d.status === "refused" && d.code !== "overloaded") {
+    throw refused(d.code ?? "", d.reason ?? "", d);
+  }
+  return d;
+}
+
+/** Decodes an operator reply as op reads it: the reply once it says ok, else the code's Refused class is thrown. */
+export function readOpReply<T extends OpReply = OpReply>(raw: Uint8Array): T {
+  const r = JSON.parse(decoder.decode(raw)) as T;
+  if (!r.ok) {
+    throw refused(r.code ?? "", r.reason ?? "");
+  }
+  return r;
+}
+
+/** The members of an operator reply that hold a list verb's rows. */
+export type ListMember = "exposure" | "attempts" | "approvals" | "incidents" | "versions";
+
+/** The page of a list verb's reply whose rows are in member. */
+export function pageOf<K extends ListMember>(r: OpReply, member: K): Page<NonNullable<OpReply[K]>[number]> {
+  return { rows: (r[member] ?? []) as NonNullable<OpReply[K]>[number][], next_cursor: r.next_cursor ?? "" };
+}
+
 /** A connection of one principal (agent or operator) to contextosd. */
 export class Client {
   private constructor(
@@ -127,10 +157,7 @@ export class Client {
       let why: unknown;
       try {
         const raw = await this.request(subject, body, Math.max(1, Math.min(wait, end - Date.now())));
-        const d = JSON.parse(decoder.decode(raw)) as Decision;
-        if (d.status === "refused" && d.code !== "overloaded") {
-          throw refused(d.code ?? "", d.reason ?? "", d);
-        }
+        const d = readDecision(raw);
         if (d.status === "applied" || d.status === "not_applied" || d.status === "pending") {
           return d;
         }
@@ -165,11 +192,7 @@ export class Client {
       if (e instanceof LedgerError) throw e;
       throw new Unreachable(`${verb}: ${String(e)}`, { cause: e });
     }
-    const r = JSON.parse(decoder.decode(raw)) as T;
-    if (!r.ok) {
-      throw refused(r.code ?? "", r.reason ?? "");
-    }
-    return r;
+    return readOpReply<T>(raw);
   }
 
   private async data<T>(verb: string, body: Record<string, unknown>): Promise<T> {
@@ -184,7 +207,7 @@ export class Client {
   /** One page of balances; a resource over 256 bytes is shown shortened, resource_digest selects it. */
   async exposurePage(req: { guarantee_id?: string; resource?: string; resource_digest?: string } & PageRequest = {}): Promise<Page<ExposureRow>> {
     const r = await this.op("exposure", { ...req });
-    return { rows: r.exposure ?? [], next_cursor: r.next_cursor ?? "" };
+    return pageOf(r, "exposure");
   }
   async exposure(filter: { guarantee_id?: string; resource?: string; resource_digest?: string } = {}, maxRows = MAX_LIST_ROWS): Promise<ExposureRow[]> {
     return collect((p) => this.exposurePage({ ...filter, ...p }), maxRows);
@@ -192,7 +215,7 @@ export class Client {
   /** One page of the open attempts, in attempt id order. */
   async attemptsPage(req: PageRequest = {}): Promise<Page<AttemptRow>> {
     const r = await this.op("attempts", { ...req });
-    return { rows: r.attempts ?? [], next_cursor: r.next_cursor ?? "" };
+    return pageOf(r, "attempts");
   }
   async attempts(maxRows = MAX_LIST_ROWS): Promise<AttemptRow[]> {
     return collect((p) => this.attemptsPage(p), maxRows);
@@ -237,7 +260,7 @@ export class Client {
   /** One page of the proposals waiting for an approval, oldest first. */
   async approvalsPage(req: PageRequest = {}): Promise<Page<PendingApproval>> {
     const r = await this.op("approvals", { ...req });
-    return { rows: r.approvals ?? [], next_cursor: r.next_cursor ?? "" };
+    return pageOf(r, "approvals");
   }
   async approvals(maxRows = MAX_LIST_ROWS): Promise<PendingApproval[]> {
     return collect((p) => this.approvalsPage(p), maxRows);
@@ -245,7 +268,7 @@ export class Client {
   /** One page of the incidents, oldest first. */
   async incidentsPage(req: PageRequest = {}): Promise<Page<Incident>> {
     const r = await this.op("incidents", { ...req });
-    return { rows: r.incidents ?? [], next_cursor: r.next_cursor ?? "" };
+    return pageOf(r, "incidents");
   }
   async incidents(maxRows = MAX_LIST_ROWS): Promise<Incident[]> {
     return collect((p) => this.incidentsPage(p), maxRows);
@@ -253,7 +276,7 @@ export class Client {
   /** One page of a guarantee's versions, its pin first. */
   async guaranteeHistoryPage(guaranteeId: string, req: PageRequest = {}): Promise<Page<VersionRow>> {
     const r = await this.op("guarantee-history", { guarantee_id: guaranteeId, ...req });
-    return { rows: r.versions ?? [], next_cursor: r.next_cursor ?? "" };
+    return pageOf(r, "versions");
   }
   async guaranteeHistory(guaranteeId: string, maxRows = MAX_LIST_ROWS): Promise<VersionRow[]> {
     return collect((p) => this.guaranteeHistoryPage(guaranteeId, p), maxRows);
