@@ -199,6 +199,10 @@ func tsErrors(cat []code) []byte {
 	for _, c := range cat {
 		fmt.Fprintf(&b, "  %s: %s,\n", c.value, camel(c.value))
 	}
+	b.WriteString("};\n\n/** The retry class of each code (docs/errors.md). */\nexport const RETRY: Record<Code, Retry> = {\n")
+	for _, c := range cat {
+		fmt.Fprintf(&b, "  %s: \"%s\",\n", c.value, wire.RetryOf(c.value))
+	}
 	b.WriteString("};\n" + tsTail)
 	return b.Bytes()
 }

@@ -89,6 +89,13 @@ import { CODES, type Code, type Decision } from "./wire.js";
 export class LedgerError extends Error {}
 
 /**
+ * What a client may do after a refusal: "never" (change the request), "same"
+ * (the outcome is unknown: resend the same operation key), "later" (resend
+ * later, with backoff), "operator" (refused until an operator acts).
+ */
+export type Retry = "never" | "same" | "later" | "operator";
+
+/**
  * A refusal by contextosd (or by the NATS server) with its stable code.
  * ` + "`" + `decision` + "`" + ` is the full decision of a refused proposal (balances, action
  * digest, evidence gate). Test with ` + "`" + `instanceof Refused` + "`" + ` and ` + "`" + `.code` + "`" + `, or with
@@ -104,6 +111,11 @@ export class Refused extends LedgerError {
     this.code = code;
     this.reason = reason;
     this.decision = decision;
+  }
+
+  /** The code's retry class; "" for a code this version does not know. */
+  get retry(): Retry | "" {
+    return retryOf(this.code);
   }
 }
 
@@ -129,6 +141,11 @@ export class Unresolved extends LedgerError {
 `
 
 const tsTail = `
+/** The retry class of a code ("" for a code this version does not know). */
+export function retryOf(code: string): Retry | "" {
+  return (CODES as readonly string[]).includes(code) ? RETRY[code as Code] : "";
+}
+
 /** The error of a code (Refused itself for a code this version does not know). */
 export function refused(code: string, reason = "", decision?: Decision): Refused {
   const known = (CODES as readonly string[]).includes(code) ? REFUSALS[code as Code] : undefined;

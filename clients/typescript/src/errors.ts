@@ -5,6 +5,13 @@ import { CODES, type Code, type Decision } from "./wire.js";
 export class LedgerError extends Error {}
 
 /**
+ * What a client may do after a refusal: "never" (change the request), "same"
+ * (the outcome is unknown: resend the same operation key), "later" (resend
+ * later, with backoff), "operator" (refused until an operator acts).
+ */
+export type Retry = "never" | "same" | "later" | "operator";
+
+/**
  * A refusal by contextosd (or by the NATS server) with its stable code.
  * `decision` is the full decision of a refused proposal (balances, action
  * digest, evidence gate). Test with `instanceof Refused` and `.code`, or with
@@ -20,6 +27,11 @@ export class Refused extends LedgerError {
     this.code = code;
     this.reason = reason;
     this.decision = decision;
+  }
+
+  /** The code's retry class; "" for a code this version does not know. */
+  get retry(): Retry | "" {
+    return retryOf(this.code);
   }
 }
 
@@ -442,6 +454,59 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   log_integrity_failed: LogIntegrityFailed,
   log_unwitnessed: LogUnwitnessed,
 };
+
+/** The retry class of each code (docs/errors.md). */
+export const RETRY: Record<Code, Retry> = {
+  request_malformed: "never",
+  capability_not_surfaced: "never",
+  authority_denied: "operator",
+  policy_denied: "never",
+  approval_required: "operator",
+  approval_mismatch: "never",
+  approval_redeemed: "never",
+  approval_expired: "operator",
+  evidence_insufficient: "never",
+  run_budget_exhausted: "never",
+  executor_fenced: "never",
+  kill_switch_engaged: "operator",
+  shared_guarantee_resource_invalid: "never",
+  shared_guarantee_amount_invalid: "never",
+  shared_guarantee_exceeded: "never",
+  shared_guarantee_definition_mismatch: "operator",
+  shared_guarantee_definition_invalid: "operator",
+  shared_guarantee_contention: "later",
+  shared_guarantee_receipts_saturated: "later",
+  shared_guarantee_attempt_closed: "never",
+  shared_guarantee_attempt_known: "never",
+  shared_guarantee_attempt_unknown: "never",
+  shared_guarantee_dispatch_active: "operator",
+  shared_guarantee_unresolved_attempt: "operator",
+  shared_guarantee_not_started: "never",
+  shared_guarantee_absence_unproven: "operator",
+  observation_contradicts_seal: "never",
+  operation_key_conflict: "never",
+  context_invalid: "never",
+  run_already_admitted: "never",
+  evidence_record_conflict: "never",
+  audit_not_found: "never",
+  audit_not_checkpointed: "later",
+  projection_unavailable: "later",
+  ledger_unavailable: "same",
+  overloaded: "later",
+  circuit_breaker_open: "operator",
+  approval_denied: "never",
+  stored_event_refused: "never",
+  rate_limited: "later",
+  reply_too_large: "same",
+  enforcement_domain_mismatch: "operator",
+  log_integrity_failed: "operator",
+  log_unwitnessed: "later",
+};
+
+/** The retry class of a code ("" for a code this version does not know). */
+export function retryOf(code: string): Retry | "" {
+  return (CODES as readonly string[]).includes(code) ? RETRY[code as Code] : "";
+}
 
 /** The error of a code (Refused itself for a code this version does not know). */
 export function refused(code: string, reason = "", decision?: Decision): Refused {

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import { CODES, MEMBERS, pageOf, readDecision, readOpReply, REFUSALS, Refused, type Code, type ListMember } from "../src/index.js";
+import { CODES, MEMBERS, pageOf, readDecision, readOpReply, REFUSALS, RETRY, Refused, retryOf, type Code, type ListMember } from "../src/index.js";
 import { REPO } from "./daemon.js";
 
 interface Vector {
@@ -59,6 +59,13 @@ test("the vectors hold every status and every code", () => {
   assert.deepEqual(new Set(decisions.flatMap((v) => (v.code ? [v.code] : []))), new Set(CODES));
 });
 
+test("every code has its retry class", () => {
+  assert.deepEqual(Object.keys(RETRY), [...CODES]);
+  assert.equal(retryOf("approval_required"), "operator");
+  assert.equal(retryOf("no_such_code"), "");
+  assert.equal(new Refused("no_such_code").retry, "");
+});
+
 test("proposals have the members of Proposal", () => {
   for (const [name, v] of VECTORS.filter(([, v]) => v.schema === "proposal")) holdsTo(name, v.message, "proposal");
 });
@@ -70,6 +77,7 @@ test("decisions decode as propose reads them", () => {
       assert.throws(() => readDecision(bytes(v)), (e: unknown) => {
         assert.ok(e instanceof Refused && e instanceof REFUSALS[v.code!], `${name}: ${String(e)}`);
         assert.equal(e.code, v.code, name);
+        assert.equal(e.retry, v.retry, name);
         assert.equal(e.reason, v.message.reason, name);
         assert.deepEqual(e.decision, v.message, name);
         return true;
@@ -88,7 +96,7 @@ test("operator replies decode as op reads them, pages with their rows and cursor
   for (const [name, v] of VECTORS.filter(([, v]) => v.schema === "op-reply")) {
     holdsTo(name, v.message, "op-reply");
     if (v.code) {
-      assert.throws(() => readOpReply(bytes(v)), (e: unknown) => e instanceof REFUSALS[v.code!] && (e as Refused).code === v.code && (e as Refused).decision === undefined, name);
+      assert.throws(() => readOpReply(bytes(v)), (e: unknown) => e instanceof REFUSALS[v.code!] && (e as Refused).code === v.code && (e as Refused).retry === v.retry && (e as Refused).decision === undefined, name);
       continue;
     }
     const r = readOpReply(bytes(v));
