@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"regexp"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // The rules below refuse the values a hostile or careless configuration
@@ -91,4 +93,31 @@ func checkProviderTimeout(key string, d time.Duration) error {
 		return fmt.Errorf("%s must be %s..%s, not %s", key, MinProviderTimeout, MaxProviderTimeout, d)
 	}
 	return nil
+}
+
+// DefaultBcryptCost is the cost HashPassword uses unless told otherwise:
+// each check of a password against its hash then takes the server tens of
+// milliseconds, which slows guessing against it further.
+const DefaultBcryptCost = 11
+
+// HashPassword makes the bcrypt hash of a principal's password, for its
+// password key: the embedded server checks a login against the hash, and
+// the configuration no longer holds the password. It refuses a password
+// shorter than MinPasswordBytes or longer than bcrypt takes (72 bytes), and
+// a cost outside bcrypt's 4..31.
+func HashPassword(pw []byte, cost int) (string, error) {
+	if len(pw) < MinPasswordBytes {
+		return "", fmt.Errorf("a password must be at least %d bytes, not %d", MinPasswordBytes, len(pw))
+	}
+	if len(pw) > 72 {
+		return "", fmt.Errorf("bcrypt takes at most 72 bytes of a password, not %d", len(pw))
+	}
+	if cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
+		return "", fmt.Errorf("the bcrypt cost must be %d..%d, not %d", bcrypt.MinCost, bcrypt.MaxCost, cost)
+	}
+	h, err := bcrypt.GenerateFromPassword(pw, cost)
+	if err != nil {
+		return "", err
+	}
+	return string(h), nil
 }
