@@ -1,6 +1,12 @@
 package daemon
 
 import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +102,68 @@ func TestAuthFailuresCounted(t *testing.T) {
 	if n := len(fams["contextos_auth_failures_total"].Metric); n != 3 {
 		t.Fatalf("contextos_auth_failures_total has %d series, want the 3 doors", n)
 	}
+}
+
+// TestAuthFailuresCountedMCPAndConsole: a request with a bearer token that
+// names no agent raises contextos_auth_failures_total{door="mcp"}, and a
+// console login with a wrong password raises {door="console"} (and, since
+// the console logs in through the server, {door="nats"} too).
+func TestAuthFailuresCountedMCPAndConsole(t *testing.T) {
+	e, _ := bootObserved(t, deadURL(t), BootOptions{}, func(c *config.Config) {
+		c.MCP.Listen, c.Console.Listen = "127.0.0.1:0", "127.0.0.1:0"
+		c.Console.MaxSessions, c.Console.SessionIdle.Duration = 4, time.Minute
+	})
+	count := func(door string) float64 {
+		v, _ := sample(scrape(t, e.rt), "contextos_auth_failures_total", map[string]string{"door": door})
+		return v
+	}
+	for i := 0; i < 3; i++ {
+		req, err := http.NewRequest(http.MethodPost, e.rt.MCPURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer a-guessed-token-0123456789abcdef")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a guessed token: %s", resp.Status)
+		}
+	}
+	if got := count("mcp"); got != 3 {
+		t.Fatalf("mcp failures = %v, want 3", got)
+	}
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Get(e.rt.ConsoleURL + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token in the login page:\n%s", page)
+	}
+	resp, err = hc.PostForm(e.rt.ConsoleURL+"/login", url.Values{"csrf": {string(m[1])}, "tenant": {"acme"}, "operator": {"ops_alice"},
+		"password": {"a-wrong-password-guess"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong console password: %s", resp.Status)
+	}
+	if got := count("console"); got != 1 {
+		t.Fatalf("console failures = %v, want 1", got)
+	}
+	testenv.Eventually(t, func() bool { return count("nats") == 1 }, 5*time.Second, "the console's refused login counted by the server")
 }
