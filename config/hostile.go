@@ -95,10 +95,11 @@ func checkProviderTimeout(key string, d time.Duration) error {
 	return nil
 }
 
-// DefaultBcryptCost is the cost HashPassword uses unless told otherwise:
-// each check of a password against its hash then takes the server tens of
-// milliseconds, which slows guessing against it further.
-const DefaultBcryptCost = 11
+// DefaultBcryptCost is the cost HashPassword uses unless told otherwise
+// (bcrypt's default): every check of a login against the hash costs the
+// server that work, which slows guessing further, and every connection of
+// the principal pays it once.
+const DefaultBcryptCost = bcrypt.DefaultCost
 
 // HashPassword makes the bcrypt hash of a principal's password, for its
 // password key: the embedded server checks a login against the hash, and
