@@ -51,7 +51,7 @@ func boot(t *testing.T, hooks gateway.Hooks) *testDaemon {
 	return &testDaemon{rt: rt, prov: prov}
 }
 
-var passwords = map[string]string{"agent_email": "email-secret", "agent_chat": "chat-secret", "ops_alice": "alice-secret"}
+var passwords = map[string]string{"agent_email": "email-secret-passphrase", "agent_chat": "chat-secret-passphrase", "ops_alice": "alice-secret-passphrase"}
 
 func (d *testDaemon) connect(t *testing.T, principal string, o ...func(*client.Options)) *client.Client {
 	t.Helper()
@@ -300,7 +300,7 @@ func TestOperatorCalls(t *testing.T) {
 func TestNATSContext(t *testing.T) {
 	d := boot(t, gateway.Hooks{})
 	path := filepath.Join(t.TempDir(), "acme-ops.json")
-	b, _ := json.Marshal(map[string]string{"url": d.rt.URL, "user": "acme.ops_alice", "password": "alice-secret", "description": "acme"})
+	b, _ := json.Marshal(map[string]string{"url": d.rt.URL, "user": "acme.ops_alice", "password": "alice-secret-passphrase", "description": "acme"})
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/contextos/ledger/kernel"
 )
@@ -219,8 +217,8 @@ func (h *HTTPConfig) validate() error {
 	if !slices.Contains(providerMethods, h.Method) {
 		return fmt.Errorf("http.method must be one of %s, not %q", strings.Join(providerMethods, ", "), h.Method)
 	}
-	if d := h.Timeout.Duration; d < time.Millisecond || d > MaxProviderTimeout {
-		return fmt.Errorf("http.timeout must be 1ms..%s, not %s", MaxProviderTimeout, d)
+	if err := checkProviderTimeout("http.timeout", h.Timeout.Duration); err != nil {
+		return err
 	}
 	if err := validHeaderName(h.IdempotencyHeader); err != nil {
 		return fmt.Errorf("http.idempotency_header: %w", err)
@@ -277,27 +275,14 @@ func (hc HeaderConfig) value() (string, error) {
 	return v, nil
 }
 
-// validURL checks a provider URL: http or https with a host, and plain
-// http only to a loopback host.
+// validURL checks a provider URL (checkEndpoint): plain http only to a
+// loopback host unless http.allow_http says otherwise.
 func (h *HTTPConfig) validURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	if u.Hostname() == "" {
-		return fmt.Errorf("%q: a host is required", s)
-	}
-	if u.User != nil {
-		return fmt.Errorf("%q: credentials in the URL are refused (they would be logged and recorded)", s)
-	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		if !isLoopbackHost(u.Hostname()) && !h.AllowHTTP {
-			return fmt.Errorf("%q: plain http only to a loopback host; use https (or say http.allow_http = true)", s)
+	if err := checkEndpoint(s, h.AllowHTTP); err != nil {
+		if !h.AllowHTTP && strings.Contains(err.Error(), "plain http") {
+			return fmt.Errorf("%w (or say http.allow_http = true)", err)
 		}
-	default:
-		return fmt.Errorf("%q: the scheme must be http or https", s)
+		return err
 	}
 	return nil
 }

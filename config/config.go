@@ -151,10 +151,6 @@ const (
 	MaxAuditCheckpointEvery = 1 << 20
 	// MaxReplicas is the largest nats.replicas JetStream accepts.
 	MaxReplicas = 5
-	// MaxProviderTimeout is the longest capabilities.http.timeout: an
-	// attempt's reconcile grace is twice its timeout, and a hold must not
-	// wait hours for a provider that is gone.
-	MaxProviderTimeout = 5 * time.Minute
 	// MinReconcileInterval and MaxReconcileInterval bound a nonzero
 	// runtime.reconcile_interval: a reconciler that never sleeps would
 	// spin, one that sleeps a day is off.
@@ -240,6 +236,11 @@ func (c *Config) validate() error {
 			seen[p.ID] = true
 			if p.Password == "" && c.NATS.URL == "" {
 				return fmt.Errorf("tenant %s principal %s needs a password for the embedded server", t.ID, p.ID)
+			}
+			if p.Password != "" {
+				if err := checkPassword(fmt.Sprintf("tenant %s principal %s password", t.ID, p.ID), p.Password, true); err != nil {
+					return err
+				}
 			}
 			for _, capID := range p.Capabilities {
 				if caps[capID] == nil {

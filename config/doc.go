@@ -2,7 +2,9 @@
 // (docs/config.md), a file of this package per section (nats.go,
 // runtime.go, limits.go, telemetry.go, witness.go, tenants.go,
 // capabilities.go with controls.go, guarantees.go, console.go, mcp.go), each
-// with its validation. It reads and checks values; it decides nothing about
+// with its validation, and hostile.go with the rules they share: endpoints
+// (https, or http to loopback; no credentials in a URL), provider timeouts
+// and passwords. It reads and checks values; it decides nothing about
 // a proposal (whether a capability needs an approval, what a run budget
 // reads: those are the gateway's and the kernel's).
 //

@@ -98,12 +98,12 @@ func TestReplyCredentials(t *testing.T) {
 	}{
 		{"data_dir = \"d\"\n", true},
 		{"url = \"nats://127.0.0.1:4222\"\n", true},
-		{"url = \"nats://127.0.0.1:4222\"\nreply_user = \"r\"\nreply_password = \"p\"\n", true},
+		{"url = \"nats://127.0.0.1:4222\"\nreply_user = \"r\"\nreply_password = \"p-secret-passphrase\"\n", true},
 		{"url = \"nats://127.0.0.1:4222\"\nreply_creds = \"r.creds\"\n", true},
 		{"url = \"nats://127.0.0.1:4222\"\nreply_user = \"r\"\n", false},
-		{"url = \"nats://127.0.0.1:4222\"\nreply_password = \"p\"\n", false},
-		{"url = \"nats://127.0.0.1:4222\"\nreply_creds = \"r.creds\"\nreply_user = \"r\"\nreply_password = \"p\"\n", false},
-		{"data_dir = \"d\"\nreply_user = \"r\"\nreply_password = \"p\"\n", false},
+		{"url = \"nats://127.0.0.1:4222\"\nreply_password = \"p-secret-passphrase\"\n", false},
+		{"url = \"nats://127.0.0.1:4222\"\nreply_creds = \"r.creds\"\nreply_user = \"r\"\nreply_password = \"p-secret-passphrase\"\n", false},
+		{"data_dir = \"d\"\nreply_user = \"r\"\nreply_password = \"p-secret-passphrase\"\n", false},
 		{"data_dir = \"d\"\nreply_creds = \"r.creds\"\n", false},
 	}
 	creds := filepath.Join(t.TempDir(), "r.creds")

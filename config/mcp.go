@@ -150,9 +150,8 @@ func (cp *CapabilityConfig) ValidateMCP() error {
 		return nil
 	}
 	m := &cp.MCP
-	u, err := url.Parse(m.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("mcp.url must be the http(s) URL of a streamable HTTP MCP endpoint, not %q", m.URL)
+	if err := checkEndpoint(m.URL, false); err != nil {
+		return fmt.Errorf("mcp.url (a streamable HTTP MCP endpoint): %w", err)
 	}
 	if m.Tool == "" {
 		return errors.New("mcp.tool is required for the mcp adapter")
@@ -162,6 +161,9 @@ func (cp *CapabilityConfig) ValidateMCP() error {
 	}
 	if m.Timeout.Duration == 0 {
 		m.Timeout.Duration = 5 * time.Second
+	}
+	if err := checkProviderTimeout("mcp.timeout", m.Timeout.Duration); err != nil {
+		return err
 	}
 	if !cp.HTTP.isZero() {
 		return errors.New("[capabilities.http] is for adapter = \"http\"")

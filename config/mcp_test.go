@@ -12,15 +12,15 @@ data_dir = "d"
 id = "acme"
   [[tenants.agents]]
   id = "a1"
-  password = "p"
+  password = "p-secret-passphrase"
   %s
   [[tenants.agents]]
   id = "a2"
-  password = "p"
+  password = "p-secret-passphrase"
   %s
   [[tenants.operators]]
   id = "o1"
-  password = "p"
+  password = "p-secret-passphrase"
   %s
 [[capabilities]]
 id = "%s"

@@ -96,6 +96,13 @@ func (n *NATSConfig) validate(keyFile string) error {
 	case (n.ReplyUser == "") != (n.ReplyPassword == ""):
 		return errors.New("nats.reply_user and nats.reply_password go together")
 	}
+	for _, p := range []struct{ key, pw string }{{"nats.password", n.Password}, {"nats.reply_password", n.ReplyPassword}} {
+		if p.pw != "" {
+			if err := checkPassword(p.key, p.pw, false); err != nil {
+				return err
+			}
+		}
+	}
 	for _, f := range []struct{ key, path string }{{"creds", n.Creds}, {"reply_creds", n.ReplyCreds}} {
 		if f.path != "" {
 			if _, err := os.Stat(f.path); err != nil {

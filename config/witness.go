@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net/url"
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/kernel"
@@ -11,7 +10,8 @@ import (
 // WitnessConfig is one witness the runtime asks to cosign its audit
 // checkpoints ([[runtime.witnesses]]): a C2SP tlog-witness.
 type WitnessConfig struct {
-	// URL is the witness's submission prefix (http or https).
+	// URL is the witness's submission prefix: https, or http to a
+	// loopback host, with no credentials in it.
 	URL string `toml:"url"`
 	// Key is the witness's cosignature verifier key
 	// (<name>+<hash>+<key>, as "ctx witness serve" prints it).
@@ -25,9 +25,8 @@ func (r *RuntimeConfig) validateAudit() error {
 	}
 	seen := map[string]bool{}
 	for i, w := range r.Witnesses {
-		u, err := url.Parse(w.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("runtime.witnesses[%d].url %q: want http(s)://host:port", i, w.URL)
+		if err := checkEndpoint(w.URL, false); err != nil {
+			return fmt.Errorf("runtime.witnesses[%d].url: %w", i, err)
 		}
 		c, err := audit.ParseCosignerKey(w.Key)
 		if err != nil {

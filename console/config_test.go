@@ -15,7 +15,7 @@ data_dir = "/tmp/x"
 id = "acme"
   [[tenants.operators]]
   id = "ops_alice"
-  password = "p"
+  password = "p-secret-passphrase"
 `
 
 // TestConsoleConfig: the [console] section is off by default, loopback

@@ -22,8 +22,8 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-var passwords = map[string]string{"acme.agent_email": "email-secret", "acme.agent_phone": "phone-secret", "acme.ops_alice": "alice-secret",
-	"globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret"}
+var passwords = map[string]string{"acme.agent_email": "email-secret-passphrase", "acme.agent_phone": "phone-secret-passphrase", "acme.ops_alice": "alice-secret-passphrase",
+	"globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret-passphrase"}
 
 // env is a real runtime (embedded NATS with JetStream, the loopback
 // provider) with its console.

@@ -49,6 +49,11 @@ type Options struct {
 	Now func() time.Time
 	// Poll is how often live updates read the runtime (default 1s).
 	Poll time.Duration
+	// AuthFailed, when set, is called for every login refused for its
+	// credentials (a wrong password, an unknown user, a user who is not
+	// an operator): the runtime counts it as an authentication failure of
+	// the console door.
+	AuthFailed func()
 }
 
 // Server is a running console.
@@ -274,6 +279,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	nc, err := d.Dial(r.Context(), tenant, operator, password)
 	if err != nil {
 		s.o.Logger.Info("console login refused", "tenant", tenant, "operator", operator, "err", err)
+		if s.o.AuthFailed != nil && (errors.Is(err, ErrCredentials) || errors.Is(err, ErrNotOperator)) {
+			s.o.AuthFailed()
+		}
 		v.Error = "login refused: " + err.Error()
 		s.renderLogin(w, v, http.StatusUnauthorized)
 		return

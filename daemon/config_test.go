@@ -24,7 +24,7 @@ workers = 8
 id = "t"
   [[tenants.agents]]
   id = "a"
-  password = "p"
+  password = "p-secret-passphrase"
   capabilities = ["pay.refund"]
 
 [[capabilities]]
@@ -67,8 +67,8 @@ func TestValidateHostile(t *testing.T) {
 		{"unknown method", `method = "POST"`, `method = "BREW"`, func(c *config.Config) { c.Capabilities[0].HTTP.Method = "BREW" }, `http.method must be one of`},
 		{"invalid header name", `idempotency_header = "Idempotency-Key"`, `idempotency_header = "Idem Key:"`, func(c *config.Config) { c.Capabilities[0].HTTP.IdempotencyHeader = "Idem Key:" }, `http.idempotency_header: "Idem Key:" is not a valid header name`},
 		{"reserved header name", `idempotency_header = "Idempotency-Key"`, `idempotency_header = "content-length"`, func(c *config.Config) { c.Capabilities[0].HTTP.IdempotencyHeader = "content-length" }, "Content-Length is set by the transport"},
-		{"timeout 100000h", `timeout = "2s"`, `timeout = "100000h"`, func(c *config.Config) { c.Capabilities[0].HTTP.Timeout.Duration = 100000 * time.Hour }, "http.timeout must be 1ms..5m0s, not 100000h0m0s"},
-		{"timeout 1ns", `timeout = "2s"`, `timeout = "1ns"`, func(c *config.Config) { c.Capabilities[0].HTTP.Timeout.Duration = 1 }, "http.timeout must be 1ms..5m0s, not 1ns"},
+		{"timeout 100000h", `timeout = "2s"`, `timeout = "100000h"`, func(c *config.Config) { c.Capabilities[0].HTTP.Timeout.Duration = 100000 * time.Hour }, "http.timeout must be 100ms..5m0s, not 100000h0m0s"},
+		{"timeout 1ns", `timeout = "2s"`, `timeout = "1ns"`, func(c *config.Config) { c.Capabilities[0].HTTP.Timeout.Duration = 1 }, "http.timeout must be 100ms..5m0s, not 1ns"},
 		{"query_url without key", `query_url = "http://127.0.0.1:9/refunds/{idempotency_key}"`, `query_url = "http://127.0.0.1:9/refunds"`, func(c *config.Config) { c.Capabilities[0].Recovery.QueryURL = "http://127.0.0.1:9/refunds" }, "recovery.query_url must contain {idempotency_key}"},
 		{"query_url ftp", `query_url = "http://127.0.0.1:9/refunds/{idempotency_key}"`, `query_url = "ftp://x/{idempotency_key}"`, func(c *config.Config) { c.Capabilities[0].Recovery.QueryURL = "ftp://x/{idempotency_key}" }, "recovery.query_url: \"ftp://x/k\": the scheme must be http or https"},
 		{"nats listen 0.0.0.0", `listen = "127.0.0.1:0"`, `listen = "0.0.0.0:4222"`, func(c *config.Config) { c.NATS.Listen = "0.0.0.0:4222" }, `nats.listen: the embedded server listens on loopback only: loopback only, not "0.0.0.0"`},

@@ -203,6 +203,9 @@ func Boot(cfg *config.Config, o BootOptions) (*Runtime, error) {
 	if err := rt.startTelemetry(ctx, o); err != nil {
 		return nil, err
 	}
+	if rt.Embedded != nil {
+		watchAuthFailures(rt.Embedded, rt.Gateway)
+	}
 	if err := rt.Gateway.StartBreakers(ctx, nc); err != nil {
 		return nil, err
 	}

@@ -55,8 +55,8 @@ func replicaConfig(t *testing.T, natsURL, providerURL, executor, keyFile, guaran
 	t.Helper()
 	cfg := withGuarantees(t, t.TempDir(), providerURL, guarantees)
 	cfg.NATS.URL, cfg.NATS.Listen = natsURL, ""
-	cfg.NATS.User, cfg.NATS.Password = "contextosd", "rt-secret"
-	cfg.NATS.ReplyUser, cfg.NATS.ReplyPassword = "contextosd-replies", "replies-secret"
+	cfg.NATS.User, cfg.NATS.Password = "contextosd", "rt-secret-passphrase"
+	cfg.NATS.ReplyUser, cfg.NATS.ReplyPassword = "contextosd-replies", "replies-secret-passphrase"
 	cfg.Runtime.KeyFile, cfg.Runtime.Executor = keyFile, executor
 	return cfg
 }

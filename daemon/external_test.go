@@ -46,8 +46,8 @@ func startDocsServer(t *testing.T, authorization string) string {
 func startDocsServerWith(t *testing.T, options, authorization string) string {
 	t.Helper()
 	dir := t.TempDir()
-	t.Setenv("CONTEXTOSD_PASSWORD", "rt-secret")
-	t.Setenv("CONTEXTOSD_REPLIES_PASSWORD", "replies-secret")
+	t.Setenv("CONTEXTOSD_PASSWORD", "rt-secret-passphrase")
+	t.Setenv("CONTEXTOSD_REPLIES_PASSWORD", "replies-secret-passphrase")
 	t.Setenv("AGENT_EMAIL_PASSWORD", passwords["acme.agent_email"])
 	t.Setenv("OPS_ALICE_PASSWORD", passwords["acme.ops_alice"])
 	conf := filepath.Join(dir, "nats.conf")
@@ -77,8 +77,8 @@ func externalConfig(t *testing.T, natsURL, providerURL string) *config.Config {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, providerURL)
 	cfg.NATS.URL, cfg.NATS.Listen = natsURL, ""
-	cfg.NATS.User, cfg.NATS.Password = "contextosd", "rt-secret"
-	cfg.NATS.ReplyUser, cfg.NATS.ReplyPassword = "contextosd-replies", "replies-secret"
+	cfg.NATS.User, cfg.NATS.Password = "contextosd", "rt-secret-passphrase"
+	cfg.NATS.ReplyUser, cfg.NATS.ReplyPassword = "contextosd-replies", "replies-secret-passphrase"
 	cfg.Runtime.KeyFile = filepath.Join(dir, "runtime.key")
 	return cfg
 }

@@ -21,8 +21,8 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-var passwords = map[string]string{"acme.agent_email": "email-secret", "acme.agent_chat": "chat-secret", "acme.agent_third": "third-secret",
-	"acme.agent_readonly": "ro-secret", "acme.ops_alice": "alice-secret", "globex.agent_email": "globex-secret"}
+var passwords = map[string]string{"acme.agent_email": "email-secret-passphrase", "acme.agent_chat": "chat-secret-passphrase", "acme.agent_third": "third-secret-passphrase",
+	"acme.agent_readonly": "ro-secret-passphrase", "acme.ops_alice": "alice-secret-passphrase", "globex.agent_email": "globex-secret-passphrase"}
 
 type env struct {
 	t    *testing.T

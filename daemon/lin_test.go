@@ -36,7 +36,7 @@ import (
 
 const linRuntimePassword = "lin-runtime-secret"
 
-var linAgents = map[string]string{"agent_email": "email-secret", "agent_chat": "chat-secret", "agent_third": "third-secret"}
+var linAgents = map[string]string{"agent_email": "email-secret-passphrase", "agent_chat": "chat-secret-passphrase", "agent_third": "third-secret-passphrase"}
 
 // linConfig renders testdata/gateway.toml for a replica on an external NATS.
 func linConfig(t testing.TB, dir, providerURL, natsURL, executor string) *config.Config {
@@ -150,11 +150,11 @@ func TestLinearizableAcrossReplicas(t *testing.T) {
 	defer cancel()
 	load := chaos.Load{Agents: linAgents, Resources: orders, Amounts: []int64{5000, 10000, 20000, 30000, 50000},
 		PerAgent: 30, Workers: 2, Timeout: 10 * time.Second, Short: 150 * time.Millisecond, ShortRate: 0.1, ResendRate: 0.1,
-		Reads: 60, ReadWorkers: 2, Operator: [2]string{"ops_alice", "alice-secret"}, Seed: 42}
+		Reads: 60, ReadWorkers: 2, Operator: [2]string{"ops_alice", "alice-secret-passphrase"}, Seed: 42}
 	if err := d.Run(ctx, load); err != nil {
 		t.Fatal(err)
 	}
-	op, err := d.Connect("ops_alice", "alice-secret")
+	op, err := d.Connect("ops_alice", "alice-secret-passphrase")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/contextos/ledger/console"
+	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/mcpgw"
 )
 
@@ -33,7 +34,8 @@ func (rt *Runtime) startConsole() error {
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
-	s, err := console.Start(console.Options{Config: rt.Config.Console, NATSURL: rt.URL, TLS: tc, Manifest: rt.Config})
+	s, err := console.Start(console.Options{Config: rt.Config.Console, NATSURL: rt.URL, TLS: tc, Manifest: rt.Config,
+		AuthFailed: func() { rt.Gateway.AuthFailed(gateway.DoorConsole) }})
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}

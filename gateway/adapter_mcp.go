@@ -28,7 +28,10 @@ func NewMCPAdapter(cp *config.CapabilityConfig) *MCPAdapter {
 	return &MCPAdapter{
 		Cap:      cp,
 		Contract: kernel.RecoveryContract{Completion: r.Completion, Applied: r.Applied, NotApplied: r.NotApplied, Pending: r.Pending},
-		Client:   &http.Client{Transport: providerTransport(nil)},
+		// As for the http adapter: a redirect is the provider's answer, not
+		// an instruction to send the call somewhere else (an unknown).
+		Client: &http.Client{Transport: providerTransport(nil),
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"time"
 
@@ -35,6 +36,7 @@ type metrics struct {
 	appendErrors   *prometheus.CounterVec
 	breakerTrips   *prometheus.CounterVec
 	unsent         *prometheus.CounterVec
+	authFailures   *prometheus.CounterVec
 }
 
 // latencyBuckets span a fast in-memory decision (tens of microseconds) to a
@@ -66,10 +68,37 @@ func newMetrics() *metrics {
 	m.unsent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "contextos_replies_unsent_total",
 		Help: "Replies not sent, by tenant, verb (propose or the operator verb) and reason: too_large (over the server's max_payload; a small reply_too_large reply went instead) or publish_error."},
 		[]string{"tenant", "verb", "reason"})
+	m.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "contextos_auth_failures_total",
+		Help: "Refused authentications by door: nats (the embedded server's advisories: wrong password, unknown user), mcp (an unknown bearer token), console (a refused login)."},
+		[]string{"door"})
+	for _, d := range doors {
+		m.authFailures.WithLabelValues(d)
+	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewBuildInfoCollector(), buildInfo(), m.decisions, m.stages, m.proposals, m.providerCalls, m.providerErrors,
-		m.opActions, m.reconcileRuns, m.reconciled, m.appendErrors, m.breakerTrips, m.unsent)
+		m.opActions, m.reconcileRuns, m.reconciled, m.appendErrors, m.breakerTrips, m.unsent, m.authFailures)
 	return m
+}
+
+// The doors whose refused authentications AuthFailed counts: the label
+// values of contextos_auth_failures_total, a fixed set.
+const (
+	DoorNATS    = "nats"
+	DoorMCP     = "mcp"
+	DoorConsole = "console"
+)
+
+var doors = []string{DoorNATS, DoorMCP, DoorConsole}
+
+// AuthFailed counts an authentication a door refused. door is one of
+// DoorNATS, DoorMCP and DoorConsole; what the client sent (a user name, a
+// token) is never a label, so guessing cannot grow the series. A no-op
+// before Instrument.
+func (g *Gateway) AuthFailed(door string) {
+	if g.tel == nil || !slices.Contains(doors, door) {
+		return
+	}
+	g.tel.m.authFailures.WithLabelValues(door).Inc()
 }
 
 // buildInfo is contextos_build_info, 1 with the module version, VCS

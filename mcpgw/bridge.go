@@ -11,8 +11,11 @@ import (
 )
 
 // TokenClient is an HTTP client that sends token as its bearer credential.
+// It follows no redirect: the token goes to the endpoint it was given for,
+// never to one a response names.
 func TokenClient(token string) *http.Client {
-	return &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+	return &http.Client{Transport: bearer{token: token, next: http.DefaultTransport},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 type bearer struct {

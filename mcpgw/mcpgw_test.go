@@ -621,7 +621,7 @@ func TestMCPDefaultClient(t *testing.T) {
 func BenchmarkMCPPropose(b *testing.B) {
 	b.Run("nats-baseline", func(b *testing.B) {
 		e := start(b)
-		nc := gatewaytest.Connect(b, e.rt.URL, "email-secret", "acme", "agent_email")
+		nc := gatewaytest.Connect(b, e.rt.URL, "email-secret-passphrase", "acme", "agent_email")
 		b.ResetTimer()
 		for i := range b.N {
 			key := fmt.Sprintf("bench-%d", i)

@@ -41,6 +41,8 @@ type Server struct {
 // trace carries the caller's traceparent, if any.
 type Proposer interface {
 	ProposeObserved(ctx context.Context, tenant, principal string, trace propagation.TextMapCarrier, body []byte) wire.Reply
+	// AuthFailed counts a request refused for its bearer token (door "mcp").
+	AuthFailed(door string)
 }
 
 // Listen serves Handler on cfg.MCP.Listen, which must be loopback.
@@ -86,7 +88,7 @@ func Handler(cfg *config.Config, gw Proposer, log *slog.Logger) http.Handler {
 	})
 	mux := http.NewServeMux()
 	mux.Handle(Path, limit(cfg.Runtime.Workers, stream))
-	bearer := auth.RequireBearerToken(verifier(cfg), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	bearer := auth.RequireBearerToken(verifier(cfg, gw), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	return originCheck(cfg.MCP.AllowedOrigins, bearer(mux))
 }
 
@@ -96,8 +98,10 @@ const instructions = "Each tool is a governed capability: a call is a proposal t
 	"error result whose text starts with its stable code."
 
 // verifier maps a bearer token to its agent. Tokens are compared by their
-// SHA-256, so the lookup's timing says nothing about a token's bytes.
-func verifier(cfg *config.Config) auth.TokenVerifier {
+// SHA-256, so the lookup's timing says nothing about a token's bytes. A
+// token that names no agent is counted as an authentication failure of the
+// mcp door (the token itself is never recorded).
+func verifier(cfg *config.Config, gw Proposer) auth.TokenVerifier {
 	tokens := map[[32]byte]identity{}
 	for _, t := range cfg.Tenants {
 		for _, a := range t.Agents {
@@ -109,6 +113,7 @@ func verifier(cfg *config.Config) auth.TokenVerifier {
 	return func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		id, ok := tokens[sha256.Sum256([]byte(token))]
 		if !ok {
+			gw.AuthFailed("mcp")
 			return nil, auth.ErrInvalidToken
 		}
 		return &auth.TokenInfo{UserID: wire.UserName(id.tenant, id.principal),

@@ -202,7 +202,7 @@ func answer(rw http.ResponseWriter, line []byte, err error) {
 type Client struct {
 	URL  string          // the witness's submission prefix, e.g. http://127.0.0.1:7380
 	Key  *audit.Cosigner // the witness's cosignature key: its lines are checked before they are kept
-	HTTP *http.Client    // default: a client with a 5 s timeout
+	HTTP *http.Client    // default: a client with a 5 s timeout that follows no redirect
 
 	mu    sync.Mutex
 	known int64 // the witness's size; -1 until learned
@@ -364,7 +364,9 @@ func (c *Client) Submit(ctx context.Context, tree Prover, signed []byte) ([]byte
 func (c *Client) post(ctx context.Context, path string, body []byte) (status int, reply []byte, reason string, err error) {
 	hc := c.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: 5 * time.Second}
+		// A redirect is the witness's answer, never an instruction to send
+		// the checkpoint somewhere else: the 3xx is a refusal like any other.
+		hc = &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+path, bytes.NewReader(body))
 	if err != nil {

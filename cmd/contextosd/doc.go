@@ -6,4 +6,5 @@
 //	contextosd --init-key FILE
 //	contextosd --version
 //	contextosd keys rotate --config FILE
+//	contextosd hash-password [--cost N] < password
 package main

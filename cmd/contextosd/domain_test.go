@@ -28,7 +28,7 @@ key_file = "` + keyFile + `"
 id = "acme"
   [[tenants.agents]]
   id = "agent_email"
-  password = "email-secret"
+  password = "email-secret-passphrase"
   capabilities = ["adp_payments.issue_refund"]
 
 [[capabilities]]

@@ -23,6 +23,9 @@ func run() int {
 	if len(os.Args) > 1 && os.Args[1] == "keys" {
 		return runKeys(os.Args[2:])
 	}
+	if len(os.Args) > 1 && os.Args[1] == "hash-password" {
+		return runHashPassword(os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
+	}
 	fs := flag.NewFlagSet("contextosd", flag.ContinueOnError)
 	configFile := fs.String("config", "", "the TOML configuration file")
 	check := fs.String("check-config", "", "validate a configuration file, and check it against the event stream it would run on (the guarantees pinned there), then exit: 0 ok, 1 invalid or refused, 3 the stream could not be read")
@@ -30,7 +33,7 @@ func run() int {
 	initKey := fs.String("init-key", "", "create a new runtime signing key file (0600) for runtime.key_file, print its key id and exit; refuses to replace one")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE [--offline] | --init-key FILE | --version | keys rotate --config FILE\n\n")
+		fmt.Fprintf(fs.Output(), "usage: contextosd --config FILE | --check-config FILE [--offline] | --init-key FILE | --version | keys rotate --config FILE | hash-password < password\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {

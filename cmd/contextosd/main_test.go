@@ -35,7 +35,7 @@ listen = "{{LISTEN}}"
 id = "acme"
   [[tenants.operators]]
   id = "ops_alice"
-  password = "alice-secret"
+  password = "alice-secret-passphrase"
 `
 
 func startDaemon(t *testing.T, listen string) *exec.Cmd {

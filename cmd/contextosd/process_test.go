@@ -28,7 +28,7 @@ func daemonCmd(t *testing.T, args ...string) *exec.Cmd {
 func writeConfig(t *testing.T, dataDir, listen, extra string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "contextos.toml")
-	s := fmt.Sprintf("[nats]\ndata_dir = %q\nlisten = %q\n\n[runtime]\n%s\n[[tenants]]\nid = \"acme\"\n  [[tenants.agents]]\n  id = \"a\"\n  password = \"p\"\n", dataDir, listen, extra)
+	s := fmt.Sprintf("[nats]\ndata_dir = %q\nlisten = %q\n\n[runtime]\n%s\n[[tenants]]\nid = \"acme\"\n  [[tenants.agents]]\n  id = \"a\"\n  password = \"p-secret-passphrase\"\n", dataDir, listen, extra)
 	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,8 @@ $CTX_IMPORT_TOKEN; it is never printed.`,
 	_ = cmd.MarkFlagRequired("mcp")
 	_ = cmd.MarkFlagRequired("tool")
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
-		var client *http.Client
+		// No redirect is followed, with a token or without.
+		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		if tokenFile != "" || os.Getenv("CTX_IMPORT_TOKEN") != "" {
 			token, err := mcpToken(tokenFile, "CTX_IMPORT_TOKEN")
 			if err != nil {

@@ -16,7 +16,7 @@ func TestGuaranteeVerbs(t *testing.T) {
 	t.Setenv("CTX_NATS", d.rt.URL)
 	t.Setenv("CTX_TENANT", "acme")
 	t.Setenv("CTX_USER", "ops_alice")
-	t.Setenv("CTX_PASSWORD", "alice-secret")
+	t.Setenv("CTX_PASSWORD", "alice-secret-passphrase")
 	run := func(want int, args ...string) string {
 		t.Helper()
 		code, out, errOut := ctxRun(args...)

@@ -49,7 +49,7 @@ id = "acme"
 unadmitted_runs = "unlimited"
   [[tenants.agents]]
   id = "agent_stdio"
-  password = "stdio-secret"
+  password = "stdio-secret-passphrase"
   mcp_token = "` + stdioToken + `"
   capabilities = ["adp_payments.issue_refund"]
 [[capabilities]]

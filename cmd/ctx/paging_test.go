@@ -26,7 +26,7 @@ func TestListsPageThrough(t *testing.T) {
 		modes[i] = provider.Pending
 	}
 	d.prov.Script(modes...)
-	nc := gatewaytest.Connect(t, d.rt.URL, "email-secret", "acme", "agent_email")
+	nc := gatewaytest.Connect(t, d.rt.URL, "email-secret-passphrase", "acme", "agent_email")
 	long := strings.Repeat("o", 1000)
 	for i := 0; i < n; i++ {
 		order := fmt.Sprintf("ord_p%d", i)
@@ -39,7 +39,7 @@ func TestListsPageThrough(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	}
-	conn := []string{"--nats", d.rt.URL, "--tenant", "acme", "--user", "ops_alice", "--password", "alice-secret"}
+	conn := []string{"--nats", d.rt.URL, "--tenant", "acme", "--user", "ops_alice", "--password", "alice-secret-passphrase"}
 	for _, verb := range []string{"attempts", "exposure"} {
 		code, out, errOut := ctxRun(append([]string{verb, "-o", "json", "--limit", "3"}, conn...)...)
 		var first []map[string]any

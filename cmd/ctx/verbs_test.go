@@ -69,7 +69,7 @@ func TestExitCodes(t *testing.T) {
 	d := boot(t)
 	dead := deadURL(t)
 	vec := "../../testdata/context/sufficient/"
-	conn := []string{"--nats", d.rt.URL, "--tenant", "acme", "--user", "ops_alice", "--password", "alice-secret", "--timeout", "3s"}
+	conn := []string{"--nats", d.rt.URL, "--tenant", "acme", "--user", "ops_alice", "--password", "alice-secret-passphrase", "--timeout", "3s"}
 	with := func(args ...string) []string { return append(args, conn...) }
 	cases := []struct {
 		args []string
@@ -109,7 +109,7 @@ func TestExitCodes(t *testing.T) {
 		{with("close-attempt", "--attempt", "nope", "-o", "json"), 1},
 		{[]string{"run", "--run", "x", "--nats", d.rt.URL, "--tenant", "acme", "--user", "ops_alice", "--password", "wrong"}, 1},
 		{with("evidence", "--candidate", filepath.Join(t.TempDir(), "missing.json")), 1},
-		{[]string{"exposure", "--nats", d.rt.URL, "--tenant", "acme", "--user", "agent_email", "--password", "email-secret", "--timeout", "3s"}, 1},
+		{[]string{"exposure", "--nats", d.rt.URL, "--tenant", "acme", "--user", "agent_email", "--password", "email-secret-passphrase", "--timeout", "3s"}, 1},
 	}
 	for _, c := range cases {
 		if got, _, errOut := ctxRun(c.args...); got != c.code {
@@ -166,7 +166,7 @@ func TestEveryVerb(t *testing.T) {
 	t.Setenv("CTX_NATS", d.rt.URL)
 	t.Setenv("CTX_TENANT", "acme")
 	t.Setenv("CTX_USER", "ops_alice")
-	t.Setenv("CTX_PASSWORD", "alice-secret")
+	t.Setenv("CTX_PASSWORD", "alice-secret-passphrase")
 	ok := func(args ...string) string {
 		t.Helper()
 		code, out, errOut := ctxRun(args...)
@@ -193,7 +193,7 @@ func TestEveryVerb(t *testing.T) {
 		t.Fatalf("admit-run: %s", out)
 	}
 	refusedWith("run_already_admitted", "admit-run", "--run", "run_v", "--principal", "agent_email", "--calls", "9", "--amount", "1")
-	agent, err := client.Connect(client.Options{URL: d.rt.URL, Tenant: "acme", Principal: "agent_email", Password: "email-secret"})
+	agent, err := client.Connect(client.Options{URL: d.rt.URL, Tenant: "acme", Principal: "agent_email", Password: "email-secret-passphrase"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestEveryVerb(t *testing.T) {
 func TestContextProfile(t *testing.T) {
 	d := boot(t)
 	path := filepath.Join(t.TempDir(), "acme.json")
-	b, _ := json.Marshal(map[string]string{"url": d.rt.URL, "user": "acme.ops_alice", "password": "alice-secret"})
+	b, _ := json.Marshal(map[string]string{"url": d.rt.URL, "user": "acme.ops_alice", "password": "alice-secret-passphrase"})
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestOpReadsItsReply(t *testing.T) {
 	d := boot(t)
 	cmd := &cobra.Command{}
 	c := addConnFlags(cmd)
-	c.url, c.tenant, c.user, c.password, c.timeout = d.rt.URL, "acme", "ops_alice", "alice-secret", 5*time.Second
+	c.url, c.tenant, c.user, c.password, c.timeout = d.rt.URL, "acme", "ops_alice", "alice-secret-passphrase", 5*time.Second
 	var r wire.OpReply
 	if err := c.op("kill-switch", wire.OpRequest{}, &r); err != nil || refused(r) != nil || r.KillSwitch == nil {
 		t.Fatalf("kill-switch: %+v %v", r, err)

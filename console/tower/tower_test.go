@@ -23,8 +23,8 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-var passwords = map[string]string{"acme.agent_email": "email-secret", "acme.agent_phone": "phone-secret", "acme.ops_alice": "alice-secret",
-	"acme.ops_tower": "tower-secret", "globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret"}
+var passwords = map[string]string{"acme.agent_email": "email-secret-passphrase", "acme.agent_phone": "phone-secret-passphrase", "acme.ops_alice": "alice-secret-passphrase",
+	"acme.ops_tower": "tower-secret-passphrase", "globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret-passphrase"}
 
 type runtime struct {
 	t    *testing.T

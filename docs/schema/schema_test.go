@@ -173,7 +173,7 @@ func refund(key string) string {
 func TestLiveReplies(t *testing.T) {
 	s := schemas(t)
 	d := boot(t)
-	agent, ops := d.connect(t, "agent_email", "email-secret"), d.connect(t, "ops_alice", "alice-secret")
+	agent, ops := d.connect(t, "agent_email", "email-secret-passphrase"), d.connect(t, "ops_alice", "alice-secret-passphrase")
 	check := func(what, schema string, b []byte) map[string]any {
 		t.Helper()
 		if err := validate(s[schema], b); err != nil {
@@ -382,7 +382,7 @@ var opCases = []struct {
 func TestDaemonRefusesWhatSchemasRefuse(t *testing.T) {
 	s := schemas(t)
 	d := boot(t)
-	agent, ops := d.connect(t, "agent_email", "email-secret"), d.connect(t, "ops_alice", "alice-secret")
+	agent, ops := d.connect(t, "agent_email", "email-secret-passphrase"), d.connect(t, "ops_alice", "alice-secret-passphrase")
 	for _, c := range proposalCases {
 		if err := validate(s["proposal"], []byte(c.body)); (err == nil) != c.valid {
 			t.Errorf("%s: schema says %v, want valid=%v", c.name, err, c.valid)

@@ -126,7 +126,7 @@ func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
 		p := fmt.Sprintf("agent_%02d", a)
 		// Each agent starts on another server, as clients of a cluster do.
 		order := append(append([]string{}, urls[a%3:]...), urls[:a%3]...)
-		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(wire.UserName(Tenant, p), fmt.Sprintf("secret-%02d", a)),
+		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(wire.UserName(Tenant, p), fmt.Sprintf("secret-passphrase-%02d", a)),
 			nats.CustomInboxPrefix(wire.InboxPrefix(Tenant, p)))
 		if err != nil {
 			return nil, err

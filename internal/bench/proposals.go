@@ -48,7 +48,7 @@ func runtimeConfig(sections, providerURL string, agents int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n[runtime.limits]\nproposals_per_second = 1000000 # the benchmark measures throughput, not the rate limit\nproposal_burst = 1000000\n\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", sections, Tenant)
 	for a := 0; a < agents; a++ {
-		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
+		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
 	}
 	fmt.Fprintf(&b, `
 [[capabilities]]
@@ -101,7 +101,7 @@ func StartGateway(parent string, durable bool, agents int) (*Gateway, error) {
 	}
 	for a := 0; a < agents; a++ {
 		p := fmt.Sprintf("agent_%02d", a)
-		nc, err := nats.Connect(g.RT.URL, nats.UserInfo(wire.UserName(Tenant, p), fmt.Sprintf("secret-%02d", a)),
+		nc, err := nats.Connect(g.RT.URL, nats.UserInfo(wire.UserName(Tenant, p), fmt.Sprintf("secret-passphrase-%02d", a)),
 			nats.CustomInboxPrefix(wire.InboxPrefix(Tenant, p)))
 		if err != nil {
 			g.Close()

@@ -105,7 +105,7 @@ func TestKillSwitchOnACutReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := NewDriver(natsURL, "acme", guaranteeID, limit)
-	agent, err := d.Connect(agentID(1), "pw-"+agentID(1))
+	agent, err := d.Connect(agentID(1), "pw-"+agentID(1)+"-passphrase")
 	if err != nil {
 		t.Fatal(err)
 	}

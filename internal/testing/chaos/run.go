@@ -357,7 +357,7 @@ func (r *run) config(provURL, urls, keyPath string, replicas int) string {
 	fmt.Fprintf(&b, "[runtime]\nkey_file = %q\nreconcile_interval = \"0s\"\n\n", keyPath)
 	fmt.Fprintf(&b, "[[tenants]]\nid = \"acme\"\nunadmitted_runs = \"unlimited\"\n")
 	for i := 1; i <= r.o.Agents; i++ {
-		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = %q\n  password = %q\n  capabilities = [%q]\n", agentID(i), "pw-"+agentID(i), Capability)
+		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = %q\n  password = %q\n  capabilities = [%q]\n", agentID(i), "pw-"+agentID(i)+"-passphrase", Capability)
 	}
 	fmt.Fprintf(&b, "\n  [[tenants.operators]]\n  id = %q\n  password = %q\n\n", operatorID, operatorPW)
 	fmt.Fprintf(&b, `[[capabilities]]
@@ -423,7 +423,7 @@ func (r *run) exercise(ctx context.Context) (*Result, error) {
 	d := NewDriver(strings.Join(r.urls, ","), "acme", guaranteeID, limit)
 	agents := map[string]string{}
 	for i := 1; i <= r.o.Agents; i++ {
-		agents[agentID(i)] = "pw-" + agentID(i)
+		agents[agentID(i)] = "pw-" + agentID(i) + "-passphrase"
 	}
 	var orders []string
 	for i := 0; i < r.o.Resources; i++ {

@@ -71,17 +71,17 @@ unadmitted_runs = "unlimited"
 
   [[tenants.agents]]
   id = "agent_a"
-  password = "a-secret"
+  password = "a-secret-passphrase"
   capabilities = ["adp_payments.issue_refund"]
 
   [[tenants.agents]]
   id = "agent_b"
-  password = "b-secret"
+  password = "b-secret-passphrase"
   capabilities = ["adp_payments.issue_refund"]
 
   [[tenants.operators]]
   id = "ops_sim"
-  password = "ops-secret"
+  password = "ops-secret-passphrase"
 
 [[capabilities]]
 id = "adp_payments.issue_refund"
