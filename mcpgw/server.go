@@ -265,8 +265,9 @@ func (c *connSlots) connState(conn net.Conn, st http.ConnState) {
 }
 
 // admit lets a request through once its connection holds a slot of the
-// tenant its token names: claimed now if the connection has none, refused
-// 503 (and the connection closed) when the tenant's slots are all held.
+// tenant its token names: claimed now if the connection holds none (or
+// another tenant's), refused 503 (and the connection closed) when the
+// tenant's slots are all held.
 func (c *connSlots) admit(next http.Handler) http.Handler {
 	if c == nil {
 		return next
@@ -279,17 +280,15 @@ func (c *connSlots) admit(next http.Handler) http.Handler {
 			return
 		}
 		s.mu.Lock()
-		switch {
-		case s.tenant == tenant:
-		case s.tenant != "":
-			s.mu.Unlock()
-			w.Header().Set("Connection", "close")
-			http.Error(w, "a connection serves one tenant's token", http.StatusBadRequest)
-			return
-		default:
+		if s.tenant != tenant {
+			// A pooled connection may carry another tenant's token next:
+			// it then holds that tenant's slot instead.
 			slots := c.tenants[tenant]
 			select {
 			case slots <- struct{}{}:
+				if s.slots != nil {
+					<-s.slots
+				}
 				s.tenant, s.slots = tenant, slots
 			default:
 				s.mu.Unlock()
