@@ -66,6 +66,19 @@ func OperationRef(tenant, runID, operationKey string) (Ref, error) {
 	return Ref{Subject: subject, New: func() State { return &kernel.Operation{} }}, nil
 }
 
+// ScopedOperationRef is principal's own operation (tenant, run, operation
+// key), used when the key of the run is held by another principal's
+// operation (kernel.OpenScoped). OperationRef stays the subject of every
+// other operation, so operations stored before keys were scoped are read
+// where they always were.
+func ScopedOperationRef(tenant, runID, operationKey, principal string) (Ref, error) {
+	subject, err := codec.Subject(tenant, "operation", runID, operationKey, principal)
+	if err != nil {
+		return Ref{}, err
+	}
+	return Ref{Subject: subject, New: func() State { return &kernel.Operation{} }}, nil
+}
+
 // Exposure decides one command on one resource ledger: the load-decide-append
 // loop for callers that need a single ledger (tests, benchmarks, operator
 // actions on one resource).

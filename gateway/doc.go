@@ -19,7 +19,9 @@
 //	...
 //	g.Stop()
 //
-// and of a door that is not NATS (the MCP gateway):
+// and of a door that is not NATS (the MCP gateway), through the one
+// admission path (identity, body bound, per-principal rate, the tenant's
+// lane; admission.go) every door passes:
 //
-//	reply := g.ProposeObserved(ctx, tenant, principal, trace, body) // wire.Reply
+//	reply := g.Admit(ctx, tenant, principal, trace, body) // wire.Reply
 package gateway

@@ -51,6 +51,7 @@ type Gateway struct {
 
 	mu      sync.RWMutex
 	pins    map[string]pinned // tenant/guarantee
+	lanes   map[string]*lane  // each tenant's proposal lane (Serve), every door's
 	subs    []*nats.Subscription
 	conns   []*nats.Conn // the serving connections (Serve)
 	replies *nats.Conn   // publishes replies; nil: the serving connection
@@ -58,7 +59,7 @@ type Gateway struct {
 	overloaded  atomic.Uint64 // requests refused overloaded
 	rateLimited atomic.Uint64 // proposals refused rate_limited
 	badReplies  atomic.Uint64 // requests not answered: their reply subject is outside the requester's inbox
-	proposing   atomic.Int64  // proposals received over NATS and not answered yet (queued or being handled)
+	proposing   atomic.Int64  // proposals admitted (by any door) and not answered yet (queued or being handled)
 	maxPayload  atomic.Int64  // the server's max_payload, as the serving connection read it; 0: not serving
 	limiter     *limiter      // per-principal proposal rates
 	refusals    *refusalSampler
@@ -107,7 +108,7 @@ func New(o Options) *Gateway {
 	g := &Gateway{
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
-		adapters: map[string]Adapter{}, extraOps: map[string]OpHandler{}, pins: map[string]pinned{},
+		adapters: map[string]Adapter{}, extraOps: map[string]OpHandler{}, pins: map[string]pinned{}, lanes: map[string]*lane{},
 		replies: o.Replies,
 	}
 	if g.log == nil {
@@ -251,47 +252,30 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		if err != nil {
 			return err
 		}
-		proposals := newLane(ctx, lim.WorkersPerTenant(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue, func(m *nats.Msg) {
-			defer g.proposing.Add(-1)
+		proposals := newLane(ctx, lim.WorkersPerTenant(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue)
+		g.mu.Lock()
+		g.lanes[tenant] = proposals
+		g.mu.Unlock()
+		if err := g.subscribe(tenantConn, "ctx.v1."+tenant+".*.propose", lim.TenantQueue, func(m *nats.Msg) {
 			principal := strings.Split(m.Subject, ".")[3]
 			if !wire.ReplyAllowed(m.Reply, tenant, principal) {
-				g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: wire.CodeRequestMalformed,
-					Reason: "reply subject outside the principal's inbox " + wire.InboxPrefix(tenant, principal) + ".>"})
+				// Transport: a reply subject outside the requester's inbox
+				// is never answered; its refusal is recorded from the lane.
+				if !proposals.offer(func() {
+					g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: wire.CodeRequestMalformed,
+						Reason: "reply subject outside the principal's inbox " + wire.InboxPrefix(tenant, principal) + ".>"})
+				}) {
+					g.overloaded.Add(1)
+				}
 				g.badReplies.Add(1)
 				return
 			}
-			var reply wire.Reply
-			if principal == "ops" {
-				reply = wire.Reply{Status: wire.StatusRefused, Code: wire.CodeAuthorityDenied, Reason: "ops is not a principal"}
-			} else {
-				reply = g.observePropose(ctx, tenant, principal, m.Header, m.Data)
-			}
-			g.respond(m, reply, tenant, verbPropose, principal)
-		})
-		if err := g.subscribe(tenantConn, "ctx.v1."+tenant+".*.propose", lim.TenantQueue, func(m *nats.Msg) {
-			principal := strings.Split(m.Subject, ".")[3]
-			if !g.limiter.allow(tenant, principal) {
-				g.rateLimited.Add(1)
-				if wire.ReplyAllowed(m.Reply, tenant, principal) {
-					g.respond(m, wire.Reply{Status: wire.StatusRefused, Code: wire.CodeRateLimited,
-						Reason: "more proposals than " + principal + "'s rate limit allows; nothing was stored, slow down"}, tenant, verbPropose, principal)
-				}
-				return
-			}
-			g.proposing.Add(1)
-			if proposals.offer(m) {
-				return
-			}
-			g.proposing.Add(-1)
-			g.overloaded.Add(1)
-			if wire.ReplyAllowed(m.Reply, tenant, strings.Split(m.Subject, ".")[3]) {
-				g.respond(m, wire.Reply{Status: wire.StatusRefused, Code: wire.CodeOverloaded,
-					Reason: "tenant " + tenant + " has every proposal worker busy and its queue full; nothing was stored, retry later"}, tenant, verbPropose, principal)
-			}
+			g.admit(ctx, tenant, principal, natsTrace(m.Header), m.Data, func(r wire.Reply) { g.respond(m, r, tenant, verbPropose, principal) })
 		}); err != nil {
 			return err
 		}
-		ops := newLane(ctx, lim.OperatorWorkers, lim.OperatorQueue, func(m *nats.Msg) {
+		ops := newLane(ctx, lim.OperatorWorkers, lim.OperatorQueue)
+		handleOp := func(m *nats.Msg) {
 			tok := strings.Split(m.Subject, ".")
 			if !wire.ReplyAllowed(m.Reply, tenant, tok[5]) {
 				g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tenant, "operator", tok[5])
@@ -299,9 +283,9 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 				return
 			}
 			g.respond(m, g.observeOp(ctx, tenant, tok[4], tok[5], m.Data), tenant, tok[4], tok[5])
-		})
+		}
 		if err := g.subscribe(opsConn, "ctx.v1."+tenant+".ops.*.*", lim.OperatorQueue, func(m *nats.Msg) {
-			if ops.offer(m) {
+			if ops.offer(func() { handleOp(m) }) {
 				return
 			}
 			g.overloaded.Add(1)
@@ -372,8 +356,8 @@ func (g *Gateway) BadReplies() uint64 { return g.badReplies.Load() }
 // RateLimited returns how many proposals this gateway refused rate_limited.
 func (g *Gateway) RateLimited() uint64 { return g.rateLimited.Load() }
 
-// Proposing returns how many proposals this gateway received and has not
-// answered yet, queued or being handled, including those whose requester
+// Proposing returns how many proposals this gateway admitted (through any
+// door) and has not answered yet, queued or being handled, including those whose requester
 // stopped waiting: a proposal's dispatch goes on to its settlement whatever
 // its client does.
 func (g *Gateway) Proposing() int64 { return g.proposing.Load() }

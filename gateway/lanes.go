@@ -1,10 +1,6 @@
 package gateway
 
-import (
-	"context"
-
-	"github.com/nats-io/nats.go"
-)
+import "context"
 
 // lane is one bounded share of the request path: a fixed set of workers fed
 // by a bounded queue. Each tenant has one lane for its agents' proposals
@@ -14,21 +10,21 @@ import (
 // a waiting subscription callback would stall every message behind it and
 // let the client library drop them as a slow consumer, with no reply.
 type lane struct {
-	queue chan *nats.Msg
+	queue chan func()
 }
 
-// newLane starts workers goroutines that call handle for each queued
-// message until ctx is done.
-func newLane(ctx context.Context, workers, queue int, handle func(*nats.Msg)) *lane {
-	l := &lane{queue: make(chan *nats.Msg, queue)}
+// newLane starts workers goroutines that run each queued job until ctx is
+// done.
+func newLane(ctx context.Context, workers, queue int) *lane {
+	l := &lane{queue: make(chan func(), queue)}
 	for i := 0; i < workers; i++ {
 		go func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case m := <-l.queue:
-					handle(m)
+				case job := <-l.queue:
+					job()
 				}
 			}
 		}()
@@ -36,10 +32,10 @@ func newLane(ctx context.Context, workers, queue int, handle func(*nats.Msg)) *l
 	return l
 }
 
-// offer queues m, or reports false when the lane is full.
-func (l *lane) offer(m *nats.Msg) bool {
+// offer queues job, or reports false when the lane is full.
+func (l *lane) offer(job func()) bool {
 	select {
-	case l.queue <- m:
+	case l.queue <- job:
 		return true
 	default:
 		return false

@@ -206,6 +206,7 @@ type proposalCtx struct {
 	args      json.RawMessage
 	digest    string
 	opRef     aggregates.Ref
+	scoped    bool // opRef is the principal's own subject of the key (kernel.OpenScoped)
 	bound     []bound
 
 	tc          *config.TenantConfig
@@ -298,6 +299,20 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply 
 		// Nothing was appended to the operation: record the refusal on the
 		// principal's refusal subject instead.
 		return g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, res.Refusal)
+	}
+	if d.Scoped {
+		// The key of the run is another principal's: this principal's
+		// operation with it is on the principal's own subject of the key.
+		if pc.scoped {
+			return g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, &kernel.Refusal{Code: wire.CodeOperationConflict,
+				Reason: fmt.Sprintf("operation key %q of run %q is held by another principal", clipID(pc.p.OperationKey), clipID(pc.p.RunID))})
+		}
+		ref, err := aggregates.ScopedOperationRef(pc.tenant, pc.p.RunID, pc.p.OperationKey, pc.principal)
+		if err != nil {
+			return g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()})
+		}
+		pc.opRef, pc.scoped = ref, true
+		return pc.run(ctx, pre)
 	}
 	if d.Existing {
 		return reply

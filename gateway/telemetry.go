@@ -180,17 +180,15 @@ func (c natsCarrier) Keys() []string {
 	return out
 }
 
-// observePropose is ProposeObserved for a proposal that arrived over NATS,
-// with the message's headers.
-func (g *Gateway) observePropose(ctx context.Context, tenant, principal string, hdr nats.Header, body []byte) wire.Reply {
-	var carrier propagation.TextMapCarrier
-	if hdr != nil {
-		carrier = natsCarrier(hdr)
+// natsTrace carries the trace context of a NATS message's headers.
+func natsTrace(hdr nats.Header) propagation.TextMapCarrier {
+	if hdr == nil {
+		return nil
 	}
-	return g.ProposeObserved(ctx, tenant, principal, carrier, body)
+	return natsCarrier(hdr)
 }
 
-// ProposeObserved is Propose as every entry point should call it: inside
+// ProposeObserved is Propose as the admission path (Admit) calls it: inside
 // the proposal's trace (continuing the W3C trace context the agent sent in
 // carrier, its NATS or HTTP headers; nil for none), then the decision is
 // logged and counted and, when the provider failed, the reply says why.

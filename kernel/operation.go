@@ -50,6 +50,11 @@ type RefusalRecord struct {
 // Opened reports whether the operation exists.
 func (o *Operation) Opened() bool { return o.OperationID != "" }
 
+// Claims reports whether the operation holds its operation key: every
+// opened operation but one refused before any reservation, which holds
+// nothing and may be opened afresh (DecideOpen).
+func (o *Operation) Claims() bool { return o.Opened() && !(o.Refusal != nil && len(o.Attempts) == 0) }
+
 // Current returns the latest attempt, if any.
 func (o *Operation) Current() (OpAttempt, bool) {
 	if len(o.Attempts) == 0 {
@@ -223,17 +228,36 @@ type OpenResult uint8
 const (
 	OpenNew      OpenResult = iota + 1 // a new operation: append the events
 	OpenExisting                       // the same proposal again: reply with its status
+	// OpenScoped: the key of the run is held by another principal's
+	// operation; this principal's operation with that key is on the
+	// principal's own subject of the key (the key scoped by principal),
+	// where the proposal is decided again.
+	OpenScoped
 )
 
-// DecideOpen decides whether a proposal opens a new operation. The same
-// operation key with the same action digest is the same operation (never a
-// second reservation); with another digest it is refused.
+// DecideOpen decides whether a proposal opens a new operation. An
+// operation key belongs to the principal that opened it:
+//
+//   - the same principal with the same action digest is the same operation
+//     (never a second reservation; a resend reads its outcome, a refusal
+//     included);
+//   - an operation refused before any reservation does not claim its key:
+//     another action, of any principal, opens the key afresh;
+//   - another principal's operation that claims the key sends the proposal
+//     to the principal's own subject of the key (OpenScoped);
+//   - the same principal with another action on a claimed key is refused
+//     operation_key_conflict.
 func DecideOpen(o *Operation, opened OperationOpened) (OpenResult, Decision) {
 	if o.Opened() {
-		if o.ActionDigest != opened.ActionDigest || o.CapabilityID != opened.CapabilityID || o.Principal != opened.Principal {
+		switch {
+		case o.Principal == opened.Principal && o.ActionDigest == opened.ActionDigest && o.CapabilityID == opened.CapabilityID:
+			return OpenExisting, Decision{}
+		case !o.Claims():
+		case o.Principal != opened.Principal:
+			return OpenScoped, Decision{}
+		default:
 			return 0, no(wire.CodeOperationConflict, "operation key %q of run %q is bound to another action (%s)", o.OperationKey, o.RunID, short(o.ActionDigest))
 		}
-		return OpenExisting, Decision{}
 	}
 	opened.Generation = 1
 	return OpenNew, Decision{Events: []Event{opened}}
@@ -303,9 +327,11 @@ func (o *Operation) Apply(ev Event) error {
 	}
 	switch e := ev.(type) {
 	case OperationOpened:
-		if o.Opened() {
+		if o.Claims() {
 			return fmt.Errorf("operation %s opened twice", o.OperationID)
 		}
+		// A key whose operation was refused before any reservation is
+		// opened afresh (DecideOpen): the new operation replaces it.
 		*o = Operation{OperationID: e.OperationID, Principal: e.Principal, RunID: e.RunID, OperationKey: e.OperationKey,
 			CapabilityID: e.CapabilityID, ActionDigest: e.ActionDigest, Executor: e.Executor, Generation: e.Generation}
 	case OperationRefused:

@@ -86,15 +86,22 @@ type ProposalDecision struct {
 	// Existing is the same proposal again: nothing is appended, the reply
 	// is the operation's status.
 	Existing bool
+	// Scoped: the key is held by another principal's operation; nothing is
+	// appended, and the proposal is decided again on the principal's own
+	// subject of the key (OpenScoped).
+	Scoped bool
 	// Controls are the controls recorded with the decision (the run
 	// budget after it); the settlement records them again.
 	Controls Controls
 	Refusal  *Refusal
 }
 
-// DecidePropose decides one proposal. The same operation key with the same
-// action is the same operation (Existing); with another action it is
-// refused (CodeOperationConflict) and nothing is appended. Otherwise the
+// DecidePropose decides one proposal. The operation key is decided by
+// DecideOpen: the same principal's same action is the same operation
+// (Existing); another principal's claimed key sends the proposal to the
+// principal's own subject of it (Scoped); the same principal's other action
+// on a claimed key is refused (CodeOperationConflict); in these nothing is
+// appended. Otherwise the
 // operation is opened and the checks run in the order of DESIGN section 1:
 // the kill switch, the log's integrity (CheckLogIntegrity), then what the
 // checks before the ledger decided, then the enforcement domain (every
@@ -109,8 +116,11 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	if open.Refusal != nil {
 		return ProposalDecision{Refusal: open.Refusal}
 	}
-	if kind == OpenExisting {
+	switch kind {
+	case OpenExisting:
 		return ProposalDecision{Existing: true}
+	case OpenScoped:
+		return ProposalDecision{Scoped: true}
 	}
 	d := ProposalDecision{Op: open.Events, Ledgers: make([][]Event, len(s.Ledgers))}
 	runBudget := s.Run.Describe()

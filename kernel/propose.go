@@ -359,6 +359,11 @@ func (p *proposal) decide(s ProposeState) Effects {
 	if open.Refusal != nil {
 		return p.refuseUnbound(open.Refusal, p.canon)
 	}
+	if kind == OpenScoped {
+		// The step reads the key's subject of the run only; the principal's
+		// own subject of the key is the gateway's second decision.
+		return p.refuseUnbound(refuse(wire.CodeOperationConflict, "operation key %q of run %q is held by another principal", w.OperationKey, w.RunID), p.canon)
+	}
 	if kind == OpenExisting {
 		c := p.check(s)
 		return Effects{Reply: statusOf(op, holdsOf(c.holds, s.Ledgers))}

@@ -47,10 +47,18 @@ type env struct {
 	mcpProv *mcpprovider.Server
 }
 
-func start(t testing.TB) *env {
+func start(t testing.TB) *env { return startWith(t, nil, nil) }
+
+// startWith is start with the configuration's text edited by edit and the
+// HTTP provider's handler wrapped by wrap (either may be nil).
+func startWith(t testing.TB, edit func(string) string, wrap func(http.Handler) http.Handler) *env {
 	t.Helper()
 	e := &env{t: t, prov: provider.New(), mcpProv: mcpprovider.New()}
-	hs := httptest.NewServer(e.prov.Handler())
+	var h http.Handler = e.prov.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	ms := httptest.NewServer(e.mcpProv.Handler())
 	t.Cleanup(ms.Close)
@@ -59,6 +67,9 @@ func start(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL, "{{MCP_PROVIDER}}", ms.URL).Replace(string(raw))
+	if edit != nil {
+		s = edit(s)
+	}
 	cfg, err := config.Parse([]byte(s))
 	if err != nil {
 		t.Fatal(err)

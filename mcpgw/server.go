@@ -35,12 +35,13 @@ type Server struct {
 	http *http.Server
 }
 
-// Proposer decides the proposal of an agent (tenant, principal) and
-// returns its reply: the gateway's request path with its logs, metrics and
-// traces (gateway.Gateway's ProposeObserved), the one every door passes.
+// Proposer admits and decides the proposal of an agent (tenant, principal)
+// and returns its reply: the gateway's admission path (gateway.Gateway's
+// Admit: body bound, the agent's rate limit and its tenant's lane, shared
+// with the NATS door), then its request path with logs, metrics and traces.
 // trace carries the caller's traceparent, if any.
 type Proposer interface {
-	ProposeObserved(ctx context.Context, tenant, principal string, trace propagation.TextMapCarrier, body []byte) wire.Reply
+	Admit(ctx context.Context, tenant, principal string, trace propagation.TextMapCarrier, body []byte) wire.Reply
 	// AuthFailed counts a request refused for its bearer token (door "mcp").
 	AuthFailed(door string)
 }
@@ -55,12 +56,13 @@ func Listen(cfg *config.Config, gw Proposer, log *slog.Logger) (*Server, error) 
 		ln.Close()
 		return nil, fmt.Errorf("mcp.listen: loopback only, not %s", ip)
 	}
+	slots := newConnSlots(cfg)
 	s := &Server{URL: "http://" + ln.Addr().String() + Path, http: &http.Server{
-		Handler: Handler(cfg, gw, log), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
+		Handler: handler(cfg, gw, log, slots), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
+		ConnContext: slots.connContext, ConnState: slots.connState,
 	}}
-	bounded := &limitListener{Listener: ln, slots: make(chan struct{}, connsPerWorker*cfg.Runtime.Workers)}
 	go func() {
-		if err := s.http.Serve(bounded); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("mcp gateway stopped", "err", err)
 		}
 	}()
@@ -72,10 +74,15 @@ func Listen(cfg *config.Config, gw Proposer, log *slog.Logger) (*Server, error) 
 func (s *Server) Close() error { return s.http.Close() }
 
 // Handler is the MCP gateway as an http.Handler: the origin check, then
-// the bearer token, then a bounded number of calls at once into a
-// stateless streamable HTTP handler (no session is kept between requests,
-// so no client can grow the server's memory by opening sessions).
+// the bearer token, then a bounded number of calls at once per tenant into
+// a stateless streamable HTTP handler (no session is kept between requests,
+// so no client can grow the server's memory by opening sessions). Listen
+// adds the connection slots (per tenant, claimed after the token).
 func Handler(cfg *config.Config, gw Proposer, log *slog.Logger) http.Handler {
+	return handler(cfg, gw, log, nil)
+}
+
+func handler(cfg *config.Config, gw Proposer, log *slog.Logger, conns *connSlots) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "contextosd", Title: "ContextOS ledger", Version: "1"},
 		&mcp.ServerOptions{Instructions: instructions})
 	for i := range cfg.Capabilities {
@@ -87,9 +94,9 @@ func Handler(cfg *config.Config, gw Proposer, log *slog.Logger) http.Handler {
 		MaxRequestBodyBytes: int64(cfg.Runtime.MaxProposalBytes) + envelopeBytes,
 	})
 	mux := http.NewServeMux()
-	mux.Handle(Path, limit(cfg.Runtime.Workers, stream))
+	mux.Handle(Path, conns.admit(limit(cfg, stream)))
 	bearer := auth.RequireBearerToken(verifier(cfg, gw), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	return originCheck(cfg.MCP.AllowedOrigins, bearer(mux))
+	return closeRefused(originCheck(cfg.MCP.AllowedOrigins, bearer(mux)))
 }
 
 const instructions = "Each tool is a governed capability: a call is a proposal that the ledger decides " +
@@ -163,48 +170,171 @@ func originCheck(allowed []string, next http.Handler) http.Handler {
 	})
 }
 
-// connsPerWorker bounds open connections (idle keep-alive ones included)
-// at this many per request slot: a client cannot hold the daemon's memory
-// by opening connections and leaving them idle.
+// closeRefused closes the connection of a request refused before its
+// token was accepted (401, 403): a connection holds a slot only once a
+// request on it carried a valid token, and one that never does is not
+// kept open for its client to reuse.
+func closeRefused(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&refusedWriter{ResponseWriter: w}, r)
+	})
+}
+
+type refusedWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *refusedWriter) WriteHeader(code int) {
+	if !w.wrote && (code == http.StatusUnauthorized || code == http.StatusForbidden) {
+		w.Header().Set("Connection", "close")
+	}
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *refusedWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *refusedWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *refusedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// connsPerWorker bounds each tenant's open connections (idle keep-alive
+// ones included) at this many per request slot: a client cannot hold the
+// daemon's memory by opening connections and leaving them idle, nor one
+// tenant's connections shut another tenant out.
 const connsPerWorker = 2
 
-// limitListener accepts a connection only while fewer than cap(slots) are
-// open; past that Accept waits for one to close.
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
+// connSlots are each tenant's connection slots. A connection claims one of
+// its tenant's when a request on it first carries a valid token, and
+// frees it when it closes. A connection that never sends a request holds
+// none and is closed after the server's ReadHeaderTimeout; one whose
+// request carries no valid token is answered 401 and closed
+// (closeRefused).
+type connSlots struct {
+	tenants map[string]chan struct{}
+	mu      sync.Mutex
+	open    map[net.Conn]*connSlot
 }
 
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
+// connSlot is what one connection holds: its tenant's slot, once claimed.
+type connSlot struct {
+	mu     sync.Mutex
+	tenant string
+	slots  chan struct{}
+}
+
+type connKey struct{}
+
+func newConnSlots(cfg *config.Config) *connSlots {
+	c := &connSlots{tenants: map[string]chan struct{}{}, open: map[net.Conn]*connSlot{}}
+	for _, t := range cfg.Tenants {
+		c.tenants[t.ID] = make(chan struct{}, connsPerWorker*cfg.Runtime.Workers)
 	}
-	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+	return c
 }
 
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
+func (c *connSlots) connContext(ctx context.Context, conn net.Conn) context.Context {
+	s := &connSlot{}
+	c.mu.Lock()
+	c.open[conn] = s
+	c.mu.Unlock()
+	return context.WithValue(ctx, connKey{}, s)
 }
 
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
+func (c *connSlots) connState(conn net.Conn, st http.ConnState) {
+	if st != http.StateClosed && st != http.StateHijacked {
+		return
+	}
+	c.mu.Lock()
+	s := c.open[conn]
+	delete(c.open, conn)
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slots != nil {
+		<-s.slots
+		s.slots = nil
+	}
 }
 
-// limit serves at most n requests at once and answers 503 past that,
-// before anything is decided.
-func limit(n int, next http.Handler) http.Handler {
-	slots := make(chan struct{}, n)
+// admit lets a request through once its connection holds a slot of the
+// tenant its token names: claimed now if the connection holds none (or
+// another tenant's), refused 503 (and the connection closed) when the
+// tenant's slots are all held.
+func (c *connSlots) admit(next http.Handler) http.Handler {
+	if c == nil {
+		return next
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := r.Context().Value(connKey{}).(*connSlot)
+		tenant, ok := tenantOf(r)
+		if s == nil || !ok {
+			http.Error(w, "no verified identity", http.StatusUnauthorized)
+			return
+		}
+		s.mu.Lock()
+		if s.tenant != tenant {
+			// A pooled connection may carry another tenant's token next:
+			// it then holds that tenant's slot instead.
+			slots := c.tenants[tenant]
+			select {
+			case slots <- struct{}{}:
+				if s.slots != nil {
+					<-s.slots
+				}
+				s.tenant, s.slots = tenant, slots
+			default:
+				s.mu.Unlock()
+				w.Header().Set("Connection", "close")
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "overloaded: every connection of tenant "+tenant+" is open; retry later", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		s.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// tenantOf is the tenant the request's verified token names.
+func tenantOf(r *http.Request) (string, bool) {
+	info := auth.TokenInfoFromContext(r.Context())
+	if info == nil {
+		return "", false
+	}
+	tenant, _ := info.Extra["tenant"].(string)
+	return tenant, tenant != ""
+}
+
+// limit serves at most cfg.Runtime.Workers requests of each tenant at once
+// and answers 503 past that, before anything is decided: one tenant's slow
+// calls never take another tenant's slots.
+func limit(cfg *config.Config, next http.Handler) http.Handler {
+	slots := map[string]chan struct{}{}
+	for _, t := range cfg.Tenants {
+		slots[t.ID] = make(chan struct{}, cfg.Runtime.Workers)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant, ok := tenantOf(r)
+		if !ok || slots[tenant] == nil {
+			http.Error(w, "no verified identity", http.StatusUnauthorized)
+			return
+		}
 		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
+		case slots[tenant] <- struct{}{}:
+			defer func() { <-slots[tenant] }()
 			next.ServeHTTP(w, r)
 		default:
 			w.Header().Set("Retry-After", "1")

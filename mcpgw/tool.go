@@ -39,9 +39,9 @@ func toolOf(cp *config.CapabilityConfig) *mcp.Tool {
 	}
 }
 
-// call is a tool's handler: the proposal goes through Gateway.Propose (with
-// the runtime's logs, metrics and traces) under the identity the token
-// names, and its reply is the result.
+// call is a tool's handler: the proposal goes through the admission path
+// every door passes (Proposer: the gateway's Admit) under the identity the
+// token names, and its reply is the result.
 func call(gw Proposer, capID string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		id, ok := identityOf(req.Extra)
@@ -54,7 +54,7 @@ func call(gw Proposer, capID string) mcp.ToolHandler {
 		if req.Extra != nil && req.Extra.Header != nil {
 			trace = propagation.HeaderCarrier(req.Extra.Header)
 		}
-		reply := gw.ProposeObserved(context.WithoutCancel(ctx), id.tenant, id.principal, trace, ProposalBody(capID, req.Params.Arguments))
+		reply := gw.Admit(context.WithoutCancel(ctx), id.tenant, id.principal, trace, ProposalBody(capID, req.Params.Arguments))
 		return Result(reply), nil
 	}
 }

@@ -2,13 +2,9 @@ package mcpgw
 
 import (
 	"encoding/json"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
@@ -52,79 +48,6 @@ func FuzzProposalBody(f *testing.F) {
 
 // TestLimit: past n requests at once the answer is 503 before the handler
 // runs; a slot frees when a request ends.
-func TestLimit(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	h := limit(1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		<-release
-	}))
-	first := make(chan int)
-	go func() {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil))
-		first <- rec.Code
-	}()
-	<-entered
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil))
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
-		t.Fatalf("second request: %d", rec.Code)
-	}
-	close(release)
-	if code := <-first; code != http.StatusOK {
-		t.Fatalf("first request: %d", code)
-	}
-	go func() { <-entered }()
-	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("after the slot freed: %d", rec.Code)
-	}
-}
-
-// TestLimitListener: past its slots the listener accepts nothing until a
-// connection closes.
-func TestLimitListener(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &limitListener{Listener: ln, slots: make(chan struct{}, 1)}
-	defer l.Close()
-	accepted := make(chan net.Conn, 2)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	dial()
-	first := <-accepted
-	dial()
-	select {
-	case <-accepted:
-		t.Fatal("a second connection was accepted past the limit")
-	case <-time.After(200 * time.Millisecond):
-	}
-	first.Close()
-	select {
-	case <-accepted:
-	case <-time.After(5 * time.Second):
-		t.Fatal("closing a connection did not free its slot")
-	}
-}
-
 // TestToolSchemaIsTheProposal: a tool's input schema has the members of
 // wire.Proposal but the capability id (the tool's name), with its bounds.
 func TestToolSchemaIsTheProposal(t *testing.T) {
