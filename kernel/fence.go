@@ -46,4 +46,6 @@ func SameActionFenced(effectful, off bool) bool { return effectful && !off }
 
 // SameActionFenced reports whether the capability's proposals are fenced
 // (the package function).
-func (c *Capability) SameActionFenced() bool { return SameActionFenced(c.Effectful, c.NoSameActionFence) }
+func (c *Capability) SameActionFenced() bool {
+	return SameActionFenced(c.Effectful, c.NoSameActionFence)
+}

@@ -150,8 +150,8 @@ type Ledger struct {
 	Rolling int64    `json:"rolling_seconds,omitempty"`
 	Buckets []Bucket `json:"buckets,omitempty"`
 
-	index  map[string]int      // attempt id -> position in Receipts
-	tombs  map[string]struct{} // attempt ids closed before they were seen
+	index   map[string]int      // attempt id -> position in Receipts
+	tombs   map[string]struct{} // attempt ids closed before they were seen
 	openOp  map[string]int      // operation id -> open receipts
 	openAct map[string]int      // same-action key -> open receipts
 	open    int                 // open receipts
