@@ -105,7 +105,9 @@ type ProposalDecision struct {
 // the kill switch, the log's integrity (CheckLogIntegrity), then what the
 // checks before the ledger decided, then the enforcement domain (every
 // guarantee pinned over the capability is held, CodeDomainMismatch), then
-// approval, run budget and exposure. A refusal by any drops every event but
+// approval, run budget and exposure (with the same-action fence when
+// c.SameActionFence: CodeUnresolvedAttempt while an attempt of the same
+// capability and arguments is unresolved on a ledger it holds). A refusal by any drops every event but
 // the operation's record (opened, refused, the decision record), so nothing
 // is redeemed, consumed or held. An accepted proposal holds on every ledger
 // and its operation records the reservation and the dispatch-start, all in
