@@ -43,6 +43,9 @@ type CapabilityConfig struct {
 	// Breaker trips the capability's switch after repeated provider
 	// failures (telemetry.go).
 	Breaker BreakerConfig `toml:"breaker"`
+	// SameActionFence, when false, turns the same-action fence off for an
+	// effectful capability (kernel.SameActionFenced): unset, it is on.
+	SameActionFence *bool `toml:"same_action_fence"`
 
 	policy *kernel.CompiledPolicy
 	pack   *kernel.ContextPack
@@ -133,6 +136,12 @@ type RecoveryConfig struct {
 	// FallbackQueryURLs are other endpoints for queries, under the same
 	// rule as http.fallback_urls.
 	FallbackQueryURLs []string `toml:"fallback_query_urls"`
+}
+
+// SameActionFenced reports whether the capability's proposals are fenced
+// against an unresolved attempt of the same action (kernel.SameActionFenced).
+func (cp *CapabilityConfig) SameActionFenced() bool {
+	return kernel.SameActionFenced(cp.Effectful, cp.SameActionFence != nil && !*cp.SameActionFence)
 }
 
 func (cp *CapabilityConfig) validate() error {

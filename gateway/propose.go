@@ -258,6 +258,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply 
 	}
 	if pc.cp != nil {
 		cmd.ApprovalRequired, cmd.Risk = approvalRequired(pc.cp), pc.cp.Risk
+		cmd.SameActionFence = pc.cp.SameActionFenced()
 	}
 	var st kernel.ProposalState
 	var d kernel.ProposalDecision

@@ -27,6 +27,19 @@ func TestDomainScenarios(t *testing.T) {
 	})
 }
 
+// TestFenceScenarios replays the scripts in testdata/fence: the
+// same-action fence of effectful capabilities, on the kernel's steps alone,
+// in the world of the domain scripts. Regenerate the expected output with:
+//
+//	go test ./kernel -run TestFenceScenarios -rewrite
+func TestFenceScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/fence", func(t *testing.T, path string) {
+		w := &domainWorld{subjects: subjects{}, pins: map[string]*Pin{}, dispatch: map[string]*Dispatch{},
+			now: time.Date(2026, 10, 26, 9, 0, 0, 0, time.UTC), effectful: true}
+		datadriven.RunTest(t, path, w.run)
+	})
+}
+
 // domainWorld is one tenant's pins, control subject, ledgers and
 // operations.
 type domainWorld struct {
@@ -35,6 +48,9 @@ type domainWorld struct {
 	dispatch map[string]*Dispatch // by operation key
 	n        int
 	now      time.Time
+	// effectful surfaces the refund and credit capabilities as effectful
+	// (fenced unless a proposal says fence=off).
+	effectful bool
 }
 
 // ctl is the tenant's control subject.
@@ -87,7 +103,7 @@ func (w *domainWorld) run(t *testing.T, d *datadriven.TestData) string {
 	def := func(id string) Definition {
 		return Definition{ID: id, CapabilityIDs: list(arg("caps", "adp_payments.issue_refund")), ResourcePointer: "/order_id",
 			AmountPointer: "/amount_minor", Limit: num("limit", 100000), Unit: arg("unit", "INR_minor"), Window: arg("window", ""),
-			Replaces: arg("replaces", "")}
+			Replaces: arg("replaces", ""), Mode: arg("mode", "")}
 	}
 	var out strings.Builder
 	apply := func(label string, st interface{ Apply(Event) error }, evs []Event) {
@@ -194,10 +210,12 @@ func (w *domainWorld) run(t *testing.T, d *datadriven.TestData) string {
 		capability := arg("cap", "adp_payments.issue_refund")
 		w.n++
 		tenant := &Tenant{ID: "acme", AllowUnadmitted: true, Pins: map[string]PinnedGuarantee{},
-			Agents: map[string]*Agent{"agent_email": {ID: "agent_email", Capabilities: domainCapabilities}}}
+			Agents: map[string]*Agent{"agent_email": {ID: "agent_email", Capabilities: domainCapabilities},
+				"agent_chat": {ID: "agent_chat", Capabilities: domainCapabilities}}}
 		m := &Manifest{Capabilities: map[string]*Capability{}, Tenants: map[string]*Tenant{"acme": tenant}}
 		for _, c := range domainCapabilities {
-			m.Capabilities[c] = &Capability{ID: c, Version: "1", Risk: "low"}
+			m.Capabilities[c] = &Capability{ID: c, Version: "1", Risk: "low", Effectful: w.effectful && c != "crm.lookup",
+				NoSameActionFence: arg("fence", "on") == "off"}
 		}
 		unread := list(arg("unread", ""))
 		for _, id := range list(arg("holds", "")) {
@@ -220,7 +238,7 @@ func (w *domainWorld) run(t *testing.T, d *datadriven.TestData) string {
 			}
 			tenant.Pins[id] = pg
 		}
-		in := ProposeInput{Manifest: m, Tenant: "acme", Principal: "agent_email", Body: proposalBody("run_1", key, capability, refundArgs(order, amount), ""),
+		in := ProposeInput{Manifest: m, Tenant: "acme", Principal: arg("principal", "agent_email"), Body: proposalBody(arg("run", "run_1"), key, capability, refundArgs(order, amount), ""),
 			Now: w.now, OperationID: "op_" + key, AttemptID: fmt.Sprintf("att_%d", w.n), Executor: arg("replica", "replica-a")}
 		eff := w.subjects.run(t, d, &out, in.Step(), domainLabel)
 		refused(eff.Refusal)

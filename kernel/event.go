@@ -54,6 +54,9 @@ type ExposureReserved struct {
 	// Carried is the exposure on the resource of the guarantees this
 	// one replaces, counted against Limit when it was reserved.
 	Carried int64 `json:"carried,omitempty"`
+	// Action is the reservation's SameActionKey when its capability is
+	// fenced: the receipt keeps it while it is open.
+	Action string `json:"action,omitempty"`
 }
 
 // ExposureDispatchStarted is the durable gate before a provider call: from

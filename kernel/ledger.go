@@ -110,6 +110,10 @@ type Receipt struct {
 	State       ReceiptState `json:"state"`
 	// Last is the last observation recorded for the attempt, if any.
 	Last Outcome `json:"last,omitempty"`
+	// Action is the attempt's SameActionKey when its capability is fenced:
+	// while the receipt is open, a new operation of the same action is
+	// refused.
+	Action string `json:"action,omitempty"`
 }
 
 // Balance is the accounting view of one resource. Carried is what the
@@ -146,10 +150,11 @@ type Ledger struct {
 	Rolling int64    `json:"rolling_seconds,omitempty"`
 	Buckets []Bucket `json:"buckets,omitempty"`
 
-	index  map[string]int      // attempt id -> position in Receipts
-	tombs  map[string]struct{} // attempt ids closed before they were seen
-	openOp map[string]int      // operation id -> open receipts
-	open   int                 // open receipts
+	index   map[string]int      // attempt id -> position in Receipts
+	tombs   map[string]struct{} // attempt ids closed before they were seen
+	openOp  map[string]int      // operation id -> open receipts
+	openAct map[string]int      // same-action key -> open receipts
+	open    int                 // open receipts
 }
 
 // OpenReceipts is the number of receipts that still hold exposure.
@@ -187,6 +192,7 @@ func (l *Ledger) Tombstoned(attemptID string) bool {
 func (l *Ledger) Rebuild() error {
 	l.index = make(map[string]int, len(l.Receipts))
 	l.openOp = make(map[string]int)
+	l.openAct = make(map[string]int)
 	l.tombs = make(map[string]struct{}, len(l.Tombstones))
 	l.open = 0
 	a := l.Archived
@@ -209,6 +215,9 @@ func (l *Ledger) Rebuild() error {
 		case r.State.Open():
 			held += r.Amount
 			l.openOp[r.OperationID]++
+			if r.Action != "" {
+				l.openAct[r.Action]++
+			}
 			l.open++
 		case r.State == StateCommitted:
 			committed += r.Amount
@@ -258,6 +267,10 @@ type Reserve struct {
 	// Carried is the exposure on the resource of the guarantees this one
 	// replaces: it counts against Limit with the ledger's own.
 	Carried int64
+	// Action is the proposal's SameActionKey when its capability is
+	// fenced, else empty: a reservation whose action an open receipt of
+	// another operation shares is refused (the same-action fence).
+	Action string
 }
 
 // StartDispatch asks to open the dispatch gate for an attempt.
@@ -414,6 +427,11 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 	case over && !c.Observe:
 		return no(wire.CodeExceeded, "%s: committed %d + held %d + amount %d exceeds limit %d (available %d)",
 			c.GuaranteeID, committed, l.Held, c.Amount, c.Limit, c.Limit-committed-l.Held)
+	case c.Action != "" && !c.Observe && l.openAct[c.Action] > 0:
+		// The same-action fence, within the ceiling: what the ceiling
+		// refuses anyway keeps its own code. A guarantee in observe mode
+		// refuses nothing, so it does not fence either.
+		return no(wire.CodeUnresolvedAttempt, "%s", l.fenced(c.Action))
 	}
 	var at string
 	if c.Rolling > 0 {
@@ -422,8 +440,22 @@ func decideReserve(l *Ledger, c Reserve) Decision {
 	return Decision{Events: []Event{ExposureReserved{
 		GuaranteeID: c.GuaranteeID, Resource: c.Resource, AttemptID: c.AttemptID, OperationID: c.OperationID,
 		Amount: c.Amount, Limit: c.Limit, DefinitionDigest: c.DefinitionDigest, OverLimit: over,
-		Window: c.Window, Rolling: c.Rolling, At: at, Carried: c.Carried,
+		Window: c.Window, Rolling: c.Rolling, At: at, Carried: c.Carried, Action: c.Action,
 	}}}
+}
+
+// fenced is the reason of a same-action refusal: it names the open attempt
+// of the same action, so the agent can ask after its own operation and an
+// operator can reconcile it.
+func (l *Ledger) fenced(action string) string {
+	for _, r := range l.Receipts {
+		if r.State.Open() && r.Action == action {
+			return fmt.Sprintf("the same action (capability and arguments) is unresolved on this resource: attempt %s of operation %s is %s; "+
+				"resend that operation's key to learn its outcome; a new operation of this action is refused until the attempt is reconciled",
+				r.AttemptID, r.OperationID, r.State)
+		}
+	}
+	return "the same action (capability and arguments) is unresolved on this resource; reconcile it first"
 }
 
 func decideObserve(l *Ledger, c Observe) Decision {
@@ -473,6 +505,7 @@ func (l *Ledger) Apply(ev Event) error {
 	if l.index == nil {
 		l.index = make(map[string]int)
 		l.openOp = make(map[string]int)
+		l.openAct = make(map[string]int)
 		l.tombs = make(map[string]struct{})
 	}
 	switch e := ev.(type) {
@@ -506,9 +539,12 @@ func (l *Ledger) Apply(ev Event) error {
 			l.archive()
 		}
 		l.index[e.AttemptID] = len(l.Receipts)
-		l.Receipts = append(l.Receipts, Receipt{AttemptID: e.AttemptID, OperationID: e.OperationID, Amount: e.Amount, State: StateReserved})
+		l.Receipts = append(l.Receipts, Receipt{AttemptID: e.AttemptID, OperationID: e.OperationID, Amount: e.Amount, State: StateReserved, Action: e.Action})
 		l.Held += e.Amount
 		l.openOp[e.OperationID]++
+		if e.Action != "" {
+			l.openAct[e.Action]++
+		}
 		l.open++
 		if e.OverLimit {
 			l.OverLimit++
@@ -603,6 +639,12 @@ func (l *Ledger) move(attemptID string, f func(*Receipt) error) error {
 	if before.Open() && !r.State.Open() {
 		l.Held -= r.Amount
 		l.openOp[r.OperationID]--
+		if r.Action != "" {
+			l.openAct[r.Action]--
+			if l.openAct[r.Action] == 0 {
+				delete(l.openAct, r.Action)
+			}
+		}
 		l.open--
 		if r.State == StateCommitted {
 			l.Committed += r.Amount
@@ -657,7 +699,7 @@ func (l *Ledger) Clone() *Ledger {
 	c.Receipts = append([]Receipt(nil), l.Receipts...)
 	c.Tombstones = append([]string(nil), l.Tombstones...)
 	c.Buckets = append([]Bucket(nil), l.Buckets...)
-	c.index, c.tombs, c.openOp = nil, nil, nil
+	c.index, c.tombs, c.openOp, c.openAct = nil, nil, nil, nil
 	if err := c.Rebuild(); err != nil {
 		// The original satisfied the same checks when it was built.
 		panic("kernel: clone of a valid ledger does not rebuild: " + err.Error())

@@ -50,6 +50,9 @@ type Capability struct {
 	// Grace is how long an attempt is left to its executor before
 	// reconciliation may act on it (its provider call may be in flight).
 	Grace time.Duration
+	// NoSameActionFence turns the same-action fence off for an effectful
+	// capability (SameActionFenced).
+	NoSameActionFence bool
 }
 
 // Approval rules of a capability.

@@ -74,6 +74,12 @@ type Propose struct {
 	// refusal for want of an approval records them (what an operator is
 	// asked to approve); no other event does.
 	Arguments json.RawMessage
+
+	// SameActionFence is whether the capability's proposals are fenced
+	// (Capability.SameActionFenced): each reservation then carries the
+	// SameActionKey of the capability and Arguments, and is refused while
+	// an attempt of the same action is unresolved on its ledger.
+	SameActionFence bool
 }
 
 // ProposalDecision is DecidePropose's result: the events per subject.
@@ -106,7 +112,9 @@ type ProposalDecision struct {
 // the kill switch, the log's integrity (CheckLogIntegrity), then what the
 // checks before the ledger decided, then the enforcement domain (every
 // guarantee pinned over the capability is held, CodeDomainMismatch), then
-// approval, run budget and exposure. A refusal by any drops every event but
+// approval, run budget and exposure (with the same-action fence when
+// c.SameActionFence: CodeUnresolvedAttempt while an attempt of the same
+// capability and arguments is unresolved on a ledger it holds). A refusal by any drops every event but
 // the operation's record (opened, refused, the decision record), so nothing
 // is redeemed, consumed or held. An accepted proposal holds on every ledger
 // and its operation records the reservation and the dispatch-start, all in
@@ -168,11 +176,15 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 			}
 		}
 	}
+	var action string
+	if refusal == nil && c.SameActionFence && len(c.Holds) > 0 {
+		action, refusal = sameAction(c.Opened.CapabilityID, c.Arguments)
+	}
 	if refusal == nil {
 		for i, h := range c.Holds {
 			rd := DecideExposure(s.Ledgers[i], ReserveStarted{Reserve: Reserve{GuaranteeID: h.GuaranteeID, Resource: h.Resource,
 				AttemptID: c.AttemptID, OperationID: c.Opened.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest,
-				Observe: h.Observe, Window: h.Window, Rolling: h.Rolling, Now: c.Now, Carried: h.Carried}})
+				Observe: h.Observe, Window: h.Window, Rolling: h.Rolling, Now: c.Now, Carried: h.Carried, Action: action}})
 			if rd.Refusal != nil {
 				refusal = rd.Refusal
 				break

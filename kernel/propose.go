@@ -135,7 +135,8 @@ func ProposeReads(in ProposeInput) Reads { return prepare(in).reads }
 //  7. approval redemption, required by the capability's rule (by default
 //     when its risk is high);
 //  8. the run budget;
-//  9. the exposure on every ledger.
+//  9. the exposure on every ledger, with the same-action fence when the
+//     capability is fenced (SameActionKey).
 //
 // A refusal from 4 on appends the operation's record only (opened,
 // refused, the decision record): nothing is redeemed, consumed or held. An
@@ -432,13 +433,18 @@ func (p *proposal) decide(s ProposeState) Effects {
 		}
 	}
 
-	// 9. The exposure on every ledger.
+	// 9. The exposure on every ledger, fenced against an unresolved
+	// attempt of the same action.
+	var action string
+	if refusal == nil && p.cap.SameActionFenced() && len(bound) > 0 {
+		action, refusal = sameAction(w.CapabilityID, p.canon)
+	}
 	if refusal == nil {
 		for _, h := range bound {
 			k := h.ledgerKey()
 			rd := DecideExposure(orNew(s.Ledgers[k]), ReserveStarted{Reserve: Reserve{GuaranteeID: h.GuaranteeID, Resource: h.Resource,
 				AttemptID: in.AttemptID, OperationID: in.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest,
-				Observe: h.Observe, Window: h.Window, Rolling: h.Rolling, Now: in.Now, Carried: h.Carried}})
+				Observe: h.Observe, Window: h.Window, Rolling: h.Rolling, Now: in.Now, Carried: h.Carried, Action: action}})
 			if rd.Refusal != nil {
 				refusal = rd.Refusal
 				break

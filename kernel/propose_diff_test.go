@@ -60,7 +60,7 @@ func TestProposeStepEqualsGatewayPath(t *testing.T) {
 	for _, c := range []wire.Code{wire.CodeRequestMalformed, wire.CodeCapabilityNotSurfaced, wire.CodeAuthorityDenied, wire.CodePolicyDenied, wire.CodeApprovalRequired,
 		wire.CodeApprovalMismatch, wire.CodeApprovalRedeemed, wire.CodeApprovalExpired, wire.CodeApprovalDenied, wire.CodeEvidenceInsufficient, wire.CodeRunBudgetExhausted,
 		wire.CodeKillSwitchEngaged, wire.CodeResourceInvalid, wire.CodeAmountInvalid, wire.CodeExceeded, wire.CodeDefinitionMismatch, wire.CodeOperationConflict,
-		wire.CodeBreakerOpen, wire.CodeDomainMismatch, wire.CodeLogIntegrityFailed, wire.CodeLogUnwitnessed, "(dispatched)", "(existing)"} {
+		wire.CodeBreakerOpen, wire.CodeDomainMismatch, wire.CodeLogIntegrityFailed, wire.CodeLogUnwitnessed, wire.CodeUnresolvedAttempt, "(dispatched)", "(existing)"} {
 		if codes[c] == 0 {
 			t.Errorf("no generated case reached %s (reached %v)", c, codes)
 		}
@@ -337,7 +337,8 @@ func gatewayPath(m *Manifest, in ProposeInput, s ProposeState) Effects {
 	cmd := Propose{Opened: OperationOpened{OperationID: in.OperationID, Principal: in.Principal, RunID: p.RunID, OperationKey: p.OperationKey,
 		CapabilityID: p.CapabilityID, ActionDigest: digest, Executor: in.Executor},
 		AttemptID: in.AttemptID, Holds: holds, Refusal: refusal, ApprovalID: p.ApprovalID, Now: in.Now, RunAmount: runAmount,
-		AllowUnadmitted: tc.AllowUnadmitted, Controls: controls, Arguments: canon, ApprovalRequired: approvalRequired, Risk: cp.Risk}
+		AllowUnadmitted: tc.AllowUnadmitted, Controls: controls, Arguments: canon, ApprovalRequired: approvalRequired, Risk: cp.Risk,
+		SameActionFence: cp.SameActionFenced()}
 	op := orNew(s.Op).after(nil)
 	st := ProposalState{Op: op, Ledgers: ledgers, Run: orNew(s.Run), Control: s.Control, Replaced: replaced, Integrity: s.Integrity, Witness: in.Witness}
 	if p.ApprovalID != "" {
@@ -433,6 +434,7 @@ func (g *diffGen) case_() (*Manifest, ProposeInput, ProposeState) {
 	if g.one(4) {
 		refund.Breaker = BreakerRule{Threshold: 2, Window: time.Minute}
 	}
+	refund.NoSameActionFence = g.one(4)
 	if g.one(6) {
 		pack := g.pack
 		refund.Pack, refund.DecisionKey = &pack, "support.refund.execute"
@@ -611,7 +613,12 @@ func (g *diffGen) case_() (*Manifest, ProposeInput, ProposeState) {
 			s.Evidence[r.Ref] = r
 		}
 	}
-	// Ledgers with history on the resources the proposal may name.
+	// Ledgers with history on the resources the proposal may name, whose
+	// open attempts are sometimes of the proposal's own action.
+	var action string
+	if p := prepare(in); p.unbound == nil && p.argRefusal == nil {
+		action, _ = SameActionKey(p.wire.CapabilityID, p.canon)
+	}
 	for _, d := range defs {
 		res := g.order
 		if d.ResourcePointer == "/customer" {
@@ -629,7 +636,8 @@ func (g *diffGen) case_() (*Manifest, ProposeInput, ProposeState) {
 		for i := 0; i < g.r.Intn(4); i++ {
 			att := fmt.Sprintf("old_%d", i)
 			dec := DecideExposure(l, ReserveStarted{Reserve{GuaranteeID: d.ID, Resource: res, AttemptID: att, OperationID: "op_" + att,
-				Amount: pick(g, int64(10000), 30000), Limit: d.Limit, DefinitionDigest: d.Digest(), Window: k.Window, Rolling: rolling, Now: g.now.Add(-time.Hour)}})
+				Amount: pick(g, int64(10000), 30000), Limit: d.Limit, DefinitionDigest: d.Digest(), Window: k.Window, Rolling: rolling, Now: g.now.Add(-time.Hour),
+				Action: pick(g, "", action, action)}})
 			for _, ev := range dec.Events {
 				_ = l.Apply(ev)
 			}
