@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
@@ -44,6 +45,9 @@ func TestRefusalGrowth(t *testing.T) {
 	e := &env{t: t, prov: prov, dir: t.TempDir()}
 	cfg := testConfig(t, e.dir, hs.URL)
 	cfg.Runtime.Limits.ProposalsPerSecond, cfg.Runtime.Limits.ProposalBurst = 1<<24, 1<<24
+	// Windows of a few seconds: the flood spans several, and the test
+	// waits for the last one's aggregate.
+	cfg.Runtime.Limits.RefusalWindow = config.Duration{Duration: 3 * time.Second}
 	rt, err := Boot(cfg, BootOptions{})
 	if err != nil {
 		t.Fatal(err)
