@@ -124,9 +124,13 @@ func (s *refusalSampler) drain() map[string][]kernel.ProposalRefused {
 	return out
 }
 
+// flushTimeout bounds the last flush of the refusal aggregates.
+const flushTimeout = 5 * time.Second
+
 // flushRefusals records the aggregates at the end of every window until
 // ctx is done, and once more then.
 func (g *Gateway) flushRefusals(ctx context.Context) {
+	defer close(g.flushed)
 	t := time.NewTicker(g.refusals.window)
 	defer t.Stop()
 	flush := func(ctx context.Context) {
@@ -139,7 +143,7 @@ func (g *Gateway) flushRefusals(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 			flush(fctx)
 			cancel()
 			return
