@@ -66,6 +66,7 @@ type Gateway struct {
 	// flushed is closed when the refusal aggregates' last flush is done
 	// (Start's context ended); Stop waits for it.
 	flushed chan struct{}
+	space   storeSpace // the store's free bytes, as the runtime measures them
 }
 
 // Hooks let tests and the chaos harness stop a process at exact points of

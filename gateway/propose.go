@@ -54,6 +54,11 @@ func clipID(s string) string {
 // Propose runs the dispatch sequence for one proposal of (tenant,
 // principal), identities the caller took from the authenticated subject.
 func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []byte) wire.Reply {
+	if r := g.spaceRefusal(); r != nil {
+		// Refused before anything is stored, as a full lane is.
+		g.overloaded.Add(1)
+		return wire.Reply{Status: wire.StatusRefused, Code: r.Code, Reason: r.Reason}
+	}
 	if len(body) > g.cfg.Runtime.MaxProposalBytes {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed,
 			Reason: fmt.Sprintf("proposal of %d bytes exceeds %d", len(body), g.cfg.Runtime.MaxProposalBytes)})
