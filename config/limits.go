@@ -37,10 +37,10 @@ type LimitsConfig struct {
 	// rate_limited.
 	ProposalsPerSecond int `toml:"proposals_per_second"`
 	ProposalBurst      int `toml:"proposal_burst"`
-	// RefusalWindow is how long refusals of malformed and unsurfaced
-	// proposals are aggregated per agent and code (default 10s): the
-	// first of a window is recorded at once, the rest as one signed
-	// aggregate at its end.
+	// RefusalWindow is how long refusals are aggregated per agent, code
+	// and capability (default 1m; kernel.RefusalTally): the first of a
+	// window is recorded whole at once, the rest as one signed aggregate
+	// at its end.
 	RefusalWindow Duration `toml:"refusal_window"`
 }
 
@@ -73,7 +73,7 @@ func (l *LimitsConfig) Validate() error {
 	case w < 0 || w > time.Hour:
 		return fmt.Errorf("runtime.limits.refusal_window must be in 0s..1h, not %s", w)
 	case w == 0:
-		l.RefusalWindow.Duration = 10 * time.Second
+		l.RefusalWindow.Duration = time.Minute
 	}
 	return nil
 }

@@ -45,7 +45,23 @@ type RuntimeConfig struct {
 	// checkpoint due (default projections.DefaultCheckpointEvery); it also
 	// bounds the projector's atomic batches, which never cross a checkpoint.
 	AuditCheckpointEvery int `toml:"audit_checkpoint_every"`
+	// MinFreeBytes is the free space the store must keep (default
+	// DefaultMinFreeBytes): below it new proposals are refused overloaded
+	// and /readyz fails, while settlements and operator verbs go on. The
+	// space is the least of the data_dir volume's free bytes (embedded
+	// server) and what the streams' and the account's limits leave.
+	MinFreeBytes int64 `toml:"min_free_bytes"`
+	// StoreSpaceInterval is how often that space is measured (default
+	// DefaultStoreSpaceInterval).
+	StoreSpaceInterval Duration `toml:"store_space_interval"`
 }
+
+// DefaultMinFreeBytes is runtime.min_free_bytes's default: room for about
+// 40,000 whole proposals' events and audit records after new ones stop.
+const DefaultMinFreeBytes = 256 << 20
+
+// DefaultStoreSpaceInterval is runtime.store_space_interval's default.
+const DefaultStoreSpaceInterval = 5 * time.Second
 
 // DefaultReconcileInterval is runtime.reconcile_interval's default: the
 // crash-recovery path runs by itself.
@@ -63,6 +79,18 @@ func (r *RuntimeConfig) validate() error {
 	}
 	if d := r.ReconcileInterval.Duration; d != 0 && (d < MinReconcileInterval || d > MaxReconcileInterval) {
 		return fmt.Errorf("runtime.reconcile_interval must be 0 (off) or %s..%s, not %s", MinReconcileInterval, MaxReconcileInterval, d)
+	}
+	switch {
+	case r.MinFreeBytes < 0 || r.MinFreeBytes > 1<<50:
+		return fmt.Errorf("runtime.min_free_bytes must be 0..%d (0: the default %d), not %d", int64(1)<<50, DefaultMinFreeBytes, r.MinFreeBytes)
+	case r.MinFreeBytes == 0:
+		r.MinFreeBytes = DefaultMinFreeBytes
+	}
+	switch d := r.StoreSpaceInterval.Duration; {
+	case d < 0 || (d > 0 && d < 100*time.Millisecond) || d > time.Minute:
+		return fmt.Errorf("runtime.store_space_interval must be 100ms..1m, not %s", d)
+	case d == 0:
+		r.StoreSpaceInterval.Duration = DefaultStoreSpaceInterval
 	}
 	if r.MetricsListen != "" {
 		if err := listenAddress(r.MetricsListen, !r.MetricsAllowNonLoopback); err != nil {

@@ -57,6 +57,8 @@ func TestValidateHostile(t *testing.T) {
 		{"workers -1", "workers = 8", "workers = -1", func(c *config.Config) { c.Runtime.Workers = -1 }, "runtime.workers must be 1..65536, not -1"},
 		{"workers huge", "workers = 8", "workers = 100000000", func(c *config.Config) { c.Runtime.Workers = 100000000 }, "runtime.workers must be"},
 		{"audit_checkpoint_every -1", "workers = 8", "audit_checkpoint_every = -1", func(c *config.Config) { c.Runtime.AuditCheckpointEvery = -1 }, "runtime.audit_checkpoint_every must be 1..1048576 (0: the default), not -1"},
+		{"min_free_bytes -1", "workers = 8", "min_free_bytes = -1", func(c *config.Config) { c.Runtime.MinFreeBytes = -1 }, "runtime.min_free_bytes must be 0.."},
+		{"store_space_interval 1ms", "workers = 8", `store_space_interval = "1ms"`, func(c *config.Config) { c.Runtime.StoreSpaceInterval.Duration = time.Millisecond }, "runtime.store_space_interval must be 100ms..1m, not 1ms"},
 		{"max_proposal_bytes -1", "workers = 8", "max_proposal_bytes = -1", func(c *config.Config) { c.Runtime.MaxProposalBytes = -1 }, "runtime.max_proposal_bytes must be 1..8388608, not -1"},
 		{"replicas -3", `listen = "127.0.0.1:0"`, "replicas = -3", func(c *config.Config) { c.NATS.Replicas = -3 }, "nats.replicas must be 1..5, not -3"},
 		{"replicas 3 embedded", `listen = "127.0.0.1:0"`, "replicas = 3", func(c *config.Config) { c.NATS.Replicas = 3 }, "the embedded server is one node"},

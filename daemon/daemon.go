@@ -235,6 +235,9 @@ func Boot(cfg *config.Config, o BootOptions) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	// The store's space is known before the first proposal is taken.
+	rt.measureSpace(ctx)
+	go rt.watchSpace(ctx)
 	if err := rt.Gateway.Start(ctx, nc); err != nil {
 		return nil, err
 	}

@@ -51,3 +51,13 @@ func lockDataDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// volumeFree is how many bytes an unprivileged process may still write on
+// the volume that holds dir.
+func volumeFree(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return uint64(st.Bavail) * uint64(st.Bsize), nil
+}

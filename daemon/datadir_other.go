@@ -21,3 +21,9 @@ var ErrDataDirLocked = errors.New("nats.data_dir is in use by another contextosd
 func lockDataDir(string) (*os.File, error) {
 	return nil, errors.New("the embedded server's data_dir lock is not supported on " + runtime.GOOS + "; use an external NATS (nats.url)")
 }
+
+// volumeFree cannot measure a volume here; the streams' and the account's
+// limits still bound the store (storeSpace).
+func volumeFree(string) (uint64, error) {
+	return 0, errors.ErrUnsupported
+}

@@ -82,6 +82,22 @@ func wantSignedRefusal(t *testing.T, rt *Runtime, tenant, principal, run, key st
 	t.Fatalf("no signed %s refusal for %s/%s %s/%s", code, tenant, principal, run, key)
 }
 
+// wantCountedRefusals waits for signed aggregates on the principal's
+// refusal subject that count n refusals of code.
+func wantCountedRefusals(t *testing.T, rt *Runtime, tenant, principal string, code wire.Code, n int) {
+	t.Helper()
+	subject, _ := codec.Subject(tenant, "refusal", principal)
+	testenv.Eventually(t, func() bool {
+		got := 0
+		for _, se := range signedStream(t, rt) {
+			if ev, ok := se.ev.(kernel.ProposalRefused); ok && se.subject == subject && ev.Code == code {
+				got += ev.Count
+			}
+		}
+		return got == n
+	}, 10*time.Second, n, " counted ", code, " refusals of ", principal)
+}
+
 func streamLen(t *testing.T, rt *Runtime) int {
 	t.Helper()
 	return len(signedStream(t, rt))
@@ -382,7 +398,8 @@ func TestSecurityCeilingFromConfigOnly(t *testing.T) {
 
 // TestSecurityHoldSurvivesNewRunAndKey: a pending hold is not erased by
 // proposing again under a new run or a new operation key (each is refused
-// exceeded, signed); the same key returns the same attempt without a new
+// exceeded, signed: the first whole, the others in their window's signed
+// aggregate); the same key returns the same attempt without a new
 // reservation; the same key with another amount is operation_key_conflict.
 func TestSecurityHoldSurvivesNewRunAndKey(t *testing.T) {
 	e := startEnv(t)
@@ -390,14 +407,17 @@ func TestSecurityHoldSurvivesNewRunAndKey(t *testing.T) {
 	e.prov.Script(provider.Pending)
 	held := e.propose(nc, "acme", "agent_email", refund("run_1", "k1", "ord_h", 80000))
 	wantBalance(t, held, 0, 80000, 20000)
-	for _, c := range []struct{ run, key string }{{"run_2", "k1"}, {"run_1", "k2"}, {"run_3", "k9"}} {
+	for i, c := range []struct{ run, key string }{{"run_2", "k1"}, {"run_1", "k2"}, {"run_3", "k9"}} {
 		r := e.propose(nc, "acme", "agent_email", refund(c.run, c.key, "ord_h", 30000))
 		if r.Code != wire.CodeExceeded {
 			t.Fatalf("%s/%s: %+v", c.run, c.key, r)
 		}
 		wantBalance(t, r, 0, 80000, 20000)
-		wantSignedRefusal(t, e.rt, "acme", "agent_email", c.run, c.key, wire.CodeExceeded)
+		if i == 0 {
+			wantSignedRefusal(t, e.rt, "acme", "agent_email", c.run, c.key, wire.CodeExceeded)
+		}
 	}
+	wantCountedRefusals(t, e.rt, "acme", "agent_email", wire.CodeExceeded, 2)
 	again := e.propose(nc, "acme", "agent_email", refund("run_1", "k1", "ord_h", 80000))
 	if again.AttemptID != held.AttemptID || again.Status != wire.StatusPending {
 		t.Fatalf("same key again: %+v", again)

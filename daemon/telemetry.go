@@ -145,9 +145,10 @@ type ReadyCheck struct {
 	Warning string `json:"warning,omitempty"`
 }
 
-// Ready checks that the store answers, both streams exist, and the read
-// model and every tenant's audit chain are within runtime.ready_max_lag
-// stream sequences of the event stream.
+// Ready checks that the store answers, both streams exist, the read model
+// and every tenant's audit chain are within runtime.ready_max_lag stream
+// sequences of the event stream, and the store has runtime.min_free_bytes
+// free.
 func (rt *Runtime) Ready(ctx context.Context) Readiness {
 	var rep Readiness
 	add := func(name string, err error) {
@@ -221,6 +222,7 @@ func (rt *Runtime) Ready(ctx context.Context) Readiness {
 	}
 	add("log_integrity", ierr)
 	add("serving", rt.Gateway.ServingErr())
+	add("store_space", rt.Gateway.StoreSpaceErr())
 	rep.Ready = true
 	for _, c := range rep.Checks {
 		rep.Ready = rep.Ready && c.OK

@@ -27,7 +27,7 @@ func TestAlertRulesParseAsPrometheus(t *testing.T) {
 			alerts[r.Alert] = true
 		}
 	}
-	for _, want := range []string{"ContextOSAuditHistoryRewritten", "ContextOSAuditUnwitnessed", "ContextOSKillSwitchEngaged"} {
+	for _, want := range []string{"ContextOSAuditHistoryRewritten", "ContextOSAuditUnwitnessed", "ContextOSKillSwitchEngaged", "ContextOSStoreSpaceLow", "ContextOSStoreSpaceExhausted"} {
 		if !alerts[want] {
 			t.Errorf("no %s rule", want)
 		}

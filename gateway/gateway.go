@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/config"
@@ -63,6 +64,10 @@ type Gateway struct {
 	maxPayload  atomic.Int64  // the server's max_payload, as the serving connection read it; 0: not serving
 	limiter     *limiter      // per-principal proposal rates
 	refusals    *refusalSampler
+	// flushed is closed when the refusal aggregates' last flush is done
+	// (Start's context ended); Stop waits for it.
+	flushed chan struct{}
+	space   storeSpace // the store's free bytes, as the runtime measures them
 }
 
 // Hooks let tests and the chaos harness stop a process at exact points of
@@ -364,6 +369,14 @@ func (g *Gateway) Proposing() int64 { return g.proposing.Load() }
 
 // Stop unsubscribes; in-flight requests finish.
 func (g *Gateway) Stop() {
+	if g.flushed != nil {
+		// The last window's aggregates are appended before the runtime
+		// closes its connection, once Start's context is done.
+		select {
+		case <-g.flushed:
+		case <-time.After(flushTimeout + time.Second):
+		}
+	}
 	for _, s := range g.subs {
 		_ = s.Drain()
 	}

@@ -54,6 +54,11 @@ func clipID(s string) string {
 // Propose runs the dispatch sequence for one proposal of (tenant,
 // principal), identities the caller took from the authenticated subject.
 func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []byte) wire.Reply {
+	if r := g.spaceRefusal(); r != nil {
+		// Refused before anything is stored, as a full lane is.
+		g.overloaded.Add(1)
+		return wire.Reply{Status: wire.StatusRefused, Code: r.Code, Reason: r.Reason}
+	}
 	if len(body) > g.cfg.Runtime.MaxProposalBytes {
 		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed,
 			Reason: fmt.Sprintf("proposal of %d bytes exceeds %d", len(body), g.cfg.Runtime.MaxProposalBytes)})
@@ -278,15 +283,35 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply 
 	witness := g.witnessStatus(pc.tenant)
 	var reply wire.Reply
 	var generation uint64
+	// A refusal the kernel tallies is recorded whole only as the first of
+	// its key in the refusal window; the rest append nothing and are
+	// counted into the window's aggregate (kernel.RefusalTally).
+	var key kernel.RefusalKey
+	var whole, counted bool
 	endStage := g.tel.stage(ctx, stageDecide)
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
 		Bind:   bind,
-		Decide: func() *kernel.Refusal { st.Witness = witness; d = kernel.DecidePropose(st, cmd); return d.Refusal },
+		Decide: func() *kernel.Refusal {
+			st.Witness = witness
+			d = kernel.DecidePropose(st, cmd)
+			counted = false
+			if d.Refusal != nil && !d.Existing {
+				key = g.refusals.key(pc.tenant, pc.principal, d.Refusal.Code, pc.p.CapabilityID)
+				whole = g.refusals.whole(pc.tenant, key)
+				counted = d.Counted(whole)
+			}
+			return d.Refusal
+		},
 		Done: func() {
 			holds := cmd.Holds
 			if d.Holds != nil {
 				holds = d.Holds // as the latest versions of their guarantees bind them
+			}
+			if counted {
+				reply = wire.Reply{Status: wire.StatusRefused, Code: d.Refusal.Code, Reason: d.Refusal.Reason, ActionDigest: pc.digest}
+				reply.SetGuarantees(rowsOf(kernel.HoldsOf(holds, st.Ledgers)))
+				return
 			}
 			reply = statusReply(st.Op, kernel.HoldsOf(holds, st.Ledgers))
 			generation = st.Op.Generation
@@ -295,6 +320,11 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply 
 	endStage()
 	if err != nil {
 		return pc.unknownReply(err)
+	}
+	if res.Refusal != nil && !d.Existing && kernel.Tallied(res.Refusal.Code) && res.Refusal == d.Refusal {
+		sum := sha256.Sum256(pc.args)
+		g.refusals.add(pc.tenant, key, kernel.ProposalRefused{Principal: pc.principal, Code: res.Refusal.Code, Reason: res.Refusal.Reason,
+			BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(pc.args)}, !counted)
 	}
 	if res.Refusal != nil && (res.Refusal.Code == wire.CodeOperationConflict || res.Refusal.Code == wire.CodeContention) {
 		// Nothing was appended to the operation: record the refusal on the

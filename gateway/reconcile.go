@@ -76,6 +76,7 @@ func (g *Gateway) Start(ctx context.Context, nc *nats.Conn) error {
 			return err
 		}
 	}
+	g.flushed = make(chan struct{})
 	go g.flushRefusals(ctx)
 	if iv := g.cfg.Runtime.ReconcileInterval.Duration; iv > 0 {
 		go g.reconcileLoop(ctx, iv)

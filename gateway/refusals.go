@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -40,88 +39,98 @@ func (x *limiter) allow(tenant, principal string) bool {
 	return b == nil || b.Allow()
 }
 
-// sampledCodes are the refusals that are sampled rather than recorded one
-// durable event each: they name no operation and change nothing, and an
-// agent can send them as fast as its rate limit allows.
-var sampledCodes = map[wire.Code]bool{wire.CodeRequestMalformed: true, wire.CodeCapabilityNotSurfaced: true}
-
-// refusalSampler aggregates sampled refusals per (tenant, principal, code)
-// and window: the first is recorded at once (with its body digest), the
-// others only counted; at the window's end one signed aggregate records
-// how many followed and the last one's digest. Memory is bounded by the
-// configured agents times the sampled codes.
+// refusalSampler holds each tenant's kernel.RefusalTally: which refusals
+// are recorded whole and which only counted into their window's aggregate
+// is the kernel's rule; the sampler keeps the window's state and closes it
+// on a timer. Its keys are mapped onto configured agents and capabilities,
+// so its memory is bounded by the configuration, not by what arrives.
 type refusalSampler struct {
-	window time.Duration
-	known  map[string]bool // tenant/principal of configured agents
+	window       time.Duration
+	known        map[string]bool // tenant/principal of configured agents
+	capabilities map[string]bool // configured capabilities
 
-	mu   sync.Mutex
-	open map[sampleKey]*sampled
-}
-
-type sampleKey struct {
-	tenant, principal string
-	code              wire.Code
-}
-
-type sampled struct {
-	count int                    // refusals after the first of the window
-	last  kernel.ProposalRefused // the latest of them
+	mu      sync.Mutex
+	tallies map[string]*kernel.RefusalTally // by tenant
 }
 
 func newRefusalSampler(cfg *config.Config, window time.Duration) *refusalSampler {
-	s := &refusalSampler{window: window, known: map[string]bool{}, open: map[sampleKey]*sampled{}}
+	s := &refusalSampler{window: window, known: map[string]bool{}, capabilities: map[string]bool{}, tallies: map[string]*kernel.RefusalTally{}}
 	for _, t := range cfg.Tenants {
+		s.tallies[t.ID] = &kernel.RefusalTally{}
 		for _, a := range t.Agents {
 			s.known[t.ID+"/"+a.ID] = true
 		}
 	}
+	for _, c := range cfg.Capabilities {
+		s.capabilities[c.ID] = true
+	}
 	return s
 }
 
-// sample reports whether ev is counted into its window's aggregate instead
-// of being recorded now.
-func (s *refusalSampler) sample(tenant string, ev kernel.ProposalRefused) bool {
-	if !sampledCodes[ev.Code] {
-		return false
+// key is the tally key of a refusal, over configured names only.
+func (s *refusalSampler) key(tenant, principal string, code wire.Code, capability string) kernel.RefusalKey {
+	k := kernel.RefusalKey{Principal: principal, Code: code, CapabilityID: capability}
+	if !s.known[tenant+"/"+principal] {
+		k.Principal = ""
 	}
-	k := sampleKey{tenant: tenant, principal: ev.Principal, code: ev.Code}
-	if !s.known[tenant+"/"+ev.Principal] {
-		k.principal = ""
+	if !s.capabilities[capability] {
+		k.CapabilityID = ""
 	}
+	return k
+}
+
+// whole reports whether a refusal of k in tenant is to be recorded whole.
+func (s *refusalSampler) whole(tenant string, k kernel.RefusalKey) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w := s.open[k]
-	if w == nil {
-		s.open[k] = &sampled{}
-		return false // the first of the window: recorded at once
+	t := s.tallies[tenant]
+	return t == nil || t.Whole(k)
+}
+
+// add records a refusal of k: recorded whole, or counted (described by ev).
+func (s *refusalSampler) add(tenant string, k kernel.RefusalKey, ev kernel.ProposalRefused, whole bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tallies[tenant]; t != nil {
+		t.Add(k, ev, whole)
 	}
-	w.count++
-	w.last = ev
-	return true
+}
+
+// sample reports whether ev, a refusal that names no operation, is counted
+// into its window's aggregate instead of being recorded now.
+func (s *refusalSampler) sample(tenant string, ev kernel.ProposalRefused) bool {
+	k := s.key(tenant, ev.Principal, ev.Code, "")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tallies[tenant]
+	if t == nil {
+		return false // an unknown tenant: recorded whole, as its own refusal
+	}
+	whole := t.Whole(k)
+	t.Add(k, ev, whole)
+	return !whole
 }
 
 // drain returns the aggregates of the window that ends, and starts a new one.
 func (s *refusalSampler) drain() map[string][]kernel.ProposalRefused {
 	s.mu.Lock()
-	open := s.open
-	s.open = map[sampleKey]*sampled{}
-	s.mu.Unlock()
+	defer s.mu.Unlock()
 	out := map[string][]kernel.ProposalRefused{}
-	for k, w := range open {
-		if w.count == 0 {
-			continue
+	for tenant, t := range s.tallies {
+		if evs := t.Close(s.window.String()); len(evs) > 0 {
+			out[tenant] = evs
 		}
-		ev := w.last
-		ev.Count = w.count
-		ev.Reason = fmt.Sprintf("%d more proposals refused %s within %s; the last: %s", w.count, k.code, s.window, ev.Reason)
-		out[k.tenant] = append(out[k.tenant], ev)
 	}
 	return out
 }
 
+// flushTimeout bounds the last flush of the refusal aggregates.
+const flushTimeout = 5 * time.Second
+
 // flushRefusals records the aggregates at the end of every window until
 // ctx is done, and once more then.
 func (g *Gateway) flushRefusals(ctx context.Context) {
+	defer close(g.flushed)
 	t := time.NewTicker(g.refusals.window)
 	defer t.Stop()
 	flush := func(ctx context.Context) {
@@ -134,7 +143,7 @@ func (g *Gateway) flushRefusals(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 			flush(fctx)
 			cancel()
 			return

@@ -428,5 +428,6 @@ func (g *Gateway) WatchState(svc *projections.Service, streamSeq func(context.Co
 	tenants := g.cfg.TenantIDs()
 	g.tel.m.reg.MustRegister(&stateSource{tenants: tenants, view: svc.View, audit: svc.Projectors, streamSeq: streamSeq,
 		holds: g.openHolds, killed: g.index.killEngaged, breakers: g.breakerStates, proposing: g.Proposing,
+		storeFree: g.StoreSpace, minFree: g.cfg.Runtime.MinFreeBytes,
 		resourceSeries: g.cfg.Runtime.MetricsResourceSeries, now: g.clock.Now})
 }

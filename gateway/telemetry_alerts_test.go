@@ -56,7 +56,7 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"ContextOSAuditLag", "ContextOSOpenHoldsOlderThanAnHour", "ContextOSProviderErrorRate", "ContextOSKillSwitchEngaged", "ContextOSAuthFailures"} {
+	for _, want := range []string{"ContextOSAuditLag", "ContextOSOpenHoldsOlderThanAnHour", "ContextOSProviderErrorRate", "ContextOSKillSwitchEngaged", "ContextOSAuthFailures", "ContextOSStoreSpaceExhausted"} {
 		if !seen[want] {
 			t.Errorf("no %s alert", want)
 		}

@@ -213,12 +213,16 @@ type stateSource struct {
 	killed         func(tenant string) bool
 	breakers       func() []breakerState
 	proposing      func() int64
+	storeFree      func() (uint64, bool, error)
+	minFree        int64
 	resourceSeries int
 	now            func() time.Time
 }
 
 var (
 	descStoreUp       = prometheus.NewDesc("contextos_store_up", "1 when the event stream answered the last scrape.", nil, nil)
+	descStoreFree     = prometheus.NewDesc("contextos_store_free_bytes", "Bytes the store may still grow by, as last measured: the least of the data_dir volume's free space (embedded server) and what the streams' and the account's limits leave.", nil, nil)
+	descStoreMinFree  = prometheus.NewDesc("contextos_store_min_free_bytes", "runtime.min_free_bytes: below it new proposals are refused overloaded and /readyz fails.", nil, nil)
 	descProposing     = prometheus.NewDesc("contextos_proposals_in_progress", "Proposals received and not answered yet, queued or being handled (their dispatch goes on after a requester stops waiting).", nil, nil)
 	descStreamSeq     = prometheus.NewDesc("contextos_stream_last_seq", "Last sequence of the event stream.", nil, nil)
 	descViewSeq       = prometheus.NewDesc("contextos_exposure_view_seq", "Last event stream sequence the exposure view folded.", nil, nil)
@@ -277,6 +281,10 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 	gauge(descProposing, float64(s.proposing()))
 	last, err := s.streamSeq(ctx)
 	gauge(descStoreUp, b2f(err == nil))
+	if free, known, _ := s.storeFree(); known {
+		gauge(descStoreFree, float64(free))
+	}
+	gauge(descStoreMinFree, float64(s.minFree))
 	viewSeq := s.view.Seq()
 	gauge(descViewSeq, float64(viewSeq))
 	gauge(descViewSkipped, float64(s.view.RefusedEvents("")))

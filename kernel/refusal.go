@@ -25,9 +25,9 @@ const TypeProposalRefused = "proposal.refused"
 
 // ProposalRefused records a proposal refused before it could name an
 // operation (malformed, oversized, unknown principal): nothing is dropped
-// silently. Count, when above zero, makes the record an aggregate: it stands
-// for Count refusals of the same principal and code, of which BodyDigest and
-// BodyBytes describe the last.
+// silently. Count, when above zero, makes the record an aggregate
+// (RefusalTally): it stands for Count refusals of the same principal, code
+// and capability, of which BodyDigest and BodyBytes describe the last.
 type ProposalRefused struct {
 	Principal  string    `json:"principal"`
 	Code       wire.Code `json:"code"`
@@ -35,6 +35,9 @@ type ProposalRefused struct {
 	BodyDigest string    `json:"body_digest"`
 	BodyBytes  int       `json:"body_bytes"`
 	Count      int       `json:"count,omitempty"`
+	// CapabilityID is the capability an aggregate counts refusals of, when
+	// it is a configured one.
+	CapabilityID string `json:"capability_id,omitempty"`
 }
 
 // EventType implements Event.
