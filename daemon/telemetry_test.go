@@ -371,7 +371,7 @@ func TestReadyzFollowsTheStore(t *testing.T) {
 	for _, c := range rep.Checks {
 		names = append(names, c.Name)
 	}
-	if strings.Join(names, ",") != "store,audit_stream,read_model,audit_lag,log_integrity,serving" {
+	if strings.Join(names, ",") != "store,audit_stream,read_model,audit_lag,log_integrity,serving,store_space" {
 		t.Fatalf("checks %v", names)
 	}
 

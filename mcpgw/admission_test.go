@@ -39,7 +39,7 @@ func TestAdmissionSharedRate(t *testing.T) {
 		return strings.Replace(s, "[mcp]", "[runtime.limits]\nproposals_per_second = 1\nproposal_burst = 2\n\n[mcp]", 1)
 	}, nil)
 	cs := e.session(emailToken)
-	nc := gatewaytest.Connect(t, e.rt.URL, "email-secret", "acme", "agent_email")
+	nc := gatewaytest.Connect(t, e.rt.URL, "email-secret-passphrase", "acme", "agent_email")
 	applied, limited := 0, map[string]int{}
 	begin := time.Now()
 	for i := range 10 {

@@ -71,6 +71,10 @@ type Output struct {
 	Status  string // proposals: the reply's status; reconcile: the row's status
 	Code    string
 	Outcome string // reconcile: the row's outcome
+	// Counted says a refusal was counted in its window's aggregate rather
+	// than recorded whole (its reply names no operation): it claims no key,
+	// so a resend decides again.
+	Counted bool
 	// HasBalance says the reply carried balances of the resource.
 	HasBalance bool
 	Limit      int64
@@ -241,7 +245,11 @@ func step(s state, in Input, out Output) []state {
 				break
 			}
 			if ks.phase == phaseNone && !fits {
-				next = append(next, s.with(in.Key, keyState{phase: phaseRefused, amount: in.Amount}, 0, 0))
+				if out.Counted {
+					next = append(next, s)
+				} else {
+					next = append(next, s.with(in.Key, keyState{phase: phaseRefused, amount: in.Amount}, 0, 0))
+				}
 			}
 			if ks.phase == phaseRefused {
 				next = append(next, s) // the recorded refusal, returned again
