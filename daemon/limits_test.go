@@ -176,7 +176,9 @@ func TestRateLimitBeforeStore(t *testing.T) {
 	e := bootLimits(t, func(l *config.LimitsConfig) { l.ProposalsPerSecond, l.ProposalBurst = 5, 20 })
 	nc := e.client("acme", "agent_email")
 	before := streamMsgs(t, e.rt)
-	codes := flood(t, nc, "acme", "agent_email", 300, func(i int) any { return refund("run_r", fmt.Sprintf("r%d", i), "ord_r", 1) })
+	// Each proposal is its own refund (its own order): identical refunds
+	// in flight at once would be fenced as the same action.
+	codes := flood(t, nc, "acme", "agent_email", 300, func(i int) any { return refund("run_r", fmt.Sprintf("r%d", i), fmt.Sprintf("ord_r%d", i), 1) })
 	applied := codes[""]
 	if codes[wire.CodeRateLimited] < 300-20-5*10 || applied < 20 || applied+codes[wire.CodeRateLimited] != 300 {
 		t.Fatalf("replies %v", codes)
