@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/testing/interop"
 	"github.com/contextos/ledger/internal/testing/provider"
@@ -28,7 +31,10 @@ import (
 // applies two refunds; litewitness cosigns the checkpoints over HTTP
 // (C2SP add-checkpoint, cosignature/v1), its own database holds the tree
 // the daemon published, and the offline verifier accepts the export under
-// a policy naming litewitness's key. Then the insider's rewrite: the
+// a policy naming litewitness's key. Histories forged with the runtime
+// key (the same size, and grown from another prefix) are refused by
+// litewitness and called forks by the runtime's client. Then the
+// insider's rewrite: the
 // streams deleted and republished without the second refund. litewitness
 // answers the restarted daemon's shorter log with 409 and its size, the
 // daemon opens an integrity incident naming it, and the refund the
@@ -105,6 +111,42 @@ func TestLitewitnessCosignsTheLog(t *testing.T) {
 	}
 	if code, o := auditVerify(t, bin, "--entries", entries, "--keys", keys, "--witness-key", lw.VKey, "--witnesses", "2"); code == 0 {
 		t.Fatalf("ctx audit-verify asking two witnesses of one accepted:\n%s", o)
+	}
+	// An insider with the runtime key signs other histories: one of the
+	// same size and one that grew from a different prefix. litewitness
+	// refuses both (422: the consistency proof from what it cosigned does
+	// not verify) and the runtime's client calls them forks.
+	forger, err := audit.NewNoteSigner(origin, e.rt.Signer.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lwKey, err := audit.ParseCosignerKey(lw.VKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{cp.Size, cp.Size + 5} {
+		var other audit.Tree
+		for i := int64(0); i < size; i++ {
+			if err := other.Append(audit.RecordHash(fmt.Appendf(nil, "another record %d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		root, err := other.Root(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged, err := audit.SignCheckpoint(audit.Checkpoint{Origin: origin, Size: size, Root: root}, forger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = (&witness.Client{URL: lw.URL, Key: lwKey}).Submit(ctx, witness.TreeProver{Tree: &other}, forged)
+		var re *witness.RefusedError
+		if !errors.As(err, &re) || re.Kind(size) != witness.RefusalForked {
+			t.Fatalf("a forged history of %d records: %v; want litewitness to refuse it as a fork", size, err)
+		}
+	}
+	if st := lw.Logs(t)[origin]; st.Size != cp.Size {
+		t.Fatalf("litewitness now holds %+v; want the %d records it cosigned", st, cp.Size)
 	}
 	stop()
 	agent.Close()
