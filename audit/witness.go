@@ -85,8 +85,9 @@ func ParseAddCheckpoint(b []byte) (AddCheckpoint, error) {
 // WitnessError is a refused add-checkpoint, with the HTTP status the C2SP
 // tlog-witness protocol gives it: 400 (old size larger than the
 // checkpoint), 403 (no valid signature by the log's key), 404 (unknown
-// log), 409 (old size is not the witness's; Size is the witness's), 422
-// (the consistency proof does not verify, or same size and another root).
+// log), 409 (old size is not the witness's, or the same size and another
+// root; Size is the witness's), 422 (the consistency proof does not
+// verify).
 type WitnessError struct {
 	Status int
 	Size   int64 // the witness's size for the log, with 409
@@ -336,7 +337,8 @@ func (w *Witness) add(req AddCheckpoint, rot *KeyChange) ([]byte, error) {
 	case last.Size == 0 && len(req.Proof) != 0:
 		return nil, &WitnessError{Status: 422, Reason: "a proof from size 0 must be empty"}
 	case last.Size == c.Size && last.Root != c.Root:
-		return nil, &WitnessError{Status: 422, Reason: fmt.Sprintf("fork: a checkpoint of %d records with another root than the one cosigned", c.Size)}
+		// C2SP tlog-witness: the same size with another root is a 409.
+		return nil, &WitnessError{Status: 409, Size: last.Size, Reason: fmt.Sprintf("fork: a checkpoint of %d records with another root than the one cosigned", c.Size)}
 	case last.Size > 0 && last.Size < c.Size:
 		if err := tlog.CheckTree(req.Proof, c.Size, c.Root, last.Size, last.Root); err != nil {
 			return nil, &WitnessError{Status: 422, Reason: fmt.Sprintf("fork: the %d records cosigned are not a prefix of the %d records: %v", last.Size, c.Size, err)}

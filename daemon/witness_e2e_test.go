@@ -246,43 +246,7 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 
 	// The insider: both streams deleted, the events republished up to the
 	// second refund, with no users on the server.
-	emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: dir, DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := emb.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := events.NewJetStore(js, events.StreamName)
-	var kept [][2]string
-	if err := store.Replay(ctx, 1, func(st events.Stored) error {
-		if st.Seq <= before {
-			kept = append(kept, [2]string{st.Subject, string(st.Raw)})
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{events.StreamName, projections.AuditStreamName} {
-		if err := js.DeleteStream(ctx, name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := events.EnsureStream(ctx, js, events.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, st := range kept {
-		if _, err := js.Publish(ctx, st[0], []byte(st[1])); err != nil {
-			t.Fatal(err)
-		}
-	}
-	nc.Close()
-	emb.Shutdown()
+	republishUpTo(t, dir, before)
 
 	// The restarted daemon refuses from its first proposal on.
 	boot()
@@ -343,6 +307,51 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 	if s := prov.Stats(); s.Calls != 2 {
 		t.Fatalf("provider saw %+v; want two calls in all", s)
 	}
+}
+
+// republishUpTo is the insider with the data directory and the daemon
+// stopped: an unauthenticated nats-server over dir deletes the event and
+// audit streams and republishes the events up to stream sequence before.
+func republishUpTo(t *testing.T, dir string, before uint64) {
+	t.Helper()
+	ctx := context.Background()
+	emb, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: dir, DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := emb.InProcessConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := events.NewJetStore(js, events.StreamName)
+	var kept [][2]string
+	if err := store.Replay(ctx, 1, func(st events.Stored) error {
+		if st.Seq <= before {
+			kept = append(kept, [2]string{st.Subject, string(st.Raw)})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{events.StreamName, projections.AuditStreamName} {
+		if err := js.DeleteStream(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range kept {
+		if _, err := js.Publish(ctx, st[0], []byte(st[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc.Close()
+	emb.Shutdown()
 }
 
 // writeTestConfig writes testConfig's file, for the contextosd process.

@@ -119,10 +119,22 @@ func (g *Gateway) Integrity(ctx context.Context, tenant string) (*kernel.LogInte
 	if err != nil {
 		return nil, err
 	}
+	// The bound state is the engine's, which later events change: copy it
+	// while the transaction holds it.
 	var st *kernel.LogIntegrity
+	var out kernel.LogIntegrity
 	_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Guard(ref, &st)},
-		Decide: func() *kernel.Refusal { return nil }})
-	return st, err
+		Decide: func() *kernel.Refusal {
+			if st != nil {
+				out = *st
+				if st.Open != nil {
+					open := *st.Open
+					out.Open = &open
+				}
+			}
+			return nil
+		}})
+	return &out, err
 }
 
 // integrityReply reads the tenant's integrity subject and the witnesses'

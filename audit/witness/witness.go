@@ -231,14 +231,16 @@ const (
 )
 
 // Kind classifies the refusal of the checkpoint of size records: a 409 with
-// a larger size is a log that shrank, a 422 (the consistency proof does not
-// verify, or the same size with another root) a fork. These two say the
-// log's history is not the one the witness saw; the others do not.
+// a larger size is a log that shrank; a 422 (the consistency proof does not
+// verify) or a 409 with the same size (C2SP's answer to the same size with
+// another root; this project's witness and litewitness answer 422) a fork.
+// These two say the log's history is not the one the witness saw; the
+// others do not.
 func (e *RefusedError) Kind(size int64) string {
 	switch {
 	case e.Status == http.StatusConflict && e.Size > size:
 		return RefusalShrank
-	case e.Status == http.StatusUnprocessableEntity:
+	case e.Status == http.StatusUnprocessableEntity, e.Status == http.StatusConflict && e.Size == size:
 		return RefusalForked
 	case e.Status == http.StatusForbidden:
 		return RefusalKey
@@ -327,17 +329,21 @@ func (c *Client) Submit(ctx context.Context, tree Prover, signed []byte) ([]byte
 		}
 		switch status {
 		case http.StatusOK:
-			if err := checkLines(cp, reply, c.Key); err != nil {
+			line, err := cosignatureOf(cp, reply, c.Key)
+			if err != nil {
 				return nil, err
 			}
 			c.known = cp.Size
-			return reply, nil
+			return line, nil
 		case http.StatusConflict:
 			n, perr := strconv.ParseInt(strings.TrimSpace(string(reply)), 10, 64)
 			if perr != nil || n < 0 {
 				return nil, fmt.Errorf("witness: 409 without a size: %q", reply)
 			}
 			if n == c.known {
+				if reason == "" && n == cp.Size {
+					reason = fmt.Sprintf("the witness cosigned another tree of %d records (a fork)", n)
+				}
 				return nil, &RefusedError{Status: status, Size: n, Reason: reason}
 			}
 			c.known = n
@@ -384,19 +390,43 @@ func (c *Client) post(ctx context.Context, path string, body []byte) (status int
 	return resp.StatusCode, reply, resp.Header.Get("X-Witness-Reason"), nil
 }
 
-// checkLines checks that the reply is exactly one valid cosignature line of
-// key over cp.
-func checkLines(cp audit.Checkpoint, lines []byte, key *audit.Cosigner) error {
+// cosignatureOf returns the line of key among the reply's cosignature
+// lines. C2SP tlog-witness answers with one or more note signature lines
+// (a witness may cosign with several keys) and its client ignores the
+// lines of keys it does not know; a line of key that does not verify over
+// cp, or no line of key, is an error.
+func cosignatureOf(cp audit.Checkpoint, reply []byte, key *audit.Cosigner) ([]byte, error) {
 	if key == nil {
-		return errors.New("witness: client has no witness key to check the reply")
+		return nil, errors.New("witness: client has no witness key to check the reply")
 	}
-	if bytes.Count(lines, []byte("\n")) != 1 || !bytes.HasPrefix(lines, []byte("— "+key.Name()+" ")) {
-		return fmt.Errorf("witness: reply is not one cosignature line of %q", key.Name())
+	if len(reply) == 0 || reply[len(reply)-1] != '\n' {
+		return nil, fmt.Errorf("witness: reply is not a sequence of signature lines: %q", reply)
 	}
-	// A note made of the text and the line opens only if the line verifies.
-	msg := append(append(cp.Text(), '\n'), lines...)
-	if _, err := note.Open(msg, note.VerifierList(key.Verifier())); err != nil {
-		return fmt.Errorf("witness: reply does not verify: %w", err)
+	var found []byte
+	for _, line := range bytes.SplitAfter(reply, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		if !bytes.HasPrefix(line, []byte("— ")) {
+			return nil, fmt.Errorf("witness: reply is not a sequence of signature lines: %q", reply)
+		}
+		// A note made of the text and the line opens only if the line is
+		// key's and verifies; another key's line leaves it unverified.
+		msg := append(append(cp.Text(), '\n'), line...)
+		_, err := note.Open(msg, note.VerifierList(key.Verifier()))
+		var unverified *note.UnverifiedNoteError
+		switch {
+		case errors.As(err, &unverified):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("witness: reply does not verify: %w", err)
+		}
+		if found == nil {
+			found = line
+		}
 	}
-	return nil
+	if found == nil {
+		return nil, fmt.Errorf("witness: reply holds no cosignature of %q", key.Name())
+	}
+	return found, nil
 }

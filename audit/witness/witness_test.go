@@ -1,11 +1,13 @@
 package witness
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -118,7 +120,7 @@ func TestWitnessCosignsConsistentAndRefusesForks(t *testing.T) {
 	// The deletion and republish: 12 of the 20 records again.
 	refused(newLog(t, 12, -1), 12, http.StatusConflict, "more than this checkpoint")
 	// The same size, another history.
-	refused(newLog(t, 20, 7), 20, http.StatusUnprocessableEntity, "fork")
+	refused(newLog(t, 20, 7), 20, http.StatusConflict, "fork")
 	// Another history that grew past the witness's size.
 	refused(newLog(t, 25, 7), 25, http.StatusUnprocessableEntity, "not a prefix")
 
@@ -214,4 +216,106 @@ func FuzzParseState(f *testing.F) {
 			t.Fatalf("state does not round-trip: %v", err)
 		}
 	})
+}
+
+// TestClientKeepsItsWitnessLineAmongSeveral: C2SP tlog-witness answers
+// with one or more cosignature lines and its client ignores the lines of
+// keys it does not know. A witness that also cosigns with a second key
+// (here a real witness behind a front that adds that key's genuine line
+// before its own) is accepted, and only the configured key's line is
+// kept; a line under the configured key that does not verify is refused.
+func TestClientKeepsItsWitnessLineAmongSeveral(t *testing.T) {
+	c, err := audit.NewCosigner("witness.test/w1", key("witness"), func() uint64 { return 1767225600 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := audit.NewCosigner("witness.test/w1-pq", key("second key"), func() uint64 { return 1767225600 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(c, []string{logKey(t)}, filepath.Join(t.TempDir(), "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := Handler(w)
+	var corrupt bool
+	hs := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		rec := httptest.NewRecorder()
+		real.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		if rec.Code == http.StatusOK {
+			req, err := audit.ParseAddCheckpoint(b)
+			if err != nil {
+				t.Error(err)
+			}
+			cp, err := audit.ReadCheckpoint(req.Note)
+			if err != nil {
+				t.Error(err)
+			}
+			extra, err := second.Cosign(cp.Text())
+			if err != nil {
+				t.Error(err)
+			}
+			if corrupt { // one character in the middle of the signature
+				body = append([]byte{}, body...)
+				if i := len(body) - 20; body[i] == 'A' {
+					body[i] = 'B'
+				} else {
+					body[i] = 'A'
+				}
+			}
+			body = append(extra, body...)
+		}
+		for k, v := range rec.Header() {
+			rw.Header()[k] = v
+		}
+		rw.WriteHeader(rec.Code)
+		_, _ = rw.Write(body)
+	}))
+	t.Cleanup(hs.Close)
+	l := newLog(t, 8, -1)
+	client := &Client{URL: hs.URL, Key: c.Verifier()}
+	signed := l.checkpoint(t, 5)
+	line, err := client.Submit(context.Background(), TreeProver{&l.tree}, signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(line), "— witness.test/w1 ") || strings.Count(string(line), "\n") != 1 {
+		t.Fatalf("kept %q; want the one line of witness.test/w1", line)
+	}
+	if _, err := audit.OpenCheckpoint(audit.AddCosignatures(signed, line), note.VerifierList(mustVerifier(t, logKey(t))), []*audit.Cosigner{c.Verifier()}); err != nil {
+		t.Fatalf("the kept line does not open: %v", err)
+	}
+	corrupt = true
+	if _, err := client.Submit(context.Background(), TreeProver{&l.tree}, l.checkpoint(t, 8)); err == nil || !strings.Contains(err.Error(), "does not verify") {
+		t.Fatalf("a bad line under the configured key: %v; want it refused", err)
+	}
+}
+
+// TestRefusalKinds: the refusals that say the history changed (the log
+// shrank, or forked) and the ones that do not, as C2SP tlog-witness, this
+// project's witness and litewitness answer them.
+func TestRefusalKinds(t *testing.T) {
+	for _, tc := range []struct {
+		err  RefusedError
+		size int64
+		want string
+	}{
+		{RefusedError{Status: http.StatusConflict, Size: 20}, 11, RefusalShrank},
+		{RefusedError{Status: http.StatusConflict, Size: 20}, 20, RefusalForked}, // C2SP: same size, another root
+		{RefusedError{Status: http.StatusConflict, Size: 5}, 20, RefusalRejected},
+		{RefusedError{Status: http.StatusUnprocessableEntity}, 20, RefusalForked},
+		{RefusedError{Status: http.StatusForbidden}, 20, RefusalKey},
+		{RefusedError{Status: http.StatusNotFound}, 20, RefusalUnknown},
+		{RefusedError{Status: http.StatusBadRequest}, 20, RefusalRejected},
+	} {
+		if got := tc.err.Kind(tc.size); got != tc.want {
+			t.Errorf("%d with size %d, checkpoint of %d: %s; want %s", tc.err.Status, tc.err.Size, tc.size, got, tc.want)
+		}
+	}
 }

@@ -9,4 +9,11 @@
 // lines, all with its own parser and no golang.org/x/mod), and
 // filippo.io/torchwood's litewitness, a third-party C2SP tlog-witness, run
 // as a process that cosigns a running daemon's log over HTTP.
+//
+// BuildLitewitness and StartLitewitness are the tools for the latter:
+// litewitness and witnessctl are pinned by the module in ./litewitness, a
+// module of its own so that torchwood's requirements stay out of the
+// ledger's go.mod, and run with their key in a dedicated ssh-agent. The
+// test that runs them against a daemon is in package daemon
+// (TestLitewitnessCosignsTheLog), beside the daemon's own fixtures.
 package interop
