@@ -54,4 +54,6 @@ const (
 	CodeDomainMismatch             = wire.CodeDomainMismatch
 	CodeLogIntegrityFailed         = wire.CodeLogIntegrityFailed
 	CodeLogUnwitnessed             = wire.CodeLogUnwitnessed
+	CodeOperatorScopeDenied        = wire.CodeOperatorScopeDenied
+	CodeSecondOperatorRequired     = wire.CodeSecondOperatorRequired
 )

@@ -138,6 +138,15 @@ func (c *Client) AssertAbsence(ctx context.Context, attemptID, artifactRef strin
 	return r.Settled, err
 }
 
+// Confirm confirms another operator's request that the tenant's two-person
+// rule held (a Refused with CodeSecondOperatorRequired names its id), and
+// returns the reply of the action it carries out.
+func (c *Client) Confirm(ctx context.Context, requestID string) (wire.OpReply, error) {
+	var r wire.OpReply
+	err := c.Op(ctx, wire.VerbConfirm, wire.ConfirmRequest{RequestID: requestID}, &r)
+	return r, err
+}
+
 // KillSwitch reads the tenant's kill switch (engage nil) or sets it, and
 // returns its state.
 func (c *Client) KillSwitch(ctx context.Context, engage *bool, reason string) (bool, error) {

@@ -225,6 +225,9 @@ func (c *Config) validate() error {
 		default:
 			return fmt.Errorf("tenant %s unadmitted_runs must be \"unlimited\" or \"refuse\", not %q", t.ID, t.UnadmittedRuns)
 		}
+		if err := t.validateOperators(); err != nil {
+			return err
+		}
 		seen := map[string]bool{"ops": true}
 		for _, p := range append(slices.Clone(t.Agents), t.Operators...) {
 			if err := kernel.ValidToken(p.ID); err != nil {

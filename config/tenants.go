@@ -1,5 +1,11 @@
 package config
 
+import (
+	"fmt"
+
+	"github.com/contextos/ledger/kernel"
+)
+
 // TenantConfig declares a tenant's principals.
 type TenantConfig struct {
 	ID        string            `toml:"id"`
@@ -10,6 +16,61 @@ type TenantConfig struct {
 	// operator admits the run with a budget) or "unlimited" (said
 	// explicitly; usage is still recorded). docs/authorization.md.
 	UnadmittedRuns string `toml:"unadmitted_runs"`
+	// TwoPerson names the operator actions that need a second operator:
+	// "assert_absence" (every assert-absence) and "limit_raise" (a
+	// guarantee-set-limit whose new limit is above LimitRaiseAbove). One
+	// operator's request is recorded and pending; another operator with
+	// the same scope confirms it (docs/operations.md).
+	TwoPerson       []string `toml:"two_person"`
+	LimitRaiseAbove int64    `toml:"limit_raise_above"`
+}
+
+// OperatorPolicy returns the tenant's rule for its operators' actions.
+func (t *TenantConfig) OperatorPolicy() kernel.OperatorPolicy {
+	return kernel.OperatorPolicy{TwoPerson: t.TwoPerson, LimitRaiseAbove: t.LimitRaiseAbove}
+}
+
+// OperatorScopes returns the scopes of an operator of the tenant: nil (every
+// scope) when its configuration has no scopes list.
+func (t *TenantConfig) OperatorScopes(id string) []kernel.Scope {
+	for _, o := range t.Operators {
+		if o.ID == id && o.Scopes != nil {
+			s := make([]kernel.Scope, len(o.Scopes))
+			for i, x := range o.Scopes {
+				s[i] = kernel.Scope(x)
+			}
+			return s
+		}
+	}
+	return nil
+}
+
+// validateOperators checks the operators' scopes and the two-person rule.
+func (t *TenantConfig) validateOperators() error {
+	for _, a := range t.Agents {
+		if a.Scopes != nil {
+			return fmt.Errorf("tenant %s agent %s: scopes are an operator's", t.ID, a.ID)
+		}
+	}
+	for _, o := range t.Operators {
+		if o.Scopes != nil && len(o.Scopes) == 0 {
+			return fmt.Errorf("tenant %s operator %s: scopes is empty; name at least \"read\", or leave scopes out for every scope", t.ID, o.ID)
+		}
+		for _, s := range o.Scopes {
+			if !kernel.ValidScope(s) {
+				return fmt.Errorf("tenant %s operator %s: unknown scope %q (read, approve, recover, resolve, limits, kill_switch)", t.ID, o.ID, s)
+			}
+		}
+	}
+	for _, a := range t.TwoPerson {
+		if !kernel.ValidTwoPerson(a) {
+			return fmt.Errorf("tenant %s two_person: unknown action %q (assert_absence, limit_raise)", t.ID, a)
+		}
+	}
+	if t.LimitRaiseAbove < 0 {
+		return fmt.Errorf("tenant %s limit_raise_above must not be negative", t.ID)
+	}
+	return nil
 }
 
 // allowsUnadmitted reports whether runs without an admission may propose.
@@ -29,6 +90,10 @@ type PrincipalConfig struct {
 	// MCPToken is an agent's bearer credential on the MCP gateway: the
 	// same identity as its NATS user (docs/mcp.md).
 	MCPToken string `toml:"mcp_token"`
+	// Scopes are an operator's rights: read, approve, recover, resolve,
+	// limits, kill_switch (kernel.Scope). Left out, the operator holds
+	// every scope, as before scopes existed; an empty list is refused.
+	Scopes []string `toml:"scopes"`
 }
 
 // Agent returns an agent of a tenant.

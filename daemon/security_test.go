@@ -293,7 +293,8 @@ func TestSecurityReplyConnection(t *testing.T) {
 // TestSecurityCrossTenantOperator: an operator sees and acts only on its
 // own tenant: another tenant's ledger is not in its exposure or attempts
 // view, and reconcile, close-attempt and assert-absence of another
-// tenant's attempt are refused and change nothing.
+// tenant's attempt are refused and change nothing but the record of the
+// refusals in the operator's own tenant.
 func TestSecurityCrossTenantOperator(t *testing.T) {
 	e := startEnv(t)
 	e.prov.Script(provider.Pending)
@@ -317,8 +318,14 @@ func TestSecurityCrossTenantOperator(t *testing.T) {
 	if r := e.op("assert-absence", wire.OpRequest{AttemptID: g.AttemptID, ArtifactRef: "x"}); r.OK || r.Code != wire.CodeAttemptUnknown {
 		t.Fatalf("assert-absence of globex's attempt: %+v", r)
 	}
-	if after := streamLen(t, e.rt); after != before {
-		t.Fatalf("cross-tenant operator actions appended %d events", after-before)
+	// The two refused actions are recorded, signed, on acme's operator's
+	// refusal subject, and nothing else was appended: globex's ledger and
+	// operation are untouched.
+	if after := streamLen(t, e.rt); after != before+2 {
+		t.Fatalf("cross-tenant operator actions appended %d events, want the 2 refusals", after-before)
+	}
+	if got := e.operatorRefusals("ops_alice"); len(got) != 2 || got[0].Code != wire.CodeAttemptUnknown || got[1].Code != wire.CodeAttemptUnknown {
+		t.Fatalf("acme's operator's refusals: %+v", got)
 	}
 }
 

@@ -14,15 +14,41 @@ import (
 )
 
 // OpVerbs are the operator verbs, ctx.v1.<tenant>.ops.<verb>.<operator>.
-var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch"}, append(append(authzVerbs, guaranteeVerbs...), modelVerbs...)...)
+var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch", wire.VerbConfirm}, append(append(authzVerbs, guaranteeVerbs...), modelVerbs...)...)
 
 // Op serves one operator verb. The operator's identity comes from the
 // subject's last token, which the NATS server lets only that operator use.
+// Every verb passes kernel.DecideOperatorVerb first (the operator's scopes,
+// the tenant's two-person rule), and every refusal of a configured
+// operator is recorded as a signed operator.refused event (operator.go).
 func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []byte) wire.OpReply {
 	tc, ok := g.cfg.Tenant(tenant)
 	if !ok || !tc.IsOperator(operator) {
 		return wire.Refused(wire.CodeAuthorityDenied, "%s is not an operator of tenant %s", operator, tenant)
 	}
+	v := kernel.DecideOperatorVerb(tc.OperatorPolicy(), kernel.OperatorAction{Operator: operator, Scopes: tc.OperatorScopes(operator), Verb: verb, Body: body})
+	var reply wire.OpReply
+	switch {
+	case v.Refusal != nil:
+		reply = wire.OpReply{Code: v.Refusal.Code, Reason: v.Refusal.Reason}
+	case v.SecondOperator:
+		var held bool
+		if reply, held = g.holdForSecond(ctx, tenant, operator, verb, v.Scope, body); held {
+			return reply // the request event records it
+		}
+	case verb == wire.VerbConfirm:
+		reply = g.opConfirm(ctx, tc, operator, body)
+	default:
+		reply = g.dispatchOp(ctx, tenant, verb, operator, body)
+	}
+	if !reply.OK && reply.Code != "" {
+		g.recordOperatorRefusal(ctx, tenant, kernel.NewOperatorRefused(operator, verb, body, &kernel.Refusal{Code: reply.Code, Reason: reply.Reason}))
+	}
+	return reply
+}
+
+// dispatchOp serves a verb the operator may use now.
+func (g *Gateway) dispatchOp(ctx context.Context, tenant, verb, operator string, body []byte) wire.OpReply {
 	if h, ok := g.extraOps[verb]; ok {
 		return h(ctx, tenant, operator, body)
 	}

@@ -43,12 +43,17 @@ type ProposalRefused struct {
 // EventType implements Event.
 func (ProposalRefused) EventType() string { return TypeProposalRefused }
 
-// RefusalLog is the state of a principal's refusal subject: only a count,
-// since refusals change nothing but the record.
+// RefusalLog is the state of a principal's refusal subject (an agent's
+// proposals, an operator's verbs): only a count, since refusals change
+// nothing but the record.
 type RefusalLog struct{ Count int }
 
 // Apply folds a refusal.
 func (l *RefusalLog) Apply(ev Event) error {
+	if _, ok := ev.(OperatorRefused); ok {
+		l.Count++
+		return nil
+	}
 	r, ok := ev.(ProposalRefused)
 	if !ok {
 		return fmt.Errorf("event %T does not belong to a refusal log", ev)

@@ -57,6 +57,15 @@ const (
 	CodeDomainMismatch     Code = "enforcement_domain_mismatch"
 	CodeLogIntegrityFailed Code = "log_integrity_failed"
 	CodeLogUnwitnessed     Code = "log_unwitnessed"
+	// CodeOperatorScopeDenied: the operator's configured scopes do not
+	// include the one the verb needs (read, approve, recover, resolve,
+	// limits, kill_switch). Recorded as a signed operator.refused event.
+	CodeOperatorScopeDenied Code = "operator_scope_denied"
+	// CodeSecondOperatorRequired: the action needs a second operator (the
+	// tenant's two-person rule): the reply to the first operator names the
+	// pending request, which another operator with the same scope
+	// confirms; the requester confirming it is refused with this code too.
+	CodeSecondOperatorRequired Code = "second_operator_required"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -76,4 +85,5 @@ var Codes = []Code{
 	CodeReplyTooLarge,
 	CodeDomainMismatch,
 	CodeLogIntegrityFailed, CodeLogUnwitnessed,
+	CodeOperatorScopeDenied, CodeSecondOperatorRequired,
 }

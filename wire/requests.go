@@ -113,3 +113,10 @@ type ProveRequest struct {
 type ConsistencyRequest struct {
 	OldSize int64 `json:"old_size"`
 }
+
+// ConfirmRequest is the body of confirm: the id of a pending request that
+// the tenant's two-person rule held for a second operator (the data
+// "request_id" of the second_operator_required reply).
+type ConfirmRequest struct {
+	RequestID string `json:"request_id"`
+}

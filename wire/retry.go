@@ -66,6 +66,8 @@ var retries = map[Code]Retry{
 	CodeLogUnwitnessed:             RetryLater,
 	CodeReplyTooLarge:              RetrySame,
 	CodeDomainMismatch:             RetryOperator,
+	CodeOperatorScopeDenied:        RetryOperator,
+	CodeSecondOperatorRequired:     RetryOperator,
 }
 
 // RetryOf returns the retry class of a code of the catalog ("" for a code

@@ -15,4 +15,7 @@ const (
 	VerbAuditProveConsistency = "audit-prove-consistency"
 	VerbEventsExport          = "events-export" // events.jsonl lines, paged
 	VerbExposureView          = "exposure-view" // view.json
+	// VerbConfirm: a second operator confirms a request the tenant's
+	// two-person rule held (ConfirmRequest).
+	VerbConfirm = "confirm"
 )

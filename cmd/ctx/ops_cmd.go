@@ -19,6 +19,7 @@ func init() {
 	register(newCloseAttemptCmd)
 	register(newAssertAbsenceCmd)
 	register(newKillSwitchCmd)
+	register(newConfirmCmd)
 	register(newAdmitRunCmd)
 }
 
@@ -357,6 +358,43 @@ the parent run's, which it may not exceed.`,
 			fmt.Fprintf(stdout, "admitted run %s of %s: %d calls, amount %d\n", run.RunID, run.Principal, run.Calls, run.Amount)
 			return nil
 		})
+	}
+	return cmd
+}
+
+func newConfirmCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "confirm REQUEST_ID",
+		Short: "Confirm another operator's request that the two-person rule holds",
+		Long: `confirm carries out an action another operator requested and the tenant's
+two-person rule held (two_person in the configuration: assert-absence, or a
+limit raised above limit_raise_above): their command was refused
+second_operator_required with the request's id. Only a different operator
+holding the scope the action needs may confirm it; the requester confirming
+is refused second_operator_required. The confirmation is a signed event, and
+the action's reply is printed as the requester's command prints it.`,
+		Args: cobra.ExactArgs(1),
+	}
+	c := addConnFlags(cmd)
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		var r wire.OpReply
+		if err := c.op(wire.VerbConfirm, wire.ConfirmRequest{RequestID: args[0]}, &r); err != nil {
+			return err
+		}
+		if c.json {
+			return errors.Join(printJSON(r), refused(r))
+		}
+		if err := refused(r); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "confirmed request %s\n", args[0])
+		if len(r.Settled) > 0 {
+			return printSettled(c, r.Settled)
+		}
+		for _, v := range r.Versions {
+			fmt.Fprintf(stdout, "version %d: limit %d, mode %s\n", v.Version, v.Limit, v.Mode)
+		}
+		return nil
 	}
 	return cmd
 }

@@ -87,6 +87,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"breaker", "open", "x", "--tenant", "acme", "--user", "ops"}, 2},
 		{[]string{"breaker", "--reason", "x", "--tenant", "acme", "--user", "ops"}, 2},
 		{with("breaker"), 0},
+		{[]string{"confirm", "--tenant", "acme", "--user", "ops"}, 2},
+		{with("confirm", "01J00000000000000000000000"), 1}, // no such request: refused request_malformed
 		{with("breaker", "reset", "no.such_capability"), 1},
 		{[]string{"approve", "--digest", "abc", "--tenant", "acme", "--user", "ops"}, 2},
 		{[]string{"approve", "--digest", strings.Repeat("a", 64), "--expires", "48h", "--tenant", "acme", "--user", "ops"}, 2},

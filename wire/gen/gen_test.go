@@ -75,6 +75,7 @@ var schemaMessages = []struct {
 	{"deny-request.json", "", wire.DenyRequest{}, false},
 	{"grant-request.json", "", wire.GrantRequest{}, false},
 	{"run-request.json", "", wire.RunRequest{}, false},
+	{"confirm-request.json", "", wire.ConfirmRequest{}, false},
 	{"evidence-request.json", "", wire.EvidenceRequest{}, false},
 	{"guarantee-set-limit-request.json", "", wire.SetLimitRequest{}, false},
 	{"guarantee-history-request.json", "", wire.GuaranteeHistoryRequest{}, false},

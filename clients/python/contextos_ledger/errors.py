@@ -57,6 +57,8 @@ class Code(str, Enum):
     ENFORCEMENT_DOMAIN_MISMATCH = "enforcement_domain_mismatch"
     LOG_INTEGRITY_FAILED = "log_integrity_failed"
     LOG_UNWITNESSED = "log_unwitnessed"
+    OPERATOR_SCOPE_DENIED = "operator_scope_denied"
+    SECOND_OPERATOR_REQUIRED = "second_operator_required"
 
 
 class LedgerError(Exception):
@@ -411,6 +413,20 @@ class LogUnwitnessed(Refused):
     retry = "later"
 
 
+class OperatorScopeDenied(Refused):
+    """Refused operator_scope_denied (docs/errors.md)."""
+
+    code = "operator_scope_denied"
+    retry = "operator"
+
+
+class SecondOperatorRequired(Refused):
+    """Refused second_operator_required (docs/errors.md)."""
+
+    code = "second_operator_required"
+    retry = "operator"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -456,6 +472,8 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "enforcement_domain_mismatch": EnforcementDomainMismatch,
     "log_integrity_failed": LogIntegrityFailed,
     "log_unwitnessed": LogUnwitnessed,
+    "operator_scope_denied": OperatorScopeDenied,
+    "second_operator_required": SecondOperatorRequired,
 }
 
 

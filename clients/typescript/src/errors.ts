@@ -407,6 +407,22 @@ export class LogUnwitnessed extends Refused {
   }
 }
 
+/** Refused operator_scope_denied (docs/errors.md). */
+export class OperatorScopeDenied extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("operator_scope_denied", reason, decision);
+    this.name = "OperatorScopeDenied";
+  }
+}
+
+/** Refused second_operator_required (docs/errors.md). */
+export class SecondOperatorRequired extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("second_operator_required", reason, decision);
+    this.name = "SecondOperatorRequired";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -453,6 +469,8 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   enforcement_domain_mismatch: EnforcementDomainMismatch,
   log_integrity_failed: LogIntegrityFailed,
   log_unwitnessed: LogUnwitnessed,
+  operator_scope_denied: OperatorScopeDenied,
+  second_operator_required: SecondOperatorRequired,
 };
 
 /** The retry class of each code (docs/errors.md). */
@@ -501,6 +519,8 @@ export const RETRY: Record<Code, Retry> = {
   enforcement_domain_mismatch: "operator",
   log_integrity_failed: "operator",
   log_unwitnessed: "later",
+  operator_scope_denied: "operator",
+  second_operator_required: "operator",
 };
 
 /** The retry class of a code ("" for a code this version does not know). */

@@ -47,6 +47,8 @@ export const CODES = [
   "enforcement_domain_mismatch",
   "log_integrity_failed",
   "log_unwitnessed",
+  "operator_scope_denied",
+  "second_operator_required",
 ] as const;
 
 /** A stable refusal code. */
