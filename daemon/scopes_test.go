@@ -20,7 +20,7 @@ import (
 
 // scopedOperators are the operators the scope tests add to acme, beside
 // ops_alice (no scopes list: every scope).
-var scopedOperators = map[string]string{"ops_ro": "ro-ops-secret", "ops_bob": "bob-secret", "ops_approver": "approver-secret"}
+var scopedOperators = map[string]string{"ops_ro": "ro-ops-secret-passphrase", "ops_bob": "bob-secret-passphrase", "ops_approver": "approver-secret-passphrase"}
 
 // startScopedEnv boots the gateway tests' configuration with acme's
 // operators scoped and its two-person rule on.
@@ -37,22 +37,22 @@ func startScopedEnv(t *testing.T) *env {
 	s := strings.NewReplacer("{{DATA}}", e.dir, "{{PROVIDER}}", hs.URL).Replace(string(raw))
 	for _, edit := range []struct{ old, repl string }{
 		{"id = \"acme\"\n", "id = \"acme\"\ntwo_person = [\"assert_absence\", \"limit_raise\"]\nlimit_raise_above = 150000\n"},
-		{"  id = \"ops_alice\"\n  password = \"alice-secret\"\n", `  id = "ops_alice"
-  password = "alice-secret"
+		{"  id = \"ops_alice\"\n  password = \"alice-secret-passphrase\"\n", `  id = "ops_alice"
+  password = "alice-secret-passphrase"
 
   [[tenants.operators]]
   id = "ops_ro"
-  password = "ro-ops-secret"
+  password = "ro-ops-secret-passphrase"
   scopes = ["read"]
 
   [[tenants.operators]]
   id = "ops_bob"
-  password = "bob-secret"
+  password = "bob-secret-passphrase"
   scopes = ["read", "recover", "limits"]
 
   [[tenants.operators]]
   id = "ops_approver"
-  password = "approver-secret"
+  password = "approver-secret-passphrase"
   scopes = ["read", "approve"]
 `},
 	} {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -391,7 +392,25 @@ func TestReadyzFollowsTheStore(t *testing.T) {
 
 	emb = start(port)
 	waitReady(t, e.rt, true)
-	r := e.propose(e.client("acme", "agent_email"), "acme", "agent_email", refund("run_rdy", "k1", "ord_rdy", 10))
+	// The runtime's subscriptions come back with its reconnection, which the
+	// server may show the agent's connection a moment after readiness: the
+	// agent resends the same key (idempotent) while nobody answers.
+	nc := e.client("acme", "agent_email")
+	body, _ := json.Marshal(refund("run_rdy", "k1", "ord_rdy", 10))
+	var r wire.Reply
+	testenv.Eventually(t, func() bool {
+		msg, err := nc.Request(wire.ProposeSubject("acme", "agent_email"), body, 10*time.Second)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("propose after the restart: %v", err)
+		}
+		if err := json.Unmarshal(msg.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	}, 10*time.Second, "a responder to proposals after the store's restart")
 	if r.Status != wire.StatusApplied {
 		t.Fatalf("after the restart: %s %s", r.Status, r.Reason)
 	}
