@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -28,7 +30,10 @@ type Config struct {
 	MCP          MCPConfig          `toml:"mcp"`
 	// Guarantees are the validated definitions of RawGuarantee.
 	Guarantees []kernel.Definition `toml:"-"`
-	zones      map[string]*time.Location
+	// Digest is the hex SHA-256 of the configuration's bytes as loaded:
+	// every decision record names the configuration it was decided under.
+	Digest string `toml:"-"`
+	zones  map[string]*time.Location
 }
 
 // Zone is a calendar window's time zone ("" is UTC), loaded when the
@@ -76,6 +81,8 @@ func parse(b []byte, dir string) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config: unknown keys: %s", strings.Join(keys, ", "))
 	}
+	sum := sha256.Sum256(b)
+	c.Digest = hex.EncodeToString(sum[:])
 	if err := c.prepare(dir); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -184,9 +184,10 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *config.TenantConfi
 	agent, _ := tc.Agent(pc.principal)
 	run := kernel.RunContext{Tenant: pc.tenant, Principal: pc.principal, RunID: pc.p.RunID, DecisionKey: cp.DecisionKey,
 		DecisionTime: pc.now, AllowedSources: agent.EvidenceSources, Capabilities: []string{cp.ID}}
-	gate, r := kernel.CheckEvidence(*cp.Pack(), run, records)
-	if gate != nil {
-		if b, err := json.Marshal(gate); err == nil {
+	cc, r := kernel.CheckEvidenceContext(*cp.Pack(), run, records)
+	if cc != nil {
+		pc.context = cc
+		if b, err := json.Marshal(cc.Gate); err == nil {
 			pc.gate = b
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
@@ -219,16 +220,20 @@ type proposalCtx struct {
 	runRef      aggregates.Ref
 	controlRef  aggregates.Ref
 	approvalRef *aggregates.Ref
-	authority   string          // the source of the principal's authority
-	runAmount   int64           // what the proposal consumes from its run
-	gate        json.RawMessage // the evidence gate, for gated capabilities
-	controls    kernel.Controls // as the reserve decision recorded them
+	authority   string                  // the source of the principal's authority
+	runAmount   int64                   // what the proposal consumes from its run
+	gate        json.RawMessage         // the evidence gate, for gated capabilities
+	controls    kernel.Controls         // as the reserve decision recorded them
+	context     *kernel.CompiledContext // the evidence gate's compiled context, for gated capabilities
+	traceID     string                  // the trace id of the proposal's span, if one is active
 }
 
 // baseControls are the controls of the proposal as the gateway knows them;
 // the kernel adds the run budget, the guarantees and the generation.
 func (pc *proposalCtx) baseControls() kernel.Controls {
-	c := kernel.Controls{Authority: pc.authority, ApprovalID: pc.p.ApprovalID, Executor: pc.g.executor, EvidenceGate: pc.gate}
+	c := kernel.Controls{Authority: pc.authority, ApprovalID: pc.p.ApprovalID, Executor: pc.g.executor, EvidenceGate: pc.gate,
+		Trace: kernel.TraceOf(kernel.TraceInput{Context: pc.context, EvidenceRefs: pc.p.EvidenceRefs, Arguments: pc.args,
+			ManifestDigest: pc.g.cfg.Digest, TraceID: pc.traceID})}
 	if pc.cp != nil {
 		c.CapabilityVersion, c.Risk, c.PolicyDigest = pc.cp.Version, pc.cp.Risk, pc.cp.CompiledPolicy().Digest()
 	}
@@ -252,6 +257,9 @@ func rowsOf(holds []kernel.GuaranteeHold) []wire.GuaranteeRow {
 // unstarted (docs/decisions.md).
 func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply {
 	g := pc.g
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		pc.traceID = sc.TraceID().String()
+	}
 	attemptID := g.ids.New()
 	g.inflight.add(attemptID)
 	defer g.inflight.done(attemptID)

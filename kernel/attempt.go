@@ -130,8 +130,7 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 	ctl := in.Controls
 	ctl.Generation, ctl.Guarantees = gen, holds
 	eff.put(in.Operation, append(claim, OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: in.Outcome, Source: in.Source},
-		DecisionRecorded{OperationID: op.OperationID, Principal: op.Principal, RunID: op.RunID, CapabilityID: op.CapabilityID,
-			ActionDigest: op.ActionDigest, AttemptID: in.AttemptID, Status: in.Outcome.Status(), Reason: in.Source + ": " + in.Ref, Controls: ctl})...)
+		decisionRecord(opIdentity(op), in.AttemptID, in.Outcome.Status(), "", in.Source+": "+in.Ref, ctl))...)
 	return settled(op, s.Ledgers, after, in, eff)
 }
 

@@ -22,6 +22,9 @@ type Manifest struct {
 	Tenants map[string]*Tenant
 	// MaxProposalBytes bounds a proposal's body; 0 or less bounds nothing.
 	MaxProposalBytes int
+	// Digest identifies the configuration the manifest was built from
+	// (config.Config.Digest); every decision record carries it.
+	Digest string
 }
 
 // Capability is one surfaced capability of the manifest.

@@ -387,6 +387,7 @@ type DecisionRecorded struct {
 	Code         wire.Code   `json:"code,omitempty"`
 	Reason       string      `json:"reason,omitempty"`
 	Controls     Controls    `json:"controls_active"`
+	DecisionTrace
 }
 
 // Controls are the controls a decision was made under.
@@ -402,6 +403,9 @@ type Controls struct {
 	Guarantees        []GuaranteeHold   `json:"guarantees,omitempty"`
 	EvidenceGate      json.RawMessage   `json:"evidence_gate,omitempty"`
 	Extra             map[string]string `json:"extra,omitempty"`
+	// Trace is what the decision depended on; the record carries it at its
+	// top level (decisionRecord), so it is not encoded here.
+	Trace DecisionTrace `json:"-"`
 }
 
 // GuaranteeHold is one guarantee a decision held or was refused on, with

@@ -212,6 +212,16 @@ func EvidenceOf(records []*EvidenceRecord) ([]EvidenceCandidate, []EvidenceConfl
 // when the gate does not allow commit, and CodeContextInvalid (with a nil
 // gate) when the inputs do not compile.
 func CheckEvidence(pack ContextPack, run RunContext, records []*EvidenceRecord) (*EvidenceGate, *Refusal) {
+	cc, r := CheckEvidenceContext(pack, run, records)
+	if cc == nil {
+		return nil, r
+	}
+	return &cc.Gate, r
+}
+
+// CheckEvidenceContext is CheckEvidence with the whole compiled context
+// (nil when the inputs do not compile), which a decision record cites.
+func CheckEvidenceContext(pack ContextPack, run RunContext, records []*EvidenceRecord) (*CompiledContext, *Refusal) {
 	cands, markers := EvidenceOf(records)
 	cc, err := CompileContext(pack, run, cands, markers)
 	if err != nil {
@@ -220,7 +230,7 @@ func CheckEvidence(pack ContextPack, run RunContext, records []*EvidenceRecord) 
 		}
 		return nil, refuse(wire.CodeContextInvalid, "%v", err)
 	}
-	return &cc.Gate, GateRefusal(cc.Gate)
+	return &cc, GateRefusal(cc.Gate)
 }
 
 // same compares two values by their canonical encoding.

@@ -197,10 +197,8 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 		d.Controls.Authority = "none"
 	}
 	d.Controls.RunBudget, d.Controls.Guarantees, d.Controls.Generation = runBudget, HoldsOf(c.Holds, s.Ledgers), 1
-	rec := DecisionRecorded{OperationID: c.Opened.OperationID, Principal: c.Opened.Principal, RunID: c.Opened.RunID,
-		CapabilityID: c.Opened.CapabilityID, ActionDigest: c.Opened.ActionDigest, Controls: d.Controls}
 	if refusal != nil {
-		rec.Status, rec.Code, rec.Reason = wire.StatusRefused, refusal.Code, refusal.Reason
+		rec := decisionRecord(c.Opened, "", wire.StatusRefused, refusal.Code, refusal.Reason, d.Controls)
 		refused := OperationRefused{Code: refusal.Code, Reason: refusal.Reason}
 		if refusal.Code == wire.CodeApprovalRequired {
 			refused.Arguments = c.Arguments
@@ -329,9 +327,7 @@ func DecideSettle(s SettleState, c Settle) SettleDecision {
 	ctl := c.Controls
 	ctl.Generation, ctl.Guarantees = gen, holds
 	d.Op = append(claim, OperationObserved{AttemptID: c.AttemptID, Generation: gen, Outcome: c.Outcome, Source: c.Source},
-		DecisionRecorded{OperationID: s.Op.OperationID, Principal: s.Op.Principal, RunID: s.Op.RunID,
-			CapabilityID: s.Op.CapabilityID, ActionDigest: s.Op.ActionDigest, AttemptID: c.AttemptID, Status: c.Outcome.Status(),
-			Reason: c.Source + ": " + c.Ref, Controls: ctl})
+		decisionRecord(opIdentity(s.Op), c.AttemptID, c.Outcome.Status(), "", c.Source+": "+c.Ref, ctl))
 	return d
 }
 

@@ -79,6 +79,9 @@ type ProposeInput struct {
 	OperationID string
 	AttemptID   string
 	Executor    string // the replica that decides and dispatches
+	// TraceID is the OpenTelemetry trace id of the proposal's span, if
+	// one is active; the decision record carries it.
+	TraceID string
 	// Witness is the runtime's live view of its witnesses for the
 	// tenant's audit log (CheckLogIntegrity).
 	Witness WitnessStatus
@@ -169,6 +172,7 @@ type proposal struct {
 	holds       []Hold
 	holdRefusal *Refusal
 	reads       Reads
+	context     *CompiledContext // the evidence gate's compiled context, once checked
 }
 
 func prepare(in ProposeInput) *proposal {
@@ -387,6 +391,8 @@ func (p *proposal) decide(s ProposeState) Effects {
 		refusal = c.refusal
 	}
 	controls, holds := c.controls, c.holds
+	controls.Trace = TraceOf(TraceInput{Context: p.context, EvidenceRefs: w.EvidenceRefs, Arguments: p.canon,
+		ManifestDigest: p.in.Manifest.Digest, TraceID: in.TraceID})
 
 	// 6. The enforcement domain; each hold under the latest version of its
 	// guarantee, with the exposure the guarantees it replaces carry.
@@ -459,8 +465,8 @@ func (p *proposal) decide(s ProposeState) Effects {
 	}
 	controls.RunBudget, controls.Guarantees, controls.Generation = runBudget, holdsOf(bound, s.Ledgers), 1
 	if refusal != nil {
-		rec := DecisionRecorded{OperationID: in.OperationID, Principal: in.Principal, RunID: w.RunID, CapabilityID: w.CapabilityID,
-			ActionDigest: p.digest, Status: wire.StatusRefused, Code: refusal.Code, Reason: refusal.Reason, Controls: controls}
+		rec := decisionRecord(OperationOpened{OperationID: in.OperationID, Principal: in.Principal, RunID: w.RunID, CapabilityID: w.CapabilityID,
+			ActionDigest: p.digest}, "", wire.StatusRefused, refusal.Code, refusal.Reason, controls)
 		refused := OperationRefused{Code: refusal.Code, Reason: refusal.Reason}
 		if refusal.Code == wire.CodeApprovalRequired {
 			refused.Arguments = p.canon // what an operator is asked to approve
@@ -560,9 +566,10 @@ func (p *proposal) checkControls(s ProposeState, controls *Controls) (*Refusal, 
 	}
 	run := RunContext{Tenant: p.in.Tenant, Principal: p.in.Principal, RunID: w.RunID, DecisionKey: p.cap.DecisionKey,
 		DecisionTime: p.in.Now, AllowedSources: p.agent.EvidenceSources, Capabilities: []string{p.cap.ID}}
-	gate, r := CheckEvidence(*p.cap.Pack, run, records)
-	if gate != nil {
-		if b, err := json.Marshal(gate); err == nil {
+	cc, r := CheckEvidenceContext(*p.cap.Pack, run, records)
+	if cc != nil {
+		p.context = cc
+		if b, err := json.Marshal(cc.Gate); err == nil {
 			controls.EvidenceGate = b
 		}
 	}

@@ -225,6 +225,7 @@ func gatewayPath(m *Manifest, in ProposeInput, s ProposeState) Effects {
 	var authority string
 	var runAmount int64
 	var gate json.RawMessage
+	var compiled *CompiledContext
 	switch {
 	case cp.Breaker.Threshold != 0 && s.Breaker != nil && s.Breaker.Open:
 		trip := s.Breaker.Trip
@@ -269,10 +270,11 @@ func gatewayPath(m *Manifest, in ProposeInput, s ProposeState) Effects {
 				}
 				records = append(records, rec)
 			}
-			g, r := CheckEvidence(*cp.Pack, RunContext{Tenant: in.Tenant, Principal: in.Principal, RunID: p.RunID, DecisionKey: cp.DecisionKey,
+			cc, r := CheckEvidenceContext(*cp.Pack, RunContext{Tenant: in.Tenant, Principal: in.Principal, RunID: p.RunID, DecisionKey: cp.DecisionKey,
 				DecisionTime: in.Now, AllowedSources: agent.EvidenceSources, Capabilities: []string{cp.ID}}, records)
-			if g != nil {
-				if b, err := json.Marshal(g); err == nil {
+			if cc != nil {
+				compiled = cc
+				if b, err := json.Marshal(cc.Gate); err == nil {
 					gate = b
 				}
 			}
@@ -333,7 +335,8 @@ func gatewayPath(m *Manifest, in ProposeInput, s ProposeState) Effects {
 	}
 	approvalRequired := cp.Approval == "required" || cp.Approval != "none" && cp.Risk == "high"
 	controls := Controls{Authority: authority, ApprovalID: p.ApprovalID, Executor: in.Executor, EvidenceGate: gate,
-		CapabilityVersion: cp.Version, Risk: cp.Risk, PolicyDigest: policy.Digest()}
+		CapabilityVersion: cp.Version, Risk: cp.Risk, PolicyDigest: policy.Digest(),
+		Trace: TraceOf(TraceInput{Context: compiled, EvidenceRefs: p.EvidenceRefs, Arguments: canon, ManifestDigest: m.Digest, TraceID: in.TraceID})}
 	cmd := Propose{Opened: OperationOpened{OperationID: in.OperationID, Principal: in.Principal, RunID: p.RunID, OperationKey: p.OperationKey,
 		CapabilityID: p.CapabilityID, ActionDigest: digest, Executor: in.Executor},
 		AttemptID: in.AttemptID, Holds: holds, Refusal: refusal, ApprovalID: p.ApprovalID, Now: in.Now, RunAmount: runAmount,
@@ -440,7 +443,8 @@ func (g *diffGen) case_() (*Manifest, ProposeInput, ProposeState) {
 		refund.Pack, refund.DecisionKey = &pack, "support.refund.execute"
 	}
 	credit := &Capability{ID: "credit", Version: "1", Risk: "low"}
-	m := &Manifest{Capabilities: map[string]*Capability{"refund": refund, "credit": credit}, MaxProposalBytes: pick(g, 1<<16, 1<<16, 1<<16, 120)}
+	m := &Manifest{Capabilities: map[string]*Capability{"refund": refund, "credit": credit}, MaxProposalBytes: pick(g, 1<<16, 1<<16, 1<<16, 120),
+		Digest: "5e1f0c0a9d7e3b2a1c4d6e8f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b"}
 	tenant := &Tenant{ID: "acme", AllowUnadmitted: g.one(2), Pins: map[string]PinnedGuarantee{},
 		Agents: map[string]*Agent{
 			"agent_a": {ID: "agent_a", Capabilities: []string{"refund", "credit"}, EvidenceSources: pick(g, []string{"kg", "crm", "policy_store", "idp"}, nil)},
@@ -544,7 +548,8 @@ func (g *diffGen) case_() (*Manifest, ProposeInput, ProposeState) {
 		body = `not json`
 	}
 	in := ProposeInput{Manifest: m, Tenant: pick(g, "acme", "acme", "acme", "acme", "acme", "acme", "acme", "globex"), Principal: g.principal,
-		Body: []byte(body), Now: g.now, OperationID: "op_new", AttemptID: "att_new", Executor: "replica-a"}
+		Body: []byte(body), Now: g.now, OperationID: "op_new", AttemptID: "att_new", Executor: "replica-a",
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
 	if g.one(6) {
 		in.Witness = WitnessStatus{Policy: pick(g, WitnessWarn, WitnessRequire), State: pick(g, WitnessPending, WitnessCosigned, WitnessMissing), Reason: "w"}
 	}
