@@ -284,3 +284,16 @@ func (c *Client) GuaranteeHistoryPage(ctx context.Context, guaranteeID string, p
 	err = c.Op(ctx, "guarantee-history", wire.GuaranteeHistoryRequest{GuaranteeID: guaranteeID, Limit: p.Limit, Cursor: p.Cursor}, &r)
 	return r.Versions, r.NextCursor, err
 }
+
+// DecisionsPage returns one page of the tenant's decision records that
+// match every filter f sets (its Limit and Cursor are p's), oldest first,
+// and the cursor of the next ("" after the last).
+func (c *Client) DecisionsPage(ctx context.Context, f wire.DecisionsRequest, p Page) (rows []map[string]any, next string, err error) {
+	var r struct {
+		Decisions  []map[string]any `json:"decisions"`
+		NextCursor string           `json:"next_cursor"`
+	}
+	f.Limit, f.Cursor = p.Limit, p.Cursor
+	err = c.Op(ctx, wire.VerbDecisions, f, &r)
+	return r.Decisions, r.NextCursor, err
+}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/contextos/ledger/events"
@@ -10,11 +11,14 @@ import (
 	"github.com/contextos/ledger/wire"
 )
 
-var modelVerbs = []string{wire.VerbApprovals, wire.VerbIncidents}
+var modelVerbs = []string{wire.VerbApprovals, wire.VerbIncidents, wire.VerbDecisions}
 
 // readOp serves the verbs that only read the model. ok is false for any
 // other verb.
 func (g *Gateway) readOp(ctx context.Context, tenant, verb string, body []byte) (wire.OpReply, bool) {
+	if verb == wire.VerbDecisions {
+		return g.opDecisions(ctx, tenant, body), true
+	}
 	if verb != wire.VerbApprovals && verb != wire.VerbIncidents {
 		return wire.OpReply{}, false
 	}
@@ -40,6 +44,60 @@ func (g *Gateway) readOp(ctx context.Context, tenant, verb string, body []byte) 
 	}
 	reply.Incidents, reply.NextCursor = page(p, g.model.Incidents(tenant), incidentKey, showIncident)
 	return reply, true
+}
+
+// opDecisions serves decisions: the tenant's decision records the model
+// keeps that match every filter of the request, a page at a time.
+func (g *Gateway) opDecisions(ctx context.Context, tenant string, body []byte) wire.OpReply {
+	var req wire.DecisionsRequest
+	if err := kernel.DecodeOptionalRequest(body, &req); err != nil {
+		return wire.Refused(wire.CodeRequestMalformed, "request: %v (decisions takes {limit?, cursor?, run_id?, operation_id?, principal?, evidence_ref?, resolution_ref?, since?, until?})", err)
+	}
+	var since, until time.Time
+	for _, b := range []struct {
+		name, text string
+		t          *time.Time
+	}{{"since", req.Since, &since}, {"until", req.Until, &until}} {
+		if b.text == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, b.text)
+		if err != nil {
+			return wire.Refused(wire.CodeRequestMalformed, "%s must be an RFC 3339 time, not %q", b.name, wire.Prefix(b.text))
+		}
+		*b.t = t
+	}
+	p, r := g.pager(listDecisions, req.Limit, req.Cursor)
+	if r != nil {
+		return *r
+	}
+	if err := g.model.Sync(ctx); err != nil {
+		return wire.Refused(wire.CodeProjectionUnavailable, "the read model could not catch up: %v", err)
+	}
+	rows := g.model.Decisions(tenant, func(d wire.DecisionRow) bool { return decisionMatches(req, since, until, d) })
+	reply := wire.OpReply{OK: true}
+	reply.Decisions, reply.NextCursor = page(p, rows, decisionKey, showDecision)
+	return reply
+}
+
+// decisionMatches reports whether a decision row passes every filter req
+// sets.
+func decisionMatches(req wire.DecisionsRequest, since, until time.Time, d wire.DecisionRow) bool {
+	switch {
+	case req.RunID != "" && d.RunID != req.RunID,
+		req.OperationID != "" && d.OperationID != req.OperationID,
+		req.Principal != "" && d.Principal != req.Principal,
+		req.EvidenceRef != "" && !slices.Contains(d.EvidenceRefs, req.EvidenceRef),
+		req.ResolutionRef != "" && !slices.Contains(d.ResolutionRefs, req.ResolutionRef):
+		return false
+	}
+	if !since.IsZero() || !until.IsZero() {
+		at, err := time.Parse(time.RFC3339Nano, d.At)
+		if err != nil || !since.IsZero() && at.Before(since) || !until.IsZero() && !at.Before(until) {
+			return false
+		}
+	}
+	return true
 }
 
 // readModel is what the operator verbs and the reconciler read of the

@@ -39,6 +39,7 @@ const (
 	listApprovals = 'p'
 	listIncidents = 'i'
 	listVersions  = 'v'
+	listDecisions = 'd'
 )
 
 // cursorParts are the kinds of each list's key parts: s a string of at
@@ -49,6 +50,7 @@ var cursorParts = map[byte]string{
 	listApprovals: "n",    // stream sequence of the request
 	listIncidents: "nn",   // IncidentKey
 	listVersions:  "n",    // version
+	listDecisions: "n",    // stream sequence of the record
 }
 
 // cursor is a position in a list: the list and the key of the last row a
@@ -156,6 +158,8 @@ func attemptKey(r wire.AttemptRow) []string {
 func approvalKey(p wire.PendingApproval) []string { return []string{num(p.Seq)} }
 
 func incidentKey(in wire.Incident) []string { return []string{num(in.Key.Seq), num(in.Key.N)} }
+
+func decisionKey(d wire.DecisionRow) []string { return []string{num(d.Seq)} }
 
 func versionKey(v wire.VersionRow) []string { return []string{num(v.Version)} }
 
@@ -287,6 +291,11 @@ func showVersion(v wire.VersionRow) wire.VersionRow {
 	shorten(&v.Resource, &v.ResourceDigest, "")
 	shorten(&v.Reason, &v.ReasonDigest, "")
 	return v
+}
+
+func showDecision(d wire.DecisionRow) wire.DecisionRow {
+	shorten(&d.Reason, &d.ReasonDigest, "")
+	return d
 }
 
 func showSettle(s wire.SettleRow) wire.SettleRow {

@@ -240,7 +240,7 @@ func (g *Gateway) ProposeObserved(ctx context.Context, tenant, principal string,
 }
 
 // readVerbs are operator verbs that change nothing: logged at debug.
-var readVerbs = map[string]bool{"exposure": true, "attempts": true, wire.VerbApprovals: true, wire.VerbIncidents: true}
+var readVerbs = map[string]bool{"exposure": true, "attempts": true, wire.VerbApprovals: true, wire.VerbIncidents: true, wire.VerbDecisions: true}
 
 // observeOp runs an operator verb, logs it (actions at info, reads at
 // debug, the kill switch always at warn) and counts it.

@@ -46,11 +46,9 @@ type DecisionTrace struct {
 	TraceID string `json:"trace_id,omitempty"`
 }
 
-// ObligationRefs is one required obligation and the refs that satisfied it.
-type ObligationRefs struct {
-	Requirement string   `json:"requirement"`
-	SatisfiedBy []string `json:"satisfied_by,omitempty"`
-}
+// ObligationRefs is one required obligation and the refs that satisfied it
+// (package wire holds it: decisions lists it as recorded).
+type ObligationRefs = wire.ObligationRefs
 
 // TraceInput is what TraceOf makes a DecisionTrace of.
 type TraceInput struct {

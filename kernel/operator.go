@@ -61,7 +61,7 @@ func ValidTwoPerson(s string) bool { return s == TwoPersonAssertAbsence || s == 
 // with it. A verb in neither table needs every scope: a verb added without
 // its scope here stays closed to every operator with a scopes list.
 var verbScopes = map[string]Scope{
-	"exposure": ScopeRead, "attempts": ScopeRead, wire.VerbApprovals: ScopeRead, wire.VerbIncidents: ScopeRead,
+	"exposure": ScopeRead, "attempts": ScopeRead, wire.VerbApprovals: ScopeRead, wire.VerbIncidents: ScopeRead, wire.VerbDecisions: ScopeRead,
 	"guarantee-history": ScopeRead, "run": ScopeRead, "integrity": ScopeRead,
 	wire.VerbAuditExport: ScopeRead, wire.VerbAuditCheckpoints: ScopeRead, wire.VerbAuditKeys: ScopeRead,
 	wire.VerbAuditProve: ScopeRead, wire.VerbAuditProveConsistency: ScopeRead, wire.VerbEventsExport: ScopeRead,

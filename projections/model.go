@@ -91,6 +91,11 @@ type ModelLimits struct {
 	Incidents          int // incidents kept (newest), default DefaultMaxIncidents
 	Approvals          int // pending approvals kept (newest), default DefaultMaxApprovals
 	ResolvedOperations int // resolved operations kept (newest), default DefaultMaxResolvedOperations
+	// Decisions and DecisionBytes bound the decision records kept
+	// (newest): how many, and the bytes of the ids and refs they hold
+	// (a record may cite 256 evidence refs of 1 KiB each).
+	Decisions     int // default DefaultMaxDecisions
+	DecisionBytes int // default DefaultMaxDecisionBytes
 }
 
 // Defaults of ModelConfig and ModelLimits.
@@ -99,6 +104,8 @@ const (
 	DefaultMaxIncidents          = 1000
 	DefaultMaxApprovals          = 1000
 	DefaultMaxResolvedOperations = 10000
+	DefaultMaxDecisions          = 10000
+	DefaultMaxDecisionBytes      = 16 << 20
 )
 
 // Incident kinds besides the refusal codes of verifier.IncidentCodes.
@@ -167,7 +174,9 @@ type tenantState struct {
 	Incidents []incidentEntry           `json:"incidents"` // oldest first
 	Approvals []approvalEntry           `json:"approvals"` // oldest first
 	Refused   uint64                    `json:"refused"`
-	Reported  uint64                    `json:"reported"` // incidents this replica reported (Report)
+	Reported  uint64                    `json:"reported"`            // incidents this replica reported (Report)
+	Decisions []wire.DecisionRow        `json:"decisions,omitempty"` // oldest first
+	DecBytes  int                       `json:"decision_bytes,omitempty"`
 }
 
 // approvalEntry is a pending approval with its key.
@@ -213,6 +222,12 @@ func NewModel(cfg ModelConfig) *Model {
 	}
 	if cfg.Limits.ResolvedOperations <= 0 {
 		cfg.Limits.ResolvedOperations = DefaultMaxResolvedOperations
+	}
+	if cfg.Limits.Decisions <= 0 {
+		cfg.Limits.Decisions = DefaultMaxDecisions
+	}
+	if cfg.Limits.DecisionBytes <= 0 {
+		cfg.Limits.DecisionBytes = DefaultMaxDecisionBytes
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
@@ -493,6 +508,8 @@ func (m *Model) applyOperation(ctx context.Context, ts *tenantState, s events.St
 	}
 	at, _ := time.Parse(codec.TimeLayout, s.Envelope.Time)
 	switch e := ev.(type) {
+	case kernel.DecisionRecorded:
+		m.addDecision(ts, decisionRow(s, e))
 	case kernel.OperationReserved:
 		o.ReservedAt[e.AttemptID] = at
 	case kernel.OperationDispatchStarted:
@@ -531,6 +548,65 @@ func (m *Model) applyOperation(ctx context.Context, ts *tenantState, s events.St
 		delete(ts.Ops, subject)
 	}
 	return nil
+}
+
+// decisionRow is the row decisions lists for a stored decision record.
+func decisionRow(s events.Stored, e kernel.DecisionRecorded) wire.DecisionRow {
+	return wire.DecisionRow{Seq: s.Seq, At: s.Envelope.Time, OperationID: e.OperationID, Principal: e.Principal, RunID: e.RunID,
+		CapabilityID: e.CapabilityID, ActionDigest: e.ActionDigest, AttemptID: e.AttemptID, Status: e.Status, Code: e.Code, Reason: e.Reason,
+		ContextDigest: e.ContextDigest, EvidenceRefs: e.EvidenceRefs, Obligations: e.Obligations, ResolutionRefs: e.ResolutionRefs,
+		ArgumentsDigest: e.ArgumentsDigest, ArgumentsOmitted: e.ArgumentsOmitted, ManifestDigest: e.ManifestDigest, TraceID: e.TraceID}
+}
+
+// rowBytes is what a decision row holds in ids, refs and text.
+func rowBytes(r wire.DecisionRow) int {
+	n := 256 + len(r.OperationID) + len(r.Principal) + len(r.RunID) + len(r.CapabilityID) + len(r.Reason)
+	for _, ref := range r.EvidenceRefs {
+		n += len(ref)
+	}
+	for _, ref := range r.ResolutionRefs {
+		n += len(ref)
+	}
+	for _, o := range r.Obligations {
+		n += len(o.Requirement)
+		for _, ref := range o.SatisfiedBy {
+			n += len(ref)
+		}
+	}
+	return n
+}
+
+// addDecision keeps a decision record's row, dropping the oldest past the
+// limits.
+func (m *Model) addDecision(ts *tenantState, r wire.DecisionRow) {
+	ts.Decisions = append(ts.Decisions, r)
+	ts.DecBytes += rowBytes(r)
+	drop := 0
+	for len(ts.Decisions)-drop > m.cfg.Limits.Decisions || (ts.DecBytes > m.cfg.Limits.DecisionBytes && len(ts.Decisions)-drop > 1) {
+		ts.DecBytes -= rowBytes(ts.Decisions[drop])
+		drop++
+	}
+	if drop > 0 {
+		ts.Decisions = slices.Delete(ts.Decisions, 0, drop)
+	}
+}
+
+// Decisions returns copies of tenant's decision rows that keep, oldest
+// first (the newest ModelLimits.Decisions records).
+func (m *Model) Decisions(tenant string, keep func(wire.DecisionRow) bool) []wire.DecisionRow {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ts := m.st.Tenants[tenant]
+	if ts == nil {
+		return nil
+	}
+	var out []wire.DecisionRow
+	for _, r := range ts.Decisions {
+		if keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // reload folds the events of s's operation subject stored before s.

@@ -35,6 +35,7 @@ type OpReply struct {
 	Versions   []VersionRow      `json:"versions,omitempty"`
 	Approvals  []PendingApproval `json:"approvals,omitempty"`
 	Incidents  []Incident        `json:"incidents,omitempty"`
+	Decisions  []DecisionRow     `json:"decisions,omitempty"`
 	KillSwitch *bool             `json:"kill_switch,omitempty"`
 	Data       map[string]any    `json:"data,omitempty"`
 	// NextCursor is the cursor of the next page of a list verb; absent on
