@@ -586,6 +586,13 @@ func TestTraceOfAProposal(t *testing.T) {
 	if len(traces) != 1 || traces[agentTrace] {
 		t.Fatalf("traces %v for one proposal without traceparent", traces)
 	}
+	// The signed decision records name their proposal's trace.
+	if rec := e.decision("acme", "run_tr", "k1"); rec.TraceID != agentTrace {
+		t.Fatalf("record of k1 names trace %q, want the agent's %s", rec.TraceID, agentTrace)
+	}
+	if rec := e.decision("acme", "run_tr", "k2"); !traces[rec.TraceID] {
+		t.Fatalf("record of k2 names trace %q, want its own of %v", rec.TraceID, traces)
+	}
 }
 
 // TestTracingFromEnv: tracing is off without an OTLP endpoint, and with
