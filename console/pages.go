@@ -372,6 +372,43 @@ func (s *Server) incidentsPage(w http.ResponseWriter, r *http.Request, sess *ses
 	s.render(w, http.StatusOK, "incidents", p)
 }
 
+// decisionsView is a page of decision records, filtered as the query
+// asks; each evidence ref links to the decisions that cited it, each
+// resolution to the decisions derived from it.
+type decisionsView struct {
+	Rows   []wire.DecisionRow
+	Filter wire.DecisionsRequest
+	Query  string // the filter as a query, for the pager's links
+	Cursor string // of this page; "" the first
+	Next   string // of the next page; "" after the last
+}
+
+func (s *Server) decisionsPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	p := s.page(sess, "decisions", "Decisions", nil)
+	q := r.URL.Query()
+	f := wire.DecisionsRequest{RunID: q.Get("run_id"), OperationID: q.Get("operation_id"), Principal: q.Get("principal"),
+		EvidenceRef: q.Get("evidence_ref"), ResolutionRef: q.Get("resolution_ref")}
+	keep := url.Values{}
+	for k, v := range map[string]string{"run_id": f.RunID, "operation_id": f.OperationID, "principal": f.Principal,
+		"evidence_ref": f.EvidenceRef, "resolution_ref": f.ResolutionRef} {
+		if v != "" {
+			keep.Set(k, v)
+		}
+	}
+	v := decisionsView{Filter: f, Query: keep.Encode(), Cursor: q.Get("cursor")}
+	req := f
+	req.Limit, req.Cursor = pageRows, v.Cursor
+	var reply wire.OpReply
+	if err := sess.call(r.Context(), wire.VerbDecisions, req, &reply); err != nil {
+		p.Error = err.Error()
+	} else if !reply.OK {
+		p.Error = fmt.Sprintf("decisions refused: %s: %s", reply.Code, reply.Reason)
+	}
+	v.Rows, v.Next = reply.Decisions, reply.NextCursor
+	p.Data = v
+	s.render(w, http.StatusOK, "decisions", p)
+}
+
 // authorityView lists the tenant's agents and the capabilities of the
 // manifest: the grants the configuration gives and, once the session has
 // verified the audit chain, the operators' grants and revocations it

@@ -14,6 +14,7 @@ var pageFiles = map[string]string{
 	"kill-switch": "templates/killswitch.html",
 	"approvals":   "templates/approvals.html",
 	"incidents":   "templates/incidents.html",
+	"decisions":   "templates/decisions.html",
 	"authority":   "templates/authority.html",
 	"audit":       "templates/audit.html",
 }
