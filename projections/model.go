@@ -145,7 +145,7 @@ type SnapshotStats struct {
 // modelVersion is the version of the model's snapshot state. A snapshot
 // of another version is not loaded: the model folds the stream from its
 // start instead.
-const modelVersion = 2
+const modelVersion = 3 // 3: tenants keep their decision records
 
 type modelState struct {
 	V        int                     `json:"v"`
