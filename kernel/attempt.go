@@ -131,7 +131,8 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 	ctl.Generation, ctl.Guarantees = gen, holds
 	eff.put(in.Operation, append(claim, OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: in.Outcome, Source: in.Source},
 		DecisionRecorded{OperationID: op.OperationID, Principal: op.Principal, RunID: op.RunID, CapabilityID: op.CapabilityID,
-			ActionDigest: op.ActionDigest, AttemptID: in.AttemptID, Status: in.Outcome.Status(), Reason: in.Source + ": " + in.Ref, Controls: ctl})...)
+			ActionDigest: op.ActionDigest, AttemptID: in.AttemptID, Status: in.Outcome.Status(), Reason: in.Source + ": " + in.Ref, Controls: ctl,
+			PackID: packField(op.Pack).PackID, PackVersion: packField(op.Pack).Version, PackDigest: packField(op.Pack).Digest})...)
 	return settled(op, s.Ledgers, after, in, eff)
 }
 

@@ -80,6 +80,10 @@ type Propose struct {
 	// SameActionKey of the capability and Arguments, and is refused while
 	// an attempt of the same action is unresolved on its ledger.
 	SameActionFence bool
+
+	// Pack is the context pack version the evidence gate was compiled
+	// under; nil: the decision records the run's pinned version, if any.
+	Pack *PackRef
 }
 
 // ProposalDecision is DecidePropose's result: the events per subject.
@@ -120,6 +124,7 @@ type ProposalDecision struct {
 // and its operation records the reservation and the dispatch-start, all in
 // one decision: the dispatch-start is durable before the provider is called.
 func DecidePropose(s ProposalState, c Propose) ProposalDecision {
+	c.Opened.Pack = pinOf(c.Pack, s.Run)
 	kind, open := DecideOpen(s.Op, c.Opened)
 	if open.Refusal != nil {
 		return ProposalDecision{Refusal: open.Refusal}
@@ -199,6 +204,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	d.Controls.RunBudget, d.Controls.Guarantees, d.Controls.Generation = runBudget, HoldsOf(c.Holds, s.Ledgers), 1
 	rec := DecisionRecorded{OperationID: c.Opened.OperationID, Principal: c.Opened.Principal, RunID: c.Opened.RunID,
 		CapabilityID: c.Opened.CapabilityID, ActionDigest: c.Opened.ActionDigest, Controls: d.Controls}
+	recordPack(&rec, c.Opened.Pack)
 	if refusal != nil {
 		rec.Status, rec.Code, rec.Reason = wire.StatusRefused, refusal.Code, refusal.Reason
 		refused := OperationRefused{Code: refusal.Code, Reason: refusal.Reason}
@@ -331,7 +337,8 @@ func DecideSettle(s SettleState, c Settle) SettleDecision {
 	d.Op = append(claim, OperationObserved{AttemptID: c.AttemptID, Generation: gen, Outcome: c.Outcome, Source: c.Source},
 		DecisionRecorded{OperationID: s.Op.OperationID, Principal: s.Op.Principal, RunID: s.Op.RunID,
 			CapabilityID: s.Op.CapabilityID, ActionDigest: s.Op.ActionDigest, AttemptID: c.AttemptID, Status: c.Outcome.Status(),
-			Reason: c.Source + ": " + c.Ref, Controls: ctl})
+			Reason: c.Source + ": " + c.Ref, Controls: ctl, PackID: packField(s.Op.Pack).PackID, PackVersion: packField(s.Op.Pack).Version,
+			PackDigest: packField(s.Op.Pack).Digest})
 	return d
 }
 

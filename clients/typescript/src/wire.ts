@@ -49,6 +49,10 @@ export const CODES = [
   "log_unwitnessed",
   "operator_scope_denied",
   "second_operator_required",
+  "pack_version_conflict",
+  "pack_unknown",
+  "pack_versions_exhausted",
+  "release_gate_failed",
 ] as const;
 
 /** A stable refusal code. */
