@@ -222,6 +222,7 @@ type proposalCtx struct {
 	authority   string          // the source of the principal's authority
 	runAmount   int64           // what the proposal consumes from its run
 	gate        json.RawMessage // the evidence gate, for gated capabilities
+	pack        *kernel.PackRef // the pack version the gate was compiled under
 	controls    kernel.Controls // as the reserve decision recorded them
 }
 
@@ -259,7 +260,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply 
 		Opened: kernel.OperationOpened{OperationID: g.ids.New(), Principal: pc.principal, RunID: pc.p.RunID,
 			OperationKey: pc.p.OperationKey, CapabilityID: pc.p.CapabilityID, ActionDigest: pc.digest, Executor: g.executor},
 		AttemptID: attemptID, Holds: holdsOf(pc.bound), Refusal: pre, ApprovalID: pc.p.ApprovalID, Now: pc.now,
-		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.AllowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args,
+		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.AllowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args, Pack: pc.pack,
 	}
 	if pc.cp != nil {
 		cmd.ApprovalRequired, cmd.Risk = approvalRequired(pc.cp), pc.cp.Risk
