@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/contextos/ledger/kernel"
@@ -41,5 +42,88 @@ func TestContextDiffFiles(t *testing.T) {
 				t.Fatalf("diff output %s: %v", out.String(), err)
 			}
 		}
+	}
+}
+
+// TestContextPackVerbs: the pack commands against a real runtime: publish,
+// promote through the release gate with the evaluation ctx runs on
+// held-out cases (a candidate that abstains more is refused
+// release_gate_failed), rollback, packs, and diff of two published
+// versions.
+func TestContextPackVerbs(t *testing.T) {
+	d := boot(t)
+	t.Setenv("CTX_NATS", d.rt.URL)
+	t.Setenv("CTX_TENANT", "acme")
+	t.Setenv("CTX_USER", "ops_alice")
+	t.Setenv("CTX_PASSWORD", "alice-secret-passphrase")
+	run := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := ctxRun(args...)
+		if code != want {
+			t.Fatalf("ctx %s: exit %d, want %d: %s%s", strings.Join(args, " "), code, want, out, errOut)
+		}
+		return out + errOut
+	}
+	dir := t.TempDir()
+	v1 := "../../testdata/context/sufficient/pack.json"
+	p, err := kernel.ParseContextPack(mustReadFile(t, v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := func(name string, mut func(*kernel.ContextPack)) string {
+		q := p
+		q.Version = name
+		q.Decisions = append([]kernel.DecisionSpec(nil), p.Decisions...)
+		mut(&q)
+		b, _ := json.Marshal(q)
+		path := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	v2 := version("v2", func(q *kernel.ContextPack) {
+		q.Buckets = []kernel.ContextBucket{{Name: "evidence", MaxTokens: 800}, p.Buckets[1]}
+	})
+	// v3 requires an obligation no source can satisfy: it abstains on
+	// every refund the grader commits.
+	v3 := version("v3", func(q *kernel.ContextPack) {
+		q.Decisions[0].RequiredEvidence = append(append([]string(nil), q.Decisions[0].RequiredEvidence...), "manager_signoff")
+	})
+	cases := filepath.Join(dir, "cases")
+	if err := os.Mkdir(cases, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	matches, _ := filepath.Glob("../../testdata/context-eval/adversarial/refund-*.json")
+	for _, m := range matches {
+		if err := os.WriteFile(filepath.Join(cases, filepath.Base(m)), mustReadFile(t, m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, f := range []string{v1, v2, v3} {
+		if out := run(0, "context", "publish", f); !strings.Contains(out, "published support.refund@") {
+			t.Fatalf("publish %s: %s", f, out)
+		}
+	}
+	run(0, "context", "promote", "support.refund@2026-10-01.1")
+	run(2, "context", "promote", "support.refund@v2") // a promotion over one needs --cases
+	if out := run(1, "context", "promote", "support.refund@v3", "--cases", cases); !strings.Contains(out, "release_gate_failed") {
+		t.Fatalf("promote v3: %s", out)
+	}
+	if out := run(0, "context", "promote", "support.refund@v2", "--cases", cases); !strings.Contains(out, "promoted support.refund@v2") {
+		t.Fatalf("promote v2: %s", out)
+	}
+	if out := run(0, "context", "packs"); !strings.Contains(out, "* support.refund@v2") {
+		t.Fatalf("packs: %s", out)
+	}
+	if out := run(0, "context", "rollback"); !strings.Contains(out, "promoted support.refund@2026-10-01.1") {
+		t.Fatalf("rollback: %s", out)
+	}
+	if out := run(1, "context", "diff", "support.refund@2026-10-01.1", "support.refund@v3"); !strings.Contains(out, "manager_signoff") {
+		t.Fatalf("diff: %s", out)
+	}
+	if out := run(0, "admit-run", "--run", "run_p", "--principal", "agent_email", "--calls", "1", "--amount", "1", "--pack", "support.refund@v3"); !strings.Contains(out, "pinned context pack support.refund@v3") {
+		t.Fatalf("admit-run --pack: %s", out)
 	}
 }
