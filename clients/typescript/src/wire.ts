@@ -211,6 +211,15 @@ export interface Run {
   delegated_calls: number;
   delegated_amount: number;
   children?: string[] | null;
+  /** The context pack version the run pins. */
+  pack?: PackRef | null;
+}
+
+/** A published context pack version. */
+export interface PackRef {
+  pack_id: string;
+  version: string;
+  digest: string;
 }
 
 /** What approve grants. */
