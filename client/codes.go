@@ -56,4 +56,8 @@ const (
 	CodeLogUnwitnessed             = wire.CodeLogUnwitnessed
 	CodeOperatorScopeDenied        = wire.CodeOperatorScopeDenied
 	CodeSecondOperatorRequired     = wire.CodeSecondOperatorRequired
+	CodePackVersionConflict        = wire.CodePackVersionConflict
+	CodePackUnknown                = wire.CodePackUnknown
+	CodePackVersionsExhausted      = wire.CodePackVersionsExhausted
+	CodeReleaseGateFailed          = wire.CodeReleaseGateFailed
 )

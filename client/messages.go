@@ -48,6 +48,12 @@ type (
 	ApproveRequest = wire.ApproveRequest
 	// AdmitRunRequest is the body of admit-run.
 	AdmitRunRequest = wire.AdmitRunRequest
+	// PackRef names a published context pack version.
+	PackRef = wire.PackRef
+	// Packs lists a tenant's pack versions and the promoted one.
+	Packs = wire.Packs
+	// PackPromoteRequest is the body of pack-promote.
+	PackPromoteRequest = wire.PackPromoteRequest
 	// EvidenceRequest is the body of evidence.
 	EvidenceRequest = wire.EvidenceRequest
 	// DenyRequest is the body of deny: approve's, with a required reason.

@@ -297,3 +297,43 @@ func (c *Client) DecisionsPage(ctx context.Context, f wire.DecisionsRequest, p P
 	err = c.Op(ctx, wire.VerbDecisions, f, &r)
 	return r.Decisions, r.NextCursor, err
 }
+
+// PublishPack publishes a context pack version (the pack's JSON).
+func (c *Client) PublishPack(ctx context.Context, pack json.RawMessage) (Packs, bool, error) {
+	var d struct {
+		Packs    Packs `json:"packs"`
+		Recorded bool  `json:"recorded"`
+	}
+	err := c.opData(ctx, wire.VerbPackPublish, wire.PackPublishRequest{Pack: pack}, &d)
+	return d.Packs, d.Recorded, err
+}
+
+// PromotePack promotes a published version through the release gate.
+func (c *Client) PromotePack(ctx context.Context, req PackPromoteRequest) (Packs, bool, error) {
+	var d struct {
+		Packs    Packs `json:"packs"`
+		Recorded bool  `json:"recorded"`
+	}
+	err := c.opData(ctx, wire.VerbPackPromote, req, &d)
+	return d.Packs, d.Recorded, err
+}
+
+// RollbackPack re-promotes the version promoted before the current one.
+func (c *Client) RollbackPack(ctx context.Context) (Packs, error) {
+	var d struct {
+		Packs Packs `json:"packs"`
+	}
+	err := c.opData(ctx, wire.VerbPackRollback, struct{}{}, &d)
+	return d.Packs, err
+}
+
+// PackVersions lists the tenant's pack versions; with version ("id@version"
+// or digest) it also returns that version's pack JSON.
+func (c *Client) PackVersions(ctx context.Context, version string) (Packs, json.RawMessage, error) {
+	var d struct {
+		Packs Packs           `json:"packs"`
+		Pack  json.RawMessage `json:"pack"`
+	}
+	err := c.opData(ctx, wire.VerbPacks, wire.PacksRequest{Version: version}, &d)
+	return d.Packs, d.Pack, err
+}

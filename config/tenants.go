@@ -23,6 +23,20 @@ type TenantConfig struct {
 	// the same scope confirms it (docs/operations.md).
 	TwoPerson       []string `toml:"two_person"`
 	LimitRaiseAbove int64    `toml:"limit_raise_above"`
+	// ReleaseAbstentionBoundBP is the release gate's bound on false
+	// abstentions, in basis points: a pack version is promoted only when
+	// its false-abstention rate on the held-out cases exceeds the promoted
+	// version's by at most this much. Unset: 200 (2 percentage points).
+	ReleaseAbstentionBoundBP *int64 `toml:"release_abstention_bound_bp"`
+}
+
+// AbstentionBoundBP returns the tenant's release gate bound on false
+// abstentions in basis points (kernel.DefaultAbstentionBoundBP unless set).
+func (t *TenantConfig) AbstentionBoundBP() int64 {
+	if t.ReleaseAbstentionBoundBP == nil {
+		return kernel.DefaultAbstentionBoundBP
+	}
+	return *t.ReleaseAbstentionBoundBP
 }
 
 // OperatorPolicy returns the tenant's rule for its operators' actions.
@@ -69,6 +83,9 @@ func (t *TenantConfig) validateOperators() error {
 	}
 	if t.LimitRaiseAbove < 0 {
 		return fmt.Errorf("tenant %s limit_raise_above must not be negative", t.ID)
+	}
+	if b := t.AbstentionBoundBP(); b < 0 || b > 10_000 {
+		return fmt.Errorf("tenant %s release_abstention_bound_bp must be 0..10000 basis points, not %d", t.ID, b)
 	}
 	return nil
 }

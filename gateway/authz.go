@@ -181,10 +181,15 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *config.TenantConfi
 		}
 		records = append(records, st.(*kernel.EvidenceRecord))
 	}
+	pack, pin, r, err := g.gatePack(ctx, pc.tenant, pc.p.RunID, cp)
+	if err != nil || r != nil {
+		return r, err
+	}
+	pc.pack = pin
 	agent, _ := tc.Agent(pc.principal)
 	run := kernel.RunContext{Tenant: pc.tenant, Principal: pc.principal, RunID: pc.p.RunID, DecisionKey: cp.DecisionKey,
 		DecisionTime: pc.now, AllowedSources: agent.EvidenceSources, Capabilities: []string{cp.ID}}
-	cc, r := kernel.CheckEvidenceContext(*cp.Pack(), run, records)
+	cc, r := kernel.CheckEvidenceContext(pack, run, records)
 	if cc != nil {
 		pc.context = cc
 		if b, err := json.Marshal(cc.Gate); err == nil {
@@ -373,7 +378,11 @@ func (g *Gateway) opAdmitRun(ctx context.Context, tc *config.TenantConfig, opera
 		}
 		bind = append(bind, aggregates.Bind(parent, &st.Parent, &d.Parent))
 	}
-	cmd := kernel.AdmitRun{RunID: req.RunID, ParentRunID: req.ParentRunID, Principal: req.Principal, Operator: operator, Calls: req.Calls, Amount: req.Amount}
+	cmd := kernel.AdmitRun{RunID: req.RunID, ParentRunID: req.ParentRunID, Principal: req.Principal, Operator: operator, Calls: req.Calls, Amount: req.Amount,
+		PackSpec: req.Pack}
+	if st.Packs, err = g.loadPacks(ctx, tc.ID); err != nil {
+		return wire.Refused(wire.CodeLedgerUnavailable, "the pack versions could not be read: %v", err)
+	}
 	var after kernel.Run
 	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Bind: bind,
 		Decide: func() *kernel.Refusal { d = kernel.DecideAdmitRun(st, cmd); return d.Refusal },

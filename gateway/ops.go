@@ -14,7 +14,7 @@ import (
 )
 
 // OpVerbs are the operator verbs, ctx.v1.<tenant>.ops.<verb>.<operator>.
-var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch", wire.VerbConfirm}, append(append(authzVerbs, guaranteeVerbs...), modelVerbs...)...)
+var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attempt", "assert-absence", "kill-switch", wire.VerbConfirm}, append(append(append(authzVerbs, guaranteeVerbs...), modelVerbs...), packVerbs...)...)
 
 // Op serves one operator verb. The operator's identity comes from the
 // subject's last token, which the NATS server lets only that operator use.
@@ -57,6 +57,11 @@ func (g *Gateway) dispatchOp(ctx context.Context, tenant, verb, operator string,
 	}
 	if reply, ok := g.authzOp(ctx, tenant, verb, operator, body); ok {
 		return reply
+	}
+	if tc, ok := g.cfg.Tenant(tenant); ok {
+		if reply, ok := g.packOp(ctx, tc, verb, operator, body); ok {
+			return reply
+		}
 	}
 	if reply, ok := g.readOp(ctx, tenant, verb, body); ok {
 		return reply

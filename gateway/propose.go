@@ -226,6 +226,7 @@ type proposalCtx struct {
 	controls    kernel.Controls         // as the reserve decision recorded them
 	context     *kernel.CompiledContext // the evidence gate's compiled context, for gated capabilities
 	traceID     string                  // the trace id of the proposal's span, if one is active
+	pack        *kernel.PackRef         // the pack version the gate was compiled under
 }
 
 // baseControls are the controls of the proposal as the gateway knows them;
@@ -267,7 +268,7 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply 
 		Opened: kernel.OperationOpened{OperationID: g.ids.New(), Principal: pc.principal, RunID: pc.p.RunID,
 			OperationKey: pc.p.OperationKey, CapabilityID: pc.p.CapabilityID, ActionDigest: pc.digest, Executor: g.executor},
 		AttemptID: attemptID, Holds: holdsOf(pc.bound), Refusal: pre, ApprovalID: pc.p.ApprovalID, Now: pc.now,
-		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.AllowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args,
+		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.AllowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args, Pack: pc.pack,
 	}
 	if pc.cp != nil {
 		cmd.ApprovalRequired, cmd.Risk = approvalRequired(pc.cp), pc.cp.Risk

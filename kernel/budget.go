@@ -23,6 +23,9 @@ type Run struct {
 	DelegatedCalls  int64    `json:"delegated_calls"`
 	DelegatedAmount int64    `json:"delegated_amount"`
 	Children        []string `json:"children,omitempty"`
+	// Pack is the context pack version the run pinned at admission (nil:
+	// none was named or promoted).
+	Pack *PackRef `json:"pack,omitempty"`
 }
 
 // Available returns the calls and amount the run may still consume or
@@ -59,6 +62,8 @@ type RunAdmitted struct {
 	Operator    string `json:"operator"`
 	Calls       int64  `json:"calls"`
 	Amount      int64  `json:"amount"`
+	// Pack is the context pack version the run pins (PinPack).
+	Pack *PackRef `json:"pack,omitempty"`
 }
 
 // RunDelegated moves part of a run's budget to a child run.
@@ -123,7 +128,7 @@ func (r *Run) Apply(ev Event) error {
 		if e.Calls < 0 || e.Amount < 0 || e.Calls > MaxAmount || e.Amount > MaxAmount {
 			return errors.New("run admitted with a negative or oversized budget")
 		}
-		r.RunID, r.ParentRunID, r.Principal, r.Admitted, r.Calls, r.Amount = e.RunID, e.ParentRunID, e.Principal, true, e.Calls, e.Amount
+		r.RunID, r.ParentRunID, r.Principal, r.Admitted, r.Calls, r.Amount, r.Pack = e.RunID, e.ParentRunID, e.Principal, true, e.Calls, e.Amount, e.Pack
 	case RunDelegated:
 		calls, amount := r.Available()
 		if !r.Admitted || e.Calls < 0 || e.Amount < 0 || e.Calls > calls || e.Amount > amount {
@@ -161,6 +166,10 @@ type AdmitRun struct {
 	Operator    string
 	Calls       int64
 	Amount      int64
+	// PackSpec names the pack version to pin (id@version or digest; empty:
+	// the promoted one); DecideAdmitRun resolves it into Pack.
+	PackSpec string
+	Pack     *PackRef
 }
 
 // AdmitDecision is DecideAdmit's result: the events of the child run and of
@@ -191,12 +200,13 @@ func DecideAdmit(child, parent *Run, c AdmitRun) AdmitDecision {
 		return bad(wire.CodeRequestMalformed, "calls must be in 1..2^53-1 and amount in 0..2^53-1")
 	}
 	if child.Admitted {
-		if child.ParentRunID == c.ParentRunID && child.Principal == c.Principal && child.Calls == c.Calls && child.Amount == c.Amount {
+		if child.ParentRunID == c.ParentRunID && child.Principal == c.Principal && child.Calls == c.Calls && child.Amount == c.Amount &&
+			(c.Pack == nil || child.Pack != nil && *child.Pack == *c.Pack) {
 			return AdmitDecision{}
 		}
 		return bad(wire.CodeRunAlreadyAdmitted, "run %s is already admitted with another budget; a budget is never raised", c.RunID)
 	}
-	adm := RunAdmitted{RunID: c.RunID, ParentRunID: c.ParentRunID, Principal: c.Principal, Operator: c.Operator, Calls: c.Calls, Amount: c.Amount}
+	adm := RunAdmitted{RunID: c.RunID, ParentRunID: c.ParentRunID, Principal: c.Principal, Operator: c.Operator, Calls: c.Calls, Amount: c.Amount, Pack: c.Pack}
 	if c.ParentRunID == "" {
 		return AdmitDecision{Child: []Event{adm}}
 	}

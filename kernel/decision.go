@@ -94,12 +94,14 @@ func TraceOf(in TraceInput) DecisionTrace {
 // operation it belongs to, what was decided, the controls it was decided
 // under and the trace they carry (Controls.Trace).
 func decisionRecord(op OperationOpened, attemptID string, status wire.Status, code wire.Code, reason string, controls Controls) DecisionRecorded {
-	return DecisionRecorded{OperationID: op.OperationID, Principal: op.Principal, RunID: op.RunID, CapabilityID: op.CapabilityID,
+	rec := DecisionRecorded{OperationID: op.OperationID, Principal: op.Principal, RunID: op.RunID, CapabilityID: op.CapabilityID,
 		ActionDigest: op.ActionDigest, AttemptID: attemptID, Status: status, Code: code, Reason: reason, Controls: controls,
 		DecisionTrace: controls.Trace}
+	recordPack(&rec, op.Pack)
+	return rec
 }
 
 // opIdentity is the identity of a folded operation, as its opening named it.
 func opIdentity(o *Operation) OperationOpened {
-	return OperationOpened{OperationID: o.OperationID, Principal: o.Principal, RunID: o.RunID, CapabilityID: o.CapabilityID, ActionDigest: o.ActionDigest}
+	return OperationOpened{OperationID: o.OperationID, Principal: o.Principal, RunID: o.RunID, CapabilityID: o.CapabilityID, ActionDigest: o.ActionDigest, Pack: o.Pack}
 }

@@ -21,6 +21,8 @@ type Operation struct {
 	Generation   uint64         `json:"generation"`
 	Attempts     []OpAttempt    `json:"attempts"`
 	Refusal      *RefusalRecord `json:"refusal,omitempty"`
+	// Pack is the context pack version the operation was decided under.
+	Pack *PackRef `json:"pack,omitempty"`
 }
 
 // OpAttempt is one attempt of an operation.
@@ -127,6 +129,10 @@ type OperationOpened struct {
 	ActionDigest string `json:"action_digest"`
 	Executor     string `json:"executor"`
 	Generation   uint64 `json:"generation"`
+	// Pack is the context pack version the proposal is decided under (its
+	// gate's, or its run's pin); every decision record of the operation
+	// names it.
+	Pack *PackRef `json:"pack,omitempty"`
 }
 
 // OperationRefused records that the operation was refused; it is final.
@@ -333,7 +339,7 @@ func (o *Operation) Apply(ev Event) error {
 		// A key whose operation was refused before any reservation is
 		// opened afresh (DecideOpen): the new operation replaces it.
 		*o = Operation{OperationID: e.OperationID, Principal: e.Principal, RunID: e.RunID, OperationKey: e.OperationKey,
-			CapabilityID: e.CapabilityID, ActionDigest: e.ActionDigest, Executor: e.Executor, Generation: e.Generation}
+			CapabilityID: e.CapabilityID, ActionDigest: e.ActionDigest, Executor: e.Executor, Generation: e.Generation, Pack: e.Pack}
 	case OperationRefused:
 		o.Refusal = &RefusalRecord{Code: e.Code, Reason: e.Reason}
 	case OperationReserved:
@@ -388,6 +394,11 @@ type DecisionRecorded struct {
 	Reason       string      `json:"reason,omitempty"`
 	Controls     Controls    `json:"controls_active"`
 	DecisionTrace
+	// The context pack version the decision was compiled under: the
+	// run's pinned version, or the gated capability's configured pack.
+	PackID      string `json:"pack_id,omitempty"`
+	PackVersion string `json:"pack_version,omitempty"`
+	PackDigest  string `json:"pack_digest,omitempty"`
 }
 
 // Controls are the controls a decision was made under.

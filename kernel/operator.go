@@ -29,7 +29,8 @@ const (
 	// (evidence), resolve a log integrity incident (integrity-resolve).
 	ScopeResolve Scope = "resolve"
 	// ScopeLimits: guarantee limits and modes (guarantee-set-limit),
-	// grants and revocations, run admissions and their budgets.
+	// grants and revocations, run admissions and their budgets, context
+	// pack versions (pack-publish, pack-promote, pack-rollback).
 	ScopeLimits Scope = "limits"
 	// ScopeKillSwitch: engage or release the tenant's kill switch.
 	ScopeKillSwitch Scope = "kill_switch"
@@ -71,6 +72,7 @@ var verbScopes = map[string]Scope{
 	"reconcile": ScopeRecover, "close-attempt": ScopeRecover, "assert-absence": ScopeRecover,
 	"evidence": ScopeResolve, "integrity-resolve": ScopeResolve,
 	"grant": ScopeLimits, "revoke": ScopeLimits, "guarantee-set-limit": ScopeLimits, "admit-run": ScopeLimits,
+	wire.VerbPacks: ScopeRead, wire.VerbPackPublish: ScopeLimits, wire.VerbPackPromote: ScopeLimits, wire.VerbPackRollback: ScopeLimits,
 }
 
 var changingScopes = map[string]Scope{"kill-switch": ScopeKillSwitch, wire.VerbBreaker: ScopeRecover}

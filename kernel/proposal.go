@@ -80,6 +80,10 @@ type Propose struct {
 	// SameActionKey of the capability and Arguments, and is refused while
 	// an attempt of the same action is unresolved on its ledger.
 	SameActionFence bool
+
+	// Pack is the context pack version the evidence gate was compiled
+	// under; nil: the decision records the run's pinned version, if any.
+	Pack *PackRef
 }
 
 // ProposalDecision is DecidePropose's result: the events per subject.
@@ -120,6 +124,7 @@ type ProposalDecision struct {
 // and its operation records the reservation and the dispatch-start, all in
 // one decision: the dispatch-start is durable before the provider is called.
 func DecidePropose(s ProposalState, c Propose) ProposalDecision {
+	c.Opened.Pack = pinOf(c.Pack, s.Run)
 	kind, open := DecideOpen(s.Op, c.Opened)
 	if open.Refusal != nil {
 		return ProposalDecision{Refusal: open.Refusal}

@@ -85,6 +85,10 @@ type ProposeInput struct {
 	// Witness is the runtime's live view of its witnesses for the
 	// tenant's audit log (CheckLogIntegrity).
 	Witness WitnessStatus
+	// Pack is the context pack version the runtime compiled the evidence
+	// gate under; nil: the gated capability's configured pack, else the
+	// run's pinned version.
+	Pack *PackRef
 }
 
 // ProposeState is what the proposal step reads, each subject by its key.
@@ -360,6 +364,10 @@ func (p *proposal) decide(s ProposeState) Effects {
 	// 3. The operation.
 	opened := OperationOpened{OperationID: in.OperationID, Principal: in.Principal, RunID: w.RunID, OperationKey: w.OperationKey,
 		CapabilityID: w.CapabilityID, ActionDigest: p.digest, Executor: in.Executor}
+	if in.Pack == nil {
+		in.Pack = manifestPack(p.cap.Pack)
+	}
+	opened.Pack = pinOf(in.Pack, run)
 	kind, open := DecideOpen(op, opened)
 	if open.Refusal != nil {
 		return p.refuseUnbound(open.Refusal, p.canon)
@@ -466,7 +474,7 @@ func (p *proposal) decide(s ProposeState) Effects {
 	controls.RunBudget, controls.Guarantees, controls.Generation = runBudget, holdsOf(bound, s.Ledgers), 1
 	if refusal != nil {
 		rec := decisionRecord(OperationOpened{OperationID: in.OperationID, Principal: in.Principal, RunID: w.RunID, CapabilityID: w.CapabilityID,
-			ActionDigest: p.digest}, "", wire.StatusRefused, refusal.Code, refusal.Reason, controls)
+			ActionDigest: p.digest, Pack: opened.Pack}, "", wire.StatusRefused, refusal.Code, refusal.Reason, controls)
 		refused := OperationRefused{Code: refusal.Code, Reason: refusal.Reason}
 		if refusal.Code == wire.CodeApprovalRequired {
 			refused.Arguments = p.canon // what an operator is asked to approve

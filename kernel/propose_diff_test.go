@@ -341,7 +341,7 @@ func gatewayPath(m *Manifest, in ProposeInput, s ProposeState) Effects {
 		CapabilityID: p.CapabilityID, ActionDigest: digest, Executor: in.Executor},
 		AttemptID: in.AttemptID, Holds: holds, Refusal: refusal, ApprovalID: p.ApprovalID, Now: in.Now, RunAmount: runAmount,
 		AllowUnadmitted: tc.AllowUnadmitted, Controls: controls, Arguments: canon, ApprovalRequired: approvalRequired, Risk: cp.Risk,
-		SameActionFence: cp.SameActionFenced()}
+		SameActionFence: cp.SameActionFenced(), Pack: manifestPack(cp.Pack)}
 	op := orNew(s.Op).after(nil)
 	st := ProposalState{Op: op, Ledgers: ledgers, Run: orNew(s.Run), Control: s.Control, Replaced: replaced, Integrity: s.Integrity, Witness: in.Witness}
 	if p.ApprovalID != "" {

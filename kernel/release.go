@@ -167,14 +167,27 @@ func Unchanged(op *Operation, attemptID string, answer Outcome) bool {
 }
 
 // AdmitState is what an admission reads: the run, and its parent when it
-// draws from one (nil otherwise).
+// draws from one (nil otherwise), and the tenant's pack catalog (nil:
+// empty).
 type AdmitState struct {
 	Run    *Run
 	Parent *Run
+	Packs  *PackCatalog
 }
 
-// DecideAdmitRun is DecideAdmit over named subjects.
-func DecideAdmitRun(s AdmitState, c AdmitRun) AdmitDecision { return DecideAdmit(s.Run, s.Parent, c) }
+// DecideAdmitRun is DecideAdmit over named subjects. The run pins the pack
+// version PackSpec names, or without one the promoted version (PinPack);
+// a version never published is refused with CodePackUnknown.
+func DecideAdmitRun(s AdmitState, c AdmitRun) AdmitDecision {
+	pin, r := PinPack(s.Packs, c.PackSpec)
+	if r != nil {
+		return AdmitDecision{Refusal: r}
+	}
+	if c.PackSpec != "" || s.Run == nil || !s.Run.Admitted {
+		c.Pack = pin // a repeated admission without a spec keeps the run's pin
+	}
+	return DecideAdmit(s.Run, s.Parent, c)
+}
 
 // SetKillSwitch engages or releases a tenant's kill switch.
 type SetKillSwitch struct {

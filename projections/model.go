@@ -145,7 +145,7 @@ type SnapshotStats struct {
 // modelVersion is the version of the model's snapshot state. A snapshot
 // of another version is not loaded: the model folds the stream from its
 // start instead.
-const modelVersion = 3 // 3: tenants keep their decision records
+const modelVersion = 3 // 3: tenants keep their decision records and pack catalogs
 
 type modelState struct {
 	V        int                     `json:"v"`
@@ -177,6 +177,7 @@ type tenantState struct {
 	Reported  uint64                    `json:"reported"`            // incidents this replica reported (Report)
 	Decisions []wire.DecisionRow        `json:"decisions,omitempty"` // oldest first
 	DecBytes  int                       `json:"decision_bytes,omitempty"`
+	Packs     kernel.PackCatalog        `json:"packs"` // the context pack versions, folded by the kernel's rule
 }
 
 // approvalEntry is a pending approval with its key.
@@ -461,6 +462,8 @@ func (m *Model) applyEvent(ctx context.Context, ts *tenantState, tenant string, 
 		return m.applyOperation(ctx, ts, s, ev)
 	case "control":
 		return ts.Control.Apply(ev)
+	case "pack":
+		return ts.Packs.Apply(ev)
 	case "approval":
 		// An approval or a denial of the digest answers its requests.
 		var digest string
@@ -888,6 +891,34 @@ func (m *Model) Unresolved() []OperationView {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Subject < out[j].Subject })
 	return out
+}
+
+// Packs returns tenant's published context pack versions, oldest first,
+// and the promoted one (nil when none is).
+func (m *Model) Packs(tenant string) wire.Packs {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := wire.Packs{Versions: []wire.PackRef{}}
+	if ts := m.st.Tenants[tenant]; ts != nil {
+		for _, v := range ts.Packs.Versions {
+			out.Versions = append(out.Versions, v.PackRef)
+		}
+		if v, ok := ts.Packs.Promoted(); ok {
+			out.Promoted = &v.PackRef
+		}
+	}
+	return out
+}
+
+// Pack returns the published version of tenant that spec names
+// ("id@version" or digest), with its pack.
+func (m *Model) Pack(tenant, spec string) (kernel.PackVersion, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if ts := m.st.Tenants[tenant]; ts != nil {
+		return ts.Packs.Resolve(spec)
+	}
+	return kernel.PackVersion{}, false
 }
 
 // KillEngaged reports whether tenant's kill switch is engaged.

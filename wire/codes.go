@@ -66,6 +66,19 @@ const (
 	// pending request, which another operator with the same scope
 	// confirms; the requester confirming it is refused with this code too.
 	CodeSecondOperatorRequired Code = "second_operator_required"
+	// CodePackVersionConflict: a context pack version is published again
+	// with other content (versions are immutable; publish a new version).
+	CodePackVersionConflict Code = "pack_version_conflict"
+	// CodePackUnknown: the pack version named (id@version or digest) was
+	// never published, or a rollback has no earlier promotion to restore.
+	CodePackUnknown Code = "pack_unknown"
+	// CodePackVersionsExhausted: the tenant's catalog of pack versions is
+	// full (kernel.MaxPackVersions).
+	CodePackVersionsExhausted Code = "pack_versions_exhausted"
+	// CodeReleaseGateFailed: a promotion's evaluation does not pass the
+	// release gate (more false closures than the promoted version, false
+	// abstentions beyond the bound, or figures of other versions or cases).
+	CodeReleaseGateFailed Code = "release_gate_failed"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -86,4 +99,5 @@ var Codes = []Code{
 	CodeDomainMismatch,
 	CodeLogIntegrityFailed, CodeLogUnwitnessed,
 	CodeOperatorScopeDenied, CodeSecondOperatorRequired,
+	CodePackVersionConflict, CodePackUnknown, CodePackVersionsExhausted, CodeReleaseGateFailed,
 }

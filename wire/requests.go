@@ -38,6 +38,35 @@ type AdmitRunRequest struct {
 	Principal   string `json:"principal"`
 	Calls       int64  `json:"calls"`
 	Amount      int64  `json:"amount"`
+	// Pack is the context pack version the run pins: "id@version" or its
+	// digest. Empty: the promoted version, if any.
+	Pack string `json:"pack,omitempty"`
+}
+
+// PackPublishRequest is the body of pack-publish: a ContextPack.
+type PackPublishRequest struct {
+	Pack json.RawMessage `json:"pack"`
+}
+
+// PackPromoteRequest is the body of pack-promote: the version ("id@version"
+// or digest) and the release evaluation of it and of the promoted version
+// on one held-out case set (kernel.ReleaseEval; docs/context.md).
+type PackPromoteRequest struct {
+	Version string          `json:"version"`
+	Eval    json.RawMessage `json:"eval,omitempty"`
+}
+
+// PacksRequest is the optional body of packs: with Version ("id@version"
+// or digest), the reply's data also carries that version's pack.
+type PacksRequest struct {
+	Version string `json:"version,omitempty"`
+}
+
+// Packs is the data of the packs verb: the published versions, oldest
+// first, and the promoted one.
+type Packs struct {
+	Versions []PackRef `json:"versions"`
+	Promoted *PackRef  `json:"promoted,omitempty"`
 }
 
 // RunRequest is the body of the run verb (read a run's budget).

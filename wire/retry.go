@@ -68,6 +68,10 @@ var retries = map[Code]Retry{
 	CodeDomainMismatch:             RetryOperator,
 	CodeOperatorScopeDenied:        RetryOperator,
 	CodeSecondOperatorRequired:     RetryOperator,
+	CodePackVersionConflict:        RetryNever,
+	CodePackUnknown:                RetryOperator,
+	CodePackVersionsExhausted:      RetryOperator,
+	CodeReleaseGateFailed:          RetryOperator,
 }
 
 // RetryOf returns the retry class of a code of the catalog ("" for a code

@@ -165,7 +165,19 @@ type Run struct {
 	DelegatedCalls  int64    `json:"delegated_calls"`
 	DelegatedAmount int64    `json:"delegated_amount"`
 	Children        []string `json:"children,omitempty"`
+	Pack            *PackRef `json:"pack,omitempty"`
 }
+
+// PackRef names one published context pack version: its id, its version
+// and the digest of its canonical form.
+type PackRef struct {
+	PackID  string `json:"pack_id"`
+	Version string `json:"version"`
+	Digest  string `json:"digest"`
+}
+
+// String is id@version.
+func (r PackRef) String() string { return r.PackID + "@" + r.Version }
 
 // AuthorityChange is the data of grant and revoke (Recorded is false when
 // the authority already was so).

@@ -18,4 +18,10 @@ const (
 	// VerbConfirm: a second operator confirms a request the tenant's
 	// two-person rule held (ConfirmRequest).
 	VerbConfirm = "confirm"
+
+	// Context pack versions (docs/context.md, "Pack versions").
+	VerbPacks        = "packs"         // the published versions and the promoted one
+	VerbPackPublish  = "pack-publish"  // publish a version (PackPublishRequest)
+	VerbPackPromote  = "pack-promote"  // promote a version through the release gate (PackPromoteRequest)
+	VerbPackRollback = "pack-rollback" // re-promote the version promoted before the current one
 )

@@ -104,6 +104,6 @@ an input is invalid, 2 on usage.`,
 	f.StringVar(&runPath, "run", "", "RunContext JSON file (required)")
 	f.StringVar(&evidencePath, "evidence", "", "JSON array of evidence candidates (required)")
 	f.StringVar(&markersPath, "markers", "", "JSON array of evidence conflict markers (optional)")
-	cmd.AddCommand(compile, newContextEvalCmd())
+	cmd.AddCommand(compile, newContextEvalCmd(), newContextPublishCmd(), newContextPacksCmd(), newContextPromoteCmd(), newContextRollbackCmd(), newContextDiffCmd())
 	return cmd
 }

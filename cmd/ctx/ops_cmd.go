@@ -324,7 +324,7 @@ of existing attempts go on.`,
 }
 
 func newAdmitRunCmd() *cobra.Command {
-	var runID, parent, principal string
+	var runID, parent, principal, pack string
 	var calls, amount int64
 	cmd := &cobra.Command{
 		Use:   "admit-run --run RUN --principal AGENT --calls N --amount A",
@@ -334,7 +334,9 @@ func newAdmitRunCmd() *cobra.Command {
 that no operator admitted are refused run_budget_exhausted unless the tenant
 says unadmitted_runs = "unlimited". A budget is set once (a second admission
 is refused run_already_admitted); with --parent, the budget is carved out of
-the parent run's, which it may not exceed.`,
+the parent run's, which it may not exceed. The run pins a context pack
+version: --pack (id@version or digest), or else the promoted one; every
+decision of the run records it.`,
 		Args: cobra.NoArgs,
 	}
 	c := addConnFlags(cmd)
@@ -343,12 +345,13 @@ the parent run's, which it may not exceed.`,
 	cmd.Flags().Int64Var(&calls, "calls", 0, "effectful calls the run may make")
 	cmd.Flags().Int64Var(&amount, "amount", 0, "amount the run may consume, in minor units")
 	cmd.Flags().StringVar(&parent, "parent", "", "a parent run whose budget this one is carved from")
+	cmd.Flags().StringVar(&pack, "pack", "", "the context pack version the run pins (id@version or digest; default: the promoted one)")
 	cmd.RunE = func(*cobra.Command, []string) error {
 		if runID == "" || principal == "" {
 			return usageError("--run and --principal are required")
 		}
 		return c.do(func(ctx context.Context, cl *client.Client) error {
-			run, err := cl.AdmitRun(ctx, client.AdmitRunRequest{RunID: runID, ParentRunID: parent, Principal: principal, Calls: calls, Amount: amount})
+			run, err := cl.AdmitRun(ctx, client.AdmitRunRequest{RunID: runID, ParentRunID: parent, Principal: principal, Calls: calls, Amount: amount, Pack: pack})
 			if err != nil {
 				return err
 			}
@@ -356,6 +359,9 @@ the parent run's, which it may not exceed.`,
 				return printJSON(run)
 			}
 			fmt.Fprintf(stdout, "admitted run %s of %s: %d calls, amount %d\n", run.RunID, run.Principal, run.Calls, run.Amount)
+			if run.Pack != nil {
+				fmt.Fprintf(stdout, "pinned context pack %s %s\n", run.Pack, run.Pack.Digest)
+			}
 			return nil
 		})
 	}

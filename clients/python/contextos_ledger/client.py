@@ -308,11 +308,13 @@ class Client:
             body["engaged"] = engaged
         return bool((await self.op("kill-switch", body)).get("kill_switch"))
 
-    async def admit_run(self, run_id: str, principal: str, calls: int, amount: int, parent_run_id: str = "") -> Dict[str, Any]:
-        """Gives a run its budget; returns the run."""
+    async def admit_run(self, run_id: str, principal: str, calls: int, amount: int, parent_run_id: str = "", pack: str = "") -> Dict[str, Any]:
+        """Gives a run its budget and pins a context pack version (pack: id@version or digest; empty: the promoted one); returns the run."""
         body: Dict[str, Any] = {"run_id": run_id, "principal": principal, "calls": calls, "amount": amount}
         if parent_run_id:
             body["parent_run_id"] = parent_run_id
+        if pack:
+            body["pack"] = pack
         return (await self._data("admit-run", body)).get("run") or {}
 
     async def run(self, run_id: str) -> Dict[str, Any]:

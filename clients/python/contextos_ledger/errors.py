@@ -59,6 +59,10 @@ class Code(str, Enum):
     LOG_UNWITNESSED = "log_unwitnessed"
     OPERATOR_SCOPE_DENIED = "operator_scope_denied"
     SECOND_OPERATOR_REQUIRED = "second_operator_required"
+    PACK_VERSION_CONFLICT = "pack_version_conflict"
+    PACK_UNKNOWN = "pack_unknown"
+    PACK_VERSIONS_EXHAUSTED = "pack_versions_exhausted"
+    RELEASE_GATE_FAILED = "release_gate_failed"
 
 
 class LedgerError(Exception):
@@ -427,6 +431,34 @@ class SecondOperatorRequired(Refused):
     retry = "operator"
 
 
+class PackVersionConflict(Refused):
+    """Refused pack_version_conflict (docs/errors.md)."""
+
+    code = "pack_version_conflict"
+    retry = "never"
+
+
+class PackUnknown(Refused):
+    """Refused pack_unknown (docs/errors.md)."""
+
+    code = "pack_unknown"
+    retry = "operator"
+
+
+class PackVersionsExhausted(Refused):
+    """Refused pack_versions_exhausted (docs/errors.md)."""
+
+    code = "pack_versions_exhausted"
+    retry = "operator"
+
+
+class ReleaseGateFailed(Refused):
+    """Refused release_gate_failed (docs/errors.md)."""
+
+    code = "release_gate_failed"
+    retry = "operator"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -474,6 +506,10 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "log_unwitnessed": LogUnwitnessed,
     "operator_scope_denied": OperatorScopeDenied,
     "second_operator_required": SecondOperatorRequired,
+    "pack_version_conflict": PackVersionConflict,
+    "pack_unknown": PackUnknown,
+    "pack_versions_exhausted": PackVersionsExhausted,
+    "release_gate_failed": ReleaseGateFailed,
 }
 
 

@@ -235,7 +235,7 @@ export class Client {
     if (reason) body.reason = reason;
     return (await this.op("kill-switch", body)).kill_switch === true;
   }
-  async admitRun(req: { run_id: string; principal: string; calls: number; amount: number; parent_run_id?: string }): Promise<Run> {
+  async admitRun(req: { run_id: string; principal: string; calls: number; amount: number; parent_run_id?: string; pack?: string }): Promise<Run> {
     return (await this.data<{ run: Run }>("admit-run", req)).run;
   }
   async run(runId: string): Promise<Run> {

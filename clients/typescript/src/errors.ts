@@ -423,6 +423,38 @@ export class SecondOperatorRequired extends Refused {
   }
 }
 
+/** Refused pack_version_conflict (docs/errors.md). */
+export class PackVersionConflict extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("pack_version_conflict", reason, decision);
+    this.name = "PackVersionConflict";
+  }
+}
+
+/** Refused pack_unknown (docs/errors.md). */
+export class PackUnknown extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("pack_unknown", reason, decision);
+    this.name = "PackUnknown";
+  }
+}
+
+/** Refused pack_versions_exhausted (docs/errors.md). */
+export class PackVersionsExhausted extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("pack_versions_exhausted", reason, decision);
+    this.name = "PackVersionsExhausted";
+  }
+}
+
+/** Refused release_gate_failed (docs/errors.md). */
+export class ReleaseGateFailed extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("release_gate_failed", reason, decision);
+    this.name = "ReleaseGateFailed";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -471,6 +503,10 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   log_unwitnessed: LogUnwitnessed,
   operator_scope_denied: OperatorScopeDenied,
   second_operator_required: SecondOperatorRequired,
+  pack_version_conflict: PackVersionConflict,
+  pack_unknown: PackUnknown,
+  pack_versions_exhausted: PackVersionsExhausted,
+  release_gate_failed: ReleaseGateFailed,
 };
 
 /** The retry class of each code (docs/errors.md). */
@@ -521,6 +557,10 @@ export const RETRY: Record<Code, Retry> = {
   log_unwitnessed: "later",
   operator_scope_denied: "operator",
   second_operator_required: "operator",
+  pack_version_conflict: "never",
+  pack_unknown: "operator",
+  pack_versions_exhausted: "operator",
+  release_gate_failed: "operator",
 };
 
 /** The retry class of a code ("" for a code this version does not know). */

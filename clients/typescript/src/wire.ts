@@ -49,6 +49,10 @@ export const CODES = [
   "log_unwitnessed",
   "operator_scope_denied",
   "second_operator_required",
+  "pack_version_conflict",
+  "pack_unknown",
+  "pack_versions_exhausted",
+  "release_gate_failed",
 ] as const;
 
 /** A stable refusal code. */
@@ -207,6 +211,15 @@ export interface Run {
   delegated_calls: number;
   delegated_amount: number;
   children?: string[] | null;
+  /** The context pack version the run pins. */
+  pack?: PackRef | null;
+}
+
+/** A published context pack version. */
+export interface PackRef {
+  pack_id: string;
+  version: string;
+  digest: string;
 }
 
 /** What approve grants. */

@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/wire"
+)
+
+// Operator verbs of context pack versions: the kernel decides each
+// (kernel/pack.go); the gateway loads the tenant's pack subject, asks and
+// appends.
+
+// packVerbs are the verbs served by packOp.
+var packVerbs = []string{wire.VerbPacks, wire.VerbPackPublish, wire.VerbPackPromote, wire.VerbPackRollback}
+
+// packRef is the reference of the tenant's pack subject.
+func packRef(tenant string) (aggregates.Ref, error) {
+	s, err := codec.Subject(tenant, "pack")
+	return aggregates.Ref{Subject: s, New: func() aggregates.State { return &kernel.PackCatalog{} }}, err
+}
+
+// packOp serves a pack verb; ok is false for any other verb.
+func (g *Gateway) packOp(ctx context.Context, tc *config.TenantConfig, verb, operator string, body []byte) (wire.OpReply, bool) {
+	var decide func(*kernel.PackCatalog) kernel.Decision
+	switch verb {
+	case wire.VerbPacks:
+		var req wire.PacksRequest
+		if err := kernel.DecodeOptionalRequest(body, &req); err != nil {
+			return wire.Refused(wire.CodeRequestMalformed, "request: %v", err), true
+		}
+		if err := g.model.Sync(ctx); err != nil {
+			return wire.Refused(wire.CodeProjectionUnavailable, "the read model could not catch up: %v", err), true
+		}
+		data := map[string]any{"packs": g.model.Packs(tc.ID)}
+		if req.Version != "" {
+			v, ok := g.model.Pack(tc.ID, req.Version)
+			if !ok {
+				return wire.Refused(wire.CodePackUnknown, "pack version %q is not published", clipID(req.Version)), true
+			}
+			data["pack"] = v.Pack
+		}
+		return wire.OpReply{OK: true, Data: data}, true
+	case wire.VerbPackPublish:
+		var req wire.PackPublishRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		p, err := kernel.ParseContextPack(req.Pack)
+		if err != nil {
+			return wire.Refused(wire.CodeContextInvalid, "%v", err), true
+		}
+		cmd := kernel.PublishPack{Operator: operator, Pack: p}
+		decide = func(c *kernel.PackCatalog) kernel.Decision { return kernel.DecidePublishPack(c, cmd) }
+	case wire.VerbPackPromote:
+		var req wire.PackPromoteRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		cmd := kernel.PromotePack{Operator: operator, Spec: req.Version, AbstentionBoundBP: tc.AbstentionBoundBP()}
+		if len(req.Eval) > 0 {
+			var ev kernel.ReleaseEval
+			if err := kernel.DecodeRequest(req.Eval, &ev); err != nil {
+				return wire.Refused(wire.CodeRequestMalformed, "eval: %v", err), true
+			}
+			cmd.Eval = &ev
+		}
+		decide = func(c *kernel.PackCatalog) kernel.Decision { return kernel.DecidePromotePack(c, cmd) }
+	case wire.VerbPackRollback:
+		if err := kernel.DecodeOptionalRequest(body, &struct{}{}); err != nil {
+			return wire.Refused(wire.CodeRequestMalformed, "request: %v", err), true
+		}
+		cmd := kernel.RollbackPack{Operator: operator}
+		decide = func(c *kernel.PackCatalog) kernel.Decision { return kernel.DecideRollbackPack(c, cmd) }
+	default:
+		return wire.OpReply{}, false
+	}
+	ref, err := packRef(tc.ID)
+	if err != nil {
+		return wire.Refused(wire.CodeRequestMalformed, "%v", err), true
+	}
+	var c *kernel.PackCatalog
+	var d kernel.Decision
+	var after wire.Packs
+	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Bind: []aggregates.Binding{aggregates.Bind(ref, &c, &d.Events)},
+		Decide: func() *kernel.Refusal { d = decide(c); return d.Refusal },
+		Done:   func() { after = packsOf(c) }})
+	if err != nil {
+		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err), true
+	}
+	if res.Refusal != nil {
+		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}, true
+	}
+	return wire.OpReply{OK: true, Data: map[string]any{"packs": after, "recorded": len(d.Events) > 0}}, true
+}
+
+// packsOf lists a catalog's versions as the packs verb does.
+func packsOf(c *kernel.PackCatalog) wire.Packs {
+	out := wire.Packs{Versions: []wire.PackRef{}}
+	if c == nil {
+		return out
+	}
+	for _, v := range c.Versions {
+		out.Versions = append(out.Versions, v.PackRef)
+	}
+	if v, ok := c.Promoted(); ok {
+		out.Promoted = &v.PackRef
+	}
+	return out
+}
+
+// loadPacks reads the tenant's pack catalog from the store (fresh: a
+// version published or promoted on any replica counts for the next
+// admission or proposal).
+func (g *Gateway) loadPacks(ctx context.Context, tenant string) (*kernel.PackCatalog, error) {
+	ref, err := packRef(tenant)
+	if err != nil {
+		return nil, err
+	}
+	st, err := g.load(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return st.(*kernel.PackCatalog), nil
+}
+
+// gatePack is the pack a gated capability's evidence gate is compiled
+// under for a run: the version the run pinned when that version decides the
+// capability's decision, else the capability's configured pack. It returns
+// the pack and its reference; an error means a subject could not be read.
+func (g *Gateway) gatePack(ctx context.Context, tenant, runID string, cp *config.CapabilityConfig) (kernel.ContextPack, *kernel.PackRef, *kernel.Refusal, error) {
+	configured := *cp.Pack()
+	ref, err := RunRef(tenant, runID)
+	if err != nil {
+		return configured, nil, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}, nil
+	}
+	st, err := g.load(ctx, ref)
+	if err != nil {
+		return configured, nil, nil, err
+	}
+	run := st.(*kernel.Run)
+	if run.Pack == nil {
+		d, err := kernel.PackDigest(configured)
+		if err != nil {
+			return configured, nil, nil, nil
+		}
+		return configured, &kernel.PackRef{PackID: configured.PackID, Version: configured.Version, Digest: d}, nil, nil
+	}
+	cat, err := g.loadPacks(ctx, tenant)
+	if err != nil {
+		return configured, nil, nil, err
+	}
+	v, ok := cat.Resolve(run.Pack.Digest)
+	if !ok {
+		return configured, nil, &kernel.Refusal{Code: wire.CodePackUnknown,
+			Reason: fmt.Sprintf("run %s pins pack %s, which the catalog does not hold", runID, run.Pack)}, nil
+	}
+	for _, dec := range v.Pack.Decisions {
+		if dec.DecisionKey == cp.DecisionKey {
+			return v.Pack, &v.PackRef, nil, nil
+		}
+	}
+	return configured, nil, &kernel.Refusal{Code: wire.CodeEvidenceInsufficient,
+		Reason: fmt.Sprintf("run %s pins pack %s, which has no decision %s for %s", runID, v.PackRef, cp.DecisionKey, cp.ID)}, nil
+}
