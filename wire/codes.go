@@ -66,6 +66,13 @@ const (
 	// pending request, which another operator with the same scope
 	// confirms; the requester confirming it is refused with this code too.
 	CodeSecondOperatorRequired Code = "second_operator_required"
+	// CodeImportConflict: an import of prior exposure names a reference
+	// the resource ledger already imported with another amount. The
+	// recorded import stands; correct the file.
+	CodeImportConflict Code = "shared_guarantee_import_conflict"
+	// CodeImportsSaturated: the resource ledger already records the
+	// maximum number of imports; import one total for the resource.
+	CodeImportsSaturated Code = "shared_guarantee_imports_saturated"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -86,4 +93,5 @@ var Codes = []Code{
 	CodeDomainMismatch,
 	CodeLogIntegrityFailed, CodeLogUnwitnessed,
 	CodeOperatorScopeDenied, CodeSecondOperatorRequired,
+	CodeImportConflict, CodeImportsSaturated,
 }

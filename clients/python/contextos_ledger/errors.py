@@ -59,6 +59,8 @@ class Code(str, Enum):
     LOG_UNWITNESSED = "log_unwitnessed"
     OPERATOR_SCOPE_DENIED = "operator_scope_denied"
     SECOND_OPERATOR_REQUIRED = "second_operator_required"
+    SHARED_GUARANTEE_IMPORT_CONFLICT = "shared_guarantee_import_conflict"
+    SHARED_GUARANTEE_IMPORTS_SATURATED = "shared_guarantee_imports_saturated"
 
 
 class LedgerError(Exception):
@@ -427,6 +429,20 @@ class SecondOperatorRequired(Refused):
     retry = "operator"
 
 
+class SharedGuaranteeImportConflict(Refused):
+    """Refused shared_guarantee_import_conflict (docs/errors.md)."""
+
+    code = "shared_guarantee_import_conflict"
+    retry = "never"
+
+
+class SharedGuaranteeImportsSaturated(Refused):
+    """Refused shared_guarantee_imports_saturated (docs/errors.md)."""
+
+    code = "shared_guarantee_imports_saturated"
+    retry = "never"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -474,6 +490,8 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "log_unwitnessed": LogUnwitnessed,
     "operator_scope_denied": OperatorScopeDenied,
     "second_operator_required": SecondOperatorRequired,
+    "shared_guarantee_import_conflict": SharedGuaranteeImportConflict,
+    "shared_guarantee_imports_saturated": SharedGuaranteeImportsSaturated,
 }
 
 

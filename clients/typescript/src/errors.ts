@@ -423,6 +423,22 @@ export class SecondOperatorRequired extends Refused {
   }
 }
 
+/** Refused shared_guarantee_import_conflict (docs/errors.md). */
+export class SharedGuaranteeImportConflict extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("shared_guarantee_import_conflict", reason, decision);
+    this.name = "SharedGuaranteeImportConflict";
+  }
+}
+
+/** Refused shared_guarantee_imports_saturated (docs/errors.md). */
+export class SharedGuaranteeImportsSaturated extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("shared_guarantee_imports_saturated", reason, decision);
+    this.name = "SharedGuaranteeImportsSaturated";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -471,6 +487,8 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   log_unwitnessed: LogUnwitnessed,
   operator_scope_denied: OperatorScopeDenied,
   second_operator_required: SecondOperatorRequired,
+  shared_guarantee_import_conflict: SharedGuaranteeImportConflict,
+  shared_guarantee_imports_saturated: SharedGuaranteeImportsSaturated,
 };
 
 /** The retry class of each code (docs/errors.md). */
@@ -521,6 +539,8 @@ export const RETRY: Record<Code, Retry> = {
   log_unwitnessed: "later",
   operator_scope_denied: "operator",
   second_operator_required: "operator",
+  shared_guarantee_import_conflict: "never",
+  shared_guarantee_imports_saturated: "never",
 };
 
 /** The retry class of a code ("" for a code this version does not know). */

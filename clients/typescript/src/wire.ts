@@ -49,6 +49,8 @@ export const CODES = [
   "log_unwitnessed",
   "operator_scope_denied",
   "second_operator_required",
+  "shared_guarantee_import_conflict",
+  "shared_guarantee_imports_saturated",
 ] as const;
 
 /** A stable refusal code. */
