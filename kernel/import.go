@@ -166,3 +166,97 @@ func (l *Ledger) applyImported(e ExposureImported) error {
 	}
 	return nil
 }
+
+// ImportState is what an import of one row reads: the guarantee's pin, the
+// tenant's control subject (the guarantee's latest limit and what it
+// replaces), the resource ledger it appends to, and the ledgers of the
+// guarantees it replaces on the same resource, which count against its
+// limit.
+type ImportState struct {
+	Pin      *Pin
+	Control  *Control
+	Ledger   *Ledger
+	Replaced map[LedgerKey]*Ledger
+}
+
+// ImportRow asks to import one row of prior exposure.
+type ImportRow struct {
+	GuaranteeID string
+	Resource    string
+	Window      string // the calendar window's key (2026-12-05, 2026-W49, 2026-12); "" otherwise
+	Amount      int64
+	Reference   string
+	Operator    string
+	Now         time.Time
+}
+
+// DecideImportRow is the governed step of an import: the pinned guarantee,
+// the row's window against its definition, the guarantee's latest limit
+// and the exposure the guarantees it replaces carry, then the ledger's
+// import decision (decideImport).
+func DecideImportRow(s ImportState, c ImportRow) Decision {
+	p := s.Pin
+	switch {
+	case !p.Pinned():
+		return no(wire.CodeDefinitionMismatch, "guarantee %s is not pinned; it is pinned at its first use or at boot", c.GuaranteeID)
+	case c.GuaranteeID != p.Definition.ID:
+		return no(wire.CodeRequestMalformed, "guarantee %s is not %s", c.GuaranteeID, p.Definition.ID)
+	}
+	if r := p.Definition.CheckWindowKey(c.Window); r != nil {
+		return Decision{Refusal: r}
+	}
+	h := s.Control.Bind(p.PinnedHold(c.Resource, c.Amount))
+	h.Window = c.Window
+	carried, r := s.Control.carried(h, s.Replaced, c.Now)
+	if r != nil {
+		return Decision{Refusal: r}
+	}
+	l := s.Ledger
+	if l == nil {
+		l = &Ledger{}
+	}
+	return decideImport(l, Import{GuaranteeID: h.GuaranteeID, Resource: c.Resource, Reference: c.Reference, Amount: c.Amount,
+		Limit: h.Limit, DefinitionDigest: h.DefinitionDigest, Window: h.Window, Rolling: h.Rolling, Carried: carried,
+		Operator: c.Operator, Now: c.Now})
+}
+
+// CheckWindowKey refuses a window key that is not one of the definition's
+// calendar windows: a calendar guarantee's import names the window it
+// counts in, any other names none.
+func (d Definition) CheckWindowKey(key string) *Refusal {
+	if !d.Calendar() {
+		if key != "" {
+			return refuse(wire.CodeRequestMalformed, "guarantee %s has no calendar window; the window must be empty", d.ID)
+		}
+		return nil
+	}
+	var t time.Time
+	var err error
+	switch d.Window {
+	case WindowDay:
+		t, err = time.Parse("2006-01-02", key)
+	case WindowMonth:
+		t, err = time.Parse("2006-01", key)
+	case WindowWeek:
+		var y, w int
+		var rest string
+		n, _ := fmt.Sscanf(key+" x", "%04d-W%02d %s", &y, &w, &rest)
+		if n != 3 || w < 1 || w > 53 || fmt.Sprintf("%04d-W%02d", y, w) != key {
+			err = fmt.Errorf("not a week")
+		}
+		// A week's key must be one WindowAt makes: its Thursday is in
+		// year y (ISO 8601).
+		if err == nil {
+			jan4 := time.Date(y, 1, 4, 0, 0, 0, 0, time.UTC)
+			thu := jan4.AddDate(0, 0, (w-1)*7+(3-(int(jan4.Weekday())+6)%7))
+			if yy, ww := thu.ISOWeek(); yy != y || ww != w {
+				err = fmt.Errorf("no such week")
+			}
+		}
+	}
+	if err != nil || (d.Window != WindowWeek && t.Format(map[string]string{WindowDay: "2006-01-02", WindowMonth: "2006-01"}[d.Window]) != key) {
+		return refuse(wire.CodeRequestMalformed, "guarantee %s counts %s windows; window %q is not one (e.g. %s)", d.ID, d.Window, key,
+			map[string]string{WindowDay: "2026-12-05", WindowWeek: "2026-W49", WindowMonth: "2026-12"}[d.Window])
+	}
+	return nil
+}

@@ -65,12 +65,13 @@ var verbScopes = map[string]Scope{
 	"guarantee-history": ScopeRead, "run": ScopeRead, "integrity": ScopeRead,
 	wire.VerbAuditExport: ScopeRead, wire.VerbAuditCheckpoints: ScopeRead, wire.VerbAuditKeys: ScopeRead,
 	wire.VerbAuditProve: ScopeRead, wire.VerbAuditProveConsistency: ScopeRead, wire.VerbEventsExport: ScopeRead,
-	wire.VerbExposureView: ScopeRead,
+	wire.VerbExposureView: ScopeRead, wire.VerbReport: ScopeRead,
 
 	"approve": ScopeApprove, "deny": ScopeApprove,
 	"reconcile": ScopeRecover, "close-attempt": ScopeRecover, "assert-absence": ScopeRecover,
 	"evidence": ScopeResolve, "integrity-resolve": ScopeResolve,
 	"grant": ScopeLimits, "revoke": ScopeLimits, "guarantee-set-limit": ScopeLimits, "admit-run": ScopeLimits,
+	wire.VerbGuaranteeImport: ScopeLimits,
 }
 
 var changingScopes = map[string]Scope{"kill-switch": ScopeKillSwitch, wire.VerbBreaker: ScopeRecover}
