@@ -272,7 +272,9 @@ func (m *Model) outcomeMetrics(b *strings.Builder, now time.Time) {
 			}
 		}
 	}
-	label := func(k tg) string { return fmt.Sprintf("tenant=%s,guarantee=%s", promLabel(k.tenant), promLabel(k.guarantee)) }
+	label := func(k tg) string {
+		return fmt.Sprintf("tenant=%s,guarantee=%s", promLabel(k.tenant), promLabel(k.guarantee))
+	}
 	for _, g := range []struct {
 		name, help string
 		v          func(*sum) int64
