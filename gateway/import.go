@@ -11,8 +11,8 @@ import (
 
 // opImport records exposure committed before adoption, a row at a time:
 // each row is one transaction of kernel.DecideImportRow on its resource
-// ledger (appended with the ledger's expected sequence), guarded by the
-// control subject (the guarantee's latest limit) and reading the ledgers
+// ledger (appended with the ledger's expected sequence), reading the
+// control subject (the guarantee's latest limit) and the ledgers
 // of the guarantees it replaces. A refused row records nothing and does not
 // stop the others; its result carries the code.
 func (g *Gateway) opImport(ctx context.Context, tenant, operator string, req wire.ImportRequest) wire.OpReply {
@@ -72,12 +72,16 @@ func (g *Gateway) importRow(ctx context.Context, tenant, operator, csub string, 
 	cmd := kernel.ImportRow{GuaranteeID: row.GuaranteeID, Resource: row.Resource, Window: row.Window, Amount: row.Amount,
 		Reference: row.Reference, Operator: operator, Now: g.clock.Now()}
 	var d kernel.Decision
-	binds := []aggregates.Binding{aggregates.Bind(ref, &st.Ledger, &d.Events), aggregates.Guard(controlRef(csub), &st.Control)}
+	// The control subject (the guarantee's latest limit) is read, not
+	// guarded: a one-event append carries no guard. A limit lowered during
+	// the import decides the rows after it.
+	var ctl map[string]*kernel.Control
+	binds := []aggregates.Binding{aggregates.Bind(ref, &st.Ledger, &d.Events), aggregates.Read(controlRef(csub), &ctl, "control")}
 	for _, c := range carries {
 		binds = append(binds, aggregates.Read(c.ref, &st.Replaced, c.key))
 	}
 	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: binds,
-		Decide: func() *kernel.Refusal { d = kernel.DecideImportRow(st, cmd); return d.Refusal }})
+		Decide: func() *kernel.Refusal { st.Control = ctl["control"]; d = kernel.DecideImportRow(st, cmd); return d.Refusal }})
 	switch {
 	case err != nil:
 		return refused(&kernel.Refusal{Code: wire.CodeLedgerUnavailable, Reason: err.Error()})
