@@ -81,7 +81,11 @@ func (g *Gateway) importRow(ctx context.Context, tenant, operator, csub string, 
 		binds = append(binds, aggregates.Read(c.ref, &st.Replaced, c.key))
 	}
 	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: binds,
-		Decide: func() *kernel.Refusal { st.Control = ctl["control"]; d = kernel.DecideImportRow(st, cmd); return d.Refusal }})
+		Decide: func() *kernel.Refusal {
+			st.Control = ctl["control"]
+			d = kernel.DecideImportRow(st, cmd)
+			return d.Refusal
+		}})
 	switch {
 	case err != nil:
 		return refused(&kernel.Refusal{Code: wire.CodeLedgerUnavailable, Reason: err.Error()})
