@@ -238,66 +238,74 @@ func (ts *tenantState) reservedAt(attemptID string, now time.Time) time.Time {
 	return now
 }
 
+// OutcomeTotals sums the outcome rows of tenant per guarantee over every
+// window (Window empty), sorted by guarantee: what the metrics export.
+func (m *Model) OutcomeTotals(tenant string, now time.Time) []wire.OutcomeRow {
+	var out []wire.OutcomeRow
+	for _, r := range m.Outcomes(tenant, "", now) {
+		if n := len(out); n == 0 || out[n-1].GuaranteeID != r.GuaranteeID {
+			out = append(out, wire.OutcomeRow{GuaranteeID: r.GuaranteeID, Stranded: emptyStranded()})
+		}
+		s := &out[len(out)-1]
+		s.Applied += r.Applied
+		s.AppliedAmount += r.AppliedAmount
+		s.Pending += r.Pending
+		s.Unknown += r.Unknown
+		s.Imported += r.Imported
+		for _, d := range r.Denials {
+			i := slices.IndexFunc(s.Denials, func(x wire.DenialCount) bool { return x.Code == d.Code })
+			if i < 0 {
+				s.Denials = append(s.Denials, d)
+				continue
+			}
+			s.Denials[i].Count += d.Count
+		}
+		for i, st := range r.Stranded {
+			s.Stranded[i].Attempts += st.Attempts
+			s.Stranded[i].Amount += st.Amount
+		}
+	}
+	for i := range out {
+		slices.SortFunc(out[i].Denials, func(a, b wire.DenialCount) int { return strings.Compare(string(a.Code), string(b.Code)) })
+	}
+	return out
+}
+
 // outcomeMetrics writes the report's gauges per tenant and guarantee (never
 // per resource or window, so their series are bounded by the
 // configuration and the code catalog).
 func (m *Model) outcomeMetrics(b *strings.Builder, now time.Time) {
-	type sum struct {
-		applied, amount, pending, unknown int64
-		denials                           map[wire.Code]int64
-		stranded                          []wire.StrandedBucket
+	type tg struct {
+		tenant string
+		row    wire.OutcomeRow
 	}
-	type tg struct{ tenant, guarantee string }
-	sums := map[tg]*sum{}
-	var keys []tg
+	var all []tg
 	for _, t := range m.Tenants() {
-		for _, r := range m.Outcomes(t, "", now) {
-			k := tg{t, r.GuaranteeID}
-			s := sums[k]
-			if s == nil {
-				s = &sum{denials: map[wire.Code]int64{}, stranded: emptyStranded()}
-				sums[k] = s
-				keys = append(keys, k)
-			}
-			s.applied += r.Applied
-			s.amount += r.AppliedAmount
-			s.pending += r.Pending
-			s.unknown += r.Unknown
-			for _, d := range r.Denials {
-				s.denials[d.Code] += d.Count
-			}
-			for i, st := range r.Stranded {
-				s.stranded[i].Attempts += st.Attempts
-				s.stranded[i].Amount += st.Amount
-			}
+		for _, r := range m.OutcomeTotals(t, now) {
+			all = append(all, tg{t, r})
 		}
 	}
 	label := func(k tg) string {
-		return fmt.Sprintf("tenant=%s,guarantee=%s", promLabel(k.tenant), promLabel(k.guarantee))
+		return fmt.Sprintf("tenant=%s,guarantee=%s", promLabel(k.tenant), promLabel(k.row.GuaranteeID))
 	}
 	for _, g := range []struct {
 		name, help string
-		v          func(*sum) int64
+		v          func(wire.OutcomeRow) int64
 	}{
-		{"contextos_outcome_applied", "Attempts applied (committed), every window.", func(s *sum) int64 { return s.applied }},
-		{"contextos_outcome_applied_amount", "Amount applied (committed by attempts), every window.", func(s *sum) int64 { return s.amount }},
-		{"contextos_outcome_pending", "Open attempts whose last observation is pending or partial.", func(s *sum) int64 { return s.pending }},
-		{"contextos_outcome_unknown", "Open attempts whose last observation is unknown.", func(s *sum) int64 { return s.unknown }},
+		{"contextos_outcome_applied", "Attempts applied (committed), every window.", func(r wire.OutcomeRow) int64 { return r.Applied }},
+		{"contextos_outcome_applied_amount", "Amount applied (committed by attempts), every window.", func(r wire.OutcomeRow) int64 { return r.AppliedAmount }},
+		{"contextos_outcome_pending", "Open attempts whose last observation is pending or partial.", func(r wire.OutcomeRow) int64 { return r.Pending }},
+		{"contextos_outcome_unknown", "Open attempts whose last observation is unknown.", func(r wire.OutcomeRow) int64 { return r.Unknown }},
 	} {
 		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", g.name, g.help, g.name)
-		for _, k := range keys {
-			fmt.Fprintf(b, "%s{%s} %d\n", g.name, label(k), g.v(sums[k]))
+		for _, k := range all {
+			fmt.Fprintf(b, "%s{%s} %d\n", g.name, label(k), g.v(k.row))
 		}
 	}
 	b.WriteString("# HELP contextos_outcome_denials Proposals refused, by code, of capabilities the guarantee covers (windows kept).\n# TYPE contextos_outcome_denials gauge\n")
-	for _, k := range keys {
-		codes := make([]wire.Code, 0, len(sums[k].denials))
-		for c := range sums[k].denials {
-			codes = append(codes, c)
-		}
-		slices.Sort(codes)
-		for _, c := range codes {
-			fmt.Fprintf(b, "contextos_outcome_denials{%s,code=%s} %d\n", label(k), promLabel(string(c)), sums[k].denials[c])
+	for _, k := range all {
+		for _, d := range k.row.Denials {
+			fmt.Fprintf(b, "contextos_outcome_denials{%s,code=%s} %d\n", label(k), promLabel(string(d.Code)), d.Count)
 		}
 	}
 	for _, g := range []struct {
@@ -308,8 +316,8 @@ func (m *Model) outcomeMetrics(b *strings.Builder, now time.Time) {
 		{"contextos_outcome_stranded_attempts", "Open attempts, by age since reserved.", func(s wire.StrandedBucket) int64 { return s.Attempts }},
 	} {
 		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", g.name, g.help, g.name)
-		for _, k := range keys {
-			for _, st := range sums[k].stranded {
+		for _, k := range all {
+			for _, st := range k.row.Stranded {
 				fmt.Fprintf(b, "%s{%s,age=%s} %d\n", g.name, label(k), promLabel(st.Age), g.v(st))
 			}
 		}
