@@ -14,6 +14,7 @@ var pageFiles = map[string]string{
 	"kill-switch": "templates/killswitch.html",
 	"approvals":   "templates/approvals.html",
 	"incidents":   "templates/incidents.html",
+	"outcomes":    "templates/outcomes.html",
 	"authority":   "templates/authority.html",
 	"audit":       "templates/audit.html",
 }
