@@ -29,3 +29,40 @@ func TestCheckWindowKey(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideImportRow: the step checks the pin and the row's window
+// against the definition, and imports under the latest version's limit.
+func TestDecideImportRow(t *testing.T) {
+	def := demoDefinition()
+	def.Window, def.TimeZone = WindowDay, ""
+	pin := &Pin{}
+	for _, ev := range DecidePin(nil, "acme", def).Events {
+		if err := pin.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := ImportRow{GuaranteeID: def.ID, Resource: "ord_1", Window: "2026-12-05", Amount: 70000, Reference: "crm-1", Operator: "ops", Now: scenarioNow}
+	if d := DecideImportRow(ImportState{Pin: &Pin{}, Control: &Control{}}, row); d.Refusal == nil || d.Refusal.Code != "shared_guarantee_definition_mismatch" {
+		t.Fatalf("unpinned: %+v", d)
+	}
+	bad := row
+	bad.Window = ""
+	if d := DecideImportRow(ImportState{Pin: pin, Control: &Control{}}, bad); d.Refusal == nil || d.Refusal.Code != "request_malformed" {
+		t.Fatalf("a day guarantee's row without its window: %+v", d)
+	}
+	ctl := &Control{}
+	if err := ctl.applyRedefined(GuaranteeRedefined{GuaranteeID: def.ID, Version: 2, Limit: 60000, Operator: "ops", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := DecideImportRow(ImportState{Pin: pin, Control: ctl}, row); d.Refusal == nil || d.Refusal.Code != "shared_guarantee_exceeded" {
+		t.Fatalf("over the latest version's limit: %+v", d)
+	}
+	d := DecideImportRow(ImportState{Pin: pin, Control: &Control{}}, row)
+	if d.Refusal != nil || len(d.Events) != 1 {
+		t.Fatalf("import: %+v", d)
+	}
+	l := &Ledger{}
+	if err := l.Apply(d.Events[0]); err != nil || l.Window != "2026-12-05" || l.Committed != 70000 || l.Imported != 70000 {
+		t.Fatalf("applied: %+v %v", l, err)
+	}
+}
