@@ -60,4 +60,6 @@ const (
 	CodePackUnknown                = wire.CodePackUnknown
 	CodePackVersionsExhausted      = wire.CodePackVersionsExhausted
 	CodeReleaseGateFailed          = wire.CodeReleaseGateFailed
+	CodeImportConflict             = wire.CodeImportConflict
+	CodeImportsSaturated           = wire.CodeImportsSaturated
 )

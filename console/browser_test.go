@@ -382,3 +382,29 @@ func TestBrowserApprovalsNotBlinded(t *testing.T) {
 		t.Fatalf("the confirmation page does not show the request:\n%s", got)
 	}
 }
+
+// TestBrowserOutcomes: after a known sequence (one refund applied, one
+// refused over the ceiling, one left pending by the provider) the Outcomes
+// page shows the report's figures for the guarantee.
+func TestBrowserOutcomes(t *testing.T) {
+	ctx := newBrowser(t)
+	e := startEnv(t)
+	agent := e.agent("acme", "agent_email")
+	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "out-1", "ord_881", 80000)); r.Status != wire.StatusApplied {
+		t.Fatalf("%+v", r)
+	}
+	if r := e.propose(agent, "acme", "agent_email", refund(refundCap, "out-2", "ord_881", 30000)); r.Code != wire.CodeExceeded {
+		t.Fatalf("%+v", r)
+	}
+	e.pendingHold(15000)
+	browserLogin(t, ctx, e, "acme", "ops_alice")
+	row := `tr[data-guarantee="refunds-per-order"]`
+	do(t, ctx, "open the outcomes", chromedp.Navigate(e.con.URL+"/outcomes"), chromedp.WaitVisible(chromedp.CSS(row)))
+	for class, want := range map[string]string{"applied": "1", "applied-amount": "80000", "pending": "1", "unknown": "0",
+		"stranded-lt_1m": "15000 (1)", "denials": "shared_guarantee_exceeded 1"} {
+		if got := strings.Join(strings.Fields(text(t, ctx, row+" td."+class)), " "); got != want {
+			t.Errorf("%s: %q, want %q", class, got, want)
+		}
+	}
+	shot(t, ctx, "outcomes")
+}

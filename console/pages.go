@@ -409,6 +409,27 @@ func (s *Server) decisionsPage(w http.ResponseWriter, r *http.Request, sess *ses
 	s.render(w, http.StatusOK, "decisions", p)
 }
 
+// outcomesPage shows the outcome report (the report verb, computed from
+// the runtime's read model): per guarantee and window, applied, denials by
+// code, pending, unknown and stranded exposure by age.
+func (s *Server) outcomesPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	p := s.page(sess, "outcomes", "Outcomes", nil)
+	var reply wire.OpReply
+	if err := sess.call(r.Context(), wire.VerbReport, wire.ReportRequest{}, &reply); err != nil {
+		p.Error = err.Error()
+	} else if !reply.OK {
+		p.Error = fmt.Sprintf("report refused: %s: %s", reply.Code, reply.Reason)
+	}
+	p.Data = outcomesView{Rows: reply.Outcomes, Ages: wire.AgeBuckets}
+	s.render(w, http.StatusOK, "outcomes", p)
+}
+
+// outcomesView is the report's rows and the age buckets in order.
+type outcomesView struct {
+	Rows []wire.OutcomeRow
+	Ages []string
+}
+
 // authorityView lists the tenant's agents and the capabilities of the
 // manifest: the grants the configuration gives and, once the session has
 // verified the audit chain, the operators' grants and revocations it

@@ -162,6 +162,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /approvals", s.authed(s.approvalsPage))
 	mux.HandleFunc("GET /incidents", s.authed(s.incidentsPage))
 	mux.HandleFunc("GET /decisions", s.authed(s.decisionsPage))
+	mux.HandleFunc("GET /outcomes", s.authed(s.outcomesPage))
 	mux.HandleFunc("GET /authority", s.authed(s.authorityPage))
 	mux.HandleFunc("GET /audit", s.authed(s.auditPage))
 	mux.HandleFunc("POST /audit/verify", s.authed(s.auditVerify))

@@ -15,6 +15,7 @@ var pageFiles = map[string]string{
 	"approvals":   "templates/approvals.html",
 	"incidents":   "templates/incidents.html",
 	"decisions":   "templates/decisions.html",
+	"outcomes":    "templates/outcomes.html",
 	"authority":   "templates/authority.html",
 	"audit":       "templates/audit.html",
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // guaranteeVerbs are the verbs served by guaranteeOp.
-var guaranteeVerbs = []string{"guarantee-set-limit", "guarantee-history"}
+var guaranteeVerbs = []string{"guarantee-set-limit", "guarantee-history", wire.VerbGuaranteeImport}
 
 // pinned is a guarantee's pin as this gateway read it at start: pins never
 // change once made, so it is safe to keep; the versions made later live on
@@ -133,6 +133,12 @@ func (g *Gateway) guaranteeOp(ctx context.Context, tenant, verb, operator string
 			return *r, true
 		}
 		return g.opGuaranteeHistory(ctx, tenant, req, false), true
+	case wire.VerbGuaranteeImport:
+		var req wire.ImportRequest
+		if r := decodeOp(body, &req); r != nil {
+			return *r, true
+		}
+		return g.opImport(ctx, tenant, operator, req), true
 	}
 	return wire.OpReply{}, false
 }

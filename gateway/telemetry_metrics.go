@@ -220,31 +220,40 @@ type stateSource struct {
 }
 
 var (
-	descStoreUp       = prometheus.NewDesc("contextos_store_up", "1 when the event stream answered the last scrape.", nil, nil)
-	descStoreFree     = prometheus.NewDesc("contextos_store_free_bytes", "Bytes the store may still grow by, as last measured: the least of the data_dir volume's free space (embedded server) and what the streams' and the account's limits leave.", nil, nil)
-	descStoreMinFree  = prometheus.NewDesc("contextos_store_min_free_bytes", "runtime.min_free_bytes: below it new proposals are refused overloaded and /readyz fails.", nil, nil)
-	descProposing     = prometheus.NewDesc("contextos_proposals_in_progress", "Proposals received and not answered yet, queued or being handled (their dispatch goes on after a requester stops waiting).", nil, nil)
-	descStreamSeq     = prometheus.NewDesc("contextos_stream_last_seq", "Last sequence of the event stream.", nil, nil)
-	descViewSeq       = prometheus.NewDesc("contextos_exposure_view_seq", "Last event stream sequence the exposure view folded.", nil, nil)
-	descViewLag       = prometheus.NewDesc("contextos_read_model_lag_seq", "Event stream sequences the exposure view is behind.", nil, nil)
-	descViewSkipped   = prometheus.NewDesc("contextos_exposure_view_skipped", "Stored messages the read model refused to fold (not applied, listed as incidents).", nil, nil)
-	descAuditLag      = prometheus.NewDesc("contextos_audit_lag_seq", "Stream sequences between the tenant's last event and the last one its audit chain records.", []string{"tenant"}, nil)
-	descAuditRecords  = prometheus.NewDesc("contextos_audit_records", "Records in the tenant's audit chain.", []string{"tenant"}, nil)
-	descIncidents     = prometheus.NewDesc("contextos_exposure_incidents", "Incident events of the tenant.", []string{"tenant"}, nil)
-	descKill          = prometheus.NewDesc("contextos_kill_switch_engaged", "1 while the tenant's kill switch is engaged.", []string{"tenant"}, nil)
-	descBreaker       = prometheus.NewDesc("contextos_breaker_open", "1 while the capability's circuit breaker is open (tripped, not reset).", []string{"tenant", "capability"}, nil)
-	descHolds         = prometheus.NewDesc("contextos_open_holds", "Open attempts holding exposure, by receipt state and age since reservation.", []string{"tenant", "state", "age"}, nil)
-	descHoldsUp       = prometheus.NewDesc("contextos_open_holds_up", "1 when the open holds could be read at this scrape.", nil, nil)
-	descGHeld         = prometheus.NewDesc("contextos_guarantee_held", "Exposure held by open attempts, summed over the guarantee's resources.", []string{"tenant", "guarantee"}, nil)
-	descGCommitted    = prometheus.NewDesc("contextos_guarantee_committed", "Exposure committed by applied effects, summed over the guarantee's resources.", []string{"tenant", "guarantee"}, nil)
-	descGOverLimit    = prometheus.NewDesc("contextos_guarantee_over_limit", "Reservations a guarantee in observe mode made over its limit: what enforcement would have refused.", []string{"tenant", "guarantee"}, nil)
-	descGResources    = prometheus.NewDesc("contextos_guarantee_resources", "Resource ledgers of the guarantee.", []string{"tenant", "guarantee"}, nil)
-	descRHeld         = prometheus.NewDesc("contextos_exposure_held", "Exposure held on a resource (the runtime.metrics_resource_series resources holding most; an id over 256 bytes shortened, its SHA-256 in resource_digest).", resourceLabels, nil)
-	descRCommitted    = prometheus.NewDesc("contextos_exposure_committed", "Exposure committed on a resource (same resources as contextos_exposure_held).", resourceLabels, nil)
-	descRAvailable    = prometheus.NewDesc("contextos_exposure_available", "Limit minus committed minus held on a resource (same resources).", resourceLabels, nil)
-	resourceLabels    = []string{"tenant", "guarantee", "resource", "resource_digest"}
-	holdStates        = []string{"reserved", "started", "held"}
-	scrapeReadTimeout = 5 * time.Second
+	descStoreUp      = prometheus.NewDesc("contextos_store_up", "1 when the event stream answered the last scrape.", nil, nil)
+	descStoreFree    = prometheus.NewDesc("contextos_store_free_bytes", "Bytes the store may still grow by, as last measured: the least of the data_dir volume's free space (embedded server) and what the streams' and the account's limits leave.", nil, nil)
+	descStoreMinFree = prometheus.NewDesc("contextos_store_min_free_bytes", "runtime.min_free_bytes: below it new proposals are refused overloaded and /readyz fails.", nil, nil)
+	descProposing    = prometheus.NewDesc("contextos_proposals_in_progress", "Proposals received and not answered yet, queued or being handled (their dispatch goes on after a requester stops waiting).", nil, nil)
+	descStreamSeq    = prometheus.NewDesc("contextos_stream_last_seq", "Last sequence of the event stream.", nil, nil)
+	descViewSeq      = prometheus.NewDesc("contextos_exposure_view_seq", "Last event stream sequence the exposure view folded.", nil, nil)
+	descViewLag      = prometheus.NewDesc("contextos_read_model_lag_seq", "Event stream sequences the exposure view is behind.", nil, nil)
+	descViewSkipped  = prometheus.NewDesc("contextos_exposure_view_skipped", "Stored messages the read model refused to fold (not applied, listed as incidents).", nil, nil)
+	descAuditLag     = prometheus.NewDesc("contextos_audit_lag_seq", "Stream sequences between the tenant's last event and the last one its audit chain records.", []string{"tenant"}, nil)
+	descAuditRecords = prometheus.NewDesc("contextos_audit_records", "Records in the tenant's audit chain.", []string{"tenant"}, nil)
+	descIncidents    = prometheus.NewDesc("contextos_exposure_incidents", "Incident events of the tenant.", []string{"tenant"}, nil)
+	descKill         = prometheus.NewDesc("contextos_kill_switch_engaged", "1 while the tenant's kill switch is engaged.", []string{"tenant"}, nil)
+	descBreaker      = prometheus.NewDesc("contextos_breaker_open", "1 while the capability's circuit breaker is open (tripped, not reset).", []string{"tenant", "capability"}, nil)
+	descHolds        = prometheus.NewDesc("contextos_open_holds", "Open attempts holding exposure, by receipt state and age since reservation.", []string{"tenant", "state", "age"}, nil)
+	descHoldsUp      = prometheus.NewDesc("contextos_open_holds_up", "1 when the open holds could be read at this scrape.", nil, nil)
+	descGHeld        = prometheus.NewDesc("contextos_guarantee_held", "Exposure held by open attempts, summed over the guarantee's resources.", []string{"tenant", "guarantee"}, nil)
+	descGCommitted   = prometheus.NewDesc("contextos_guarantee_committed", "Exposure committed by applied effects, summed over the guarantee's resources.", []string{"tenant", "guarantee"}, nil)
+	descGOverLimit   = prometheus.NewDesc("contextos_guarantee_over_limit", "Reservations a guarantee in observe mode made over its limit: what enforcement would have refused.", []string{"tenant", "guarantee"}, nil)
+	descGResources   = prometheus.NewDesc("contextos_guarantee_resources", "Resource ledgers of the guarantee.", []string{"tenant", "guarantee"}, nil)
+	descRHeld        = prometheus.NewDesc("contextos_exposure_held", "Exposure held on a resource (the runtime.metrics_resource_series resources holding most; an id over 256 bytes shortened, its SHA-256 in resource_digest).", resourceLabels, nil)
+	descRCommitted   = prometheus.NewDesc("contextos_exposure_committed", "Exposure committed on a resource (same resources as contextos_exposure_held).", resourceLabels, nil)
+	descRAvailable   = prometheus.NewDesc("contextos_exposure_available", "Limit minus committed minus held on a resource (same resources).", resourceLabels, nil)
+	resourceLabels   = []string{"tenant", "guarantee", "resource", "resource_digest"}
+	// The outcome report's figures per guarantee (ctx report gives them per
+	// window): never per resource, so bounded by the configuration.
+	descOApplied       = prometheus.NewDesc("contextos_outcome_applied", "Attempts applied (committed), every window of the guarantee.", []string{"tenant", "guarantee"}, nil)
+	descOAppliedAmount = prometheus.NewDesc("contextos_outcome_applied_amount", "Amount applied by attempts, every window of the guarantee.", []string{"tenant", "guarantee"}, nil)
+	descOPending       = prometheus.NewDesc("contextos_outcome_pending", "Open attempts whose last observation is pending or partial.", []string{"tenant", "guarantee"}, nil)
+	descOUnknown       = prometheus.NewDesc("contextos_outcome_unknown", "Open attempts whose last observation is unknown.", []string{"tenant", "guarantee"}, nil)
+	descODenials       = prometheus.NewDesc("contextos_outcome_denials", "Proposals refused, by code, of capabilities the guarantee covers.", []string{"tenant", "guarantee", "code"}, nil)
+	descOStranded      = prometheus.NewDesc("contextos_outcome_stranded_amount", "Exposure open attempts hold, by age since reserved (lt_1m, 1m_1h, 1h_1d, ge_1d).", []string{"tenant", "guarantee", "age"}, nil)
+	descOImported      = prometheus.NewDesc("contextos_outcome_imported_amount", "Exposure committed before adoption, imported by operators.", []string{"tenant", "guarantee"}, nil)
+	holdStates         = []string{"reserved", "started", "held"}
+	scrapeReadTimeout  = 5 * time.Second
 )
 
 // Describe sends nothing: the collector is unchecked, its series depend on
@@ -320,6 +329,19 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 			sm.held, sm.committed, sm.over, sm.n = sm.held+r.Held, sm.committed+r.Committed, sm.over+r.OverLimit, sm.n+1
 			if s.resourceSeries > 0 {
 				top = append(top, res{t, r.GuaranteeID, r.Resource, r.Held, r.Committed, r.Available})
+			}
+		}
+		for _, o := range s.view.OutcomeTotals(t, now) {
+			gauge(descOApplied, float64(o.Applied), t, o.GuaranteeID)
+			gauge(descOAppliedAmount, float64(o.AppliedAmount), t, o.GuaranteeID)
+			gauge(descOPending, float64(o.Pending), t, o.GuaranteeID)
+			gauge(descOUnknown, float64(o.Unknown), t, o.GuaranteeID)
+			gauge(descOImported, float64(o.Imported), t, o.GuaranteeID)
+			for _, d := range o.Denials {
+				gauge(descODenials, float64(d.Count), t, o.GuaranteeID, string(d.Code))
+			}
+			for _, st := range o.Stranded {
+				gauge(descOStranded, float64(st.Amount), t, o.GuaranteeID, st.Age)
 			}
 		}
 		for gid, sm := range sums {

@@ -149,6 +149,11 @@ type Ledger struct {
 	Window  string   `json:"window,omitempty"`
 	Rolling int64    `json:"rolling_seconds,omitempty"`
 	Buckets []Bucket `json:"buckets,omitempty"`
+	// Imported is the exposure committed before adoption that operators
+	// imported (part of Committed); Imports are those imports, by
+	// reference, at most MaxImports.
+	Imported int64          `json:"imported,omitempty"`
+	Imports  []ImportRecord `json:"imports,omitempty"`
 
 	index   map[string]int      // attempt id -> position in Receipts
 	tombs   map[string]struct{} // attempt ids closed before they were seen
@@ -202,7 +207,20 @@ func (l *Ledger) Rebuild() error {
 	if len(l.Receipts) > MaxListed {
 		return fmt.Errorf("snapshot lists %d receipts, more than %d", len(l.Receipts), MaxListed)
 	}
-	committed, held := a.CommittedAmount, int64(0)
+	if len(l.Imports) > MaxImports {
+		return fmt.Errorf("snapshot lists %d imports, more than %d", len(l.Imports), MaxImports)
+	}
+	var imported int64
+	for _, r := range l.Imports {
+		if r.Amount <= 0 || r.Amount > MaxAmount {
+			return fmt.Errorf("snapshot has an invalid import %+v", r)
+		}
+		imported += r.Amount
+	}
+	if imported != l.Imported {
+		return fmt.Errorf("snapshot imports sum to %d, not %d", imported, l.Imported)
+	}
+	committed, held := a.CommittedAmount+imported, int64(0)
 	if l.Rolling < 0 || (l.Rolling == 0 && len(l.Buckets) > 0) {
 		return fmt.Errorf("snapshot has buckets without a rolling window")
 	}
@@ -363,6 +381,8 @@ func DecideExposure(l *Ledger, cmd Command) Decision {
 		default:
 			return no(wire.CodeAttemptClosed, "attempt %s is already sealed %s", c.AttemptID, r.State)
 		}
+	case Import:
+		return decideImport(l, c)
 	case AssertAbsence:
 		if c.Operator == "" || c.ArtifactRef == "" {
 			return no(wire.CodeRequestMalformed, "an absence assertion must name the operator and an artifact reference")
@@ -613,6 +633,8 @@ func (l *Ledger) Apply(ev Event) error {
 			l.tombs[e.AttemptID] = struct{}{}
 			l.Tombstones = append(l.Tombstones, e.AttemptID)
 		}
+	case ExposureImported:
+		return l.applyImported(e)
 	case ExposureIncident:
 		if _, ok := l.index[e.AttemptID]; !ok {
 			return fmt.Errorf("incident for unknown attempt %s", e.AttemptID)
@@ -699,6 +721,7 @@ func (l *Ledger) Clone() *Ledger {
 	c.Receipts = append([]Receipt(nil), l.Receipts...)
 	c.Tombstones = append([]string(nil), l.Tombstones...)
 	c.Buckets = append([]Bucket(nil), l.Buckets...)
+	c.Imports = append([]ImportRecord(nil), l.Imports...)
 	c.index, c.tombs, c.openOp, c.openAct = nil, nil, nil, nil
 	if err := c.Rebuild(); err != nil {
 		// The original satisfied the same checks when it was built.

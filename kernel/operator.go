@@ -66,13 +66,14 @@ var verbScopes = map[string]Scope{
 	"guarantee-history": ScopeRead, "run": ScopeRead, "integrity": ScopeRead,
 	wire.VerbAuditExport: ScopeRead, wire.VerbAuditCheckpoints: ScopeRead, wire.VerbAuditKeys: ScopeRead,
 	wire.VerbAuditProve: ScopeRead, wire.VerbAuditProveConsistency: ScopeRead, wire.VerbEventsExport: ScopeRead,
-	wire.VerbExposureView: ScopeRead,
+	wire.VerbExposureView: ScopeRead, wire.VerbReport: ScopeRead,
 
 	"approve": ScopeApprove, "deny": ScopeApprove,
 	"reconcile": ScopeRecover, "close-attempt": ScopeRecover, "assert-absence": ScopeRecover,
 	"evidence": ScopeResolve, "integrity-resolve": ScopeResolve,
 	"grant": ScopeLimits, "revoke": ScopeLimits, "guarantee-set-limit": ScopeLimits, "admit-run": ScopeLimits,
 	wire.VerbPacks: ScopeRead, wire.VerbPackPublish: ScopeLimits, wire.VerbPackPromote: ScopeLimits, wire.VerbPackRollback: ScopeLimits,
+	wire.VerbGuaranteeImport: ScopeLimits,
 }
 
 var changingScopes = map[string]Scope{"kill-switch": ScopeKillSwitch, wire.VerbBreaker: ScopeRecover}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
@@ -17,7 +18,8 @@ import (
 // none costs more than a few hundred bytes); per tenant
 // contextos_exposure_incidents (incidents kept)
 // and contextos_readmodel_refused_events (stored messages refused); and
-// contextos_exposure_view_seq.
+// contextos_exposure_view_seq; and per tenant and guarantee the outcome
+// gauges of the report (contextos_outcome_*, outcomes.go).
 func (v *Model) MetricsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -66,6 +68,7 @@ func (v *Model) metrics() []byte {
 	for _, vw := range views {
 		fmt.Fprintf(&b, "contextos_readmodel_refused_events{tenant=%s} %d\n", promLabel(vw.Tenant), v.RefusedEvents(vw.Tenant))
 	}
+	v.outcomeMetrics(&b, time.Now())
 	fmt.Fprintf(&b, "# HELP contextos_exposure_view_seq Last event stream sequence folded.\n# TYPE contextos_exposure_view_seq gauge\ncontextos_exposure_view_seq %d\n", v.Seq())
 	return []byte(b.String())
 }

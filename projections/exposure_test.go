@@ -281,13 +281,16 @@ func TestExposureMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{`resource="ord\"1\\x"`, `resource="ord\n2"`, "# TYPE contextos_exposure_held gauge\n", "contextos_exposure_view_seq "} {
+	for _, want := range []string{`resource="ord\"1\\x"`, `resource="ord\n2"`, "# TYPE contextos_exposure_held gauge\n", "contextos_exposure_view_seq ",
+		// The outcome gauges are per guarantee, never per resource.
+		"contextos_outcome_applied{tenant=\"acme\",guarantee=\"refunds\"} ", "contextos_outcome_stranded_amount{tenant=\"acme\",guarantee=\"refunds\",age=\"lt_1m\"} "} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("metrics lack %q:\n%s", want, text)
 		}
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
-		if !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "contextos_exposure_") && !strings.HasPrefix(line, "contextos_readmodel_") {
+		if !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "contextos_exposure_") && !strings.HasPrefix(line, "contextos_readmodel_") &&
+			!strings.HasPrefix(line, "contextos_outcome_") {
 			t.Fatalf("malformed metrics line %q", line)
 		}
 	}

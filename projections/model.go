@@ -145,7 +145,7 @@ type SnapshotStats struct {
 // modelVersion is the version of the model's snapshot state. A snapshot
 // of another version is not loaded: the model folds the stream from its
 // start instead.
-const modelVersion = 3 // 3: tenants keep their decision records and pack catalogs
+const modelVersion = 3 // 3: tenants keep their decision records, pack catalogs and outcome counts
 
 type modelState struct {
 	V        int                     `json:"v"`
@@ -177,7 +177,8 @@ type tenantState struct {
 	Reported  uint64                    `json:"reported"`            // incidents this replica reported (Report)
 	Decisions []wire.DecisionRow        `json:"decisions,omitempty"` // oldest first
 	DecBytes  int                       `json:"decision_bytes,omitempty"`
-	Packs     kernel.PackCatalog        `json:"packs"` // the context pack versions, folded by the kernel's rule
+	Packs     kernel.PackCatalog        `json:"packs"`    // the context pack versions, folded by the kernel's rule
+	Outcomes  outcomeState              `json:"outcomes"` // what the outcome report counts besides the ledgers
 }
 
 // approvalEntry is a pending approval with its key.
@@ -431,7 +432,19 @@ func (m *Model) applyEvent(ctx context.Context, ts *tenantState, tenant string, 
 	if len(tok) < 4 {
 		return nil
 	}
-	switch tok[3] {
+	outcome := outcomeOf(ts, tok[3], s, ev)
+	if err := m.applyKind(ctx, ts, tenant, tok[3], s, ev); err != nil {
+		return err
+	}
+	if outcome != nil {
+		outcome()
+	}
+	return nil
+}
+
+// applyKind folds an event into the state of its subject's kind.
+func (m *Model) applyKind(ctx context.Context, ts *tenantState, tenant, kind string, s events.Stored, ev kernel.Event) error {
+	switch kind {
 	case codec.KindExposure:
 		if err := verifier.CheckExposureSubject(tenant, s.Subject, ev); err != nil {
 			return err

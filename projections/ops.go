@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events"
@@ -16,7 +17,7 @@ import (
 
 // Verbs lists the operator verbs of Ops.
 var Verbs = []string{wire.VerbAuditExport, wire.VerbAuditCheckpoints, wire.VerbAuditKeys, wire.VerbAuditProve, wire.VerbAuditProveConsistency,
-	wire.VerbEventsExport, wire.VerbExposureView}
+	wire.VerbEventsExport, wire.VerbExposureView, wire.VerbReport}
 
 // DefaultMaxReply is the default reply budget in bytes, under NATS'
 // default max_payload of 1 MiB.
@@ -33,7 +34,9 @@ type OpsConfig struct {
 	// WitnessKeys are the cosignature verifier keys of the witnesses that
 	// cosign the checkpoints; audit-keys publishes them too.
 	WitnessKeys []string
-	Model       *Model // serves exposure-view; nil refuses it
+	Model       *Model // serves exposure-view and report; nil refuses them
+	// Now is the clock of report's ages (default time.Now).
+	Now func() time.Time
 	// MaxReply is the reply budget in bytes (default DefaultMaxReply).
 	MaxReply int
 }
@@ -47,6 +50,9 @@ type Ops struct {
 
 // NewOps returns the verbs' handlers.
 func NewOps(cfg OpsConfig) *Ops {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.MaxReply <= 0 {
 		cfg.MaxReply = DefaultMaxReply
 	}
@@ -136,6 +142,18 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) wire
 			return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 		}
 		return fileReply(verifier.MarshalView(o.cfg.Model.View(tenant)))
+	case wire.VerbReport:
+		var req wire.ReportRequest
+		if err := decodeRequest(body, &req); err != nil {
+			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
+		}
+		if o.cfg.Model == nil {
+			return wire.Refused(wire.CodeProjectionUnavailable, "no read model runs here")
+		}
+		if err := o.cfg.Model.Sync(ctx); err != nil {
+			return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
+		}
+		return wire.OpReply{OK: true, Outcomes: o.cfg.Model.Outcomes(tenant, req.GuaranteeID, o.cfg.Now())}
 	}
 	return wire.Refused(wire.CodeRequestMalformed, "unknown verb %q", verb)
 }

@@ -147,11 +147,16 @@ func (f *Fold) applyExposure(subject string, env codec.Envelope) error {
 	return nil
 }
 
-// CheckExposureSubject refuses a reservation stored on another subject than
+// CheckExposureSubject refuses a reservation or an import stored on another subject than
 // its guarantee's and resource's exposure subject of tenant.
 func CheckExposureSubject(tenant, subject string, ev kernel.Event) error {
-	r, ok := ev.(kernel.ExposureReserved)
-	if !ok {
+	var r kernel.ExposureReserved
+	switch e := ev.(type) {
+	case kernel.ExposureReserved:
+		r = e
+	case kernel.ExposureImported:
+		r = kernel.ExposureReserved{GuaranteeID: e.GuaranteeID, Resource: e.Resource, Window: e.Window}
+	default:
 		return nil
 	}
 	want, err := codec.ExposureWindowSubject(tenant, r.GuaranteeID, r.Resource, r.Window)

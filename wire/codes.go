@@ -79,6 +79,13 @@ const (
 	// release gate (more false closures than the promoted version, false
 	// abstentions beyond the bound, or figures of other versions or cases).
 	CodeReleaseGateFailed Code = "release_gate_failed"
+	// CodeImportConflict: an import of prior exposure names a reference
+	// the resource ledger already imported with another amount. The
+	// recorded import stands; correct the file.
+	CodeImportConflict Code = "shared_guarantee_import_conflict"
+	// CodeImportsSaturated: the resource ledger already records the
+	// maximum number of imports; import one total for the resource.
+	CodeImportsSaturated Code = "shared_guarantee_imports_saturated"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -100,4 +107,5 @@ var Codes = []Code{
 	CodeLogIntegrityFailed, CodeLogUnwitnessed,
 	CodeOperatorScopeDenied, CodeSecondOperatorRequired,
 	CodePackVersionConflict, CodePackUnknown, CodePackVersionsExhausted, CodeReleaseGateFailed,
+	CodeImportConflict, CodeImportsSaturated,
 }

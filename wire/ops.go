@@ -55,6 +55,10 @@ type OpReply struct {
 	// consistency.json (audit-prove-consistency) or view.json
 	// (exposure-view).
 	File []byte `json:"file,omitempty"`
+	// Imports are the results of guarantee-import, one a row in order.
+	Imports []ImportResult `json:"imports,omitempty"`
+	// Outcomes are the rows of report.
+	Outcomes []OutcomeRow `json:"outcomes,omitempty"`
 }
 
 // Refused returns the refusal reply of code, its reason formatted.

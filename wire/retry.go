@@ -38,6 +38,8 @@ var retries = map[Code]Retry{
 	CodeResourceInvalid:            RetryNever,
 	CodeAmountInvalid:              RetryNever,
 	CodeExceeded:                   RetryNever,
+	CodeImportConflict:             RetryNever,
+	CodeImportsSaturated:           RetryNever,
 	CodeDefinitionMismatch:         RetryOperator,
 	CodeDefinitionInvalid:          RetryOperator,
 	CodeContention:                 RetryLater,

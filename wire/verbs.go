@@ -15,6 +15,11 @@ const (
 	VerbAuditProveConsistency = "audit-prove-consistency"
 	VerbEventsExport          = "events-export" // events.jsonl lines, paged
 	VerbExposureView          = "exposure-view" // view.json
+	// VerbGuaranteeImport records exposure committed before adoption
+	// (ImportRequest; one ImportResult a row).
+	VerbGuaranteeImport = "guarantee-import"
+	// VerbReport reports outcomes per guarantee and window (OutcomeRow).
+	VerbReport = "report"
 	// VerbConfirm: a second operator confirms a request the tenant's
 	// two-person rule held (ConfirmRequest).
 	VerbConfirm = "confirm"

@@ -14,13 +14,13 @@ func init() { register(newGuaranteeCmd) }
 func newGuaranteeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "guarantee",
-		Short: "Change a guarantee's limit or mode at runtime, and show its versions",
+		Short: "Change a guarantee's limit or mode at runtime, show its versions, import prior exposure",
 		Long: `A guarantee's limit and mode are versioned in the stream: set-limit records a
 new version (who, why, when) and every replica's next reservation decides
 against it, whatever its configuration file says. Lowering a limit below what
 is committed and held refuses new reservations and releases no hold.`,
 	}
-	cmd.AddCommand(newSetLimitCmd(), newGuaranteeHistoryCmd())
+	cmd.AddCommand(newSetLimitCmd(), newGuaranteeHistoryCmd(), newGuaranteeImportCmd())
 	return cmd
 }
 

@@ -202,7 +202,38 @@ func (d *demo) run() error {
 	if winner.Status != wire.StatusApplied {
 		winner = replies["agent_chat"]
 	}
-	return d.auditStory(winner.AttemptID, loser, r5.AttemptID)
+	if err := d.auditStory(winner.AttemptID, loser, r5.AttemptID); err != nil {
+		return err
+	}
+	return d.outcomes()
+}
+
+// outcomes prints the outcome report the run leaves: per guarantee and
+// window, what applied, what was denied by code, and what is still open.
+func (d *demo) outcomes() error {
+	step(6, "Outcomes: applied, denials by code, pending, unknown and stranded exposure, side by side")
+	fmt.Println("   $ ctx report")
+	d.ctx("report")
+	out, err := d.ctxOut("report", "--guarantee", "refunds-per-order", "-o", "json")
+	if err != nil {
+		d.check(false, "ctx report -o json: %v: %s", err, out)
+		return nil
+	}
+	var rows []wire.OutcomeRow
+	if err := json.Unmarshal(out, &rows); err != nil {
+		return fmt.Errorf("ctx report -o json: %w", err)
+	}
+	var applied, exceeded int64
+	for _, r := range rows {
+		applied += r.AppliedAmount
+		for _, dn := range r.Denials {
+			if dn.Code == wire.CodeExceeded {
+				exceeded += dn.Count
+			}
+		}
+	}
+	d.check(applied == 175000 && exceeded >= 1, "the report counts INR 1,750 applied and the refusal over the ceiling (applied %d, exceeded %d)", applied, exceeded)
+	return nil
 }
 
 func describe(r wire.Reply) string {

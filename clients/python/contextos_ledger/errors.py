@@ -63,6 +63,8 @@ class Code(str, Enum):
     PACK_UNKNOWN = "pack_unknown"
     PACK_VERSIONS_EXHAUSTED = "pack_versions_exhausted"
     RELEASE_GATE_FAILED = "release_gate_failed"
+    SHARED_GUARANTEE_IMPORT_CONFLICT = "shared_guarantee_import_conflict"
+    SHARED_GUARANTEE_IMPORTS_SATURATED = "shared_guarantee_imports_saturated"
 
 
 class LedgerError(Exception):
@@ -459,6 +461,20 @@ class ReleaseGateFailed(Refused):
     retry = "operator"
 
 
+class SharedGuaranteeImportConflict(Refused):
+    """Refused shared_guarantee_import_conflict (docs/errors.md)."""
+
+    code = "shared_guarantee_import_conflict"
+    retry = "never"
+
+
+class SharedGuaranteeImportsSaturated(Refused):
+    """Refused shared_guarantee_imports_saturated (docs/errors.md)."""
+
+    code = "shared_guarantee_imports_saturated"
+    retry = "never"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -510,6 +526,8 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "pack_unknown": PackUnknown,
     "pack_versions_exhausted": PackVersionsExhausted,
     "release_gate_failed": ReleaseGateFailed,
+    "shared_guarantee_import_conflict": SharedGuaranteeImportConflict,
+    "shared_guarantee_imports_saturated": SharedGuaranteeImportsSaturated,
 }
 
 

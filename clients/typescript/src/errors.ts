@@ -455,6 +455,22 @@ export class ReleaseGateFailed extends Refused {
   }
 }
 
+/** Refused shared_guarantee_import_conflict (docs/errors.md). */
+export class SharedGuaranteeImportConflict extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("shared_guarantee_import_conflict", reason, decision);
+    this.name = "SharedGuaranteeImportConflict";
+  }
+}
+
+/** Refused shared_guarantee_imports_saturated (docs/errors.md). */
+export class SharedGuaranteeImportsSaturated extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("shared_guarantee_imports_saturated", reason, decision);
+    this.name = "SharedGuaranteeImportsSaturated";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -507,6 +523,8 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   pack_unknown: PackUnknown,
   pack_versions_exhausted: PackVersionsExhausted,
   release_gate_failed: ReleaseGateFailed,
+  shared_guarantee_import_conflict: SharedGuaranteeImportConflict,
+  shared_guarantee_imports_saturated: SharedGuaranteeImportsSaturated,
 };
 
 /** The retry class of each code (docs/errors.md). */
@@ -561,6 +579,8 @@ export const RETRY: Record<Code, Retry> = {
   pack_unknown: "operator",
   pack_versions_exhausted: "operator",
   release_gate_failed: "operator",
+  shared_guarantee_import_conflict: "never",
+  shared_guarantee_imports_saturated: "never",
 };
 
 /** The retry class of a code ("" for a code this version does not know). */

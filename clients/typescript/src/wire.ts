@@ -53,6 +53,8 @@ export const CODES = [
   "pack_unknown",
   "pack_versions_exhausted",
   "release_gate_failed",
+  "shared_guarantee_import_conflict",
+  "shared_guarantee_imports_saturated",
 ] as const;
 
 /** A stable refusal code. */
@@ -350,7 +352,7 @@ export const MEMBERS = {
   "evidence-gate": ["decision_key", "required", "satisfied", "unresolved", "conflicts", "sufficiency", "commit_allowed"],
   "conflict-marker": ["conflict_id", "evidence_refs", "requirements", "status", "subject", "predicate", "values", "resolution"],
   "conflict-marker#resolution": ["resolution_ref", "selected_evidence_refs", "kind", "resolved_by", "rule_id"],
-  "op-reply": ["ok", "code", "reason", "exposure", "attempts", "settled", "versions", "approvals", "incidents", "decisions", "kill_switch", "data", "next_cursor", "breakers", "items", "next", "done", "file"],
+  "op-reply": ["ok", "code", "reason", "exposure", "attempts", "settled", "versions", "approvals", "incidents", "decisions", "kill_switch", "data", "next_cursor", "breakers", "items", "next", "done", "file", "imports", "outcomes"],
   "op-reply#exposure_row": ["tenant", "guarantee_id", "resource", "resource_digest", "open_attempts", "limit", "committed", "held", "available", "carried", "window", "capacity_returns_at", "capacity_returns", "archived_receipts", "over_limit"],
   "op-reply#attempt_row": ["attempt_id", "operation_id", "principal", "run_id", "guarantee_id", "resource", "amount", "state", "last_observation", "resource_digest", "run_id_digest", "last_reason_digest", "last_reason", "next_safe_step", "reserved_at"],
   "op-reply#version_row": ["version", "at", "operator", "reason", "resource", "limit", "mode", "resource_digest", "reason_digest"],
