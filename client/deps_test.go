@@ -6,19 +6,23 @@ import (
 	"testing"
 )
 
-// TestDeps: the client imports the wire contract and nats.go (with their
-// own dependencies), never the runtime: no nats-server, and no package of
-// this module but wire.
-func TestDeps(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		switch {
-		case strings.HasPrefix(dep, "github.com/nats-io/nats-server"),
-			strings.HasPrefix(dep, "github.com/contextos/ledger/") && dep != "github.com/contextos/ledger/wire" && dep != "github.com/contextos/ledger/client":
-			t.Errorf("the client depends on %s", dep)
+// TestClientDeps: an agent that imports the Go client gets the wire
+// contract and nats.go, never the runtime's request path or the NATS
+// server.
+func TestClientDeps(t *testing.T) {
+	for pkg, banned := range map[string][]string{
+		".": {"github.com/nats-io/nats-server", "github.com/contextos/ledger/gateway"},
+	} {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, b := range banned {
+				if dep == b || strings.HasPrefix(dep, b+"/") {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
+			}
 		}
 	}
 }

@@ -51,8 +51,8 @@ type Gateway struct {
 	wwatch    *witnessWatch // the witnesses' answers (telemetry_witness.go; set under mu)
 
 	mu      sync.RWMutex
-	pins    map[string]pinned // tenant/guarantee
-	lanes   map[string]*lane  // each tenant's proposal lane (Serve), every door's
+	pins    map[string]pinned      // tenant/guarantee
+	lanes   map[string]*tenantLane // each tenant's lane (Serve), every door's
 	subs    []*nats.Subscription
 	conns   []*nats.Conn // the serving connections (Serve)
 	replies *nats.Conn   // publishes replies; nil: the serving connection
@@ -113,7 +113,7 @@ func New(o Options) *Gateway {
 	g := &Gateway{
 		cfg: o.Config, store: o.Store, engine: aggregates.NewEngine(o.Store, o.Sealer), ids: o.Sealer.IDs,
 		clock: o.Sealer.Clock, executor: o.Executor, log: o.Logger, hooks: o.Hooks,
-		adapters: map[string]Adapter{}, extraOps: map[string]OpHandler{}, pins: map[string]pinned{}, lanes: map[string]*lane{},
+		adapters: map[string]Adapter{}, extraOps: map[string]OpHandler{}, pins: map[string]pinned{}, lanes: map[string]*tenantLane{},
 		replies: o.Replies,
 	}
 	if g.log == nil {
@@ -230,10 +230,11 @@ func (g *Gateway) Model() *projections.Model { return g.model }
 
 // Serve subscribes to each tenant's proposal and operator subjects on nc
 // (the runtime's own connection). Replicas share the load through a queue
-// group. Each tenant's proposals and each tenant's operator verbs run in a
-// lane of their own (LimitsConfig: workers and a bounded queue); a request
-// that finds its lane full is answered overloaded before anything is
-// stored. Subscription callbacks never wait, and their pending limits are
+// group. Every request passes the one admission path (admission.go):
+// identity, body bound, per-principal rate, then the tenant's lane (its
+// agents' share and its operators' share, each LimitsConfig workers and a
+// bounded queue); a request that finds its share full is answered
+// overloaded before anything is stored. Subscription callbacks never wait, and their pending limits are
 // set above what the lanes can queue, so the server has no reason to drop a
 // message as a slow consumer.
 //
@@ -259,7 +260,7 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		}
 		proposals := newLane(ctx, lim.WorkersPerTenant(len(g.cfg.Tenants), g.cfg.Runtime.Workers), lim.TenantQueue)
 		g.mu.Lock()
-		g.lanes[tenant] = proposals
+		g.lanes[tenant] = &tenantLane{agents: proposals, operators: newLane(ctx, lim.OperatorWorkers, lim.OperatorQueue)}
 		g.mu.Unlock()
 		if err := g.subscribe(tenantConn, "ctx.v1."+tenant+".*.propose", lim.TenantQueue, func(m *nats.Msg) {
 			principal := strings.Split(m.Subject, ".")[3]
@@ -279,24 +280,15 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		}); err != nil {
 			return err
 		}
-		ops := newLane(ctx, lim.OperatorWorkers, lim.OperatorQueue)
-		handleOp := func(m *nats.Msg) {
+		if err := g.subscribe(opsConn, "ctx.v1."+tenant+".ops.*.*", lim.OperatorQueue, func(m *nats.Msg) {
 			tok := strings.Split(m.Subject, ".")
-			if !wire.ReplyAllowed(m.Reply, tenant, tok[5]) {
-				g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tenant, "operator", tok[5])
+			verb, operator := tok[4], tok[5]
+			if !wire.ReplyAllowed(m.Reply, tenant, operator) {
+				g.log.Warn("operator request with a reply subject outside its inbox dropped", "tenant", tenant, "operator", operator)
 				g.badReplies.Add(1)
 				return
 			}
-			g.respond(m, g.observeOp(ctx, tenant, tok[4], tok[5], m.Data), tenant, tok[4], tok[5])
-		}
-		if err := g.subscribe(opsConn, "ctx.v1."+tenant+".ops.*.*", lim.OperatorQueue, func(m *nats.Msg) {
-			if ops.offer(func() { handleOp(m) }) {
-				return
-			}
-			g.overloaded.Add(1)
-			if tok := strings.Split(m.Subject, "."); wire.ReplyAllowed(m.Reply, tenant, tok[5]) {
-				g.respond(m, wire.Refused(wire.CodeOverloaded, "tenant %s has every operator worker busy; retry later", tenant), tenant, tok[4], tok[5])
-			}
+			g.admitOp(ctx, tenant, verb, operator, m.Data, func(r wire.OpReply) { g.respond(m, r, tenant, verb, operator) })
 		}); err != nil {
 			return err
 		}

@@ -13,6 +13,21 @@ type lane struct {
 	queue chan func()
 }
 
+// tenantLane is one tenant's lane: the share its agents' proposals take
+// and the share kept for its operators' verbs. Both are fed only by the
+// admission path (admission.go), whatever the request's door.
+type tenantLane struct {
+	agents, operators *lane
+}
+
+// share is the operators' share for an operator verb, else the agents'.
+func (t *tenantLane) share(operator bool) *lane {
+	if operator {
+		return t.operators
+	}
+	return t.agents
+}
+
 // newLane starts workers goroutines that run each queued job until ctx is
 // done.
 func newLane(ctx context.Context, workers, queue int) *lane {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// limiter holds each agent's proposal rate limit: one token bucket per
-// configured agent, and one per tenant shared by any other principal name
+// limiter holds each principal's request rate limit: one token bucket per
+// configured agent or operator (an agent's proposals and an operator's
+// verbs, whatever their door), and one per tenant shared by any other
+// principal name
 // (which the NATS permissions should never let through), so its memory is
 // bounded by the configuration, not by what arrives.
 type limiter struct {
@@ -23,8 +26,8 @@ func newLimiter(cfg *config.Config, l config.LimitsConfig) *limiter {
 	x := &limiter{buckets: map[string]*rate.Limiter{}}
 	for _, t := range cfg.Tenants {
 		x.buckets[t.ID+"/"] = rate.NewLimiter(rate.Limit(l.ProposalsPerSecond), l.ProposalBurst)
-		for _, a := range t.Agents {
-			x.buckets[t.ID+"/"+a.ID] = rate.NewLimiter(rate.Limit(l.ProposalsPerSecond), l.ProposalBurst)
+		for _, p := range append(slices.Clone(t.Agents), t.Operators...) {
+			x.buckets[t.ID+"/"+p.ID] = rate.NewLimiter(rate.Limit(l.ProposalsPerSecond), l.ProposalBurst)
 		}
 	}
 	return x
