@@ -56,4 +56,5 @@ const (
 	CodeLogUnwitnessed             = wire.CodeLogUnwitnessed
 	CodeOperatorScopeDenied        = wire.CodeOperatorScopeDenied
 	CodeSecondOperatorRequired     = wire.CodeSecondOperatorRequired
+	CodeContextTooLarge            = wire.CodeContextTooLarge
 )

@@ -10,40 +10,33 @@ import (
 )
 
 // Admission is the one path every door (NATS, MCP) takes an agent's
-// proposal through, in this order, before the proposal path sees it:
+// request (a proposal, a compile request) through, in this order, before
+// the request's handler sees it:
 //
 //  1. identity: the (tenant, principal) the door authenticated (the NATS
 //     subject the server let the agent publish on, the MCP bearer token);
 //     an unknown tenant or the name ops is refused authority_denied;
 //  2. body bound: a body over runtime max_proposal_bytes spends no rate
-//     token; it is refused request_malformed (and recorded, sampled) from
-//     the tenant's lane;
+//     token; it is refused request_malformed from the tenant's lane (a
+//     proposal's refusal is recorded, sampled);
 //  3. per-principal rate: one token bucket per agent, whichever door the
-//     proposal came through (rate_limited, nothing stored);
-//  4. per-tenant lane: the tenant's proposal workers and bounded queue,
-//     shared by every door (overloaded when full, nothing stored);
+//     request came through and whatever its kind (rate_limited, nothing
+//     stored);
+//  4. per-tenant lane: the tenant's workers and bounded queue, shared by
+//     every door and every kind of request (overloaded when full, nothing
+//     stored);
 //
-// then ProposeObserved in the lane's worker. A door adds transport only.
+// then ProposeObserved (or the compile request's handler) in the lane's
+// worker. A door adds transport only.
 //
 // admit answers through answer exactly once: at once for a refusal of
 // steps 1, 3 and 4, else from the lane's worker. answer must not block.
 func (g *Gateway) admit(ctx context.Context, tenant, principal string, trace propagation.TextMapCarrier, body []byte, answer func(wire.Reply)) {
-	if _, ok := g.cfg.Tenant(tenant); !ok {
-		answer(wire.Reply{Status: wire.StatusRefused, Code: wire.CodeAuthorityDenied, Reason: "unknown tenant"})
-		return
+	refuse := func(code wire.Code, reason string) {
+		answer(wire.Reply{Status: wire.StatusRefused, Code: code, Reason: reason})
 	}
-	if principal == "ops" {
-		answer(wire.Reply{Status: wire.StatusRefused, Code: wire.CodeAuthorityDenied, Reason: "ops is not a principal"})
-		return
-	}
-	oversize := len(body) > g.cfg.Runtime.MaxProposalBytes
-	if !oversize && !g.limiter.allow(tenant, principal) {
-		g.rateLimited.Add(1)
-		answer(wire.Reply{Status: wire.StatusRefused, Code: wire.CodeRateLimited,
-			Reason: "more proposals than " + principal + "'s rate limit allows; nothing was stored, slow down"})
-		return
-	}
-	job := func() {
+	g.proposing.Add(1)
+	queued := g.admission(tenant, principal, len(body), "proposals", refuse, func(oversize bool) {
 		defer g.proposing.Add(-1)
 		if oversize {
 			answer(g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed,
@@ -51,15 +44,38 @@ func (g *Gateway) admit(ctx context.Context, tenant, principal string, trace pro
 			return
 		}
 		answer(g.ProposeObserved(ctx, tenant, principal, trace, body))
+	})
+	if !queued {
+		g.proposing.Add(-1)
 	}
-	g.proposing.Add(1)
-	if l := g.laneOf(tenant); l != nil && l.offer(job) {
-		return
+}
+
+// admission runs steps 1 to 4 of Admission for a request of bodyLen bytes
+// (what names the kind of request in a refusal's reason). It calls refuse
+// at once for a refusal of steps 1, 3 and 4, and otherwise queues job in
+// the tenant's lane (oversize: the body is over the bound, and job must
+// refuse it). It reports whether job was queued.
+func (g *Gateway) admission(tenant, principal string, bodyLen int, what string, refuse func(wire.Code, string), job func(oversize bool)) bool {
+	if _, ok := g.cfg.Tenant(tenant); !ok {
+		refuse(wire.CodeAuthorityDenied, "unknown tenant")
+		return false
 	}
-	g.proposing.Add(-1)
+	if principal == "ops" {
+		refuse(wire.CodeAuthorityDenied, "ops is not a principal")
+		return false
+	}
+	oversize := bodyLen > g.cfg.Runtime.MaxProposalBytes
+	if !oversize && !g.limiter.allow(tenant, principal) {
+		g.rateLimited.Add(1)
+		refuse(wire.CodeRateLimited, "more "+what+" than "+principal+"'s rate limit allows; nothing was stored, slow down")
+		return false
+	}
+	if l := g.laneOf(tenant); l != nil && l.offer(func() { job(oversize) }) {
+		return true
+	}
 	g.overloaded.Add(1)
-	answer(wire.Reply{Status: wire.StatusRefused, Code: wire.CodeOverloaded,
-		Reason: "tenant " + tenant + " has every proposal worker busy and its queue full; nothing was stored, retry later"})
+	refuse(wire.CodeOverloaded, "tenant "+tenant+" has every proposal worker busy and its queue full; nothing was stored, retry later")
+	return false
 }
 
 // Admit is the admission path (admit) for a door that waits for the

@@ -66,6 +66,9 @@ const (
 	// pending request, which another operator with the same scope
 	// confirms; the requester confirming it is refused with this code too.
 	CodeSecondOperatorRequired Code = "second_operator_required"
+	// CodeContextTooLarge: a compiled context is larger than
+	// MaxContextBytes; it is never cut short. Nothing was stored.
+	CodeContextTooLarge Code = "context_too_large"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -86,4 +89,5 @@ var Codes = []Code{
 	CodeDomainMismatch,
 	CodeLogIntegrityFailed, CodeLogUnwitnessed,
 	CodeOperatorScopeDenied, CodeSecondOperatorRequired,
+	CodeContextTooLarge,
 }

@@ -68,6 +68,7 @@ var retries = map[Code]Retry{
 	CodeDomainMismatch:             RetryOperator,
 	CodeOperatorScopeDenied:        RetryOperator,
 	CodeSecondOperatorRequired:     RetryOperator,
+	CodeContextTooLarge:            RetryNever,
 }
 
 // RetryOf returns the retry class of a code of the catalog ("" for a code

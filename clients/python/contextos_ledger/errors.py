@@ -59,6 +59,7 @@ class Code(str, Enum):
     LOG_UNWITNESSED = "log_unwitnessed"
     OPERATOR_SCOPE_DENIED = "operator_scope_denied"
     SECOND_OPERATOR_REQUIRED = "second_operator_required"
+    CONTEXT_TOO_LARGE = "context_too_large"
 
 
 class LedgerError(Exception):
@@ -427,6 +428,13 @@ class SecondOperatorRequired(Refused):
     retry = "operator"
 
 
+class ContextTooLarge(Refused):
+    """Refused context_too_large (docs/errors.md)."""
+
+    code = "context_too_large"
+    retry = "never"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -474,6 +482,7 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "log_unwitnessed": LogUnwitnessed,
     "operator_scope_denied": OperatorScopeDenied,
     "second_operator_required": SecondOperatorRequired,
+    "context_too_large": ContextTooLarge,
 }
 
 

@@ -423,6 +423,14 @@ export class SecondOperatorRequired extends Refused {
   }
 }
 
+/** Refused context_too_large (docs/errors.md). */
+export class ContextTooLarge extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("context_too_large", reason, decision);
+    this.name = "ContextTooLarge";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -471,6 +479,7 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   log_unwitnessed: LogUnwitnessed,
   operator_scope_denied: OperatorScopeDenied,
   second_operator_required: SecondOperatorRequired,
+  context_too_large: ContextTooLarge,
 };
 
 /** The retry class of each code (docs/errors.md). */
@@ -521,6 +530,7 @@ export const RETRY: Record<Code, Retry> = {
   log_unwitnessed: "later",
   operator_scope_denied: "operator",
   second_operator_required: "operator",
+  context_too_large: "never",
 };
 
 /** The retry class of a code ("" for a code this version does not know). */

@@ -49,6 +49,7 @@ export const CODES = [
   "log_unwitnessed",
   "operator_scope_denied",
   "second_operator_required",
+  "context_too_large",
 ] as const;
 
 /** A stable refusal code. */
