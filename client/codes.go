@@ -62,4 +62,5 @@ const (
 	CodeReleaseGateFailed          = wire.CodeReleaseGateFailed
 	CodeImportConflict             = wire.CodeImportConflict
 	CodeImportsSaturated           = wire.CodeImportsSaturated
+	CodeContextTooLarge            = wire.CodeContextTooLarge
 )

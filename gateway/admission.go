@@ -20,7 +20,7 @@ type caller struct {
 }
 
 // admission is the one path every request takes, whatever its door (NATS
-// proposals, MCP tool calls, and the operator verbs of ctx, the console
+// proposals and compile requests, MCP tool calls, and the operator verbs of ctx, the console
 // and tower), in this order, before the kernel's decision sees it:
 //
 //  1. identity: an unknown tenant, the name ops, or (for an operator

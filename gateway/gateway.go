@@ -280,6 +280,18 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		}); err != nil {
 			return err
 		}
+		// Compile requests share the proposals' admission: the same rate
+		// tokens and the same lane.
+		if err := g.subscribe(tenantConn, "ctx.v1."+tenant+".*.context", lim.TenantQueue, func(m *nats.Msg) {
+			principal := strings.Split(m.Subject, ".")[3]
+			if !wire.ReplyAllowed(m.Reply, tenant, principal) {
+				g.badReplies.Add(1)
+				return
+			}
+			g.admitContext(ctx, tenant, principal, m.Data, func(r wire.ContextReply) { g.respond(m, r, tenant, verbPropose, principal) })
+		}); err != nil {
+			return err
+		}
 		if err := g.subscribe(opsConn, "ctx.v1."+tenant+".ops.*.*", lim.OperatorQueue, func(m *nats.Msg) {
 			tok := strings.Split(m.Subject, ".")
 			verb, operator := tok[4], tok[5]

@@ -31,7 +31,7 @@ func ServerUsers(cfg *config.Config, runtimePassword string) []*server.User {
 	for _, t := range cfg.Tenants {
 		for _, a := range t.Agents {
 			users = append(users, &server.User{Username: wire.UserName(t.ID, a.ID), Password: a.Password, Permissions: &server.Permissions{
-				Publish:   &server.SubjectPermission{Allow: []string{wire.ProposeSubject(t.ID, a.ID)}},
+				Publish:   &server.SubjectPermission{Allow: []string{wire.ProposeSubject(t.ID, a.ID), wire.ContextSubject(t.ID, a.ID)}},
 				Subscribe: &server.SubjectPermission{Allow: []string{wire.InboxPrefix(t.ID, a.ID) + ".>"}},
 			}})
 		}

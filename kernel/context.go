@@ -235,8 +235,11 @@ type CompiledContext struct {
 	Negative     NegativeState            `json:"negative_state"`
 	Requirements []RequirementStatus      `json:"requirements"`
 	Tools        []ToolExposure           `json:"tools"`
-	Gate         EvidenceGate             `json:"gate"`
-	StageHashes  StageHashes              `json:"stage_hashes"`
+	// Inputs judges the policy and tool registry snapshots; absent when
+	// the compilation had neither.
+	Inputs      []InputStatus `json:"inputs,omitempty"`
+	Gate        EvidenceGate  `json:"gate"`
+	StageHashes StageHashes   `json:"stage_hashes"`
 	// Digest is the hex SHA-256 of the canonical (JCS) encoding of this value
 	// with Digest empty.
 	Digest string `json:"digest,omitempty"`
@@ -248,6 +251,9 @@ type ContextDependencies struct {
 	Pack     PackDependency       `json:"pack"`
 	Evidence []EvidenceDependency `json:"evidence"`
 	Markers  []MarkerDependency   `json:"markers"`
+	// Inputs pins the typed inputs (policy, tool registry, memory,
+	// session), sorted by kind then ref; absent when there were none.
+	Inputs []InputDependency `json:"inputs,omitempty"`
 }
 
 // PackDependency pins the pack: id, version and the digest of its
@@ -280,8 +286,11 @@ type MarkerDependency struct {
 // EligibilityDecision is the per-candidate verdict, sorted by Ref. Reasons
 // lists every failed axis (sorted); Eligible is true when it is empty.
 // TrustedFor lists the claimed requirements the pack trusts the source for.
+//
+// Kind is "memory" or "session" for a data_only input, empty for evidence.
 type EligibilityDecision struct {
 	Ref          string   `json:"ref"`
+	Kind         string   `json:"kind,omitempty"`
 	Source       string   `json:"source"`
 	Eligible     bool     `json:"eligible"`
 	Reasons      []string `json:"reasons"`
@@ -305,8 +314,10 @@ type PayloadBucket struct {
 }
 
 // PayloadBlock is one piece of evidence the model receives, always as data.
+// Kind is "memory" or "session" for a data_only input, empty for evidence.
 type PayloadBlock struct {
 	Ref                  string               `json:"ref"`
+	Kind                 string               `json:"kind,omitempty"`
 	Source               string               `json:"source"`
 	ContentHash          string               `json:"content_hash"`
 	InstructionTreatment InstructionTreatment `json:"instruction_treatment"`
@@ -385,9 +396,12 @@ type RequirementCheck struct {
 // ToolExposure is the derived exposure of one tool rule, sorted by
 // CapabilityID. Reason says why a tool is not exposed or not dispatchable.
 type ToolExposure struct {
-	CapabilityID    string `json:"capability_id"`
-	Exposed         bool   `json:"exposed"`
-	GatedBy         string `json:"gated_by,omitempty"`
+	CapabilityID string `json:"capability_id"`
+	Exposed      bool   `json:"exposed"`
+	GatedBy      string `json:"gated_by,omitempty"`
+	// Version is the tool's version in the registry snapshot, when one
+	// was compiled.
+	Version         string `json:"version,omitempty"`
 	DispatchAllowed bool   `json:"dispatch_allowed"`
 	Reason          string `json:"reason,omitempty"`
 }

@@ -32,6 +32,16 @@ import (
 //     some claiming candidate is eligible, trusted for it, in the payload and
 //     not superseded, and no unresolved marker names it.
 func CompileContext(pack ContextPack, run RunContext, candidates []EvidenceCandidate, markers []EvidenceConflictMarker) (CompiledContext, error) {
+	return CompileContextWith(pack, run, candidates, markers, ContextInputs{})
+}
+
+// CompileContextWith is CompileContext with the typed inputs beside
+// evidence (context_inputs.go): the policy snapshot narrows which tools may
+// dispatch, the tool registry snapshot which are exposed, and memory and
+// session state join the payload as data_only blocks that satisfy no
+// obligation. Every input is pinned in dependencies.inputs and so covered
+// by the digest. Empty inputs give CompileContext's bytes exactly.
+func CompileContextWith(pack ContextPack, run RunContext, candidates []EvidenceCandidate, markers []EvidenceConflictMarker, inputs ContextInputs) (CompiledContext, error) {
 	pack = normalizePack(pack)
 	run = normalizeRun(run)
 	cands := make([]EvidenceCandidate, len(candidates))
@@ -54,10 +64,29 @@ func CompileContext(pack ContextPack, run RunContext, candidates []EvidenceCandi
 	if err := ValidateMarkers(ms); err != nil {
 		return CompiledContext{}, err
 	}
-	ix, err := newCompileIndex(pack, run, cands)
+	inputs = normalizeInputs(inputs)
+	if err := validateInputs(inputs); err != nil {
+		return CompiledContext{}, err
+	}
+	data, kinds := dataOnlyCandidates(inputs)
+	snapshots := map[string]bool{}
+	if inputs.Policy != nil {
+		snapshots[inputs.Policy.Ref] = true
+	}
+	if inputs.ToolRegistry != nil {
+		snapshots[inputs.ToolRegistry.Ref] = true
+	}
+	for i, c := range cands {
+		if _, dup := kinds[c.Ref]; dup || snapshots[c.Ref] {
+			return CompiledContext{}, inputErr("evidence", i, c.Ref, "ref repeats the ref of a typed input")
+		}
+	}
+	ix, err := newCompileIndex(pack, run, append(cands, data...))
 	if err != nil {
 		return CompiledContext{}, err
 	}
+	ix.dataOnly = kinds
+	ix.inputs = inputs
 	elig := eligibilityStage(ix)
 	for ref, e := range elig {
 		ix.eligible[ref] = e.Eligible
@@ -71,6 +100,9 @@ func CompileContext(pack ContextPack, run RunContext, candidates []EvidenceCandi
 	out.Run.AllowedSources = nilIfEmpty(sortedCopy(run.AllowedSources))
 	out.Run.Capabilities = nilIfEmpty(sortedCopy(run.Capabilities))
 	if out.Dependencies, err = dependencies(pack, ix, ms); err != nil {
+		return CompiledContext{}, err
+	}
+	if out.Dependencies.Inputs, err = inputDependencies(inputs); err != nil {
 		return CompiledContext{}, err
 	}
 
@@ -118,7 +150,9 @@ type compileIndex struct {
 	cands       map[string]*EvidenceCandidate
 	sorted      []*EvidenceCandidate // by ref
 	allowed     map[string]bool
-	eligible    map[string]bool // filled after the eligibility stage
+	eligible    map[string]bool   // filled after the eligibility stage
+	dataOnly    map[string]string // memory/session ref -> its kind
+	inputs      ContextInputs
 }
 
 func newCompileIndex(pack ContextPack, run RunContext, cands []EvidenceCandidate) (*compileIndex, error) {
@@ -193,6 +227,9 @@ func dependencies(pack ContextPack, ix *compileIndex, ms []EvidenceConflictMarke
 		Markers:  make([]MarkerDependency, 0, len(ms)),
 	}
 	for _, c := range ix.sorted {
+		if ix.dataOnly[c.Ref] != "" {
+			continue // pinned in dependencies.inputs
+		}
 		cc := *c
 		cc.Requirements = nilIfEmpty(sortedCopy(c.Requirements))
 		d, err := Digest(cc)
@@ -252,8 +289,35 @@ func eligibilityStage(ix *compileIndex) map[string]*EligibilityDecision {
 	out := make(map[string]*EligibilityDecision, len(ix.sorted))
 	for _, c := range ix.sorted {
 		var reasons []string
+		kind := ix.dataOnly[c.Ref]
 		if c.Tenant != ix.run.Tenant {
 			reasons = append(reasons, ReasonCrossTenant)
+		}
+		if kind != "" {
+			// Memory and session state are data: no source authority or
+			// trust to check, since they satisfy nothing.
+			if t.Before(c.ObservedAt) {
+				reasons = append(reasons, ReasonNotYetValid)
+			}
+			if !t.Before(c.ValidUntil) {
+				reasons = append(reasons, ReasonStale)
+			}
+			sum := sha256.Sum256([]byte(c.Content))
+			if hex.EncodeToString(sum[:]) != c.ContentHash {
+				reasons = append(reasons, ReasonContentHashMismatch)
+			}
+			if _, ok := ix.buckets[c.Bucket]; !ok {
+				reasons = append(reasons, ReasonUnknownBucket)
+			}
+			slices.Sort(reasons)
+			if reasons == nil {
+				reasons = []string{}
+			}
+			out[c.Ref] = &EligibilityDecision{
+				Ref: c.Ref, Kind: kind, Source: c.Source, Eligible: len(reasons) == 0, Reasons: reasons,
+				Requirements: sortedCopy(c.Requirements), TrustedFor: []string{},
+			}
+			continue
 		}
 		if !c.Admitted {
 			reasons = append(reasons, ReasonNotAdmitted)
@@ -394,7 +458,7 @@ func budgetStage(ix *compileIndex, elig map[string]*EligibilityDecision, superse
 			pb.UsedTokens += c.Tokens
 			pb.UsedBytes += size
 			pb.Blocks = append(pb.Blocks, PayloadBlock{
-				Ref: c.Ref, Source: c.Source, ContentHash: c.ContentHash, InstructionTreatment: TreatmentDataOnly,
+				Ref: c.Ref, Kind: ix.dataOnly[c.Ref], Source: c.Source, ContentHash: c.ContentHash, InstructionTreatment: TreatmentDataOnly,
 				Tokens: c.Tokens, Bytes: size, Requirements: sortedCopy(c.Requirements), Content: c.Content,
 			})
 		}
@@ -429,7 +493,9 @@ func gateStage(ix *compileIndex, elig map[string]*EligibilityDecision, supersede
 			}
 			e := elig[c.Ref]
 			reasons := slices.Clone(e.Reasons)
-			if _, known := ix.trust[c.Source]; known && !slices.Contains(e.TrustedFor, req) {
+			if ix.dataOnly[c.Ref] != "" {
+				reasons = append(reasons, ReasonDataOnlyAuthority)
+			} else if _, known := ix.trust[c.Source]; known && !slices.Contains(e.TrustedFor, req) {
 				reasons = append(reasons, ReasonUntrustedForReq)
 			}
 			if superseded[c.Ref] {
@@ -496,12 +562,47 @@ func gateStage(ix *compileIndex, elig map[string]*EligibilityDecision, supersede
 	for _, c := range ix.run.Capabilities {
 		held[c] = true
 	}
+	// The snapshots only narrow: a tool the policy permits or the
+	// registry lists still needs the run's capability and its gate.
+	var policy, registry *InputStatus
+	permitted, registered := map[string]bool{}, map[string]string{}
+	if p := ix.inputs.Policy; p != nil {
+		st := snapshotStatus(InputKindPolicy, p.Provenance, ix.run)
+		policy = &st
+		for _, c := range p.Capabilities {
+			permitted[c] = true
+		}
+	}
+	if r := ix.inputs.ToolRegistry; r != nil {
+		st := snapshotStatus(InputKindToolRegistry, r.Provenance, ix.run)
+		registry = &st
+		for _, t := range r.Tools {
+			registered[t.CapabilityID] = t.Version
+		}
+	}
+	for _, st := range []*InputStatus{policy, registry} {
+		if st != nil {
+			out.Inputs = append(out.Inputs, *st)
+		}
+	}
 	out.Tools = make([]ToolExposure, 0, len(ix.pack.Tools))
 	for _, t := range ix.pack.Tools {
 		te := ToolExposure{CapabilityID: t.CapabilityID, Exposed: held[t.CapabilityID], GatedBy: t.GatedBy}
+		version, isRegistered := registered[t.CapabilityID]
+		if registry != nil {
+			te.Version = version
+		}
 		switch {
 		case !te.Exposed:
 			te.Reason = ToolReasonCapabilityNotHeld
+		case registry != nil && !registry.Usable:
+			te.Exposed, te.Reason = false, ToolReasonRegistryUnusable
+		case registry != nil && !isRegistered:
+			te.Exposed, te.Reason = false, ToolReasonNotRegistered
+		case policy != nil && !policy.Usable:
+			te.Reason = ToolReasonPolicyUnusable
+		case policy != nil && !permitted[t.CapabilityID]:
+			te.Reason = ToolReasonPolicyDenied
 		case t.GatedBy == "":
 			te.DispatchAllowed = true
 		case t.GatedBy != ix.run.DecisionKey:
@@ -542,8 +643,9 @@ func (c *CompiledContext) seal() error {
 		{&c.StageHashes.Gate, struct {
 			Requirements []RequirementStatus `json:"requirements"`
 			Tools        []ToolExposure      `json:"tools"`
+			Inputs       []InputStatus       `json:"inputs,omitempty"`
 			Gate         EvidenceGate        `json:"gate"`
-		}{c.Requirements, c.Tools, c.Gate}},
+		}{c.Requirements, c.Tools, c.Inputs, c.Gate}},
 	}
 	for _, s := range stages {
 		d, err := Digest(s.v)

@@ -132,3 +132,10 @@ func FuzzCompileContext(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseContextInputs(f *testing.F) {
+	addVectorSeeds(f, "inputs.json")
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"session":{"ref":"s","source":"x","version":"1","tenant":"t","observed_at":"2026-01-01T00:00:00Z","valid_until":"2026-01-02T00:00:00Z","authority":"data_only","content_hash":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","content":"","bucket":"b"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, ParseContextInputs) })
+}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contextos/ledger/wire"
 )
@@ -45,6 +46,7 @@ type contextInputs struct {
 	run      RunContext
 	evidence []EvidenceCandidate
 	markers  []EvidenceConflictMarker
+	inputs   ContextInputs // from inputs.json, when the vector has one
 }
 
 func loadContextInputs(t *testing.T, dir string) contextInputs {
@@ -80,11 +82,16 @@ func readContextInputs(dir string) (contextInputs, error) {
 	if err = read("markers.json", func(b []byte) error { in.markers, err = ParseMarkers(b); return err }); err != nil {
 		return in, err
 	}
+	if _, serr := os.Stat(filepath.Join(dir, "inputs.json")); serr == nil {
+		if err = read("inputs.json", func(b []byte) error { in.inputs, err = ParseContextInputs(b); return err }); err != nil {
+			return in, err
+		}
+	}
 	return in, nil
 }
 
 func compileInputs(in contextInputs) (CompiledContext, error) {
-	return CompileContext(in.pack, in.run, in.evidence, in.markers)
+	return CompileContextWith(in.pack, in.run, in.evidence, in.markers, in.inputs)
 }
 
 func mustCanonical(t *testing.T, c CompiledContext) []byte {
@@ -123,6 +130,7 @@ type contextExpect struct {
 	reqReasons map[string][]string
 	evReasons  map[string][]string // "req|ref" -> reasons
 	dispatch   bool                // adp_payments.issue_refund dispatch_allowed
+	tools      map[string]string   // capability -> "exposed|dispatch|reason" of its exposure
 }
 
 const (
@@ -139,6 +147,21 @@ var allThree = []string{"identity_verified", "order_lookup", "policy.eval"}
 
 var contextExpectations = map[string]contextExpect{
 	"sufficient": {sufficient: true, satisfied: allThree, dispatch: true},
+	// Memory claims identity_verified and the session state rides along:
+	// both reach the payload as data, neither satisfies anything.
+	"inputs_memory_data_only": {satisfied: []string{"order_lookup", "policy.eval"},
+		reqReasons: map[string][]string{"identity_verified": {ReasonNoUsableEvidence}},
+		evReasons:  map[string][]string{"identity_verified|memory:agent_email:promoted_9": {ReasonDataOnlyAuthority}},
+		tools: map[string]string{"payments.void": "false|false|" + ToolReasonCapabilityNotHeld,
+			"crm.lookup_order": "true|true|"}},
+	// The gate is sufficient, yet a stale policy permits nothing, and
+	// the registry lacks crm.lookup_order.
+	"inputs_policy_stale": {sufficient: true, satisfied: allThree,
+		tools: map[string]string{"adp_payments.issue_refund": "true|false|" + ToolReasonPolicyUnusable,
+			"crm.lookup_order": "false|false|" + ToolReasonNotRegistered}},
+	"inputs_policy_denies": {sufficient: true, satisfied: allThree,
+		tools: map[string]string{"adp_payments.issue_refund": "true|false|" + ToolReasonPolicyDenied,
+			"crm.lookup_order": "true|true|"}},
 	"insufficient": {satisfied: []string{"order_lookup", "policy.eval"},
 		reqReasons: map[string][]string{"identity_verified": {ReasonRequirementNotCovered}}},
 	"stale": {satisfied: []string{"order_lookup", "policy.eval"},
@@ -346,6 +369,17 @@ func checkExpectations(t *testing.T, name string, got CompiledContext) {
 	i := slices.IndexFunc(got.Tools, func(x ToolExposure) bool { return x.CapabilityID == "adp_payments.issue_refund" })
 	if i < 0 || got.Tools[i].DispatchAllowed != exp.dispatch {
 		t.Errorf("issue_refund exposure %+v, want dispatch_allowed=%v", got.Tools, exp.dispatch)
+	}
+	for capID, want := range exp.tools {
+		i := slices.IndexFunc(got.Tools, func(x ToolExposure) bool { return x.CapabilityID == capID })
+		if i < 0 {
+			t.Errorf("no tool %s", capID)
+			continue
+		}
+		x := got.Tools[i]
+		if g := fmt.Sprintf("%v|%v|%s", x.Exposed, x.DispatchAllowed, x.Reason); g != want {
+			t.Errorf("tool %s = %s, want %s", capID, g, want)
+		}
 	}
 	// Invariants that hold for every output.
 	if GateRefusal(got.Gate) == nil != got.Gate.CommitAllowed {
@@ -925,5 +959,70 @@ func TestContextIndependenceRefusals(t *testing.T) {
 	}
 	if _, err := ParseContextPack([]byte(fmt.Sprintf(base, `[{"requirement":"b","min_families":64}]`))); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestContextInputsPinned: the digest covers every typed input, a change to
+// one drifts the inputs stage first, and the inputs are sets.
+func TestContextInputsPinned(t *testing.T) {
+	in := loadContextInputs(t, filepath.Join(contextVectors, "inputs_memory_data_only"))
+	base, err := compileInputs(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutations := map[string]func(*ContextInputs){
+		"policy version": func(x *ContextInputs) { p := *x.Policy; p.Version = "rev_13"; x.Policy = &p },
+		"registry tool":  func(x *ContextInputs) { r := *x.ToolRegistry; r.Tools = r.Tools[1:]; x.ToolRegistry = &r },
+		"memory freshness": func(x *ContextInputs) {
+			x.Memory = slices.Clone(x.Memory)
+			x.Memory[0].ValidUntil = x.Memory[0].ValidUntil.Add(time.Hour)
+		},
+		"session dropped": func(x *ContextInputs) { x.Session = nil },
+	}
+	for name, mutate := range mutations {
+		m := in
+		mutate(&m.inputs)
+		got, err := compileInputs(m)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.Digest == base.Digest {
+			t.Errorf("%s: digest unchanged", name)
+		}
+		if s := FirstDriftedStage(base.StageHashes, got.StageHashes); s != "inputs" {
+			t.Errorf("%s: first drifted stage %q, want inputs", name, s)
+		}
+	}
+	rev := in
+	rev.inputs.Policy = &PolicySnapshot{Provenance: in.inputs.Policy.Provenance, Capabilities: slices.Clone(in.inputs.Policy.Capabilities)}
+	slices.Reverse(rev.inputs.Policy.Capabilities)
+	rev.inputs.ToolRegistry = &ToolRegistrySnapshot{Provenance: in.inputs.ToolRegistry.Provenance, Tools: slices.Clone(in.inputs.ToolRegistry.Tools)}
+	slices.Reverse(rev.inputs.ToolRegistry.Tools)
+	got, err := compileInputs(rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Digest != base.Digest {
+		t.Errorf("reordering snapshot lists changed the digest")
+	}
+	// A memory item whose bytes do not match its hash is rejected, and a
+	// memory ref that repeats an evidence ref is refused.
+	bad := in
+	bad.inputs.Memory = slices.Clone(in.inputs.Memory)
+	bad.inputs.Memory[0].Content += "!"
+	got, err = compileInputs(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(got.Negative.Rejected, func(r RejectedCandidate) bool { return r.Ref == bad.inputs.Memory[0].Ref }); i < 0 ||
+		!slices.Equal(got.Negative.Rejected[i].Reasons, []string{ReasonContentHashMismatch}) {
+		t.Errorf("tampered memory not rejected: %+v", got.Negative.Rejected)
+	}
+	dup := in
+	dup.inputs.Memory = slices.Clone(in.inputs.Memory)
+	dup.inputs.Memory[0].Ref = in.evidence[0].Ref
+	var ie *ContextInputError
+	if _, err := compileInputs(dup); !errors.As(err, &ie) {
+		t.Errorf("memory ref repeating an evidence ref: %v, want a *ContextInputError", err)
 	}
 }

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -231,6 +232,32 @@ func CheckEvidenceContext(pack ContextPack, run RunContext, records []*EvidenceR
 		return nil, refuse(wire.CodeContextInvalid, "%v", err)
 	}
 	return &cc, GateRefusal(cc.Gate)
+}
+
+// ServeContext compiles the named evidence for run and returns the compiled
+// context an agent is served, with its JSON encoding: the same compilation
+// as CheckEvidence, so what an agent reads is what its proposal will be
+// gated on. The refusal is CodeContextInvalid when the inputs do not
+// compile and CodeContextTooLarge when the encoding exceeds
+// wire.MaxContextBytes (a context is never cut: a cut block would no longer
+// match its content hash).
+func ServeContext(pack ContextPack, run RunContext, records []*EvidenceRecord) (CompiledContext, []byte, *Refusal) {
+	cands, markers := EvidenceOf(records)
+	cc, err := CompileContext(pack, run, cands, markers)
+	if err != nil {
+		if ce, ok := err.(*ContextInputError); ok {
+			return CompiledContext{}, nil, ce.Refusal()
+		}
+		return CompiledContext{}, nil, refuse(wire.CodeContextInvalid, "%v", err)
+	}
+	b, err := json.Marshal(cc)
+	if err != nil {
+		return CompiledContext{}, nil, refuse(wire.CodeContextInvalid, "%v", err)
+	}
+	if len(b) > wire.MaxContextBytes {
+		return CompiledContext{}, nil, refuse(wire.CodeContextTooLarge, "the compiled context is %d bytes, more than %d; name fewer evidence refs", len(b), wire.MaxContextBytes)
+	}
+	return cc, b, nil
 }
 
 // same compares two values by their canonical encoding.

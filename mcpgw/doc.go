@@ -12,7 +12,10 @@
 //
 // The usage loop, from an MCP client:
 //
-//	tools/list                        -> one tool per capability
+//	tools/list                        -> one tool per capability the agent's derived
+//	                                     tool exposure shows, and context_compile
+//	tools/call context_compile {"run_id": "run_1", "capability_id": "crm.lookup"}
+//	                                  -> the run's compiled context (docs/context.md)
 //	tools/call adp_payments.issue_refund
 //	  {"run_id": "run_1", "operation_key": "refund-881",
 //	   "arguments": {"order_id": "ord_881", "amount_minor": 80000}}

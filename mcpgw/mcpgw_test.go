@@ -53,6 +53,12 @@ func start(t testing.TB) *env { return startWith(t, nil, nil) }
 // HTTP provider's handler wrapped by wrap (either may be nil).
 func startWith(t testing.TB, edit func(string) string, wrap func(http.Handler) http.Handler) *env {
 	t.Helper()
+	return startOpts(t, edit, wrap, daemon.BootOptions{})
+}
+
+// startOpts is startWith booting with opts.
+func startOpts(t testing.TB, edit func(string) string, wrap func(http.Handler) http.Handler, opts daemon.BootOptions) *env {
+	t.Helper()
 	e := &env{t: t, prov: provider.New(), mcpProv: mcpprovider.New()}
 	var h http.Handler = e.prov.Handler()
 	if wrap != nil {
@@ -74,7 +80,7 @@ func startWith(t testing.TB, edit func(string) string, wrap func(http.Handler) h
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err := daemon.Boot(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,12 @@ type Proposer interface {
 	Admit(ctx context.Context, tenant, principal string, trace propagation.TextMapCarrier, body []byte) wire.Reply
 	// AuthFailed counts a request refused for its bearer token (door "mcp").
 	AuthFailed(door string)
+	// AdmitContext admits and answers an agent's compile request through
+	// the same admission (gateway.Gateway's AdmitContext).
+	AdmitContext(ctx context.Context, tenant, principal string, body []byte) wire.ContextReply
+	// ExposedTools lists the capabilities whose tools the agent sees: its
+	// derived tool exposure (gateway.Gateway's ExposedTools).
+	ExposedTools(ctx context.Context, tenant, principal string) ([]string, error)
 }
 
 // Listen serves Handler on cfg.MCP.Listen, which must be loopback.
@@ -89,6 +95,8 @@ func handler(cfg *config.Config, gw Proposer, log *slog.Logger, conns *connSlots
 		cp := &cfg.Capabilities[i]
 		srv.AddTool(toolOf(cp), call(gw, cp.ID))
 	}
+	srv.AddTool(contextTool(), compileCall(gw))
+	srv.AddReceivingMiddleware(exposure(gw))
 	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, Logger: log,
 		MaxRequestBodyBytes: int64(cfg.Runtime.MaxProposalBytes) + envelopeBytes,

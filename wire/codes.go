@@ -86,6 +86,9 @@ const (
 	// CodeImportsSaturated: the resource ledger already records the
 	// maximum number of imports; import one total for the resource.
 	CodeImportsSaturated Code = "shared_guarantee_imports_saturated"
+	// CodeContextTooLarge: a compiled context is larger than
+	// MaxContextBytes; it is never cut short. Nothing was stored.
+	CodeContextTooLarge Code = "context_too_large"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -108,4 +111,5 @@ var Codes = []Code{
 	CodeOperatorScopeDenied, CodeSecondOperatorRequired,
 	CodePackVersionConflict, CodePackUnknown, CodePackVersionsExhausted, CodeReleaseGateFailed,
 	CodeImportConflict, CodeImportsSaturated,
+	CodeContextTooLarge,
 }

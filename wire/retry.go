@@ -74,6 +74,7 @@ var retries = map[Code]Retry{
 	CodePackUnknown:                RetryOperator,
 	CodePackVersionsExhausted:      RetryOperator,
 	CodeReleaseGateFailed:          RetryOperator,
+	CodeContextTooLarge:            RetryNever,
 }
 
 // RetryOf returns the retry class of a code of the catalog ("" for a code

@@ -15,6 +15,13 @@ func ProposeSubject(tenant, principal string) string {
 	return "ctx.v1." + tenant + "." + principal + ".propose"
 }
 
+// ContextSubject is where an agent asks for its run's compiled context:
+// "ctx.v1.<tenant>.<principal>.context" (body ContextRequest, reply
+// ContextReply).
+func ContextSubject(tenant, principal string) string {
+	return "ctx.v1." + tenant + "." + principal + ".context"
+}
+
 // OpSubject is where an operator sends a verb:
 // "ctx.v1.<tenant>.ops.<verb>.<operator>".
 func OpSubject(tenant, verb, operator string) string {

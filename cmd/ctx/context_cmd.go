@@ -24,9 +24,9 @@ func newContextCmd() *cobra.Command {
 			return usageError("missing subcommand\n\n%s", c.UsageString())
 		},
 	}
-	var packPath, runPath, evidencePath, markersPath string
+	var packPath, runPath, evidencePath, markersPath, inputsPath string
 	compile := &cobra.Command{
-		Use:   "compile --pack PACK --run RUN --evidence EVIDENCE [--markers MARKERS]",
+		Use:   "compile --pack PACK --run RUN --evidence EVIDENCE [--markers MARKERS] [--inputs INPUTS]",
 		Short: "Compile a context pack, run context, evidence and conflict markers",
 		Long: `Compile runs the kernel's context compiler on JSON files and prints the
 CompiledContext (payload, eligibility, dependencies, negative state and the
@@ -82,7 +82,16 @@ an input is invalid, 2 on usage.`,
 					return invalid(fmt.Errorf("%s: %w", markersPath, err))
 				}
 			}
-			compiled, err := kernel.CompileContext(pack, run, evidence, markers)
+			var inputs kernel.ContextInputs
+			if inputsPath != "" {
+				if b, err = read(inputsPath); err != nil {
+					return err
+				}
+				if inputs, err = kernel.ParseContextInputs(b); err != nil {
+					return invalid(fmt.Errorf("%s: %w", inputsPath, err))
+				}
+			}
+			compiled, err := kernel.CompileContextWith(pack, run, evidence, markers, inputs)
 			if err != nil {
 				return invalid(err)
 			}
@@ -104,6 +113,7 @@ an input is invalid, 2 on usage.`,
 	f.StringVar(&runPath, "run", "", "RunContext JSON file (required)")
 	f.StringVar(&evidencePath, "evidence", "", "JSON array of evidence candidates (required)")
 	f.StringVar(&markersPath, "markers", "", "JSON array of evidence conflict markers (optional)")
+	f.StringVar(&inputsPath, "inputs", "", "JSON object of typed inputs: policy and tool registry snapshots, memory, session state (optional)")
 	cmd.AddCommand(compile, newContextEvalCmd(), newContextPublishCmd(), newContextPacksCmd(), newContextPromoteCmd(), newContextRollbackCmd(), newContextDiffCmd())
 	return cmd
 }

@@ -53,6 +53,16 @@ func TestContextSchemasHoldTheVectors(t *testing.T) {
 				t.Errorf("%s markers[%d] does not fit: %v", name, i, err)
 			}
 		}
+		if b, err := os.ReadFile(filepath.Join(dir, "inputs.json")); err == nil {
+			err := validate(s["context-inputs"], b)
+			if name == "error_memory_authority" {
+				if err == nil {
+					t.Errorf("%s: memory with authority fits the inputs schema", name)
+				}
+			} else if err != nil {
+				t.Errorf("%s inputs.json does not fit: %v", name, err)
+			}
+		}
 		if strings.HasPrefix(name, "error_") {
 			continue
 		}

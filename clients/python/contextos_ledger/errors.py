@@ -65,6 +65,7 @@ class Code(str, Enum):
     RELEASE_GATE_FAILED = "release_gate_failed"
     SHARED_GUARANTEE_IMPORT_CONFLICT = "shared_guarantee_import_conflict"
     SHARED_GUARANTEE_IMPORTS_SATURATED = "shared_guarantee_imports_saturated"
+    CONTEXT_TOO_LARGE = "context_too_large"
 
 
 class LedgerError(Exception):
@@ -475,6 +476,13 @@ class SharedGuaranteeImportsSaturated(Refused):
     retry = "never"
 
 
+class ContextTooLarge(Refused):
+    """Refused context_too_large (docs/errors.md)."""
+
+    code = "context_too_large"
+    retry = "never"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -528,6 +536,7 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "release_gate_failed": ReleaseGateFailed,
     "shared_guarantee_import_conflict": SharedGuaranteeImportConflict,
     "shared_guarantee_imports_saturated": SharedGuaranteeImportsSaturated,
+    "context_too_large": ContextTooLarge,
 }
 
 

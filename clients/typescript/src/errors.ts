@@ -471,6 +471,14 @@ export class SharedGuaranteeImportsSaturated extends Refused {
   }
 }
 
+/** Refused context_too_large (docs/errors.md). */
+export class ContextTooLarge extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("context_too_large", reason, decision);
+    this.name = "ContextTooLarge";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -525,6 +533,7 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   release_gate_failed: ReleaseGateFailed,
   shared_guarantee_import_conflict: SharedGuaranteeImportConflict,
   shared_guarantee_imports_saturated: SharedGuaranteeImportsSaturated,
+  context_too_large: ContextTooLarge,
 };
 
 /** The retry class of each code (docs/errors.md). */
@@ -581,6 +590,7 @@ export const RETRY: Record<Code, Retry> = {
   release_gate_failed: "operator",
   shared_guarantee_import_conflict: "never",
   shared_guarantee_imports_saturated: "never",
+  context_too_large: "never",
 };
 
 /** The retry class of a code ("" for a code this version does not know). */

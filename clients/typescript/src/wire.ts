@@ -55,6 +55,7 @@ export const CODES = [
   "release_gate_failed",
   "shared_guarantee_import_conflict",
   "shared_guarantee_imports_saturated",
+  "context_too_large",
 ] as const;
 
 /** A stable refusal code. */
