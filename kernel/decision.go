@@ -35,7 +35,8 @@ type DecisionTrace struct {
 	// ArgumentsDigest is the hex SHA-256 of the canonical arguments.
 	ArgumentsDigest string `json:"arguments_digest,omitempty"`
 	// Arguments are the canonical arguments, up to MaxRecordedArguments
-	// bytes; over it they are omitted and ArgumentsOmitted is set.
+	// bytes; over it, or when a signed event cannot carry them (sealable),
+	// they are omitted and ArgumentsOmitted is set.
 	Arguments        json.RawMessage `json:"arguments,omitempty"`
 	ArgumentsOmitted bool            `json:"arguments_omitted,omitempty"`
 	// ManifestDigest is the digest of the configuration the deciding
@@ -69,7 +70,7 @@ func TraceOf(in TraceInput) DecisionTrace {
 	if len(in.Arguments) > 0 {
 		sum := sha256.Sum256(in.Arguments)
 		t.ArgumentsDigest = hex.EncodeToString(sum[:])
-		if len(in.Arguments) <= MaxRecordedArguments {
+		if len(in.Arguments) <= MaxRecordedArguments && sealable(in.Arguments) {
 			t.Arguments = slices.Clone(in.Arguments)
 		} else {
 			t.ArgumentsOmitted = true
@@ -88,6 +89,18 @@ func TraceOf(in TraceInput) DecisionTrace {
 		slices.Sort(t.ResolutionRefs)
 	}
 	return t
+}
+
+// sealable reports whether canonical arguments can be carried inside a
+// signed event: the event's seal re-reads them as numbers of float64 range,
+// which a canonical integer like 1e400 is not. Such arguments are recorded
+// by their digest alone, so the record of their refusal can still be sealed.
+func sealable(args json.RawMessage) bool {
+	if n, ok := CanonicalPrefix(args); ok && n == len(args) {
+		return true
+	}
+	var v any
+	return json.Unmarshal(args, &v) == nil
 }
 
 // decisionRecord is the one constructor of a decision record: the

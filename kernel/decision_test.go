@@ -61,6 +61,15 @@ func TestTraceOf(t *testing.T) {
 	if ta := TraceOf(TraceInput{Arguments: at}); ta.ArgumentsOmitted || len(ta.Arguments) != MaxRecordedArguments {
 		t.Fatalf("at the bound: %d bytes recorded, omitted %v", len(ta.Arguments), ta.ArgumentsOmitted)
 	}
+	// A number no signed event can carry is recorded by its digest alone.
+	huge := json.RawMessage(`{"amount":1e400}`)
+	if th := TraceOf(TraceInput{Arguments: huge}); th.Arguments != nil || !th.ArgumentsOmitted || len(th.ArgumentsDigest) != 64 {
+		t.Fatalf("unsealable arguments: recorded %s, omitted %v", th.Arguments, th.ArgumentsOmitted)
+	}
+	frac := json.RawMessage(`{"amount":12.5,"note":"caf\u00e9"}`)
+	if tf := TraceOf(TraceInput{Arguments: frac}); tf.ArgumentsOmitted || string(tf.Arguments) != string(frac) {
+		t.Fatalf("sealable arguments outside the fast subset: recorded %s, omitted %v", tf.Arguments, tf.ArgumentsOmitted)
+	}
 }
 
 // TestDecisionRecordFormat: a record stored before the trace existed
