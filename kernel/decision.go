@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/gowebpki/jcs"
+
 	"github.com/contextos/ledger/wire"
 )
 
@@ -91,16 +93,17 @@ func TraceOf(in TraceInput) DecisionTrace {
 	return t
 }
 
-// sealable reports whether canonical arguments can be carried inside a
-// signed event: the event's seal re-reads them as numbers of float64 range,
-// which a canonical integer like 1e400 is not. Such arguments are recorded
-// by their digest alone, so the record of their refusal can still be sealed.
+// sealable reports whether arguments can be carried inside a signed event,
+// whose seal runs RFC 8785 over the whole body: a number out of float64
+// range (1e400) or a lone surrogate escape passes the arguments' own
+// binding but not that transform. Such arguments are recorded by their
+// digest alone, so the record of their refusal can still be sealed.
 func sealable(args json.RawMessage) bool {
 	if n, ok := CanonicalPrefix(args); ok && n == len(args) {
 		return true
 	}
-	var v any
-	return json.Unmarshal(args, &v) == nil
+	_, err := jcs.Transform(args)
+	return err == nil
 }
 
 // decisionRecord is the one constructor of a decision record: the

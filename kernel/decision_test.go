@@ -66,6 +66,9 @@ func TestTraceOf(t *testing.T) {
 	if th := TraceOf(TraceInput{Arguments: huge}); th.Arguments != nil || !th.ArgumentsOmitted || len(th.ArgumentsDigest) != 64 {
 		t.Fatalf("unsealable arguments: recorded %s, omitted %v", th.Arguments, th.ArgumentsOmitted)
 	}
+	if ts := TraceOf(TraceInput{Arguments: json.RawMessage(`{"order_id":"s_\ud800"}`)}); ts.Arguments != nil || !ts.ArgumentsOmitted {
+		t.Fatalf("lone surrogate: recorded %s, omitted %v", ts.Arguments, ts.ArgumentsOmitted)
+	}
 	frac := json.RawMessage(`{"amount":12.5,"note":"caf\u00e9"}`)
 	if tf := TraceOf(TraceInput{Arguments: frac}); tf.ArgumentsOmitted || string(tf.Arguments) != string(frac) {
 		t.Fatalf("sealable arguments outside the fast subset: recorded %s, omitted %v", tf.Arguments, tf.ArgumentsOmitted)
