@@ -56,4 +56,6 @@ const (
 	CodeLogUnwitnessed             = wire.CodeLogUnwitnessed
 	CodeOperatorScopeDenied        = wire.CodeOperatorScopeDenied
 	CodeSecondOperatorRequired     = wire.CodeSecondOperatorRequired
+	CodeGuardrailRefused           = wire.CodeGuardrailRefused
+	CodeRequestExpired             = wire.CodeRequestExpired
 )

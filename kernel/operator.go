@@ -33,11 +33,16 @@ const (
 	ScopeLimits Scope = "limits"
 	// ScopeKillSwitch: engage or release the tenant's kill switch.
 	ScopeKillSwitch Scope = "kill_switch"
+	// ScopeGuardrails: set and remove guardrails, grant waivers
+	// (guardrail.go). Its own scope, not limits: a waiver lets proposals
+	// through a fleet rule, which an operator who may raise a limit need
+	// not be trusted with.
+	ScopeGuardrails Scope = "guardrails"
 )
 
 // AllScopes lists every scope: what an operator configured without a
 // scopes list holds.
-var AllScopes = []Scope{ScopeRead, ScopeApprove, ScopeRecover, ScopeResolve, ScopeLimits, ScopeKillSwitch}
+var AllScopes = []Scope{ScopeRead, ScopeApprove, ScopeRecover, ScopeResolve, ScopeLimits, ScopeKillSwitch, ScopeGuardrails}
 
 // ValidScope reports whether s names a scope.
 func ValidScope(s string) bool { return slices.Contains(AllScopes, Scope(s)) }
@@ -65,12 +70,13 @@ var verbScopes = map[string]Scope{
 	"guarantee-history": ScopeRead, "run": ScopeRead, "integrity": ScopeRead,
 	wire.VerbAuditExport: ScopeRead, wire.VerbAuditCheckpoints: ScopeRead, wire.VerbAuditKeys: ScopeRead,
 	wire.VerbAuditProve: ScopeRead, wire.VerbAuditProveConsistency: ScopeRead, wire.VerbEventsExport: ScopeRead,
-	wire.VerbExposureView: ScopeRead,
+	wire.VerbExposureView: ScopeRead, VerbGuardrails: ScopeRead,
 
 	"approve": ScopeApprove, "deny": ScopeApprove,
 	"reconcile": ScopeRecover, "close-attempt": ScopeRecover, "assert-absence": ScopeRecover,
 	"evidence": ScopeResolve, "integrity-resolve": ScopeResolve,
 	"grant": ScopeLimits, "revoke": ScopeLimits, "guarantee-set-limit": ScopeLimits, "admit-run": ScopeLimits,
+	VerbGuardrail: ScopeGuardrails, VerbWaiver: ScopeGuardrails,
 }
 
 var changingScopes = map[string]Scope{"kill-switch": ScopeKillSwitch, wire.VerbBreaker: ScopeRecover}

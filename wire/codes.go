@@ -66,6 +66,14 @@ const (
 	// pending request, which another operator with the same scope
 	// confirms; the requester confirming it is refused with this code too.
 	CodeSecondOperatorRequired Code = "second_operator_required"
+	// CodeGuardrailRefused: a guardrail (a fleet rule an operator or tower
+	// published on the tenant's control subject: a capability disabled, a
+	// cap per proposal) refuses the proposal, and no waiver in force
+	// covers its run or resource.
+	CodeGuardrailRefused Code = "guardrail_refused"
+	// CodeRequestExpired: a two-person request was confirmed after its
+	// time to live (the tenant's request_ttl); nothing is carried out.
+	CodeRequestExpired Code = "request_expired"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -86,4 +94,5 @@ var Codes = []Code{
 	CodeDomainMismatch,
 	CodeLogIntegrityFailed, CodeLogUnwitnessed,
 	CodeOperatorScopeDenied, CodeSecondOperatorRequired,
+	CodeGuardrailRefused, CodeRequestExpired,
 }

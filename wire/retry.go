@@ -68,6 +68,8 @@ var retries = map[Code]Retry{
 	CodeDomainMismatch:             RetryOperator,
 	CodeOperatorScopeDenied:        RetryOperator,
 	CodeSecondOperatorRequired:     RetryOperator,
+	CodeGuardrailRefused:           RetryOperator,
+	CodeRequestExpired:             RetryNever,
 }
 
 // RetryOf returns the retry class of a code of the catalog ("" for a code

@@ -59,6 +59,8 @@ class Code(str, Enum):
     LOG_UNWITNESSED = "log_unwitnessed"
     OPERATOR_SCOPE_DENIED = "operator_scope_denied"
     SECOND_OPERATOR_REQUIRED = "second_operator_required"
+    GUARDRAIL_REFUSED = "guardrail_refused"
+    REQUEST_EXPIRED = "request_expired"
 
 
 class LedgerError(Exception):
@@ -427,6 +429,20 @@ class SecondOperatorRequired(Refused):
     retry = "operator"
 
 
+class GuardrailRefused(Refused):
+    """Refused guardrail_refused (docs/errors.md)."""
+
+    code = "guardrail_refused"
+    retry = "operator"
+
+
+class RequestExpired(Refused):
+    """Refused request_expired (docs/errors.md)."""
+
+    code = "request_expired"
+    retry = "never"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -474,6 +490,8 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "log_unwitnessed": LogUnwitnessed,
     "operator_scope_denied": OperatorScopeDenied,
     "second_operator_required": SecondOperatorRequired,
+    "guardrail_refused": GuardrailRefused,
+    "request_expired": RequestExpired,
 }
 
 

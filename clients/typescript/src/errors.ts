@@ -423,6 +423,22 @@ export class SecondOperatorRequired extends Refused {
   }
 }
 
+/** Refused guardrail_refused (docs/errors.md). */
+export class GuardrailRefused extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("guardrail_refused", reason, decision);
+    this.name = "GuardrailRefused";
+  }
+}
+
+/** Refused request_expired (docs/errors.md). */
+export class RequestExpired extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("request_expired", reason, decision);
+    this.name = "RequestExpired";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -471,6 +487,8 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   log_unwitnessed: LogUnwitnessed,
   operator_scope_denied: OperatorScopeDenied,
   second_operator_required: SecondOperatorRequired,
+  guardrail_refused: GuardrailRefused,
+  request_expired: RequestExpired,
 };
 
 /** The retry class of each code (docs/errors.md). */
@@ -521,6 +539,8 @@ export const RETRY: Record<Code, Retry> = {
   log_unwitnessed: "later",
   operator_scope_denied: "operator",
   second_operator_required: "operator",
+  guardrail_refused: "operator",
+  request_expired: "never",
 };
 
 /** The retry class of a code ("" for a code this version does not know). */

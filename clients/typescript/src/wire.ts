@@ -49,6 +49,8 @@ export const CODES = [
   "log_unwitnessed",
   "operator_scope_denied",
   "second_operator_required",
+  "guardrail_refused",
+  "request_expired",
 ] as const;
 
 /** A stable refusal code. */
