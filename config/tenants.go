@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/contextos/ledger/kernel"
 )
@@ -23,11 +24,15 @@ type TenantConfig struct {
 	// the same scope confirms it (docs/operations.md).
 	TwoPerson       []string `toml:"two_person"`
 	LimitRaiseAbove int64    `toml:"limit_raise_above"`
+	// RequestTTL is how long another operator may confirm a two-person
+	// request (default 1h, at most 7 days); a later confirmation is
+	// refused request_expired.
+	RequestTTL Duration `toml:"request_ttl"`
 }
 
 // OperatorPolicy returns the tenant's rule for its operators' actions.
 func (t *TenantConfig) OperatorPolicy() kernel.OperatorPolicy {
-	return kernel.OperatorPolicy{TwoPerson: t.TwoPerson, LimitRaiseAbove: t.LimitRaiseAbove}
+	return kernel.OperatorPolicy{TwoPerson: t.TwoPerson, LimitRaiseAbove: t.LimitRaiseAbove, RequestTTL: t.RequestTTL.Duration}
 }
 
 // OperatorScopes returns the scopes of an operator of the tenant: nil (every
@@ -69,6 +74,9 @@ func (t *TenantConfig) validateOperators() error {
 	}
 	if t.LimitRaiseAbove < 0 {
 		return fmt.Errorf("tenant %s limit_raise_above must not be negative", t.ID)
+	}
+	if d := t.RequestTTL.Duration; d < 0 || d > 7*24*time.Hour || (d > 0 && d < time.Minute) {
+		return fmt.Errorf("tenant %s request_ttl must be 1m..168h, not %s", t.ID, d)
 	}
 	return nil
 }

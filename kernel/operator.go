@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/contextos/ledger/wire"
@@ -95,7 +96,14 @@ type changeMembers struct {
 type OperatorPolicy struct {
 	TwoPerson       []string
 	LimitRaiseAbove int64
+	// RequestTTL is how long a two-person request may be confirmed after
+	// it was made (DefaultRequestTTL when zero).
+	RequestTTL time.Duration
 }
+
+// DefaultRequestTTL is a two-person request's time to live when the
+// tenant's configuration names none.
+const DefaultRequestTTL = time.Hour
 
 // OperatorAction is one operator verb as it arrived: who (the subject's
 // operator), the scopes the configuration gives them (nil: every scope),
@@ -248,6 +256,10 @@ type OperatorRequested struct {
 	Verb      string `json:"verb"`
 	Scope     Scope  `json:"scope"`
 	Body      string `json:"body"`
+	// RequestedAt and ExpiresAt bound when it may be confirmed (absent
+	// from requests recorded before requests expired: those never do).
+	RequestedAt time.Time `json:"requested_at,omitzero"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"`
 }
 
 // EventType implements Event.
@@ -300,6 +312,8 @@ type RequestOperatorAction struct {
 	Verb      string
 	Scope     Scope
 	Body      []byte
+	Now       time.Time
+	TTL       time.Duration // DefaultRequestTTL when zero
 }
 
 // DecideOperatorRequest records a held action, its body at most
@@ -312,25 +326,34 @@ func DecideOperatorRequest(q *OperatorRequest, cmd RequestOperatorAction) Decisi
 		return Decision{Refusal: refuse(wire.CodeRequestMalformed,
 			"an action that needs a second operator takes a UTF-8 body of at most %d bytes, not %d", MaxOperatorRequestBody, len(cmd.Body))}
 	}
+	ttl := cmd.TTL
+	if ttl <= 0 {
+		ttl = DefaultRequestTTL
+	}
 	return Decision{Events: []Event{OperatorRequested{RequestID: cmd.RequestID, Operator: cmd.Operator, Verb: cmd.Verb,
-		Scope: cmd.Scope, Body: string(cmd.Body)}}}
+		Scope: cmd.Scope, Body: string(cmd.Body), RequestedAt: cmd.Now.UTC(), ExpiresAt: cmd.Now.UTC().Add(ttl)}}}
 }
 
 // Confirm is a second operator's confirmation of a request.
 type Confirm struct {
 	RequestID string
 	Operator  string
-	Scopes    []Scope // the confirmer's; nil: every scope
+	Scopes    []Scope   // the confirmer's; nil: every scope
+	Now       time.Time // the confirmation's time, against the request's expiry
 }
 
 // DecideConfirm is the two-person rule's second half: a pending request is
-// confirmed only by another operator who holds the scope it needs.
+// confirmed, before it expires, only by another operator who holds the
+// scope it needs.
 func DecideConfirm(q *OperatorRequest, cmd Confirm) Decision {
 	switch {
 	case q.Request == nil:
 		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "no request %s", clip(cmd.RequestID))}
 	case q.ConfirmedBy != "":
 		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "request %s was confirmed by %s already", cmd.RequestID, q.ConfirmedBy)}
+	case !q.Request.ExpiresAt.IsZero() && !cmd.Now.Before(q.Request.ExpiresAt):
+		return Decision{Refusal: refuse(wire.CodeRequestExpired, "request %s (%s by %s) expired at %s: make it again",
+			cmd.RequestID, q.Request.Verb, q.Request.Operator, q.Request.ExpiresAt.Format(time.RFC3339))}
 	case q.Request.Operator == cmd.Operator:
 		return Decision{Refusal: refuse(wire.CodeSecondOperatorRequired,
 			"%s made request %s and cannot confirm it: another operator with the scope %s must", cmd.Operator, cmd.RequestID, q.Request.Scope)}
