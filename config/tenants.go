@@ -63,7 +63,7 @@ func (t *TenantConfig) validateOperators() error {
 		}
 		for _, s := range o.Scopes {
 			if !kernel.ValidScope(s) {
-				return fmt.Errorf("tenant %s operator %s: unknown scope %q (read, approve, recover, resolve, limits, kill_switch)", t.ID, o.ID, s)
+				return fmt.Errorf("tenant %s operator %s: unknown scope %q (read, approve, recover, resolve, limits, kill_switch, guardrails)", t.ID, o.ID, s)
 			}
 		}
 	}
