@@ -433,3 +433,44 @@ func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries
 	e, err := c.ExportAudit(ctx)
 	return verifier.Entries(e), err
 }
+
+// Guardrail publishes a guardrail (or its removal) to every configured
+// tenant's runtimes as its configured operator (the command-line modes):
+// each runtime records it as a signed control.guardrail event and its
+// kernel enforces it. One Ack per runtime tenant; Acknowledged when the
+// runtime recorded it.
+func (t *Tower) Guardrail(ctx context.Context, req wire.GuardrailRequest) []Ack {
+	return t.publish(ctx, t.sources(), t.configured, kernel.VerbGuardrail, req)
+}
+
+// Waiver grants a waiver on every configured tenant's runtimes as its
+// configured operator.
+func (t *Tower) Waiver(ctx context.Context, req wire.WaiverRequest) []Ack {
+	return t.publish(ctx, t.sources(), t.configured, kernel.VerbWaiver, req)
+}
+
+func (t *Tower) publish(ctx context.Context, srcs []source, rc reach, verb string, req any) []Ack {
+	acks := make([]Ack, len(srcs))
+	parallel(srcs, func(i int, s source) {
+		a := Ack{Runtime: s.rt.Name, Tenant: s.t.ID}
+		defer func() { acks[i] = a }()
+		ac, err := rc(ctx, s)
+		if err != nil {
+			a.Error = err.Error()
+			return
+		}
+		defer ac.done()
+		a.Operator = ac.operator
+		var reply wire.OpReply
+		if err := t.request(ctx, ac, verb, req, &reply); err != nil {
+			a.Error = err.Error()
+			return
+		}
+		if !reply.OK {
+			a.Error = fmt.Sprintf("%s: %s", reply.Code, reply.Reason)
+			return
+		}
+		a.Acknowledged = true
+	})
+	return acks
+}

@@ -454,3 +454,40 @@ witnesses = 1
 		t.Fatalf("the log restored: %+v", got)
 	}
 }
+
+// TestTowerPublishesGuardrail: tower publishes a guardrail to a live
+// runtime as its configured operator; the runtime's kernel refuses a
+// refund over the cap; a waiver tower grants for the run lets it through.
+func TestTowerPublishesGuardrail(t *testing.T) {
+	a := boot(t)
+	_, keys := a.export(t.TempDir(), "acme", "ops_alice", func(verifier.View) bool { return true })
+	t.Setenv("TOWER_TEST_TOWER", passwords["acme.ops_tower"])
+	cfg, err := ParseConfig([]byte(`
+[[runtimes]]
+name = "eu-1"
+nats_url = "`+a.rt.URL+`"
+  [[runtimes.tenants]]
+  id = "acme"
+  keys = "`+keys+`"
+  operator = "ops_tower"
+  password_env = "TOWER_TEST_TOWER"
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw, ctx := New(cfg), context.Background()
+	acks := tw.Guardrail(ctx, wire.GuardrailRequest{GuardrailID: "refund_cap", CapabilityID: "adp_payments.issue_refund", MaxAmount: 20000, Reason: "fleet cap"})
+	if len(acks) != 1 || !acks[0].Acknowledged || acks[0].Operator != "ops_tower" {
+		t.Fatalf("guardrail acks: %+v", acks)
+	}
+	if r := a.propose("acme", "agent_email", "k1", "ord_1", 30000); r.Code != wire.CodeGuardrailRefused {
+		t.Fatalf("a refund over tower's cap: %+v", r)
+	}
+	until := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if acks := tw.Waiver(ctx, wire.WaiverRequest{WaiverID: "w1", GuardrailID: "refund_cap", RunID: "run_k2", Until: until, Reason: "INC-9"}); !acks[0].Acknowledged {
+		t.Fatalf("waiver acks: %+v", acks)
+	}
+	if r := a.propose("acme", "agent_email", "k2", "ord_2", 30000); r.Status != wire.StatusApplied {
+		t.Fatalf("the waived run: %+v", r)
+	}
+}
