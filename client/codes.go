@@ -63,4 +63,6 @@ const (
 	CodeImportConflict             = wire.CodeImportConflict
 	CodeImportsSaturated           = wire.CodeImportsSaturated
 	CodeContextTooLarge            = wire.CodeContextTooLarge
+	CodeGuardrailRefused           = wire.CodeGuardrailRefused
+	CodeRequestExpired             = wire.CodeRequestExpired
 )

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/contextos/ledger/kernel"
 )
@@ -28,6 +29,10 @@ type TenantConfig struct {
 	// its false-abstention rate on the held-out cases exceeds the promoted
 	// version's by at most this much. Unset: 200 (2 percentage points).
 	ReleaseAbstentionBoundBP *int64 `toml:"release_abstention_bound_bp"`
+	// RequestTTL is how long another operator may confirm a two-person
+	// request (default 1h, at most 7 days); a later confirmation is
+	// refused request_expired.
+	RequestTTL Duration `toml:"request_ttl"`
 }
 
 // AbstentionBoundBP returns the tenant's release gate bound on false
@@ -41,7 +46,7 @@ func (t *TenantConfig) AbstentionBoundBP() int64 {
 
 // OperatorPolicy returns the tenant's rule for its operators' actions.
 func (t *TenantConfig) OperatorPolicy() kernel.OperatorPolicy {
-	return kernel.OperatorPolicy{TwoPerson: t.TwoPerson, LimitRaiseAbove: t.LimitRaiseAbove}
+	return kernel.OperatorPolicy{TwoPerson: t.TwoPerson, LimitRaiseAbove: t.LimitRaiseAbove, RequestTTL: t.RequestTTL.Duration}
 }
 
 // OperatorScopes returns the scopes of an operator of the tenant: nil (every
@@ -72,7 +77,7 @@ func (t *TenantConfig) validateOperators() error {
 		}
 		for _, s := range o.Scopes {
 			if !kernel.ValidScope(s) {
-				return fmt.Errorf("tenant %s operator %s: unknown scope %q (read, approve, recover, resolve, limits, kill_switch)", t.ID, o.ID, s)
+				return fmt.Errorf("tenant %s operator %s: unknown scope %q (read, approve, recover, resolve, limits, kill_switch, guardrails)", t.ID, o.ID, s)
 			}
 		}
 	}
@@ -86,6 +91,9 @@ func (t *TenantConfig) validateOperators() error {
 	}
 	if b := t.AbstentionBoundBP(); b < 0 || b > 10_000 {
 		return fmt.Errorf("tenant %s release_abstention_bound_bp must be 0..10000 basis points, not %d", t.ID, b)
+	}
+	if d := t.RequestTTL.Duration; d < 0 || d > 7*24*time.Hour || (d > 0 && d < time.Minute) {
+		return fmt.Errorf("tenant %s request_ttl must be 1m..168h, not %s", t.ID, d)
 	}
 	return nil
 }

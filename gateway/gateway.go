@@ -125,6 +125,7 @@ func New(o Options) *Gateway {
 	}
 	g.index = readModel{g.model}
 	g.mountIntegrity()
+	g.mountGuardrails()
 	lim := o.Config.Runtime.Limits
 	_ = lim.Validate() // defaults for a Config not from ParseConfig
 	g.limiter = newLimiter(o.Config, lim)

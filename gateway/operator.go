@@ -44,7 +44,11 @@ func (g *Gateway) holdForSecond(ctx context.Context, tenant, operator, verb stri
 	if err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "%v", err), false
 	}
-	cmd := kernel.RequestOperatorAction{RequestID: id, Operator: operator, Verb: verb, Scope: scope, Body: body}
+	tc, _ := g.cfg.Tenant(tenant)
+	cmd := kernel.RequestOperatorAction{RequestID: id, Operator: operator, Verb: verb, Scope: scope, Body: body, Now: g.clock.Now()}
+	if tc != nil {
+		cmd.TTL = tc.OperatorPolicy().RequestTTL
+	}
 	var q *kernel.OperatorRequest
 	var d kernel.Decision
 	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &q, &d.Events)},
@@ -77,7 +81,7 @@ func (g *Gateway) opConfirm(ctx context.Context, tc *config.TenantConfig, operat
 	if err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "request_id: %v", err)
 	}
-	cmd := kernel.Confirm{RequestID: req.RequestID, Operator: operator, Scopes: tc.OperatorScopes(operator)}
+	cmd := kernel.Confirm{RequestID: req.RequestID, Operator: operator, Scopes: tc.OperatorScopes(operator), Now: g.clock.Now()}
 	var q *kernel.OperatorRequest
 	var d kernel.Decision
 	var held kernel.OperatorRequested

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/contextos/ledger/wire"
@@ -34,11 +35,16 @@ const (
 	ScopeLimits Scope = "limits"
 	// ScopeKillSwitch: engage or release the tenant's kill switch.
 	ScopeKillSwitch Scope = "kill_switch"
+	// ScopeGuardrails: set and remove guardrails, grant waivers
+	// (guardrail.go). Its own scope, not limits: a waiver lets proposals
+	// through a fleet rule, which an operator who may raise a limit need
+	// not be trusted with.
+	ScopeGuardrails Scope = "guardrails"
 )
 
 // AllScopes lists every scope: what an operator configured without a
 // scopes list holds.
-var AllScopes = []Scope{ScopeRead, ScopeApprove, ScopeRecover, ScopeResolve, ScopeLimits, ScopeKillSwitch}
+var AllScopes = []Scope{ScopeRead, ScopeApprove, ScopeRecover, ScopeResolve, ScopeLimits, ScopeKillSwitch, ScopeGuardrails}
 
 // ValidScope reports whether s names a scope.
 func ValidScope(s string) bool { return slices.Contains(AllScopes, Scope(s)) }
@@ -66,7 +72,7 @@ var verbScopes = map[string]Scope{
 	"guarantee-history": ScopeRead, "run": ScopeRead, "integrity": ScopeRead,
 	wire.VerbAuditExport: ScopeRead, wire.VerbAuditCheckpoints: ScopeRead, wire.VerbAuditKeys: ScopeRead,
 	wire.VerbAuditProve: ScopeRead, wire.VerbAuditProveConsistency: ScopeRead, wire.VerbEventsExport: ScopeRead,
-	wire.VerbExposureView: ScopeRead, wire.VerbReport: ScopeRead,
+	wire.VerbExposureView: ScopeRead, wire.VerbReport: ScopeRead, VerbGuardrails: ScopeRead,
 
 	"approve": ScopeApprove, "deny": ScopeApprove,
 	"reconcile": ScopeRecover, "close-attempt": ScopeRecover, "assert-absence": ScopeRecover,
@@ -74,6 +80,7 @@ var verbScopes = map[string]Scope{
 	"grant": ScopeLimits, "revoke": ScopeLimits, "guarantee-set-limit": ScopeLimits, "admit-run": ScopeLimits,
 	wire.VerbPacks: ScopeRead, wire.VerbPackPublish: ScopeLimits, wire.VerbPackPromote: ScopeLimits, wire.VerbPackRollback: ScopeLimits,
 	wire.VerbGuaranteeImport: ScopeLimits,
+	VerbGuardrail:            ScopeGuardrails, VerbWaiver: ScopeGuardrails,
 }
 
 var changingScopes = map[string]Scope{"kill-switch": ScopeKillSwitch, wire.VerbBreaker: ScopeRecover}
@@ -92,7 +99,14 @@ type changeMembers struct {
 type OperatorPolicy struct {
 	TwoPerson       []string
 	LimitRaiseAbove int64
+	// RequestTTL is how long a two-person request may be confirmed after
+	// it was made (DefaultRequestTTL when zero).
+	RequestTTL time.Duration
 }
+
+// DefaultRequestTTL is a two-person request's time to live when the
+// tenant's configuration names none.
+const DefaultRequestTTL = time.Hour
 
 // OperatorAction is one operator verb as it arrived: who (the subject's
 // operator), the scopes the configuration gives them (nil: every scope),
@@ -245,6 +259,10 @@ type OperatorRequested struct {
 	Verb      string `json:"verb"`
 	Scope     Scope  `json:"scope"`
 	Body      string `json:"body"`
+	// RequestedAt and ExpiresAt bound when it may be confirmed (absent
+	// from requests recorded before requests expired: those never do).
+	RequestedAt time.Time `json:"requested_at,omitzero"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"`
 }
 
 // EventType implements Event.
@@ -297,6 +315,8 @@ type RequestOperatorAction struct {
 	Verb      string
 	Scope     Scope
 	Body      []byte
+	Now       time.Time
+	TTL       time.Duration // DefaultRequestTTL when zero
 }
 
 // DecideOperatorRequest records a held action, its body at most
@@ -309,25 +329,34 @@ func DecideOperatorRequest(q *OperatorRequest, cmd RequestOperatorAction) Decisi
 		return Decision{Refusal: refuse(wire.CodeRequestMalformed,
 			"an action that needs a second operator takes a UTF-8 body of at most %d bytes, not %d", MaxOperatorRequestBody, len(cmd.Body))}
 	}
+	ttl := cmd.TTL
+	if ttl <= 0 {
+		ttl = DefaultRequestTTL
+	}
 	return Decision{Events: []Event{OperatorRequested{RequestID: cmd.RequestID, Operator: cmd.Operator, Verb: cmd.Verb,
-		Scope: cmd.Scope, Body: string(cmd.Body)}}}
+		Scope: cmd.Scope, Body: string(cmd.Body), RequestedAt: cmd.Now.UTC(), ExpiresAt: cmd.Now.UTC().Add(ttl)}}}
 }
 
 // Confirm is a second operator's confirmation of a request.
 type Confirm struct {
 	RequestID string
 	Operator  string
-	Scopes    []Scope // the confirmer's; nil: every scope
+	Scopes    []Scope   // the confirmer's; nil: every scope
+	Now       time.Time // the confirmation's time, against the request's expiry
 }
 
 // DecideConfirm is the two-person rule's second half: a pending request is
-// confirmed only by another operator who holds the scope it needs.
+// confirmed, before it expires, only by another operator who holds the
+// scope it needs.
 func DecideConfirm(q *OperatorRequest, cmd Confirm) Decision {
 	switch {
 	case q.Request == nil:
 		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "no request %s", clip(cmd.RequestID))}
 	case q.ConfirmedBy != "":
 		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "request %s was confirmed by %s already", cmd.RequestID, q.ConfirmedBy)}
+	case !q.Request.ExpiresAt.IsZero() && !cmd.Now.Before(q.Request.ExpiresAt):
+		return Decision{Refusal: refuse(wire.CodeRequestExpired, "request %s (%s by %s) expired at %s: make it again",
+			cmd.RequestID, q.Request.Verb, q.Request.Operator, q.Request.ExpiresAt.Format(time.RFC3339))}
 	case q.Request.Operator == cmd.Operator:
 		return Decision{Refusal: refuse(wire.CodeSecondOperatorRequired,
 			"%s made request %s and cannot confirm it: another operator with the scope %s must", cmd.Operator, cmd.RequestID, q.Request.Scope)}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 )
@@ -17,7 +18,8 @@ import (
 //	go test ./kernel -run TestOperatorScenarios -rewrite
 func TestOperatorScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/operators", func(t *testing.T, path string) {
-		w := &operatorWorld{scopes: map[string][]Scope{}, requests: map[string]*OperatorRequest{}}
+		w := &operatorWorld{scopes: map[string][]Scope{}, requests: map[string]*OperatorRequest{},
+			now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
 		datadriven.RunTest(t, path, w.run)
 	})
 }
@@ -29,6 +31,7 @@ type operatorWorld struct {
 	scopes   map[string][]Scope // nil: every scope
 	requests map[string]*OperatorRequest
 	n        int
+	now      time.Time // the scenario's clock, moved by advance
 }
 
 func (w *operatorWorld) run(t *testing.T, d *datadriven.TestData) string {
@@ -42,9 +45,23 @@ func (w *operatorWorld) run(t *testing.T, d *datadriven.TestData) string {
 	}
 	var out strings.Builder
 	switch d.Cmd {
+	case "advance":
+		dur, err := time.ParseDuration(arg("by", ""))
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		w.now = w.now.Add(dur)
+		return w.now.Format(time.RFC3339)
 	case "policy":
 		// The tenant's two_person and limit_raise_above.
 		w.policy = OperatorPolicy{TwoPerson: list(arg("two_person", ""))}
+		if v := arg("request_ttl", ""); v != "" {
+			ttl, err := time.ParseDuration(v)
+			if err != nil {
+				d.Fatalf(t, "request_ttl: %v", err)
+			}
+			w.policy.RequestTTL = ttl
+		}
 		if v := arg("limit_raise_above", ""); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
@@ -78,7 +95,8 @@ func (w *operatorWorld) run(t *testing.T, d *datadriven.TestData) string {
 			w.n++
 			id := fmt.Sprintf("r%d", w.n)
 			q := &OperatorRequest{}
-			dec := DecideOperatorRequest(q, RequestOperatorAction{RequestID: id, Operator: op, Verb: verb, Scope: v.Scope, Body: body})
+			dec := DecideOperatorRequest(q, RequestOperatorAction{RequestID: id, Operator: op, Verb: verb, Scope: v.Scope, Body: body,
+				Now: w.now, TTL: w.policy.RequestTTL})
 			if dec.Refusal != nil {
 				return fmt.Sprintf("refused %s: %s", dec.Refusal.Code, dec.Refusal.Reason)
 			}
@@ -98,7 +116,7 @@ func (w *operatorWorld) run(t *testing.T, d *datadriven.TestData) string {
 		if q == nil {
 			q = &OperatorRequest{}
 		}
-		dec := DecideConfirm(q, Confirm{RequestID: id, Operator: op, Scopes: w.scopes[op]})
+		dec := DecideConfirm(q, Confirm{RequestID: id, Operator: op, Scopes: w.scopes[op], Now: w.now})
 		if dec.Refusal != nil {
 			return fmt.Sprintf("refused %s: %s", dec.Refusal.Code, dec.Refusal.Reason)
 		}

@@ -138,8 +138,9 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	d := ProposalDecision{Op: open.Events, Ledgers: make([][]Event, len(s.Ledgers))}
 	runBudget := s.Run.Describe()
 	refusal := c.Refusal
-	if s.Control != nil && s.Control.Engaged {
-		refusal = refuse(wire.CodeKillSwitchEngaged, "the tenant's kill switch is engaged")
+	if r := CheckControl(s.Control, Guarded{CapabilityID: c.Opened.CapabilityID, RunID: c.Opened.RunID, Holds: c.Holds,
+		RunAmount: c.RunAmount, Now: c.Now}); r != nil {
+		refusal = r
 	} else if r := CheckLogIntegrity(s.Integrity, s.Witness); r != nil {
 		refusal = r
 	}

@@ -130,9 +130,10 @@ func ProposeReads(in ProposeInput) Reads { return prepare(in).reads }
 //  3. the operation: the same key with the same action is the same
 //     operation (its status again, nothing appended), with another action
 //     it is refused and nothing is appended (Unbound);
-//  4. the tenant's kill switch and the audit log's integrity, which take
-//     precedence over every refusal below (an operator who engaged the
-//     switch sees it as the reason);
+//  4. the tenant's kill switch and guardrails (CheckControl, waivers
+//     considered) and the audit log's integrity, which take precedence
+//     over every refusal below (an operator who engaged the switch sees it
+//     as the reason);
 //  5. the capability's circuit breaker, the arguments, authority (the
 //     configured grant under the operators' changes), policy, the run
 //     amount, the evidence gate; then the pin and window of every
@@ -385,11 +386,10 @@ func (p *proposal) decide(s ProposeState) Effects {
 	eff.put(opKey, open.Events...)
 	runBudget := run.Describe()
 
-	// 4. The kill switch and the log's integrity.
-	var refusal *Refusal
-	if ctl != nil && ctl.Engaged {
-		refusal = refuse(wire.CodeKillSwitchEngaged, "the tenant's kill switch is engaged")
-	} else {
+	// 4. The kill switch and the guardrails, and the log's integrity.
+	runAmount, _ := p.runAmount()
+	refusal := CheckControl(ctl, Guarded{CapabilityID: w.CapabilityID, RunID: w.RunID, Holds: p.holds, RunAmount: runAmount, Now: in.Now})
+	if refusal == nil {
 		refusal = CheckLogIntegrity(s.Integrity, in.Witness)
 	}
 

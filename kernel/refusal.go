@@ -89,6 +89,10 @@ type Control struct {
 	// Domain is every guarantee pinned in the tenant's stream, by id, as
 	// its pin defines it (GuaranteeEnrolled).
 	Domain map[string]Pin `json:",omitempty"`
+	// Guardrails are the tenant's guardrails by id, and Waivers the
+	// waivers granted since the last one ended, by id (guardrail.go).
+	Guardrails map[string]GuardrailSet  `json:",omitempty"`
+	Waivers    map[string]WaiverGranted `json:",omitempty"`
 }
 
 // Apply folds a control event.
@@ -100,6 +104,10 @@ func (c *Control) Apply(ev Event) error {
 		return c.applyRedefined(e)
 	case GuaranteeEnrolled:
 		return c.applyEnrolled(e)
+	case GuardrailSet:
+		return c.applyGuardrail(e)
+	case WaiverGranted:
+		return c.applyWaiver(e)
 	default:
 		return fmt.Errorf("event %T does not belong to a control subject", ev)
 	}

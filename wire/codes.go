@@ -89,6 +89,14 @@ const (
 	// CodeContextTooLarge: a compiled context is larger than
 	// MaxContextBytes; it is never cut short. Nothing was stored.
 	CodeContextTooLarge Code = "context_too_large"
+	// CodeGuardrailRefused: a guardrail (a fleet rule an operator or tower
+	// published on the tenant's control subject: a capability disabled, a
+	// cap per proposal) refuses the proposal, and no waiver in force
+	// covers its run or resource.
+	CodeGuardrailRefused Code = "guardrail_refused"
+	// CodeRequestExpired: a two-person request was confirmed after its
+	// time to live (the tenant's request_ttl); nothing is carried out.
+	CodeRequestExpired Code = "request_expired"
 )
 
 // Codes lists every code of the catalog, in declaration order.
@@ -112,4 +120,5 @@ var Codes = []Code{
 	CodePackVersionConflict, CodePackUnknown, CodePackVersionsExhausted, CodeReleaseGateFailed,
 	CodeImportConflict, CodeImportsSaturated,
 	CodeContextTooLarge,
+	CodeGuardrailRefused, CodeRequestExpired,
 }

@@ -77,3 +77,26 @@ type SettleRow struct {
 	// ReasonDigest is set when Reason is shown shortened.
 	ReasonDigest string `json:"reason_digest,omitempty"`
 }
+
+// GuardrailRequest is the guardrail verb's body: set the guardrail
+// GuardrailID over CapabilityID (Disabled, or a positive MaxAmount per
+// proposal), or Remove it.
+type GuardrailRequest struct {
+	GuardrailID  string `json:"guardrail_id"`
+	CapabilityID string `json:"capability_id,omitempty"`
+	Disabled     bool   `json:"disabled,omitempty"`
+	MaxAmount    int64  `json:"max_amount,omitempty"`
+	Remove       bool   `json:"remove,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// WaiverRequest is the waiver verb's body: let the proposals of RunID, or
+// on Resource, through GuardrailID until Until (RFC 3339).
+type WaiverRequest struct {
+	WaiverID    string `json:"waiver_id"`
+	GuardrailID string `json:"guardrail_id"`
+	RunID       string `json:"run_id,omitempty"`
+	Resource    string `json:"resource,omitempty"`
+	Until       string `json:"until"`
+	Reason      string `json:"reason"`
+}

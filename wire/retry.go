@@ -75,6 +75,8 @@ var retries = map[Code]Retry{
 	CodePackVersionsExhausted:      RetryOperator,
 	CodeReleaseGateFailed:          RetryOperator,
 	CodeContextTooLarge:            RetryNever,
+	CodeGuardrailRefused:           RetryOperator,
+	CodeRequestExpired:             RetryNever,
 }
 
 // RetryOf returns the retry class of a code of the catalog ("" for a code

@@ -86,8 +86,10 @@ func printFleet(out io.Writer, f *tower.Fleet) {
 		switch {
 		case l.Error != "":
 			chain = "unreadable: " + l.Error
+		case l.Forked:
+			chain = "FORK/REWRITTEN: " + l.Failure
 		case !l.Verified:
-			chain = "TAMPERED: " + l.Failure
+			chain = "NOT VERIFIED: " + l.Failure
 		}
 		kill := ""
 		if k := l.Kill; k != nil {

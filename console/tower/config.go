@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 )
@@ -29,8 +30,13 @@ type Config struct {
 	// MaxSessions bounds the web sessions logged into one tenant (default
 	// 64); a login beyond it ends that tenant's least recently used login,
 	// never another tenant's.
-	MaxSessions int             `toml:"max_sessions"`
-	Runtimes    []RuntimeConfig `toml:"runtimes"`
+	MaxSessions int `toml:"max_sessions"`
+	// StateDir keeps, per runtime and tenant, the newest checkpoint tower
+	// verified (<state_dir>/<runtime>/<tenant>.checkpoint); a later read
+	// must extend it or the log shows as forked or rewritten. Empty keeps
+	// them in memory only, for the life of the process.
+	StateDir string          `toml:"state_dir"`
+	Runtimes []RuntimeConfig `toml:"runtimes"`
 }
 
 // RuntimeConfig is one runtime and the tenants' logs read from it.
@@ -42,12 +48,21 @@ type RuntimeConfig struct {
 	// TLSCAFile (PEM) is the CA the NATS server's certificate is checked
 	// against instead of the system roots; TLSCertFile and TLSKeyFile are
 	// the client certificate, for a server that verifies clients.
-	TLSCAFile   string         `toml:"tls_ca_file"`
-	TLSCertFile string         `toml:"tls_cert_file"`
-	TLSKeyFile  string         `toml:"tls_key_file"`
+	TLSCAFile   string `toml:"tls_ca_file"`
+	TLSCertFile string `toml:"tls_cert_file"`
+	TLSKeyFile  string `toml:"tls_key_file"`
+	// WitnessKeys are the cosignature verifier keys (<name>+<hash>+<key>)
+	// of the witnesses tower trusts for this runtime's logs, and Witnesses
+	// how many of them must have cosigned a log's newest checkpoint for it
+	// to show as verified: the witness policy of ctx audit-verify
+	// --witness-key K --witnesses N. The keys the runtime serves never
+	// stand in for them.
+	WitnessKeys []string       `toml:"witness_keys"`
+	Witnesses   int            `toml:"witnesses"`
 	Tenants     []TenantSource `toml:"tenants"`
 
-	tls *tls.Config // loaded from the files above by validate
+	tls       *tls.Config       // loaded from the files above by validate
+	witnesses []*audit.Cosigner // parsed from WitnessKeys by validate
 }
 
 // TenantSource is one tenant's audit log on a runtime.
@@ -128,6 +143,9 @@ func (c *Config) validate(dir string) error {
 	if c.SessionIdle.Duration == 0 {
 		c.SessionIdle.Duration = 30 * time.Minute
 	}
+	if c.StateDir != "" {
+		c.StateDir = join(dir, c.StateDir)
+	}
 	if len(c.Runtimes) == 0 {
 		return errors.New("at least one [[runtimes]] is required")
 	}
@@ -150,6 +168,20 @@ func (c *Config) validate(dir string) error {
 			if r.tls, err = config.LoadTLS(r.TLSCAFile, r.TLSCertFile, r.TLSKeyFile); err != nil {
 				return fmt.Errorf("runtime %s: %w", r.Name, err)
 			}
+		}
+		if r.Witnesses < 0 || r.Witnesses > len(r.WitnessKeys) {
+			return fmt.Errorf("runtime %s: witnesses = %d needs at least that many witness_keys", r.Name, r.Witnesses)
+		}
+		if len(r.WitnessKeys) > 64 {
+			return fmt.Errorf("runtime %s: more than 64 witness_keys", r.Name)
+		}
+		r.witnesses = nil
+		for _, k := range r.WitnessKeys {
+			w, err := audit.ParseCosignerKey(k)
+			if err != nil {
+				return fmt.Errorf("runtime %s: witness_keys: %w", r.Name, err)
+			}
+			r.witnesses = append(r.witnesses, w)
 		}
 		if len(r.Tenants) == 0 {
 			return fmt.Errorf("runtime %s: at least one [[runtimes.tenants]] is required", r.Name)

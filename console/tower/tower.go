@@ -39,6 +39,11 @@ type reading struct {
 	view LogView
 	at   time.Time
 	have bool
+	// kept is the newest checkpoint note verified under the runtime's
+	// witness policy (nil: none yet), loaded from the state dir on the
+	// first read.
+	kept       []byte
+	keptLoaded bool
 }
 
 // New returns a tower over a validated configuration.
@@ -73,10 +78,18 @@ type LogView struct {
 	Source  string // the entries.json path, or "live (read as X)"
 	At      string // when it was read
 	// Verified is true when the chain and every checkpoint verified against
-	// the trusted keys; only then are the figures below filled in.
+	// the trusted keys, the runtime's witness policy held and the log
+	// extends the checkpoint kept from earlier reads; only then are the
+	// figures below filled in.
 	Verified bool
-	Failure  string // the verifier's first bad record or checkpoint, and why
-	Error    string // the log or keys could not be read
+	// Forked is true when the log verifies on its own but does not extend
+	// the kept checkpoint: it was rewritten, rolled back or forked since.
+	Forked  bool
+	Failure string // the verifier's first bad record or checkpoint, and why
+	Error   string // the log or keys could not be read
+
+	Cosigned []string // the policy's witnesses that cosigned the newest checkpoint
+	Kept     int64    // records covered by the kept checkpoint this read extended
 
 	Records        int64
 	Checkpoints    int
@@ -174,7 +187,7 @@ func (t *Tower) fleet(ctx context.Context, srcs []source, rc reach, maxAge time.
 			f.Logs[i] = r.view
 			return
 		}
-		v, ok := t.read(ctx, s, rc)
+		v, ok := t.read(ctx, s, rc, r)
 		if !ok && r.have {
 			// This session cannot reach the runtime: it sees the last
 			// reading another operator of the tenant made, with its time.
@@ -204,7 +217,7 @@ func (t *Tower) configured(ctx context.Context, s source) (access, error) {
 
 // read reads and verifies one log; ok is false when a live log could not
 // be reached at all (nothing worth keeping as its reading).
-func (t *Tower) read(ctx context.Context, s source, rc reach) (v LogView, ok bool) {
+func (t *Tower) read(ctx context.Context, s source, rc reach, r *reading) (v LogView, ok bool) {
 	v = LogView{Runtime: s.rt.Name, Tenant: s.t.ID, Source: s.t.Entries, At: t.Now().UTC().Format(time.RFC3339)}
 	kb, err := os.ReadFile(s.t.Keys)
 	if err != nil {
@@ -240,19 +253,42 @@ func (t *Tower) read(ctx context.Context, s source, rc reach) (v LogView, ok boo
 	}
 	// Records past the newest checkpoint are checked as a chain; the view
 	// shows how many the newest checkpoint covers (CheckpointSize).
-	res, err := verifier.VerifyEntriesPolicy(raw, keys, verifier.Policy{AllowPartial: true})
+	kept, err := t.kept(s, r)
 	if err != nil {
 		v.Error = err.Error()
 		return v, true
 	}
-	v.Records, v.Checkpoints = res.Records, res.Checkpoints
+	p := verifier.Policy{AllowPartial: true, Witnesses: s.rt.witnesses, Quorum: s.rt.Witnesses}
+	if kept != nil {
+		p.Kept = [][]byte{kept}
+	}
+	res, err := verifier.VerifyEntriesPolicy(raw, keys, p)
+	if err != nil {
+		v.Error = err.Error()
+		return v, true
+	}
+	v.Records, v.Checkpoints, v.Cosigned = res.Records, res.Checkpoints, res.Cosigned
 	if res.Tenant != s.t.ID {
 		v.Failure = fmt.Sprintf("the log is tenant %q's, not %q's", res.Tenant, s.t.ID)
 		return v, true
 	}
 	if !res.OK() {
 		v.Failure = res.Failure.Error()
+		if kept != nil {
+			// A log that verifies without the kept checkpoint but not with
+			// it is another history than the one tower saw: say so.
+			p.Kept = nil
+			if alone, err := verifier.VerifyEntriesPolicy(raw, keys, p); err == nil && alone.OK() {
+				v.Forked = true
+				v.Failure = "forked or rewritten since the kept checkpoint: " + v.Failure
+			}
+		}
 		return v, true
+	}
+	if kept != nil {
+		if c, err := audit.ReadCheckpoint(kept); err == nil {
+			v.Kept = c.Size
+		}
 	}
 	e, err := verifier.ParseEntries(raw)
 	if err != nil {
@@ -262,6 +298,12 @@ func (t *Tower) read(ctx context.Context, s source, rc reach) (v LogView, ok boo
 	if n := len(e.Checkpoints); n > 0 {
 		if cp, err := audit.ReadCheckpoint(e.Checkpoints[n-1]); err == nil {
 			v.CheckpointSize = cp.Size
+			if cp.Size > v.Kept {
+				if err := t.keep(s, r, e.Checkpoints[n-1]); err != nil {
+					v.Error = "keep the checkpoint: " + err.Error()
+					return v, true
+				}
+			}
 		}
 	}
 	view, err := verifier.ReplayEntries(e)
@@ -390,4 +432,45 @@ func (t *Tower) killSwitch(ctx context.Context, srcs []source, rc reach, engage 
 func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
 	e, err := c.ExportAudit(ctx)
 	return verifier.Entries(e), err
+}
+
+// Guardrail publishes a guardrail (or its removal) to every configured
+// tenant's runtimes as its configured operator (the command-line modes):
+// each runtime records it as a signed control.guardrail event and its
+// kernel enforces it. One Ack per runtime tenant; Acknowledged when the
+// runtime recorded it.
+func (t *Tower) Guardrail(ctx context.Context, req wire.GuardrailRequest) []Ack {
+	return t.publish(ctx, t.sources(), t.configured, kernel.VerbGuardrail, req)
+}
+
+// Waiver grants a waiver on every configured tenant's runtimes as its
+// configured operator.
+func (t *Tower) Waiver(ctx context.Context, req wire.WaiverRequest) []Ack {
+	return t.publish(ctx, t.sources(), t.configured, kernel.VerbWaiver, req)
+}
+
+func (t *Tower) publish(ctx context.Context, srcs []source, rc reach, verb string, req any) []Ack {
+	acks := make([]Ack, len(srcs))
+	parallel(srcs, func(i int, s source) {
+		a := Ack{Runtime: s.rt.Name, Tenant: s.t.ID}
+		defer func() { acks[i] = a }()
+		ac, err := rc(ctx, s)
+		if err != nil {
+			a.Error = err.Error()
+			return
+		}
+		defer ac.done()
+		a.Operator = ac.operator
+		var reply wire.OpReply
+		if err := t.request(ctx, ac, verb, req, &reply); err != nil {
+			a.Error = err.Error()
+			return
+		}
+		if !reply.OK {
+			a.Error = fmt.Sprintf("%s: %s", reply.Code, reply.Reason)
+			return
+		}
+		a.Acknowledged = true
+	})
+	return acks
 }

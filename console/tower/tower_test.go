@@ -3,6 +3,7 @@ package tower
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/console"
@@ -279,7 +281,7 @@ nats_url = "` + b.rt.URL + `"
 	defer srv.Close()
 	c := newClient(t, srv.URL)
 	page := c.login("acme", "ops_alice")
-	for _, want := range []string{`data-log="eu-1-copy/acme"`, "<b>tampered</b>", `data-resource="eu-1/acme/ord_1"`, `data-log="us-1/acme"`} {
+	for _, want := range []string{`data-log="eu-1-copy/acme"`, "<b>not verified</b>", `data-resource="eu-1/acme/ord_1"`, `data-log="us-1/acme"`} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("the page lacks %q:\n%s", want, page)
 		}
@@ -346,4 +348,146 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted an invalid configuration: %+v", c)
 		}
 	})
+}
+
+// checkpointed exports acme's log once it records every refund of amounts
+// (ready) and a checkpoint covers it: the audit projector checkpoints on
+// request.
+func (r *runtime) checkpointed(dir string, ready func(verifier.View) bool) (entries, keys string) {
+	r.t.Helper()
+	r.export(dir, "acme", "ops_alice", ready)
+	if err := r.rt.Service.Projectors["acme"].Checkpoint(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
+	return r.export(dir, "acme", "ops_alice", ready)
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTowerWitnessPolicyAndKeptCheckpoint: tower keeps the newest
+// checkpoint it verified on disk, and a later reading of the log rolled
+// back to an earlier history, signed by the right keys and verifying on
+// its own, shows as forked or rewritten, also to a tower started afresh
+// over the same state dir; a log whose checkpoints lack the cosignatures
+// the runtime's witness policy requires shows as not verified.
+func TestTowerWitnessPolicyAndKeptCheckpoint(t *testing.T) {
+	a := boot(t)
+	if r := a.propose("acme", "agent_email", "k1", "ord_1", 30000); r.Status != wire.StatusApplied {
+		t.Fatalf("%+v", r)
+	}
+	older, keys := a.checkpointed(t.TempDir(), func(v verifier.View) bool { return len(v.Resources) == 1 })
+	if r := a.propose("acme", "agent_email", "k2", "ord_2", 20000); r.Status != wire.StatusApplied {
+		t.Fatalf("%+v", r)
+	}
+	newer, _ := a.checkpointed(t.TempDir(), func(v verifier.View) bool { return len(v.Resources) == 2 })
+
+	w, err := audit.NewCosigner("witness.example/w1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)), func() uint64 { return 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, state := t.TempDir(), t.TempDir()
+	log := filepath.Join(dir, "acme.entries.json")
+	copyFile(t, newer, log)
+	cfg, err := ParseConfig([]byte(`
+state_dir = "`+state+`"
+[[runtimes]]
+name = "eu-1"
+  [[runtimes.tenants]]
+  id = "acme"
+  entries = "`+log+`"
+  keys = "`+keys+`"
+[[runtimes]]
+name = "eu-2"
+witness_keys = ["`+w.VerifierKey()+`"]
+witnesses = 1
+  [[runtimes.tenants]]
+  id = "acme"
+  entries = "`+newer+`"
+  keys = "`+keys+`"
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	f := New(cfg).Refresh(ctx)
+	first := logOf(t, f, "eu-1", "acme")
+	if !first.Verified || first.Forked || first.CheckpointSize == 0 {
+		t.Fatalf("the first reading: %+v", first)
+	}
+	if _, err := os.Stat(filepath.Join(state, "eu-1", "acme.checkpoint")); err != nil {
+		t.Fatalf("no kept checkpoint: %v", err)
+	}
+	unwitnessed := logOf(t, f, "eu-2", "acme")
+	if unwitnessed.Verified || unwitnessed.Forked || !strings.Contains(unwitnessed.Failure, "witness-policy") || len(unwitnessed.Resources) != 0 {
+		t.Fatalf("a log without the policy's cosignatures: %+v", unwitnessed)
+	}
+	if _, err := os.Stat(filepath.Join(state, "eu-2", "acme.checkpoint")); err == nil {
+		t.Fatal("tower kept a checkpoint that did not verify under the witness policy")
+	}
+
+	// The older history on its own verifies (the right keys signed it).
+	kb, _ := os.ReadFile(keys)
+	k, _ := verifier.ParseKeys(kb)
+	ob, _ := os.ReadFile(older)
+	if res, err := verifier.VerifyEntriesPolicy(ob, k, verifier.Policy{AllowPartial: true}); err != nil || !res.OK() {
+		t.Fatalf("the older export alone: %+v %v", res, err)
+	}
+	copyFile(t, older, log)
+	for _, tw := range []*Tower{New(cfg), New(cfg)} {
+		got := logOf(t, tw.Refresh(ctx), "eu-1", "acme")
+		if got.Verified || !got.Forked || !strings.Contains(got.Failure, "forked or rewritten") || len(got.Resources) != 0 {
+			t.Fatalf("the rolled-back log: %+v", got)
+		}
+	}
+	// Put back, the log extends the kept checkpoint again.
+	copyFile(t, newer, log)
+	if got := logOf(t, New(cfg).Refresh(ctx), "eu-1", "acme"); !got.Verified || got.Kept != first.CheckpointSize {
+		t.Fatalf("the log restored: %+v", got)
+	}
+}
+
+// TestTowerPublishesGuardrail: tower publishes a guardrail to a live
+// runtime as its configured operator; the runtime's kernel refuses a
+// refund over the cap; a waiver tower grants for the run lets it through.
+func TestTowerPublishesGuardrail(t *testing.T) {
+	a := boot(t)
+	_, keys := a.export(t.TempDir(), "acme", "ops_alice", func(verifier.View) bool { return true })
+	t.Setenv("TOWER_TEST_TOWER", passwords["acme.ops_tower"])
+	cfg, err := ParseConfig([]byte(`
+[[runtimes]]
+name = "eu-1"
+nats_url = "`+a.rt.URL+`"
+  [[runtimes.tenants]]
+  id = "acme"
+  keys = "`+keys+`"
+  operator = "ops_tower"
+  password_env = "TOWER_TEST_TOWER"
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw, ctx := New(cfg), context.Background()
+	acks := tw.Guardrail(ctx, wire.GuardrailRequest{GuardrailID: "refund_cap", CapabilityID: "adp_payments.issue_refund", MaxAmount: 20000, Reason: "fleet cap"})
+	if len(acks) != 1 || !acks[0].Acknowledged || acks[0].Operator != "ops_tower" {
+		t.Fatalf("guardrail acks: %+v", acks)
+	}
+	if r := a.propose("acme", "agent_email", "k1", "ord_1", 30000); r.Code != wire.CodeGuardrailRefused {
+		t.Fatalf("a refund over tower's cap: %+v", r)
+	}
+	until := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if acks := tw.Waiver(ctx, wire.WaiverRequest{WaiverID: "w1", GuardrailID: "refund_cap", RunID: "run_k2", Until: until, Reason: "INC-9"}); !acks[0].Acknowledged {
+		t.Fatalf("waiver acks: %+v", acks)
+	}
+	if r := a.propose("acme", "agent_email", "k2", "ord_2", 30000); r.Status != wire.StatusApplied {
+		t.Fatalf("the waived run: %+v", r)
+	}
 }

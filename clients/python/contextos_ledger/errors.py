@@ -66,6 +66,8 @@ class Code(str, Enum):
     SHARED_GUARANTEE_IMPORT_CONFLICT = "shared_guarantee_import_conflict"
     SHARED_GUARANTEE_IMPORTS_SATURATED = "shared_guarantee_imports_saturated"
     CONTEXT_TOO_LARGE = "context_too_large"
+    GUARDRAIL_REFUSED = "guardrail_refused"
+    REQUEST_EXPIRED = "request_expired"
 
 
 class LedgerError(Exception):
@@ -483,6 +485,20 @@ class ContextTooLarge(Refused):
     retry = "never"
 
 
+class GuardrailRefused(Refused):
+    """Refused guardrail_refused (docs/errors.md)."""
+
+    code = "guardrail_refused"
+    retry = "operator"
+
+
+class RequestExpired(Refused):
+    """Refused request_expired (docs/errors.md)."""
+
+    code = "request_expired"
+    retry = "never"
+
+
 REFUSALS: Dict[str, Type[Refused]] = {
     "request_malformed": RequestMalformed,
     "capability_not_surfaced": CapabilityNotSurfaced,
@@ -537,6 +553,8 @@ REFUSALS: Dict[str, Type[Refused]] = {
     "shared_guarantee_import_conflict": SharedGuaranteeImportConflict,
     "shared_guarantee_imports_saturated": SharedGuaranteeImportsSaturated,
     "context_too_large": ContextTooLarge,
+    "guardrail_refused": GuardrailRefused,
+    "request_expired": RequestExpired,
 }
 
 

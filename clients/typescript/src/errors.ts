@@ -479,6 +479,22 @@ export class ContextTooLarge extends Refused {
   }
 }
 
+/** Refused guardrail_refused (docs/errors.md). */
+export class GuardrailRefused extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("guardrail_refused", reason, decision);
+    this.name = "GuardrailRefused";
+  }
+}
+
+/** Refused request_expired (docs/errors.md). */
+export class RequestExpired extends Refused {
+  constructor(reason = "", decision?: Decision) {
+    super("request_expired", reason, decision);
+    this.name = "RequestExpired";
+  }
+}
+
 /** The class of each code. */
 export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) => Refused> = {
   request_malformed: RequestMalformed,
@@ -534,6 +550,8 @@ export const REFUSALS: Record<Code, new (reason?: string, decision?: Decision) =
   shared_guarantee_import_conflict: SharedGuaranteeImportConflict,
   shared_guarantee_imports_saturated: SharedGuaranteeImportsSaturated,
   context_too_large: ContextTooLarge,
+  guardrail_refused: GuardrailRefused,
+  request_expired: RequestExpired,
 };
 
 /** The retry class of each code (docs/errors.md). */
@@ -591,6 +609,8 @@ export const RETRY: Record<Code, Retry> = {
   shared_guarantee_import_conflict: "never",
   shared_guarantee_imports_saturated: "never",
   context_too_large: "never",
+  guardrail_refused: "operator",
+  request_expired: "never",
 };
 
 /** The retry class of a code ("" for a code this version does not know). */

@@ -56,6 +56,8 @@ export const CODES = [
   "shared_guarantee_import_conflict",
   "shared_guarantee_imports_saturated",
   "context_too_large",
+  "guardrail_refused",
+  "request_expired",
 ] as const;
 
 /** A stable refusal code. */
