@@ -3,7 +3,11 @@
 // stored event, folding records into a chain and the compact range of
 // its Merkle tree (proofs are streamed from compact ranges), signed
 // checkpoints of that tree, witness cosignatures of the checkpoints, and
-// the reasons a record or checkpoint is refused. It does no I/O: the
+// the reasons a record or checkpoint is refused; and the files a tenant's
+// log is exported as, each one struct with one encoding and a strict
+// parser: entries.json (Entries), proof.json (Proof), consistency.json
+// (Consistency), keys.json (Keys) and events.jsonl (EventLine,
+// ReadEvents). It does no I/O beyond reading a given io.Reader: the
 // projector (package projections) writes the log over NATS with it, and the
 // offline verifier (package verifier) checks exports with it, so both agree
 // on every byte.

@@ -27,9 +27,11 @@
 //
 //	c := &client.AuditClient{NC: nc, Tenant: tenant, Operator: me}
 //	entries, _ := c.ExportAudit(ctx)
-//	b, _ := verifier.MarshalEntries(verifier.Entries(entries)) // entries.json, verified offline
+//	b, _ := audit.MarshalEntries(audit.Entries(entries)) // entries.json, verified offline
 //
-// The record, checkpoint and cosignature formats and the chain's rules are
-// package audit's, the export files package verifier's, so the writer here
-// and the offline checker share one encoder; docs/audit.md describes them.
+// The record, checkpoint and cosignature formats, the chain's rules and the
+// export files (entries.json, proofs, keys.json, events.jsonl) are package
+// audit's and view.json is package exposure's, so the writer here and the
+// offline checker (package verifier, which this package never imports)
+// share one encoder; docs/audit.md describes them.
 package projections

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -30,16 +30,16 @@ func (v *Model) MetricsHandler() http.Handler {
 func (v *Model) metrics() []byte {
 	type gauge struct {
 		name, help string
-		value      func(verifier.ResourceView) int64
+		value      func(exposure.ResourceView) int64
 	}
 	gauges := []gauge{
-		{"contextos_exposure_limit", "Ceiling of the resource ledger.", func(r verifier.ResourceView) int64 { return r.Limit }},
-		{"contextos_exposure_committed", "Exposure committed by applied effects.", func(r verifier.ResourceView) int64 { return r.Committed }},
-		{"contextos_exposure_held", "Exposure held by open attempts.", func(r verifier.ResourceView) int64 { return r.Held }},
-		{"contextos_exposure_available", "Limit minus committed minus held.", func(r verifier.ResourceView) int64 { return r.Available }},
-		{"contextos_exposure_open_attempts", "Attempts still holding exposure.", func(r verifier.ResourceView) int64 { return int64(len(r.OpenAttempts)) }},
+		{"contextos_exposure_limit", "Ceiling of the resource ledger.", func(r exposure.ResourceView) int64 { return r.Limit }},
+		{"contextos_exposure_committed", "Exposure committed by applied effects.", func(r exposure.ResourceView) int64 { return r.Committed }},
+		{"contextos_exposure_held", "Exposure held by open attempts.", func(r exposure.ResourceView) int64 { return r.Held }},
+		{"contextos_exposure_available", "Limit minus committed minus held.", func(r exposure.ResourceView) int64 { return r.Available }},
+		{"contextos_exposure_open_attempts", "Attempts still holding exposure.", func(r exposure.ResourceView) int64 { return int64(len(r.OpenAttempts)) }},
 	}
-	views := make([]verifier.View, 0)
+	views := make([]exposure.View, 0)
 	for _, t := range v.Tenants() {
 		views = append(views, v.View(t))
 	}

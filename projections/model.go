@@ -11,8 +11,8 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -108,7 +108,7 @@ const (
 	DefaultMaxDecisionBytes      = 16 << 20
 )
 
-// Incident kinds besides the refusal codes of verifier.IncidentCodes.
+// Incident kinds besides the refusal codes of exposure.IncidentCodes.
 const (
 	// KindStoredEventRefused is a stored message the kernel refused to
 	// fold; its code is wire.CodeStoredEventRefused.
@@ -195,11 +195,11 @@ type opState struct {
 }
 
 // incidentEntry is an incident; View is set when the event is one the
-// exported view lists (verifier.IncidentOf), so view.json stays what the
+// exported view lists (exposure.IncidentOf), so view.json stays what the
 // offline replay of the same events computes.
 type incidentEntry struct {
 	Incident wire.Incident      `json:"incident"`
-	View     *verifier.Incident `json:"view,omitempty"`
+	View     *exposure.Incident `json:"view,omitempty"`
 	Key      wire.IncidentKey   `json:"key"`
 }
 
@@ -381,8 +381,8 @@ func (m *Model) apply(ctx context.Context, s events.Stored) {
 	ts.Seq = s.Seq
 	m.st.Anchor = modelAnchor{Seq: s.Seq, Subject: s.Subject, EventID: s.Envelope.EventID}
 	in, isIncident := incidentOf(ts, s, ev)
-	var view *verifier.Incident
-	if v, ok := verifier.IncidentOf(s.Seq, s.Subject, s.Envelope); ok {
+	var view *exposure.Incident
+	if v, ok := exposure.IncidentOf(s.Seq, s.Subject, s.Envelope); ok {
 		view = &v
 		if !isIncident {
 			in, isIncident = wire.Incident{Kind: v.Kind, AttemptID: v.AttemptID, Code: wire.Code(v.Kind), At: v.Time}, true
@@ -446,7 +446,7 @@ func (m *Model) applyEvent(ctx context.Context, ts *tenantState, tenant string, 
 func (m *Model) applyKind(ctx context.Context, ts *tenantState, tenant, kind string, s events.Stored, ev kernel.Event) error {
 	switch kind {
 	case codec.KindExposure:
-		if err := verifier.CheckExposureSubject(tenant, s.Subject, ev); err != nil {
+		if err := exposure.CheckExposureSubject(tenant, s.Subject, ev); err != nil {
 			return err
 		}
 		l := ts.Ledgers[s.Subject]
@@ -680,7 +680,7 @@ func incidentOf(ts *tenantState, s events.Stored, ev kernel.Event) (wire.Inciden
 		}
 		return in, true
 	case kernel.OperationRefused:
-		if slices.Contains(verifier.IncidentCodes, e.Code) {
+		if slices.Contains(exposure.IncidentCodes, e.Code) {
 			in := wire.Incident{Kind: string(e.Code), Code: e.Code, Reason: e.Reason, At: s.Envelope.Time}
 			if o := ts.Ops[s.Subject]; o != nil {
 				in.OperationID = o.Op.OperationID
@@ -691,7 +691,7 @@ func incidentOf(ts *tenantState, s events.Stored, ev kernel.Event) (wire.Inciden
 			return in, true
 		}
 	case kernel.ProposalRefused:
-		if slices.Contains(verifier.IncidentCodes, e.Code) {
+		if slices.Contains(exposure.IncidentCodes, e.Code) {
 			return wire.Incident{Kind: string(e.Code), Code: e.Code, Reason: e.Reason, At: s.Envelope.Time}, true
 		}
 	}
@@ -710,19 +710,19 @@ func (m *Model) Report(tenant string, in wire.Incident) {
 }
 
 // View returns tenant's exposure view (view.json).
-func (m *Model) View(tenant string) verifier.View {
+func (m *Model) View(tenant string) exposure.View {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	v := verifier.View{V: verifier.ViewVersion, Tenant: tenant, Resources: []verifier.ResourceView{}, Incidents: []verifier.Incident{}}
+	v := exposure.View{V: exposure.ViewVersion, Tenant: tenant, Resources: []exposure.ResourceView{}, Incidents: []exposure.Incident{}}
 	ts := m.st.Tenants[tenant]
 	if ts == nil {
 		return v
 	}
 	v.Seq = ts.Seq
 	for subject, l := range ts.Ledgers {
-		v.Resources = append(v.Resources, verifier.ResourceOf(subject, l))
+		v.Resources = append(v.Resources, exposure.ResourceOf(subject, l))
 	}
-	verifier.SortResources(v.Resources)
+	exposure.SortResources(v.Resources)
 	for _, e := range ts.Incidents {
 		if e.View != nil {
 			v.Incidents = append(v.Incidents, *e.View)

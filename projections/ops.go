@@ -10,8 +10,8 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -29,7 +29,7 @@ type OpsConfig struct {
 	Events events.Store
 	// PublicKeys are the runtime's Ed25519 public keys (the current one and
 	// any retired one that signed events still in the log): audit-keys
-	// publishes them as the tenant's keys.json (verifier.KeysFor).
+	// publishes them as the tenant's keys.json (audit.KeysFor).
 	PublicKeys []ed25519.PublicKey
 	// WitnessKeys are the cosignature verifier keys of the witnesses that
 	// cosign the checkpoints; audit-keys publishes them too.
@@ -105,14 +105,14 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) wire
 		if err := decodeRequest(body, &struct{}{}); err != nil {
 			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
-		keys, err := verifier.KeysFor(tenant, o.cfg.PublicKeys...)
+		keys, err := audit.KeysFor(tenant, o.cfg.PublicKeys...)
 		if err == nil {
 			keys.WitnessKeys = append(keys.WitnessKeys, o.cfg.WitnessKeys...)
 		}
 		if err != nil {
 			return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 		}
-		return fileReply(verifier.MarshalKeys(keys))
+		return fileReply(audit.MarshalKeys(keys))
 	case wire.VerbAuditProve:
 		var req wire.ProveRequest
 		if err := decodeRequest(body, &req); err != nil {
@@ -141,7 +141,7 @@ func (o *Ops) Handle(ctx context.Context, tenant, verb string, body []byte) wire
 		if err := o.cfg.Model.Sync(ctx); err != nil {
 			return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 		}
-		return fileReply(verifier.MarshalView(o.cfg.Model.View(tenant)))
+		return fileReply(exposure.MarshalView(o.cfg.Model.View(tenant)))
 	case wire.VerbReport:
 		var req wire.ReportRequest
 		if err := decodeRequest(body, &req); err != nil {
@@ -262,7 +262,7 @@ func (o *Ops) eventsExport(ctx context.Context, tenant string, req wire.ExportRe
 		if len(reply.Items) == req.Limit {
 			return errStop
 		}
-		line, err := verifier.MarshalEventLine(st.Seq, st.Subject, st.Raw)
+		line, err := audit.MarshalEventLine(st.Seq, st.Subject, st.Raw)
 		if err != nil {
 			return fmt.Errorf("event %d: %w", st.Seq, err)
 		}
@@ -306,7 +306,7 @@ func (o *Ops) prove(ctx context.Context, tenant, eventID string) wire.OpReply {
 	if err != nil {
 		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
-	return fileReply(verifier.MarshalProof(verifier.Proof{Tenant: tenant, Index: index, Record: ps.raw, Checkpoint: cp.Note, Hashes: ps.hashes}))
+	return fileReply(audit.MarshalProof(audit.Proof{Tenant: tenant, Index: index, Record: ps.raw, Checkpoint: cp.Note, Hashes: ps.hashes}))
 }
 
 // proveConsistency proves that the tenant's checkpoint of oldSize records is
@@ -342,19 +342,19 @@ func (o *Ops) proveConsistency(ctx context.Context, tenant string, oldSize int64
 	if err != nil {
 		return wire.Refused(wire.CodeProjectionUnavailable, "%v", err)
 	}
-	return fileReply(verifier.MarshalConsistency(verifier.Consistency{Tenant: tenant, Old: old.Note, New: cur.Note, Hashes: ps.hashes}))
+	return fileReply(audit.MarshalConsistency(audit.Consistency{Tenant: tenant, Old: old.Note, New: cur.Note, Hashes: ps.hashes}))
 }
 
 // KeysFor returns the keys an auditor of tenant needs when events, records
 // and checkpoints are signed by the given runtime signers: what audit-keys
 // publishes.
-func KeysFor(tenant string, signers ...codec.Signer) (verifier.Keys, error) {
+func KeysFor(tenant string, signers ...codec.Signer) (audit.Keys, error) {
 	pubs := make([]ed25519.PublicKey, 0, len(signers))
 	for _, s := range signers {
 		if len(s.Key) != ed25519.PrivateKeySize {
-			return verifier.Keys{}, errors.New("projections: KeysFor: signer without an Ed25519 key")
+			return audit.Keys{}, errors.New("projections: KeysFor: signer without an Ed25519 key")
 		}
 		pubs = append(pubs, s.Key.Public().(ed25519.PublicKey))
 	}
-	return verifier.KeysFor(tenant, pubs...)
+	return audit.KeysFor(tenant, pubs...)
 }

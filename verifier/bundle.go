@@ -67,9 +67,9 @@ func MarshalBundle(b Bundle) ([]byte, error) {
 	f := bundleFile{V: BundleVersion, Tenant: b.Tenant, AttemptID: b.AttemptID, Checkpoint: string(b.Checkpoint), Keys: string(b.Keys),
 		Records: []bundleRecordFile{}}
 	for _, r := range b.Records {
-		f.Records = append(f.Records, bundleRecordFile{Index: r.Index, Record: r.Record, Proof: formatHashes(r.Proof)})
+		f.Records = append(f.Records, bundleRecordFile{Index: r.Index, Record: r.Record, Proof: audit.FormatHashes(r.Proof)})
 	}
-	return canonicalLine(f)
+	return audit.CanonicalLine(f)
 }
 
 // ParseBundle parses bundle.json strictly: nothing unknown or missing, at
@@ -104,7 +104,7 @@ func ParseBundle(b []byte) (Bundle, error) {
 		if r.Record == nil || r.Proof == nil || len(r.Proof) > 64 {
 			return Bundle{}, errors.New("verifier: bundle: a record lacks its proof or has more than 64 hashes")
 		}
-		hs, err := parseHashes(r.Proof)
+		hs, err := audit.ParseHashes(r.Proof)
 		if err != nil {
 			return Bundle{}, fmt.Errorf("verifier: bundle: %w", err)
 		}

@@ -2,13 +2,14 @@
 // exposure balances offline: it never talks to NATS and needs nothing but the
 // exported files and the trusted public keys.
 //
-// It also defines those files: the entries.json export, an inclusion Proof,
-// a Consistency proof, the keys.json trust file, events.jsonl lines and the
-// view.json exposure view. The record, checkpoint and cosignature formats
-// inside them, and the rules that fold records into a chain, are package
-// audit's, which the writer (package projections) uses too. Every decoder
-// is strict (unknown fields, trailing data and non-canonical bytes are
-// refused) and never panics.
+// Those files are defined where the writer (package projections) finds them
+// too, so this package stays a standalone reader that the runtime never
+// imports: the entries.json export, proofs, keys.json and events.jsonl in
+// package audit (with the record, checkpoint and cosignature formats and
+// the chain's rules), view.json in package exposure. This package names
+// them again (type aliases and forwarding functions, not copies) so an
+// auditor needs only it. Every decoder is strict (unknown fields, trailing
+// data and non-canonical bytes are refused) and never panics.
 //
 // The usage loop of an auditor:
 //

@@ -1,4 +1,4 @@
-package verifier
+package audit
 
 import (
 	"crypto/ed25519"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"golang.org/x/mod/sumdb/note"
@@ -24,7 +23,7 @@ const KeysVersion = 2
 //	 "checkpoint_keys":["<origin>+<hash>+<key>"],"witness_keys":["<name>+<hash>+<key>"]}
 //
 // where keyring is the events keyring file (codec.MarshalKeyring) and a
-// witness key is a C2SP cosignature/v1 verifier key (audit.ParseCosignerKey).
+// witness key is a C2SP cosignature/v1 verifier key (ParseCosignerKey).
 type Keys struct {
 	Keyring        codec.Keyring
 	CheckpointKeys []string // note verifier keys, one per (origin, key)
@@ -44,13 +43,13 @@ func KeysFor(tenant string, pubs ...ed25519.PublicKey) (Keys, error) {
 	k := Keys{Keyring: codec.Keyring{}, WitnessKeys: []string{}}
 	for _, pub := range pubs {
 		if len(pub) != ed25519.PublicKeySize {
-			return Keys{}, fmt.Errorf("verifier: KeysFor: not an Ed25519 public key")
+			return Keys{}, fmt.Errorf("audit: KeysFor: not an Ed25519 public key")
 		}
 		if _, dup := k.Keyring[codec.KeyIDFor(pub)]; dup {
 			continue
 		}
 		k.Keyring.Add(pub)
-		vkey, err := audit.NoteVerifierKey(audit.Origin(tenant), pub)
+		vkey, err := NoteVerifierKey(Origin(tenant), pub)
 		if err != nil {
 			return Keys{}, err
 		}
@@ -66,7 +65,7 @@ func (k Keys) Verifiers() (note.Verifiers, error) {
 	for _, s := range k.CheckpointKeys {
 		v, err := note.NewVerifier(s)
 		if err != nil {
-			return nil, fmt.Errorf("verifier: checkpoint key %q: %w", s, err)
+			return nil, fmt.Errorf("audit: checkpoint key %q: %w", s, err)
 		}
 		vs = append(vs, v)
 	}
@@ -74,12 +73,12 @@ func (k Keys) Verifiers() (note.Verifiers, error) {
 }
 
 // Cosigners returns the witnesses' cosignature verifiers.
-func (k Keys) Cosigners() ([]*audit.Cosigner, error) {
-	out := make([]*audit.Cosigner, 0, len(k.WitnessKeys))
+func (k Keys) Cosigners() ([]*Cosigner, error) {
+	out := make([]*Cosigner, 0, len(k.WitnessKeys))
 	for _, s := range k.WitnessKeys {
-		c, err := audit.ParseCosignerKey(s)
+		c, err := ParseCosignerKey(s)
 		if err != nil {
-			return nil, fmt.Errorf("verifier: %w", err)
+			return nil, fmt.Errorf("audit: %w", err)
 		}
 		out = append(out, c)
 	}
@@ -116,33 +115,33 @@ func MarshalKeys(k Keys) ([]byte, error) {
 func ParseKeys(b []byte) (Keys, error) {
 	var f keysFile
 	if err := kernel.StrictJSON(b, &f); err != nil {
-		return Keys{}, fmt.Errorf("verifier: keys: %w", err)
+		return Keys{}, fmt.Errorf("audit: keys: %w", err)
 	}
 	if f.V == nil || *f.V != KeysVersion {
-		return Keys{}, fmt.Errorf("verifier: keys: want \"v\": %d", KeysVersion)
+		return Keys{}, fmt.Errorf("audit: keys: want \"v\": %d", KeysVersion)
 	}
 	if f.Keyring == nil || f.CheckpointKeys == nil || f.WitnessKeys == nil {
-		return Keys{}, fmt.Errorf("verifier: keys: keyring, checkpoint_keys and witness_keys are required")
+		return Keys{}, fmt.Errorf("audit: keys: keyring, checkpoint_keys and witness_keys are required")
 	}
 	ring, err := codec.ParseKeyring(f.Keyring)
 	if err != nil {
-		return Keys{}, fmt.Errorf("verifier: keys: %w", err)
+		return Keys{}, fmt.Errorf("audit: keys: %w", err)
 	}
 	seen := map[string]bool{}
 	for _, s := range append(append([]string{}, f.CheckpointKeys...), f.WitnessKeys...) {
 		if seen[s] {
-			return Keys{}, fmt.Errorf("verifier: keys: duplicate key %q", s)
+			return Keys{}, fmt.Errorf("audit: keys: duplicate key %q", s)
 		}
 		seen[s] = true
 	}
 	for _, s := range f.CheckpointKeys {
 		if _, err := note.NewVerifier(s); err != nil {
-			return Keys{}, fmt.Errorf("verifier: keys: checkpoint key %q: %w", s, err)
+			return Keys{}, fmt.Errorf("audit: keys: checkpoint key %q: %w", s, err)
 		}
 	}
 	k := Keys{Keyring: ring, CheckpointKeys: f.CheckpointKeys, WitnessKeys: f.WitnessKeys}
 	if _, err := k.Cosigners(); err != nil {
-		return Keys{}, fmt.Errorf("verifier: keys: %w", err)
+		return Keys{}, fmt.Errorf("audit: keys: %w", err)
 	}
 	return k, nil
 }

@@ -1,4 +1,4 @@
-package verifier
+package audit
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/kernel"
 	"io"
 	"strings"
@@ -57,11 +56,11 @@ func MarshalEventLine(seq uint64, subject string, raw []byte) ([]byte, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
 	}
-	return canonicalLine(eventLineFile{Event: raw, Seq: seq, Subject: subject})
+	return CanonicalLine(eventLineFile{Event: raw, Seq: seq, Subject: subject})
 }
 
 func (l EventLine) validate() error {
-	if l.Seq < 1 || l.Seq > audit.MaxIndex {
+	if l.Seq < 1 || l.Seq > MaxIndex {
 		return fmt.Errorf("seq %d out of range", l.Seq)
 	}
 	if err := codec.ValidSubject(l.Subject); err != nil {
@@ -121,14 +120,14 @@ func ReadEvents(r io.Reader, fn func(EventLine) error) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("verifier: events line %d: %w", n, err)
+			return fmt.Errorf("audit: events line %d: %w", n, err)
 		}
 		l, err := ParseEventLine(line)
 		if err != nil {
-			return fmt.Errorf("verifier: events line %d: %w", n, err)
+			return fmt.Errorf("audit: events line %d: %w", n, err)
 		}
 		if l.Seq <= last {
-			return fmt.Errorf("verifier: events line %d: seq %d does not follow %d", n, l.Seq, last)
+			return fmt.Errorf("audit: events line %d: seq %d does not follow %d", n, l.Seq, last)
 		}
 		last = l.Seq
 		if err := fn(l); err != nil {
