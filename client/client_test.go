@@ -32,6 +32,12 @@ type testDaemon struct {
 // synthetic provider on loopback.
 func boot(t *testing.T, hooks gateway.Hooks) *testDaemon {
 	t.Helper()
+	return bootEdited(t, hooks, nil)
+}
+
+// bootEdited boots as boot does with the configuration edit gives.
+func bootEdited(t *testing.T, hooks gateway.Hooks, edit func(string) string) *testDaemon {
+	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
@@ -39,7 +45,11 @@ func boot(t *testing.T, hooks gateway.Hooks) *testDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	text := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))
+	if edit != nil {
+		text = edit(text)
+	}
+	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,21 +28,35 @@ from .client import (
     Page,
     SyncClient,
     collect,
+    context_subject,
     inbox_prefix,
     op_subject,
     page_of,
     propose_subject,
+    read_context,
     read_decision,
     read_op_reply,
 )
 from .connection import InsecureTransport, Reconnect
 from .errors import *  # noqa: F401,F403  (Code, LedgerError, Refused, Unreachable, Unresolved, one class per code)
 from .errors import REFUSALS, Code, LedgerError, Refused, Unreachable, Unresolved, refused, retry_of
-from .types import DEFINITIVE, ConflictResolution, Decision, EvidenceConflictMarker, EvidenceGate, GuaranteeRow, Proposal, Status
+from .types import (
+    DEFINITIVE,
+    CompiledContext,
+    ConflictResolution,
+    ContextRequest,
+    Decision,
+    EvidenceConflictMarker,
+    EvidenceGate,
+    GuaranteeRow,
+    Proposal,
+    Status,
+    ToolExposure,
+)
 
 __all__ = ["__version__", "Client", "SyncClient", "InsecureTransport", "Reconnect", "Proposal", "Decision", "GuaranteeRow", "Status",
-           "EvidenceGate", "EvidenceConflictMarker", "ConflictResolution",
+           "EvidenceGate", "EvidenceConflictMarker", "ConflictResolution", "CompiledContext", "ContextRequest", "ToolExposure",
            "DEFINITIVE", "Code", "LedgerError",
-           "Refused", "Unreachable", "Unresolved", "REFUSALS", "refused", "retry_of", "inbox_prefix", "propose_subject", "op_subject",
+           "Refused", "Unreachable", "Unresolved", "REFUSALS", "refused", "retry_of", "inbox_prefix", "propose_subject", "context_subject", "op_subject",
            "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE", "Page", "MoreRows", "collect", "DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT",
-           "MAX_LIST_ROWS", "read_decision", "read_op_reply", "page_of"] + [cls.__name__ for cls in REFUSALS.values()]
+           "MAX_LIST_ROWS", "read_decision", "read_context", "read_op_reply", "page_of"] + [cls.__name__ for cls in REFUSALS.values()]

@@ -8,7 +8,7 @@ import json
 import ssl
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, TypeVar, Union
+from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Sequence, TypeVar, Union
 
 import nats.errors
 
@@ -24,7 +24,7 @@ from .connection import (
     open_connection,
 )
 from .errors import Code, Refused, Unreachable, Unresolved, refused
-from .types import Decision, Proposal
+from .types import CompiledContext, ContextRequest, Decision, Proposal
 
 #: How long propose resends when no deadline is given, in seconds.
 DEFAULT_PROPOSE_DEADLINE = 120.0
@@ -89,6 +89,22 @@ def inbox_prefix(tenant: str, principal: str) -> str:
 def propose_subject(tenant: str, principal: str) -> str:
     """Where an agent publishes proposals."""
     return f"ctx.v1.{tenant}.{principal}.propose"
+
+
+def context_subject(tenant: str, principal: str) -> str:
+    """Where an agent asks for its run's compiled context."""
+    return f"ctx.v1.{tenant}.{principal}.context"
+
+
+def read_context(raw: bytes) -> CompiledContext:
+    """Decodes a compile reply as compile_context reads it: the compiled
+    context, or the code's Refused subclass raised."""
+    r = json.loads(raw)
+    if not isinstance(r, dict) or not isinstance(r.get("status"), str):
+        raise ValueError(f"not a compile reply: {raw[:200]!r}")
+    if r["status"] != "compiled":
+        raise refused(r.get("code", ""), r.get("reason", ""))
+    return CompiledContext.from_reply(r)
 
 
 def op_subject(tenant: str, verb: str, operator: str) -> str:
@@ -240,6 +256,24 @@ class Client:
                 if inspect.isawaitable(r):
                     await r
             backoff, wait = min(2 * backoff, 2.0), min(2 * wait, 30.0)
+
+    async def compile_context(self, run_id: str, capability_id: str,
+                              evidence_refs: Optional[Sequence[str]] = None) -> CompiledContext:
+        """Asks for the compiled context of the agent's run (docs/context.md):
+        payload blocks by bucket, the evidence gate of the capability's
+        decision, omissions, negative state and the derived tool exposure.
+
+        It stores nothing and grants nothing, and it is one request, never
+        resent. A refusal raises the code's Refused subclass (rate_limited
+        and overloaded included: it spends the same rate as a proposal); no
+        reply in time raises Unreachable.
+        """
+        body = ContextRequest(run_id, capability_id, evidence_refs).to_json()
+        try:
+            raw = await self._request(context_subject(self.tenant, self.principal), body, self.timeout)
+        except (asyncio.TimeoutError, nats.errors.Error) as e:
+            raise Unreachable(f"compile context: {e!r}") from e
+        return read_context(raw)
 
     async def op(self, verb: str, body: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """Sends an operator verb and returns its reply once it says ok.
@@ -435,5 +469,5 @@ class SyncClient:
 
 
 __all__ = ["Client", "SyncClient", "Refused", "Unreachable", "Unresolved", "InsecureTransport", "Reconnect", "inbox_prefix",
-           "propose_subject", "op_subject", "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE", "Page", "MoreRows", "collect",
+           "propose_subject", "context_subject", "read_context", "op_subject", "DEFAULT_URL", "DEFAULT_PROPOSE_DEADLINE", "Page", "MoreRows", "collect",
            "DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT", "MAX_LIST_ROWS"]

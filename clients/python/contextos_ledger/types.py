@@ -152,3 +152,61 @@ class Decision:
                    action_digest=d.get("action_digest", ""), resource=d.get("resource", ""),
                    limit=d.get("limit"), committed=d.get("committed"), held=d.get("held"), available=d.get("available"),
                    guarantees=rows, evidence_gate=EvidenceGate.from_dict(gate) if gate is not None else None)
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    """The body of ctx.v1.<tenant>.<principal>.context: the run, the capability whose
+    context pack and decision govern the next step, and the evidence refs a proposal
+    would name."""
+
+    run_id: str
+    capability_id: str
+    evidence_refs: Optional[Sequence[str]] = None
+
+    def to_json(self) -> bytes:
+        body: Dict[str, Any] = {"run_id": self.run_id, "capability_id": self.capability_id}
+        if self.evidence_refs:
+            body["evidence_refs"] = list(self.evidence_refs)
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True)
+class ToolExposure:
+    """One tool of a compiled context's derived exposure (docs/schema/compiled-context.json#/properties/tools).
+
+    ``reason`` says why a tool is not exposed or not dispatchable, empty when it is both."""
+
+    capability_id: str
+    exposed: bool
+    dispatch_allowed: bool
+    gated_by: str = ""
+    reason: str = ""
+    version: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ToolExposure:
+        return cls(capability_id=d["capability_id"], exposed=bool(d["exposed"]), dispatch_allowed=bool(d["dispatch_allowed"]),
+                   gated_by=d.get("gated_by", ""), reason=d.get("reason", ""), version=d.get("version", ""))
+
+
+@dataclass(frozen=True)
+class CompiledContext:
+    """A run's compiled context as the daemon served it (docs/context.md, schema
+    docs/schema/compiled-context.json): its digest, the evidence gate and the tool
+    exposure typed, and the whole context as decoded JSON in ``context``. It stores
+    nothing and grants nothing: a later proposal is decided as always."""
+
+    digest: str
+    gate: EvidenceGate
+    tools: List[ToolExposure]
+    context: Dict[str, Any]
+
+    @classmethod
+    def from_reply(cls, d: Mapping[str, Any]) -> CompiledContext:
+        """Decodes the compiled member of a compile reply (status compiled)."""
+        cc = d.get("context")
+        if not isinstance(cc, dict) or not isinstance(d.get("digest"), str):
+            raise ValueError(f"not a compiled context: {d!r:.200}")
+        return cls(digest=d["digest"], gate=EvidenceGate.from_dict(cc["gate"]),
+                   tools=[ToolExposure.from_dict(t) for t in cc.get("tools") or []], context=cc)

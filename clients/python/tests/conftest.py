@@ -122,6 +122,30 @@ def frameworks_daemon() -> Iterator[Daemon]:
         yield d
 
 
+#: The context pack the context daemon puts the refund capability under: a
+#: decision that requires no evidence (its gate is sufficient) gating the
+#: refund tool.
+REFUND_PACK = {"schema": "context_pack.v1", "pack_id": "refunds", "version": "1",
+               "buckets": [{"name": "evidence", "max_tokens": 100}],
+               "decisions": [{"decision_key": "refund.issue"}],
+               "tools": [{"capability_id": "adp_payments.issue_refund", "gated_by": "refund.issue"}]}
+
+
+@pytest.fixture(scope="session")
+def context_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """The shared-guarantees example's daemon with its refund capability
+    under REFUND_PACK, so its agents can compile their runs' context."""
+    tmp = tmp_path_factory.mktemp("context")
+    (tmp / "refunds-pack.json").write_text(json.dumps(REFUND_PACK))
+    cfg = (REPO / "examples/shared-guarantees/contextos.toml").read_text()
+    cap = 'id = "adp_payments.issue_refund"\n'
+    assert cap in cfg, "the example's configuration has no refund capability"
+    cfg = cfg.replace(cap, cap + f'decision_key = "refund.issue"\ncontext_pack = "{tmp / "refunds-pack.json"}"\n', 1)
+    (tmp / "contextos.toml").write_text(cfg)
+    with _run_daemon(tmp / "contextos.toml") as d:
+        yield d
+
+
 async def _ready(d: Daemon) -> None:
     deadline = time.monotonic() + 30
     while True:

@@ -156,6 +156,42 @@ def test_typed_errors(daemon: Daemon) -> None:
     asyncio.run(main())
 
 
+def test_compile_context(context_daemon: Daemon) -> None:
+    async def main() -> None:
+        async with await context_daemon.connect("agent_email") as agent:
+            cc = await agent.compile_context("run_ctx", "adp_payments.issue_refund")
+            assert isinstance(cc, ledger.CompiledContext)
+            assert re.fullmatch("[0-9a-f]{64}", cc.digest) and cc.context["digest"] == cc.digest
+            assert cc.context["run"]["principal"] == "agent_email" and cc.context["run"]["run_id"] == "run_ctx"
+            assert cc.gate.decision_key == "refund.issue" and cc.gate.sufficiency == "sufficient" and cc.gate.commit_allowed
+            assert cc.tools == [ledger.ToolExposure("adp_payments.issue_refund", exposed=True, dispatch_allowed=True,
+                                                    gated_by="refund.issue")]
+            with pytest.raises(CapabilityNotSurfaced) as e:
+                await agent.compile_context("run_ctx", "no.such")
+            assert e.value.code == "capability_not_surfaced" and e.value.reason
+            with pytest.raises(ledger.RequestMalformed):
+                await agent.compile_context("run_ctx", "adp_payments.issue_refund", evidence_refs=[""])
+        async with await context_daemon.connect("agent_chat") as other:
+            # The server refuses a publish on another agent's context subject.
+            start = time.monotonic()
+            with pytest.raises(AuthorityDenied):
+                await other._request(ledger.context_subject("acme", "agent_email"),
+                                     ledger.ContextRequest("run_ctx", "adp_payments.issue_refund").to_json(), 5.0)
+            assert time.monotonic() - start < 3
+
+    asyncio.run(main())
+
+
+def test_compile_context_without_a_pack(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with await daemon.connect("agent_phone") as agent:
+            with pytest.raises(ledger.ContextInvalid) as e:
+                await agent.compile_context("run_ctx", "adp_payments.issue_refund")
+            assert e.value.code == "context_invalid"
+
+    asyncio.run(main())
+
+
 def test_operator_calls(daemon: Daemon) -> None:
     async def main() -> None:
         async with await daemon.connect("ops_alice") as ops:

@@ -6,6 +6,9 @@ import type {
   Approval,
   AttemptRow,
   AuthorityChange,
+  CompiledContext,
+  ContextReply,
+  ContextRequest,
   Decision,
   ExposureRow,
   Incident,
@@ -27,6 +30,8 @@ export const DEFAULT_PROPOSE_DEADLINE_MS = 120_000;
 export const inboxPrefix = (tenant: string, principal: string) => `_INBOX.${tenant}.${principal}`;
 /** Where an agent publishes proposals. */
 export const proposeSubject = (tenant: string, principal: string) => `ctx.v1.${tenant}.${principal}.propose`;
+/** Where an agent asks for its run's compiled context. */
+export const contextSubject = (tenant: string, principal: string) => `ctx.v1.${tenant}.${principal}.context`;
 /** Where an operator sends a verb. */
 export const opSubject = (tenant: string, verb: string, operator: string) => `ctx.v1.${tenant}.ops.${verb}.${operator}`;
 
@@ -59,6 +64,27 @@ export function readDecision(raw: Uint8Array): Decision {
     throw refused(d.code ?? "", d.reason ?? "", d);
   }
   return d;
+}
+
+/** The compiled context a compile request returned, with its digest. */
+export interface CompiledContextReply {
+  digest: string;
+  context: CompiledContext;
+}
+
+/** Decodes a compile reply as compileContext reads it: the compiled context, or the code's Refused class thrown. */
+export function readContext(raw: Uint8Array): CompiledContextReply {
+  const r = JSON.parse(decoder.decode(raw)) as ContextReply;
+  if (r === null || typeof r !== "object" || typeof r.status !== "string") {
+    throw new TypeError(`not a compile reply: ${decoder.decode(raw).slice(0, 200)}`);
+  }
+  if (r.status !== "compiled") {
+    throw refused(r.code ?? "", r.reason ?? "");
+  }
+  if (typeof r.digest !== "string" || r.context === null || typeof r.context !== "object") {
+    throw new TypeError(`a compiled reply without its context: ${decoder.decode(raw).slice(0, 200)}`);
+  }
+  return { digest: r.digest, context: r.context };
 }
 
 /** Decodes an operator reply as op reads it: the reply once it says ok, else the code's Refused class is thrown. */
@@ -177,6 +203,28 @@ export class Client {
       backoff = Math.min(2 * backoff, 2000);
       wait = Math.min(2 * wait, 30_000);
     }
+  }
+
+  /**
+   * Asks for the compiled context of the agent's run (docs/context.md):
+   * payload blocks by bucket, the evidence gate of the capability's
+   * decision, omissions, negative state and the derived tool exposure. It
+   * stores nothing and grants nothing, and it is one request, never resent.
+   * A refusal throws the code's Refused class (rate_limited and overloaded
+   * included: it spends the same rate as a proposal); no reply in time
+   * throws Unreachable.
+   */
+  async compileContext(req: ContextRequest): Promise<CompiledContextReply> {
+    const body: ContextRequest = { run_id: req.run_id, capability_id: req.capability_id };
+    if (req.evidence_refs?.length) body.evidence_refs = [...req.evidence_refs];
+    let raw: Uint8Array;
+    try {
+      raw = await this.request(contextSubject(this.tenant, this.principal), encoder.encode(JSON.stringify(body)), this.timeoutMs);
+    } catch (e) {
+      if (e instanceof LedgerError) throw e;
+      throw new Unreachable(`compile context: ${String(e)}`, { cause: e });
+    }
+    return readContext(raw);
   }
 
   /**

@@ -147,6 +147,57 @@ export interface EvidenceGate {
   commit_allowed: boolean;
 }
 
+/**
+ * The body of ctx.v1.<tenant>.<principal>.context: the run, the capability
+ * whose context pack and decision govern the next step, and the evidence
+ * refs a proposal would name (docs/context.md).
+ */
+export interface ContextRequest {
+  run_id: string;
+  capability_id: string;
+  evidence_refs?: string[];
+}
+
+/** One tool of a compiled context's derived exposure; reason says why it is not exposed or not dispatchable. */
+export interface ToolExposure {
+  capability_id: string;
+  exposed: boolean;
+  gated_by?: string;
+  dispatch_allowed: boolean;
+  reason?: string;
+  version?: string;
+}
+
+/**
+ * A run's compiled context (schema/compiled-context.json, docs/context.md):
+ * the gate and the tool exposure typed; the other stages as the schema
+ * gives them.
+ */
+export interface CompiledContext {
+  schema: "compiled_context.v1";
+  run: { tenant: string; principal: string; run_id: string; decision_key: string; [member: string]: unknown };
+  dependencies: Record<string, unknown>;
+  eligibility: Record<string, unknown>[];
+  conflicts: EvidenceConflictMarker[];
+  payload: Record<string, unknown>[];
+  negative_state: Record<string, unknown>;
+  requirements: Record<string, unknown>[];
+  tools: ToolExposure[];
+  gate: EvidenceGate;
+  stage_hashes: Record<string, string>;
+  digest: string;
+  inputs?: Record<string, unknown>[];
+}
+
+/** The reply to a compile request: the compiled context and its digest, or a refusal with its code. */
+export interface ContextReply {
+  status: "compiled" | "refused";
+  code?: string;
+  reason?: string;
+  digest?: string;
+  context?: CompiledContext;
+}
+
 /** One resource's balances (the exposure verb). */
 export interface ExposureRow {
   tenant: string;
@@ -268,6 +319,12 @@ export interface OpReply {
   done?: boolean;
   /** A file verb's file (keys.json, proof.json, consistency.json, view.json), standard base64. */
   file?: string;
+  /** The decisions verb's rows (schema op-reply.json#/$defs/decision_row). */
+  decisions?: Record<string, unknown>[];
+  /** guarantee-import: one result a row, in order (schema op-reply.json#/$defs/import_result). */
+  imports?: Record<string, unknown>[];
+  /** report: outcomes per guarantee and window (schema op-reply.json#/$defs/outcome_row). */
+  outcomes?: Record<string, unknown>[];
 }
 
 /** One capability's circuit breaker (the breaker verb): its rule, and what tripped it while it is open. */
@@ -352,6 +409,7 @@ export interface VersionRow {
 export const MEMBERS = {
   proposal: ["run_id", "operation_key", "capability_id", "arguments", "evidence_refs", "approval_id"],
   decision: ["status", "code", "reason", "operation_id", "attempt_id", "action_digest", "resource", "limit", "committed", "held", "available", "guarantees", "evidence_gate"],
+  "compiled-context": ["schema", "run", "dependencies", "eligibility", "conflicts", "payload", "negative_state", "requirements", "tools", "gate", "stage_hashes", "digest", "inputs"],
   "evidence-gate": ["decision_key", "required", "satisfied", "unresolved", "conflicts", "sufficiency", "commit_allowed"],
   "conflict-marker": ["conflict_id", "evidence_refs", "requirements", "status", "subject", "predicate", "values", "resolution"],
   "conflict-marker#resolution": ["resolution_ref", "selected_evidence_refs", "kind", "resolved_by", "rule_id"],
@@ -373,6 +431,7 @@ const assertTrue = <T extends true>(): T => true as T;
 void assertTrue<Same<(typeof MEMBERS)["proposal"][number], keyof Proposal>>();
 void assertTrue<Same<(typeof MEMBERS)["decision"][number], keyof Decision>>();
 void assertTrue<Same<(typeof MEMBERS)["evidence-gate"][number], keyof EvidenceGate>>();
+void assertTrue<Same<(typeof MEMBERS)["compiled-context"][number], keyof CompiledContext>>();
 void assertTrue<Same<(typeof MEMBERS)["conflict-marker"][number], keyof EvidenceConflictMarker>>();
 void assertTrue<Same<(typeof MEMBERS)["conflict-marker#resolution"][number], keyof ConflictResolution>>();
 void assertTrue<Same<(typeof MEMBERS)["op-reply"][number], keyof OpReply>>();

@@ -6,6 +6,7 @@ import {
   AuthorityDenied,
   CapabilityNotSurfaced,
   Client,
+  ContextInvalid,
   inboxPrefix,
   MoreRows,
   Refused,
@@ -126,6 +127,15 @@ test("typed errors", async () => {
   await assert.rejects(Client.connect({ url: d.url, tenant: "acme", principal: "agent_phone", password: "wrong" }), AuthorityDenied);
   await assert.rejects(Client.connect({ url: d.url, tenant: "acme", principal: "ops.alice", password: "x" }), TypeError);
   await assert.rejects(Client.connect({ url: "nats://127.0.0.1:1", tenant: "acme", principal: "agent_phone", password: "x", timeoutMs: 1000 }), Unreachable);
+});
+
+test("compileContext for a capability under no context pack: context_invalid", async () => {
+  const agent = await d.connect("agent_phone");
+  try {
+    await assert.rejects(agent.compileContext({ run_id: "run_ctx", capability_id: "adp_payments.issue_refund" }), ContextInvalid);
+  } finally {
+    await agent.close();
+  }
 });
 
 test("operator calls", async () => {

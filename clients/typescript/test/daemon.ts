@@ -50,7 +50,11 @@ async function waitFile(path: string, ms: number): Promise<string> {
   throw new Error(`${path} did not appear`);
 }
 
-export async function startDaemon(): Promise<Daemon> {
+/**
+ * Starts the daemon; edit, when given, rewrites the example's configuration
+ * (dir is the daemon's own temporary directory, for files it names).
+ */
+export async function startDaemon(edit?: (cfg: string, dir: string) => string): Promise<Daemon> {
   const dir = mkdtempSync(join(tmpdir(), "contextos-ts-"));
   let bin = process.env.CONTEXTOS_BIN ? resolve(process.env.CONTEXTOS_BIN) : "";
   if (!bin) {
@@ -66,10 +70,11 @@ export async function startDaemon(): Promise<Daemon> {
   procs.push(spawn(join(bin, "demo-provider"), ["--port-file", join(dir, "provider.addr")], { stdio: ["ignore", log, log] }));
   const provider = "http://" + (await waitFile(join(dir, "provider.addr"), 10_000));
   const listen = `127.0.0.1:${await freePort()}`;
-  const cfg = readFileSync(join(REPO, "examples/shared-guarantees/contextos.toml"), "utf8")
+  let cfg = readFileSync(join(REPO, "examples/shared-guarantees/contextos.toml"), "utf8")
     .replaceAll("{{DATA}}", join(dir, "data"))
     .replaceAll("{{LISTEN}}", listen)
     .replaceAll("{{PROVIDER}}", provider);
+  if (edit) cfg = edit(cfg, dir);
   writeFileSync(join(dir, "contextos.toml"), cfg);
   procs.push(spawn(join(bin, "contextosd"), ["--config", join(dir, "contextos.toml")], { stdio: ["ignore", log, log] }));
   const url = "nats://" + listen;
