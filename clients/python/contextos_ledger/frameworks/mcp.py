@@ -40,6 +40,10 @@ from .outcome import Outcome, outcome_of_reply
 #: The most tool-list pages read (a gateway that pages forever is an error, not a loop).
 MAX_TOOL_PAGES = 100
 
+# CONTEXT_TOOL is the gateway's compile tool (docs/context.md): it returns
+# the run's compiled context and is never a proposal.
+CONTEXT_TOOL = "context_compile"
+
 _CODE_TEXT = re.compile(r"^([a-z][a-z_]*): (.*)", re.S)
 
 
@@ -113,13 +117,15 @@ class LedgerMCP:
             yield client
 
     async def tools(self) -> List[mcp_types.Tool]:
-        """Every tool the gateway lists: one per surfaced capability."""
+        """Every capability tool the gateway lists (one per surfaced
+        capability). The gateway's ``context_compile`` tool is not a
+        capability and is left out: each listed tool is called as a proposal."""
         out: List[mcp_types.Tool] = []
         cursor: Optional[str] = None
         async with self.session() as client:
             for _ in range(MAX_TOOL_PAGES):
                 page = await client.list_tools(cursor=cursor)
-                out.extend(page.tools)
+                out.extend(t for t in page.tools if t.name != CONTEXT_TOOL)
                 if not page.next_cursor or page.next_cursor == cursor:
                     return out
                 cursor = page.next_cursor
