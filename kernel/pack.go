@@ -368,11 +368,3 @@ func manifestPack(p *ContextPack) *PackRef {
 	}
 	return &PackRef{PackID: p.PackID, Version: p.Version, Digest: d}
 }
-
-// packField is p, or the zero reference for nil.
-func packField(p *PackRef) PackRef {
-	if p == nil {
-		return PackRef{}
-	}
-	return *p
-}

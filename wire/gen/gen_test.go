@@ -102,6 +102,8 @@ var schemaMessages = []struct {
 	{"evidence-candidate.json", "", kernel.EvidenceCandidate{}, false},
 	{"compiled-context.json", "", kernel.CompiledContext{}, false},
 	{"context-eval-case.json", "", evalcase.Case{}, false},
+	{"context-inputs.json", "", kernel.ContextInputs{}, false},
+	{"decisions-request.json", "", wire.DecisionsRequest{}, false},
 }
 
 // TestSchemasAreTheWire: each schema's members are its wire struct's, and
@@ -196,7 +198,11 @@ func TestPythonTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"Proposal": wire.Proposal{}, "GuaranteeRow": wire.GuaranteeRow{}, "Decision": wire.Reply{},
-		"EvidenceGate": wire.EvidenceGate{}, "EvidenceConflictMarker": wire.EvidenceConflictMarker{}, "ConflictResolution": wire.ConflictResolution{}}
+		"EvidenceGate": wire.EvidenceGate{}, "EvidenceConflictMarker": wire.EvidenceConflictMarker{}, "ConflictResolution": wire.ConflictResolution{},
+		"ContextRequest": wire.ContextRequest{}, "ToolExposure": kernel.ToolExposure{},
+		// A client view over ContextReply and the kernel's CompiledContext,
+		// not a message of its own: its parts are checked above.
+		"CompiledContext": nil}
 	seen := 0
 	for _, part := range strings.Split(string(b), "\n@dataclass")[1:] {
 		m := dataclassRE.FindStringSubmatch(part)
@@ -213,6 +219,9 @@ func TestPythonTypes(t *testing.T) {
 			continue
 		}
 		seen++
+		if v == nil {
+			continue
+		}
 		var got []string
 		for _, f := range fieldRE.FindAllStringSubmatch(m[2], -1) {
 			got = append(got, f[1])

@@ -179,10 +179,10 @@ class ToolExposure:
 
     capability_id: str
     exposed: bool
-    dispatch_allowed: bool
     gated_by: str = ""
-    reason: str = ""
     version: str = ""
+    dispatch_allowed: bool = False
+    reason: str = ""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ToolExposure:
