@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -223,6 +224,7 @@ var members = []struct {
 }{
 	{"proposal", wire.Proposal{}},
 	{"decision", wire.Reply{}},
+	{"compiled-context", kernel.CompiledContext{}},
 	{"evidence-gate", wire.EvidenceGate{}},
 	{"conflict-marker", wire.EvidenceConflictMarker{}},
 	{"conflict-marker#resolution", wire.ConflictResolution{}},

@@ -409,6 +409,7 @@ export interface VersionRow {
 export const MEMBERS = {
   proposal: ["run_id", "operation_key", "capability_id", "arguments", "evidence_refs", "approval_id"],
   decision: ["status", "code", "reason", "operation_id", "attempt_id", "action_digest", "resource", "limit", "committed", "held", "available", "guarantees", "evidence_gate"],
+  "compiled-context": ["schema", "run", "dependencies", "eligibility", "conflicts", "payload", "negative_state", "requirements", "tools", "inputs", "gate", "stage_hashes", "digest"],
   "evidence-gate": ["decision_key", "required", "satisfied", "unresolved", "conflicts", "sufficiency", "commit_allowed"],
   "conflict-marker": ["conflict_id", "evidence_refs", "requirements", "status", "subject", "predicate", "values", "resolution"],
   "conflict-marker#resolution": ["resolution_ref", "selected_evidence_refs", "kind", "resolved_by", "rule_id"],
