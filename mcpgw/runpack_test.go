@@ -3,7 +3,6 @@ package mcpgw_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -49,17 +48,9 @@ func (e *env) mustOp(tenant, verb string, req any) wire.OpReply {
 // run in mcpgw.RunHeader ("" names none).
 func (e *env) runSession(token, run string) *mcp.ClientSession {
 	e.t.Helper()
-	h := http.Header{}
-	if run != "" {
-		h.Set(mcpgw.RunHeader, run)
-	}
-	hc := mcpgw.TokenClient(token)
-	hc.Transport = headerTransport{next: hc.Transport, h: h}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c := mcp.NewClient(&mcp.Implementation{Name: "run-agent", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.rt.MCPURL, HTTPClient: hc,
-		DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+	cs, err := mcpgw.ConnectRun(ctx, e.rt.MCPURL, token, run, "run-agent")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -239,5 +230,33 @@ func TestProposalGatePinsConfigInputs(t *testing.T) {
 	if got[0].ContextDigest != with.Digest || with.Digest == without.Digest {
 		t.Fatalf("decision context digest %s, want %s (crm@3 with the configuration's snapshots; without them %s)",
 			got[0].ContextDigest, with.Digest, without.Digest)
+	}
+}
+
+// TestMCPBridgeServesRunTools: the stdio bridge started for a run serves
+// that run's tools (ctx mcp-stdio --run).
+func TestMCPBridgeServesRunTools(t *testing.T) {
+	e := startPinned(t)
+	clientR, bridgeW := pipe(t)
+	bridgeR, clientW := pipe(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- mcpgw.Bridge(ctx, e.rt.MCPURL, emailToken, "run_v3", &mcp.IOTransport{Reader: bridgeR, Writer: bridgeW})
+	}()
+	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-agent", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: clientR, Writer: clientW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := listTools(t, cs), sorted(wire.ContextTool, "crm.lookup", mcpRefund); !slices.Equal(got, want) {
+		t.Fatalf("bridge for run_v3 serves %v, want %v", got, want)
+	}
+	_ = cs.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bridge did not stop when its client closed")
 	}
 }
