@@ -189,7 +189,7 @@ func (pc *proposalCtx) checkControls(ctx context.Context, tc *config.TenantConfi
 	agent, _ := tc.Agent(pc.principal)
 	run := kernel.RunContext{Tenant: pc.tenant, Principal: pc.principal, RunID: pc.p.RunID, DecisionKey: cp.DecisionKey,
 		DecisionTime: pc.now, AllowedSources: agent.EvidenceSources, Capabilities: []string{cp.ID}}
-	cc, r := kernel.CheckEvidenceContext(pack, run, records)
+	cc, r := kernel.CheckEvidenceContextWith(pack, run, records, g.runInputs(pc.tenant))
 	if cc != nil {
 		pc.context = cc
 		if b, err := json.Marshal(cc.Gate); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
@@ -16,11 +17,13 @@ import (
 // kernel's compiler; neither stores anything nor grants anything: a call to
 // a hidden capability is still proposed and refused as before.
 //
-// The run's context comes from the configuration: the context pack and
-// decision of the capability the request names (runs do not pin a pack
-// version yet), the evidence refs the request names (the evidence records
-// the daemon holds), the agent's evidence sources, and the capabilities it
-// holds now (configuration and operator grants, kernel.CheckAuthority).
+// The run's context is compiled under the pack version the run pinned at
+// admission when that version holds the capability's decision, else the
+// capability's configured pack (gatePack, the rule a proposal is gated
+// by), from the evidence refs the request names, the agent's evidence
+// sources, the capabilities it holds now (configuration and operator
+// grants, kernel.CheckAuthority), and the typed inputs of the loaded
+// configuration (runInputs).
 
 // AdmitContext is the admission path (admission) for a door that waits for
 // the reply, the MCP gateway's.
@@ -114,13 +117,58 @@ func (g *Gateway) compileContext(ctx context.Context, tenant, principal string, 
 		}
 		records = append(records, st.(*kernel.EvidenceRecord))
 	}
+	pack, _, r, err := g.gatePack(ctx, tenant, req.RunID, cp)
+	if err != nil {
+		return unavailable(err)
+	}
+	if r != nil {
+		return refused(r)
+	}
 	run := kernel.RunContext{Tenant: tenant, Principal: principal, RunID: req.RunID, DecisionKey: cp.DecisionKey,
 		DecisionTime: g.clock.Now(), AllowedSources: agent.EvidenceSources, Capabilities: held}
-	cc, b, r := kernel.ServeContext(*cp.Pack(), run, records)
+	cc, b, r := kernel.ServeContextWith(pack, run, records, g.runInputs(tenant))
 	if r != nil {
 		return refused(r)
 	}
 	return wire.ContextReply{Status: wire.ContextCompiled, Digest: cc.Digest, Context: b}
+}
+
+// The refs and source of the typed inputs the configuration gives. The
+// '#' keeps them apart from evidence refs an operator would name.
+const (
+	PolicyInputRef       = "config#policy"
+	ToolRegistryInputRef = "config#tool_registry"
+	ConfigInputSource    = "contextosd.config"
+)
+
+// configValidUntil is the valid_until of the configuration's snapshots:
+// the daemon loads its configuration once and serves it until it stops,
+// so they have no expiry of their own (the latest time the compiler
+// accepts).
+var configValidUntil = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
+// runInputs are the typed inputs the daemon feeds the compiler for a run
+// of tenant: the policy snapshot (the capabilities the configuration's
+// manifest permits to dispatch) and the tool registry snapshot (the
+// manifest's capabilities and their versions), both versioned by the
+// configuration's digest (the manifest_digest every decision record
+// names) and observed when the configuration was loaded. Promoted memory
+// and durable session state have no source in the daemon yet: those
+// inputs are absent, and a compilation without them is what it was before
+// they existed.
+func (g *Gateway) runInputs(tenant string) kernel.ContextInputs {
+	prov := func(ref string) kernel.Provenance {
+		return kernel.Provenance{Ref: ref, Source: ConfigInputSource, Version: g.cfg.Digest, Tenant: tenant,
+			ObservedAt: g.loadedAt, ValidUntil: configValidUntil}
+	}
+	pol := &kernel.PolicySnapshot{Provenance: prov(PolicyInputRef), Capabilities: []string{}}
+	reg := &kernel.ToolRegistrySnapshot{Provenance: prov(ToolRegistryInputRef), Tools: []kernel.RegisteredTool{}}
+	for i := range g.cfg.Capabilities {
+		cp := &g.cfg.Capabilities[i]
+		pol.Capabilities = append(pol.Capabilities, cp.ID)
+		reg.Tools = append(reg.Tools, kernel.RegisteredTool{CapabilityID: cp.ID, Version: cp.Version})
+	}
+	return kernel.ContextInputs{Policy: pol, ToolRegistry: reg}
 }
 
 // heldCapabilities lists the capabilities principal holds now: by
@@ -146,13 +194,17 @@ func (g *Gateway) heldCapabilities(ctx context.Context, tc *config.TenantConfig,
 	return held, nil
 }
 
-// ExposedTools lists the capabilities whose tools principal sees (the MCP
-// tools/list): a capability governed by a context pack is listed when the
-// derived exposure of that pack, compiled for principal now, exposes it; a
-// capability under no pack's tool rules is listed when principal holds it.
-// Discovery grants nothing: a call to an unlisted capability is proposed
-// and decided as any other.
-func (g *Gateway) ExposedTools(ctx context.Context, tenant, principal string) ([]string, error) {
+// ExposedTools lists the capabilities whose tools principal sees in run
+// (the MCP tools/list), sorted: the derived tool exposure of the run's
+// packs, compiled for principal now with the configuration's typed inputs
+// (runInputs). The run's packs are the version it pinned at admission, or,
+// for a run that pins none and when runID is "" (no run named), every
+// configured pack. A capability some configured or pinned pack names in
+// its tools is listed when one of the run's packs exposes it; a capability
+// no pack names is listed when principal holds it. Discovery grants
+// nothing: a call to an unlisted capability is proposed and decided as any
+// other.
+func (g *Gateway) ExposedTools(ctx context.Context, tenant, principal, runID string) ([]string, error) {
 	tc, ok := g.cfg.Tenant(tenant)
 	if !ok {
 		return nil, fmt.Errorf("unknown tenant %s", tenant)
@@ -165,23 +217,44 @@ func (g *Gateway) ExposedTools(ctx context.Context, tenant, principal string) ([
 	if err != nil {
 		return nil, err
 	}
-	exposed, governed := map[string]bool{}, map[string]bool{}
-	compiled := map[*kernel.ContextPack]bool{}
+	governed := map[string]bool{}
+	var packs []*kernel.ContextPack
 	for i := range g.cfg.Capabilities {
-		cp := &g.cfg.Capabilities[i]
-		pack := cp.Pack()
-		if pack == nil || compiled[pack] {
+		if p := g.cfg.Capabilities[i].Pack(); p != nil && !slices.Contains(packs, p) {
+			packs = append(packs, p)
+			for _, t := range p.Tools {
+				governed[t.CapabilityID] = true
+			}
+		}
+	}
+	if runID != "" {
+		pinned, err := g.runPack(ctx, tenant, principal, runID)
+		if err != nil {
+			return nil, err
+		}
+		if pinned != nil {
+			packs = []*kernel.ContextPack{pinned}
+			for _, t := range pinned.Tools {
+				governed[t.CapabilityID] = true
+			}
+		}
+	}
+	if runID == "" {
+		runID = "tools/list"
+	}
+	inputs := g.runInputs(tenant)
+	exposed := map[string]bool{}
+	for _, pack := range packs {
+		if len(pack.Decisions) == 0 {
 			continue
 		}
-		compiled[pack] = true
-		run := kernel.RunContext{Tenant: tenant, Principal: principal, RunID: "tools/list", DecisionKey: cp.DecisionKey,
+		run := kernel.RunContext{Tenant: tenant, Principal: principal, RunID: runID, DecisionKey: pack.Decisions[0].DecisionKey,
 			DecisionTime: g.clock.Now(), AllowedSources: agent.EvidenceSources, Capabilities: held}
-		cc, _, r := kernel.ServeContext(*pack, run, nil)
+		cc, _, r := kernel.ServeContextWith(*pack, run, nil, inputs)
 		if r != nil {
-			return nil, fmt.Errorf("context pack of %s: %s", cp.ID, r.Reason)
+			return nil, fmt.Errorf("context pack %s@%s: %s", pack.PackID, pack.Version, r.Reason)
 		}
 		for _, t := range cc.Tools {
-			governed[t.CapabilityID] = true
 			exposed[t.CapabilityID] = exposed[t.CapabilityID] || t.Exposed
 		}
 	}
@@ -192,4 +265,37 @@ func (g *Gateway) ExposedTools(ctx context.Context, tenant, principal string) ([
 		}
 	}
 	return out, nil
+}
+
+// runPack is the pack version run pinned at admission (nil when it pins
+// none). A run admitted for another principal, or whose pinned version the
+// catalog does not hold, is an error: its list is not principal's to see.
+func (g *Gateway) runPack(ctx context.Context, tenant, principal, runID string) (*kernel.ContextPack, error) {
+	if len(runID) > wire.MaxIDBytes {
+		return nil, fmt.Errorf("run id is longer than %d bytes", wire.MaxIDBytes)
+	}
+	ref, err := RunRef(tenant, runID)
+	if err != nil {
+		return nil, err
+	}
+	st, err := g.load(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	run := st.(*kernel.Run)
+	if run.Admitted && run.Principal != principal {
+		return nil, fmt.Errorf("run %s is admitted for another principal", clipID(runID))
+	}
+	if run.Pack == nil {
+		return nil, nil
+	}
+	cat, err := g.loadPacks(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := cat.Resolve(run.Pack.Digest)
+	if !ok {
+		return nil, fmt.Errorf("run %s pins pack %s, which the catalog does not hold", clipID(runID), run.Pack)
+	}
+	return &v.Pack, nil
 }

@@ -33,6 +33,7 @@ type Gateway struct {
 	clock        aggregates.Clock
 	executor     string
 	policyDigest string
+	loadedAt     time.Time // when the configuration was loaded: its snapshots' observed_at (compile.go)
 	log          *slog.Logger
 	hooks        Hooks
 	tel          *telemetry // logs, metrics, traces around the handlers; nil: none
@@ -145,6 +146,7 @@ func New(o Options) *Gateway {
 		g.adapters[id] = a
 	}
 	g.policyDigest, _ = kernel.Digest(o.Config.Capabilities)
+	g.loadedAt = g.clock.Now().UTC()
 	g.engine.OnContention = func(tenant string, subjects []string) {
 		g.log.Warn("contention exhausted", "tenant", tenant, "subjects", strings.Join(subjects, ","))
 	}

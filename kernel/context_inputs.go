@@ -1,11 +1,14 @@
 package kernel
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/contextos/ledger/wire"
 )
 
 // This file holds the compiler's typed inputs beside evidence: the policy
@@ -390,4 +393,39 @@ func snapshotStatus(kind string, p Provenance, run RunContext) InputStatus {
 	slices.Sort(st.Reasons)
 	st.Usable = len(st.Reasons) == 0
 	return st
+}
+
+// ServeContextWith is ServeContext with the typed inputs the daemon feeds
+// at run time (the policy and tool registry snapshots of its
+// configuration): what an agent is served and what its proposal is gated
+// on are one compilation of the same inputs.
+func ServeContextWith(pack ContextPack, run RunContext, records []*EvidenceRecord, inputs ContextInputs) (CompiledContext, []byte, *Refusal) {
+	cc, r := CheckEvidenceContextWith(pack, run, records, inputs)
+	if cc == nil {
+		return CompiledContext{}, nil, r
+	}
+	b, err := json.Marshal(cc)
+	if err != nil {
+		return CompiledContext{}, nil, refuse(wire.CodeContextInvalid, "%v", err)
+	}
+	if len(b) > wire.MaxContextBytes {
+		return CompiledContext{}, nil, refuse(wire.CodeContextTooLarge, "the compiled context is %d bytes, more than %d; name fewer evidence refs", len(b), wire.MaxContextBytes)
+	}
+	return *cc, b, nil
+}
+
+// CheckEvidenceContextWith is CheckEvidenceContext with the typed inputs.
+// The inputs never change the gate (data_only inputs satisfy nothing, and
+// the snapshots only narrow tools); they are pinned in the compiled
+// context a decision record cites.
+func CheckEvidenceContextWith(pack ContextPack, run RunContext, records []*EvidenceRecord, inputs ContextInputs) (*CompiledContext, *Refusal) {
+	cands, markers := EvidenceOf(records)
+	cc, err := CompileContextWith(pack, run, cands, markers, inputs)
+	if err != nil {
+		if ce, ok := err.(*ContextInputError); ok {
+			return nil, ce.Refusal()
+		}
+		return nil, refuse(wire.CodeContextInvalid, "%v", err)
+	}
+	return &cc, GateRefusal(cc.Gate)
 }

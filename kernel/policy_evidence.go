@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -223,15 +222,7 @@ func CheckEvidence(pack ContextPack, run RunContext, records []*EvidenceRecord) 
 // CheckEvidenceContext is CheckEvidence with the whole compiled context
 // (nil when the inputs do not compile), which a decision record cites.
 func CheckEvidenceContext(pack ContextPack, run RunContext, records []*EvidenceRecord) (*CompiledContext, *Refusal) {
-	cands, markers := EvidenceOf(records)
-	cc, err := CompileContext(pack, run, cands, markers)
-	if err != nil {
-		if ce, ok := err.(*ContextInputError); ok {
-			return nil, ce.Refusal()
-		}
-		return nil, refuse(wire.CodeContextInvalid, "%v", err)
-	}
-	return &cc, GateRefusal(cc.Gate)
+	return CheckEvidenceContextWith(pack, run, records, ContextInputs{})
 }
 
 // ServeContext compiles the named evidence for run and returns the compiled
@@ -242,22 +233,7 @@ func CheckEvidenceContext(pack ContextPack, run RunContext, records []*EvidenceR
 // wire.MaxContextBytes (a context is never cut: a cut block would no longer
 // match its content hash).
 func ServeContext(pack ContextPack, run RunContext, records []*EvidenceRecord) (CompiledContext, []byte, *Refusal) {
-	cands, markers := EvidenceOf(records)
-	cc, err := CompileContext(pack, run, cands, markers)
-	if err != nil {
-		if ce, ok := err.(*ContextInputError); ok {
-			return CompiledContext{}, nil, ce.Refusal()
-		}
-		return CompiledContext{}, nil, refuse(wire.CodeContextInvalid, "%v", err)
-	}
-	b, err := json.Marshal(cc)
-	if err != nil {
-		return CompiledContext{}, nil, refuse(wire.CodeContextInvalid, "%v", err)
-	}
-	if len(b) > wire.MaxContextBytes {
-		return CompiledContext{}, nil, refuse(wire.CodeContextTooLarge, "the compiled context is %d bytes, more than %d; name fewer evidence refs", len(b), wire.MaxContextBytes)
-	}
-	return cc, b, nil
+	return ServeContextWith(pack, run, records, ContextInputs{})
 }
 
 // same compares two values by their canonical encoding.

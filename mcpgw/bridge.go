@@ -13,36 +13,49 @@ import (
 // TokenClient is an HTTP client that sends token as its bearer credential.
 // It follows no redirect: the token goes to the endpoint it was given for,
 // never to one a response names.
-func TokenClient(token string) *http.Client {
-	return &http.Client{Transport: bearer{token: token, next: http.DefaultTransport},
+func TokenClient(token string) *http.Client { return RunClient(token, "") }
+
+// RunClient is TokenClient that also names run in RunHeader on every
+// request ("" names none), so tools/list is that run's tool exposure.
+func RunClient(token, run string) *http.Client {
+	return &http.Client{Transport: bearer{token: token, run: run, next: http.DefaultTransport},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 type bearer struct {
-	token string
-	next  http.RoundTripper
+	token, run string
+	next       http.RoundTripper
 }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
+	if b.run != "" {
+		r.Header.Set(RunHeader, b.run)
+	}
 	return b.next.RoundTrip(r)
 }
 
 // Connect opens a client session to the gateway at endpoint as the agent
 // token names.
 func Connect(ctx context.Context, endpoint, token, name string) (*mcp.ClientSession, error) {
+	return ConnectRun(ctx, endpoint, token, "", name)
+}
+
+// ConnectRun is Connect naming run in RunHeader ("" names none).
+func ConnectRun(ctx context.Context, endpoint, token, run, name string) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: TokenClient(token),
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: RunClient(token, run),
 		DisableStandaloneSSE: true, MaxRetries: -1}, nil)
 }
 
 // Bridge serves the gateway's tools on t (stdio, for clients that speak only
 // stdio) and forwards every call to the gateway at endpoint as the agent
 // token names; it returns when t closes. The token never leaves the bridge
-// but as the Authorization header of its requests to endpoint.
-func Bridge(ctx context.Context, endpoint, token string, t mcp.Transport) error {
-	up := &upstream{endpoint: endpoint, token: token}
+// but as the Authorization header of its requests to endpoint. A non-empty
+// run is named in RunHeader, so the tools served are that run's exposure.
+func Bridge(ctx context.Context, endpoint, token, run string, t mcp.Transport) error {
+	up := &upstream{endpoint: endpoint, token: token, run: run}
 	cs, err := up.session(ctx)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", endpoint, err)
@@ -62,9 +75,9 @@ func Bridge(ctx context.Context, endpoint, token string, t mcp.Transport) error 
 // transport failure (the gateway keeps no session state, so a new session
 // after a daemon restart serves the same tools).
 type upstream struct {
-	endpoint, token string
-	mu              sync.Mutex
-	cs              *mcp.ClientSession
+	endpoint, token, run string
+	mu                   sync.Mutex
+	cs                   *mcp.ClientSession
 }
 
 func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
@@ -73,7 +86,7 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 	if u.cs != nil {
 		return u.cs, nil
 	}
-	cs, err := Connect(ctx, u.endpoint, u.token, "contextos-mcp-stdio")
+	cs, err := ConnectRun(ctx, u.endpoint, u.token, u.run, "contextos-mcp-stdio")
 	if err != nil {
 		return nil, err
 	}

@@ -52,9 +52,29 @@ func compileCall(gw Proposer) mcp.ToolHandler {
 	}
 }
 
-// exposure filters tools/list to the caller's derived tool exposure (and
-// the context tool). Discovery grants nothing: tools/call of a hidden
-// capability still reaches the gateway, which decides it as any proposal.
+// RunHeader names the run whose tool list a request sees. The gateway
+// keeps no MCP session (stateless mode), so neither the initialize
+// parameters nor a session can carry the run; and a token names an agent,
+// not one of its runs. An agent (or ctx mcp-stdio --run) sends the header
+// with every request; tools/list is then the run's derived tool exposure
+// under the pack version the run pinned. Without it the list is what a run
+// that pins no version is shown: the exposure of the configured packs. The
+// header chooses only what is listed: every tools/call still names its
+// run_id and is decided under that run.
+const RunHeader = "Contextos-Run-Id"
+
+// runOf is the run a request names in RunHeader ("" when none).
+func runOf(extra *mcp.RequestExtra) string {
+	if extra == nil || extra.Header == nil {
+		return ""
+	}
+	return extra.Header.Get(RunHeader)
+}
+
+// exposure filters tools/list to the caller's derived tool exposure in the
+// run RunHeader names (and the context tool). Discovery grants nothing:
+// tools/call of a hidden capability still reaches the gateway, which
+// decides it as any proposal.
 func exposure(gw Proposer) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -70,7 +90,7 @@ func exposure(gw Proposer) mcp.Middleware {
 			if !ok {
 				return nil, errors.New("no verified identity")
 			}
-			exposed, err := gw.ExposedTools(ctx, id.tenant, id.principal)
+			exposed, err := gw.ExposedTools(ctx, id.tenant, id.principal, runOf(req.GetExtra()))
 			if err != nil {
 				return nil, fmt.Errorf("tool exposure: %w", err)
 			}

@@ -12,8 +12,10 @@
 //
 // The usage loop, from an MCP client:
 //
-//	tools/list                        -> one tool per capability the agent's derived
-//	                                     tool exposure shows, and context_compile
+//	tools/list (header Contextos-Run-Id: run_1)
+//	                                  -> one tool per capability run_1's derived tool
+//	                                     exposure (its pinned pack) shows, and
+//	                                     context_compile
 //	tools/call context_compile {"run_id": "run_1", "capability_id": "crm.lookup"}
 //	                                  -> the run's compiled context (docs/context.md)
 //	tools/call adp_payments.issue_refund

@@ -491,7 +491,7 @@ func TestMCPBridge(t *testing.T) {
 	proxy := httptest.NewServer(httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host}))
 	defer proxy.Close()
 	go func() {
-		done <- mcpgw.Bridge(ctx, proxy.URL+mcpgw.Path, chatToken, &mcp.IOTransport{Reader: bridgeR, Writer: bridgeW})
+		done <- mcpgw.Bridge(ctx, proxy.URL+mcpgw.Path, chatToken, "", &mcp.IOTransport{Reader: bridgeR, Writer: bridgeW})
 	}()
 	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-agent", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: clientR, Writer: clientW}, nil)

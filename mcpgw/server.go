@@ -47,9 +47,10 @@ type Proposer interface {
 	// AdmitContext admits and answers an agent's compile request through
 	// the same admission (gateway.Gateway's AdmitContext).
 	AdmitContext(ctx context.Context, tenant, principal string, body []byte) wire.ContextReply
-	// ExposedTools lists the capabilities whose tools the agent sees: its
-	// derived tool exposure (gateway.Gateway's ExposedTools).
-	ExposedTools(ctx context.Context, tenant, principal string) ([]string, error)
+	// ExposedTools lists the capabilities whose tools the agent sees in
+	// run ("": no run named): its derived tool exposure under the run's
+	// pinned pack (gateway.Gateway's ExposedTools).
+	ExposedTools(ctx context.Context, tenant, principal, run string) ([]string, error)
 }
 
 // Listen serves Handler on cfg.MCP.Listen, which must be loopback.
@@ -169,7 +170,7 @@ func originCheck(allowed []string, next http.Handler) http.Handler {
 		h.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, Mcp-Protocol-Version")
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Set("Access-Control-Allow-Methods", "POST")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Last-Event-ID")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Last-Event-ID, "+RunHeader)
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return
