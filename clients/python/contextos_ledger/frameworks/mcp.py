@@ -44,6 +44,9 @@ MAX_TOOL_PAGES = 100
 # the run's compiled context and is never a proposal.
 CONTEXT_TOOL = "context_compile"
 
+# RUN_HEADER names the run whose tools the gateway lists (mcpgw.RunHeader).
+RUN_HEADER = "Contextos-Run-Id"
+
 _CODE_TEXT = re.compile(r"^([a-z][a-z_]*): (.*)", re.S)
 
 
@@ -100,7 +103,10 @@ class LedgerMCP:
         self._http: Optional[httpx2.AsyncClient] = None
 
     async def __aenter__(self) -> LedgerMCP:
-        self._http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {self._token}"}, timeout=httpx2.Timeout(self.timeout))
+        # The run header makes the gateway list the run's tools (those of
+        # the context pack it pinned); each call still names its run.
+        self._http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {self._token}", RUN_HEADER: self.run_id},
+                                        timeout=httpx2.Timeout(self.timeout))
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
