@@ -26,7 +26,7 @@ import (
 )
 
 var passwords = map[string]string{"acme.agent_email": "email-secret-passphrase", "acme.agent_phone": "phone-secret-passphrase", "acme.ops_alice": "alice-secret-passphrase",
-	"acme.ops_tower": "tower-secret-passphrase", "globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret-passphrase"}
+	"acme.ops_tower": "tower-secret-passphrase", "acme.ops_carol": "carol-secret-passphrase", "globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret-passphrase"}
 
 type runtime struct {
 	t    *testing.T
@@ -37,7 +37,11 @@ type runtime struct {
 
 // boot starts a real runtime (embedded NATS with JetStream, the loopback
 // provider) on the console tests' configuration.
-func boot(t *testing.T) *runtime {
+func boot(t *testing.T) *runtime { t.Helper(); return bootWith(t, nil) }
+
+// bootWith boots a runtime on the console tests' configuration as edit
+// changes its text (nil: unchanged).
+func bootWith(t *testing.T, edit func(string) string) *runtime {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -46,7 +50,11 @@ func boot(t *testing.T) *runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	text := string(raw)
+	if edit != nil {
+		text = edit(text)
+	}
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(text)))
 	if err != nil {
 		t.Fatal(err)
 	}
