@@ -121,6 +121,7 @@ nats_url = "`+b.rt.URL+`"
 	approval := `tr[data-approval="us-1/acme/` + high.ActionDigest + `"]`
 	request := `tr[data-request="us-1/acme/` + requestID + `"]`
 	untilShown(t, ctx, request)
+	shot(t, ctx, "tower-queue")
 	if got := cellText(t, ctx, request+" td:nth-child(5)"); got != "guarantee-set-limit" {
 		t.Fatalf("the request's verb: %q", got)
 	}
@@ -183,7 +184,7 @@ nats_url = "`+b.rt.URL+`"
 	if got := cellText(t, ctx, `tr[data-guardrail="us-1/acme/refund_cap"] td.rule`); got != "at most 20000 per proposal" {
 		t.Fatalf("the guardrail's rule: %q", got)
 	}
-	shot(t, ctx, "tower")
+	shot(t, ctx, "tower-guardrails")
 	act(t, ctx, "revoke waiver w1", chromedp.Click(chromedp.CSS(`tr[data-waiver="us-1/acme/w1"] button`)))
 	if got := cellText(t, ctx, `tr[data-outcome="us-1/acme"] td.ack`); got != "yes" {
 		t.Fatalf("the revocation: %q", got)
