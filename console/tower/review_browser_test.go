@@ -53,7 +53,28 @@ func until(t *testing.T, ctx context.Context, css string, shown bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s shown: %v", css, ok)
 		}
-		do(t, ctx, "read again", chromedp.Click(chromedp.ID("refresh")), chromedp.WaitVisible(chromedp.ID("logs")))
+		reload(t, ctx, deadline)
+	}
+}
+
+// reload presses "Read and verify again" and waits for the page it loads:
+// the page it leaves is marked, so that its own #logs does not pass for the
+// new one's.
+func reload(t *testing.T, ctx context.Context, deadline time.Time) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__stale = true; true`)); err != nil {
+		t.Fatalf("mark the page: %v", err)
+	}
+	do(t, ctx, "read again", chromedp.Click(chromedp.ID("refresh")))
+	for {
+		fresh, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__stale === undefined && document.readyState === "complete" && document.getElementById("logs") !== null`))
+		if err == nil && fresh {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not load again: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // the polling interval of a condition the browser decides
 	}
 }
 
