@@ -465,7 +465,8 @@ witnesses = 1
 
 // TestTowerPublishesGuardrail: tower publishes a guardrail to a live
 // runtime as its configured operator; the runtime's kernel refuses a
-// refund over the cap; a waiver tower grants for the run lets it through.
+// refund over the cap; a waiver tower grants for the run lets it through;
+// the verified log then shows both, who decided them, and the revocation.
 func TestTowerPublishesGuardrail(t *testing.T) {
 	a := boot(t)
 	_, keys := a.export(t.TempDir(), "acme", "ops_alice", func(verifier.View) bool { return true })
@@ -497,5 +498,44 @@ nats_url = "`+a.rt.URL+`"
 	}
 	if r := a.propose("acme", "agent_email", "k2", "ord_2", 30000); r.Status != wire.StatusApplied {
 		t.Fatalf("the waived run: %+v", r)
+	}
+	// The verified log shows the guardrail, the waiver in force and who
+	// decided them (the audit projector records them shortly after).
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		l := logOf(t, tw.Refresh(ctx), "eu-1", "acme")
+		if l.Verified && len(l.Guardrails) == 1 && len(l.Waivers) == 1 {
+			g, w := l.Guardrails[0], l.Waivers[0]
+			if g.GuardrailID != "refund_cap" || g.Rule() != "at most 20000 per proposal" || g.Operator != "ops_tower" || g.At == "" {
+				t.Fatalf("the guardrail as tower shows it: %+v", g)
+			}
+			if w.WaiverID != "w1" || w.For() != "run run_k2" || w.Operator != "ops_tower" || w.Reason != "INC-9" {
+				t.Fatalf("the waiver as tower shows it: %+v", w)
+			}
+			if len(l.History) != 2 || l.History[0].What != "granted waiver w1" || l.History[1].What != "set guardrail refund_cap" {
+				t.Fatalf("the history: %+v", l.History)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log does not show the guardrail and the waiver: %+v", l)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if acks := tw.Waiver(ctx, wire.WaiverRequest{WaiverID: "w1", Revoke: true}); !acks[0].Acknowledged {
+		t.Fatalf("revoke acks: %+v", acks)
+	}
+	for {
+		l := logOf(t, tw.Refresh(ctx), "eu-1", "acme")
+		if len(l.History) == 3 {
+			if len(l.Waivers) != 0 || l.History[0].What != "revoked waiver w1" {
+				t.Fatalf("after the revocation: %+v", l)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log does not show the revocation: %+v", l.History)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
