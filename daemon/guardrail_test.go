@@ -11,7 +11,7 @@ import (
 // TestGuardrailWaiverExpiry: over real NATS, an operator publishes a
 // guardrail capping refunds; a larger refund is refused guardrail_refused,
 // a waiver for its run lets it through, and after the waiver ends the
-// same run is refused again; the guardrail verbs are signed control events.
+// same run is refused again, as is a run whose waiver was revoked; the guardrail verbs are signed control events.
 func TestGuardrailWaiverExpiry(t *testing.T) {
 	e, clock := authzEnv(t, "gateway.toml")
 	agent := e.client("acme", "agent_email")
@@ -48,5 +48,19 @@ func TestGuardrailWaiverExpiry(t *testing.T) {
 	if bad := e.opAny(kernel.VerbWaiver, wire.WaiverRequest{WaiverID: "w2", GuardrailID: "refund_cap", RunID: "run_1",
 		Until: clock.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339), Reason: "too long"}); bad.OK || bad.Code != wire.CodeRequestMalformed {
 		t.Fatalf("a waiver of 30 days: %+v", bad)
+	}
+	// A revoked waiver lets nothing through from then on.
+	if w := e.opAny(kernel.VerbWaiver, wire.WaiverRequest{WaiverID: "w3", GuardrailID: "refund_cap", RunID: "run_3",
+		Until: clock.Now().Add(time.Hour).UTC().Format(time.RFC3339), Reason: "INC-10"}); !w.OK {
+		t.Fatalf("waiver w3: %+v", w)
+	}
+	if r := e.propose(agent, "acme", "agent_email", refund("run_3", "big-5", "ord_6", 30000)); r.Status != wire.StatusApplied {
+		t.Fatalf("a refund of the waived run: %+v", r)
+	}
+	if rv := e.opAny(kernel.VerbWaiver, wire.WaiverRequest{WaiverID: "w3", Revoke: true, Reason: "incident closed"}); !rv.OK || len(rv.Data["waivers"].([]any)) != 0 {
+		t.Fatalf("revoke: %+v", rv)
+	}
+	if r := e.propose(agent, "acme", "agent_email", refund("run_3", "big-6", "ord_7", 30000)); r.Code != wire.CodeGuardrailRefused {
+		t.Fatalf("after the waiver was revoked: %+v; want guardrail_refused", r)
 	}
 }

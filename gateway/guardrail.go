@@ -36,6 +36,10 @@ func (g *Gateway) mountGuardrails() {
 		if err := kernel.DecodeRequest(body, &req); err != nil {
 			return wire.Refused(wire.CodeRequestMalformed, "request: %v", err)
 		}
+		if req.Revoke {
+			cmd := kernel.RevokeWaiver{WaiverID: req.WaiverID, Now: g.clock.Now(), Operator: operator, Reason: req.Reason}
+			return g.controlDo(ctx, tenant, func(c *kernel.Control) kernel.Decision { return kernel.DecideRevokeWaiver(c, cmd) })
+		}
 		until, err := time.Parse(time.RFC3339, req.Until)
 		if err != nil {
 			return wire.Refused(wire.CodeRequestMalformed, "until: an RFC 3339 time: %v", err)

@@ -72,9 +72,25 @@ type WaiverGranted struct {
 // EventType implements Event.
 func (WaiverGranted) EventType() string { return TypeWaiverGranted }
 
+// TypeWaiverRevoked is the type of WaiverRevoked.
+const TypeWaiverRevoked = "control.waiver_revoked"
+
+// WaiverRevoked ends a waiver before its Until: from RevokedAt on it lets
+// nothing through.
+type WaiverRevoked struct {
+	WaiverID  string    `json:"waiver_id"`
+	RevokedAt time.Time `json:"revoked_at"`
+	Operator  string    `json:"operator"`
+	Reason    string    `json:"reason,omitempty"`
+}
+
+// EventType implements Event.
+func (WaiverRevoked) EventType() string { return TypeWaiverRevoked }
+
 func init() {
 	register[GuardrailSet](TypeGuardrailSet)
 	register[WaiverGranted](TypeWaiverGranted)
+	register[WaiverRevoked](TypeWaiverRevoked)
 }
 
 func (c *Control) applyGuardrail(e GuardrailSet) error {
@@ -109,6 +125,14 @@ func (c *Control) applyWaiver(e WaiverGranted) error {
 		c.Waivers = map[string]WaiverGranted{}
 	}
 	c.Waivers[e.WaiverID] = e
+	return nil
+}
+
+func (c *Control) applyWaiverRevoked(e WaiverRevoked) error {
+	if _, ok := c.Waivers[e.WaiverID]; !ok {
+		return fmt.Errorf("revocation of unknown waiver %s", e.WaiverID)
+	}
+	delete(c.Waivers, e.WaiverID)
 	return nil
 }
 
@@ -203,6 +227,30 @@ func DecideWaiver(c *Control, cmd GrantWaiver) Decision {
 	}
 	return Decision{Events: []Event{WaiverGranted{WaiverID: cmd.WaiverID, GuardrailID: cmd.GuardrailID, RunID: cmd.RunID, Resource: cmd.Resource,
 		GrantedAt: cmd.Now.UTC(), Until: cmd.Until.UTC(), Operator: cmd.Operator, Reason: cmd.Reason}}}
+}
+
+// RevokeWaiver is the command of the waiver verb with revoke set.
+type RevokeWaiver struct {
+	WaiverID string
+	Now      time.Time
+	Operator string
+	Reason   string
+}
+
+// DecideRevokeWaiver ends a waiver in force at Now; one that ended, or was
+// never granted, is refused.
+func DecideRevokeWaiver(c *Control, cmd RevokeWaiver) Decision {
+	c = orNew(c)
+	if err := ValidToken(cmd.WaiverID); err != nil {
+		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "waiver_id: %v", err)}
+	}
+	if len(cmd.Reason) > maxControlReason || !utf8.ValidString(cmd.Reason) {
+		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "reason: at most %d bytes of UTF-8", maxControlReason)}
+	}
+	if w, ok := c.Waivers[cmd.WaiverID]; !ok || !w.Until.After(cmd.Now) {
+		return Decision{Refusal: refuse(wire.CodeRequestMalformed, "no waiver %s in force", cmd.WaiverID)}
+	}
+	return Decision{Events: []Event{WaiverRevoked{WaiverID: cmd.WaiverID, RevokedAt: cmd.Now.UTC(), Operator: cmd.Operator, Reason: cmd.Reason}}}
 }
 
 // Guarded is what the tenant's controls read of a proposal: its

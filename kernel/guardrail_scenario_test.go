@@ -75,6 +75,8 @@ func TestGuardrailScenarios(t *testing.T) {
 				}
 				return apply(DecideWaiver(c, GrantWaiver{WaiverID: arg("id"), GuardrailID: arg("guardrail"), RunID: arg("run"), Resource: arg("resource"),
 					Until: now.Add(dur), Now: now, Operator: arg("operator"), Reason: arg("reason")}))
+			case "revoke-waiver":
+				return apply(DecideRevokeWaiver(c, RevokeWaiver{WaiverID: arg("id"), Now: now, Operator: arg("operator"), Reason: arg("reason")}))
 			case "propose":
 				g := Guarded{CapabilityID: arg("capability"), RunID: arg("run"), RunAmount: num("run_amount"), Now: now}
 				if r := arg("resource"); r != "" {

@@ -108,6 +108,8 @@ func (c *Control) Apply(ev Event) error {
 		return c.applyGuardrail(e)
 	case WaiverGranted:
 		return c.applyWaiver(e)
+	case WaiverRevoked:
+		return c.applyWaiverRevoked(e)
 	default:
 		return fmt.Errorf("event %T does not belong to a control subject", ev)
 	}

@@ -91,12 +91,14 @@ type GuardrailRequest struct {
 }
 
 // WaiverRequest is the waiver verb's body: let the proposals of RunID, or
-// on Resource, through GuardrailID until Until (RFC 3339).
+// on Resource, through GuardrailID until Until (RFC 3339); with Revoke,
+// end the waiver WaiverID now (Reason optional, nothing else read).
 type WaiverRequest struct {
+	Revoke      bool   `json:"revoke,omitempty"`
 	WaiverID    string `json:"waiver_id"`
 	GuardrailID string `json:"guardrail_id"`
 	RunID       string `json:"run_id,omitempty"`
 	Resource    string `json:"resource,omitempty"`
-	Until       string `json:"until"`
-	Reason      string `json:"reason"`
+	Until       string `json:"until,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/console/tower"
+	"github.com/contextos/ledger/wire"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -23,6 +24,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	once := fs.Bool("once", false, "read and verify every log, print the fleet table and exit")
 	engage := fs.String("engage", "", "engage the kill switch of every configured runtime, with this reason")
 	release := fs.String("release", "", "release the kill switch of every configured runtime, with this reason")
+	guardrail := fs.String("guardrail", "", "publish (set, or with --remove remove) this guardrail on every configured runtime")
+	capability := fs.String("capability", "", "the capability the --guardrail covers")
+	maxAmount := fs.Int64("max-amount", 0, "the --guardrail's cap per proposal")
+	disabled := fs.Bool("disabled", false, "the --guardrail disables its capability")
+	remove := fs.Bool("remove", false, "remove the --guardrail")
+	waiver := fs.String("waiver", "", "grant this waiver on every configured runtime (with --of, --run or --resource, --for and --reason)")
+	of := fs.String("of", "", "the guardrail the --waiver waives")
+	runID := fs.String("run", "", "the run the --waiver lets through")
+	resource := fs.String("resource", "", "the resource the --waiver lets through")
+	lasts := fs.Duration("for", 0, "how long the --waiver lasts (at most 168h)")
+	reason := fs.String("reason", "", "why, for the record (--guardrail, --waiver)")
 	every := fs.Duration("refresh", 30*time.Second, "how old a log's reading may be before the web page reads it again through the operator's connection (0: only on request)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -30,9 +42,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if *config == "" || fs.NArg() > 0 || (*engage != "" && *release != "") {
-		fmt.Fprintln(stderr, "usage: towerd --config FILE [--once | --engage REASON | --release REASON]")
+	modes := 0
+	for _, on := range []bool{*once, *engage != "", *release != "", *guardrail != "", *waiver != ""} {
+		if on {
+			modes++
+		}
+	}
+	if *config == "" || fs.NArg() > 0 || modes > 1 {
+		fmt.Fprintln(stderr, "usage: towerd --config FILE [--once | --engage REASON | --release REASON | --guardrail ID ... | --waiver ID ...]")
 		return 2
+	}
+	var control func(t *tower.Tower) []tower.Ack
+	switch {
+	case *guardrail != "":
+		req := wire.GuardrailRequest{GuardrailID: *guardrail, CapabilityID: *capability, Disabled: *disabled, MaxAmount: *maxAmount, Remove: *remove, Reason: *reason}
+		if *remove == (*capability != "") || (!*remove && *disabled == (*maxAmount != 0)) {
+			fmt.Fprintln(stderr, "usage: towerd --config FILE --guardrail ID (--capability C (--disabled | --max-amount N) | --remove) [--reason WHY]")
+			return 2
+		}
+		control = func(t *tower.Tower) []tower.Ack { return t.Guardrail(context.Background(), req) }
+	case *waiver != "":
+		if *of == "" || (*runID == "") == (*resource == "") || *lasts <= 0 || *reason == "" {
+			fmt.Fprintln(stderr, "usage: towerd --config FILE --waiver ID --of GUARDRAIL (--run R | --resource X) --for D --reason WHY")
+			return 2
+		}
+		req := wire.WaiverRequest{WaiverID: *waiver, GuardrailID: *of, RunID: *runID, Resource: *resource,
+			Until: time.Now().Add(*lasts).UTC().Format(time.RFC3339), Reason: *reason}
+		control = func(t *tower.Tower) []tower.Ack { return t.Waiver(context.Background(), req) }
 	}
 	cfg, err := tower.LoadConfig(*config)
 	if err != nil {
@@ -42,6 +78,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	t := tower.New(cfg)
 	ctx := context.Background()
 	switch {
+	case control != nil:
+		acks := control(t)
+		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "RUNTIME\tTENANT\tRECORDED\tSENT AS\tPROBLEM")
+		code := 0
+		for _, a := range acks {
+			fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", a.Runtime, a.Tenant, a.Acknowledged, a.Operator, a.Error)
+			if !a.Acknowledged {
+				code = 1
+			}
+		}
+		w.Flush()
+		return code
 	case *engage != "" || *release != "":
 		on, reason := *engage != "", *engage+*release
 		acks := t.KillSwitch(ctx, on, reason)

@@ -26,6 +26,15 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"--config", filepath.Join(dir, "nope.toml")}, 1, ""},
 		{[]string{"--config", cfg, "--once"}, 1, "unreadable: trusted keys"},
 		{[]string{"--config", cfg, "--engage", "drill"}, 1, "no operator configured"},
+		{[]string{"--config", cfg, "--engage", "a", "--guardrail", "g"}, 2, ""},
+		{[]string{"--config", cfg, "--guardrail", "g"}, 2, ""},
+		{[]string{"--config", cfg, "--guardrail", "g", "--capability", "c", "--disabled", "--max-amount", "5"}, 2, ""},
+		{[]string{"--config", cfg, "--guardrail", "g", "--remove", "--capability", "c"}, 2, ""},
+		{[]string{"--config", cfg, "--guardrail", "g", "--capability", "c", "--max-amount", "5"}, 1, "no operator configured"},
+		{[]string{"--config", cfg, "--guardrail", "g", "--remove"}, 1, "no operator configured"},
+		{[]string{"--config", cfg, "--waiver", "w", "--of", "g", "--run", "r", "--for", "1h"}, 2, ""},
+		{[]string{"--config", cfg, "--waiver", "w", "--of", "g", "--run", "r", "--resource", "x", "--for", "1h", "--reason", "y"}, 2, ""},
+		{[]string{"--config", cfg, "--waiver", "w", "--of", "g", "--run", "r", "--for", "1h", "--reason", "y"}, 1, "no operator configured"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(tc.args, &out, &errb); code != tc.code || !strings.Contains(out.String(), tc.out) {

@@ -9,6 +9,16 @@
 // that no tenant crowds another out. A chain that does not verify is
 // reported with its first bad record, and none of its figures are shown.
 //
+// The review queue lists, per log, the proposals waiting for an approval
+// (read live) and the two-person requests no second operator confirmed
+// (read from the verified log), each actionable through the runtime's own
+// approve, deny and confirm verbs, and the operators' decisions the log
+// signed (who decided what). The guardrails and the waivers in force are
+// folded from the verified log with the kernel's Control.Apply; the page
+// publishes a guardrail to every runtime of the session's tenants, and
+// grants or revokes a waiver on one tenant's runtimes (review.go,
+// review_serve.go).
+//
 // The fleet kill switch engages (or releases) the kill switch of every
 // runtime of the tenants it is sent for, each through an operator's own
 // connection, and reports which runtimes acknowledged.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/console"
+	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 )
 
@@ -62,6 +63,10 @@ type sessionState struct {
 	mu     sync.Mutex
 	acks   []Ack
 	action string
+	// outcome is the last review or guardrail action's answer per runtime
+	// (review_serve.go).
+	outcome     []Ack
+	outcomeWhat string
 }
 
 type session = console.Session[*sessionState]
@@ -91,6 +96,11 @@ func (t *Tower) Serve(every time.Duration) (*Server, error) {
 	mux.HandleFunc("POST /logout", s.authed(s.logout))
 	mux.HandleFunc("POST /refresh", s.authed(s.refresh))
 	mux.HandleFunc("POST /kill-switch", s.authed(s.killSwitch))
+	mux.HandleFunc("POST /approve", s.authed(s.approve))
+	mux.HandleFunc("POST /deny", s.authed(s.approve))
+	mux.HandleFunc("POST /confirm", s.authed(s.confirm))
+	mux.HandleFunc("POST /guardrail", s.authed(s.guardrail))
+	mux.HandleFunc("POST /waiver", s.authed(s.waiver))
 	s.http = &http.Server{Handler: console.Protect(mux), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = s.http.Serve(ln) }()
@@ -200,12 +210,15 @@ type loginView struct {
 }
 
 type fleetPage struct {
-	CSRF   string
-	Logins []loginView
-	Fleet  *Fleet
-	Acks   []Ack
-	Action string
-	Error  string
+	CSRF        string
+	Logins      []loginView
+	Fleet       *Fleet
+	Acks        []Ack
+	Action      string
+	Outcome     []Ack
+	OutcomeWhat string
+	Error       string
+	Risks       []string
 }
 
 // page is the fleet as the session sees it: its tenants' logs only.
@@ -226,7 +239,9 @@ func (s *Server) page(ctx context.Context, sess *session, force bool) fleetPage 
 	}
 	sess.State.mu.Lock()
 	p.Acks, p.Action = sess.State.acks, sess.State.action
+	p.Outcome, p.OutcomeWhat = sess.State.outcome, sess.State.outcomeWhat
 	sess.State.mu.Unlock()
+	p.Risks = kernel.Risks
 	return p
 }
 

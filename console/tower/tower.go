@@ -112,6 +112,19 @@ type LogView struct {
 	PendingNote string
 
 	Kill *console.KillChange // the last kill switch change the chain records
+
+	// The review queue's two-person requests still waiting for a second
+	// operator (oldest first), and the operators' decisions (approvals,
+	// denials, confirmations, refused operator verbs, kill switch,
+	// guardrail and waiver changes; latest first), at most
+	// MaxRowsPerTenant each, the rest counted; the guardrails the log holds
+	// and the waivers in force when it was read (review.go).
+	Requests     []Request
+	MoreRequests int
+	History      []Decided
+	MoreHistory  int
+	Guardrails   []GuardrailView
+	Waivers      []WaiverView
 }
 
 type source struct {
@@ -352,6 +365,7 @@ func (t *Tower) summarize(v *LogView, e verifier.Entries, view verifier.View) {
 		}
 	}
 	v.Kill = console.LastKillSwitch(e)
+	t.review(v, e)
 }
 
 func (t *Tower) pending(ctx context.Context, v *LogView, ac access) {
@@ -388,6 +402,9 @@ type Ack struct {
 	Acknowledged bool   // the runtime replied and its kill switch is now as asked
 	Engaged      bool   // the kill switch state the runtime reported
 	Error        string // why it did not acknowledge
+	// Code is the runtime's stable refusal code when it refused (Error
+	// then says why); "" when it acknowledged or was not reached.
+	Code wire.Code
 }
 
 // KillSwitch engages (or releases) the kill switch of every configured
@@ -467,7 +484,7 @@ func (t *Tower) publish(ctx context.Context, srcs []source, rc reach, verb strin
 			return
 		}
 		if !reply.OK {
-			a.Error = fmt.Sprintf("%s: %s", reply.Code, reply.Reason)
+			a.Code, a.Error = reply.Code, fmt.Sprintf("%s: %s", reply.Code, reply.Reason)
 			return
 		}
 		a.Acknowledged = true

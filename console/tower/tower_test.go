@@ -26,7 +26,7 @@ import (
 )
 
 var passwords = map[string]string{"acme.agent_email": "email-secret-passphrase", "acme.agent_phone": "phone-secret-passphrase", "acme.ops_alice": "alice-secret-passphrase",
-	"acme.ops_tower": "tower-secret-passphrase", "globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret-passphrase"}
+	"acme.ops_tower": "tower-secret-passphrase", "acme.ops_carol": "carol-secret-passphrase", "globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret-passphrase"}
 
 type runtime struct {
 	t    *testing.T
@@ -37,7 +37,11 @@ type runtime struct {
 
 // boot starts a real runtime (embedded NATS with JetStream, the loopback
 // provider) on the console tests' configuration.
-func boot(t *testing.T) *runtime {
+func boot(t *testing.T) *runtime { t.Helper(); return bootWith(t, nil) }
+
+// bootWith boots a runtime on the console tests' configuration as edit
+// changes its text (nil: unchanged).
+func bootWith(t *testing.T, edit func(string) string) *runtime {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
@@ -46,7 +50,11 @@ func boot(t *testing.T) *runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
+	text := string(raw)
+	if edit != nil {
+		text = edit(text)
+	}
+	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(text)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +465,8 @@ witnesses = 1
 
 // TestTowerPublishesGuardrail: tower publishes a guardrail to a live
 // runtime as its configured operator; the runtime's kernel refuses a
-// refund over the cap; a waiver tower grants for the run lets it through.
+// refund over the cap; a waiver tower grants for the run lets it through;
+// the verified log then shows both, who decided them, and the revocation.
 func TestTowerPublishesGuardrail(t *testing.T) {
 	a := boot(t)
 	_, keys := a.export(t.TempDir(), "acme", "ops_alice", func(verifier.View) bool { return true })
@@ -489,5 +498,44 @@ nats_url = "`+a.rt.URL+`"
 	}
 	if r := a.propose("acme", "agent_email", "k2", "ord_2", 30000); r.Status != wire.StatusApplied {
 		t.Fatalf("the waived run: %+v", r)
+	}
+	// The verified log shows the guardrail, the waiver in force and who
+	// decided them (the audit projector records them shortly after).
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		l := logOf(t, tw.Refresh(ctx), "eu-1", "acme")
+		if l.Verified && len(l.Guardrails) == 1 && len(l.Waivers) == 1 {
+			g, w := l.Guardrails[0], l.Waivers[0]
+			if g.GuardrailID != "refund_cap" || g.Rule() != "at most 20000 per proposal" || g.Operator != "ops_tower" || g.At == "" {
+				t.Fatalf("the guardrail as tower shows it: %+v", g)
+			}
+			if w.WaiverID != "w1" || w.For() != "run run_k2" || w.Operator != "ops_tower" || w.Reason != "INC-9" {
+				t.Fatalf("the waiver as tower shows it: %+v", w)
+			}
+			if len(l.History) != 2 || l.History[0].What != "granted waiver w1" || l.History[1].What != "set guardrail refund_cap" {
+				t.Fatalf("the history: %+v", l.History)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log does not show the guardrail and the waiver: %+v", l)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if acks := tw.Waiver(ctx, wire.WaiverRequest{WaiverID: "w1", Revoke: true}); !acks[0].Acknowledged {
+		t.Fatalf("revoke acks: %+v", acks)
+	}
+	for {
+		l := logOf(t, tw.Refresh(ctx), "eu-1", "acme")
+		if len(l.History) == 3 {
+			if len(l.Waivers) != 0 || l.History[0].What != "revoked waiver w1" {
+				t.Fatalf("after the revocation: %+v", l)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log does not show the revocation: %+v", l.History)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
