@@ -6,7 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -88,8 +91,9 @@ func (w *world) run(step kernel.Step) (kernel.Effects, map[kernel.Key][]codec.En
 	}
 	eff := step.Decide(l)
 	out := map[kernel.Key][]codec.Envelope{}
-	for k, evs := range eff.Append {
-		for _, ev := range evs {
+	for _, r := range step.Reads() { // in the reads' order: the ids are the same every run
+		k := r.Key
+		for _, ev := range eff.Append[k] {
 			env, err := w.signer.Seal(ev.EventType(), kernel.EventVersion, w.id(), "acme", codec.FormatTime(w.now), ev)
 			if err != nil {
 				w.t.Fatal(err)
@@ -296,6 +300,36 @@ func TestParseRefusesMalformed(t *testing.T) {
 	} {
 		if _, err := packet.Parse([]byte(b)); !errors.Is(err, packet.ErrMalformed) {
 			t.Errorf("%s: parsed: %v", name, err)
+		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.packet.json")
+
+// TestPacketGolden keeps one packet of each recorded decision kind of the
+// story in testdata, which ctx's tests replay: the story's keys and ids are
+// fixed, so the files change only when the format or a decision does.
+func TestPacketGolden(t *testing.T) {
+	w := story(t)
+	names := []string{"applied", "unknown", "fenced", "policy-denied", "exceeded"}
+	for i, p := range w.packets {
+		b, err := packet.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join("testdata", names[i]+".packet.json")
+		if *update {
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, want) {
+			t.Errorf("%s differs from the story's packet (go test ./packet -run TestPacketGolden -update)", path)
 		}
 	}
 }
