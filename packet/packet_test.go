@@ -50,6 +50,25 @@ type world struct {
 	n       int
 	now     time.Time
 	packets []*packet.Packet
+	log     []packet.LogEvent // every event, as an audit export lists them
+	seqs    []uint64          // the stream sequence of each packet's decision
+}
+
+// subjectOf is the test's stream subject of a key.
+func subjectOf(k kernel.Key) (string, error) {
+	return fmt.Sprintf("ctx.ev.acme.%s|%s|%s|%s", k.Kind, k.ID, k.Sub, k.Window), nil
+}
+
+func (w *world) append(k kernel.Key, ev kernel.Event) codec.Envelope {
+	w.t.Helper()
+	env, err := w.signer.Seal(ev.EventType(), kernel.EventVersion, w.id(), "acme", codec.FormatTime(w.now), ev)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.store[k] = append(w.store[k], env)
+	subj, _ := subjectOf(k)
+	w.log = append(w.log, packet.LogEvent{Seq: uint64(len(w.log) + 1), Subject: subj, Envelope: env})
+	return env
 }
 
 func newWorld(t *testing.T) *world {
@@ -63,6 +82,8 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	w.km = km
+	def := definition()
+	w.append(kernel.KeyPin(def.ID), kernel.GuaranteePinned{Tenant: "acme", Definition: def, DefinitionDigest: def.Digest()})
 	return w
 }
 
@@ -94,12 +115,7 @@ func (w *world) run(step kernel.Step) (kernel.Effects, map[kernel.Key][]codec.En
 	for _, r := range step.Reads() { // in the reads' order: the ids are the same every run
 		k := r.Key
 		for _, ev := range eff.Append[k] {
-			env, err := w.signer.Seal(ev.EventType(), kernel.EventVersion, w.id(), "acme", codec.FormatTime(w.now), ev)
-			if err != nil {
-				w.t.Fatal(err)
-			}
-			w.store[k] = append(w.store[k], env)
-			out[k] = append(out[k], env)
+			out[k] = append(out[k], w.append(k, ev))
 		}
 	}
 	return eff, out
@@ -130,6 +146,11 @@ func (w *world) propose(opKey, order string, amount int, outcome kernel.Outcome)
 	for _, e := range opEnvs {
 		if e.Type == kernel.TypeDecisionRecorded {
 			p.Decision = e
+		}
+	}
+	for _, l := range w.log {
+		if l.Envelope.EventID == p.Decision.EventID {
+			w.seqs = append(w.seqs, l.Seq)
 		}
 	}
 	if p.Decision.Type == "" {
@@ -188,6 +209,38 @@ func TestPacketReplayReachesEveryRecordedDecision(t *testing.T) {
 		if res.Recorded != want[i] {
 			t.Fatalf("packet %d recorded %q, want %q", i, res.Recorded, want[i])
 		}
+	}
+}
+
+// TestBuildFromTheLog: a packet built from the log (the audit export's
+// events) and the configuration subset replays every decision equal, and
+// holds what the hand-made packet holds.
+func TestBuildFromTheLog(t *testing.T) {
+	w := story(t)
+	m := subset()
+	m.Tenant.Pins = nil
+	kr := codec.Keyring{}
+	kr.Add(w.pub)
+	for i, want := range w.packets {
+		p, err := packet.Build(packet.BuildInput{Tenant: "acme", Decision: fmt.Sprint(w.seqs[i]), Log: w.log, Manifest: m, Keys: kr, Subject: subjectOf})
+		if err != nil {
+			t.Fatalf("packet %d: %v", i, err)
+		}
+		res := replay(t, roundTrip(t, p))
+		if !res.Equal {
+			t.Fatalf("packet %d built from the log: %s", i, res.Difference)
+		}
+		for j := range want.Subjects {
+			if len(p.Subjects[j].Events) != len(want.Subjects[j].Events) {
+				t.Fatalf("packet %d: subject %s: %d events, want %d", i, want.Subjects[j].Kind, len(p.Subjects[j].Events), len(want.Subjects[j].Events))
+			}
+		}
+	}
+	if _, err := packet.Build(packet.BuildInput{Tenant: "acme", Decision: "999999", Log: w.log, Manifest: m, Keys: kr, Subject: subjectOf}); err == nil {
+		t.Fatal("built a packet of a decision the log does not hold")
+	}
+	if _, err := packet.Build(packet.BuildInput{Tenant: "acme", Decision: fmt.Sprint(w.seqs[0]), Log: w.log, Manifest: m, Keys: codec.Keyring{}, Subject: subjectOf}); err == nil {
+		t.Fatal("built a packet without the keys that signed it")
 	}
 }
 
