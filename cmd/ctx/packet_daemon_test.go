@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/client"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/provider"
+)
+
+// bootFile boots the client tests' daemon from a configuration file (its
+// digest is the file's, as ctx decisions packet --config reads it), with
+// metrics served on loopback; it returns the file's path.
+func bootFile(t *testing.T) (*testDaemon, string) {
+	t.Helper()
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	raw, err := os.ReadFile("../../client/testdata/daemon.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL,
+		`executor = "test-1"`, "executor = \"test-1\"\nmetrics_listen = \"127.0.0.1:0\"").Replace(string(raw))
+	path := filepath.Join(t.TempDir(), "contextosd.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	return &testDaemon{rt: rt, prov: prov}, path
+}
+
+// refunds proposes refunds as an agent and returns the proposer.
+func refunds(t *testing.T, d *testDaemon, principal, password string) func(key, order string, amount int) (client.Decision, error) {
+	t.Helper()
+	agent, err := client.Connect(client.Options{URL: d.rt.URL, Tenant: "acme", Principal: principal, Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Close)
+	return func(key, order string, amount int) (client.Decision, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		b, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": amount, "currency": "INR"})
+		return agent.Propose(ctx, client.Proposal{RunID: "run_p", OperationKey: key, CapabilityID: "adp_payments.issue_refund", Arguments: b})
+	}
+}
+
+// TestOutcomeMetricsScraped: after a known sequence of proposals on a real
+// daemon (two applied, one left pending, two refused over the ceiling by
+// two agents, so neither refusal is tallied into the other's window), its
+// /metrics carries the outcome gauges with those figures.
+func TestOutcomeMetricsScraped(t *testing.T) {
+	d, _ := bootFile(t)
+	if d.rt.MetricsURL == "" {
+		t.Fatal("the daemon serves no metrics")
+	}
+	email := refunds(t, d, "agent_email", "email-secret-passphrase")
+	chat := refunds(t, d, "agent_chat", "chat-secret-passphrase")
+	for _, c := range []struct {
+		key, order string
+		amount     int
+		pending    bool
+		other      bool
+		want       client.Status
+		code       client.Code
+	}{
+		{"m1", "ord_m1", 40000, false, false, client.StatusApplied, ""},
+		{"m2", "ord_m1", 30000, false, false, client.StatusApplied, ""},
+		{"m3", "ord_m1", 50000, false, false, "", client.CodeExceeded},
+		{"m4", "ord_m2", 70000, true, false, client.StatusPending, ""},
+		{"m5", "ord_m2", 40000, false, true, "", client.CodeExceeded},
+	} {
+		if c.pending {
+			d.prov.Script(provider.Pending)
+		}
+		refund := email
+		if c.other {
+			refund = chat
+		}
+		dec, err := refund(c.key, c.order, c.amount)
+		if c.code != "" {
+			if !errors.Is(err, client.Refused{Code: c.code}) {
+				t.Fatalf("%s: %+v %v, want refused %s", c.key, dec, err, c.code)
+			}
+			continue
+		}
+		if err != nil || dec.Status != c.want {
+			t.Fatalf("%s: %+v %v, want %s", c.key, dec, err, c.want)
+		}
+	}
+	want := map[string]string{
+		`contextos_outcome_applied{guarantee="refunds-per-order",tenant="acme"}`:                                  "2",
+		`contextos_outcome_applied_amount{guarantee="refunds-per-order",tenant="acme"}`:                           "70000",
+		`contextos_outcome_pending{guarantee="refunds-per-order",tenant="acme"}`:                                  "1",
+		`contextos_outcome_unknown{guarantee="refunds-per-order",tenant="acme"}`:                                  "0",
+		`contextos_outcome_denials{code="shared_guarantee_exceeded",guarantee="refunds-per-order",tenant="acme"}`: "2",
+		`contextos_outcome_stranded_amount{age="lt_1m",guarantee="refunds-per-order",tenant="acme"}`:              "70000",
+	}
+	// The gauges are read from the read model, which follows the stream:
+	// scrape until it has caught up, bounded.
+	deadline := time.Now().Add(20 * time.Second)
+	var got map[string]string
+	for {
+		got = scrape(t, d.rt.MetricsURL)
+		missing := ""
+		for k, v := range want {
+			if got[k] != v {
+				missing = k + " = " + got[k] + ", want " + v
+				break
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s\noutcome series scraped:\n%s", missing, outcomeLines(got))
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, bounded by the deadline
+	}
+}
+
+// scrape reads a Prometheus text exposition into series -> value.
+func scrape(t *testing.T, url string) map[string]string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	out := map[string]string{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			out[line[:i]] = line[i+1:]
+		}
+	}
+	return out
+}
+
+func outcomeLines(m map[string]string) string {
+	var b strings.Builder
+	for k, v := range m {
+		if strings.HasPrefix(k, "contextos_outcome_") {
+			b.WriteString(k + " " + v + "\n")
+		}
+	}
+	return b.String()
+}
