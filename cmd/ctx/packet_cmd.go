@@ -60,7 +60,7 @@ func reportReplay(res packet.Result, asJSON bool) error {
 			return err
 		}
 	} else if res.Equal {
-		fmt.Printf("equal: %s\n", res.Recorded)
+		fmt.Fprintf(stdout, "equal: %s\n", res.Recorded)
 	}
 	if !res.Equal {
 		return &ExitError{Code: 1, Err: errors.New("differs: " + res.Difference.String())}

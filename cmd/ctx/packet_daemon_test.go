@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -173,4 +175,90 @@ func outcomeLines(m map[string]string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestDecisionPacketsOfADaemon: on a real daemon, the packet of each
+// decision kind (applied, pending, refused over the ceiling, refused by the
+// same-action fence) written by ctx decisions packet replays equal with
+// ctx replay --packet, and ctx decisions --replay replays them all; a
+// configuration other than the one decided under is refused.
+func TestDecisionPacketsOfADaemon(t *testing.T) {
+	d, cfgPath := bootFile(t)
+	t.Setenv("CTX_NATS", d.rt.URL)
+	t.Setenv("CTX_TENANT", "acme")
+	t.Setenv("CTX_USER", "ops_alice")
+	t.Setenv("CTX_PASSWORD", "alice-secret-passphrase")
+	refund := refunds(t, d, "agent_email", "email-secret-passphrase")
+	if dec, err := refund("p1", "ord_p1", 40000); err != nil || dec.Status != client.StatusApplied {
+		t.Fatalf("p1: %+v %v", dec, err)
+	}
+	d.prov.Script(provider.Pending)
+	if dec, err := refund("p2", "ord_p1", 30000); err != nil || dec.Status != client.StatusPending {
+		t.Fatalf("p2: %+v %v", dec, err)
+	}
+	if _, err := refund("p3", "ord_p1", 30000); !errors.Is(err, client.Refused{Code: client.CodeUnresolvedAttempt}) {
+		t.Fatalf("p3, the same action as p2: %v", err)
+	}
+	if _, err := refund("p4", "ord_p1", 40000); !errors.Is(err, client.Refused{Code: client.CodeExceeded}) {
+		t.Fatalf("p4: %v", err)
+	}
+	var rows []map[string]any
+	// The audit log is a projection of the stream: wait until it holds
+	// every record the model lists.
+	deadline := time.Now().Add(20 * time.Second)
+	dir := t.TempDir()
+	for {
+		code, out, errOut := ctxRun("decisions", "-o", "json")
+		if code != 0 {
+			t.Fatalf("decisions: %d %s", code, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 4 {
+			last := path(dir, "last.json")
+			if code, _, _ := ctxRun("decisions", "packet", "--decision", seqOf(rows[3]), "--config", cfgPath, "--out", last); code == 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the decisions and their audit records: %d rows", len(rows))
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, bounded by the deadline
+	}
+	for i, r := range rows {
+		f := path(dir, seqOf(r)+".json")
+		if code, out, errOut := ctxRun("decisions", "packet", "--decision", seqOf(r), "--config", cfgPath, "--out", f); code != 0 {
+			t.Fatalf("packet of %d (%v): exit %d %s%s", i, r["status"], code, out, errOut)
+		}
+		code, out, errOut := ctxRun("replay", "--packet", f)
+		if code != 0 || !strings.HasPrefix(out, "equal: ") {
+			t.Fatalf("replay of %d (%v %v): exit %d %s%s", i, r["status"], r["code"], code, out, errOut)
+		}
+	}
+	code, out, errOut := ctxRun("decisions", "--replay", "--config", cfgPath)
+	if code != 0 || !strings.Contains(out, "4 decisions replayed, 0 differ") {
+		t.Fatalf("decisions --replay: exit %d %s%s", code, out, errOut)
+	}
+	// Another configuration file (one byte more) is not the one decided under.
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := path(dir, "other.toml")
+	if err := os.WriteFile(other, append(raw, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := ctxRun("decisions", "packet", "--decision", seqOf(rows[0]), "--config", other, "--out", path(dir, "x.json")); code != 1 {
+		t.Fatalf("a packet under another configuration: exit %d, want 1", code)
+	}
+}
+
+func path(dir, name string) string { return filepath.Join(dir, name) }
+
+func seqOf(r map[string]any) string {
+	if f, ok := r["seq"].(float64); ok {
+		return strconv.FormatUint(uint64(f), 10)
+	}
+	return fmt.Sprint(r["seq"])
 }
