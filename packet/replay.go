@@ -294,12 +294,16 @@ func compare(rec, got kernel.DecisionRecorded, settled bool) *Difference {
 	return nil
 }
 
-// text is a value as compared and shown: its JSON, with empty and absent
-// alike.
+// text is a value as compared and shown: its canonical JSON (a signed
+// record holds its gate in RFC 8785 member order, the step in Go's), with
+// empty and absent alike.
 func text(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Sprintf("%v", v)
+	}
+	if c, err := kernel.Canonical(json.RawMessage(b)); err == nil {
+		b = c
 	}
 	switch string(b) {
 	case "null", `""`, "[]", "{}":

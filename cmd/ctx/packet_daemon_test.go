@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,4 +262,130 @@ func seqOf(r map[string]any) string {
 		return strconv.FormatUint(uint64(f), 10)
 	}
 	return fmt.Sprint(r["seq"])
+}
+
+// fixedClock is a daemon's clock that moves only when the test moves it.
+type fixedClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fixedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fixedClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestReplayDecisionsOfAResolution: an evidence-gated refund refused on an
+// unresolved conflict, then applied once an operator resolved it; ctx
+// decisions --resolution REF --replay replays exactly the decision derived
+// from the resolution, equal, and --replay alone both.
+func TestReplayDecisionsOfAResolution(t *testing.T) {
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	raw, err := os.ReadFile("../../config/testdata/authz_evidence.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pack, err := filepath.Abs("../../testdata/context/conflict_unresolved/pack.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgPath := path(dir, "contextosd.toml")
+	text := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL, "{{PACK}}", pack).Replace(string(raw))
+	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fixedClock{t: time.Date(2026, 10, 26, 12, 0, 0, 0, time.UTC)} // the context vectors' time
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	t.Setenv("CTX_NATS", rt.URL)
+	t.Setenv("CTX_TENANT", "acme")
+	t.Setenv("CTX_USER", "ops_alice")
+	t.Setenv("CTX_PASSWORD", "alice-secret-passphrase")
+	publish := func(flag string, doc json.RawMessage) map[string]any {
+		t.Helper()
+		f := path(dir, "doc.json")
+		if err := os.WriteFile(f, doc, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := ctxRun("evidence", flag, f, "-o", "json")
+		if code != 0 {
+			t.Fatalf("evidence %s: exit %d %s%s", flag, code, out, errOut)
+		}
+		var d map[string]any
+		_ = json.Unmarshal([]byte(out), &d)
+		return d
+	}
+	read := func(vec, name string) []json.RawMessage {
+		var v []json.RawMessage
+		if err := json.Unmarshal(mustReadFile(t, filepath.Join("../../testdata/context", vec, name)), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	var refs []string
+	for _, c := range read("conflict_unresolved", "evidence.json") {
+		refs = append(refs, fmt.Sprint(publish("--candidate", c)["ref"]))
+	}
+	publish("--marker", read("conflict_unresolved", "markers.json")[0])
+
+	agent, err := client.Connect(client.Options{URL: rt.URL, Tenant: "acme", Principal: "agent_email", Password: "email-secret-passphrase"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Close)
+	propose := func(key string) (client.Decision, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return agent.Propose(ctx, client.Proposal{RunID: "run_01", OperationKey: key, CapabilityID: "adp_payments.issue_refund",
+			Arguments: json.RawMessage(`{"order_id":"ord_881","amount_minor":800,"currency":"INR"}`), EvidenceRefs: refs})
+	}
+	if _, err := propose("r1"); !errors.Is(err, client.Refused{Code: client.CodeEvidenceInsufficient}) {
+		t.Fatalf("on the unresolved conflict: %v", err)
+	}
+	var resolved map[string]any
+	if err := json.Unmarshal(read("conflict_resolved_review", "markers.json")[0], &resolved); err != nil {
+		t.Fatal(err)
+	}
+	res := resolved["resolution"].(map[string]any)
+	res["resolved_by"] = "ops_alice"
+	resolution := res["resolution_ref"].(string)
+	b, _ := json.Marshal(resolved)
+	publish("--marker", b)
+	clock.advance(time.Minute)
+	if dec, err := propose("r2"); err != nil || dec.Status != client.StatusApplied {
+		t.Fatalf("after the review: %+v %v", dec, err)
+	}
+	// The audit log follows the stream: poll until it holds both records.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, errOut := ctxRun("decisions", "--resolution", resolution, "--replay", "--config", cfgPath)
+		if code == 0 && strings.Contains(out, "1 decisions replayed, 0 differ") && strings.Contains(out, "equal: applied") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("decisions --resolution --replay: exit %d %s%s", code, out, errOut)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, bounded by the deadline
+	}
+	code, out, errOut := ctxRun("decisions", "--replay", "--config", cfgPath)
+	if code != 0 || !strings.Contains(out, "2 decisions replayed, 0 differ") || !strings.Contains(out, "equal: refused evidence_insufficient") {
+		t.Fatalf("decisions --replay: exit %d %s%s", code, out, errOut)
+	}
 }
