@@ -241,6 +241,23 @@ func TestDecisionPacketsOfADaemon(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "4 decisions replayed, 0 differ") {
 		t.Fatalf("decisions --replay: exit %d %s%s", code, out, errOut)
 	}
+	// Offline: from an audit export and its keys, replayed under those keys;
+	// under keys that did not sign it the packet is refused.
+	entries := path(dir, "entries.json")
+	if code, out, errOut := ctxRun("audit", "export", "--out", entries, "--allow-partial"); code != 0 {
+		t.Fatalf("audit export: exit %d %s%s", code, out, errOut)
+	}
+	keys := path(dir, "keys.json")
+	offline := path(dir, "offline.json")
+	if code, out, errOut := ctxRun("decisions", "packet", "--decision", seqOf(rows[3]), "--config", cfgPath, "--entries", entries, "--keys", keys, "--out", offline); code != 0 {
+		t.Fatalf("packet from the export: exit %d %s%s", code, out, errOut)
+	}
+	if code, out, errOut := ctxRun("replay", "--packet", offline, "--keys", keys); code != 0 || !strings.Contains(out, "equal: refused shared_guarantee_exceeded") {
+		t.Fatalf("replay under the export's keys: exit %d %s%s", code, out, errOut)
+	}
+	if code, _, _ := ctxRun("replay", "--packet", offline, "--keys", "../../testdata/verifier/other-keys.json"); code != 1 {
+		t.Fatalf("replay under keys that did not sign it: exit %d, want 1", code)
+	}
 	// Another configuration file (one byte more) is not the one decided under.
 	raw, err := os.ReadFile(cfgPath)
 	if err != nil {
