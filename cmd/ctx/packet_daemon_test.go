@@ -180,7 +180,7 @@ func outcomeLines(m map[string]string) string {
 
 // TestDecisionPacketsOfADaemon: on a real daemon, the packet of each
 // decision kind (applied, pending, refused over the ceiling, refused by the
-// same-action fence) written by ctx decisions packet replays equal with
+// same-action fence, refused for an approval, applied under it) written by ctx decisions packet replays equal with
 // ctx replay --packet, and ctx decisions --replay replays them all; a
 // configuration other than the one decided under is refused.
 func TestDecisionPacketsOfADaemon(t *testing.T) {
@@ -203,6 +203,37 @@ func TestDecisionPacketsOfADaemon(t *testing.T) {
 	if _, err := refund("p4", "ord_p1", 40000); !errors.Is(err, client.Refused{Code: client.CodeExceeded}) {
 		t.Fatalf("p4: %v", err)
 	}
+	// A high-risk wire: refused until an operator approves the exact
+	// action, then applied under the approval (the approval's subject is
+	// one the step reads).
+	agent, err := client.Connect(client.Options{URL: d.rt.URL, Tenant: "acme", Principal: "agent_email", Password: "email-secret-passphrase"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Close)
+	wire := func(key, approval string) (client.Decision, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return agent.Propose(ctx, client.Proposal{RunID: "run_p", OperationKey: key, CapabilityID: "bank.wire",
+			Arguments: json.RawMessage(`{"to":"acct_9","amount_minor":500}`), ApprovalID: approval})
+	}
+	_, err = wire("w1", "")
+	var r client.Refused
+	if !errors.As(err, &r) || r.Code != client.CodeApprovalRequired || r.Decision == nil {
+		t.Fatalf("w1: %v", err)
+	}
+	code, out, errOut := ctxRun("approve", "--digest", r.Decision.ActionDigest, "--risk", "high", "-o", "json")
+	if code != 0 {
+		t.Fatalf("approve: exit %d %s%s", code, out, errOut)
+	}
+	var ap map[string]any
+	if err := json.Unmarshal([]byte(out), &ap); err != nil {
+		t.Fatal(err)
+	}
+	if dec, err := wire("w2", fmt.Sprint(ap["approval_id"])); err != nil || dec.Status != client.StatusApplied {
+		t.Fatalf("w2 under the approval: %+v %v", dec, err)
+	}
+	const n = 6
 	var rows []map[string]any
 	// The audit log is a projection of the stream: wait until it holds
 	// every record the model lists.
@@ -216,9 +247,9 @@ func TestDecisionPacketsOfADaemon(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rows); err != nil {
 			t.Fatal(err)
 		}
-		if len(rows) == 4 {
+		if len(rows) == n {
 			last := path(dir, "last.json")
-			if code, _, _ := ctxRun("decisions", "packet", "--decision", seqOf(rows[3]), "--config", cfgPath, "--out", last); code == 0 {
+			if code, _, _ := ctxRun("decisions", "packet", "--decision", seqOf(rows[n-1]), "--config", cfgPath, "--out", last); code == 0 {
 				break
 			}
 		}
@@ -237,8 +268,8 @@ func TestDecisionPacketsOfADaemon(t *testing.T) {
 			t.Fatalf("replay of %d (%v %v): exit %d %s%s", i, r["status"], r["code"], code, out, errOut)
 		}
 	}
-	code, out, errOut := ctxRun("decisions", "--replay", "--config", cfgPath)
-	if code != 0 || !strings.Contains(out, "4 decisions replayed, 0 differ") {
+	code, out, errOut = ctxRun("decisions", "--replay", "--config", cfgPath)
+	if code != 0 || !strings.Contains(out, "6 decisions replayed, 0 differ") || !strings.Contains(out, "equal: refused approval_required") {
 		t.Fatalf("decisions --replay: exit %d %s%s", code, out, errOut)
 	}
 	// Offline: from an audit export and its keys, replayed under those keys;
