@@ -80,7 +80,7 @@ func duration(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
-// Input returns the step's input: the packet's proposal under its
+// ProposeInput returns the step's input: the packet's proposal under its
 // manifest.
 func (p *Packet) ProposeInput() (kernel.ProposeInput, error) {
 	m, err := p.Manifest.KernelManifest(p.Input.Principal)
@@ -117,6 +117,7 @@ type Difference struct {
 	Replayed string `json:"replayed"`
 }
 
+// String names the stage, the field and both values.
 func (d *Difference) String() string {
 	return fmt.Sprintf("stage %s: %s: recorded %s, replayed %s", d.Stage, d.Field, d.Recorded, d.Replayed)
 }
