@@ -197,7 +197,7 @@ chaos-short: ## the short chaos run CI does inside `make test` (about 3 minutes)
 # FUZZTIME is given on the command line or in the environment) and prints
 # the executions and the result of each; a finding is kept by go test in the
 # package's testdata/fuzz/<FuzzName>/ and fails the target.
-FUZZ_PKGS ?= ./gateway ./config ./events/codec ./kernel ./verifier ./mcpgw
+FUZZ_PKGS ?= ./gateway ./config ./events/codec ./kernel ./verifier ./mcpgw ./packet
 fuzz: ## each fuzz target for FUZZTIME (default 30s here), with executions and findings
 	@t=$(if $(filter command line environment,$(origin FUZZTIME)),$(FUZZTIME),30s); fail=0; summary=""; \
 	for pkg in $(FUZZ_PKGS); do \

@@ -16,7 +16,7 @@ var decisionColumns = []string{"seq", "at", "operation_id", "principal", "run_id
 func newDecisionsCmd() *cobra.Command {
 	var f wire.DecisionsRequest
 	cmd := &cobra.Command{
-		Use:   "decisions [--run RUN] [--operation OP] [--principal P] [--evidence-ref REF] [--resolution REF] [--since T] [--until T]",
+		Use:   "decisions [--run RUN] [--operation OP] [--principal P] [--evidence-ref REF] [--resolution REF] [--since T] [--until T] [--replay --config FILE]",
 		Short: "List and look up decision records",
 		Long: `List the tenant's decision records, oldest first, a page at a time: what was
 decided on each proposal and settlement, and what it depended on (the compiled
@@ -26,7 +26,12 @@ digest and the trace id). Every filter given must match: --run, --operation,
 --principal, --evidence-ref (a ref the decision cited), --resolution (a
 resolution ref the decision's evidence gate read) and --since/--until (RFC 3339,
 since inclusive, until exclusive). The daemon keeps the newest records of each
-tenant in its read model (docs/decisions.md); older ones are in the audit export.`,
+tenant in its read model (docs/decisions.md); older ones are in the audit export.
+
+--replay builds the replay packet of every listed decision (ctx decisions packet)
+and re-runs it offline, one line each: equal, or the first stage that differs;
+exit 1 when any differs. With --resolution it replays every decision derived from
+a resolution, to see which a corrected resolution would decide otherwise.`,
 		Args: cobra.NoArgs,
 	}
 	fl := cmd.Flags()
@@ -37,6 +42,11 @@ tenant in its read model (docs/decisions.md); older ones are in the audit export
 	fl.StringVar(&f.ResolutionRef, "resolution", "", "only decisions derived from this conflict resolution")
 	fl.StringVar(&f.Since, "since", "", "only decisions recorded at or after this RFC 3339 time")
 	fl.StringVar(&f.Until, "until", "", "only decisions recorded before this RFC 3339 time")
+	var replay bool
+	var src packetSource
+	fl.BoolVar(&replay, "replay", false, "replay every listed decision from its packet (needs --config)")
+	src.flags(cmd)
+	cmd.AddCommand(newDecisionsPacketCmd())
 	c := addConnFlags(cmd)
 	pf := addPageFlags(cmd)
 	cmd.RunE = func(*cobra.Command, []string) error {
@@ -49,6 +59,9 @@ tenant in its read model (docs/decisions.md); older ones are in the audit export
 			})
 			if err != nil {
 				return err
+			}
+			if replay {
+				return replayDecisions(rows, &src, c)
 			}
 			if c.json {
 				return printJSON(nonNil(rows))

@@ -16,10 +16,10 @@ import (
 func init() { register(newReplayCmd) }
 
 func newReplayCmd() *cobra.Command {
-	var eventsPath, entriesPath, comparePath, keysPath string
+	var eventsPath, entriesPath, comparePath, keysPath, packetPath string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "replay --events events.jsonl [--compare view.json] [--keys keys.json]",
+		Use:   "replay --events events.jsonl [--compare view.json] [--keys keys.json] | --packet packet.json [--keys keys.json]",
 		Short: "Recompute every resource's balances offline from exported events",
 		Long: `Fold the exported events through the same kernel the runtime uses and print
 every resource ledger's limit, committed, held and available. With --keys every
@@ -28,7 +28,14 @@ exported view.json (ctx exposure-export): exit 1 on any difference.
 
 --entries replays a verified audit export (entries.json) instead of events.jsonl: its
 records also sign each event's stream sequence and subject. With --entries, --keys
-is required and the export is verified before it is replayed. No network is used.`,
+is required and the export is verified before it is replayed. No network is used.
+
+--packet re-runs one decision offline from its replay packet (ctx decisions
+packet): every signed event in it is verified (with --keys, also against those
+trusted keys), the kernel's proposal step runs over the states they fold to, and
+the result is compared with the signed decision record. Exit 0 when it reaches
+the same decision; exit 1 naming the first stage and field that differ, or when
+the packet is refused (a changed event, an unknown key).`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
@@ -37,7 +44,14 @@ is required and the export is verified before it is replayed. No network is used
 	f.StringVar(&comparePath, "compare", "", "view.json to compare with (from ctx exposure-export)")
 	f.StringVar(&keysPath, "keys", "", "trusted keys.json: verify every signature")
 	f.BoolVar(&asJSON, "json", false, "print the recomputed view as JSON (view.json form)")
+	f.StringVar(&packetPath, "packet", "", "packet.json to replay one decision from (from ctx decisions packet)")
 	cmd.RunE = func(*cobra.Command, []string) error {
+		if packetPath != "" {
+			if eventsPath != "" || entriesPath != "" || comparePath != "" {
+				return usageError("--packet takes only --keys and --json")
+			}
+			return replayPacket(packetPath, keysPath, asJSON)
+		}
 		if (eventsPath == "") == (entriesPath == "") {
 			return usageError("exactly one of --events and --entries is required")
 		}
