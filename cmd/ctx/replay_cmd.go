@@ -8,7 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/verifier"
 	"github.com/spf13/cobra"
 )
@@ -44,7 +46,7 @@ is required and the export is verified before it is replayed. No network is used
 		if entriesPath != "" && keysPath == "" {
 			return usageError("--entries needs --keys")
 		}
-		var keys *verifier.Keys
+		var keys *audit.Keys
 		if keysPath != "" {
 			k, err := auditReadKeys(keysPath)
 			if err != nil {
@@ -52,7 +54,7 @@ is required and the export is verified before it is replayed. No network is used
 			}
 			keys = &k
 		}
-		var view verifier.View
+		var view exposure.View
 		var err error
 		if eventsPath != "" {
 			view, err = replayEvents(eventsPath, keys)
@@ -63,7 +65,7 @@ is required and the export is verified before it is replayed. No network is used
 			return &ExitError{Code: 1, Err: err}
 		}
 		if asJSON {
-			b, err := verifier.MarshalView(view)
+			b, err := exposure.MarshalView(view)
 			if err != nil {
 				return err
 			}
@@ -76,7 +78,7 @@ is required and the export is verified before it is replayed. No network is used
 		if comparePath == "" {
 			return nil
 		}
-		want, err := readFileAs(comparePath, verifier.ParseView)
+		want, err := readFileAs(comparePath, exposure.ParseView)
 		if err != nil {
 			return err
 		}
@@ -96,10 +98,10 @@ is required and the export is verified before it is replayed. No network is used
 	return cmd
 }
 
-func replayEvents(path string, keys *verifier.Keys) (verifier.View, error) {
+func replayEvents(path string, keys *audit.Keys) (exposure.View, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return verifier.View{}, err
+		return exposure.View{}, err
 	}
 	defer fh.Close()
 	var ring codec.Keyring
@@ -140,26 +142,26 @@ func (p *replayProgress) done() {
 	}
 }
 
-func replayEntries(path string, keys verifier.Keys) (verifier.View, error) {
+func replayEntries(path string, keys audit.Keys) (exposure.View, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return verifier.View{}, err
+		return exposure.View{}, err
 	}
 	res, err := verifier.VerifyEntries(b, keys)
 	if err != nil {
-		return verifier.View{}, fmt.Errorf("%s: %w", path, err)
+		return exposure.View{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if !res.OK() {
-		return verifier.View{}, fmt.Errorf("%s does not verify: %v", path, res.Failure)
+		return exposure.View{}, fmt.Errorf("%s does not verify: %v", path, res.Failure)
 	}
-	e, err := verifier.ParseEntries(b)
+	e, err := audit.ParseEntries(b)
 	if err != nil {
-		return verifier.View{}, err
+		return exposure.View{}, err
 	}
 	return verifier.ReplayEntries(e)
 }
 
-func replayTable(v verifier.View) {
+func replayTable(v exposure.View) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(w, "GUARANTEE\tRESOURCE\tLIMIT\tCOMMITTED\tHELD\tAVAILABLE\tOPEN\tRECEIPTS")
 	for _, r := range v.Resources {
