@@ -15,8 +15,8 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
-	"github.com/contextos/ledger/internal/testing/mcpprovider"
 	"github.com/contextos/ledger/internal/testing/daemontest"
+	"github.com/contextos/ledger/internal/testing/mcpprovider"
 	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
