@@ -93,7 +93,7 @@ func (c *AuditClient) pages(ctx context.Context, verb string, from uint64, fn fu
 
 // AuditEntries is a tenant's exported audit log: its records in index
 // order and its signed checkpoint notes, by increasing size (the fields of
-// verifier.Entries, which verifies them).
+// audit.Entries, which verifies them).
 type AuditEntries struct {
 	Tenant      string
 	Records     [][]byte

@@ -5,18 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/contextos/ledger/client"
-	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
@@ -38,30 +36,11 @@ func boot(t *testing.T, hooks gateway.Hooks) *testDaemon {
 // bootEdited boots as boot does with the configuration edit gives.
 func bootEdited(t *testing.T, hooks gateway.Hooks, edit func(string) string) *testDaemon {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("testdata/daemon.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))
-	if edit != nil {
-		text = edit(text)
-	}
-	cfg, err := config.Parse([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{Hooks: hooks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return &testDaemon{rt: rt, prov: prov}
+	d := daemontest.Boot(t, daemontest.Options{Edit: edit, Boot: daemon.BootOptions{Hooks: hooks}})
+	return &testDaemon{rt: d.RT, prov: d.Provider}
 }
 
-var passwords = map[string]string{"agent_email": "email-secret-passphrase", "agent_chat": "chat-secret-passphrase", "ops_alice": "alice-secret-passphrase"}
+var passwords = daemontest.Passwords
 
 func (d *testDaemon) connect(t *testing.T, principal string, o ...func(*client.Options)) *client.Client {
 	t.Helper()

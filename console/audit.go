@@ -53,7 +53,7 @@ func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult
 		res.Error = err.Error()
 		return res
 	}
-	keys, err := verifier.ParseKeys(kb)
+	keys, err := audit.ParseKeys(kb)
 	if err != nil {
 		res.Error = "keys.json: " + err.Error()
 		return res
@@ -80,7 +80,7 @@ func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult
 			res.Latest = &checkpointView{Origin: cp.Origin, Size: cp.Size, Root: base64.StdEncoding.EncodeToString(cp.Root[:]), Note: string(e.Checkpoints[n-1])}
 		}
 	}
-	b, err := verifier.MarshalEntries(e)
+	b, err := audit.MarshalEntries(e)
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -105,7 +105,7 @@ func verifyAudit(ctx context.Context, sess *session, now time.Time) *auditResult
 
 // foldAuthority folds the authority events of a verified export with the
 // kernel's Authority.Apply.
-func foldAuthority(e verifier.Entries) *kernel.Authority {
+func foldAuthority(e audit.Entries) *kernel.Authority {
 	a := &kernel.Authority{}
 	for _, raw := range e.Records {
 		_, env, err := audit.Parse(raw)
@@ -130,7 +130,7 @@ type KillChange struct {
 
 // LastKillSwitch returns the last kill switch change recorded in a
 // verified export, or nil if there is none.
-func LastKillSwitch(e verifier.Entries) *KillChange {
+func LastKillSwitch(e audit.Entries) *KillChange {
 	var last *KillChange
 	for _, raw := range e.Records {
 		_, env, err := audit.Parse(raw)
@@ -176,7 +176,7 @@ func (s *Server) auditVerify(w http.ResponseWriter, r *http.Request, sess *sessi
 }
 
 // exportEntries fetches the tenant's audit log as the verifier reads it.
-func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+func exportEntries(ctx context.Context, c *client.AuditClient) (audit.Entries, error) {
 	e, err := c.ExportAudit(ctx)
-	return verifier.Entries(e), err
+	return audit.Entries(e), err
 }

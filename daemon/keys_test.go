@@ -47,10 +47,10 @@ func appendReservation(t *testing.T, rt *Runtime, n int) {
 }
 
 // publishedKeys asks the running daemon's audit-keys verb.
-func publishedKeys(t *testing.T, rt *Runtime) verifier.Keys {
+func publishedKeys(t *testing.T, rt *Runtime) audit.Keys {
 	t.Helper()
 	r := rt.Service.Ops.Handle(context.Background(), "acme", wire.VerbAuditKeys, []byte("{}"))
-	k, err := verifier.ParseKeys(r.File)
+	k, err := audit.ParseKeys(r.File)
 	if err != nil {
 		t.Fatalf("%+v: %v", r, err)
 	}
@@ -176,13 +176,13 @@ func waitLog(t *testing.T, rt *Runtime, n int64) {
 	keys := publishedKeys(t, rt)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		x := verifier.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
+		x := audit.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
 		err := rt.Service.Log.Records(context.Background(), "acme", 0, 0, func(r projections.StoredRecord) error {
 			x.Records = append(x.Records, r.Raw)
 			return nil
 		})
 		if err == nil && int64(len(x.Records)) >= n {
-			b, err := verifier.MarshalEntries(x)
+			b, err := audit.MarshalEntries(x)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,10 +244,10 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	// The boot check's checkpoint (the guarantee pin), then the one due 256
 	// records later, once the log holds it too.
 	ctx := context.Background()
-	var x verifier.Entries
+	var x audit.Entries
 	var size int64
 	testenv.Eventually(t, func() bool {
-		x, size = verifier.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}, 0
+		x, size = audit.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}, 0
 		if err := rt.Service.Log.Checkpoints(ctx, "acme", 0, 0, func(c projections.StoredCheckpoint) error {
 			cp, err := audit.ReadCheckpoint(c.Note)
 			if err != nil {
@@ -263,7 +263,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	if err := rt.Service.Log.Records(ctx, "acme", 0, int(size), func(r projections.StoredRecord) error { x.Records = append(x.Records, r.Raw); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	b, err := verifier.MarshalEntries(x)
+	b, err := audit.MarshalEntries(x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,10 +400,10 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	if err := rt.Service.Projectors["acme"].Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var x verifier.Entries
+	var x audit.Entries
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		x = verifier.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
+		x = audit.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
 		_ = rt.Service.Log.Records(ctx, "acme", 0, 0, func(r projections.StoredRecord) error { x.Records = append(x.Records, r.Raw); return nil })
 		_ = rt.Service.Log.Checkpoints(ctx, "acme", 0, 0, func(c projections.StoredCheckpoint) error { x.Checkpoints = append(x.Checkpoints, c.Note); return nil })
 		if len(x.Records) >= size+1 && len(x.Checkpoints) > 1 && rt.Service.Projectors["acme"].Status().WitnessErrors > 1 {
@@ -423,7 +423,7 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	if st, err := rt.Gateway.Integrity(ctx, "acme"); err != nil || st.Open == nil || st.Open.Kind != kernel.IntegrityShrank {
 		t.Fatalf("integrity %+v %v; want an open incident of a log that shrank", st, err)
 	}
-	b, err := verifier.MarshalEntries(x)
+	b, err := audit.MarshalEntries(x)
 	if err != nil {
 		t.Fatal(err)
 	}

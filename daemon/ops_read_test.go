@@ -11,6 +11,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -22,14 +23,14 @@ import (
 
 // exposureView fetches view.json (what ctx exposure export writes) as acme's
 // ops_alice.
-func (e *env) exposureView() verifier.View {
+func (e *env) exposureView() exposure.View {
 	e.t.Helper()
 	c := &client.AuditClient{NC: e.client("acme", "ops_alice"), Tenant: "acme", Operator: "ops_alice"}
 	b, err := c.File(context.Background(), wire.VerbExposureView, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	v, err := verifier.ParseView(b)
+	v, err := exposure.ParseView(b)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -52,9 +53,9 @@ func (e *env) storeRaw(subject string, data []byte) {
 // wantAgree checks that ctx exposure (the exposure verb) and ctx exposure
 // export (view.json) show the same resources with the same balances and
 // open attempts.
-func wantAgree(t *testing.T, rows []wire.ExposureRow, v verifier.View) {
+func wantAgree(t *testing.T, rows []wire.ExposureRow, v exposure.View) {
 	t.Helper()
-	byRes := map[string]verifier.ResourceView{}
+	byRes := map[string]exposure.ResourceView{}
 	for _, r := range v.Resources {
 		if r.GuaranteeID != "" {
 			byRes[r.GuaranteeID+"/"+r.Resource] = r

@@ -22,7 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// startApprovalEnv boots a runtime on client/testdata/daemon.toml (the
+// startApprovalEnv boots a runtime on the tests' refund configuration (the
 // gateway tests' with bank.wire, a capability that needs an approval),
 // where agent_chat may wire too, with /metrics and per-resource series.
 func startApprovalEnv(t *testing.T) *env {
@@ -31,7 +31,7 @@ func startApprovalEnv(t *testing.T) *env {
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
-	raw, err := os.ReadFile("../client/testdata/daemon.toml")
+	raw, err := os.ReadFile("../internal/testing/daemontest/refund.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

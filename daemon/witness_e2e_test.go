@@ -25,7 +25,6 @@ import (
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
-	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -141,7 +140,7 @@ func checkpointAll(t *testing.T, rt *Runtime) {
 func exportAcme(t *testing.T, rt *Runtime, dir string) (entries, keys string, newest []byte) {
 	t.Helper()
 	ctx := context.Background()
-	x := verifier.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
+	x := audit.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
 	if err := rt.Service.Log.Checkpoints(ctx, "acme", 0, 0, func(c projections.StoredCheckpoint) error {
 		x.Checkpoints, newest = append(x.Checkpoints, c.Note), c.Note
 		return nil
@@ -155,7 +154,7 @@ func exportAcme(t *testing.T, rt *Runtime, dir string) (entries, keys string, ne
 	if err := rt.Service.Log.Records(ctx, "acme", 0, int(cp.Size), func(r projections.StoredRecord) error { x.Records = append(x.Records, r.Raw); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	b, err := verifier.MarshalEntries(x)
+	b, err := audit.MarshalEntries(x)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,32 +12,11 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestDomainScenarios replays the scripts in testdata/domain: the
-// enforcement domain of one tenant (pins enrolled on the control subject,
-// the configuration checked against them, proposals refused when they leave
-// the domain) and replacements that carry exposure forward, on the kernel's
-// steps alone. Regenerate the expected output with:
-//
-//	go test ./kernel -run TestDomainScenarios -rewrite
-func TestDomainScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata/domain", func(t *testing.T, path string) {
-		w := &domainWorld{subjects: subjects{}, pins: map[string]*Pin{}, dispatch: map[string]*Dispatch{},
-			now: time.Date(2026, 10, 26, 9, 0, 0, 0, time.UTC)}
-		datadriven.RunTest(t, path, w.run)
-	})
-}
-
-// TestFenceScenarios replays the scripts in testdata/fence: the
-// same-action fence of effectful capabilities, on the kernel's steps alone,
-// in the world of the domain scripts. Regenerate the expected output with:
-//
-//	go test ./kernel -run TestFenceScenarios -rewrite
-func TestFenceScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata/fence", func(t *testing.T, path string) {
-		w := &domainWorld{subjects: subjects{}, pins: map[string]*Pin{}, dispatch: map[string]*Dispatch{},
-			now: time.Date(2026, 10, 26, 9, 0, 0, 0, time.UTC), effectful: true}
-		datadriven.RunTest(t, path, w.run)
-	})
+// newDomainWorld is a tenant with no pins, no ledgers and no operations;
+// effectful surfaces the refund and credit capabilities as effectful.
+func newDomainWorld(effectful bool) *domainWorld {
+	return &domainWorld{subjects: subjects{}, pins: map[string]*Pin{}, dispatch: map[string]*Dispatch{},
+		now: time.Date(2026, 10, 26, 9, 0, 0, 0, time.UTC), effectful: effectful}
 }
 
 // domainWorld is one tenant's pins, control subject, ledgers and

@@ -14,16 +14,6 @@ import (
 	"github.com/contextos/ledger/wire"
 )
 
-// TestCeilingScenarios replays the scripts in testdata/ceilings: long-lived
-// ledgers and several ceilings on one call. Regenerate with
-// go test ./kernel -run TestCeilingScenarios -rewrite
-func TestCeilingScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata/ceilings", func(t *testing.T, path string) {
-		h := &ceilingScenario{ledgers: map[string]*Ledger{}, window: map[string]string{}, next: 1}
-		datadriven.RunTest(t, path, h.run)
-	})
-}
-
 // ceilingScenario holds the ledgers of guarantees over resources, and the
 // guarantees' pins when a script pins them.
 type ceilingScenario struct {

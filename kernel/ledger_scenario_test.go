@@ -10,15 +10,6 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestLedgerScenarios replays the scripts in testdata/ledger. Regenerate the
-// expected output with: go test ./kernel -run TestLedgerScenarios -rewrite
-func TestLedgerScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata/ledger", func(t *testing.T, path string) {
-		h := &scenario{def: demoDefinition()}
-		datadriven.RunTest(t, path, h.run)
-	})
-}
-
 // scenarioNow is the decision time of the scenarios' imports.
 var scenarioNow = time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
 

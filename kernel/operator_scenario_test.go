@@ -10,20 +10,6 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestOperatorScenarios replays the scripts in testdata/operators: a
-// tenant's operators with their scopes, the two-person rule, and requests
-// and confirmations, on the kernel's operator rule alone. Regenerate the
-// expected output with:
-//
-//	go test ./kernel -run TestOperatorScenarios -rewrite
-func TestOperatorScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata/operators", func(t *testing.T, path string) {
-		w := &operatorWorld{scopes: map[string][]Scope{}, requests: map[string]*OperatorRequest{},
-			now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
-		datadriven.RunTest(t, path, w.run)
-	})
-}
-
 // operatorWorld is one tenant's operator configuration and its pending
 // requests.
 type operatorWorld struct {
@@ -35,14 +21,7 @@ type operatorWorld struct {
 }
 
 func (w *operatorWorld) run(t *testing.T, d *datadriven.TestData) string {
-	arg := func(key, def string) string {
-		for _, a := range d.CmdArgs {
-			if a.Key == key {
-				return strings.Join(a.Vals, ",")
-			}
-		}
-		return def
-	}
+	arg := func(key, def string) string { return scenarioArg(d, key, def) }
 	var out strings.Builder
 	switch d.Cmd {
 	case "advance":

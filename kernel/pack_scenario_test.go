@@ -2,45 +2,17 @@ package kernel
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestPackScenarios replays the scripts in testdata/packs: a tenant's
-// catalog of context pack versions, published, promoted through the release
-// gate, rolled back and pinned by runs, each command decided by the kernel
-// and its events folded into the catalog. Regenerate the expected output
-// with:
-//
-//	go test ./kernel -run TestPackScenarios -rewrite
-func TestPackScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata/packs", func(t *testing.T, path string) {
-		c := &PackCatalog{}
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			return packCommand(t, c, d)
-		})
-	})
-}
-
+// packCommand answers one command of a packs script over the catalog c,
+// folding the events each decision records into it.
 func packCommand(t *testing.T, c *PackCatalog, d *datadriven.TestData) string {
-	arg := func(key, def string) string {
-		for _, a := range d.CmdArgs {
-			if a.Key == key {
-				return strings.Join(a.Vals, ",")
-			}
-		}
-		return def
-	}
-	num := func(key string) int64 {
-		n, err := strconv.ParseInt(arg(key, "0"), 10, 64)
-		if err != nil {
-			d.Fatalf(t, "%s: %v", key, err)
-		}
-		return n
-	}
+	arg := func(key, def string) string { return scenarioArg(d, key, def) }
+	num := func(key string) int64 { return scenarioNum(t, d, key, 0) }
 	apply := func(dec Decision) string {
 		if dec.Refusal != nil {
 			return fmt.Sprintf("refused %s: %s", dec.Refusal.Code, dec.Refusal.Reason)

@@ -12,21 +12,6 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestStories replays the scripts in testdata/story: the whole governed
-// step (admission, approvals, run budgets, reservation, dispatch,
-// settlement, reconciliation, release, the kill switch, fencing) on the
-// kernel's steps alone, as a runtime runs them (ProposeStep, SettleStep,
-// ReleaseStep over what their reads name), with the real action digest.
-// Regenerate the expected output with:
-//
-//	go test ./kernel -run TestStories -rewrite
-func TestStories(t *testing.T) {
-	datadriven.Walk(t, "testdata/story", func(t *testing.T, path string) {
-		w := newWorld()
-		datadriven.RunTest(t, path, w.run)
-	})
-}
-
 // storyCapability is the refund capability of the stories: high risk, so
 // every proposal needs an operator's approval of its exact action.
 var storyCapability = &Capability{ID: "adp_payments.issue_refund", Version: "2026-10", Risk: "high", Effectful: true,

@@ -15,6 +15,7 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
@@ -23,10 +24,10 @@ import (
 // checkExactlyOnce exports tenant's audit log through the ops verbs (as the
 // CLI does), verifies it offline and checks that its records are exactly the
 // tenant's events, each once, in stream order.
-func checkExactlyOnce(t *testing.T, e *env, tenant string) verifier.Entries {
+func checkExactlyOnce(t *testing.T, e *env, tenant string) audit.Entries {
 	t.Helper()
 	entries := exportAudit(t, e, tenant)
-	b, err := verifier.MarshalEntries(entries)
+	b, err := audit.MarshalEntries(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func serveOps(t *testing.T, e *env, tenant string, model *Model) *client.AuditCl
 	return &client.AuditClient{NC: cnc, Tenant: tenant, Operator: "ops_alice", PageSize: 50}
 }
 
-func exportAudit(t *testing.T, e *env, tenant string) verifier.Entries {
+func exportAudit(t *testing.T, e *env, tenant string) audit.Entries {
 	t.Helper()
 	c := serveOps(t, e, tenant, nil)
 	entries, err := exportEntries(context.Background(), c)
@@ -359,7 +360,7 @@ func TestAuditLogAppendConflicts(t *testing.T) {
 
 // auditOpsEnv records 30 events of acme (checkpoints every 10 records),
 // serves the ops verbs and returns the keys they publish.
-func auditOpsEnv(t *testing.T, seed int64) (*env, *AuditProjector, *client.AuditClient, verifier.Keys) {
+func auditOpsEnv(t *testing.T, seed int64) (*env, *AuditProjector, *client.AuditClient, audit.Keys) {
 	t.Helper()
 	e := newEnv(t)
 	newDriver(e, "acme", seed, []string{"r1", "r2"}).appendN(t, 30)
@@ -372,7 +373,7 @@ func auditOpsEnv(t *testing.T, seed int64) (*env, *AuditProjector, *client.Audit
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := verifier.ParseKeys(keysJSON)
+	keys, err := audit.ParseKeys(keysJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +569,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys, err := verifier.ParseKeys(keysJSON)
+		keys, err := audit.ParseKeys(keysJSON)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -576,7 +577,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := verifier.MarshalEntries(entries)
+		b, _ := audit.MarshalEntries(entries)
 		res, err := verifier.VerifyEntries(b, keys)
 		if err != nil || !res.OK() || res.Checkpoints == 0 || res.Records != int64(len(tenantEvents(t, e.store, tenant))) {
 			t.Fatalf("%s: %v %+v", tenant, err, res)
@@ -585,7 +586,7 @@ func TestServiceRecordsAndServes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := verifier.ParseView(viewJSON)
+		v, err := exposure.ParseView(viewJSON)
 		if err != nil || v.Tenant != tenant {
 			t.Fatalf("%s view: %v %+v", tenant, err, v)
 		}
@@ -810,7 +811,7 @@ func TestAuditFedStopsAtANonEvent(t *testing.T) {
 }
 
 // exportEntries fetches the tenant's audit log as the verifier reads it.
-func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+func exportEntries(ctx context.Context, c *client.AuditClient) (audit.Entries, error) {
 	e, err := c.ExportAudit(ctx)
-	return verifier.Entries(e), err
+	return audit.Entries(e), err
 }

@@ -41,14 +41,14 @@ func envAt(t *testing.T, dir string) (e *env, stop func()) {
 func exportOf(t *testing.T, e *env, tenant string) []byte {
 	t.Helper()
 	ctx := context.Background()
-	x := verifier.Entries{Tenant: tenant, Records: [][]byte{}, Checkpoints: [][]byte{}}
+	x := audit.Entries{Tenant: tenant, Records: [][]byte{}, Checkpoints: [][]byte{}}
 	if err := e.log.Records(ctx, tenant, 0, 0, func(r StoredRecord) error { x.Records = append(x.Records, r.Raw); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.log.Checkpoints(ctx, tenant, 0, 0, func(c StoredCheckpoint) error { x.Checkpoints = append(x.Checkpoints, c.Note); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	b, err := verifier.MarshalEntries(x)
+	b, err := audit.MarshalEntries(x)
 	if err != nil {
 		t.Fatal(err)
 	}

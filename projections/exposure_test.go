@@ -16,6 +16,7 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
@@ -99,7 +100,7 @@ func TestExposureRandomRunReplayEqualsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveView, err := verifier.ParseView(viewJSON)
+	liveView, err := exposure.ParseView(viewJSON)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/verifier"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
@@ -64,7 +64,7 @@ func (e *env) connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	return testenv.Connect(t, e.url)
 }
 
-func (e *env) keys(t testing.TB, tenant string) verifier.Keys {
+func (e *env) keys(t testing.TB, tenant string) audit.Keys {
 	t.Helper()
 	k, err := KeysFor(tenant, e.signer)
 	if err != nil {

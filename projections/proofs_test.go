@@ -68,7 +68,7 @@ func TestProofsKeepNothingPerRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := verifier.MarshalProof(ref)
+		want, err := audit.MarshalProof(ref)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestProofsKeepNothingPerRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := verifier.MarshalConsistency(ref)
+		want, err := audit.MarshalConsistency(ref)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -134,7 +134,7 @@ func attemptOf(env codec.Envelope, attemptID string) bool {
 // operation subject that holds it (opening, decision records), proven
 // against the export's newest checkpoint (which carries the witnesses'
 // cosignatures the log has). The export is not verified here.
-func NewBundle(e Entries, keysJSON []byte, attemptID string) (Bundle, error) {
+func NewBundle(e audit.Entries, keysJSON []byte, attemptID string) (Bundle, error) {
 	if attemptID == "" {
 		return Bundle{}, errors.New("verifier: bundle: no attempt id")
 	}
@@ -222,7 +222,7 @@ type BundleResult struct {
 // at least quorum of witnesses cosigned the checkpoint. keys are the
 // bundle's own unless the auditor passes theirs. Errors are *audit.Failure
 // (Index the record's, or -1), or a parse error.
-func VerifyBundle(b []byte, keys *Keys, witnesses []*audit.Cosigner, quorum int) (BundleResult, error) {
+func VerifyBundle(b []byte, keys *audit.Keys, witnesses []*audit.Cosigner, quorum int) (BundleResult, error) {
 	bd, err := ParseBundle(b)
 	if err != nil {
 		return BundleResult{}, err
@@ -233,7 +233,7 @@ func VerifyBundle(b []byte, keys *Keys, witnesses []*audit.Cosigner, quorum int)
 	}
 	k := keys
 	if k == nil {
-		own, err := ParseKeys(bd.Keys)
+		own, err := audit.ParseKeys(bd.Keys)
 		if err != nil {
 			return fail(-1, audit.ReasonNonCanonical, "the bundle's keys: %v", err)
 		}

@@ -13,7 +13,7 @@ import (
 // bundleOf makes the bundle of the fixture's first attempt.
 func bundleOf(t *testing.T, f *fixture) ([]byte, string) {
 	t.Helper()
-	e, err := ParseEntries(f.entries(t))
+	e, err := audit.ParseEntries(f.entries(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func bundleOf(t *testing.T, f *fixture) ([]byte, string) {
 			break
 		}
 	}
-	keys, err := MarshalKeys(f.keys)
+	keys, err := audit.MarshalKeys(f.keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestBundle(t *testing.T) {
 	if _, err := VerifyBundle(raw, &f.keys, w, 1); err != nil {
 		t.Fatalf("with the auditor's keys: %v", err)
 	}
-	otherKeys, err := KeysFor(f.tenant, fixedKey("another runtime").Public().(ed25519.PublicKey))
+	otherKeys, err := audit.KeysFor(f.tenant, fixedKey("another runtime").Public().(ed25519.PublicKey))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestBundle(t *testing.T) {
 	if f := audit.FailureOf(err); err == nil || f.Reason != audit.ReasonWitness {
 		t.Fatalf("a witness that did not cosign: %v", err)
 	}
-	if _, err := NewBundle(Entries{Tenant: f.tenant, Records: [][]byte{}}, nil, attempt); !errors.Is(err, ErrNotFound) {
+	if _, err := NewBundle(audit.Entries{Tenant: f.tenant, Records: [][]byte{}}, nil, attempt); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("an attempt with no record: %v", err)
 	}
 	for i := range raw {

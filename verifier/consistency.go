@@ -2,8 +2,8 @@ package verifier
 
 import (
 	"fmt"
-	"github.com/contextos/ledger/audit"
 
+	"github.com/contextos/ledger/audit"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -11,11 +11,11 @@ import (
 // size oldSize is a prefix of its largest checkpoint. The export is not
 // verified here (VerifyEntries does); the proof is checked by whoever
 // holds the older checkpoint (VerifyConsistency).
-func ProveConsistency(e Entries, oldSize int64) (Consistency, error) {
+func ProveConsistency(e audit.Entries, oldSize int64) (audit.Consistency, error) {
 	var t audit.Tree
 	for _, raw := range e.Records {
 		if err := t.Append(audit.RecordHash(raw)); err != nil {
-			return Consistency{}, err
+			return audit.Consistency{}, err
 		}
 	}
 	var oldNote, newNote []byte
@@ -23,7 +23,7 @@ func ProveConsistency(e Entries, oldSize int64) (Consistency, error) {
 	for _, msg := range e.Checkpoints {
 		c, err := audit.ReadCheckpoint(msg)
 		if err != nil {
-			return Consistency{}, err
+			return audit.Consistency{}, err
 		}
 		if c.Size == oldSize {
 			oldNote = msg
@@ -33,7 +33,7 @@ func ProveConsistency(e Entries, oldSize int64) (Consistency, error) {
 		}
 	}
 	if oldNote == nil {
-		return Consistency{}, fmt.Errorf("verifier: the export has no checkpoint of size %d", oldSize)
+		return audit.Consistency{}, fmt.Errorf("verifier: the export has no checkpoint of size %d", oldSize)
 	}
 	return NewConsistency(&t, e.Tenant, oldNote, newNote)
 }
@@ -43,23 +43,23 @@ func ProveConsistency(e Entries, oldSize int64) (Consistency, error) {
 // their notes; cur no larger than t and at least as large as old), from an
 // export (ProveConsistency). The live log's verb streams the same hashes
 // from compact ranges instead (audit.ConsistencyRanges) and keeps no tree.
-func NewConsistency(t *audit.Tree, tenant string, old, cur []byte) (Consistency, error) {
+func NewConsistency(t *audit.Tree, tenant string, old, cur []byte) (audit.Consistency, error) {
 	o, err := audit.ReadCheckpoint(old)
 	if err != nil {
-		return Consistency{}, err
+		return audit.Consistency{}, err
 	}
 	n, err := audit.ReadCheckpoint(cur)
 	if err != nil {
-		return Consistency{}, err
+		return audit.Consistency{}, err
 	}
 	if o.Size > n.Size || n.Size > t.Size() {
-		return Consistency{}, fmt.Errorf("verifier: consistency of a checkpoint of %d records with one of %d over %d records", o.Size, n.Size, t.Size())
+		return audit.Consistency{}, fmt.Errorf("verifier: consistency of a checkpoint of %d records with one of %d over %d records", o.Size, n.Size, t.Size())
 	}
 	hashes, err := tlog.ProveTree(n.Size, o.Size, t)
 	if err != nil {
-		return Consistency{}, fmt.Errorf("verifier: consistency proof: %w", err)
+		return audit.Consistency{}, fmt.Errorf("verifier: consistency proof: %w", err)
 	}
-	return Consistency{Tenant: tenant, Old: old, New: cur, Hashes: hashes}, nil
+	return audit.Consistency{Tenant: tenant, Old: old, New: cur, Hashes: hashes}, nil
 }
 
 // VerifyConsistency verifies a consistency.json against trusted keys,
@@ -67,20 +67,20 @@ func NewConsistency(t *audit.Tree, tenant string, old, cur []byte) (Consistency,
 // the older no larger than the newer, and that the older tree is a prefix
 // of the newer (tlog.CheckTree; equal sizes need equal roots). It returns
 // the two checkpoints. Errors are *audit.Failure, or a parse error.
-func VerifyConsistency(b []byte, keys Keys) (Consistency, audit.Checkpoint, audit.Checkpoint, error) {
-	c, err := ParseConsistency(b)
+func VerifyConsistency(b []byte, keys audit.Keys) (audit.Consistency, audit.Checkpoint, audit.Checkpoint, error) {
+	c, err := audit.ParseConsistency(b)
 	if err != nil {
-		return Consistency{}, audit.Checkpoint{}, audit.Checkpoint{}, err
+		return audit.Consistency{}, audit.Checkpoint{}, audit.Checkpoint{}, err
 	}
 	verifiers, err := keys.Verifiers()
 	if err != nil {
-		return Consistency{}, audit.Checkpoint{}, audit.Checkpoint{}, err
+		return audit.Consistency{}, audit.Checkpoint{}, audit.Checkpoint{}, err
 	}
 	witnesses, err := keys.Cosigners()
 	if err != nil {
-		return Consistency{}, audit.Checkpoint{}, audit.Checkpoint{}, err
+		return audit.Consistency{}, audit.Checkpoint{}, audit.Checkpoint{}, err
 	}
-	fail := func(reason audit.Reason, format string, args ...any) (Consistency, audit.Checkpoint, audit.Checkpoint, error) {
+	fail := func(reason audit.Reason, format string, args ...any) (audit.Consistency, audit.Checkpoint, audit.Checkpoint, error) {
 		return c, audit.Checkpoint{}, audit.Checkpoint{}, &audit.Failure{Index: -1, Checkpoint: -1, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 	}
 	var cps [2]audit.Checkpoint

@@ -6,14 +6,14 @@
 // too, so this package stays a standalone reader that the runtime never
 // imports: the entries.json export, proofs, keys.json and events.jsonl in
 // package audit (with the record, checkpoint and cosignature formats and
-// the chain's rules), view.json in package exposure. This package names
-// them again (type aliases and forwarding functions, not copies) so an
-// auditor needs only it. Every decoder is strict (unknown fields, trailing
-// data and non-canonical bytes are refused) and never panics.
+// the chain's rules), view.json in package exposure. An auditor parses them
+// with those packages and checks them with this one. Every decoder is
+// strict (unknown fields, trailing data and non-canonical bytes are
+// refused) and never panics.
 //
 // The usage loop of an auditor:
 //
-//	keys, err := verifier.ParseKeys(keysJSON)         // trusted out of band
+//	keys, err := audit.ParseKeys(keysJSON)            // trusted out of band
 //	res, err := verifier.VerifyEntriesPolicy(entriesJSON, keys, verifier.Policy{
 //		MinSize: kept, Witnesses: ws, Quorum: 1})      // complete, witnessed
 //	if err != nil { ... }                              // the file is not an export

@@ -7,8 +7,8 @@ import (
 
 	"errors"
 	"fmt"
-	"github.com/contextos/ledger/audit"
 
+	"github.com/contextos/ledger/audit"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -49,7 +49,7 @@ func (r Result) OK() bool { return r.Failure == nil }
 
 // VerifyEntries verifies an entries.json export against trusted keys under
 // the zero Policy (complete, no witness). See VerifyEntriesPolicy.
-func VerifyEntries(b []byte, keys Keys) (Result, error) {
+func VerifyEntries(b []byte, keys audit.Keys) (Result, error) {
 	return VerifyEntriesPolicy(b, keys, Policy{})
 }
 
@@ -68,8 +68,8 @@ func VerifyEntries(b []byte, keys Keys) (Result, error) {
 // least p.MinSize records (else truncated), p.Quorum of p.Witnesses
 // cosigning the newest checkpoint (else witness-policy), and every kept
 // checkpoint a prefix of the export (else truncated or hash-break).
-func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
-	e, err := ParseEntries(b)
+func VerifyEntriesPolicy(b []byte, keys audit.Keys, p Policy) (Result, error) {
+	e, err := audit.ParseEntries(b)
 	var lf *audit.Failure
 	if errors.As(err, &lf) {
 		return Result{Failure: lf}, nil
@@ -214,7 +214,7 @@ func VerifyEntriesPolicy(b []byte, keys Keys, p Policy) (Result, error) {
 // with record i-1's leaf as record i remembers it. A one-byte change to a
 // record's subject or event_seq, which no event signature covers, is so
 // named by its own index rather than its successor's.
-func changedBefore(e Entries, i int, r audit.Record) bool {
+func changedBefore(e audit.Entries, i int, r audit.Record) bool {
 	if r.PrevHash == audit.HexHash(audit.RecordHash(e.Records[i-1])) {
 		return false
 	}

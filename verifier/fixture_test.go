@@ -6,11 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"github.com/contextos/ledger/audit"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/kernel"
 	"github.com/oklog/ulid/v2"
 	"golang.org/x/mod/sumdb/note"
@@ -42,8 +43,8 @@ type fixture struct {
 	tree        audit.Tree
 	checkpoints [][]byte // each cosigned by witness
 	witness     *audit.Cosigner
-	keys        Keys
-	view        View
+	keys        audit.Keys
+	view        exposure.View
 }
 
 // fixedID returns a canonical ULID made from i alone.
@@ -64,7 +65,7 @@ func newFixture(tb testing.TB, n, cpEvery int, runs ...int) *fixture {
 	tb.Helper()
 	f := &fixture{tenant: "acme", key: fixedKey("contextos verifier vectors: runtime key")}
 	f.signer = codec.NewSigner(f.key)
-	keys, err := KeysFor(f.tenant, f.key.Public().(ed25519.PublicKey))
+	keys, err := audit.KeysFor(f.tenant, f.key.Public().(ed25519.PublicKey))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func newFixture(tb testing.TB, n, cpEvery int, runs ...int) *fixture {
 
 func (f *fixture) entries(tb testing.TB) []byte {
 	tb.Helper()
-	b, err := MarshalEntries(Entries{Tenant: f.tenant, Records: f.records, Checkpoints: f.checkpoints})
+	b, err := audit.MarshalEntries(audit.Entries{Tenant: f.tenant, Records: f.records, Checkpoints: f.checkpoints})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func (f *fixture) eventsJSONL(tb testing.TB) []byte {
 	tb.Helper()
 	var b bytes.Buffer
 	for _, st := range f.stored {
-		line, err := MarshalEventLine(st.seq, st.subject, st.raw)
+		line, err := audit.MarshalEventLine(st.seq, st.subject, st.raw)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -206,7 +207,7 @@ func (f *fixture) eventsJSONL(tb testing.TB) []byte {
 
 func (f *fixture) keysJSON(tb testing.TB) []byte {
 	tb.Helper()
-	b, err := MarshalKeys(f.keys)
+	b, err := audit.MarshalKeys(f.keys)
 	if err != nil {
 		tb.Fatal(err)
 	}

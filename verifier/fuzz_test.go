@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/exposure"
 )
 
 // seedVectors adds every file of testdata/verifier whose name ends with
@@ -33,15 +36,15 @@ func smallFixture(f *testing.F) *fixture { return newFixture(f, 3, 2) }
 func FuzzVerifyEntries(f *testing.F) {
 	fx := smallFixture(f)
 	f.Add(fx.entries(f))
-	cut, _ := MarshalEntries(Entries{Tenant: fx.tenant, Records: fx.records[:1], Checkpoints: fx.checkpoints[:1]})
+	cut, _ := audit.MarshalEntries(audit.Entries{Tenant: fx.tenant, Records: fx.records[:1], Checkpoints: fx.checkpoints[:1]})
 	f.Add(cut)
 	keys := fx.keys
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := ParseEntries(b)
+		e, err := audit.ParseEntries(b)
 		if err != nil {
 			return
 		}
-		again, err := MarshalEntries(e)
+		again, err := audit.MarshalEntries(e)
 		if err != nil || !bytes.Equal(again, b) {
 			t.Fatalf("entries do not round-trip: %v", err)
 		}
@@ -60,22 +63,22 @@ func FuzzVerifyEntries(f *testing.F) {
 // FuzzVerifyProof: proof.json never panics, and parses round-trip.
 func FuzzVerifyProof(f *testing.F) {
 	fx := smallFixture(f)
-	p, err := ProveEntries(Entries{Tenant: fx.tenant, Records: fx.records, Checkpoints: fx.checkpoints}, mustEventIDF(f, fx.records[1]))
+	p, err := ProveEntries(audit.Entries{Tenant: fx.tenant, Records: fx.records, Checkpoints: fx.checkpoints}, mustEventIDF(f, fx.records[1]))
 	if err != nil {
 		f.Fatal(err)
 	}
-	b, err := MarshalProof(p)
+	b, err := audit.MarshalProof(p)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(b)
 	keys := fx.keys
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := ParseProof(b)
+		p, err := audit.ParseProof(b)
 		if err != nil {
 			return
 		}
-		again, err := MarshalProof(p)
+		again, err := audit.MarshalProof(p)
 		if err != nil || !bytes.Equal(again, b) {
 			t.Fatalf("proof does not round-trip: %v", err)
 		}
@@ -88,15 +91,15 @@ func FuzzVerifyProof(f *testing.F) {
 func FuzzParseKeys(f *testing.F) {
 	seedVectors(f, "keys.json")
 	f.Fuzz(func(t *testing.T, b []byte) {
-		k, err := ParseKeys(b)
+		k, err := audit.ParseKeys(b)
 		if err != nil {
 			return
 		}
-		again, err := MarshalKeys(k)
+		again, err := audit.MarshalKeys(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		k2, err := ParseKeys(again)
+		k2, err := audit.ParseKeys(again)
 		if err != nil || len(k2.Keyring) != len(k.Keyring) || len(k2.CheckpointKeys) != len(k.CheckpointKeys) {
 			t.Fatalf("keys do not round-trip: %v", err)
 		}
@@ -111,8 +114,8 @@ func FuzzReplay(f *testing.F) {
 	f.Add(fx.eventsJSONL(f))
 	keys := fx.keys
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_ = ReadEvents(bytes.NewReader(b), func(l EventLine) error {
-			again, err := MarshalEventLine(l.Seq, l.Subject, l.Raw)
+		_ = audit.ReadEvents(bytes.NewReader(b), func(l audit.EventLine) error {
+			again, err := audit.MarshalEventLine(l.Seq, l.Subject, l.Raw)
 			if err != nil {
 				t.Fatalf("parsed line does not marshal: %v", err)
 			}
@@ -130,11 +133,11 @@ func FuzzReplay(f *testing.F) {
 func FuzzParseView(f *testing.F) {
 	seedVectors(f, "view.json")
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := ParseView(b)
+		v, err := exposure.ParseView(b)
 		if err != nil {
 			return
 		}
-		again, err := MarshalView(v)
+		again, err := exposure.MarshalView(v)
 		if err != nil || !bytes.Equal(again, b) {
 			t.Fatalf("view does not round-trip: %v", err)
 		}
@@ -153,19 +156,19 @@ func FuzzVerifyConsistency(f *testing.F) {
 	fx := smallFixture(f)
 	seedVectors(f, "consistency.json")
 	for size := range int64(3) {
-		if c, err := ProveConsistency(Entries{Tenant: fx.tenant, Records: fx.records, Checkpoints: fx.checkpoints}, size+1); err == nil {
-			if b, err := MarshalConsistency(c); err == nil {
+		if c, err := ProveConsistency(audit.Entries{Tenant: fx.tenant, Records: fx.records, Checkpoints: fx.checkpoints}, size+1); err == nil {
+			if b, err := audit.MarshalConsistency(c); err == nil {
 				f.Add(b)
 			}
 		}
 	}
 	keys := fx.keys
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := ParseConsistency(b)
+		c, err := audit.ParseConsistency(b)
 		if err != nil {
 			return
 		}
-		again, err := MarshalConsistency(c)
+		again, err := audit.MarshalConsistency(c)
 		if err != nil || !bytes.Equal(again, b) {
 			t.Fatalf("consistency does not round-trip: %v", err)
 		}

@@ -3,6 +3,8 @@ package verifier
 import (
 	"bytes"
 	"testing"
+
+	"github.com/contextos/ledger/audit"
 )
 
 // TestMangleEveryRecordByte changes every byte of every record of a small
@@ -65,11 +67,11 @@ func TestMangleEveryExportByte(t *testing.T) {
 // TestMangleProof flips the low bit of every byte of a proof.
 func TestMangleProof(t *testing.T) {
 	f := newFixture(t, 5, 5)
-	p, err := ProveEntries(Entries{Tenant: f.tenant, Records: f.records, Checkpoints: f.checkpoints}, mustEventID(t, f.records[3]))
+	p, err := ProveEntries(audit.Entries{Tenant: f.tenant, Records: f.records, Checkpoints: f.checkpoints}, mustEventID(t, f.records[3]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := MarshalProof(p)
+	b, err := audit.MarshalProof(p)
 	if err != nil {
 		t.Fatal(err)
 	}

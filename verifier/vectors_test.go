@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/contextos/ledger/audit"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/kernel"
 	"os"
 	"path/filepath"
@@ -41,7 +42,7 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	files := map[string][]byte{}
 	var exp []expectation
 	entriesPolicy := func(name string, recs [][]byte, cps [][]byte, keys string, minSize int64, quorum int, want string, index int64, cp int) {
-		b, err := MarshalEntries(Entries{Tenant: f.tenant, Records: recs, Checkpoints: cps})
+		b, err := audit.MarshalEntries(audit.Entries{Tenant: f.tenant, Records: recs, Checkpoints: cps})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,11 +55,11 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	clone := func() [][]byte { return append([][]byte{}, f.records...) }
 	cpsClone := func() [][]byte { return append([][]byte{}, f.checkpoints...) }
 	files["keys.json"] = f.keysJSON(t)
-	otherKeys, err := KeysFor(f.tenant, other.Key.Public().(ed25519.PublicKey))
+	otherKeys, err := audit.KeysFor(f.tenant, other.Key.Public().(ed25519.PublicKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files["other-keys.json"], err = MarshalKeys(otherKeys); err != nil {
+	if files["other-keys.json"], err = audit.MarshalKeys(otherKeys); err != nil {
 		t.Fatal(err)
 	}
 
@@ -196,18 +197,18 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	cps[2] = f.sign(t, 12, &f.tree)
 	entriesPolicy("witness-missing.entries.json", f.records, cps, "keys.json", 0, 1, string(audit.ReasonWitness), -1, 3)
 
-	e := Entries{Tenant: f.tenant, Records: f.records, Checkpoints: f.checkpoints}
+	e := audit.Entries{Tenant: f.tenant, Records: f.records, Checkpoints: f.checkpoints}
 	p, err := ProveEntries(e, mustEventID(t, f.records[6]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files["proof.json"], err = MarshalProof(p); err != nil {
+	if files["proof.json"], err = audit.MarshalProof(p); err != nil {
 		t.Fatal(err)
 	}
 	exp = append(exp, expectation{File: "proof.json", Kind: "proof", Keys: "keys.json", Want: "ok", Index: -1})
 	p.Hashes = append(tlog.RecordProof{}, p.Hashes...)
 	p.Hashes[0][0] ^= 1
-	if files["proof-hash-break.json"], err = MarshalProof(p); err != nil {
+	if files["proof-hash-break.json"], err = audit.MarshalProof(p); err != nil {
 		t.Fatal(err)
 	}
 	exp = append(exp, expectation{File: "proof-hash-break.json", Kind: "proof", Keys: "keys.json", Want: string(audit.ReasonHashBreak), Index: 6})
@@ -219,14 +220,14 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files["consistency.json"], err = MarshalConsistency(c); err != nil {
+	if files["consistency.json"], err = audit.MarshalConsistency(c); err != nil {
 		t.Fatal(err)
 	}
 	exp = append(exp, expectation{File: "consistency.json", Kind: "consistency", Keys: "keys.json", Want: "ok", Index: -1})
 	bad := c
 	bad.Hashes = append(tlog.TreeProof{}, c.Hashes...)
 	bad.Hashes[0][0] ^= 1
-	if files["consistency-hash-break.json"], err = MarshalConsistency(bad); err != nil {
+	if files["consistency-hash-break.json"], err = audit.MarshalConsistency(bad); err != nil {
 		t.Fatal(err)
 	}
 	exp = append(exp, expectation{File: "consistency-hash-break.json", Kind: "consistency", Keys: "keys.json", Want: string(audit.ReasonHashBreak), Index: -1})
@@ -247,13 +248,13 @@ func vectorFiles(t *testing.T) (map[string][]byte, []expectation) {
 	if fork.Old, err = audit.SignCheckpoint(audit.Checkpoint{Origin: audit.Origin(f.tenant), Size: 5, Root: froot}, f.noteSigner); err != nil {
 		t.Fatal(err)
 	}
-	if files["consistency-fork.json"], err = MarshalConsistency(fork); err != nil {
+	if files["consistency-fork.json"], err = audit.MarshalConsistency(fork); err != nil {
 		t.Fatal(err)
 	}
 	exp = append(exp, expectation{File: "consistency-fork.json", Kind: "consistency", Keys: "keys.json", Want: string(audit.ReasonHashBreak), Index: -1})
 
 	files["events.jsonl"] = f.eventsJSONL(t)
-	if files["view.json"], err = MarshalView(f.view); err != nil {
+	if files["view.json"], err = exposure.MarshalView(f.view); err != nil {
 		t.Fatal(err)
 	}
 	b, err := json.MarshalIndent(exp, "", "  ")
@@ -308,7 +309,7 @@ func TestVectors(t *testing.T) {
 	for _, e := range exp {
 		seen[e.Want] = true
 		t.Run(fmt.Sprintf("%s/min%d/q%d", strings.TrimSuffix(e.File, ".json"), e.MinSize, e.Quorum), func(t *testing.T) {
-			keys, err := ParseKeys(mustRead(t, e.Keys))
+			keys, err := audit.ParseKeys(mustRead(t, e.Keys))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -358,7 +359,7 @@ func TestVectors(t *testing.T) {
 		}
 	}
 	// The replay of the exported events equals the exported view.
-	keys, err := ParseKeys(mustRead(t, "keys.json"))
+	keys, err := audit.ParseKeys(mustRead(t, "keys.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,14 +367,14 @@ func TestVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	view, err := ParseView(mustRead(t, "view.json"))
+	view, err := exposure.ParseView(mustRead(t, "view.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := Compare(got, view); len(d) != 0 {
 		t.Fatalf("replay differs from view.json: %v", d)
 	}
-	e, err := ParseEntries(mustRead(t, "ok.entries.json"))
+	e, err := audit.ParseEntries(mustRead(t, "ok.entries.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

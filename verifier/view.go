@@ -9,9 +9,8 @@ import (
 	"strings"
 
 	"github.com/contextos/ledger/audit"
-	"github.com/contextos/ledger/exposure"
-
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -25,7 +24,7 @@ type Fold struct {
 	tenant    string
 	seq       uint64
 	ledgers   map[string]*kernel.Ledger
-	incidents []Incident
+	incidents []exposure.Incident
 }
 
 // NewFold returns an empty fold of tenant's events.
@@ -79,8 +78,8 @@ func (f *Fold) applyExposure(subject string, env codec.Envelope) error {
 }
 
 // View returns the fold's current view.
-func (f *Fold) View() View {
-	v := View{V: ViewVersion, Tenant: f.tenant, Seq: f.seq, Resources: []ResourceView{}, Incidents: append([]Incident{}, f.incidents...)}
+func (f *Fold) View() exposure.View {
+	v := exposure.View{V: exposure.ViewVersion, Tenant: f.tenant, Seq: f.seq, Resources: []exposure.ResourceView{}, Incidents: append([]exposure.Incident{}, f.incidents...)}
 	for subject, l := range f.ledgers {
 		v.Resources = append(v.Resources, exposure.ResourceOf(subject, l))
 	}
@@ -92,9 +91,9 @@ func (f *Fold) View() View {
 // signature when keyring is not nil, and folds the events (Fold) into the
 // View of their tenant. All lines must belong to one tenant; an empty input
 // gives an empty view with no tenant.
-func Replay(r io.Reader, keyring codec.Keyring) (View, error) {
+func Replay(r io.Reader, keyring codec.Keyring) (exposure.View, error) {
 	var f *Fold
-	err := ReadEvents(r, func(l EventLine) error {
+	err := audit.ReadEvents(r, func(l audit.EventLine) error {
 		if keyring != nil {
 			if err := keyring.Verify(l.Envelope); err != nil {
 				return fmt.Errorf("verifier: replay: seq %d: %w", l.Seq, err)
@@ -106,10 +105,10 @@ func Replay(r io.Reader, keyring codec.Keyring) (View, error) {
 		return f.Apply(l.Seq, l.Subject, l.Envelope)
 	})
 	if err != nil {
-		return View{}, err
+		return exposure.View{}, err
 	}
 	if f == nil {
-		return View{V: ViewVersion, Resources: []ResourceView{}, Incidents: []Incident{}}, nil
+		return exposure.View{V: exposure.ViewVersion, Resources: []exposure.ResourceView{}, Incidents: []exposure.Incident{}}, nil
 	}
 	return f.View(), nil
 }
@@ -118,15 +117,15 @@ func Replay(r io.Reader, keyring codec.Keyring) (View, error) {
 // into the View of its tenant. Unlike events.jsonl, whose seq and subject
 // are not signed, a record signs the event's sequence and subject too: verify
 // the export first (VerifyEntries), then replay it here.
-func ReplayEntries(e Entries) (View, error) {
+func ReplayEntries(e audit.Entries) (exposure.View, error) {
 	f := NewFold(e.Tenant)
 	for i, raw := range e.Records {
 		r, env, err := audit.Parse(raw)
 		if err != nil {
-			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
+			return exposure.View{}, fmt.Errorf("verifier: record %d: %w", i, err)
 		}
 		if err := f.Apply(r.EventSeq, r.Subject, env); err != nil {
-			return View{}, fmt.Errorf("verifier: record %d: %w", i, err)
+			return exposure.View{}, fmt.Errorf("verifier: record %d: %w", i, err)
 		}
 	}
 	return f.View(), nil
@@ -151,7 +150,7 @@ func (d Diff) String() string {
 // Compare returns every difference between got (for example recomputed by
 // Replay) and want (for example the live view.json), in a stable order; none
 // means the views are equal.
-func Compare(got, want View) []Diff {
+func Compare(got, want exposure.View) []Diff {
 	var out []Diff
 	add := func(subject, field string, g, w any) {
 		gs, ws := fmt.Sprint(g), fmt.Sprint(w)
@@ -197,8 +196,8 @@ func Compare(got, want View) []Diff {
 	return out
 }
 
-func bySubject(rs []ResourceView) map[string]ResourceView {
-	m := make(map[string]ResourceView, len(rs))
+func bySubject(rs []exposure.ResourceView) map[string]exposure.ResourceView {
+	m := make(map[string]exposure.ResourceView, len(rs))
 	for _, r := range rs {
 		m[r.Subject] = r
 	}

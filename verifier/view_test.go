@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
@@ -68,7 +69,7 @@ func TestFoldRefusesForeignEvents(t *testing.T) {
 	if err := fold.Apply(f.stored[0].seq, f.stored[1].subject, env(1)); err == nil {
 		t.Fatal("a repeated sequence was folded")
 	}
-	if v := fold.View(); v.Resources[0].Held == 0 || len(v.Resources[0].OpenAttempts) != 1 || v.Resources[0].OpenAttempts[0].NextStep != NextStepReserved {
+	if v := fold.View(); v.Resources[0].Held == 0 || len(v.Resources[0].OpenAttempts) != 1 || v.Resources[0].OpenAttempts[0].NextStep != exposure.NextStepReserved {
 		t.Fatalf("view %+v", v)
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
-	"github.com/contextos/ledger/verifier"
 )
 
 // runKeys is "contextosd keys rotate": hand the runtime's signing identity
@@ -59,7 +59,7 @@ first; give each the new key file before restarting them.
 			fmt.Fprintln(os.Stderr, "contextosd:", err)
 			return 1
 		}
-		k, err := verifier.ParseKeys(b)
+		k, err := audit.ParseKeys(b)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "contextosd:", err)
 			return 1
@@ -84,7 +84,7 @@ first; give each the new key file before restarting them.
 
 // currentKey picks from an auditor's keys the public key the rotation
 // retires: the one whose id the stream's events were last signed with.
-func currentKey(cfg *config.Config, k verifier.Keys) (ed25519.PublicKey, error) {
+func currentKey(cfg *config.Config, k audit.Keys) (ed25519.PublicKey, error) {
 	ids, err := daemon.StreamSigningKey(cfg)
 	if err != nil {
 		return nil, err

@@ -12,10 +12,11 @@ import (
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/client"
+	"github.com/contextos/ledger/exposure"
+	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/verifier"
 	"github.com/spf13/cobra"
 )
 
@@ -87,7 +88,7 @@ func auditWriteFile(path string, b []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-func auditReadKeys(path string) (verifier.Keys, error) { return readFileAs(path, verifier.ParseKeys) }
+func auditReadKeys(path string) (audit.Keys, error) { return readFileAs(path, audit.ParseKeys) }
 
 // readFileAs reads the file at path and parses it; either failure is exit 1,
 // a parse error named after the file.
@@ -124,17 +125,17 @@ func auditFetch(c *connFlags, verb string, req any, what, out string, parse func
 
 // auditReadKeysAndFile reads the trusted keys (--keys, required) and the
 // file to verify offline.
-func auditReadKeysAndFile(keysPath, path string) (verifier.Keys, []byte, error) {
+func auditReadKeysAndFile(keysPath, path string) (audit.Keys, []byte, error) {
 	if keysPath == "" {
-		return verifier.Keys{}, nil, usageError("--keys is required")
+		return audit.Keys{}, nil, usageError("--keys is required")
 	}
 	keys, err := auditReadKeys(keysPath)
 	if err != nil {
-		return verifier.Keys{}, nil, err
+		return audit.Keys{}, nil, err
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return verifier.Keys{}, nil, &ExitError{Code: 1, Err: err}
+		return audit.Keys{}, nil, &ExitError{Code: 1, Err: err}
 	}
 	return keys, b, nil
 }
@@ -192,7 +193,7 @@ export is complete: every record it holds is committed to by a signed checkpoint
 		if err != nil {
 			return auditOpsError(err)
 		}
-		keys, err := verifier.ParseKeys(keysJSON)
+		keys, err := audit.ParseKeys(keysJSON)
 		if err != nil {
 			return fmt.Errorf("keys from contextosd: %w", err)
 		}
@@ -207,7 +208,7 @@ export is complete: every record it holds is committed to by a signed checkpoint
 			// newest records wait for the next checkpoint (and export).
 			entries.Records = entries.Records[:covered]
 		}
-		b, err := verifier.MarshalEntries(entries)
+		b, err := audit.MarshalEntries(entries)
 		if err != nil {
 			return err
 		}
@@ -273,7 +274,7 @@ func auditResultJSON(res verifier.Result) auditResult {
 
 // entriesCovered is the size of the newest checkpoint of an export (read,
 // not verified).
-func entriesCovered(e verifier.Entries) int64 {
+func entriesCovered(e audit.Entries) int64 {
 	var n int64
 	for _, msg := range e.Checkpoints {
 		if c, err := audit.ReadCheckpoint(msg); err == nil && c.Size > n && c.Size <= int64(len(e.Records)) {
@@ -408,7 +409,7 @@ trusted witnesses' cosignatures vouch for the checkpoint.`,
 
 // auditVerifyBundle checks an attempt's bundle offline.
 func auditVerifyBundle(path, keysPath string, witnessKeys []string, quorum int, asJSON bool) error {
-	var keys *verifier.Keys
+	var keys *audit.Keys
 	if keysPath != "" {
 		k, err := auditReadKeys(keysPath)
 		if err != nil {
@@ -495,9 +496,9 @@ checkpoint covers), or offline from --entries and --keys. Check it with
 		if err := codec.ValidEventID(eventID); err != nil {
 			return usageError("--event: %v", err)
 		}
-		var p verifier.Proof
+		var p audit.Proof
 		if err := auditFetch(c, wire.VerbAuditProve, wire.ProveRequest{EventID: eventID}, "proof", out, func(b []byte) (err error) {
-			p, err = verifier.ParseProof(b)
+			p, err = audit.ParseProof(b)
 			return err
 		}); err != nil {
 			return err
@@ -514,11 +515,11 @@ checkpoint covers), or offline from --entries and --keys. Check it with
 // auditProveAttempt writes an attempt's bundle, from the daemon's log or
 // from an export.
 func auditProveAttempt(c *connFlags, attemptID, out, entriesPath, keysPath string) error {
-	var entries verifier.Entries
+	var entries audit.Entries
 	var keysJSON []byte
 	switch {
 	case entriesPath != "" && keysPath != "":
-		e, err := readFileAs(entriesPath, func(b []byte) (verifier.Entries, error) { return verifier.ParseEntries(b) })
+		e, err := readFileAs(entriesPath, func(b []byte) (audit.Entries, error) { return audit.ParseEntries(b) })
 		if err != nil {
 			return err
 		}
@@ -695,9 +696,9 @@ offline and reports any difference.`,
 		if out == "" {
 			return usageError("--out is required")
 		}
-		var v verifier.View
+		var v exposure.View
 		if err := auditFetch(c, wire.VerbExposureView, nil, "view", out, func(b []byte) (err error) {
-			v, err = verifier.ParseView(b)
+			v, err = exposure.ParseView(b)
 			return err
 		}); err != nil {
 			return err
@@ -733,24 +734,24 @@ from an export, offline.`,
 		if out == "" || oldSize <= 0 {
 			return usageError("--old-size and --out are required")
 		}
-		var proof verifier.Consistency
+		var proof audit.Consistency
 		if entriesPath == "" {
 			if err := auditFetch(c, wire.VerbAuditProveConsistency, wire.ConsistencyRequest{OldSize: oldSize}, "consistency proof", out,
 				func(b []byte) (err error) {
-					proof, err = verifier.ParseConsistency(b)
+					proof, err = audit.ParseConsistency(b)
 					return err
 				}); err != nil {
 				return err
 			}
 		} else {
-			e, err := readFileAs(entriesPath, verifier.ParseEntries)
+			e, err := readFileAs(entriesPath, audit.ParseEntries)
 			if err != nil {
 				return err
 			}
 			if proof, err = verifier.ProveConsistency(e, oldSize); err != nil {
 				return &ExitError{Code: 1, Err: err}
 			}
-			b, err := verifier.MarshalConsistency(proof)
+			b, err := audit.MarshalConsistency(proof)
 			if err != nil {
 				return err
 			}
@@ -844,7 +845,7 @@ keys a running daemon publishes.`,
 			}
 			pubs = append(pubs, key.Public().(ed25519.PublicKey))
 		}
-		keys, err := verifier.KeysFor(tenant, pubs...)
+		keys, err := audit.KeysFor(tenant, pubs...)
 		if err != nil {
 			return usageError("%v", err)
 		}
@@ -854,7 +855,7 @@ keys a running daemon publishes.`,
 			}
 			keys.WitnessKeys = append(keys.WitnessKeys, k)
 		}
-		b, err := verifier.MarshalKeys(keys)
+		b, err := audit.MarshalKeys(keys)
 		if err != nil {
 			return err
 		}
@@ -868,7 +869,7 @@ keys a running daemon publishes.`,
 }
 
 // exportEntries fetches the tenant's audit log as the verifier reads it.
-func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+func exportEntries(ctx context.Context, c *client.AuditClient) (audit.Entries, error) {
 	e, err := c.ExportAudit(ctx)
-	return verifier.Entries(e), err
+	return audit.Entries(e), err
 }

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/verifier"
 )
 
 // runStdout runs ctx with args and returns its exit code and what it
@@ -59,7 +59,7 @@ func TestAuditVerifyVectors(t *testing.T) {
 	if err := json.Unmarshal(mustReadFile(t, vec("expected.json")), &exps); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := verifier.ParseKeys(mustReadFile(t, vec("keys.json")))
+	keys, err := audit.ParseKeys(mustReadFile(t, vec("keys.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestAuditVerifyVectors(t *testing.T) {
 func TestAuditVerifyNamesBrokenRecord(t *testing.T) {
 	vec := func(name string) string { return filepath.Join("../../testdata/verifier", name) }
 	good := mustReadFile(t, vec("ok.entries.json"))
-	e, err := verifier.ParseEntries(good)
+	e, err := audit.ParseEntries(good)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +167,11 @@ func TestAuditKeysFromKeyFile(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	want, err := verifier.KeysFor("acme", key.Public().(ed25519.PublicKey))
+	want, err := audit.KeysFor("acme", key.Public().(ed25519.PublicKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantJSON, _ := verifier.MarshalKeys(want)
+	wantJSON, _ := audit.MarshalKeys(want)
 	if !bytes.Equal(out, wantJSON) {
 		t.Fatalf("printed %s, want %s", out, wantJSON)
 	}
@@ -187,11 +187,11 @@ func TestAuditKeysFromKeyFile(t *testing.T) {
 // export must extend it.
 func TestAuditVerifyKept(t *testing.T) {
 	vec := func(name string) string { return filepath.Join("../../testdata/verifier", name) }
-	e, err := verifier.ParseEntries(mustReadFile(t, vec("ok.entries.json")))
+	e, err := audit.ParseEntries(mustReadFile(t, vec("ok.entries.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := verifier.ParseConsistency(mustReadFile(t, vec("consistency-fork.json")))
+	c, err := audit.ParseConsistency(mustReadFile(t, vec("consistency-fork.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestAuditVerifyKept(t *testing.T) {
 		return p
 	}
 	kept, fork := write("kept.note", e.Checkpoints[0]), write("fork.note", c.Old)
-	short := write("short.json", mustMarshal(t, verifier.Entries{Tenant: e.Tenant, Records: e.Records[:4], Checkpoints: [][]byte{}}))
+	short := write("short.json", mustMarshal(t, audit.Entries{Tenant: e.Tenant, Records: e.Records[:4], Checkpoints: [][]byte{}}))
 	for _, tc := range []struct {
 		entries, kept string
 		code          int
@@ -222,9 +222,9 @@ func TestAuditVerifyKept(t *testing.T) {
 	}
 }
 
-func mustMarshal(t *testing.T, e verifier.Entries) []byte {
+func mustMarshal(t *testing.T, e audit.Entries) []byte {
 	t.Helper()
-	b, err := verifier.MarshalEntries(e)
+	b, err := audit.MarshalEntries(e)
 	if err != nil {
 		t.Fatal(err)
 	}

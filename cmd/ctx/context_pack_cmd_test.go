@@ -52,18 +52,7 @@ func TestContextDiffFiles(t *testing.T) {
 // versions.
 func TestContextPackVerbs(t *testing.T) {
 	d := boot(t)
-	t.Setenv("CTX_NATS", d.rt.URL)
-	t.Setenv("CTX_TENANT", "acme")
-	t.Setenv("CTX_USER", "ops_alice")
-	t.Setenv("CTX_PASSWORD", "alice-secret-passphrase")
-	run := func(want int, args ...string) string {
-		t.Helper()
-		code, out, errOut := ctxRun(args...)
-		if code != want {
-			t.Fatalf("ctx %s: exit %d, want %d: %s%s", strings.Join(args, " "), code, want, out, errOut)
-		}
-		return out + errOut
-	}
+	run := asOperator(t, d).all
 	dir := t.TempDir()
 	v1 := "../../testdata/context/sufficient/pack.json"
 	p, err := kernel.ParseContextPack(mustReadFile(t, v1))

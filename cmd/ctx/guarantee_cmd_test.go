@@ -13,18 +13,7 @@ import (
 // reason is a usage error.
 func TestGuaranteeVerbs(t *testing.T) {
 	d := boot(t)
-	t.Setenv("CTX_NATS", d.rt.URL)
-	t.Setenv("CTX_TENANT", "acme")
-	t.Setenv("CTX_USER", "ops_alice")
-	t.Setenv("CTX_PASSWORD", "alice-secret-passphrase")
-	run := func(want int, args ...string) string {
-		t.Helper()
-		code, out, errOut := ctxRun(args...)
-		if code != want {
-			t.Fatalf("ctx %s: exit %d, want %d: %s%s", strings.Join(args, " "), code, want, out, errOut)
-		}
-		return out + errOut
-	}
+	run := asOperator(t, d).all
 	run(2, "guarantee", "set-limit", "--guarantee", "refunds-per-order", "--limit", "150000")
 	run(2, "guarantee", "set-limit", "--guarantee", "refunds-per-order", "--reason", "no change named")
 	if out := run(0, "guarantee", "set-limit", "--guarantee", "refunds-per-order", "--limit", "150000", "--reason", "festival season"); !strings.Contains(out, "version 2") {

@@ -22,18 +22,7 @@ import (
 // shows the figures of that known sequence of proposals.
 func TestGuaranteeImportAndReport(t *testing.T) {
 	d := boot(t)
-	t.Setenv("CTX_NATS", d.rt.URL)
-	t.Setenv("CTX_TENANT", "acme")
-	t.Setenv("CTX_USER", "ops_alice")
-	t.Setenv("CTX_PASSWORD", "alice-secret-passphrase")
-	run := func(want int, args ...string) string {
-		t.Helper()
-		code, out, errOut := ctxRun(args...)
-		if code != want {
-			t.Fatalf("ctx %s: exit %d, want %d: %s%s", strings.Join(args, " "), code, want, out, errOut)
-		}
-		return out
-	}
+	run := asOperator(t, d).out
 	file := filepath.Join(t.TempDir(), "prior.csv")
 	if err := os.WriteFile(file, []byte("guarantee,resource,amount,reference\n"+
 		"refunds-per-order,ord_i1,60000,crm-1\n"+

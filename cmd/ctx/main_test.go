@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/audit"
 )
 
 // TestHelpEveryCommand runs --help on the root and on every command,
@@ -45,7 +45,7 @@ func TestAuditConsistencyOffline(t *testing.T) {
 	if c := run([]string{"audit", "verify-consistency", out, "--keys", vec("keys.json")}); c != 0 {
 		t.Fatalf("verify-consistency exited %d", c)
 	}
-	e, err := verifier.ParseEntries(mustReadFile(t, vec("ok.entries.json")))
+	e, err := audit.ParseEntries(mustReadFile(t, vec("ok.entries.json")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/mcpprovider"
-	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -33,53 +33,14 @@ func TestMain(m *testing.M) {
 
 const stdioToken = "acme-stdio-token-0123456789abcdef"
 
+// bootMCP boots the refund configuration with the MCP gateway on and
+// agent_email holding stdioToken.
 func bootMCP(t *testing.T) *daemon.Runtime {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(`
-[nats]
-data_dir = "{{DATA}}"
-listen = "127.0.0.1:0"
-[mcp]
-listen = "127.0.0.1:0"
-[[tenants]]
-id = "acme"
-unadmitted_runs = "unlimited"
-  [[tenants.agents]]
-  id = "agent_stdio"
-  password = "stdio-secret-passphrase"
-  mcp_token = "` + stdioToken + `"
-  capabilities = ["adp_payments.issue_refund"]
-[[capabilities]]
-id = "adp_payments.issue_refund"
-effectful = true
-adapter = "http"
-  [capabilities.http]
-  url = "{{PROVIDER}}/refunds"
-  [capabilities.recovery]
-  completion = "/refund/status"
-  applied = ["succeeded"]
-  not_applied = ["failed"]
-  query_url = "{{PROVIDER}}/refunds/{idempotency_key}"
-[[guarantees]]
-id = "refunds-per-order"
-capability_ids = ["adp_payments.issue_refund"]
-resource_pointer = "/order_id"
-amount_pointer = "/amount_minor"
-limit = 100000
-unit = "INR_minor"
-`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return rt
+	return daemontest.Boot(t, daemontest.Options{Edit: strings.NewReplacer(
+		"[[tenants]]\nid = \"acme\"", "[mcp]\nlisten = \"127.0.0.1:0\"\n\n[[tenants]]\nid = \"acme\"",
+		`password = "email-secret-passphrase"`, `password = "email-secret-passphrase"`+"\n  mcp_token = \""+stdioToken+"\"",
+	).Replace}).RT
 }
 
 // TestMCPStdio runs ctx mcp-stdio as a process with the token in a file and

@@ -99,8 +99,8 @@ func (s *packetSource) load(c *connFlags) (*packetLog, error) {
 	if err != nil {
 		return nil, &ExitError{Code: 1, Err: err}
 	}
-	var entries verifier.Entries
-	var keys verifier.Keys
+	var entries audit.Entries
+	var keys audit.Keys
 	if s.entriesPath != "" {
 		var b []byte
 		if keys, b, err = auditReadKeysAndFile(s.keysPath, s.entriesPath); err != nil {
@@ -113,7 +113,7 @@ func (s *packetSource) load(c *connFlags) (*packetLog, error) {
 		if err != nil || !res.OK() {
 			return nil, &ExitError{Code: 1, Err: fmt.Errorf("%s does not verify: %v %v", s.entriesPath, err, res.Failure)}
 		}
-		if entries, err = verifier.ParseEntries(b); err != nil {
+		if entries, err = audit.ParseEntries(b); err != nil {
 			return nil, &ExitError{Code: 1, Err: err}
 		}
 	} else {
@@ -130,7 +130,7 @@ func (s *packetSource) load(c *connFlags) (*packetLog, error) {
 		if err != nil {
 			return nil, auditOpsError(err)
 		}
-		if keys, err = verifier.ParseKeys(keysJSON); err != nil {
+		if keys, err = audit.ParseKeys(keysJSON); err != nil {
 			return nil, fmt.Errorf("keys from contextosd: %w", err)
 		}
 		if entries, err = exportEntries(ctx, oc); err != nil {

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/verifier"
 	"github.com/spf13/cobra"
 )
@@ -58,7 +60,7 @@ the packet is refused (a changed event, an unknown key).`,
 		if entriesPath != "" && keysPath == "" {
 			return usageError("--entries needs --keys")
 		}
-		var keys *verifier.Keys
+		var keys *audit.Keys
 		if keysPath != "" {
 			k, err := auditReadKeys(keysPath)
 			if err != nil {
@@ -66,7 +68,7 @@ the packet is refused (a changed event, an unknown key).`,
 			}
 			keys = &k
 		}
-		var view verifier.View
+		var view exposure.View
 		var err error
 		if eventsPath != "" {
 			view, err = replayEvents(eventsPath, keys)
@@ -77,7 +79,7 @@ the packet is refused (a changed event, an unknown key).`,
 			return &ExitError{Code: 1, Err: err}
 		}
 		if asJSON {
-			b, err := verifier.MarshalView(view)
+			b, err := exposure.MarshalView(view)
 			if err != nil {
 				return err
 			}
@@ -90,7 +92,7 @@ the packet is refused (a changed event, an unknown key).`,
 		if comparePath == "" {
 			return nil
 		}
-		want, err := readFileAs(comparePath, verifier.ParseView)
+		want, err := readFileAs(comparePath, exposure.ParseView)
 		if err != nil {
 			return err
 		}
@@ -110,10 +112,10 @@ the packet is refused (a changed event, an unknown key).`,
 	return cmd
 }
 
-func replayEvents(path string, keys *verifier.Keys) (verifier.View, error) {
+func replayEvents(path string, keys *audit.Keys) (exposure.View, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return verifier.View{}, err
+		return exposure.View{}, err
 	}
 	defer fh.Close()
 	var ring codec.Keyring
@@ -154,26 +156,26 @@ func (p *replayProgress) done() {
 	}
 }
 
-func replayEntries(path string, keys verifier.Keys) (verifier.View, error) {
+func replayEntries(path string, keys audit.Keys) (exposure.View, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return verifier.View{}, err
+		return exposure.View{}, err
 	}
 	res, err := verifier.VerifyEntries(b, keys)
 	if err != nil {
-		return verifier.View{}, fmt.Errorf("%s: %w", path, err)
+		return exposure.View{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if !res.OK() {
-		return verifier.View{}, fmt.Errorf("%s does not verify: %v", path, res.Failure)
+		return exposure.View{}, fmt.Errorf("%s does not verify: %v", path, res.Failure)
 	}
-	e, err := verifier.ParseEntries(b)
+	e, err := audit.ParseEntries(b)
 	if err != nil {
-		return verifier.View{}, err
+		return exposure.View{}, err
 	}
 	return verifier.ReplayEntries(e)
 }
 
-func replayTable(v verifier.View) {
+func replayTable(v exposure.View) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(w, "GUARANTEE\tRESOURCE\tLIMIT\tCOMMITTED\tHELD\tAVAILABLE\tOPEN\tRECEIPTS")
 	for _, r := range v.Resources {

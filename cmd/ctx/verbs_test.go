@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +13,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
-	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/spf13/cobra"
@@ -44,23 +43,46 @@ type testDaemon struct {
 
 func boot(t *testing.T) *testDaemon {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("../../client/testdata/daemon.toml")
-	if err != nil {
-		t.Fatal(err)
+	d := daemontest.Boot(t, daemontest.Options{})
+	return &testDaemon{rt: d.RT, prov: d.Provider}
+}
+
+// ctxRunner runs ctx in-process and fails the test unless it exits with
+// the code the caller wants.
+type ctxRunner struct{ t *testing.T }
+
+// asOperator points ctx at d as tenant acme's operator ops_alice, through
+// the CTX_* profile as an operator would, for the rest of the test.
+func asOperator(t *testing.T, d *testDaemon) ctxRunner {
+	t.Setenv("CTX_NATS", d.rt.URL)
+	t.Setenv("CTX_TENANT", "acme")
+	t.Setenv("CTX_USER", "ops_alice")
+	t.Setenv("CTX_PASSWORD", daemontest.Passwords["ops_alice"])
+	return ctxRunner{t}
+}
+
+// out runs ctx with args and returns its standard output.
+func (r ctxRunner) out(want int, args ...string) string {
+	r.t.Helper()
+	out, _ := r.run(want, args...)
+	return out
+}
+
+// all runs ctx with args and returns its standard output and error
+// together.
+func (r ctxRunner) all(want int, args ...string) string {
+	r.t.Helper()
+	out, errOut := r.run(want, args...)
+	return out + errOut
+}
+
+func (r ctxRunner) run(want int, args ...string) (string, string) {
+	r.t.Helper()
+	code, out, errOut := ctxRun(args...)
+	if code != want {
+		r.t.Fatalf("ctx %s: exit %d, want %d: %s%s", strings.Join(args, " "), code, want, out, errOut)
 	}
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return &testDaemon{rt: rt, prov: prov}
+	return out, errOut
 }
 
 // TestExitCodes: one rule whatever the output format: 0 ok, 1 refused or
@@ -165,10 +187,7 @@ func TestNoSecretInOutput(t *testing.T) {
 // would, through the CTX_* profile, and checks what it prints.
 func TestEveryVerb(t *testing.T) {
 	d := boot(t)
-	t.Setenv("CTX_NATS", d.rt.URL)
-	t.Setenv("CTX_TENANT", "acme")
-	t.Setenv("CTX_USER", "ops_alice")
-	t.Setenv("CTX_PASSWORD", "alice-secret-passphrase")
+	asOperator(t, d)
 	ok := func(args ...string) string {
 		t.Helper()
 		code, out, errOut := ctxRun(args...)

@@ -15,7 +15,6 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/verifier"
 	"github.com/spf13/cobra"
 )
 
@@ -105,7 +104,7 @@ key of [[runtime.witnesses]] (also to --key-out), and the URL it listens on.`,
 			return usageError("--key, --name and --state are required")
 		}
 		if logKeysPath != "" {
-			k, err := readFileAs(logKeysPath, verifier.ParseKeys)
+			k, err := readFileAs(logKeysPath, audit.ParseKeys)
 			if err != nil {
 				return err
 			}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/contextos/ledger/console"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/internal/testing/browsertest"
-	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -68,8 +68,8 @@ func TestBrowserTower(t *testing.T) {
 		b.propose("globex", "agent_email", fmt.Sprintf("g%d", i), fmt.Sprintf("ord_g%d", i), 100)
 	}
 	dir := t.TempDir()
-	entries, keys := b.export(dir, "acme", "ops_alice", func(v verifier.View) bool { return len(v.Resources) == 1 })
-	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", func(v verifier.View) bool { return len(v.Resources) == 5 })
+	entries, keys := b.export(dir, "acme", "ops_alice", func(v exposure.View) bool { return len(v.Resources) == 1 })
+	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", func(v exposure.View) bool { return len(v.Resources) == 5 })
 	cfg, err := ParseConfig([]byte(`listen = "127.0.0.1:0"
 max_rows_per_tenant = 3
 [[runtimes]]

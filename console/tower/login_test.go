@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/verifier"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -40,8 +40,8 @@ func TestTowerLogin(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	dir := t.TempDir()
-	_, aKeys := b.export(dir, "acme", "ops_alice", func(v verifier.View) bool { return len(v.Resources) == 1 })
-	_, gKeys := b.export(dir, "globex", "ops_bob", func(v verifier.View) bool { return len(v.Resources) == 1 })
+	_, aKeys := b.export(dir, "acme", "ops_alice", func(v exposure.View) bool { return len(v.Resources) == 1 })
+	_, gKeys := b.export(dir, "globex", "ops_bob", func(v exposure.View) bool { return len(v.Resources) == 1 })
 	t.Setenv("TOWER_TEST_TOWER", passwords["acme.ops_tower"])
 	cfg, err := ParseConfig([]byte(`listen = "127.0.0.1:0"
 max_sessions = 2

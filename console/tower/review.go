@@ -8,7 +8,6 @@ import (
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -64,7 +63,7 @@ func (w WaiverView) For() string {
 // review fills the view's review queue, decision history, guardrails and
 // waivers from the verified records: every figure is what the runtime
 // signed, never what it answers about itself.
-func (t *Tower) review(v *LogView, e verifier.Entries) {
+func (t *Tower) review(v *LogView, e audit.Entries) {
 	now := t.Now()
 	pending := map[string]Request{}
 	var order []string

@@ -8,9 +8,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/contextos/ledger/console"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/internal/testing/browsertest"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
-	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -114,7 +114,7 @@ func TestBrowserTowerReview(t *testing.T) {
 		t.Fatalf("the limit raise: %+v", held)
 	}
 	requestID, _ := held.Data["request_id"].(string)
-	_, keys := b.export(t.TempDir(), "acme", "ops_alice", func(verifier.View) bool { return true })
+	_, keys := b.export(t.TempDir(), "acme", "ops_alice", func(exposure.View) bool { return true })
 	cfg, err := ParseConfig([]byte(`listen = "127.0.0.1:0"
 [[runtimes]]
 name = "us-1"

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/console"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
-	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -48,8 +48,8 @@ func TestTowerReviewActions(t *testing.T) {
 	if held.Code != wire.CodeSecondOperatorRequired || requestID == "" {
 		t.Fatalf("the limit raise: %+v", held)
 	}
-	_, keys := b.export(t.TempDir(), "acme", "ops_alice", func(verifier.View) bool { return true })
-	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", func(verifier.View) bool { return true })
+	_, keys := b.export(t.TempDir(), "acme", "ops_alice", func(exposure.View) bool { return true })
+	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", func(exposure.View) bool { return true })
 	cfg, err := ParseConfig([]byte(`listen = "127.0.0.1:0"
 [[runtimes]]
 name = "us-1"

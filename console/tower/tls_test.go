@@ -12,10 +12,10 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
-	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -59,7 +59,7 @@ func TestTowerNATSTLS(t *testing.T) {
 	if r := b.propose("acme", "agent_email", "k1", "ord_tls", 700); r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)
 	}
-	_, keys := b.export(t.TempDir(), "acme", "ops_alice", func(v verifier.View) bool { return len(v.Resources) == 1 })
+	_, keys := b.export(t.TempDir(), "acme", "ops_alice", func(v exposure.View) bool { return len(v.Resources) == 1 })
 	t.Setenv("TOWER_TEST_TOWER", passwords["acme.ops_tower"])
 	config := func(withCA bool) *Config {
 		t.Helper()

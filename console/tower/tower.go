@@ -13,6 +13,7 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/console"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/verifier"
 	"github.com/contextos/ledger/wire"
@@ -95,10 +96,10 @@ type LogView struct {
 	Checkpoints    int
 	CheckpointSize int64 // records covered by the latest checkpoint
 
-	Resources     []verifier.ResourceView // at most MaxRowsPerTenant
+	Resources     []exposure.ResourceView // at most MaxRowsPerTenant
 	MoreResources int
 	OpenAttempts  int
-	Incidents     []verifier.Incident // the latest, at most MaxRowsPerTenant
+	Incidents     []exposure.Incident // the latest, at most MaxRowsPerTenant
 	MoreIncidents int
 
 	ApprovalsGranted  int
@@ -237,7 +238,7 @@ func (t *Tower) read(ctx context.Context, s source, rc reach, r *reading) (v Log
 		v.Error = "trusted keys: " + err.Error()
 		return v, true
 	}
-	keys, err := verifier.ParseKeys(kb)
+	keys, err := audit.ParseKeys(kb)
 	if err != nil {
 		v.Error = "trusted keys " + s.t.Keys + ": " + err.Error()
 		return v, true
@@ -254,7 +255,7 @@ func (t *Tower) read(ctx context.Context, s source, rc reach, r *reading) (v Log
 		oc := &client.AuditClient{NC: ac.nc, Tenant: ac.tenant, Operator: ac.operator, Timeout: t.Timeout}
 		e, err := exportEntries(ctx, oc)
 		if err == nil {
-			raw, err = verifier.MarshalEntries(e)
+			raw, err = audit.MarshalEntries(e)
 		}
 		if err != nil {
 			v.Error = "live export: " + err.Error()
@@ -303,7 +304,7 @@ func (t *Tower) read(ctx context.Context, s source, rc reach, r *reading) (v Log
 			v.Kept = c.Size
 		}
 	}
-	e, err := verifier.ParseEntries(raw)
+	e, err := audit.ParseEntries(raw)
 	if err != nil {
 		v.Error = err.Error()
 		return v, true
@@ -335,7 +336,7 @@ func (t *Tower) read(ctx context.Context, s source, rc reach, r *reading) (v Log
 }
 
 // summarize fills the view's bounded rows from the verified log.
-func (t *Tower) summarize(v *LogView, e verifier.Entries, view verifier.View) {
+func (t *Tower) summarize(v *LogView, e audit.Entries, view exposure.View) {
 	limit := t.cfg.MaxRowsPerTenant
 	for _, r := range view.Resources {
 		v.OpenAttempts += len(r.OpenAttempts)
@@ -348,7 +349,7 @@ func (t *Tower) summarize(v *LogView, e verifier.Entries, view verifier.View) {
 	if len(inc) > limit {
 		v.MoreIncidents, inc = len(inc)-limit, inc[len(inc)-limit:]
 	}
-	v.Incidents = make([]verifier.Incident, len(inc))
+	v.Incidents = make([]exposure.Incident, len(inc))
 	for i := range inc { // latest first
 		v.Incidents[i] = inc[len(inc)-1-i]
 	}
@@ -446,9 +447,9 @@ func (t *Tower) killSwitch(ctx context.Context, srcs []source, rc reach, engage 
 }
 
 // exportEntries fetches the tenant's audit log as the verifier reads it.
-func exportEntries(ctx context.Context, c *client.AuditClient) (verifier.Entries, error) {
+func exportEntries(ctx context.Context, c *client.AuditClient) (audit.Entries, error) {
 	e, err := c.ExportAudit(ctx)
-	return verifier.Entries(e), err
+	return audit.Entries(e), err
 }
 
 // Guardrail publishes a guardrail (or its removal) to every configured

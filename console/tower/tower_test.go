@@ -18,6 +18,7 @@ import (
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/verifier"
@@ -81,11 +82,11 @@ func (r *runtime) propose(tenant, principal, key, order string, amount int64) wi
 // export writes tenant's audit log (entries.json) and keys.json into dir once
 // the log's replay is ready (the audit projector records events shortly
 // after they are appended).
-func (r *runtime) export(dir, tenant, operator string, ready func(verifier.View) bool) (entries, keys string) {
+func (r *runtime) export(dir, tenant, operator string, ready func(exposure.View) bool) (entries, keys string) {
 	r.t.Helper()
 	oc := &client.AuditClient{NC: r.conn(tenant, operator), Tenant: tenant, Operator: operator}
 	deadline := time.Now().Add(15 * time.Second)
-	var e verifier.Entries
+	var e audit.Entries
 	for {
 		var err error
 		if e, err = exportEntries(context.Background(), oc); err != nil {
@@ -99,7 +100,7 @@ func (r *runtime) export(dir, tenant, operator string, ready func(verifier.View)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	b, err := verifier.MarshalEntries(e)
+	b, err := audit.MarshalEntries(e)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func tamper(t *testing.T, src string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := verifier.ParseEntries(b)
+	e, err := audit.ParseEntries(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func tamper(t *testing.T, src string) string {
 	if !changed {
 		t.Fatal("no record carries the amount to tamper with")
 	}
-	out, err := verifier.MarshalEntries(e)
+	out, err := audit.MarshalEntries(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestTowerFleet(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	entries, keys := a.export(dir, "acme", "ops_alice", func(v verifier.View) bool {
+	entries, keys := a.export(dir, "acme", "ops_alice", func(v exposure.View) bool {
 		return len(v.Resources) == 1 && v.Resources[0].Committed == 80000
 	})
 	bad := tamper(t, entries)
@@ -194,8 +195,8 @@ func TestTowerFleet(t *testing.T) {
 	t.Setenv("TOWER_TEST_BOB", passwords["globex.ops_bob"])
 	// b's keys: exported from b itself for the test; an auditor gets them
 	// out of band.
-	_, bKeys := b.export(t.TempDir(), "acme", "ops_alice", func(v verifier.View) bool { return len(v.Resources) == 1 && v.Resources[0].Held == 15000 })
-	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", func(v verifier.View) bool { return len(v.Resources) == 5 })
+	_, bKeys := b.export(t.TempDir(), "acme", "ops_alice", func(v exposure.View) bool { return len(v.Resources) == 1 && v.Resources[0].Held == 15000 })
+	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", func(v exposure.View) bool { return len(v.Resources) == 5 })
 	cfgText := `
 max_rows_per_tenant = 3
 [[runtimes]]
@@ -361,7 +362,7 @@ func FuzzParseConfig(f *testing.F) {
 // checkpointed exports acme's log once it records every refund of amounts
 // (ready) and a checkpoint covers it: the audit projector checkpoints on
 // request.
-func (r *runtime) checkpointed(dir string, ready func(verifier.View) bool) (entries, keys string) {
+func (r *runtime) checkpointed(dir string, ready func(exposure.View) bool) (entries, keys string) {
 	r.t.Helper()
 	r.export(dir, "acme", "ops_alice", ready)
 	if err := r.rt.Service.Projectors["acme"].Checkpoint(context.Background()); err != nil {
@@ -392,11 +393,11 @@ func TestTowerWitnessPolicyAndKeptCheckpoint(t *testing.T) {
 	if r := a.propose("acme", "agent_email", "k1", "ord_1", 30000); r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)
 	}
-	older, keys := a.checkpointed(t.TempDir(), func(v verifier.View) bool { return len(v.Resources) == 1 })
+	older, keys := a.checkpointed(t.TempDir(), func(v exposure.View) bool { return len(v.Resources) == 1 })
 	if r := a.propose("acme", "agent_email", "k2", "ord_2", 20000); r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)
 	}
-	newer, _ := a.checkpointed(t.TempDir(), func(v verifier.View) bool { return len(v.Resources) == 2 })
+	newer, _ := a.checkpointed(t.TempDir(), func(v exposure.View) bool { return len(v.Resources) == 2 })
 
 	w, err := audit.NewCosigner("witness.example/w1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)), func() uint64 { return 1 })
 	if err != nil {
@@ -444,7 +445,7 @@ witnesses = 1
 
 	// The older history on its own verifies (the right keys signed it).
 	kb, _ := os.ReadFile(keys)
-	k, _ := verifier.ParseKeys(kb)
+	k, _ := audit.ParseKeys(kb)
 	ob, _ := os.ReadFile(older)
 	if res, err := verifier.VerifyEntriesPolicy(ob, k, verifier.Policy{AllowPartial: true}); err != nil || !res.OK() {
 		t.Fatalf("the older export alone: %+v %v", res, err)
@@ -469,7 +470,7 @@ witnesses = 1
 // the verified log then shows both, who decided them, and the revocation.
 func TestTowerPublishesGuardrail(t *testing.T) {
 	a := boot(t)
-	_, keys := a.export(t.TempDir(), "acme", "ops_alice", func(verifier.View) bool { return true })
+	_, keys := a.export(t.TempDir(), "acme", "ops_alice", func(exposure.View) bool { return true })
 	t.Setenv("TOWER_TEST_TOWER", passwords["acme.ops_tower"])
 	cfg, err := ParseConfig([]byte(`
 [[runtimes]]

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,9 +13,9 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
-	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -113,23 +112,8 @@ type testDaemon struct {
 
 func boot(t *testing.T) *testDaemon {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("../../client/testdata/daemon.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return &testDaemon{rt: rt, prov: prov}
+	d := daemontest.Boot(t, daemontest.Options{})
+	return &testDaemon{rt: d.RT, prov: d.Provider}
 }
 
 func (d *testDaemon) connect(t *testing.T, principal, password string) *client.Client {

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
-	"github.com/contextos/ledger/verifier"
 )
 
 // auditStory is step 4: the auditor's promise, with only exported files and
@@ -31,7 +31,7 @@ func (d *demo) auditStory(applied, refusedAgent, refusedAttempt string) error {
 	// every few seconds; the witness cosigns each checkpoint. Wait until an
 	// export holds the whole story (the settlement of the INR 150 refund is
 	// last) under a checkpoint the witness cosigned.
-	var parsed verifier.Entries
+	var parsed audit.Entries
 	policy := []string{"--witness-key", demoWitness.key, "--witnesses", "1"}
 	var out []byte
 	var err error
@@ -39,7 +39,7 @@ func (d *demo) auditStory(applied, refusedAgent, refusedAttempt string) error {
 	for {
 		if _, err := d.ctxOut("audit", "export", "--out", entries, "--keys-out", keys); err == nil {
 			if b, err := os.ReadFile(entries); err == nil {
-				parsed, _ = verifier.ParseEntries(b)
+				parsed, _ = audit.ParseEntries(b)
 			}
 		}
 		if hasSettlement(parsed) {
@@ -145,7 +145,7 @@ func recordEvent(rec []byte) (codec.Envelope, kernel.Event, bool) {
 	return env, ev, err == nil
 }
 
-func hasSettlement(e verifier.Entries) bool {
+func hasSettlement(e audit.Entries) bool {
 	for _, rec := range e.Records {
 		if _, ev, ok := recordEvent(rec); ok {
 			if o, ok := ev.(kernel.ExposureObserved); ok && o.Source != "provider" && o.Outcome == kernel.OutcomeApplied {
@@ -158,7 +158,7 @@ func hasSettlement(e verifier.Entries) bool {
 
 // reservationOf returns the event id of the exposure.reserved event of an
 // attempt.
-func reservationOf(e verifier.Entries, attemptID string) string {
+func reservationOf(e audit.Entries, attemptID string) string {
 	for _, rec := range e.Records {
 		if env, ev, ok := recordEvent(rec); ok {
 			if r, ok := ev.(kernel.ExposureReserved); ok && r.AttemptID == attemptID {

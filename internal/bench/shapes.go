@@ -21,8 +21,8 @@ import (
 // The storage shapes of a governed proposal: how its events could reach
 // the stream (atomic batches as today, single appends one after the other
 // or pipelined, fast batches), measured raw, without the runtime, on the
-// events a real proposal appends. docs/performance.md (Storage shapes)
-// holds the figures and the recommendation.
+// events a real proposal appends. docs/performance.md (Running `make
+// bench`) says how to run them and what they show.
 
 // Role names a subject a proposal writes or guards.
 type Role int

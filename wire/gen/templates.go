@@ -40,6 +40,9 @@ class Refused(LedgerError):
     #: operation key), "later" (resend later, with backoff) or "operator"
     #: (refused until an operator acts); "" for a code this version does not know.
     retry: str = ""
+    #: The data of a refused operator verb's reply, None without any: the
+    #: request_id of second_operator_required, which Client.confirm takes.
+    data: Optional[Dict[str, Any]] = None
 
     def __init__(self, code: str = "", reason: str = "", decision: Optional[Any] = None) -> None:
         code = code or type(self).code
@@ -105,6 +108,11 @@ export class Refused extends LedgerError {
   readonly code: Code | string;
   readonly reason: string;
   readonly decision?: Decision;
+  /**
+   * The data of a refused operator verb's reply, undefined without any: the
+   * request_id of second_operator_required, which Client.confirm takes.
+   */
+  data?: Record<string, unknown>;
   constructor(code: Code | string, reason = "", decision?: Decision) {
     super(reason ? ` + "`" + `refused ${code}: ${reason}` + "`" + ` : ` + "`" + `refused ${code}` + "`" + `);
     this.name = "Refused";

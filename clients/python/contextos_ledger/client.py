@@ -129,7 +129,9 @@ def read_op_reply(raw: bytes) -> Dict[str, Any]:
     if not isinstance(r, dict):
         raise ValueError(f"not an operator reply: {raw[:200]!r}")
     if not r.get("ok"):
-        raise refused(r.get("code", ""), r.get("reason", ""))
+        e = refused(r.get("code", ""), r.get("reason", ""))
+        e.data = r.get("data")
+        raise e
     return r
 
 
@@ -334,6 +336,14 @@ class Client:
     async def assert_absence(self, attempt_id: str, artifact_ref: str) -> List[Dict[str, Any]]:
         """Releases an observed attempt on the operator's signed assertion."""
         return (await self.op("assert-absence", {"attempt_id": attempt_id, "artifact_ref": artifact_ref})).get("settled") or []
+
+    async def confirm(self, request_id: str) -> Dict[str, Any]:
+        """Confirms another operator's request that the tenant's two-person
+        rule held (the ``request_id`` in the ``data`` of the
+        SecondOperatorRequired it was refused with) and returns the reply of
+        the action it carries out. The requester cannot confirm its own
+        request, and the confirming operator needs the scope of its verb."""
+        return await self.op("confirm", {"request_id": request_id})
 
     async def kill_switch(self, engaged: Optional[bool] = None, reason: str = "") -> bool:
         """Reads (engaged None) or sets the tenant's kill switch."""

@@ -88,6 +88,9 @@ class Refused(LedgerError):
     #: operation key), "later" (resend later, with backoff) or "operator"
     #: (refused until an operator acts); "" for a code this version does not know.
     retry: str = ""
+    #: The data of a refused operator verb's reply, None without any: the
+    #: request_id of second_operator_required, which Client.confirm takes.
+    data: Optional[Dict[str, Any]] = None
 
     def __init__(self, code: str = "", reason: str = "", decision: Optional[Any] = None) -> None:
         code = code or type(self).code

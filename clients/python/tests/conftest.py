@@ -24,7 +24,7 @@ from contextos_ledger import Client, Unreachable
 
 REPO = Path(__file__).resolve().parents[3]
 PASSWORDS = {"agent_email": "email-demo-secret", "agent_chat": "chat-demo-secret",
-             "agent_phone": "phone-demo-secret", "ops_alice": "alice-demo-secret"}
+             "agent_phone": "phone-demo-secret", "ops_alice": "alice-demo-secret", "ops_bob": "bob-demo-secret-pw"}
 
 
 class Daemon:
@@ -141,6 +141,21 @@ def context_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]
     cap = 'id = "adp_payments.issue_refund"\n'
     assert cap in cfg, "the example's configuration has no refund capability"
     cfg = cfg.replace(cap, cap + f'decision_key = "refund.issue"\ncontext_pack = "{tmp / "refunds-pack.json"}"\n', 1)
+    (tmp / "contextos.toml").write_text(cfg)
+    with _run_daemon(tmp / "contextos.toml") as d:
+        yield d
+
+
+@pytest.fixture(scope="session")
+def two_person_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """The shared-guarantees example's daemon with tenant acme under the
+    two-person rule for limit raises, and a second operator, ops_bob."""
+    tmp = tmp_path_factory.mktemp("two-person")
+    cfg = (REPO / "examples/shared-guarantees/contextos.toml").read_text()
+    tenant, ops = 'id = "acme"\n', '  [[tenants.operators]]\n'
+    assert tenant in cfg and ops in cfg, "the example's configuration has no tenant acme with an operator"
+    cfg = cfg.replace(tenant, tenant + 'two_person = ["limit_raise"]\n', 1)
+    cfg = cfg.replace(ops, ops + f'  id = "ops_bob"\n  password = "{PASSWORDS["ops_bob"]}"\n\n' + ops, 1)
     (tmp / "contextos.toml").write_text(cfg)
     with _run_daemon(tmp / "contextos.toml") as d:
         yield d

@@ -217,6 +217,36 @@ def test_operator_calls(daemon: Daemon) -> None:
     asyncio.run(main())
 
 
+def test_confirm(two_person_daemon: Daemon) -> None:
+    """Under the two-person rule a limit raise by ops_alice is held: refused
+    SecondOperatorRequired with the request's id in its data, the limit
+    unchanged; ops_alice cannot confirm it herself; ops_bob's confirm
+    carries it out, and a second confirmation is refused."""
+
+    async def main() -> None:
+        d = two_person_daemon
+
+        async def limit(ops: Client) -> int:
+            return int((await ops.guarantee_history("refunds-per-order"))[-1]["limit"])
+
+        async with await d.connect("ops_alice") as alice, await d.connect("ops_bob") as bob:
+            before = await limit(alice)
+            with pytest.raises(ledger.SecondOperatorRequired) as held:
+                await alice.op("guarantee-set-limit", {"guarantee_id": "refunds-per-order", "limit": before + 5000, "reason": "season"})
+            request_id = (held.value.data or {}).get("request_id")
+            assert isinstance(request_id, str) and request_id, held.value.data
+            assert await limit(alice) == before
+            with pytest.raises(ledger.SecondOperatorRequired):
+                await alice.confirm(request_id)
+            assert await limit(alice) == before
+            assert (await bob.confirm(request_id))["ok"] is True
+            assert await limit(alice) == before + 5000
+            with pytest.raises(ledger.RequestMalformed):
+                await bob.confirm(request_id)
+
+    asyncio.run(main())
+
+
 def test_sync_client(daemon: Daemon) -> None:
     with SyncClient(daemon.url, tenant="acme", principal="ops_alice", password=PASSWORDS["ops_alice"]) as ops:
         ops.admit_run("py_run_sync", "agent_chat", calls=2, amount=1000)

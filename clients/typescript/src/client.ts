@@ -91,7 +91,9 @@ export function readContext(raw: Uint8Array): CompiledContextReply {
 export function readOpReply<T extends OpReply = OpReply>(raw: Uint8Array): T {
   const r = JSON.parse(decoder.decode(raw)) as T;
   if (!r.ok) {
-    throw refused(r.code ?? "", r.reason ?? "");
+    const e = refused(r.code ?? "", r.reason ?? "");
+    e.data = r.data;
+    throw e;
   }
   return r;
 }
@@ -276,6 +278,16 @@ export class Client {
   }
   async assertAbsence(attemptId: string, artifactRef: string): Promise<SettleRow[]> {
     return (await this.op("assert-absence", { attempt_id: attemptId, artifact_ref: artifactRef })).settled ?? [];
+  }
+  /**
+   * Confirms another operator's request that the tenant's two-person rule
+   * held (the request_id in the data of the SecondOperatorRequired it was
+   * refused with) and returns the reply of the action it carries out. The
+   * requester cannot confirm its own request, and the confirming operator
+   * needs the scope of its verb.
+   */
+  async confirm(requestId: string): Promise<OpReply> {
+    return this.op("confirm", { request_id: requestId });
   }
   async killSwitch(engaged?: boolean, reason?: string): Promise<boolean> {
     const body: Record<string, unknown> = {};

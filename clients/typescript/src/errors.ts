@@ -21,6 +21,11 @@ export class Refused extends LedgerError {
   readonly code: Code | string;
   readonly reason: string;
   readonly decision?: Decision;
+  /**
+   * The data of a refused operator verb's reply, undefined without any: the
+   * request_id of second_operator_required, which Client.confirm takes.
+   */
+  data?: Record<string, unknown>;
   constructor(code: Code | string, reason = "", decision?: Decision) {
     super(reason ? `refused ${code}: ${reason}` : `refused ${code}`);
     this.name = "Refused";

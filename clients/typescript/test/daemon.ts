@@ -15,6 +15,7 @@ export const PASSWORDS: Record<string, string> = {
   agent_chat: "chat-demo-secret",
   agent_phone: "phone-demo-secret",
   ops_alice: "alice-demo-secret",
+  ops_bob: "bob-demo-secret-pw",
 };
 
 export interface Daemon {

@@ -5,10 +5,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
-	"github.com/contextos/ledger/audit"
 	"strings"
 	"time"
 
+	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/projections"
@@ -64,7 +64,7 @@ func checkAuditLog(ctx context.Context, store *events.JetStore, js jetstream.Jet
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	e := verifier.Entries{Tenant: tenant, Records: [][]byte{}, Checkpoints: [][]byte{}}
+	e := audit.Entries{Tenant: tenant, Records: [][]byte{}, Checkpoints: [][]byte{}}
 	var recs []audit.Record
 	if err := log.Records(ctx, tenant, 0, 0, func(r projections.StoredRecord) error {
 		e.Records = append(e.Records, r.Raw)
@@ -82,12 +82,12 @@ func checkAuditLog(ctx context.Context, store *events.JetStore, js jetstream.Jet
 		return fail("read the checkpoints: %w", err)
 	}
 	res := AuditLogCheck{Records: int64(len(e.Records)), Checkpoints: len(e.Checkpoints)}
-	keys, err := verifier.KeysFor(tenant, key)
+	keys, err := audit.KeysFor(tenant, key)
 	if err != nil {
 		res.Err = err
 		return res
 	}
-	b, err := verifier.MarshalEntries(e)
+	b, err := audit.MarshalEntries(e)
 	if err != nil {
 		res.Err = err
 		return res

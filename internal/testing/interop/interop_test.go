@@ -31,13 +31,13 @@ func golden(t *testing.T, name string) []byte {
 	return b
 }
 
-func goldenLog(t *testing.T) (verifier.Entries, verifier.Keys) {
+func goldenLog(t *testing.T) (audit.Entries, audit.Keys) {
 	t.Helper()
-	e, err := verifier.ParseEntries(golden(t, "ok.entries.json"))
+	e, err := audit.ParseEntries(golden(t, "ok.entries.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := verifier.ParseKeys(golden(t, "keys.json"))
+	k, err := audit.ParseKeys(golden(t, "keys.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestProofsCheckedByTransparencyDevMerkle(t *testing.T) {
 		return out
 	}
 	inclusion := func(name string) error {
-		p, err := verifier.ParseProof(golden(t, name))
+		p, err := audit.ParseProof(golden(t, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +209,7 @@ func TestProofsCheckedByTransparencyDevMerkle(t *testing.T) {
 		t.Fatal("merkle accepted proof-hash-break.json")
 	}
 	consistency := func(name string) error {
-		c, err := verifier.ParseConsistency(golden(t, name))
+		c, err := audit.ParseConsistency(golden(t, name))
 		if err != nil {
 			return err
 		}
@@ -229,7 +229,7 @@ func TestProofsCheckedByTransparencyDevMerkle(t *testing.T) {
 			t.Fatalf("merkle accepted %s", bad)
 		}
 	}
-	keys, err := verifier.MarshalKeys(k)
+	keys, err := audit.MarshalKeys(k)
 	if err != nil {
 		t.Fatal(err)
 	}
