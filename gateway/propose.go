@@ -394,6 +394,11 @@ func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generatio
 	g := pc.g
 	g.hooks.afterDispatchStart(attemptID)
 	obs := g.adapter(pc.cp).Dispatch(ctx, attemptID, pc.args)
+	if obs.Failure != "" || obs.Outcome == kernel.OutcomeUnknown {
+		// Counted here, in the request path, so a breaker trips whether or
+		// not the gateway is instrumented.
+		g.breakerFailure(ctx, pc.tenant, pc.p.CapabilityID, obs)
+	}
 	g.hooks.afterProviderCall(attemptID)
 	return pc.settle(ctx, attemptID, generation, obs)
 }
