@@ -133,7 +133,7 @@ func fold(ref aggregates.Ref, st aggregates.State, stored []events.Stored) error
 			err = st.Apply(ev)
 		}
 		if err != nil {
-			return fmt.Errorf("%s seq %d: %w", ref.Subject, s.Seq, err)
+			return &aggregates.StoredEventError{Subject: ref.Subject, Seq: s.Seq, Err: err}
 		}
 	}
 	return nil

@@ -383,8 +383,27 @@ func statusReply(op *kernel.Operation, holds []kernel.GuaranteeHold) wire.Reply 
 	return r
 }
 
+// unknownReply answers a proposal whose decision the engine could not make
+// or store. The store not answering leaves the outcome unknown (resend); a
+// stored event the kernel refuses is no outage, and resending cannot help.
 func (pc *proposalCtx) unknownReply(err error) wire.Reply {
-	return wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable, ActionDigest: pc.digest,
+	return engineErrorReply(err, pc.digest, false)
+}
+
+// engineErrorReply is the reply to an engine error of a proposal's
+// decision (dispatched: of its settlement, after the provider was called).
+func engineErrorReply(err error, digest string, dispatched bool) wire.Reply {
+	if aggregates.CodeOf(err) == wire.CodeStoredEventRefused {
+		// Nothing was appended by this call. Before the dispatch that is a
+		// refusal; after it, the provider's outcome is not recorded.
+		status := wire.StatusRefused
+		if dispatched {
+			status = wire.StatusUnknown
+		}
+		return wire.Reply{Status: status, Code: wire.CodeStoredEventRefused, ActionDigest: digest,
+			Reason: "a stored event of this proposal's state is refused by the kernel; nothing is decided on that state until an operator looks: " + err.Error()}
+	}
+	return wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable, ActionDigest: digest,
 		Reason: "the ledger could not be reached; resend the same proposal to learn its outcome: " + err.Error()}
 }
 
@@ -421,7 +440,7 @@ func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation 
 		Done:   func() { reply = statusReply(st.Op, kernel.HoldsOf(cmd.Holds, st.Ledgers)) },
 	})
 	if err != nil {
-		return pc.unknownReply(err)
+		return engineErrorReply(err, pc.digest, true)
 	}
 	if res.Refusal != nil {
 		reply.Code, reply.Reason = res.Refusal.Code, res.Refusal.Reason
