@@ -407,7 +407,12 @@ func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generatio
 		g.breakerFailure(ctx, pc.tenant, pc.p.CapabilityID, obs)
 	}
 	g.hooks.afterProviderCall(attemptID)
-	return pc.settle(ctx, attemptID, generation, obs)
+	reply := pc.settle(ctx, attemptID, generation, obs)
+	if obs.Failure != "" && reply.Reason == "" && (reply.Status == wire.StatusUnknown || reply.Status == wire.StatusPending) {
+		// Why the outcome is open: the provider's failure, not silence.
+		reply.Reason = obs.Ref
+	}
+	return reply
 }
 
 // settle records the provider's report on the operation and every ledger.

@@ -207,9 +207,6 @@ func (g *Gateway) ProposeObserved(ctx context.Context, tenant, principal string,
 	n.tenant = tenant
 	reply := g.Propose(ctx, tenant, principal, body)
 	d := time.Since(n.start)
-	if obs, ok := n.failure(reply.AttemptID); ok && reply.Reason == "" && (reply.Status == wire.StatusUnknown || reply.Status == wire.StatusPending) {
-		reply.Reason = obs.Ref
-	}
 	n.mu.Lock()
 	capID := n.capability
 	n.mu.Unlock()
