@@ -64,19 +64,17 @@ func Read[K comparable, T any, PT interface {
 	return &entryOf[K, T, PT]{r: ref, states: states, key: key}
 }
 
-// BindEach binds refs, in order, to the elements of the state field *states
-// and of the events field *evs (a kernel state's list of ledgers and the
-// decision's events per ledger, which the kernel pairs by their order).
-func BindEach[T any, PT interface {
+// BindKey binds ref to the entry key of the state map *states and of the
+// events map *evs (a kernel state's ledgers by key and the decision's
+// events by the same key); either map is made if nil.
+func BindKey[K comparable, T any, PT interface {
 	*T
 	State
-}](refs []Ref, states *[]PT, evs *[][]kernel.Event) []Binding {
-	*states = make([]PT, len(refs))
-	out := make([]Binding, len(refs))
-	for i, r := range refs {
-		out[i] = &elem[T, PT]{r: r, states: states, evs: evs, i: i}
+}](ref Ref, states *map[K]PT, evs *map[K][]kernel.Event, key K) Binding {
+	if *states == nil {
+		*states = map[K]PT{}
 	}
-	return out
+	return &keyed[K, T, PT]{r: ref, states: states, evs: evs, key: key}
 }
 
 type one[T any, PT interface {
@@ -99,24 +97,24 @@ func (b *one[T, PT]) events() []kernel.Event {
 	return *b.evs
 }
 
-type elem[T any, PT interface {
+type keyed[K comparable, T any, PT interface {
 	*T
 	State
 }] struct {
 	r      Ref
-	states *[]PT
-	evs    *[][]kernel.Event
-	i      int
+	states *map[K]PT
+	evs    *map[K][]kernel.Event
+	key    K
 }
 
-func (b *elem[T, PT]) ref() Ref      { return b.r }
-func (b *elem[T, PT]) set(s State)   { (*b.states)[b.i] = s.(PT) }
-func (b *elem[T, PT]) guarded() bool { return false }
-func (b *elem[T, PT]) events() []kernel.Event {
-	if b.evs == nil || b.i >= len(*b.evs) {
+func (b *keyed[K, T, PT]) ref() Ref      { return b.r }
+func (b *keyed[K, T, PT]) set(s State)   { (*b.states)[b.key] = s.(PT) }
+func (b *keyed[K, T, PT]) guarded() bool { return false }
+func (b *keyed[K, T, PT]) events() []kernel.Event {
+	if b.evs == nil || *b.evs == nil {
 		return nil
 	}
-	return (*b.evs)[b.i]
+	return (*b.evs)[b.key]
 }
 
 type entryOf[K comparable, T any, PT interface {

@@ -408,28 +408,28 @@ func TestGroupNeverExceedsAppendLimit(t *testing.T) {
 	eng := NewEngine(&gateStore{Store: js, gate: gate}, testSealer())
 	ctx := context.Background()
 	do := func(i int) error {
-		var refs []Ref
-		var holds []kernel.Reserve
+		var ledgers map[string]*kernel.Ledger
+		var evs map[string][]kernel.Event
+		var bind []Binding
+		holds := map[string]kernel.Reserve{}
 		for j := 0; j < 3; j++ {
 			res := fmt.Sprintf("ord_f%d_%d", i, j)
 			ref, err := ExposureRef("acme", testDef.ID, res)
 			if err != nil {
 				return err
 			}
-			refs = append(refs, ref)
-			holds = append(holds, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o", Amount: 1,
-				Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
+			bind = append(bind, BindKey(ref, &ledgers, &evs, res))
+			holds[res] = kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o", Amount: 1,
+				Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}
 		}
-		var ledgers []*kernel.Ledger
-		var evs [][]kernel.Event
-		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: BindEach(refs, &ledgers, &evs), Decide: func() *kernel.Refusal {
-			evs = make([][]kernel.Event, len(ledgers))
-			for j, l := range ledgers {
-				d := kernel.DecideExposure(l, kernel.ReserveStarted{Reserve: holds[j]})
+		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: bind, Decide: func() *kernel.Refusal {
+			evs = map[string][]kernel.Event{}
+			for res, l := range ledgers {
+				d := kernel.DecideExposure(l, kernel.ReserveStarted{Reserve: holds[res]})
 				if d.Refusal != nil {
 					return d.Refusal
 				}
-				evs[j] = d.Events
+				evs[res] = d.Events
 			}
 			return nil
 		}})

@@ -31,5 +31,5 @@
 // decisions before them, and appended together as JetStream atomic batches
 // (group commit); see Engine for the send policy. Engine.Do runs the older
 // form of a transaction, closures over bound state fields (Tx, Bind,
-// BindEach), which the gateway still uses until it runs steps.
+// BindKey), which the gateway still uses until it runs steps.
 package aggregates

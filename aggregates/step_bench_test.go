@@ -131,7 +131,7 @@ func proposeTx(eng *Engine, m *kernel.Manifest, in kernel.ProposeInput) error {
 	var st kernel.ProposalState
 	var d kernel.ProposalDecision
 	bind := []Binding{Bind(opRef, &st.Op, &d.Op)}
-	bind = append(bind, BindEach([]Ref{lref}, &st.Ledgers, &d.Ledgers)...)
+	bind = append(bind, BindKey(lref, &st.Ledgers, &d.Ledgers, hold.Key()))
 	bind = append(bind, Bind(runRef, &st.Run, &d.Run), Guard(ctlRef, &st.Control), Guard(intRef, &st.Integrity))
 	res2, err := eng.Do(ctx, Tx{Tenant: in.Tenant, Bind: bind, Decide: func() *kernel.Refusal { d = kernel.DecidePropose(st, cmd); return d.Refusal }})
 	if err != nil {
@@ -144,7 +144,7 @@ func proposeTx(eng *Engine, m *kernel.Manifest, in kernel.ProposeInput) error {
 		Holds: d.Holds, Controls: d.Controls}
 	var sst kernel.SettleState
 	var sd kernel.SettleDecision
-	res3, err := eng.Do(ctx, Tx{Tenant: in.Tenant, Bind: append([]Binding{Bind(opRef, &sst.Op, &sd.Op)}, BindEach([]Ref{lref}, &sst.Ledgers, &sd.Ledgers)...),
+	res3, err := eng.Do(ctx, Tx{Tenant: in.Tenant, Bind: []Binding{Bind(opRef, &sst.Op, &sd.Op), BindKey(lref, &sst.Ledgers, &sd.Ledgers, hold.Key())},
 		Decide: func() *kernel.Refusal { sd = kernel.DecideSettle(sst, set); return sd.Refusal }})
 	if err == nil && res3.Refusal != nil {
 		err = res3.Refusal

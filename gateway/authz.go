@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -20,41 +19,6 @@ import (
 // the subjects they live on, the per-proposal checks that run before the
 // reserve transaction and the operator verbs that write them. Every rule is
 // a kernel call; docs/authorization.md describes the contract.
-
-// approvalRequired reports whether proposals of the capability need an
-// operator's approval.
-func approvalRequired(cp *config.CapabilityConfig) bool {
-	switch cp.Approval {
-	case "required":
-		return true
-	case "none":
-		return false
-	}
-	return cp.Risk == "high"
-}
-
-// runAmount is what a proposal of the capability consumes from its run's
-// amount budget: the exact positive integer at the capability's amount
-// pointer (or at its policy's), or 0 when it declares none.
-func runAmount(cp *config.CapabilityConfig, args map[string]any) (int64, *kernel.Refusal) {
-	ptr := cp.AmountPointer
-	if ptr == "" {
-		ptr = cp.Policy.AmountPointer
-	}
-	if ptr == "" {
-		return 0, nil
-	}
-	p, err := kernel.ParsePointer(ptr)
-	if err != nil {
-		return 0, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}
-	}
-	v, _ := p.Eval(args)
-	amt, r := kernel.ParseAmount(v)
-	if r != nil {
-		return 0, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: "the run budget reads the amount at " + ptr + ": " + r.Reason}
-	}
-	return amt, nil
-}
 
 // Subjects of the authorization aggregates.
 
@@ -133,70 +97,10 @@ func fold(ref aggregates.Ref, st aggregates.State, stored []events.Stored) error
 			err = st.Apply(ev)
 		}
 		if err != nil {
-			return fmt.Errorf("%s seq %d: %w", ref.Subject, s.Seq, err)
+			return &aggregates.StoredEventError{Subject: ref.Subject, Seq: s.Seq, Err: err}
 		}
 	}
 	return nil
-}
-
-// checkControls runs the controls that need no write, in the order of
-// DESIGN section 1: authority, policy, evidence. It fills pc's authority
-// source, run amount and gate. An error means a subject could not be read.
-func (pc *proposalCtx) checkControls(ctx context.Context, tc *config.TenantConfig, args map[string]any) (*kernel.Refusal, error) {
-	g, cp := pc.g, pc.cp
-	if _, ok := tc.Agent(pc.principal); !ok {
-		return g.authorize(tc, pc.principal, cp), nil
-	}
-	ref, err := authorityRef(pc.tenant)
-	if err != nil {
-		return &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}, nil
-	}
-	st, err := g.auths.read(ctx, g.store, pc.tenant, ref)
-	if err != nil {
-		return nil, err
-	}
-	src, r := kernel.CheckAuthority(st, pc.principal, cp.ID, g.authorize(tc, pc.principal, cp) == nil)
-	pc.authority = src
-	if r != nil {
-		return r, nil
-	}
-	if r := cp.CompiledPolicy().Evaluate(args); r != nil {
-		return r, nil
-	}
-	if pc.runAmount, r = runAmount(cp, args); r != nil {
-		return r, nil
-	}
-	if cp.Pack() == nil {
-		return nil, nil
-	}
-	records := make([]*kernel.EvidenceRecord, 0, len(pc.p.EvidenceRefs))
-	for _, name := range pc.p.EvidenceRefs {
-		ref, err := evidenceRef(pc.tenant, name)
-		if err != nil {
-			return &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}, nil
-		}
-		st, err := g.load(ctx, ref)
-		if err != nil {
-			return nil, err
-		}
-		records = append(records, st.(*kernel.EvidenceRecord))
-	}
-	pack, pin, r, err := g.gatePack(ctx, pc.tenant, pc.p.RunID, cp)
-	if err != nil || r != nil {
-		return r, err
-	}
-	pc.pack = pin
-	agent, _ := tc.Agent(pc.principal)
-	run := kernel.RunContext{Tenant: pc.tenant, Principal: pc.principal, RunID: pc.p.RunID, DecisionKey: cp.DecisionKey,
-		DecisionTime: pc.now, AllowedSources: agent.EvidenceSources, Capabilities: []string{cp.ID}}
-	cc, r := kernel.CheckEvidenceContextWith(pack, run, records, g.runInputs(pc.tenant))
-	if cc != nil {
-		pc.context = cc
-		if b, err := json.Marshal(cc.Gate); err == nil {
-			pc.gate = b
-		}
-	}
-	return r, nil
 }
 
 // Operator verbs of authorization and evidence.
@@ -425,19 +329,19 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req w
 			return wire.Refused(wire.CodeContextInvalid, "%v", err)
 		}
 		m := ms[0]
-		var refs []aggregates.Ref
+		// One atomic batch over every ref the marker names: the marker
+		// (and later its resolution) is found through any of them.
+		var st kernel.MarkState
+		var d kernel.MarkDecision
+		var bind []aggregates.Binding
 		for _, name := range m.EvidenceRefs {
 			ref, err := evidenceRef(tenant, name)
 			if err != nil {
 				return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 			}
-			refs = append(refs, ref)
+			bind = append(bind, aggregates.BindKey(ref, &st.Records, &d.Records, name))
 		}
-		// One atomic batch over every ref the marker names: the marker
-		// (and later its resolution) is found through any of them.
-		var st kernel.MarkState
-		var d kernel.MarkDecision
-		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: aggregates.BindEach(refs, &st.Records, &d.Records),
+		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: bind,
 			Decide: func() *kernel.Refusal { d = kernel.DecideMark(st, operator, m); return d.Refusal }})
 		if err != nil {
 			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)

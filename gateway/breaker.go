@@ -37,9 +37,9 @@ func breakerRef(subject string) aggregates.Ref {
 	return aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.Breaker{} }}
 }
 
-// breakerRefusal is the refusal of a proposal while its capability's
-// breaker is open for the tenant, nil otherwise.
-func (g *Gateway) breakerRefusal(tenant, capabilityID string) *kernel.Refusal {
+// breakerState is capabilityID's breaker for the tenant as this replica
+// follows it; nil while closed or when its capability declares none.
+func (g *Gateway) breakerState(tenant, capabilityID string) *kernel.Breaker {
 	b := g.brk
 	if b == nil {
 		return nil
@@ -53,14 +53,13 @@ func (g *Gateway) breakerRefusal(tenant, capabilityID string) *kernel.Refusal {
 	if trip == nil {
 		return nil
 	}
-	return &kernel.Refusal{Code: wire.CodeBreakerOpen, Reason: fmt.Sprintf("the circuit breaker of %s tripped at %s after %d provider failures within %s (last: %s); an operator resets it with ctx breaker reset",
-		capabilityID, trip.LastFailure, trip.Failures, time.Duration(trip.WindowMillis)*time.Millisecond, trip.LastReason)}
+	return &kernel.Breaker{Open: true, Trip: trip}
 }
 
 // BreakerOpen reports whether capabilityID's circuit breaker is open for
-// tenant, as this replica has seen it.
+// the tenant.
 func (g *Gateway) BreakerOpen(tenant, capabilityID string) bool {
-	return g.breakerRefusal(tenant, capabilityID) != nil
+	return g.breakerState(tenant, capabilityID) != nil
 }
 
 func (b *breakers) set(tenant string, ev kernel.Event) {
@@ -183,7 +182,7 @@ func (g *Gateway) breakerStates() []breakerState {
 	for _, t := range g.cfg.Tenants {
 		for _, cp := range g.cfg.Capabilities {
 			if cp.Breaker.Threshold > 0 {
-				out = append(out, breakerState{tenant: t.ID, capability: cp.ID, open: g.breakerRefusal(t.ID, cp.ID) != nil})
+				out = append(out, breakerState{tenant: t.ID, capability: cp.ID, open: g.breakerState(t.ID, cp.ID) != nil})
 			}
 		}
 	}

@@ -53,6 +53,7 @@ type Gateway struct {
 
 	mu      sync.RWMutex
 	pins    map[string]pinned      // tenant/guarantee
+	man     *kernel.Manifest       // the configuration and pins as the kernel reads them; nil: build again (manifest)
 	lanes   map[string]*tenantLane // each tenant's lane (Serve), every door's
 	subs    []*nats.Subscription
 	conns   []*nats.Conn // the serving connections (Serve)

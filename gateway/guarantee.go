@@ -60,6 +60,7 @@ func (g *Gateway) PinAll(ctx context.Context) error {
 			p := st.(*kernel.Pin)
 			g.mu.Lock()
 			g.pins[t.ID+"/"+def.ID] = pinned{pin: p, refusal: r}
+			g.man = nil
 			g.mu.Unlock()
 			if r != nil {
 				g.log.Error("guarantee definition differs from its pin; proposals it covers will be refused", "tenant", t.ID, "guarantee", def.ID, "reason", r.Reason)
@@ -100,6 +101,7 @@ func (g *Gateway) rememberReplaced(ctx context.Context, tenant, csub string) err
 		p.replaced = ctl.Replaced(def.ID)
 		g.pins[k] = p
 	}
+	g.man = nil
 	return nil
 }
 

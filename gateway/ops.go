@@ -184,7 +184,7 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 	var d kernel.SettleDecision
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: tenant,
-		Bind:   append([]aggregates.Binding{aggregates.Bind(opRef, &st.Op, &d.Op)}, aggregates.BindEach(ledgerRefs(bs), &st.Ledgers, &d.Ledgers)...),
+		Bind:   append([]aggregates.Binding{aggregates.Bind(opRef, &st.Op, &d.Op)}, bindLedgers(bs, &st.Ledgers, &d.Ledgers)...),
 		Decide: func() *kernel.Refusal { d = kernel.DecideSettle(st, cmd); return d.Refusal },
 		Done:   func() { row.Status = st.Op.Status() },
 	})
@@ -201,21 +201,9 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 	return row
 }
 
-// reconcileGrace is how long an attempt is left to its executor: the
-// provider call may still be in flight, and a query then could report an
-// absence that is about to end.
-func (g *Gateway) ReconcileGrace(cp *config.CapabilityConfig) time.Duration {
-	switch {
-	case cp == nil:
-		return time.Second
-	case cp.Adapter == "http":
-		return 2*cp.HTTP.Timeout.Duration + time.Second
-	case cp.Adapter == "mcp":
-		// A tool call may run for its whole timeout on another replica.
-		return 2*cp.MCP.Timeout.Duration + time.Second
-	}
-	return time.Second
-}
+// ReconcileGrace is how long an attempt of cp is left to its executor
+// (config.CapabilityConfig.Grace).
+func (g *Gateway) ReconcileGrace(cp *config.CapabilityConfig) time.Duration { return cp.Grace() }
 
 func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req wire.OpRequest) wire.OpReply {
 	var targets []string
@@ -336,7 +324,7 @@ func (g *Gateway) release(ctx context.Context, tenant string, cmd kernel.Release
 	var d kernel.ReleaseDecision
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: tenant,
-		Bind:   append([]aggregates.Binding{aggregates.Bind(opRef, &st.Op, &d.Op)}, aggregates.BindEach(ledgerRefs(bs), &st.Ledgers, &d.Ledgers)...),
+		Bind:   append([]aggregates.Binding{aggregates.Bind(opRef, &st.Op, &d.Op)}, bindLedgers(bs, &st.Ledgers, &d.Ledgers)...),
 		Decide: func() *kernel.Refusal { d = kernel.DecideRelease(st, cmd); return d.Refusal },
 	})
 	if err != nil {

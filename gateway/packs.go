@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/config"
@@ -128,42 +127,36 @@ func (g *Gateway) loadPacks(ctx context.Context, tenant string) (*kernel.PackCat
 	return st.(*kernel.PackCatalog), nil
 }
 
-// gatePack is the pack a gated capability's evidence gate is compiled
-// under for a run: the version the run pinned when that version decides the
-// capability's decision, else the capability's configured pack. It returns
-// the pack and its reference; an error means a subject could not be read.
+// clipID shortens an agent-chosen id for a reason string.
+func clipID(s string) string {
+	for i := range s {
+		if i >= 64 {
+			return s[:i] + "..."
+		}
+	}
+	return s
+}
+
+// gatePack loads what kernel.ResolveGatePack reads for a run (the run and,
+// when it pins a version, the pack catalog) and resolves the pack a gated
+// capability's evidence gate is compiled under: the rule a proposal is
+// gated by. An error means a subject could not be read.
 func (g *Gateway) gatePack(ctx context.Context, tenant, runID string, cp *config.CapabilityConfig) (kernel.ContextPack, *kernel.PackRef, *kernel.Refusal, error) {
-	configured := *cp.Pack()
 	ref, err := RunRef(tenant, runID)
 	if err != nil {
-		return configured, nil, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}, nil
+		return *cp.Pack(), nil, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}, nil
 	}
 	st, err := g.load(ctx, ref)
 	if err != nil {
-		return configured, nil, nil, err
+		return *cp.Pack(), nil, nil, err
 	}
 	run := st.(*kernel.Run)
-	if run.Pack == nil {
-		d, err := kernel.PackDigest(configured)
-		if err != nil {
-			return configured, nil, nil, nil
-		}
-		return configured, &kernel.PackRef{PackID: configured.PackID, Version: configured.Version, Digest: d}, nil, nil
-	}
-	cat, err := g.loadPacks(ctx, tenant)
-	if err != nil {
-		return configured, nil, nil, err
-	}
-	v, ok := cat.Resolve(run.Pack.Digest)
-	if !ok {
-		return configured, nil, &kernel.Refusal{Code: wire.CodePackUnknown,
-			Reason: fmt.Sprintf("run %s pins pack %s, which the catalog does not hold", runID, run.Pack)}, nil
-	}
-	for _, dec := range v.Pack.Decisions {
-		if dec.DecisionKey == cp.DecisionKey {
-			return v.Pack, &v.PackRef, nil, nil
+	cat := &kernel.PackCatalog{}
+	if run.Pack != nil {
+		if cat, err = g.loadPacks(ctx, tenant); err != nil {
+			return *cp.Pack(), nil, nil, err
 		}
 	}
-	return configured, nil, &kernel.Refusal{Code: wire.CodeEvidenceInsufficient,
-		Reason: fmt.Sprintf("run %s pins pack %s, which has no decision %s for %s", runID, v.PackRef, cp.DecisionKey, cp.ID)}, nil
+	pack, pin, r := kernel.ResolveGatePack(cp.Kernel(), runID, run, cat)
+	return pack, pin, r, nil
 }

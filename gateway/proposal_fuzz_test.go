@@ -75,30 +75,30 @@ func FuzzBindAction(f *testing.F) {
 	cp := &config.CapabilityConfig{ID: "adp_payments.issue_refund", Version: "1"}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		p := wire.Proposal{RunID: "run_1", OperationKey: "k", CapabilityID: cp.ID, Arguments: raw}
-		act, r := bindAction("acme", "agent_email", p, cp)
+		act, r := kernel.BindAction("acme", "agent_email", kernel.Proposal(p), cp.Kernel())
 		if r != nil {
 			if r.Code != wire.CodeRequestMalformed {
 				t.Fatalf("refusal %+v", r)
 			}
 			return
 		}
-		if act.digest == "" || len(act.canon) == 0 {
-			t.Fatalf("accepted with digest %q and body %q", act.digest, act.canon)
+		if act.Digest == "" || len(act.Canonical) == 0 {
+			t.Fatalf("accepted with digest %q and body %q", act.Digest, act.Canonical)
 		}
-		twice, err := kernel.Canonical(act.canon)
-		if err != nil || string(twice) != string(act.canon) {
-			t.Fatalf("provider body %s is not canonical: %s %v", act.canon, twice, err)
+		twice, err := kernel.Canonical(act.Canonical)
+		if err != nil || string(twice) != string(act.Canonical) {
+			t.Fatalf("provider body %s is not canonical: %s %v", act.Canonical, twice, err)
 		}
 		q := p
-		q.Arguments = act.canon
-		again, r := bindAction("acme", "agent_email", q, cp)
-		if r != nil || again.digest != act.digest || string(again.canon) != string(act.canon) {
-			t.Fatalf("the provider body %s binds another action: %v %s vs %s", act.canon, r, again.digest, act.digest)
+		q.Arguments = act.Canonical
+		again, r := kernel.BindAction("acme", "agent_email", kernel.Proposal(q), cp.Kernel())
+		if r != nil || again.Digest != act.Digest || string(again.Canonical) != string(act.Canonical) {
+			t.Fatalf("the provider body %s binds another action: %v %s vs %s", act.Canonical, r, again.Digest, act.Digest)
 		}
-		res, amt, er := def.Extract(act.args)
-		res2, amt2, er2 := def.Extract(again.args)
+		res, amt, er := def.Extract(act.Args)
+		res2, amt2, er2 := def.Extract(again.Args)
 		if (er == nil) != (er2 == nil) || res != res2 || amt != amt2 {
-			t.Fatalf("ledger reads %q %d (%v) from the proposal, %q %d (%v) from the provider body %s", res, amt, er, res2, amt2, er2, act.canon)
+			t.Fatalf("ledger reads %q %d (%v) from the proposal, %q %d (%v) from the provider body %s", res, amt, er, res2, amt2, er2, act.Canonical)
 		}
 	})
 }

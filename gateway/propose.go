@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"go.opentelemetry.io/otel/trace"
+	"strings"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
@@ -34,172 +34,174 @@ func holdsOf(bs []bound) []kernel.Hold {
 	return out
 }
 
-func ledgerRefs(bs []bound) []aggregates.Ref {
-	out := make([]aggregates.Ref, len(bs))
+// bindLedgers binds the ledger of every one of bs, by the key of its hold,
+// into the state's and the decision's ledgers.
+func bindLedgers(bs []bound, states *map[kernel.LedgerKey]*kernel.Ledger, evs *map[kernel.LedgerKey][]kernel.Event) []aggregates.Binding {
+	out := make([]aggregates.Binding, len(bs))
 	for i, b := range bs {
-		out[i] = b.ref
+		out[i] = aggregates.BindKey(b.ref, states, evs, b.hold.Key())
 	}
 	return out
 }
 
-// clipID shortens an agent-chosen id for a reason string.
-func clipID(s string) string {
-	for i := range s {
-		if i >= 64 {
-			return s[:i] + "..."
-		}
+// manifest is the configuration and the guarantees' pins as the kernel
+// reads them, built again once a pin changes.
+func (g *Gateway) manifest() *kernel.Manifest {
+	g.mu.RLock()
+	m := g.man
+	g.mu.RUnlock()
+	if m != nil {
+		return m
 	}
-	return s
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.man == nil {
+		pins := map[string]map[string]kernel.PinnedGuarantee{}
+		for k, p := range g.pins {
+			tenant, id, _ := strings.Cut(k, "/")
+			if pins[tenant] == nil {
+				pins[tenant] = map[string]kernel.PinnedGuarantee{}
+			}
+			pins[tenant][id] = kernel.PinnedGuarantee{Pin: p.pin, Refusal: p.refusal, Replaced: p.replaced}
+		}
+		g.man = g.cfg.Manifest(pins)
+	}
+	return g.man
 }
 
 // Propose runs the dispatch sequence for one proposal of (tenant,
 // principal), identities the caller took from the authenticated subject.
+// Every check is the kernel's (kernel.PrepareProposal and Check, then
+// kernel.DecidePropose in the reserve transaction); the gateway loads what
+// they read, appends and dispatches.
 func (g *Gateway) Propose(ctx context.Context, tenant, principal string, body []byte) wire.Reply {
 	if r := g.spaceRefusal(); r != nil {
 		// Refused before anything is stored, as a full lane is.
 		g.overloaded.Add(1)
 		return wire.Reply{Status: wire.StatusRefused, Code: r.Code, Reason: r.Reason}
 	}
-	if len(body) > g.cfg.Runtime.MaxProposalBytes {
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed,
-			Reason: fmt.Sprintf("proposal of %d bytes exceeds %d", len(body), g.cfg.Runtime.MaxProposalBytes)})
+	in := kernel.ProposeInput{Manifest: g.manifest(), Tenant: tenant, Principal: principal, Body: body, Now: g.clock.Now(), Executor: g.executor}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		in.TraceID = sc.TraceID().String()
 	}
-	p, r := ParseProposal(body)
+	prep := kernel.PrepareProposal(in)
+	p := wire.Proposal(prep.Proposal())
 	g.tel.decoded(ctx, p.CapabilityID)
-	if r != nil {
+	if r := prep.Unbound(); r != nil {
 		return g.refuseUnbound(ctx, tenant, principal, body, r)
 	}
-	tc, ok := g.cfg.Tenant(tenant)
-	if !ok {
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeAuthorityDenied, Reason: "unknown tenant"})
-	}
-	if _, ok := g.cfg.Capability(p.CapabilityID); !ok {
-		// Refused before any operation is opened: the refusal is sampled
-		// like a malformed proposal's, so unsurfaced names cannot grow the
-		// store one operation each.
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeCapabilityNotSurfaced,
-			Reason: fmt.Sprintf("capability %q is not in the pinned manifest", clipID(p.CapabilityID))})
-	}
+	tc, _ := g.cfg.Tenant(tenant)
+	cp, _ := g.cfg.Capability(p.CapabilityID)
 	opRef, err := aggregates.OperationRef(tenant, p.RunID, p.OperationKey)
 	if err != nil {
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()})
+		return g.refuseUnbound(ctx, tenant, principal, body, kernel.RefuseMalformed(err))
 	}
 	rref, err := RunRef(tenant, p.RunID)
 	if err != nil {
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()})
+		return g.refuseUnbound(ctx, tenant, principal, body, kernel.RefuseMalformed(err))
 	}
 	csub, err := codec.Subject(tenant, "control")
 	if err != nil {
-		return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()})
+		return g.refuseUnbound(ctx, tenant, principal, body, kernel.RefuseMalformed(err))
 	}
-	pc := &proposalCtx{g: g, tenant: tenant, principal: principal, p: p, opRef: opRef, runRef: rref, controlRef: controlRef(csub), tc: tc, now: g.clock.Now()}
+	pc := &proposalCtx{g: g, tenant: tenant, principal: principal, p: p, cp: cp, opRef: opRef, runRef: rref, controlRef: controlRef(csub), tc: tc, now: in.Now}
 	if p.ApprovalID != "" {
 		ref, err := ApprovalRef(tenant, p.ApprovalID)
 		if err != nil {
-			return g.refuseUnbound(ctx, tenant, principal, body, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()})
+			return g.refuseUnbound(ctx, tenant, principal, body, kernel.RefuseMalformed(err))
 		}
 		pc.approvalRef = &ref
 	}
-	cp, surfaced := g.cfg.Capability(p.CapabilityID)
-	pc.cp = cp
-	act, argRefusal := bindAction(tenant, principal, p, cp, g.cfg.AmountPointers(p.CapabilityID)...)
-	args := act.args
-	pc.args, pc.digest = act.canon, act.digest
-	if argRefusal != nil {
-		sum := sha256.Sum256(body)
-		pc.args, pc.digest = json.RawMessage(p.Arguments), "body:"+hex.EncodeToString(sum[:])
+	// The fresh reads of the checks that need no ledger; the kernel applies
+	// them in the order of DESIGN section 1 (the kill switch is read in the
+	// reserve decision itself, so a replica that missed its change cannot
+	// dispatch). Each refusal is recorded on the operation, so the same key
+	// returns it.
+	st, err := g.proposalReads(ctx, tc, principal, p, cp)
+	if err != nil {
+		return pc.unknownReply(err)
 	}
-
-	// Checks that need no ledger, in the order of DESIGN section 1 (the
-	// kill switch is read in the reserve decision itself, so a replica that
-	// missed its change cannot dispatch). Each refusal is recorded on the
-	// operation, so the same key returns it.
-	var refusal *kernel.Refusal
-	switch {
-	case g.breakerRefusal(tenant, p.CapabilityID) != nil:
-		refusal = g.breakerRefusal(tenant, p.CapabilityID)
-	case !surfaced:
-		refusal = &kernel.Refusal{Code: wire.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %s is not in the pinned manifest", p.CapabilityID)}
-	case argRefusal != nil:
-		refusal = argRefusal
-	default:
-		// Authority, policy and evidence, from fresh reads; approval and
-		// the run budget are decided in the reserve transaction below.
-		refusal, err = pc.checkControls(ctx, tc, args)
+	c := prep.Check(st)
+	pc.args, pc.digest, pc.controls, pc.runAmount, pc.pack = c.Arguments, c.Digest, c.Controls, c.RunAmount, c.Pack
+	pc.gate, pc.approval = c.Controls.EvidenceGate, c.Approval
+	refusal := c.Refusal
+	for _, h := range c.Holds {
+		ref, err := aggregates.ExposureWindowRef(tenant, h.GuaranteeID, h.Resource, h.Window)
 		if err != nil {
-			return pc.unknownReply(err)
+			refusal = kernel.RefuseResource(err)
+			break
 		}
-	}
-	if refusal == nil {
-		for _, def := range g.cfg.GuaranteesFor(p.CapabilityID) {
-			pin, pr := g.pinOf(tenant, def.ID)
-			if pr != nil {
-				refusal = pr
-				break
-			}
-			res, amt, er := def.Extract(args)
-			if er != nil {
-				refusal = er
-				break
-			}
-			hold := pin.PinnedHold(res, amt)
-			if pin.Definition.Calendar() {
-				hold.Window = pin.Definition.WindowAt(g.cfg.Zone(pin.Definition.TimeZone), pc.now).Key
-			}
-			ref, err := aggregates.ExposureWindowRef(tenant, def.ID, res, hold.Window)
+		b := bound{hold: h, ref: ref}
+		for _, k := range c.Replaced[kernel.LedgerKey{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Window: h.Window}] {
+			ref, err := aggregates.ExposureWindowRef(tenant, k.GuaranteeID, k.Resource, k.Window)
 			if err != nil {
-				refusal = &kernel.Refusal{Code: wire.CodeResourceInvalid, Reason: err.Error()}
+				refusal = kernel.RefuseResource(err)
 				break
 			}
-			carries, err := g.carriesOf(tenant, hold)
-			if err != nil {
-				refusal = &kernel.Refusal{Code: wire.CodeResourceInvalid, Reason: err.Error()}
-				break
-			}
-			pc.bound = append(pc.bound, bound{hold: hold, ref: ref, carries: carries})
+			b.carries = append(b.carries, carry{key: k, ref: ref})
 		}
+		if refusal != nil {
+			break
+		}
+		pc.bound = append(pc.bound, b)
 	}
 	return pc.run(ctx, refusal)
 }
 
-// action is a proposal's tool call as it is bound: its decoded arguments,
-// their canonical bytes (exactly what the provider receives) and the digest
-// of the binding over those bytes.
-type action struct {
-	args   map[string]any
-	canon  json.RawMessage
-	digest string
+// proposalReads reads what the checks of a proposal read fresh: the
+// principal's authority (when it is an agent), the capability's breaker as
+// this replica follows it, and for a gated capability the evidence the
+// proposal names, its run and the tenant's pack catalog. An error means a
+// subject could not be read.
+func (g *Gateway) proposalReads(ctx context.Context, tc *config.TenantConfig, principal string, p wire.Proposal, cp *config.CapabilityConfig) (kernel.ProposeState, error) {
+	st := kernel.ProposeState{Breaker: g.breakerState(tc.ID, cp.ID)}
+	if _, ok := tc.Agent(principal); ok {
+		ref, err := authorityRef(tc.ID)
+		if err != nil {
+			return st, err
+		}
+		if st.Authority, err = g.auths.read(ctx, g.store, tc.ID, ref); err != nil {
+			return st, err
+		}
+	}
+	if cp.Pack() == nil {
+		return st, nil
+	}
+	st.Evidence = map[string]*kernel.EvidenceRecord{}
+	for _, name := range p.EvidenceRefs {
+		ref, err := evidenceRef(tc.ID, name)
+		if err != nil {
+			return st, err
+		}
+		es, err := g.load(ctx, ref)
+		if err != nil {
+			return st, err
+		}
+		st.Evidence[name] = es.(*kernel.EvidenceRecord)
+	}
+	ref, err := RunRef(tc.ID, p.RunID)
+	if err != nil {
+		return st, err
+	}
+	rs, err := g.load(ctx, ref)
+	if err != nil {
+		return st, err
+	}
+	st.Run = rs.(*kernel.Run)
+	st.Packs = &kernel.PackCatalog{}
+	if st.Run.Pack != nil {
+		if st.Packs, err = g.loadPacks(ctx, tc.ID); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
 }
 
 // ActionDigest is the digest of the action p binds for principal of tenant
 // (what an approval names and a reply reports), or why p is refused.
 func ActionDigest(tenant, principal string, p wire.Proposal, cp *config.CapabilityConfig) (string, *kernel.Refusal) {
-	act, r := bindAction(tenant, principal, p, cp)
-	return act.digest, r
-}
-
-// bindAction decodes a proposal's arguments strictly and binds them. Any
-// failure refuses the proposal (request_malformed): a digest is never left
-// empty nor made over other bytes than the provider's.
-func bindAction(tenant, principal string, p wire.Proposal, cp *config.CapabilityConfig, amountPointers ...kernel.Pointer) (action, *kernel.Refusal) {
-	args, r := kernel.DecodeArguments(p.Arguments, amountPointers...)
-	if r != nil {
-		return action{}, r
-	}
-	canon, err := kernel.Canonical(json.RawMessage(p.Arguments))
-	if err != nil {
-		return action{}, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: "arguments cannot be canonicalized: " + err.Error()}
-	}
-	binding := kernel.ActionBinding{Tenant: tenant, Principal: principal, RunID: p.RunID, CapabilityID: p.CapabilityID,
-		Arguments: canon, EvidenceRefs: p.EvidenceRefs}
-	if cp != nil {
-		binding.CapabilityVersion, binding.PolicyDigest = cp.Version, cp.CompiledPolicy().Digest()
-	}
-	digest, err := kernel.ActionDigest(binding)
-	if err != nil {
-		return action{}, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: "the action cannot be digested: " + err.Error()}
-	}
-	return action{args: args, canon: canon, digest: digest}, nil
+	act, r := kernel.BindAction(tenant, principal, kernel.Proposal(p), cp.Kernel())
+	return act.Digest, r
 }
 
 // proposalCtx carries one proposal through the sequence.
@@ -220,25 +222,11 @@ type proposalCtx struct {
 	runRef      aggregates.Ref
 	controlRef  aggregates.Ref
 	approvalRef *aggregates.Ref
-	authority   string                  // the source of the principal's authority
-	runAmount   int64                   // what the proposal consumes from its run
-	gate        json.RawMessage         // the evidence gate, for gated capabilities
-	controls    kernel.Controls         // as the reserve decision recorded them
-	context     *kernel.CompiledContext // the evidence gate's compiled context, for gated capabilities
-	traceID     string                  // the trace id of the proposal's span, if one is active
-	pack        *kernel.PackRef         // the pack version the gate was compiled under
-}
-
-// baseControls are the controls of the proposal as the gateway knows them;
-// the kernel adds the run budget, the guarantees and the generation.
-func (pc *proposalCtx) baseControls() kernel.Controls {
-	c := kernel.Controls{Authority: pc.authority, ApprovalID: pc.p.ApprovalID, Executor: pc.g.executor, EvidenceGate: pc.gate,
-		Trace: kernel.TraceOf(kernel.TraceInput{Context: pc.context, EvidenceRefs: pc.p.EvidenceRefs, Arguments: pc.args,
-			ManifestDigest: pc.g.cfg.Digest, TraceID: pc.traceID})}
-	if pc.cp != nil {
-		c.CapabilityVersion, c.Risk, c.PolicyDigest = pc.cp.Version, pc.cp.Risk, pc.cp.CompiledPolicy().Digest()
-	}
-	return c
+	runAmount   int64           // what the proposal consumes from its run
+	gate        json.RawMessage // the evidence gate, for gated capabilities
+	controls    kernel.Controls // the checks' controls; once reserved, as the reserve decision recorded them
+	approval    bool            // the capability requires an approval
+	pack        *kernel.PackRef // the pack version the gate was compiled under
 }
 
 func rowsOf(holds []kernel.GuaranteeHold) []wire.GuaranteeRow {
@@ -258,9 +246,6 @@ func rowsOf(holds []kernel.GuaranteeHold) []wire.GuaranteeRow {
 // unstarted (docs/decisions.md).
 func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply {
 	g := pc.g
-	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
-		pc.traceID = sc.TraceID().String()
-	}
 	attemptID := g.ids.New()
 	g.inflight.add(attemptID)
 	defer g.inflight.done(attemptID)
@@ -268,16 +253,13 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply 
 		Opened: kernel.OperationOpened{OperationID: g.ids.New(), Principal: pc.principal, RunID: pc.p.RunID,
 			OperationKey: pc.p.OperationKey, CapabilityID: pc.p.CapabilityID, ActionDigest: pc.digest, Executor: g.executor},
 		AttemptID: attemptID, Holds: holdsOf(pc.bound), Refusal: pre, ApprovalID: pc.p.ApprovalID, Now: pc.now,
-		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.AllowsUnadmitted(), Controls: pc.baseControls(), Arguments: pc.args, Pack: pc.pack,
-	}
-	if pc.cp != nil {
-		cmd.ApprovalRequired, cmd.Risk = approvalRequired(pc.cp), pc.cp.Risk
-		cmd.SameActionFence = pc.cp.SameActionFenced()
+		RunAmount: pc.runAmount, AllowUnadmitted: pc.tc.AllowsUnadmitted(), Controls: pc.controls, Arguments: pc.args, Pack: pc.pack,
+		ApprovalRequired: pc.approval, Risk: pc.cp.Risk, SameActionFence: pc.cp.SameActionFenced(),
 	}
 	var st kernel.ProposalState
 	var d kernel.ProposalDecision
 	bind := []aggregates.Binding{aggregates.Bind(pc.opRef, &st.Op, &d.Op)}
-	bind = append(bind, aggregates.BindEach(ledgerRefs(pc.bound), &st.Ledgers, &d.Ledgers)...)
+	bind = append(bind, bindLedgers(pc.bound, &st.Ledgers, &d.Ledgers)...)
 	bind = append(bind, aggregates.Bind(pc.runRef, &st.Run, &d.Run))
 	if pc.approvalRef != nil {
 		bind = append(bind, aggregates.Bind(*pc.approvalRef, &st.Approval, &d.Approval))
@@ -344,12 +326,11 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply 
 		// The key of the run is another principal's: this principal's
 		// operation with it is on the principal's own subject of the key.
 		if pc.scoped {
-			return g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, &kernel.Refusal{Code: wire.CodeOperationConflict,
-				Reason: fmt.Sprintf("operation key %q of run %q is held by another principal", clipID(pc.p.OperationKey), clipID(pc.p.RunID))})
+			return g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, kernel.KeyHeldByAnother(pc.p.RunID, pc.p.OperationKey))
 		}
 		ref, err := aggregates.ScopedOperationRef(pc.tenant, pc.p.RunID, pc.p.OperationKey, pc.principal)
 		if err != nil {
-			return g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()})
+			return g.refuseUnbound(ctx, pc.tenant, pc.principal, pc.args, kernel.RefuseMalformed(err))
 		}
 		pc.opRef, pc.scoped = ref, true
 		return pc.run(ctx, pre)
@@ -362,8 +343,15 @@ func (pc *proposalCtx) run(ctx context.Context, pre *kernel.Refusal) wire.Reply 
 		return reply
 	}
 	pc.controls = d.Controls
-	for i := range d.Holds {
-		pc.bound[i].hold = d.Holds[i] // settle reports under the version the reservation was decided on
+	// Settle reports under the version the reservation was decided on.
+	held := make(map[kernel.LedgerKey]kernel.Hold, len(d.Holds))
+	for _, h := range d.Holds {
+		held[h.Key()] = h
+	}
+	for i, b := range pc.bound {
+		if h, ok := held[b.hold.Key()]; ok {
+			pc.bound[i].hold = h
+		}
 	}
 	reply = pc.dispatch(ctx, attemptID, generation)
 	reply.Gate = pc.gate
@@ -383,8 +371,27 @@ func statusReply(op *kernel.Operation, holds []kernel.GuaranteeHold) wire.Reply 
 	return r
 }
 
+// unknownReply answers a proposal whose decision the engine could not make
+// or store. The store not answering leaves the outcome unknown (resend); a
+// stored event the kernel refuses is no outage, and resending cannot help.
 func (pc *proposalCtx) unknownReply(err error) wire.Reply {
-	return wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable, ActionDigest: pc.digest,
+	return engineErrorReply(err, pc.digest, false)
+}
+
+// engineErrorReply is the reply to an engine error of a proposal's
+// decision (dispatched: of its settlement, after the provider was called).
+func engineErrorReply(err error, digest string, dispatched bool) wire.Reply {
+	if aggregates.CodeOf(err) == wire.CodeStoredEventRefused {
+		// Nothing was appended by this call. Before the dispatch that is a
+		// refusal; after it, the provider's outcome is not recorded.
+		status := wire.StatusRefused
+		if dispatched {
+			status = wire.StatusUnknown
+		}
+		return wire.Reply{Status: status, Code: wire.CodeStoredEventRefused, ActionDigest: digest,
+			Reason: "a stored event of this proposal's state is refused by the kernel; nothing is decided on that state until an operator looks: " + err.Error()}
+	}
+	return wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable, ActionDigest: digest,
 		Reason: "the ledger could not be reached; resend the same proposal to learn its outcome: " + err.Error()}
 }
 
@@ -394,8 +401,18 @@ func (pc *proposalCtx) dispatch(ctx context.Context, attemptID string, generatio
 	g := pc.g
 	g.hooks.afterDispatchStart(attemptID)
 	obs := g.adapter(pc.cp).Dispatch(ctx, attemptID, pc.args)
+	if obs.Failure != "" || obs.Outcome == kernel.OutcomeUnknown {
+		// Counted here, in the request path, so a breaker trips whether or
+		// not the gateway is instrumented.
+		g.breakerFailure(ctx, pc.tenant, pc.p.CapabilityID, obs)
+	}
 	g.hooks.afterProviderCall(attemptID)
-	return pc.settle(ctx, attemptID, generation, obs)
+	reply := pc.settle(ctx, attemptID, generation, obs)
+	if obs.Failure != "" && reply.Reason == "" && (reply.Status == wire.StatusUnknown || reply.Status == wire.StatusPending) {
+		// Why the outcome is open: the provider's failure, not silence.
+		reply.Reason = obs.Ref
+	}
+	return reply
 }
 
 // settle records the provider's report on the operation and every ledger.
@@ -411,12 +428,12 @@ func (pc *proposalCtx) settle(ctx context.Context, attemptID string, generation 
 	defer g.tel.stage(ctx, stageSettle)()
 	res, err := g.engine.Do(ctx, aggregates.Tx{
 		Tenant: pc.tenant,
-		Bind:   append([]aggregates.Binding{aggregates.Bind(pc.opRef, &st.Op, &d.Op)}, aggregates.BindEach(ledgerRefs(pc.bound), &st.Ledgers, &d.Ledgers)...),
+		Bind:   append([]aggregates.Binding{aggregates.Bind(pc.opRef, &st.Op, &d.Op)}, bindLedgers(pc.bound, &st.Ledgers, &d.Ledgers)...),
 		Decide: func() *kernel.Refusal { d = kernel.DecideSettle(st, cmd); return d.Refusal },
 		Done:   func() { reply = statusReply(st.Op, kernel.HoldsOf(cmd.Holds, st.Ledgers)) },
 	})
 	if err != nil {
-		return pc.unknownReply(err)
+		return engineErrorReply(err, pc.digest, true)
 	}
 	if res.Refusal != nil {
 		reply.Code, reply.Reason = res.Refusal.Code, res.Refusal.Reason

@@ -207,9 +207,6 @@ func (g *Gateway) ProposeObserved(ctx context.Context, tenant, principal string,
 	n.tenant = tenant
 	reply := g.Propose(ctx, tenant, principal, body)
 	d := time.Since(n.start)
-	if obs, ok := n.failure(reply.AttemptID); ok && reply.Reason == "" && (reply.Status == wire.StatusUnknown || reply.Status == wire.StatusPending) {
-		reply.Reason = obs.Ref
-	}
 	n.mu.Lock()
 	capID := n.capability
 	n.mu.Unlock()
@@ -362,9 +359,6 @@ type observedAdapter struct {
 	a     Adapter
 	capID string
 	t     *telemetry
-	// failed, when set, is told of every dispatch of a proposal that left
-	// its outcome unknown (the circuit breakers).
-	failed func(ctx context.Context, tenant, capabilityID string, obs Observation)
 }
 
 func (o observedAdapter) Dispatch(ctx context.Context, attemptID string, args json.RawMessage) Observation {
@@ -384,9 +378,6 @@ func (o observedAdapter) call(ctx context.Context, call, attemptID string, fn fu
 	o.t.m.stages.WithLabelValues(string(stageProvider)).Observe(d.Seconds())
 	o.t.m.providerCalls.WithLabelValues(o.capID, call, string(obs.Outcome)).Inc()
 	span.SetAttributes(attribute.String("outcome", string(obs.Outcome)))
-	if n := noteOf(ctx); n != nil && n.tenant != "" && call == "dispatch" && o.failed != nil && (obs.Failure != "" || obs.Outcome == kernel.OutcomeUnknown) {
-		defer o.failed(ctx, n.tenant, o.capID, obs)
-	}
 	if obs.Failure == "" {
 		return obs
 	}
@@ -403,7 +394,7 @@ func (o observedAdapter) call(ctx context.Context, call, attemptID string, fn fu
 func (g *Gateway) instrument(t *telemetry) {
 	g.tel = t
 	for id, a := range g.adapters {
-		g.adapters[id] = observedAdapter{a: a, capID: id, t: t, failed: g.breakerFailure}
+		g.adapters[id] = observedAdapter{a: a, capID: id, t: t}
 	}
 	g.engine.Store = meteredStore{Store: g.engine.Store, t: t}
 	eng := g.engine

@@ -141,7 +141,7 @@ func settled(op *Operation, ledgers, after map[LedgerKey]*Ledger, in SettleInput
 	if after == nil {
 		after = previewLedgers(ledgers, eff)
 	}
-	eff.Reply = statusOf(op.after(eff.Append[in.Operation]), holdsOf(in.Holds, after))
+	eff.Reply = statusOf(op.after(eff.Append[in.Operation]), HoldsOf(in.Holds, after))
 	if eff.Refusal != nil {
 		eff.Reply.Code, eff.Reply.Reason = eff.Refusal.Code, eff.Refusal.Reason
 	}

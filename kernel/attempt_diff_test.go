@@ -59,10 +59,10 @@ func TestAttemptStepsEqualDecisions(t *testing.T) {
 		if r.Intn(5) == 0 {
 			_ = op.Apply(OperationClaimed{Executor: "replica-b", Generation: 2})
 		}
-		positional := func() []*Ledger {
-			out := make([]*Ledger, len(holds))
-			for i, h := range holds {
-				out[i] = ledgers[h.ledgerKey()]
+		held := func() map[LedgerKey]*Ledger {
+			out := map[LedgerKey]*Ledger{}
+			for _, h := range holds {
+				out[h.Key()] = ledgers[h.ledgerKey()]
 			}
 			return out
 		}
@@ -73,16 +73,16 @@ func TestAttemptStepsEqualDecisions(t *testing.T) {
 		if r.Intn(3) == 0 {
 			in.Claimant, in.Source = "replica-b/reconciler", "reconciler"
 		}
-		want := DecideSettle(SettleState{Op: op, Ledgers: positional()}, Settle{AttemptID: in.AttemptID, Outcome: in.Outcome, Source: in.Source, Ref: in.Ref,
+		want := DecideSettle(SettleState{Op: op, Ledgers: held()}, Settle{AttemptID: in.AttemptID, Outcome: in.Outcome, Source: in.Source, Ref: in.Ref,
 			Generation: in.Generation, Claimant: in.Claimant, Holds: holds, Now: now, Controls: in.Controls})
 		got := SettleStep(AttemptState{Op: op, Ledgers: ledgers}, in)
 		wantApp := map[Key][]Event{}
 		if len(want.Op) > 0 {
 			wantApp[opKey] = want.Op
 		}
-		for i, h := range holds {
-			if i < len(want.Ledgers) && len(want.Ledgers[i]) > 0 {
-				wantApp[h.ledgerKey().Key()] = want.Ledgers[i]
+		for _, h := range holds {
+			if len(want.Ledgers[h.Key()]) > 0 {
+				wantApp[h.ledgerKey().Key()] = want.Ledgers[h.Key()]
 			}
 		}
 		if !reflect.DeepEqual(want.Refusal, got.Refusal) || !sameAppends(wantApp, got.Append) {
@@ -90,14 +90,13 @@ func TestAttemptStepsEqualDecisions(t *testing.T) {
 		}
 		// The reply as the gateway made it: the states once folded.
 		after := op.after(want.Op)
-		lat := positional()
-		for i := range lat {
-			lat[i] = lat[i].Clone()
-			if i < len(want.Ledgers) {
-				for _, ev := range want.Ledgers[i] {
-					_ = lat[i].Apply(ev)
-				}
+		lat := held()
+		for k, l := range lat {
+			l = orNew(l).Clone()
+			for _, ev := range want.Ledgers[k] {
+				_ = l.Apply(ev)
 			}
+			lat[k] = l
 		}
 		reply := statusOf(after, HoldsOf(holds, lat))
 		if want.Refusal != nil {
@@ -118,16 +117,16 @@ func TestAttemptStepsEqualDecisions(t *testing.T) {
 		if r.Intn(2) == 0 {
 			rin.ArtifactRef = "statement-1"
 		}
-		rwant := DecideRelease(ReleaseState{Op: op, Ledgers: positional()}, Release{AttemptID: rin.AttemptID, Executor: rin.Executor, Operator: rin.Operator,
+		rwant := DecideRelease(ReleaseState{Op: op, Ledgers: held()}, Release{AttemptID: rin.AttemptID, Executor: rin.Executor, Operator: rin.Operator,
 			Reason: rin.Reason, ArtifactRef: rin.ArtifactRef})
 		rgot := ReleaseStep(AttemptState{Op: op, Ledgers: ledgers}, rin)
 		rApp := map[Key][]Event{}
 		if len(rwant.Op) > 0 {
 			rApp[opKey] = rwant.Op
 		}
-		for i, h := range holds {
-			if i < len(rwant.Ledgers) && len(rwant.Ledgers[i]) > 0 {
-				rApp[h.ledgerKey().Key()] = rwant.Ledgers[i]
+		for _, h := range holds {
+			if len(rwant.Ledgers[h.Key()]) > 0 {
+				rApp[h.ledgerKey().Key()] = rwant.Ledgers[h.Key()]
 			}
 		}
 		if !reflect.DeepEqual(rwant.Refusal, rgot.Refusal) || !sameAppends(rApp, rgot.Append) {

@@ -31,6 +31,13 @@
 //	}
 //	reply(eff.Reply)                  // after the append; Unbound and Incidents after it
 //
+// A runtime that decides the reserve in its own transaction (DecidePropose)
+// takes every check that reads no ledger from the same code:
+// PrepareProposal (bound, parse, tenant, capability, BindAction) and its
+// Check over the fresh reads (breaker, authority, policy, run amount, the
+// evidence gate under the run's pinned pack, the pins and windows), in
+// ProposeStep's order.
+//
 // Effects documents the order the runtime keeps. The steps below the
 // governed ones (DecideExposure over one ledger, DecideOpen, DecideApproval,
 // DecideConsume, DecideRedefine, DecideKillSwitch...) are the rules the

@@ -33,7 +33,7 @@ type Hold struct {
 // ProposalState is what the reserve decision reads.
 type ProposalState struct {
 	Op       *Operation
-	Ledgers  []*Ledger // one per Propose.Holds, in their order
+	Ledgers  map[LedgerKey]*Ledger // the ledger of every one of Propose.Holds, by its key (Hold.Key)
 	Run      *Run
 	Approval *Approval // nil when the proposal names no approval
 	Control  *Control  // the tenant's control subject (kill switch, enforcement domain); nil reads as released and empty
@@ -52,7 +52,7 @@ type ProposalState struct {
 type Propose struct {
 	Opened    OperationOpened // the operation the proposal opens
 	AttemptID string          // the attempt it reserves and starts
-	Holds     []Hold          // the guarantees it binds, in the order of ProposalState.Ledgers
+	Holds     []Hold          // the guarantees it binds, in configuration order
 	// Refusal is what the checks that need no ledger decided (capability
 	// not surfaced, arguments, authority, policy, evidence, a failed pin):
 	// it is recorded on the operation, so the same key returns it.
@@ -90,7 +90,7 @@ type Propose struct {
 type ProposalDecision struct {
 	Holds    []Hold // the holds as the latest versions of their guarantees bind them
 	Op       []Event
-	Ledgers  [][]Event // per ProposalState.Ledgers
+	Ledgers  map[LedgerKey][]Event // by the key of their ledger
 	Run      []Event
 	Approval []Event
 	// Existing is the same proposal again: nothing is appended, the reply
@@ -135,7 +135,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	case OpenScoped:
 		return ProposalDecision{Scoped: true}
 	}
-	d := ProposalDecision{Op: open.Events, Ledgers: make([][]Event, len(s.Ledgers))}
+	d := ProposalDecision{Op: open.Events, Ledgers: map[LedgerKey][]Event{}}
 	runBudget := s.Run.Describe()
 	refusal := c.Refusal
 	if r := CheckControl(s.Control, Guarded{CapabilityID: c.Opened.CapabilityID, RunID: c.Opened.RunID, Holds: c.Holds,
@@ -187,15 +187,15 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 		action, refusal = sameAction(c.Opened.CapabilityID, c.Arguments)
 	}
 	if refusal == nil {
-		for i, h := range c.Holds {
-			rd := DecideExposure(s.Ledgers[i], ReserveStarted{Reserve: Reserve{GuaranteeID: h.GuaranteeID, Resource: h.Resource,
+		for _, h := range c.Holds {
+			rd := DecideExposure(orNew(s.Ledgers[h.Key()]), ReserveStarted{Reserve: Reserve{GuaranteeID: h.GuaranteeID, Resource: h.Resource,
 				AttemptID: c.AttemptID, OperationID: c.Opened.OperationID, Amount: h.Amount, Limit: h.Limit, DefinitionDigest: h.DefinitionDigest,
 				Observe: h.Observe, Window: h.Window, Rolling: h.Rolling, Now: c.Now, Carried: h.Carried, Action: action}})
 			if rd.Refusal != nil {
 				refusal = rd.Refusal
 				break
 			}
-			d.Ledgers[i] = rd.Events
+			d.Ledgers[h.Key()] = rd.Events
 		}
 	}
 	d.Controls = c.Controls
@@ -209,8 +209,7 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 		if refusal.Code == wire.CodeApprovalRequired {
 			refused.Arguments = c.Arguments
 		}
-		return ProposalDecision{Op: append(d.Op, refused, rec), Holds: d.Holds,
-			Ledgers: make([][]Event, len(s.Ledgers)), Controls: d.Controls, Refusal: refusal}
+		return ProposalDecision{Op: append(d.Op, refused, rec), Holds: d.Holds, Controls: d.Controls, Refusal: refusal}
 	}
 	hr := make([]HoldRef, len(c.Holds))
 	for i, h := range c.Holds {
@@ -224,24 +223,14 @@ func DecidePropose(s ProposalState, c Propose) ProposalDecision {
 	return d
 }
 
-// HoldsOf describes holds with the balances of their ledgers; a ledger that
-// holds nothing yet shows the guarantee's whole limit available.
-func HoldsOf(holds []Hold, ledgers []*Ledger) []GuaranteeHold {
-	var out []GuaranteeHold
-	for i, h := range holds {
-		bal := ledgers[i].BalanceUnder(h.Limit)
-		bal.Carried = h.Carried
-		bal.Available -= h.Carried
-		out = append(out, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount, Balance: bal})
-	}
-	return out
-}
+// Key is the key of the hold's ledger.
+func (h Hold) Key() LedgerKey { return h.ledgerKey() }
 
 // SettleState is what a settlement reads: the operation and the ledger of
 // every guarantee its attempt holds on.
 type SettleState struct {
 	Op      *Operation
-	Ledgers []*Ledger // one per Settle.Holds, in their order
+	Ledgers map[LedgerKey]*Ledger // the ledger of every one of Settle.Holds, by its key (Hold.Key)
 }
 
 // Settle records a report on an attempt.
@@ -266,7 +255,7 @@ type Settle struct {
 // SettleDecision is DecideSettle's result.
 type SettleDecision struct {
 	Op      []Event
-	Ledgers [][]Event // per SettleState.Ledgers
+	Ledgers map[LedgerKey][]Event // by the key of their ledger
 	Refusal *Refusal
 }
 
@@ -288,11 +277,11 @@ func DecideSettle(s SettleState, c Settle) SettleDecision {
 	} else if r := CheckFence(s.Op, gen); r != nil {
 		return SettleDecision{Refusal: r}
 	}
-	d := SettleDecision{Ledgers: make([][]Event, len(s.Ledgers))}
+	d := SettleDecision{Ledgers: map[LedgerKey][]Event{}}
 	n := 0
-	for i, l := range s.Ledgers {
-		ld := DecideExposure(l, Observe{AttemptID: c.AttemptID, Outcome: c.Outcome, Source: c.Source, Ref: c.Ref, Now: c.Now})
-		d.Ledgers[i] = ld.Events
+	for _, h := range c.Holds {
+		ld := DecideExposure(orNew(s.Ledgers[h.Key()]), Observe{AttemptID: c.AttemptID, Outcome: c.Outcome, Source: c.Source, Ref: c.Ref, Now: c.Now})
+		d.Ledgers[h.Key()] = ld.Events
 		n += len(ld.Events)
 		if ld.Refusal != nil && d.Refusal == nil {
 			d.Refusal = ld.Refusal
@@ -314,10 +303,10 @@ func DecideSettle(s SettleState, c Settle) SettleDecision {
 	if d.Refusal != nil {
 		return d // incidents only; the operation is unchanged
 	}
-	if n == 0 && len(s.Ledgers) > 0 {
+	if n == 0 && len(c.Holds) > 0 {
 		return SettleDecision{} // the same report again
 	}
-	if a, ok := s.Op.Current(); ok && a.AttemptID == c.AttemptID && a.Outcome == c.Outcome && len(s.Ledgers) == 0 {
+	if a, ok := s.Op.Current(); ok && a.AttemptID == c.AttemptID && a.Outcome == c.Outcome && len(c.Holds) == 0 {
 		return SettleDecision{}
 	}
 	holds := make([]GuaranteeHold, len(c.Holds))
@@ -325,7 +314,7 @@ func DecideSettle(s SettleState, c Settle) SettleDecision {
 		// Balances after this report: the ledger as it will be once its
 		// events apply, folded on a copy.
 		holds[i] = GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount,
-			Balance: previewBalance(s.Ledgers[i], d.Ledgers[i])}
+			Balance: previewBalance(orNew(s.Ledgers[h.Key()]), d.Ledgers[h.Key()])}
 	}
 	if len(holds) == 0 {
 		holds = nil

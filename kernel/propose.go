@@ -91,6 +91,32 @@ type ProposeInput struct {
 	Pack *PackRef
 }
 
+// ResolveGatePack is the pack a gated capability's evidence gate is
+// compiled under for a run: the version the run pinned when that version
+// decides the capability's decision, else the capability's configured pack.
+// It returns the pack, its reference, or the refusal of the gate: a pinned
+// version the catalog does not hold, or one without the decision.
+func ResolveGatePack(cap *Capability, runID string, run *Run, catalog *PackCatalog) (ContextPack, *PackRef, *Refusal) {
+	configured := *cap.Pack
+	if run == nil || run.Pack == nil {
+		d, err := PackDigest(configured)
+		if err != nil {
+			return configured, nil, nil
+		}
+		return configured, &PackRef{PackID: configured.PackID, Version: configured.Version, Digest: d}, nil
+	}
+	v, ok := orNew(catalog).Resolve(run.Pack.Digest)
+	if !ok {
+		return configured, nil, refuse(wire.CodePackUnknown, "run %s pins pack %s, which the catalog does not hold", runID, run.Pack)
+	}
+	for _, dec := range v.Pack.Decisions {
+		if dec.DecisionKey == cap.DecisionKey {
+			return v.Pack, &v.PackRef, nil
+		}
+	}
+	return configured, nil, refuse(wire.CodeEvidenceInsufficient, "run %s pins pack %s, which has no decision %s for %s", runID, v.PackRef, cap.DecisionKey, cap.ID)
+}
+
 // ProposeState is what the proposal step reads, each subject by its key.
 // A nil state reads as an empty subject.
 type ProposeState struct {
@@ -107,6 +133,11 @@ type ProposeState struct {
 	// Ledgers are the ledgers the proposal holds on and those, on the same
 	// resources and windows, of the guarantees they replace.
 	Ledgers map[LedgerKey]*Ledger
+	// Packs is the tenant's pack catalog, which the evidence gate of a
+	// gated capability resolves the run's pinned pack in
+	// (ResolveGatePack); nil: the gate is compiled under the capability's
+	// configured pack.
+	Packs *PackCatalog
 }
 
 // ProposeReads names what the proposal step reads, before it runs: the
@@ -178,6 +209,7 @@ type proposal struct {
 	holdRefusal *Refusal
 	reads       Reads
 	context     *CompiledContext // the evidence gate's compiled context, once checked
+	pack        *PackRef         // the pack the gate was compiled under, when resolved from the catalog
 }
 
 func prepare(in ProposeInput) *proposal {
@@ -211,32 +243,48 @@ func prepare(in ProposeInput) *proposal {
 	return p
 }
 
-// bindAction decodes the arguments strictly and binds them: a digest is
-// never left empty nor made over other bytes than the provider's. Refused
-// arguments are recorded under the digest of the whole body.
+// bindAction binds the proposal's action (BindAction). Refused arguments
+// are recorded under the digest of the whole body.
 func (p *proposal) bindAction() {
-	w := p.wire
-	fail := func(r *Refusal) {
-		sum := sha256.Sum256(p.in.Body)
-		p.argRefusal, p.canon, p.digest = r, json.RawMessage(w.Arguments), "body:"+hex.EncodeToString(sum[:])
-	}
-	args, r := DecodeArguments(w.Arguments, p.in.Manifest.amountPointers(w.CapabilityID)...)
+	act, r := BindAction(p.in.Tenant, p.in.Principal, p.wire, p.cap, p.in.Manifest.amountPointers(p.wire.CapabilityID)...)
 	if r != nil {
-		fail(r)
+		sum := sha256.Sum256(p.in.Body)
+		p.argRefusal, p.canon, p.digest = r, json.RawMessage(p.wire.Arguments), "body:"+hex.EncodeToString(sum[:])
 		return
+	}
+	p.args, p.canon, p.digest = act.Args, act.Canonical, act.Digest
+}
+
+// Action is a proposal's tool call as it is bound: its decoded arguments,
+// their canonical bytes (exactly what the provider receives) and the
+// digest of the binding over those bytes (what an approval names and a
+// reply reports).
+type Action struct {
+	Args      map[string]any
+	Canonical json.RawMessage
+	Digest    string
+}
+
+// BindAction decodes a proposal's arguments strictly (an inexact number at
+// one of amountPointers is an invalid amount) and binds them for principal
+// of tenant under the capability's version and policy. Any failure refuses
+// the proposal: a digest is never left empty nor made over other bytes than
+// the provider's.
+func BindAction(tenant, principal string, w Proposal, cap *Capability, amountPointers ...Pointer) (Action, *Refusal) {
+	args, r := DecodeArguments(w.Arguments, amountPointers...)
+	if r != nil {
+		return Action{}, r
 	}
 	canon, err := Canonical(json.RawMessage(w.Arguments))
 	if err != nil {
-		fail(refuse(wire.CodeRequestMalformed, "arguments cannot be canonicalized: %v", err))
-		return
+		return Action{}, refuse(wire.CodeRequestMalformed, "arguments cannot be canonicalized: %v", err)
 	}
-	digest, err := ActionDigest(ActionBinding{Tenant: p.in.Tenant, Principal: p.in.Principal, RunID: w.RunID, CapabilityID: w.CapabilityID,
-		CapabilityVersion: p.cap.Version, Arguments: canon, EvidenceRefs: w.EvidenceRefs, PolicyDigest: p.cap.CompiledPolicy().Digest()})
+	digest, err := ActionDigest(ActionBinding{Tenant: tenant, Principal: principal, RunID: w.RunID, CapabilityID: w.CapabilityID,
+		CapabilityVersion: cap.Version, Arguments: canon, EvidenceRefs: w.EvidenceRefs, PolicyDigest: cap.CompiledPolicy().Digest()})
 	if err != nil {
-		fail(refuse(wire.CodeRequestMalformed, "the action cannot be digested: %v", err))
-		return
+		return Action{}, refuse(wire.CodeRequestMalformed, "the action cannot be digested: %v", err)
 	}
-	p.args, p.canon, p.digest = args, canon, digest
+	return Action{Args: args, Canonical: canon, Digest: digest}, nil
 }
 
 // bindHolds extracts, for every guarantee that covers the capability in
@@ -376,11 +424,11 @@ func (p *proposal) decide(s ProposeState) Effects {
 	if kind == OpenScoped {
 		// The step reads the key's subject of the run only; the principal's
 		// own subject of the key is the gateway's second decision.
-		return p.refuseUnbound(refuse(wire.CodeOperationConflict, "operation key %q of run %q is held by another principal", w.OperationKey, w.RunID), p.canon)
+		return p.refuseUnbound(KeyHeldByAnother(w.RunID, w.OperationKey), p.canon)
 	}
 	if kind == OpenExisting {
 		c := p.check(s)
-		return Effects{Reply: statusOf(op, holdsOf(c.holds, s.Ledgers))}
+		return Effects{Reply: statusOf(op, HoldsOf(c.holds, s.Ledgers))}
 	}
 	var eff Effects
 	eff.put(opKey, open.Events...)
@@ -471,7 +519,7 @@ func (p *proposal) decide(s ProposeState) Effects {
 	if controls.Authority == "" {
 		controls.Authority = "none"
 	}
-	controls.RunBudget, controls.Guarantees, controls.Generation = runBudget, holdsOf(bound, s.Ledgers), 1
+	controls.RunBudget, controls.Guarantees, controls.Generation = runBudget, HoldsOf(bound, s.Ledgers), 1
 	if refusal != nil {
 		rec := decisionRecord(OperationOpened{OperationID: in.OperationID, Principal: in.Principal, RunID: w.RunID, CapabilityID: w.CapabilityID,
 			ActionDigest: p.digest, Pack: opened.Pack}, "", wire.StatusRefused, refusal.Code, refusal.Reason, controls)
@@ -481,7 +529,7 @@ func (p *proposal) decide(s ProposeState) Effects {
 		}
 		eff = Effects{Refusal: refusal}
 		eff.put(opKey, append(open.Events, refused, rec)...)
-		eff.Reply = statusOf(foldNew[Operation](eff.Append[opKey]), holdsOf(bound, s.Ledgers))
+		eff.Reply = statusOf(foldNew[Operation](eff.Append[opKey]), HoldsOf(bound, s.Ledgers))
 		eff.Reply.Gate = controls.EvidenceGate
 		return eff
 	}
@@ -494,7 +542,7 @@ func (p *proposal) decide(s ProposeState) Effects {
 	}
 	eff.put(opKey, OperationReserved{AttemptID: in.AttemptID, Generation: 1, Holds: refs},
 		OperationDispatchStarted{AttemptID: in.AttemptID, Generation: 1})
-	eff.Reply = statusOf(foldNew[Operation](eff.Append[opKey]), holdsOf(bound, reserved(s.Ledgers, bound, in.Now)))
+	eff.Reply = statusOf(foldNew[Operation](eff.Append[opKey]), HoldsOf(bound, reserved(s.Ledgers, bound, in.Now)))
 	eff.Reply.Gate = controls.EvidenceGate
 	eff.Dispatch = &Dispatch{Operation: opKey, OperationID: in.OperationID, AttemptID: in.AttemptID, Generation: 1, CapabilityID: w.CapabilityID,
 		Arguments: p.canon, Holds: bound, Controls: controls, Gate: controls.EvidenceGate}
@@ -516,6 +564,80 @@ func (p *proposal) named(ledgers map[LedgerKey]*Ledger) map[LedgerKey]*Ledger {
 	}
 	return out
 }
+
+// Checked is what ProposeStep decides of a proposal before it reads any
+// ledger: steps 1 and 2 (Unbound, the digest and the bound arguments) and
+// the checks of step 5 over the fresh reads of s (authority, breaker,
+// evidence). A runtime that decides the rest of a proposal in its own
+// transaction takes the refusal, controls and holds from here.
+type Checked struct {
+	// Unbound refuses the proposal before it names an operation (step 1);
+	// nothing else is set then.
+	Unbound    *Refusal
+	Proposal   Proposal
+	Capability *Capability
+	// Digest is the action digest; Arguments the bytes it binds (the
+	// canonical arguments, or the body's when they are refused).
+	Digest    string
+	Arguments json.RawMessage
+	// Refusal is the first refusal of step 5, if any.
+	Refusal *Refusal
+	// Controls are the controls of the decision as far as step 5 knows
+	// them (authority, evidence gate, trace).
+	Controls Controls
+	// Holds are the holds of every guarantee that covers the capability,
+	// when nothing refused before the pins.
+	Holds []Hold
+	// Replaced are, by hold, the guarantees whose ledgers on the hold's
+	// resource and window count against its limit, nearest first.
+	Replaced  map[LedgerKey][]LedgerKey
+	RunAmount int64
+	// Approval says whether the capability requires an approval (step 7).
+	Approval bool
+	// Pack is the pack version the evidence gate was compiled under, when
+	// resolved from the catalog.
+	Pack *PackRef
+}
+
+// Prepared is a proposal prepared for CheckProposal: bound, parsed and
+// its action digested once.
+type Prepared struct{ p *proposal }
+
+// PrepareProposal runs steps 1 and 2 of ProposeStep.
+func PrepareProposal(in ProposeInput) Prepared { return Prepared{prepare(in)} }
+
+// Unbound is the refusal of step 1, if any: nothing else is known then.
+func (pp Prepared) Unbound() *Refusal { return pp.p.unbound }
+
+// Proposal is the parsed proposal.
+func (pp Prepared) Proposal() Proposal { return pp.p.wire }
+
+// Check runs the checks of step 5 over the fresh reads of s (authority,
+// breaker, evidence, and the run and pack catalog of a gated capability).
+func (pp Prepared) Check(s ProposeState) Checked {
+	p := pp.p
+	if p.unbound != nil {
+		return Checked{Unbound: p.unbound}
+	}
+	c := p.check(s)
+	out := Checked{Proposal: p.wire, Capability: p.cap, Digest: p.digest, Arguments: p.canon, Refusal: c.refusal, Controls: c.controls,
+		Holds: c.holds, RunAmount: c.runAmount, Approval: p.cap.ApprovalRequiredBy(), Pack: p.pack}
+	out.Controls.Trace = TraceOf(TraceInput{Context: p.context, EvidenceRefs: p.wire.EvidenceRefs, Arguments: p.canon,
+		ManifestDigest: p.in.Manifest.Digest, TraceID: p.in.TraceID})
+	for _, h := range out.Holds {
+		for _, id := range p.tenant.Pins[h.GuaranteeID].Replaced {
+			if out.Replaced == nil {
+				out.Replaced = map[LedgerKey][]LedgerKey{}
+			}
+			out.Replaced[h.ledgerKey()] = append(out.Replaced[h.ledgerKey()], LedgerKey{GuaranteeID: id, Resource: h.Resource, Window: h.Window})
+		}
+	}
+	return out
+}
+
+// CheckProposal runs the steps of ProposeStep that read no ledger, in its
+// order, over the fresh reads of s.
+func CheckProposal(s ProposeState, in ProposeInput) Checked { return PrepareProposal(in).Check(s) }
 
 // checked is what the checks of step 5 found.
 type checked struct {
@@ -572,9 +694,16 @@ func (p *proposal) checkControls(s ProposeState, controls *Controls) (*Refusal, 
 	for _, ref := range w.EvidenceRefs {
 		records = append(records, orNew(s.Evidence[ref]))
 	}
+	pack := *p.cap.Pack
+	if s.Packs != nil {
+		var r *Refusal
+		if pack, p.pack, r = ResolveGatePack(p.cap, w.RunID, s.Run, s.Packs); r != nil {
+			return r, 0
+		}
+	}
 	run := RunContext{Tenant: p.in.Tenant, Principal: p.in.Principal, RunID: w.RunID, DecisionKey: p.cap.DecisionKey,
 		DecisionTime: p.in.Now, AllowedSources: p.agent.EvidenceSources, Capabilities: []string{p.cap.ID}}
-	cc, r := CheckEvidenceContext(*p.cap.Pack, run, records)
+	cc, r := CheckEvidenceContext(pack, run, records)
 	if cc != nil {
 		p.context = cc
 		if b, err := json.Marshal(cc.Gate); err == nil {
@@ -614,10 +743,10 @@ func breakerRefusal(capabilityID string, trip *BreakerTripped) *Refusal {
 		capabilityID, trip.LastFailure, trip.Failures, time.Duration(trip.WindowMillis)*time.Millisecond, trip.LastReason)
 }
 
-// holdsOf describes holds with the balances of their ledgers, under each
+// HoldsOf describes holds with the balances of their ledgers, under each
 // hold's limit; a ledger that holds nothing yet shows the guarantee's whole
 // limit available.
-func holdsOf(holds []Hold, ledgers map[LedgerKey]*Ledger) []GuaranteeHold {
+func HoldsOf(holds []Hold, ledgers map[LedgerKey]*Ledger) []GuaranteeHold {
 	var out []GuaranteeHold
 	for _, h := range holds {
 		bal := orNew(ledgers[h.ledgerKey()]).BalanceUnder(h.Limit)
@@ -686,6 +815,20 @@ func foldNew[T any, PT interface {
 	}
 	return st
 }
+
+// KeyHeldByAnother refuses a proposal whose operation key, in its run and
+// on the principal's own subject of the key as well, is another
+// principal's.
+func KeyHeldByAnother(runID, operationKey string) *Refusal {
+	return refuse(wire.CodeOperationConflict, "operation key %q of run %q is held by another principal", clipID(operationKey), clipID(runID))
+}
+
+// RefuseMalformed refuses a proposal whose ids name no valid subject.
+func RefuseMalformed(err error) *Refusal { return refuse(wire.CodeRequestMalformed, "%s", err.Error()) }
+
+// RefuseResource refuses a proposal whose resource names no valid
+// subject.
+func RefuseResource(err error) *Refusal { return refuse(wire.CodeResourceInvalid, "%s", err.Error()) }
 
 // clipID shortens an agent-chosen id for a reason.
 func clipID(s string) string {

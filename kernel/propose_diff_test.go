@@ -319,9 +319,9 @@ func gatewayPath(m *Manifest, in ProposeInput, s ProposeState) Effects {
 	}
 	// The reserve transaction.
 	holds := make([]Hold, len(bs))
-	ledgers := make([]*Ledger, len(bs))
+	ledgers := map[LedgerKey]*Ledger{}
 	for i, b := range bs {
-		holds[i], ledgers[i] = b.hold, orNew(s.Ledgers[b.key]).Clone()
+		holds[i], ledgers[b.key] = b.hold, orNew(s.Ledgers[b.key]).Clone()
 	}
 	replaced := map[LedgerKey]*Ledger{}
 	for _, b := range bs {
@@ -357,10 +357,8 @@ func gatewayPath(m *Manifest, in ProposeInput, s ProposeState) Effects {
 	eff := Effects{Refusal: d.Refusal}
 	opKey := KeyOperation(p.RunID, p.OperationKey)
 	eff.put(opKey, d.Op...)
-	for i, b := range bs {
-		if i < len(d.Ledgers) {
-			eff.put(b.key.Key(), d.Ledgers[i]...)
-		}
+	for _, b := range bs {
+		eff.put(b.key.Key(), d.Ledgers[b.key]...)
 	}
 	eff.put(KeyRun(p.RunID), d.Run...)
 	if p.ApprovalID != "" {
@@ -371,11 +369,9 @@ func gatewayPath(m *Manifest, in ProposeInput, s ProposeState) Effects {
 	for _, ev := range d.Op {
 		_ = after.Apply(ev)
 	}
-	for i := range bs {
-		if i < len(d.Ledgers) {
-			for _, ev := range d.Ledgers[i] {
-				_ = ledgers[i].Apply(ev)
-			}
+	for _, b := range bs {
+		for _, ev := range d.Ledgers[b.key] {
+			_ = ledgers[b.key].Apply(ev)
 		}
 	}
 	replyHolds := cmd.Holds

@@ -119,8 +119,8 @@ func (d *ProposalDecision) Counted(whole bool) bool {
 		return false
 	}
 	d.Op, d.Run, d.Approval = nil, nil, nil
-	for i := range d.Ledgers {
-		d.Ledgers[i] = nil
+	for k := range d.Ledgers {
+		d.Ledgers[k] = nil
 	}
 	return true
 }

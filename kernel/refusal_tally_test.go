@@ -65,10 +65,10 @@ func TestRefusalTally(t *testing.T) {
 // whole, an untallied one and an accepted proposal keep their events.
 func TestCountedDecision(t *testing.T) {
 	refused := func(code wire.Code) ProposalDecision {
-		return ProposalDecision{Op: []Event{OperationRefused{Code: code}}, Ledgers: make([][]Event, 2), Refusal: &Refusal{Code: code}}
+		return ProposalDecision{Op: []Event{OperationRefused{Code: code}}, Ledgers: map[LedgerKey][]Event{{Resource: "a"}: {OperationRefused{}}, {Resource: "b"}: nil}, Refusal: &Refusal{Code: code}}
 	}
 	d := refused(wire.CodeExceeded)
-	if !d.Counted(false) || len(d.Op) != 0 || len(d.Ledgers) != 2 {
+	if !d.Counted(false) || len(d.Op) != 0 || len(d.Ledgers) != 2 || d.Ledgers[LedgerKey{Resource: "a"}] != nil {
 		t.Fatalf("counted exceeded: %+v", d)
 	}
 	for _, c := range []struct {

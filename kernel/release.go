@@ -1,7 +1,10 @@
 package kernel
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/contextos/ledger/wire"
@@ -15,7 +18,7 @@ import (
 // every guarantee its attempt holds on.
 type ReleaseState struct {
 	Op      *Operation
-	Ledgers []*Ledger
+	Ledgers map[LedgerKey]*Ledger // by key
 }
 
 // Release releases an attempt as an operator (or the reconciler). Without
@@ -35,7 +38,7 @@ type Release struct {
 // ReleaseDecision is DecideRelease's result.
 type ReleaseDecision struct {
 	Op      []Event
-	Ledgers [][]Event // per ReleaseState.Ledgers
+	Ledgers map[LedgerKey][]Event // by the key of their ledger
 	Refusal *Refusal
 }
 
@@ -47,8 +50,12 @@ type ReleaseDecision struct {
 // unstarted one has no absence to assert: CodeNotStarted).
 func DecideRelease(s ReleaseState, c Release) ReleaseDecision {
 	assert := c.ArtifactRef != ""
-	d := ReleaseDecision{Ledgers: make([][]Event, len(s.Ledgers))}
-	for i, l := range s.Ledgers {
+	d := ReleaseDecision{Ledgers: map[LedgerKey][]Event{}}
+	// In the order of their keys, so the refusal of the first ledger that
+	// refuses is the same on every replica.
+	keys := slices.SortedFunc(maps.Keys(s.Ledgers), compareLedgerKeys)
+	for _, k := range keys {
+		l := s.Ledgers[k]
 		var cmd Command = Close{AttemptID: c.AttemptID, Reason: c.Reason}
 		if assert {
 			cmd = AssertAbsence{AttemptID: c.AttemptID, Operator: c.Operator, ArtifactRef: c.ArtifactRef}
@@ -57,7 +64,7 @@ func DecideRelease(s ReleaseState, c Release) ReleaseDecision {
 		if ld.Refusal != nil {
 			return ReleaseDecision{Refusal: ld.Refusal}
 		}
-		d.Ledgers[i] = ld.Events
+		d.Ledgers[k] = ld.Events
 	}
 	how := "/close:"
 	if assert {
@@ -214,12 +221,12 @@ func DecideRecordRefusal(_ *RefusalLog, r ProposalRefused) Decision {
 // MarkState is what a conflict marker reads: the record of every evidence
 // reference it names, in the marker's order.
 type MarkState struct {
-	Records []*EvidenceRecord
+	Records map[string]*EvidenceRecord // by evidence reference
 }
 
 // MarkDecision is DecideMark's result.
 type MarkDecision struct {
-	Records [][]Event // per MarkState.Records
+	Records map[string][]Event // by evidence reference
 	Refusal *Refusal
 }
 
@@ -227,13 +234,18 @@ type MarkDecision struct {
 // evidence reference it names, so it is found through any of them; one
 // refusal refuses it on all.
 func DecideMark(s MarkState, operator string, m EvidenceConflictMarker) MarkDecision {
-	d := MarkDecision{Records: make([][]Event, len(s.Records))}
-	for i, r := range s.Records {
-		rd := DecideMarkEvidence(r, MarkEvidence{Ref: m.EvidenceRefs[i], Operator: operator, Marker: m})
+	d := MarkDecision{Records: map[string][]Event{}}
+	for _, ref := range m.EvidenceRefs {
+		rd := DecideMarkEvidence(orNew(s.Records[ref]), MarkEvidence{Ref: ref, Operator: operator, Marker: m})
 		if rd.Refusal != nil {
 			return MarkDecision{Refusal: rd.Refusal}
 		}
-		d.Records[i] = rd.Events
+		d.Records[ref] = rd.Events
 	}
 	return d
+}
+
+// compareLedgerKeys orders ledger keys by guarantee, resource and window.
+func compareLedgerKeys(a, b LedgerKey) int {
+	return cmp.Or(cmp.Compare(a.GuaranteeID, b.GuaranteeID), cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Window, b.Window))
 }

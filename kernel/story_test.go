@@ -49,18 +49,15 @@ func newWorld() *world {
 }
 
 // storyDigest is the action digest of a refund proposal: what the propose
-// step binds, which an operator approves.
+// step binds (BindAction, as ProposeStep calls it), which an operator
+// approves.
 func storyDigest(t *testing.T, principal, run, order string, amount int64) string {
-	canon, err := Canonical(json.RawMessage(refundArgs(order, amount)))
-	if err != nil {
-		t.Fatal(err)
+	act, r := BindAction("acme", principal, Proposal{RunID: run, CapabilityID: storyCapability.ID, Arguments: json.RawMessage(refundArgs(order, amount))},
+		storyCapability)
+	if r != nil {
+		t.Fatal(r)
 	}
-	d, err := ActionDigest(ActionBinding{Tenant: "acme", Principal: principal, RunID: run, CapabilityID: storyCapability.ID,
-		CapabilityVersion: storyCapability.Version, Arguments: canon, PolicyDigest: storyCapability.CompiledPolicy().Digest()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return act.Digest
 }
 
 // label names a subject in the output.

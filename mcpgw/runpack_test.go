@@ -185,12 +185,13 @@ func TestContextInputsFollowConfigAndPin(t *testing.T) {
 	}
 }
 
-// TestProposalGatePinsConfigInputs: the evidence gate of a proposal is
-// compiled under the run's pinned pack with the configuration's snapshots:
-// its decision record's context digest is the digest of that compilation,
-// rebuilt here from the documented inputs (docs/context.md), and not the
-// digest of one without them.
-func TestProposalGatePinsConfigInputs(t *testing.T) {
+// TestProposalGatePinsRunPack: the evidence gate of a proposal is compiled
+// under the run's pinned pack from what the proposal step reads alone (no
+// configuration snapshots: the step checks the configuration itself, and a
+// replay packet rebuilds the gate from its own inputs): its decision
+// record's context digest is the digest of that compilation, rebuilt here,
+// and not the digest of one under the configured pack.
+func TestProposalGatePinsRunPack(t *testing.T) {
 	e := startPinned(t)
 	res, r := callTool(t, e.runSession(emailToken, "run_v3"), "crm.lookup", map[string]any{"run_id": "run_v3", "operation_key": "look-1", "arguments": map[string]any{}})
 	if res.IsError || r.Status != wire.StatusApplied {
@@ -201,35 +202,23 @@ func TestProposalGatePinsConfigInputs(t *testing.T) {
 	if len(got) != 1 || got[0].ContextDigest == "" {
 		t.Fatalf("decisions of run_v3: %+v", got)
 	}
-
-	pack, err := kernel.ParseContextPack([]byte(crmPackV3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 10, 26, 12, 0, 0, 0, time.UTC) // startPacked's frozen clock, also the load time
+	now := time.Date(2026, 10, 26, 12, 0, 0, 0, time.UTC) // startPacked's frozen clock
 	run := kernel.RunContext{Tenant: "acme", Principal: "agent_email", RunID: "run_v3", DecisionKey: "crm.read",
 		DecisionTime: now, Capabilities: []string{"crm.lookup"}}
-	prov := func(ref string) kernel.Provenance {
-		return kernel.Provenance{Ref: ref, Source: "contextosd.config", Version: e.rt.Config.Digest, Tenant: "acme",
-			ObservedAt: now, ValidUntil: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)}
+	digest := func(src string) string {
+		pack, err := kernel.ParseContextPack([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := kernel.CompileContext(pack, run, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cc.Digest
 	}
-	inputs := kernel.ContextInputs{
-		Policy: &kernel.PolicySnapshot{Provenance: prov("config#policy"),
-			Capabilities: []string{httpRefund, mcpRefund, "crm.lookup"}},
-		ToolRegistry: &kernel.ToolRegistrySnapshot{Provenance: prov("config#tool_registry"),
-			Tools: []kernel.RegisteredTool{{CapabilityID: httpRefund, Version: "1"}, {CapabilityID: mcpRefund, Version: "1"}, {CapabilityID: "crm.lookup", Version: "1"}}},
-	}
-	with, err := kernel.CompileContextWith(pack, run, nil, nil, inputs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	without, err := kernel.CompileContext(pack, run, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got[0].ContextDigest != with.Digest || with.Digest == without.Digest {
-		t.Fatalf("decision context digest %s, want %s (crm@3 with the configuration's snapshots; without them %s)",
-			got[0].ContextDigest, with.Digest, without.Digest)
+	pinned, configured := digest(crmPackV3), digest(crmPackV2)
+	if got[0].ContextDigest != pinned || pinned == configured {
+		t.Fatalf("decision context digest %s, want %s (crm@3, the run's pin; crm@2 gives %s)", got[0].ContextDigest, pinned, configured)
 	}
 }
 

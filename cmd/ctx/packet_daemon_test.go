@@ -30,7 +30,7 @@ func bootFile(t *testing.T) (*testDaemon, string) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("../../client/testdata/daemon.toml")
+	raw, err := os.ReadFile("../../internal/testing/daemontest/refund.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,6 +128,9 @@ type Options struct {
 	// Behaviours weighs the provider's behaviours, indexed by Behaviour.
 	Behaviours [7]int
 	Mutation   Mutation
+	// BreakerThreshold, when positive, gives the capability a circuit
+	// breaker that trips after this many provider failures within an hour.
+	BreakerThreshold int
 	// Trace, when set, receives the run's trace as it goes.
 	Trace io.Writer
 	// LinDir is where a history found not linearizable is visualized
@@ -208,7 +211,11 @@ func Run(o Options) Result {
 	s.res.Seed = o.Seed
 	s.store = NewStore(s.rnd, o.Faults, o.Mutation, s.tracef)
 	s.prov = &Provider{s: s, attempts: map[string]*truth{}}
-	cfg, err := config.Parse([]byte(simConfig))
+	text := simConfig
+	if o.BreakerThreshold > 0 {
+		text = strings.Replace(text, "[[guarantees]]", fmt.Sprintf("  [capabilities.breaker]\n  threshold = %d\n  window = \"1h\"\n\n[[guarantees]]", o.BreakerThreshold), 1)
+	}
+	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		panic(err)
 	}
@@ -279,6 +286,20 @@ func (s *Sim) boot(r *replica) {
 		if i == 50 {
 			s.fail("%s: boot: %v", r.name, err)
 			break
+		}
+	}
+	if s.opts.BreakerThreshold > 0 {
+		// As the composition root does: the open breakers are loaded from
+		// the store (no subscription: replicas share the store, not a bus).
+		for i := 0; ; i++ {
+			err := g.StartBreakers(s.ctx, nil)
+			if err == nil {
+				break
+			}
+			if i == 50 {
+				s.fail("%s: boot: breakers: %v", r.name, err)
+				break
+			}
 		}
 	}
 	r.g = g
