@@ -13,6 +13,7 @@ import (
 
 	"github.com/contextos/ledger/internal/evalcase"
 	"github.com/contextos/ledger/kernel"
+	"github.com/contextos/ledger/packet"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -104,6 +105,9 @@ var schemaMessages = []struct {
 	{"context-eval-case.json", "", evalcase.Case{}, false},
 	{"context-inputs.json", "", kernel.ContextInputs{}, false},
 	{"decisions-request.json", "", wire.DecisionsRequest{}, false},
+	{"decision-packet.json", "", packet.Packet{}, false},
+	{"decision-packet.json", "/properties/input", packet.Input{}, false},
+	{"decision-packet.json", "/properties/manifest", packet.Manifest{}, false},
 }
 
 // TestSchemasAreTheWire: each schema's members are its wire struct's, and
