@@ -36,6 +36,11 @@ func startCluster(t *testing.T) (jetstream.JetStream, []*events.Embedded) {
 			DataDir:    t.TempDir(),
 			Port:       -1,
 			ServerName: fmt.Sprint("n", i+1),
+			// A clustered server on a loaded CI machine (race detector,
+			// other packages' clusters) can take longer than the
+			// default to accept connections; readiness is still waited
+			// for, never assumed.
+			ReadyTimeout: time.Minute,
 			Configure: func(o *server.Options) {
 				o.Cluster.Name = "ctx"
 				o.Cluster.Host = "127.0.0.1"
