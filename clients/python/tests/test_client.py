@@ -165,7 +165,7 @@ def test_compile_context(context_daemon: Daemon) -> None:
             assert cc.context["run"]["principal"] == "agent_email" and cc.context["run"]["run_id"] == "run_ctx"
             assert cc.gate.decision_key == "refund.issue" and cc.gate.sufficiency == "sufficient" and cc.gate.commit_allowed
             assert cc.tools == [ledger.ToolExposure("adp_payments.issue_refund", exposed=True, dispatch_allowed=True,
-                                                    gated_by="refund.issue")]
+                                                    gated_by="refund.issue", version="1")]
             with pytest.raises(CapabilityNotSurfaced) as e:
                 await agent.compile_context("run_ctx", "no.such")
             assert e.value.code == "capability_not_surfaced" and e.value.reason

@@ -44,7 +44,7 @@ test("compileContext: the run's compiled context, its gate and tool exposure; re
     assert.equal(cc.context.gate.decision_key, "refund.issue");
     assert.equal(cc.context.gate.sufficiency, "sufficient");
     assert.equal(cc.context.gate.commit_allowed, true);
-    assert.deepEqual(cc.context.tools, [{ capability_id: REFUND, exposed: true, gated_by: "refund.issue", dispatch_allowed: true }]);
+    assert.deepEqual(cc.context.tools, [{ capability_id: REFUND, exposed: true, gated_by: "refund.issue", version: "1", dispatch_allowed: true }]);
 
     await assert.rejects(agent.compileContext({ run_id: "run_ctx", capability_id: "no.such" }), (e: unknown) => {
       assert.ok(e instanceof CapabilityNotSurfaced && e.code === "capability_not_surfaced" && e.reason !== "", String(e));
