@@ -70,7 +70,7 @@ func TestBrowserTower(t *testing.T) {
 	dir := t.TempDir()
 	entries, keys := b.export(dir, "acme", "ops_alice", func(v exposure.View) bool { return len(v.Resources) == 1 })
 	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", func(v exposure.View) bool { return len(v.Resources) == 5 })
-	cfg, err := ParseConfig([]byte(`listen = "127.0.0.1:0"
+	srv := serveTower(t, `listen = "127.0.0.1:0"
 max_rows_per_tenant = 3
 [[runtimes]]
 name = "eu-1-copy"
@@ -87,15 +87,7 @@ nats_url = "`+b.rt.URL+`"
   [[runtimes.tenants]]
   id = "globex"
   keys = "`+gKeys+`"
-`), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(cfg).Serve(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+`)
 
 	do(t, ctx, "open towerd", chromedp.Navigate(srv.URL), chromedp.WaitVisible(chromedp.ID("login")))
 	if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.getElementById("logs") && !document.getElementById("fleet-kill")`)); !ok {

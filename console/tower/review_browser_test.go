@@ -115,22 +115,14 @@ func TestBrowserTowerReview(t *testing.T) {
 	}
 	requestID, _ := held.Data["request_id"].(string)
 	_, keys := b.export(t.TempDir(), "acme", "ops_alice", func(exposure.View) bool { return true })
-	cfg, err := ParseConfig([]byte(`listen = "127.0.0.1:0"
+	srv := serveTower(t, `listen = "127.0.0.1:0"
 [[runtimes]]
 name = "us-1"
 nats_url = "`+b.rt.URL+`"
   [[runtimes.tenants]]
   id = "acme"
   keys = "`+keys+`"
-`), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(cfg).Serve(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+`)
 
 	login := func(operator string) {
 		t.Helper()

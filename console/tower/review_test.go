@@ -50,7 +50,7 @@ func TestTowerReviewActions(t *testing.T) {
 	}
 	_, keys := b.export(t.TempDir(), "acme", "ops_alice", func(exposure.View) bool { return true })
 	_, gKeys := b.export(t.TempDir(), "globex", "ops_bob", func(exposure.View) bool { return true })
-	cfg, err := ParseConfig([]byte(`listen = "127.0.0.1:0"
+	srv := serveTower(t, `listen = "127.0.0.1:0"
 [[runtimes]]
 name = "us-1"
 nats_url = "`+b.rt.URL+`"
@@ -60,15 +60,7 @@ nats_url = "`+b.rt.URL+`"
   [[runtimes.tenants]]
   id = "globex"
   keys = "`+gKeys+`"
-`), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(cfg).Serve(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+`)
 
 	c := newClient(t, srv.URL)
 	page := c.login("acme", "ops_alice")
@@ -114,4 +106,20 @@ nats_url = "`+b.rt.URL+`"
 			t.Fatalf("%s %v: %d\n%s", tc.path, tc.form, status, body)
 		}
 	}
+}
+
+// serveTower starts a tower of the configuration src that serves its web
+// view on loopback and re-reads only on request, closed when t ends.
+func serveTower(t *testing.T, src string) *Server {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(src), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg).Serve(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
 }
