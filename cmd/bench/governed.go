@@ -23,7 +23,7 @@ var governedPoints = []struct {
 
 // governedCaption says what the governed path's table compares and what
 // each of its CPU figures includes.
-const governedCaption = `The governed path as users compare it: the same proposals, from the same client loop, through ours and through the PostgreSQL governed peer, each point of the peer measured right after ours (rows of ` + "`" + gProposals + "`" + ` and ` + "`" + gProposalsHot + "`" + ` below). *Ratio* is ours / the peer's proposals a second. *CPU ms a proposal* is the CPU time consumed during the point's measured window divided by the proposals completed in it (the warm-up excluded from both): for **ours**, this process's user and system time (` + "`getrusage(RUSAGE_SELF)`" + `: the embedded nats-server, the runtime with its group commit, audit projector and read model, the loopback provider and the agents' clients; followers' work left behind at the window's end is not counted, see the followers' note); for the **PostgreSQL peer**, this process's (the peer's plain NATS server, its Go service with the Ed25519 signing, the provider and the agents' clients) plus the PostgreSQL server's processes' user and system time (` + "`/proc/<pid>/stat`" + ` of the postmaster the bench started and of its children: one backend per agent connection, the WAL writer, checkpointer and the others, with the children that exited in the window through the postmaster's reaped-children times). Both run on the same cores, so CPU a proposal is what each system costs the machine, whoever waits. *Floor*: the events one proposal of ours appends (read back from one), each a single append with its expected sequence, one after the other by one client, on an idle server of the same setting (row ` + "`" + gFloor + "`" + `, measured in the same run): its p50, and ours' 1-agent p50 divided by it.`
+const governedCaption = `The governed path as users compare it: the same proposals, from the same client loop, through ours and through the PostgreSQL governed peer, each point of the peer measured right after ours (rows of ` + "`" + gProposals + "`" + ` and ` + "`" + gProposalsHot + "`" + ` below). *Ratio* is ours / the peer's proposals a second. *CPU ms a proposal* is the CPU time consumed during the point's measured window divided by the proposals applied in it (the warm-up excluded from both; a failed proposal's CPU counts, the proposal does not, and the point names how many failed): for **ours**, this process's user and system time (` + "`getrusage(RUSAGE_SELF)`" + `: the embedded nats-server, the runtime with its group commit, audit projector and read model, the loopback provider and the agents' clients; followers' work left behind at the window's end is not counted, see the followers' note); for the **PostgreSQL peer**, this process's (the peer's plain NATS server, its Go service with the Ed25519 signing, the provider and the agents' clients) plus the PostgreSQL server's processes' user and system time (` + "`/proc/<pid>/stat`" + ` of the postmaster the bench started and of its children: one backend per agent connection, the WAL writer, checkpointer and the others, with the children that exited in the window through the postmaster's reaped-children times). Both run on the same cores, so CPU a proposal is what each system costs the machine, whoever waits. *Floor*: the events one proposal of ours appends (read back from one), each a single append with its expected sequence, one after the other by one client, on an idle server of the same setting (row ` + "`" + gFloor + "`" + `, measured in the same run): its p50, and ours' 1-agent p50 divided by it.`
 
 // governedTable is the governed path's table: one row a point of the
 // governed proposals (a setting and a concurrency) with ours, the
@@ -52,7 +52,12 @@ func (r *report) governedTable() string {
 					floor = fmt.Sprintf("p50 %s ms; ours %.2fx", ms(f.P50), float64(ours.P50)/float64(f.P50))
 				}
 			}
-			fmt.Fprintf(&rows, "| %s, %s | %.0f | %s | %s | %s / %s ms | %s | %s | %s |\n", d, gp.label, ours.Rate(), peerRate, ratio,
+			label := d + ", " + gp.label
+			if ours.Errors > 0 || pg.Errors > 0 {
+				// Failed proposals are not counted, but their CPU is.
+				label += fmt.Sprintf(" (failed: ours %d, peer %d)", ours.Errors, pg.Errors)
+			}
+			fmt.Fprintf(&rows, "| %s | %.0f | %s | %s | %s / %s ms | %s | %s | %s |\n", label, ours.Rate(), peerRate, ratio,
 				ms(ours.P50), peerP50, cpuMS(ours.CPUPerOp()), dash(pok, func() string { return cpuMS(pg.CPUPerOp()) }), floor)
 		}
 	}

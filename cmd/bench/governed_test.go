@@ -10,8 +10,9 @@ import (
 
 // TestGovernedTable: the governed path's table has a row a measured point
 // of ours, in order, with the peer's figures beside it (a dash where the
-// peer or a CPU figure was not measured), the CPU a proposal of each, and
-// the floor at one agent; no point, no table.
+// peer or a CPU figure was not measured), the CPU a proposal of each, the
+// failed proposals where there are any, and the floor at one agent; no
+// point, no table.
 func TestGovernedTable(t *testing.T) {
 	if got := (&report{}).governedTable(); got != "" {
 		t.Fatalf("a table without points:\n%s", got)
@@ -24,7 +25,7 @@ func TestGovernedTable(t *testing.T) {
 		pt(gProposals, "postgres", "durable", 1, 400, 5*time.Millisecond, 800*time.Millisecond),
 		pt(gFloor, "jetstream", "durable", 1, 1300, 1600*time.Microsecond, 0),
 		pt(gProposalsHot, "ours", "durable", 32, 6000, 10*time.Millisecond, 1500*time.Millisecond),
-		pt(gProposalsHot, "postgres", "durable", 32, 2000, 30*time.Millisecond, 0),
+		{Group: gProposalsHot, Name: "postgres", Durability: "durable", Concurrency: 32, Ops: 2000, Errors: 3, Elapsed: 2 * time.Second, P50: 30 * time.Millisecond},
 		pt(gProposals, "ours", "durable", 64, 8000, 15*time.Millisecond, 2*time.Second),
 		pt(gProposals, "ours", "relaxed", 8, 4000, 4*time.Millisecond, time.Second),
 		pt(gRawProposal, "jetstream", "durable", 1, 1500, time.Millisecond, 0),
@@ -36,7 +37,7 @@ func TestGovernedTable(t *testing.T) {
 		"| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
 		"| durable, 1 agent | 500 | 200 | 2.50 | 2.00 / 5.00 ms | 0.500 | 2.000 | p50 1.60 ms; ours 1.25x |",
 		"| durable, 64 agents | 4000 | - | - | 15.00 / - ms | 0.250 | - |  |",
-		"| durable, hot resource, 32 agents | 3000 | 1000 | 3.00 | 10.00 / 30.00 ms | 0.250 | - |  |",
+		"| durable, hot resource, 32 agents (failed: ours 0, peer 3) | 3000 | 1000 | 3.00 | 10.00 / 30.00 ms | 0.250 | - |  |",
 		"| relaxed, 8 agents | 2000 | - | - | 4.00 / - ms | 0.250 | - |  |",
 	}
 	if len(lines) != len(want) {
