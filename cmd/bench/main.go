@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
@@ -104,9 +105,17 @@ func main() {
 		if err := pg.SetSynchronousCommit(ctx, durable, c); err != nil {
 			fail(err)
 		}
-		r.add(bench.Measure(ctx, cfg, bench.Point{Group: group, Name: "postgres", Durability: d, Concurrency: c, Unit: "proposal"},
+		// The peer's CPU is this process's (its NATS server, service,
+		// provider and agents) and the PostgreSQL server's processes'.
+		pcfg := cfg
+		pcfg.CPU = bench.Sum(bench.ProcessCPU, pg.CPU)
+		r.add(bench.Measure(ctx, pcfg, bench.Point{Group: group, Name: "postgres", Durability: d, Concurrency: c, Unit: "proposal"},
 			gp.Proposals(pick), progress))
 	}
+	// Ours runs whole in this process: the embedded server, the runtime,
+	// the provider and the agents.
+	gcfg := cfg
+	gcfg.CPU = bench.ProcessCPU
 	for _, durable := range modes {
 		d := bench.Durability(durable)
 		if skip(gRawOne, gRawBatch, gUniform, gHot, gAltCeiling, gAltSingle, gAltSame) && skip(gProposals, gProposalsHot, gSoak, gAltProposal) {
@@ -208,11 +217,12 @@ func main() {
 			if skip(gProposals) {
 				break
 			}
-			r.add(proposals(ctx, cfg, g, bench.Point{Group: gProposals, Name: "ours", Durability: d, Concurrency: c, Unit: "proposal"},
+			r.add(proposals(ctx, gcfg, g, bench.Point{Group: gProposals, Name: "ours", Durability: d, Concurrency: c, Unit: "proposal"},
 				bench.Uniform("p"+d), progress))
 			governedPeer(gProposals, d, durable, c, bench.Uniform("g"+d))
 			if c == 1 {
 				r.add(rawProposal(ctx, cfg, g, tmp, d, durable, progress))
+				r.add(floor(ctx, cfg, g, tmp, d, durable, progress))
 			}
 		}
 		if durable && !skip(gAltProposal) {
@@ -223,7 +233,7 @@ func main() {
 			stop()
 		}
 		if !skip(gProposalsHot) {
-			r.add(proposals(ctx, cfg, g, bench.Point{Group: gProposalsHot, Name: "ours", Durability: d, Concurrency: 32, Unit: "proposal"},
+			r.add(proposals(ctx, gcfg, g, bench.Point{Group: gProposalsHot, Name: "ours", Durability: d, Concurrency: 32, Unit: "proposal"},
 				bench.Hot("p"+d), progress))
 			governedPeer(gProposalsHot, d, durable, 32, bench.Hot("g"+d))
 		}
@@ -285,6 +295,9 @@ func main() {
 		fail(err)
 	}
 	fmt.Println()
+	if t := r.governedTable(); t != "" {
+		fmt.Print(t, "\n")
+	}
 	fmt.Print(summary)
 	progress("wrote %s and %s", *out, *chart)
 }
@@ -318,6 +331,38 @@ func rawProposal(ctx context.Context, cfg bench.Config, g *bench.Gateway, tmp, d
 	leg.Point.Group, leg.Point.Durability = gRawProposal, d
 	p := bench.Measure(ctx, cfg, leg.Point, leg.Op, progress)
 	p.Note = note
+	return p
+}
+
+// floor measures the floor of a governed proposal's latency: the events
+// one proposal of g appends (read back from one), each as a single append
+// with its expected sequence, one after the other, by one client, on an
+// idle server of the same durability (bench.TodaySingleAppends). It runs
+// a few seconds at most, whatever the points' duration.
+func floor(ctx context.Context, cfg bench.Config, g *bench.Gateway, tmp, d string, durable bool, progress bench.Progress) bench.Point {
+	shape, ok := bench.Shape(bench.TodaySingleAppends)
+	if !ok {
+		fail(fmt.Errorf("no storage shape %q", bench.TodaySingleAppends))
+	}
+	evs, err := g.ProposalEvents(ctx)
+	if err != nil {
+		fail(err)
+	}
+	n, err := bench.StartNATS(tmp, durable)
+	if err != nil {
+		fail(err)
+	}
+	defer n.Close()
+	tgt, err := bench.NewShapeTarget(ctx, n.Store, n.NC, evs, n.Sealer.IDs)
+	if err != nil {
+		fail(err)
+	}
+	var reads atomic.Int64
+	short := bench.Config{Warmup: min(cfg.Warmup, floorWarmup), Duration: min(cfg.Duration, floorDuration), CPU: bench.ProcessCPU}
+	msgs, _ := shape.Appends()
+	p := bench.Measure(ctx, short, bench.Point{Group: gFloor, Name: "jetstream", Durability: d, Concurrency: 1, Unit: "proposal"},
+		tgt.ShapeOp(shape, 1, 1, &reads), progress)
+	p.Note = fmt.Sprintf("the %d events of one proposal, each a single append with its expected sequence, one after the other, by one client (the tenant's two guarded subjects read beside the first), on an idle server of the same setting; %s measured", msgs, short.Duration)
 	return p
 }
 
@@ -418,6 +463,7 @@ const (
 	gRawOne       = "raw append, 1 event, expected seq"
 	gRawBatch     = "raw atomic batch of 100 (ceiling)"
 	gRawProposal  = "raw appends of one proposal (reserve, then settle)"
+	gFloor        = "raw single appends of one proposal's events (floor)"
 	gKernel       = "kernel decision + fold"
 	gUniform      = "reservations, 10k resources"
 	gHot          = "reservations, one hot resource"
@@ -435,6 +481,12 @@ const (
 	// Not a goal's baseline: the 8-agent reservations against raw single
 	// appends of the very events they append, over as many subjects.
 	gAltSame = "reservations, 8 agents, alternating with raw appends of the same events over 10k subjects"
+)
+
+// floorWarmup and floorDuration bound the floor's point (floor).
+const (
+	floorWarmup   = 500 * time.Millisecond
+	floorDuration = 2 * time.Second
 )
 
 // altRounds and altWarmup shape the alternating measurements: each leg
@@ -528,7 +580,10 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	if r.coldEvents > 0 {
 		fmt.Fprintf(&b, "| cold load | a fresh engine loads one of 20 resources, each with ~300 events spread through a %d-event stream (other subjects between them); snapshots every %d events |\n", r.coldEvents, aggregates.DefaultSnapshotEvery)
 	}
-	fmt.Fprintf(&b, "\n## Results\n\n![throughput and p99 against concurrency](%s)\n\n", chart)
+	if t := r.governedTable(); t != "" {
+		fmt.Fprintf(&b, "\n## The governed path: ours and the PostgreSQL governed peer\n\n%s\n\n%s", governedCaption, t)
+	}
+	fmt.Fprintf(&b, "\n## Results\n\n![throughput and p99 against concurrency, CPU a governed proposal](%s)\n\n", chart)
 	b.WriteString("| workload | system | setting | clients | throughput /s | p50 ms | p99 ms | errors | note |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	row := func(p bench.Point) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f %s | %s | %s | %d | %s |\n", p.Group, p.Name, p.Durability, p.Concurrency, p.Rate(), p.Unit+"s", ms(p.P50), ms(p.P99), p.Errors, p.Note)
@@ -715,7 +770,11 @@ func (r *report) panels() []bench.Panel {
 			tput, p99 = append(tput, ts), append(p99, ps)
 		}
 	}
-	return []bench.Panel{{Title: "Throughput (durable)", YLabel: "operations/s", Series: tput}, {Title: "p99 latency (durable)", YLabel: "ms", Series: p99}}
+	panels := []bench.Panel{{Title: "Throughput (durable)", YLabel: "operations/s", Series: tput}, {Title: "p99 latency (durable)", YLabel: "ms", Series: p99}}
+	if cpu, ok := r.cpuPanel(); ok {
+		panels = append(panels, cpu)
+	}
+	return panels
 }
 
 func or(a, b string) string {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -23,6 +24,18 @@ type Point struct {
 	PerOp       int    // units per operation (0 means 1): a batch of 100 events
 	Note        string
 	Lag         *Trends // the runtime's followers through the point (proposals only)
+	// CPU is what Config.CPU read as consumed during the measured window
+	// (0: not measured).
+	CPU time.Duration
+}
+
+// CPUPerOp is the CPU time of one operation of the measured window (0 when
+// not measured).
+func (p Point) CPUPerOp() time.Duration {
+	if p.Ops == 0 {
+		return 0
+	}
+	return p.CPU / time.Duration(p.Ops)
 }
 
 // Rate is units per second.
@@ -40,6 +53,9 @@ type Op func(ctx context.Context, worker, i int) error
 type Config struct {
 	Warmup   time.Duration
 	Duration time.Duration
+	// CPU, when set, is read as the measured window starts and as it ends;
+	// the point's CPU is the difference. A failed reading leaves it 0.
+	CPU CPUMeter
 }
 
 // Run runs op on n workers for cfg.Warmup, then measures for cfg.Duration.
@@ -47,7 +63,7 @@ type Config struct {
 // complete inside the measured window count, with their whole latency
 // (throughput = completions in the window / the window).
 func Run(ctx context.Context, cfg Config, n int, op Op) (ops, errs int, elapsed, p50, p99 time.Duration) {
-	lat, errs, elapsed := run(ctx, cfg, make([]int, n), op)
+	lat, errs, elapsed, _ := run(ctx, cfg, make([]int, n), op)
 	slices.Sort(lat)
 	return len(lat), errs, elapsed, quantile(lat, 0.50), quantile(lat, 0.99)
 }
@@ -56,8 +72,9 @@ func Run(ctx context.Context, cfg Config, n int, op Op) (ops, errs int, elapsed,
 // from next[w] on and leaves next[w] past the last it started, so a workload
 // measured in several slices never repeats an operation (a proposal's key is
 // its worker's count). It returns the latencies of the operations completed
-// in the measured window, and only once every worker has stopped.
-func run(ctx context.Context, cfg Config, next []int, op Op) (lat []time.Duration, errs int, elapsed time.Duration) {
+// in the measured window, and only once every worker has stopped, and the
+// CPU cfg.CPU read as consumed in the window.
+func run(ctx context.Context, cfg Config, next []int, op Op) (lat []time.Duration, errs int, elapsed, cpu time.Duration) {
 	var measuring, stopping atomic.Bool
 	lats := make([][]time.Duration, len(next))
 	var errCount atomic.Int64
@@ -82,16 +99,28 @@ func run(ctx context.Context, cfg Config, next []int, op Op) (lat []time.Duratio
 		}(w)
 	}
 	time.Sleep(cfg.Warmup)
+	cpu0, cpuErr := readCPU(cfg.CPU)
 	start := time.Now()
 	measuring.Store(true)
 	time.Sleep(cfg.Duration)
 	stopping.Store(true)
 	elapsed = time.Since(start)
+	cpu1, err := readCPU(cfg.CPU)
+	if cpuErr == nil && err == nil && cpu1 > cpu0 {
+		cpu = cpu1 - cpu0
+	}
 	wg.Wait()
 	for _, l := range lats {
 		lat = append(lat, l...)
 	}
-	return lat, int(errCount.Load()), elapsed
+	return lat, int(errCount.Load()), elapsed, cpu
+}
+
+func readCPU(m CPUMeter) (time.Duration, error) {
+	if m == nil {
+		return 0, errors.New("no CPU meter")
+	}
+	return m()
 }
 
 // Leg is one side of an interleaved measurement: its point (Concurrency is
@@ -128,10 +157,11 @@ func Interleave(ctx context.Context, cfg Config, rounds int, legs [2]Leg, progre
 			if r%2 == 1 {
 				k = 1 - j
 			}
-			l, errs, elapsed := run(ctx, slice, next[k], legs[k].Op)
+			l, errs, elapsed, cpu := run(ctx, slice, next[k], legs[k].Op)
 			lat[k] = append(lat[k], l...)
 			pts[k].Errors += errs
 			pts[k].Elapsed += elapsed
+			pts[k].CPU += cpu
 		}
 	}
 	for k := range pts {
@@ -188,17 +218,24 @@ func Measure(ctx context.Context, cfg Config, p Point, op Op, progress Progress)
 	if progress != nil {
 		progress("  %-40s %-8s %-7s c=%-3d ...", p.Group, p.Name, p.Durability, p.Concurrency)
 	}
-	p.Ops, p.Errors, p.Elapsed, p.P50, p.P99 = Run(ctx, cfg, p.Concurrency, op)
+	lat, errs, elapsed, cpu := run(ctx, cfg, make([]int, p.Concurrency), op)
+	slices.Sort(lat)
+	p.Ops, p.Errors, p.Elapsed, p.P50, p.P99, p.CPU = len(lat), errs, elapsed, quantile(lat, 0.50), quantile(lat, 0.99), cpu
 	measured(progress, p)
 	return p
 }
 
 // measured reports a measured point's figures.
 func measured(progress Progress, p Point) {
-	if progress != nil {
-		progress("  %-40s %-8s %-7s c=%-3d %10.0f %s/s  p50 %-9s p99 %-9s errors %d", p.Group, p.Name, p.Durability, p.Concurrency,
-			p.Rate(), p.Unit, fmtDur(p.P50), fmtDur(p.P99), p.Errors)
+	if progress == nil {
+		return
 	}
+	cpu := ""
+	if c := p.CPUPerOp(); c > 0 {
+		cpu = fmt.Sprintf("  CPU %s/%s", fmtDur(c), p.Unit)
+	}
+	progress("  %-40s %-8s %-7s c=%-3d %10.0f %s/s  p50 %-9s p99 %-9s errors %d%s", p.Group, p.Name, p.Durability, p.Concurrency,
+		p.Rate(), p.Unit, fmtDur(p.P50), fmtDur(p.P99), p.Errors, cpu)
 }
 
 func fmtDur(d time.Duration) string {

@@ -171,6 +171,7 @@ type peerProposal struct {
 		OrderID     string `json:"order_id"`
 		AmountMinor int64  `json:"amount_minor"`
 		Currency    string `json:"currency"`
+		Reference   string `json:"reference,omitempty"`
 	} `json:"arguments"`
 }
 

@@ -12,8 +12,9 @@ import (
 // TestGovernedPeer runs proposals through the PostgreSQL peer from the
 // bench's client loop and checks what it stored: every proposal applied,
 // the resources' balances equal to the proposals, nothing left held, two
-// audit rows per proposal whose signatures verify, and a resent proposal
-// answered from its operation without a second dispatch.
+// audit rows per proposal whose signatures verify, a resent proposal
+// answered from its operation without a second dispatch, and the server's
+// CPU readable from its processes.
 func TestGovernedPeer(t *testing.T) {
 	if _, err := FindPostgres(); err != nil {
 		t.Skip(err)
@@ -61,6 +62,16 @@ func TestGovernedPeer(t *testing.T) {
 	}
 	if n, err := gp.VerifyAudit(ctx); err != nil || n != 2*4*perWorker {
 		t.Fatalf("audit: %d rows verified (%v), want %d", n, err, 2*4*perWorker)
+	}
+	// The server's CPU is readable, as make bench reads it: the
+	// postmaster's and its backends'.
+	if pid, err := pg.PID(); err != nil {
+		t.Fatal(err)
+	} else if st, err := ReadProcStat(pid); err != nil || st.PPID == pid {
+		t.Fatalf("postmaster %d: %+v %v", pid, st, err)
+	}
+	if cpu, err := pg.CPU(); err != nil || cpu <= 0 {
+		t.Fatalf("PostgreSQL CPU %v (%v)", cpu, err)
 	}
 
 	// The same proposal again: the operation answers, nothing is dispatched.

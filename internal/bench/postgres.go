@@ -230,3 +230,26 @@ func (p *Postgres) Reservations(pick func(w, i int) string) Op {
 		return p.Reserve(ctx, pick(w, i), fmt.Sprintf("a%x-%d-%d", run, w, i), 1)
 	}
 }
+
+// PID is the postmaster's process id (the first line of its
+// postmaster.pid).
+func (p *Postgres) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(p.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	return strconv.Atoi(strings.TrimSpace(first))
+}
+
+// CPU is the CPU time the server's processes have used: the postmaster's,
+// its running children's (backends, one per connection, and auxiliary
+// processes such as the WAL writer and checkpointer) and its exited
+// children's (TreeCPU).
+func (p *Postgres) CPU() (time.Duration, error) {
+	pid, err := p.PID()
+	if err != nil {
+		return 0, err
+	}
+	return TreeCPU(pid)
+}

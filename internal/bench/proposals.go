@@ -172,13 +172,18 @@ func (g *Gateway) ProposalShape(ctx context.Context) ([][]int, error) {
 // PostgreSQL peer: worker w sends from agent w's connection, on the
 // subject of that agent, a refund of 1 on the resource pick chooses under
 // a new operation key of the worker's run, and waits for the applied reply.
+// Each refund carries a reference of its own: two proposals with the same
+// arguments on one resource are the same action, which the same-action
+// fence refuses while the first is unresolved (docs/decisions.md), so
+// without it the agents of a hot resource would refuse one another.
 func proposals(agents []*nats.Conn, subject func(a int) string, pick func(w, i int) string) Op {
 	run := rand.Uint64()
 	return func(ctx context.Context, w, i int) error {
 		a := w % len(agents)
 		body, _ := json.Marshal(map[string]any{"run_id": fmt.Sprintf("run-%x-%d", run, w), "operation_key": fmt.Sprint("k", i),
 			"capability_id": "adp_payments.issue_refund",
-			"arguments":     map[string]any{"order_id": pick(w, i), "amount_minor": 1, "currency": "INR"}})
+			"arguments": map[string]any{"order_id": pick(w, i), "amount_minor": 1, "currency": "INR",
+				"reference": fmt.Sprintf("%x-%d-%d", run, w, i)}})
 		msg, err := agents[a].Request(subject(a), body, 30*time.Second)
 		if err != nil {
 			return err

@@ -121,6 +121,12 @@ const (
 	EvRunConsumed   = "run.consumed"
 )
 
+// TodaySingleAppends names the shape of ProposalShapes that appends
+// today's events of a proposal one single append each, in order, each with
+// its expected sequence: the floor make bench sets beside a proposal's
+// latency.
+const TodaySingleAppends = "today's 9 events, one single append each"
+
 // ProposalShapes are the shapes measured, for a proposal over one
 // guarantee; the first is the floor, the third today's. The candidate
 // shapes write one message per subject per step: where today a step
@@ -142,7 +148,7 @@ func ProposalShapes() []StorageShape {
 				w(RoleLedger, EvLedgerReserve), w(RoleLedger, EvLedgerStarted), w(RoleRun, EvRunConsumed)}},
 			{Mode: Atomic, Writes: []Write{w(RoleOp, EvOpObserved), w(RoleOp, EvDecision), w(RoleLedger, EvLedgerObserve)}},
 		}},
-		{Name: "today's 9 events, one single append each", Steps: []Step{
+		{Name: TodaySingleAppends, Steps: []Step{
 			{Mode: Sequential, Guards: guards, Writes: []Write{w(RoleOp, EvOpOpened), w(RoleOp, EvOpReserved),
 				w(RoleLedger, EvLedgerReserve), w(RoleRun, EvRunConsumed), w(RoleOp, EvOpStarted), w(RoleLedger, EvLedgerStarted)}},
 			{Mode: Sequential, Writes: []Write{w(RoleLedger, EvLedgerObserve), w(RoleOp, EvOpObserved), w(RoleOp, EvDecision)}},
@@ -552,6 +558,16 @@ func RunN(ctx context.Context, workers, n int, op Op) (lat []time.Duration, elap
 	}
 	slices.Sort(lat)
 	return lat, elapsed, errors.Join(errs...)
+}
+
+// Shape returns the shape of ProposalShapes named name.
+func Shape(name string) (StorageShape, bool) {
+	for _, s := range ProposalShapes() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return StorageShape{}, false
 }
 
 // Quantile is the q-quantile of sorted latencies.
