@@ -115,7 +115,8 @@ func Boot(t testing.TB, o Options) *Daemon {
 	return d
 }
 
-// ConsoleEdit adds to RefundConfig's text the console tests' parts: acme's
+// ConsoleEdit adds to RefundConfig's text the console tests' parts: a
+// relaxed fsync (the browser tests make many appends), acme's
 // agent_phone (the refund only) and operator ops_tower (towerd's
 // configured operator), globex's operator ops_bob, and
 // adp_payments.issue_refund_high, a high-risk effectful refund over the
@@ -124,6 +125,10 @@ func Boot(t testing.TB, o Options) *Daemon {
 // lines it edits, so a change there cannot silently drop them.
 func ConsoleEdit(text string) string {
 	for _, r := range [][2]string{
+		{`data_dir = "{{DATA}}"
+`, `data_dir = "{{DATA}}"
+sync = "relaxed"
+`},
 		{`  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire"]
 `, `  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire", "adp_payments.issue_refund_high"]
 `},
