@@ -60,10 +60,6 @@ type Options struct {
 type Daemon struct {
 	RT       *daemon.Runtime
 	Provider *provider.Server
-	// ProviderURL is the provider's base URL ({{PROVIDER}}).
-	ProviderURL string
-	// DataDir is the runtime's data directory ({{DATA}}).
-	DataDir string
 	// ConfigPath is the configuration's file with Options.File, else "".
 	ConfigPath string
 }
@@ -80,12 +76,12 @@ func Boot(t testing.TB, o Options) *Daemon {
 	}
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
-	d := &Daemon{Provider: prov, ProviderURL: hs.URL, DataDir: t.TempDir()}
+	d := &Daemon{Provider: prov}
 	text := RefundConfig
 	if o.Console {
 		text = ConsoleEdit(text)
 	}
-	text = strings.NewReplacer("{{DATA}}", d.DataDir, "{{PROVIDER}}", hs.URL).Replace(text)
+	text = strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(text)
 	if o.Edit != nil {
 		text = o.Edit(text)
 	}
