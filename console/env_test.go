@@ -5,9 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
@@ -23,7 +22,7 @@ import (
 )
 
 var passwords = map[string]string{"acme.agent_email": "email-secret-passphrase", "acme.agent_phone": "phone-secret-passphrase", "acme.ops_alice": "alice-secret-passphrase",
-	"globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret-passphrase"}
+	"globex.agent_email": "globex-secret-passphrase", "globex.ops_bob": "bob-secret-passphrase"}
 
 // env is a real runtime (embedded NATS with JetStream, the loopback
 // provider) with its console.
@@ -49,29 +48,18 @@ func startEnvWith(t testing.TB, edit func(*config.Config)) *env {
 // it starts.
 func startEnvOpts(t testing.TB, edit func(*config.Config), opts func(*console.Options)) *env {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("testdata/console.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(cfg)
-	}
 	// The test starts the console itself, as the runtime does, with a
 	// faster live poll; the runtime serves none of its own.
-	section := cfg.Console
-	cfg.Console.Listen = ""
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
+	var section config.ConsoleConfig
+	d := daemontest.Boot(t, daemontest.Options{Console: true, Config: func(cfg *config.Config) {
+		cfg.Console.Listen = "127.0.0.1:0"
+		if edit != nil {
+			edit(cfg)
+		}
+		section = cfg.Console
+		cfg.Console.Listen = ""
+	}})
+	rt := d.RT
 	if rt.ConsoleURL != "" {
 		t.Fatalf("the runtime serves a console at %s without console.listen", rt.ConsoleURL)
 	}
@@ -84,7 +72,7 @@ func startEnvOpts(t testing.TB, edit func(*config.Config), opts func(*console.Op
 		t.Fatal(err)
 	}
 	t.Cleanup(con.Close)
-	return &env{t: t, rt: rt, prov: prov, con: con}
+	return &env{t: t, rt: rt, prov: d.Provider, con: con}
 }
 
 // agent connects as an agent with its own inbox prefix.

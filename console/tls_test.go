@@ -4,9 +4,7 @@ import (
 	"crypto/x509"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,9 +12,9 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/console"
-	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 )
 
@@ -31,32 +29,20 @@ func TestConsoleNATSTLS(t *testing.T) {
 	ca := testenv.NewCA(t)
 	ca.Issue(t, "runtime", x509.ExtKeyUsageClientAuth)
 	ca.Issue(t, "console", x509.ExtKeyUsageClientAuth)
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("testdata/console.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const pw = "tls-runtime-secret"
-	srv := testenv.TLSServer(t, ca, true, gateway.ServerUsers(cfg, pw))
+	var srv *events.Embedded
+	var cfg *config.Config
+	rt := daemontest.Boot(t, daemontest.Options{Console: true, Config: func(c *config.Config) {
+		cfg = c
+		srv = testenv.TLSServer(t, ca, true, gateway.ServerUsers(cfg, pw))
+		n := &cfg.NATS
+		n.URL, n.Listen, n.User, n.Password, n.ReplyUser, n.ReplyPassword = srv.ClientURL(), "", gateway.RuntimeUser, pw, gateway.ReplyUser, pw
+		n.TLSCAFile, n.TLSCertFile, n.TLSKeyFile = ca.File("ca.pem"), ca.File("runtime.pem"), ca.File("runtime-key.pem")
+		cfg.Console.Listen = "127.0.0.1:0"
+		cfg.Console.NATSTLSCertFile, cfg.Console.NATSTLSKeyFile = ca.File("console.pem"), ca.File("console-key.pem")
+		cfg.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
+	}}).RT
 	n := &cfg.NATS
-	n.URL, n.Listen, n.User, n.Password, n.ReplyUser, n.ReplyPassword = srv.ClientURL(), "", gateway.RuntimeUser, pw, gateway.ReplyUser, pw
-	n.TLSCAFile, n.TLSCertFile, n.TLSKeyFile = ca.File("ca.pem"), ca.File("runtime.pem"), ca.File("runtime-key.pem")
-	cfg.Console.NATSTLSCertFile, cfg.Console.NATSTLSKeyFile = ca.File("console.pem"), ca.File("console-key.pem")
-	cfg.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
 	if rt.ConsoleURL == "" {
 		t.Fatal("the runtime serves no console with console.listen set")
 	}

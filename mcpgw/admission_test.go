@@ -24,7 +24,7 @@ import (
 // withRuntime adds lines to the configuration's [runtime] table.
 func withRuntime(lines string) func(string) string {
 	return func(s string) string {
-		return strings.Replace(s, `executor = "mcp-test"`, "executor = \"mcp-test\"\n"+lines, 1)
+		return strings.Replace(s, `executor = "test-1"`, "executor = \"test-1\"\n"+lines, 1)
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/mcpprovider"
 	"github.com/contextos/ledger/internal/testing/provider"
@@ -26,7 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Tokens of testdata/mcp.toml.
+// Tokens of mcpConfig.
 const (
 	emailToken  = "acme-email-token-0123456789abcdef"
 	chatToken   = "acme-chat-token-0123456789abcdef"
@@ -59,37 +59,100 @@ func startWith(t testing.TB, edit func(string) string, wrap func(http.Handler) h
 // startOpts is startWith booting with opts.
 func startOpts(t testing.TB, edit func(string) string, wrap func(http.Handler) http.Handler, opts daemon.BootOptions) *env {
 	t.Helper()
-	e := &env{t: t, prov: provider.New(), mcpProv: mcpprovider.New()}
-	var h http.Handler = e.prov.Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
+	e := &env{t: t, mcpProv: mcpprovider.New()}
 	ms := httptest.NewServer(e.mcpProv.Handler())
 	t.Cleanup(ms.Close)
-	raw, err := os.ReadFile("testdata/mcp.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL, "{{MCP_PROVIDER}}", ms.URL).Replace(string(raw))
-	if edit != nil {
-		s = edit(s)
-	}
-	cfg, err := config.Parse([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := daemon.Boot(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	if rt.MCPURL == "" {
+	d := daemontest.Boot(t, daemontest.Options{Provider: wrap, Boot: opts, Edit: func(s string) string {
+		s = mcpConfig(t, ms.URL)(s)
+		if edit != nil {
+			s = edit(s)
+		}
+		return s
+	}})
+	if d.RT.MCPURL == "" {
 		t.Fatal("no MCP endpoint")
 	}
-	e.rt = rt
+	e.rt, e.prov = d.RT, d.Provider
 	return e
+}
+
+// mcpConfig turns the refund configuration into the MCP gateway tests'
+// one: the MCP endpoint on loopback; bearer tokens for acme's agent_email
+// and agent_chat and globex's agent_email, and an operator ops_alice in
+// globex too; an arguments schema on the HTTP refund; and mcpRefund, a tool
+// of the MCP server at mcpURL under its own per-order ceiling, which both
+// acme agents may call. agent_email's tools are the two refunds and
+// crm.lookup. The test fails if the configuration no longer has a line
+// this edits.
+func mcpConfig(t testing.TB, mcpURL string) func(string) string {
+	return func(s string) string {
+		t.Helper()
+		for _, r := range [][2]string{
+			{`  password = "email-secret-passphrase"
+  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire"]
+`, `  password = "email-secret-passphrase"
+  mcp_token = "` + emailToken + `"
+  capabilities = ["adp_payments.issue_refund", "mcp_payments.issue_refund", "crm.lookup"]
+`},
+			{`  password = "chat-secret-passphrase"
+  capabilities = ["adp_payments.issue_refund"]
+`, `  password = "chat-secret-passphrase"
+  mcp_token = "` + chatToken + `"
+  capabilities = ["adp_payments.issue_refund", "mcp_payments.issue_refund"]
+`},
+			{`  password = "globex-secret-passphrase"
+  capabilities = ["adp_payments.issue_refund"]
+`, `  password = "globex-secret-passphrase"
+  mcp_token = "` + globexToken + `"
+  capabilities = ["adp_payments.issue_refund"]
+
+  [[tenants.operators]]
+  id = "ops_alice"
+  password = "globex-alice-secret"
+`},
+			{`adapter = "http"
+`, `adapter = "http"
+arguments_schema = '''{"type":"object","required":["order_id","amount_minor"],"properties":{"order_id":{"type":"string"},"amount_minor":{"type":"integer","minimum":1},"currency":{"type":"string"}}}'''
+`},
+		} {
+			if n := strings.Count(s, r[0]); n != 1 {
+				t.Fatalf("the configuration has %d of %q", n, r[0])
+			}
+			s = strings.Replace(s, r[0], r[1], 1)
+		}
+		return s + `
+[mcp]
+listen = "127.0.0.1:0"
+allowed_origins = ["http://localhost:6274"]
+
+[[capabilities]]
+id = "mcp_payments.issue_refund"
+version = "1"
+risk = "medium"
+effectful = true
+adapter = "mcp"
+
+  [capabilities.mcp]
+  url = "` + mcpURL + `"
+  tool = "issue_refund"
+  query_tool = "get_refund"
+  timeout = "2s"
+
+  [capabilities.recovery]
+  completion = "/refund/status"
+  applied = ["succeeded"]
+  not_applied = ["failed", "not_found"]
+  pending = ["pending"]
+
+[[guarantees]]
+id = "mcp-refunds-per-order"
+capability_ids = ["mcp_payments.issue_refund"]
+resource_pointer = "/order_id"
+amount_pointer = "/amount_minor"
+limit = 100000
+unit = "INR_minor"
+`
+	}
 }
 
 // session connects the Go SDK's client with a bearer token.

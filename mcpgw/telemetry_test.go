@@ -4,15 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"net/http/httptest"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
-	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 )
 
@@ -30,25 +26,10 @@ func (s *syncBuf) Write(p []byte) (int, error) {
 // TestMCPProposalLogged: a proposal through the MCP gateway gets the same
 // decision log line as one over NATS.
 func TestMCPProposalLogged(t *testing.T) {
-	hs := httptest.NewServer(provider.New().Handler())
-	defer hs.Close()
-	raw, err := os.ReadFile("testdata/mcp.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL, "{{MCP_PROVIDER}}", "http://127.0.0.1:9/mcp").Replace(string(raw))
-	cfg, err := config.Parse([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Runtime.LogFormat = "json"
 	logs := &syncBuf{}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: config.NewLogger(cfg, logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	e := &env{t: t, rt: rt}
+	var format config.Config
+	format.Runtime.LogFormat = "json"
+	e := startOpts(t, nil, nil, daemon.BootOptions{Logger: config.NewLogger(&format, logs)})
 	_, r := callTool(t, e.session(emailToken), httpRefund, refundArgs("run_mcp_log", "k1", "ord_mcp_log", 500))
 	if r.Status != wire.StatusApplied {
 		t.Fatalf("status %s %s", r.Status, r.Reason)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,8 +16,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/client"
-	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 )
 
@@ -27,29 +26,10 @@ import (
 // metrics served on loopback; it returns the file's path.
 func bootFile(t *testing.T) (*testDaemon, string) {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("../../internal/testing/daemontest/refund.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL,
-		`executor = "test-1"`, "executor = \"test-1\"\nmetrics_listen = \"127.0.0.1:0\"").Replace(string(raw))
-	path := filepath.Join(t.TempDir(), "contextosd.toml")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return &testDaemon{rt: rt, prov: prov}, path
+	d := daemontest.Boot(t, daemontest.Options{File: true, Edit: func(s string) string {
+		return strings.Replace(s, `executor = "test-1"`, "executor = \"test-1\"\nmetrics_listen = \"127.0.0.1:0\"", 1)
+	}})
+	return &testDaemon{rt: d.RT, prov: d.Provider}, d.ConfigPath
 }
 
 // refunds proposes refunds as an agent and returns the proposer.
@@ -335,33 +315,22 @@ func (c *fixedClock) advance(d time.Duration) {
 // decisions --resolution REF --replay replays exactly the decision derived
 // from the resolution, equal, and --replay alone both.
 func TestReplayDecisionsOfAResolution(t *testing.T) {
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("../../config/testdata/authz_evidence.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	pack, err := filepath.Abs("../../testdata/context/conflict_unresolved/pack.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	cfgPath := path(dir, "contextosd.toml")
-	text := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL, "{{PACK}}", pack).Replace(string(raw))
-	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := &fixedClock{t: time.Date(2026, 10, 26, 12, 0, 0, 0, time.UTC)} // the context vectors' time
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
+	// The refund gated by the pack's support.refund.execute decision, on
+	// agent_email's evidence from every source the vectors name.
+	d := daemontest.Boot(t, daemontest.Options{File: true, Boot: daemon.BootOptions{Clock: clock}, Edit: func(s string) string {
+		s = strings.Replace(s, `  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire"]`+"\n",
+			`  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire"]`+"\n"+
+				`  evidence_sources = ["kg", "crm", "ledger", "policy_store", "idp", "memory"]`+"\n", 1)
+		return strings.Replace(s, `adapter = "http"`+"\n", `adapter = "http"`+"\n"+
+			`decision_key = "support.refund.execute"`+"\n"+`context_pack = "`+pack+`"`+"\n", 1)
+	}})
+	rt, cfgPath := d.RT, d.ConfigPath
 	t.Setenv("CTX_NATS", rt.URL)
 	t.Setenv("CTX_TENANT", "acme")
 	t.Setenv("CTX_USER", "ops_alice")

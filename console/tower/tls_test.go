@@ -4,17 +4,14 @@ import (
 	"context"
 	"crypto/x509"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/exposure"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
@@ -29,32 +26,15 @@ func TestTowerNATSTLS(t *testing.T) {
 	ca := testenv.NewCA(t)
 	ca.Issue(t, "runtime", x509.ExtKeyUsageClientAuth)
 	ca.Issue(t, "towerd", x509.ExtKeyUsageClientAuth)
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("../testdata/console.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(string(raw))))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const pw = "tls-runtime-secret"
-	srv := testenv.TLSServer(t, ca, true, gateway.ServerUsers(cfg, pw))
-	n := &cfg.NATS
-	n.URL, n.Listen, n.User, n.Password, n.ReplyUser, n.ReplyPassword = srv.ClientURL(), "", gateway.RuntimeUser, pw, gateway.ReplyUser, pw
-	n.TLSCAFile, n.TLSCertFile, n.TLSKeyFile = ca.File("ca.pem"), ca.File("runtime.pem"), ca.File("runtime-key.pem")
-	cfg.Console.Listen = ""
-	cfg.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
+	d := daemontest.Boot(t, daemontest.Options{Console: true, Config: func(cfg *config.Config) {
+		srv := testenv.TLSServer(t, ca, true, gateway.ServerUsers(cfg, pw))
+		n := &cfg.NATS
+		n.URL, n.Listen, n.User, n.Password, n.ReplyUser, n.ReplyPassword = srv.ClientURL(), "", gateway.RuntimeUser, pw, gateway.ReplyUser, pw
+		n.TLSCAFile, n.TLSCertFile, n.TLSKeyFile = ca.File("ca.pem"), ca.File("runtime.pem"), ca.File("runtime-key.pem")
+		cfg.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
+	}})
+	rt, prov := d.RT, d.Provider
 	b := &runtime{t: t, rt: rt, prov: prov, opts: []nats.Option{nats.RootCAs(ca.File("ca.pem")), nats.ClientCert(ca.File("runtime.pem"), ca.File("runtime-key.pem"))}}
 	if r := b.propose("acme", "agent_email", "k1", "ord_tls", 700); r.Status != wire.StatusApplied {
 		t.Fatalf("%+v", r)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,10 +14,10 @@ import (
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/client"
-	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/console"
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/exposure"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/verifier"
@@ -27,7 +26,7 @@ import (
 )
 
 var passwords = map[string]string{"acme.agent_email": "email-secret-passphrase", "acme.agent_phone": "phone-secret-passphrase", "acme.ops_alice": "alice-secret-passphrase",
-	"acme.ops_tower": "tower-secret-passphrase", "acme.ops_carol": "carol-secret-passphrase", "globex.agent_email": "globex-email-secret", "globex.ops_bob": "bob-secret-passphrase"}
+	"acme.ops_tower": "tower-secret-passphrase", "acme.ops_carol": "carol-secret-passphrase", "globex.agent_email": "globex-secret-passphrase", "globex.ops_bob": "bob-secret-passphrase"}
 
 type runtime struct {
 	t    *testing.T
@@ -44,28 +43,8 @@ func boot(t *testing.T) *runtime { t.Helper(); return bootWith(t, nil) }
 // changes its text (nil: unchanged).
 func bootWith(t *testing.T, edit func(string) string) *runtime {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("../testdata/console.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(raw)
-	if edit != nil {
-		text = edit(text)
-	}
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(text)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Console.Listen = "" // the runtimes' consoles play no part here
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return &runtime{t: t, rt: rt, prov: prov}
+	d := daemontest.Boot(t, daemontest.Options{Console: true, Edit: edit})
+	return &runtime{t: t, rt: d.RT, prov: d.Provider}
 }
 
 func (r *runtime) conn(tenant, principal string) *nats.Conn {

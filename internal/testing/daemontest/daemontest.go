@@ -2,7 +2,11 @@ package daemontest
 
 import (
 	_ "embed"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,9 +34,23 @@ var Passwords = map[string]string{
 // Options change the runtime Boot starts; the zero value boots
 // RefundConfig as it is.
 type Options struct {
+	// Console adds to RefundConfig what the console and tower tests
+	// exercise (see ConsoleEdit), before Edit runs.
+	Console bool
 	// Edit, when set, rewrites the configuration after the placeholders
 	// are replaced and before it is parsed.
 	Edit func(string) string
+	// Config, when set, changes the parsed configuration before the
+	// runtime boots (daemon.Boot validates it again): for what only the
+	// parsed form can say, such as the users of a NATS server the test
+	// starts itself.
+	Config func(*config.Config)
+	// File, when set, writes the configuration to a file and loads it from
+	// there, so its digest is the file's and relative paths in it are the
+	// file's directory's; Daemon.ConfigPath names the file.
+	File bool
+	// Provider, when set, wraps the synthetic provider's handler.
+	Provider func(http.Handler) http.Handler
 	// Boot is passed to daemon.Boot as it is.
 	Boot daemon.BootOptions
 }
@@ -42,28 +60,127 @@ type Options struct {
 type Daemon struct {
 	RT       *daemon.Runtime
 	Provider *provider.Server
+	// ConfigPath is the configuration's file with Options.File, else "".
+	ConfigPath string
 }
 
 // Boot starts the synthetic provider and a runtime over RefundConfig (as
-// o.Edit changes it) in a fresh data directory, and stops both when the
-// test ends. A configuration that does not parse or boot fails the test.
+// o changes it) in a fresh data directory, and stops both when the test
+// ends. A configuration that does not parse or boot fails the test.
 func Boot(t testing.TB, o Options) *Daemon {
 	t.Helper()
 	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
+	h := prov.Handler()
+	if o.Provider != nil {
+		h = o.Provider(h)
+	}
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
-	text := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(RefundConfig)
+	d := &Daemon{Provider: prov}
+	text := RefundConfig
+	if o.Console {
+		text = ConsoleEdit(text)
+	}
+	text = strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(text)
 	if o.Edit != nil {
 		text = o.Edit(text)
 	}
-	cfg, err := config.Parse([]byte(text))
+	var cfg *config.Config
+	var err error
+	if o.File {
+		d.ConfigPath = filepath.Join(t.TempDir(), "contextosd.toml")
+		if err := os.WriteFile(d.ConfigPath, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err = config.Load(d.ConfigPath)
+	} else {
+		cfg, err = config.Parse([]byte(text))
+	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.Config != nil {
+		o.Config(cfg)
 	}
 	rt, err := daemon.Boot(cfg, o.Boot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	return &Daemon{RT: rt, Provider: prov}
+	d.RT = rt
+	return d
+}
+
+// ConsoleEdit adds to RefundConfig's text the console tests' parts: a
+// relaxed fsync (the browser tests make many appends), acme's
+// agent_phone (the refund only) and operator ops_tower (towerd's
+// configured operator), globex's operator ops_bob, and
+// adp_payments.issue_refund_high, a high-risk effectful refund over the
+// same provider that agent_email may propose and refunds-per-order
+// governs with the refund. It panics if RefundConfig no longer has the
+// lines it edits, so a change there cannot silently drop them.
+func ConsoleEdit(text string) string {
+	for _, r := range [][2]string{
+		{`data_dir = "{{DATA}}"
+`, `data_dir = "{{DATA}}"
+sync = "relaxed"
+`},
+		{`  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire"]
+`, `  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire", "adp_payments.issue_refund_high"]
+`},
+		{`  [[tenants.operators]]
+  id = "ops_alice"
+  password = "alice-secret-passphrase"
+`, `  [[tenants.operators]]
+  id = "ops_alice"
+  password = "alice-secret-passphrase"
+
+  [[tenants.agents]]
+  id = "agent_phone"
+  password = "phone-secret-passphrase"
+  capabilities = ["adp_payments.issue_refund"]
+
+  # towerd's configured operator (its command-line modes).
+  [[tenants.operators]]
+  id = "ops_tower"
+  password = "tower-secret-passphrase"
+`},
+		{`  password = "globex-secret-passphrase"
+  capabilities = ["adp_payments.issue_refund"]
+`, `  password = "globex-secret-passphrase"
+  capabilities = ["adp_payments.issue_refund"]
+
+  [[tenants.operators]]
+  id = "ops_bob"
+  password = "bob-secret-passphrase"
+`},
+		{`capability_ids = ["adp_payments.issue_refund"]
+`, `capability_ids = ["adp_payments.issue_refund", "adp_payments.issue_refund_high"]
+`},
+	} {
+		if strings.Count(text, r[0]) != 1 {
+			panic(fmt.Sprintf("daemontest: the configuration has not exactly one %q", r[0]))
+		}
+		text = strings.Replace(text, r[0], r[1], 1)
+	}
+	return text + `
+[[capabilities]]
+id = "adp_payments.issue_refund_high"
+version = "1"
+risk = "high"
+effectful = true
+adapter = "http"
+
+  [capabilities.http]
+  url = "{{PROVIDER}}/refunds"
+  timeout = "500ms"
+
+  [capabilities.recovery]
+  completion = "/refund/status"
+  applied = ["succeeded"]
+  not_applied = ["failed"]
+  pending = ["pending"]
+  not_applied_statuses = [409]
+  query_url = "{{PROVIDER}}/refunds/{idempotency_key}"
+`
 }
