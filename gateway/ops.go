@@ -23,8 +23,8 @@ var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attemp
 // operator is recorded as a signed operator.refused event (operator.go).
 func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []byte) wire.OpReply {
 	tc, ok := g.cfg.Tenant(tenant)
-	if !ok || !tc.IsOperator(operator) {
-		return wire.Refused(wire.CodeAuthorityDenied, "%s is not an operator of tenant %s", operator, tenant)
+	if r := kernel.CheckOperator(ok, ok && tc.IsOperator(operator), operator, tenant); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	v := kernel.DecideOperatorVerb(tc.OperatorPolicy(), kernel.OperatorAction{Operator: operator, Scopes: tc.OperatorScopes(operator), Verb: verb, Body: body})
 	var reply wire.OpReply
@@ -42,7 +42,7 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 		reply = g.dispatchOp(ctx, tenant, verb, operator, body)
 	}
 	if !reply.OK && reply.Code != "" {
-		g.recordOperatorRefusal(ctx, tenant, kernel.NewOperatorRefused(operator, verb, body, &kernel.Refusal{Code: reply.Code, Reason: reply.Reason}))
+		g.recordOperatorRefusal(ctx, tenant, kernel.OperatorReplyRefused(operator, verb, body, reply))
 	}
 	return reply
 }

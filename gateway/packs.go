@@ -144,7 +144,7 @@ func clipID(s string) string {
 func (g *Gateway) gatePack(ctx context.Context, tenant, runID string, cp *config.CapabilityConfig) (kernel.ContextPack, *kernel.PackRef, *kernel.Refusal, error) {
 	ref, err := RunRef(tenant, runID)
 	if err != nil {
-		return *cp.Pack(), nil, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}, nil
+		return *cp.Pack(), nil, kernel.RefuseMalformed(err), nil
 	}
 	st, err := g.load(ctx, ref)
 	if err != nil {
