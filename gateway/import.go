@@ -16,11 +16,8 @@ import (
 // of the guarantees it replaces. A refused row records nothing and does not
 // stop the others; its result carries the code.
 func (g *Gateway) opImport(ctx context.Context, tenant, operator string, req wire.ImportRequest) wire.OpReply {
-	switch {
-	case len(req.Rows) == 0:
-		return wire.Refused(wire.CodeRequestMalformed, "an import needs at least one row")
-	case len(req.Rows) > wire.MaxImportRows:
-		return wire.Refused(wire.CodeRequestMalformed, "an import carries at most %d rows, not %d; split the file", wire.MaxImportRows, len(req.Rows))
+	if r := kernel.CheckImportRequest(req); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	csub, err := codec.Subject(tenant, "control")
 	if err != nil {

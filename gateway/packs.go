@@ -39,7 +39,8 @@ func (g *Gateway) packOp(ctx context.Context, tc *config.TenantConfig, verb, ope
 		if req.Version != "" {
 			v, ok := g.model.Pack(tc.ID, req.Version)
 			if !ok {
-				return wire.Refused(wire.CodePackUnknown, "pack version %q is not published", clipID(req.Version)), true
+				r := kernel.RefusePackUnknown(clipID(req.Version))
+				return wire.OpReply{Code: r.Code, Reason: r.Reason}, true
 			}
 			data["pack"] = v.Pack
 		}
