@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -12,67 +11,50 @@ import (
 // caller is who a door says sends a request: the (tenant, principal) the
 // door authenticated (the NATS subject the server let the requester
 // publish on, the MCP bearer token, the console's or tower's operator
-// login, which is that operator's NATS user), and whether the request is
-// an operator verb (operator is then the principal).
+// login, which is that operator's NATS user), and what the request asks
+// (for an operator verb, the operator is the principal).
 type caller struct {
 	tenant, principal string
-	operator          bool
+	kind              kernel.AdmitKind
 }
 
 // admission is the one path every request takes, whatever its door (NATS
-// proposals and compile requests, MCP tool calls, and the operator verbs of ctx, the console
-// and tower), in this order, before the kernel's decision sees it:
+// proposals and compile requests, MCP tool calls, and the operator verbs of
+// ctx, the console and tower), before the kernel's decision sees it. Its
+// rule and order (identity, body bound, per-principal rate, per-tenant
+// lane) are kernel.Admit's; admission measures what Admit asks for. The
+// rate is one token bucket per principal, whichever door the request came
+// through; the lane is the tenant's workers and bounded queues, shared by
+// every door: an agent's request takes the lane's agent share, an
+// operator's the share kept for the tenant's operators, which no agent can
+// fill (docs/authorization.md).
 //
-//  1. identity: an unknown tenant, the name ops, or (for an operator
-//     verb) a name that is not one of the tenant's operators is refused
-//     authority_denied;
-//  2. body bound: a body over runtime max_proposal_bytes spends no rate
-//     token; it is refused request_malformed from the tenant's lane, where
-//     the refusal is recorded;
-//  3. per-principal rate: one token bucket per principal, whichever door
-//     the request came through (rate_limited, nothing stored);
-//  4. per-tenant lane: the tenant's workers and bounded queues, shared by
-//     every door (overloaded when full, nothing stored). An agent's
-//     request takes the lane's agent share, an operator's the share kept
-//     for the tenant's operators, which no agent can fill
-//     (docs/authorization.md).
-//
-// admission returns the refusal of steps 1, 3 or 4, with nothing queued;
-// otherwise it has queued run (oversize says step 2 refused it) in the
-// tenant's lane and returns nil.
-func (g *Gateway) admission(c caller, size int, run func(oversize bool)) *kernel.Refusal {
+// admission returns the refusal of identity, rate or lane, with nothing
+// queued; otherwise it has queued run in the tenant's lane and returns nil.
+// run's oversized, when not nil, is the body bound's refusal, which run
+// records and answers from the lane.
+func (g *Gateway) admission(c caller, size int, run func(oversized *kernel.Refusal)) *kernel.Refusal {
 	tc, ok := g.cfg.Tenant(c.tenant)
-	switch {
-	case !ok:
-		return &kernel.Refusal{Code: wire.CodeAuthorityDenied, Reason: "unknown tenant"}
-	case c.principal == "ops":
-		return &kernel.Refusal{Code: wire.CodeAuthorityDenied, Reason: "ops is not a principal"}
-	case c.operator && !tc.IsOperator(c.principal):
-		return &kernel.Refusal{Code: wire.CodeAuthorityDenied, Reason: fmt.Sprintf("%s is not an operator of tenant %s", c.principal, c.tenant)}
+	in := kernel.AdmitInput{Kind: c.kind, Tenant: c.tenant, Principal: c.principal, TenantKnown: ok,
+		IsOperator: ok && tc.IsOperator(c.principal), Size: size, MaxSize: g.cfg.Runtime.MaxProposalBytes}
+	for {
+		a := kernel.Admit(in)
+		switch a.Next {
+		case kernel.MeasureRate:
+			in.Rate = kernel.VerdictOf(g.limiter.allow(c.tenant, c.principal))
+			if in.Rate == kernel.Failed {
+				g.rateLimited.Add(1)
+			}
+		case kernel.MeasureLane:
+			l := g.laneOf(c.tenant)
+			in.Lane = kernel.VerdictOf(l != nil && l.share(c.kind == kernel.AdmitOperator).offer(func() { run(a.Oversized) }))
+			if in.Lane == kernel.Failed {
+				g.overloaded.Add(1)
+			}
+		default:
+			return a.Refusal
+		}
 	}
-	oversize := size > g.cfg.Runtime.MaxProposalBytes
-	what, who := "proposals", "proposal"
-	if c.operator {
-		what, who = "requests", "operator"
-	}
-	if !oversize && !g.limiter.allow(c.tenant, c.principal) {
-		g.rateLimited.Add(1)
-		return &kernel.Refusal{Code: wire.CodeRateLimited,
-			Reason: "more " + what + " than " + c.principal + "'s rate limit allows; nothing was stored, slow down"}
-	}
-	l := g.laneOf(c.tenant)
-	if l != nil && l.share(c.operator).offer(func() { run(oversize) }) {
-		return nil
-	}
-	g.overloaded.Add(1)
-	return &kernel.Refusal{Code: wire.CodeOverloaded,
-		Reason: "tenant " + c.tenant + " has every " + who + " worker busy and its queue full; nothing was stored, retry later"}
-}
-
-// oversized is the refusal of a body over the bound.
-func (g *Gateway) oversized(what string, size int) *kernel.Refusal {
-	return &kernel.Refusal{Code: wire.CodeRequestMalformed,
-		Reason: fmt.Sprintf("%s of %d bytes exceeds %d", what, size, g.cfg.Runtime.MaxProposalBytes)}
 }
 
 // admit takes an agent's proposal through admission, then
@@ -82,10 +64,10 @@ func (g *Gateway) oversized(what string, size int) *kernel.Refusal {
 // admission, else from the lane's worker. answer must not block.
 func (g *Gateway) admit(ctx context.Context, tenant, principal string, trace propagation.TextMapCarrier, body []byte, answer func(wire.Reply)) {
 	g.proposing.Add(1)
-	r := g.admission(caller{tenant: tenant, principal: principal}, len(body), func(oversize bool) {
+	r := g.admission(caller{tenant: tenant, principal: principal, kind: kernel.AdmitProposal}, len(body), func(oversized *kernel.Refusal) {
 		defer g.proposing.Add(-1)
-		if oversize {
-			answer(g.refuseUnbound(ctx, tenant, principal, body, g.oversized("proposal", len(body))))
+		if oversized != nil {
+			answer(g.refuseUnbound(ctx, tenant, principal, body, oversized))
 			return
 		}
 		answer(g.ProposeObserved(ctx, tenant, principal, trace, body))
@@ -102,9 +84,8 @@ func (g *Gateway) admit(ctx context.Context, tenant, principal string, trace pro
 // subject. A refused oversized body is recorded as the operator's refusal.
 // answer is called exactly once and must not block.
 func (g *Gateway) admitOp(ctx context.Context, tenant, verb, operator string, body []byte, answer func(wire.OpReply)) {
-	r := g.admission(caller{tenant: tenant, principal: operator, operator: true}, len(body), func(oversize bool) {
-		if oversize {
-			r := g.oversized("operator request", len(body))
+	r := g.admission(caller{tenant: tenant, principal: operator, kind: kernel.AdmitOperator}, len(body), func(r *kernel.Refusal) {
+		if r != nil {
 			g.recordOperatorRefusal(ctx, tenant, kernel.NewOperatorRefused(operator, verb, body, r))
 			answer(wire.OpReply{Code: r.Code, Reason: r.Reason})
 			return

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -143,8 +142,8 @@ func (g *Gateway) authzOp(ctx context.Context, tenant, verb, operator string, bo
 			return *r, true
 		}
 		ref, err := RunRef(tenant, req.RunID)
-		if err != nil || req.RunID == "" {
-			return wire.Refused(wire.CodeRequestMalformed, "run_id is required"), true
+		if r := kernel.CheckRunRequest(req, err == nil); r != nil {
+			return wire.OpReply{Code: r.Code, Reason: r.Reason}, true
 		}
 		st, err := g.load(ctx, ref)
 		if err != nil {
@@ -161,31 +160,20 @@ func (g *Gateway) authzOp(ctx context.Context, tenant, verb, operator string, bo
 	return wire.OpReply{}, false
 }
 
+// decodeOp decodes an operator verb's body (kernel.DecodeOpRequest); the
+// refusal is the reply to send.
 func decodeOp(body []byte, into any) *wire.OpReply {
-	if err := strictDecode(body, into); err != nil {
-		r := wire.Refused(wire.CodeRequestMalformed, "request: %v", err)
-		return &r
+	if r := kernel.DecodeOpRequest(body, into); r != nil {
+		return &wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	return nil
 }
 
-func strictDecode(body []byte, into any) error {
-	if len(body) == 0 {
-		return errors.New("empty request")
-	}
-	_, r := kernel.DecodeArguments(body) // one JSON object, bounded depth, exact numbers
-	if r != nil {
-		return errors.New(r.Reason)
-	}
-	return kernel.DecodeRequest(body, into)
-}
-
 func (g *Gateway) opGrant(ctx context.Context, tc *config.TenantConfig, operator string, grant bool, req wire.GrantRequest) wire.OpReply {
-	if _, ok := tc.Agent(req.Principal); !ok {
-		return wire.Refused(wire.CodeRequestMalformed, "%q is not an agent of tenant %s", req.Principal, tc.ID)
-	}
-	if _, ok := g.cfg.Capability(req.CapabilityID); !ok {
-		return wire.Refused(wire.CodeCapabilityNotSurfaced, "capability %q is not in the manifest", req.CapabilityID)
+	_, agent := tc.Agent(req.Principal)
+	_, surfaced := g.cfg.Capability(req.CapabilityID)
+	if r := kernel.CheckGrantRequest(tc.ID, req, agent, surfaced); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	ref, err := authorityRef(tc.ID)
 	if err != nil {
@@ -207,9 +195,9 @@ func (g *Gateway) opGrant(ctx context.Context, tc *config.TenantConfig, operator
 }
 
 func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req wire.ApproveRequest) wire.OpReply {
-	ttl, err := time.ParseDuration(req.ExpiresIn)
-	if err != nil {
-		return wire.Refused(wire.CodeRequestMalformed, "expires_in: %v", err)
+	ttl, r := kernel.ParseApprovalTTL(req.ExpiresIn)
+	if r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	id := g.ids.New()
 	ref, err := ApprovalRef(tenant, id)
@@ -262,11 +250,9 @@ func (g *Gateway) opDeny(ctx context.Context, tenant, operator string, req wire.
 }
 
 func (g *Gateway) opAdmitRun(ctx context.Context, tc *config.TenantConfig, operator string, req wire.AdmitRunRequest) wire.OpReply {
-	if _, ok := tc.Agent(req.Principal); !ok {
-		return wire.Refused(wire.CodeRequestMalformed, "%q is not an agent of tenant %s", req.Principal, tc.ID)
-	}
-	if req.RunID == "" || len(req.RunID) > wire.MaxIDBytes || len(req.ParentRunID) > wire.MaxIDBytes {
-		return wire.Refused(wire.CodeRequestMalformed, "run_id is required and ids are at most %d bytes", wire.MaxIDBytes)
+	_, agent := tc.Agent(req.Principal)
+	if r := kernel.CheckAdmitRunRequest(tc.ID, req, agent); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	child, err := RunRef(tc.ID, req.RunID)
 	if err != nil {
@@ -301,8 +287,11 @@ func (g *Gateway) opAdmitRun(ctx context.Context, tc *config.TenantConfig, opera
 }
 
 func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req wire.EvidenceRequest) wire.OpReply {
+	candidate, r := kernel.CheckEvidenceRequest(req)
 	switch {
-	case len(req.Candidate) > 0 && len(req.Marker) == 0:
+	case r != nil:
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
+	case candidate:
 		cands, err := kernel.ParseEvidence(append(append([]byte("["), req.Candidate...), ']'))
 		if err != nil {
 			return wire.Refused(wire.CodeContextInvalid, "%v", err)
@@ -323,7 +312,7 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req w
 			return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
 		}
 		return wire.OpReply{OK: true, Data: map[string]any{"ref": cands[0].Ref}}
-	case len(req.Marker) > 0 && len(req.Candidate) == 0:
+	default:
 		ms, err := kernel.ParseMarkers(append(append([]byte("["), req.Marker...), ']'))
 		if err != nil {
 			return wire.Refused(wire.CodeContextInvalid, "%v", err)
@@ -351,5 +340,4 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req w
 		}
 		return wire.OpReply{OK: true, Data: map[string]any{"conflict_id": m.ConflictID, "status": m.Status}}
 	}
-	return wire.Refused(wire.CodeRequestMalformed, "name exactly one of candidate and marker")
 }

@@ -37,10 +37,9 @@ func (g *Gateway) AdmitContext(ctx context.Context, tenant, principal string, bo
 // (identity, body bound, the principal's rate shared with its proposals,
 // the tenant's lane) and answers it exactly once.
 func (g *Gateway) admitContext(ctx context.Context, tenant, principal string, body []byte, answer func(wire.ContextReply)) {
-	r := g.admission(caller{tenant: tenant, principal: principal}, len(body), func(oversize bool) {
-		if oversize {
-			answer(wire.ContextRefusal(wire.CodeRequestMalformed,
-				fmt.Sprintf("compile request of %d bytes exceeds %d", len(body), g.cfg.Runtime.MaxProposalBytes)))
+	r := g.admission(caller{tenant: tenant, principal: principal, kind: kernel.AdmitCompile}, len(body), func(oversized *kernel.Refusal) {
+		if oversized != nil {
+			answer(wire.ContextRefusal(oversized.Code, oversized.Reason))
 			return
 		}
 		answer(g.compileContext(ctx, tenant, principal, body))
@@ -50,56 +49,22 @@ func (g *Gateway) admitContext(ctx context.Context, tenant, principal string, bo
 	}
 }
 
-// ParseContextRequest decodes a compile request strictly (kernel.
-// DecodeRequest), with ids present and bounded like a proposal's.
-func ParseContextRequest(b []byte) (wire.ContextRequest, *kernel.Refusal) {
-	bad := func(format string, args ...any) (wire.ContextRequest, *kernel.Refusal) {
-		return wire.ContextRequest{}, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: fmt.Sprintf(format, args...)}
-	}
-	var r wire.ContextRequest
-	if err := kernel.DecodeRequest(b, &r); err != nil {
-		return bad("compile request: %v", err)
-	}
-	for _, f := range []struct{ name, v string }{{"run_id", r.RunID}, {"capability_id", r.CapabilityID}} {
-		if f.v == "" {
-			return bad("%s is required", f.name)
-		}
-		if len(f.v) > wire.MaxIDBytes {
-			return bad("%s is longer than %d bytes", f.name, wire.MaxIDBytes)
-		}
-	}
-	if len(r.EvidenceRefs) > wire.MaxEvidenceRefs {
-		return bad("more than %d evidence refs", wire.MaxEvidenceRefs)
-	}
-	for _, ref := range r.EvidenceRefs {
-		if ref == "" || len(ref) > wire.MaxEvidenceRefBytes {
-			return bad("evidence refs must be non-empty and at most %d bytes", wire.MaxEvidenceRefBytes)
-		}
-	}
-	return r, nil
-}
-
 // compileContext answers an admitted compile request.
 func (g *Gateway) compileContext(ctx context.Context, tenant, principal string, body []byte) wire.ContextReply {
 	refused := func(r *kernel.Refusal) wire.ContextReply { return wire.ContextRefusal(r.Code, r.Reason) }
 	unavailable := func(err error) wire.ContextReply {
 		return wire.ContextRefusal(wire.CodeLedgerUnavailable, "the store did not answer: "+err.Error())
 	}
-	req, r := ParseContextRequest(body)
+	req, r := kernel.ParseContextRequest(body)
 	if r != nil {
 		return refused(r)
 	}
 	tc, _ := g.cfg.Tenant(tenant)
-	agent, ok := tc.Agent(principal)
-	if !ok {
-		return wire.ContextRefusal(wire.CodeAuthorityDenied, principal+" is not an agent of tenant "+tenant)
-	}
-	cp, ok := g.cfg.Capability(req.CapabilityID)
-	if !ok {
-		return wire.ContextRefusal(wire.CodeCapabilityNotSurfaced, "capability "+req.CapabilityID+" is not in the manifest")
-	}
-	if cp.Pack() == nil {
-		return wire.ContextRefusal(wire.CodeContextInvalid, "capability "+cp.ID+" has no context pack")
+	agent, isAgent := tc.Agent(principal)
+	cp, surfaced := g.cfg.Capability(req.CapabilityID)
+	if r := kernel.AuthorizeCompile(kernel.CompileAccess{Tenant: tenant, Principal: principal, CapabilityID: req.CapabilityID,
+		Agent: isAgent, Surfaced: surfaced, HasPack: surfaced && cp.Pack() != nil}); r != nil {
+		return refused(r)
 	}
 	held, err := g.heldCapabilities(ctx, tc, principal)
 	if err != nil {
@@ -109,7 +74,7 @@ func (g *Gateway) compileContext(ctx context.Context, tenant, principal string, 
 	for _, name := range req.EvidenceRefs {
 		ref, err := evidenceRef(tenant, name)
 		if err != nil {
-			return wire.ContextRefusal(wire.CodeRequestMalformed, err.Error())
+			return refused(kernel.RefuseMalformed(err))
 		}
 		st, err := g.load(ctx, ref)
 		if err != nil {
@@ -186,7 +151,7 @@ func (g *Gateway) heldCapabilities(ctx context.Context, tc *config.TenantConfig,
 	var held []string
 	for i := range g.cfg.Capabilities {
 		cp := &g.cfg.Capabilities[i]
-		if _, r := kernel.CheckAuthority(st, principal, cp.ID, g.authorize(tc, principal, cp) == nil); r == nil {
+		if _, r := kernel.CheckAuthority(st, principal, cp.ID, configuredGrant(tc, principal, cp)); r == nil {
 			held = append(held, cp.ID)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,18 +172,13 @@ func (g *Gateway) adapter(cp *config.CapabilityConfig) Adapter {
 	return noopAdapter{}
 }
 
-// authorize checks the principal's authority over the capability.
-func (g *Gateway) authorize(tc *config.TenantConfig, principal string, cp *config.CapabilityConfig) *kernel.Refusal {
+// configuredGrant says whether the configuration grants the capability to
+// the principal as one of the tenant's agents: the configured fact
+// kernel.CheckAuthority decides a grant from, with the operators' grants and
+// revocations.
+func configuredGrant(tc *config.TenantConfig, principal string, cp *config.CapabilityConfig) bool {
 	agent, ok := tc.Agent(principal)
-	if !ok {
-		return &kernel.Refusal{Code: wire.CodeAuthorityDenied, Reason: fmt.Sprintf("%s is not an agent of tenant %s", principal, tc.ID)}
-	}
-	for _, c := range agent.Capabilities {
-		if c == cp.ID {
-			return nil
-		}
-	}
-	return &kernel.Refusal{Code: wire.CodeAuthorityDenied, Reason: fmt.Sprintf("%s holds no grant for %s", principal, cp.ID)}
+	return ok && slices.Contains(agent.Capabilities, cp.ID)
 }
 
 // refuseUnbound records a refusal that cannot be tied to an operation on the
@@ -268,13 +264,10 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		g.mu.Unlock()
 		if err := g.subscribe(tenantConn, "ctx.v1."+tenant+".*.propose", lim.TenantQueue, func(m *nats.Msg) {
 			principal := strings.Split(m.Subject, ".")[3]
-			if !wire.ReplyAllowed(m.Reply, tenant, principal) {
+			if r := kernel.CheckReplySubject(m.Reply, tenant, principal); r != nil {
 				// Transport: a reply subject outside the requester's inbox
 				// is never answered; its refusal is recorded from the lane.
-				if !proposals.offer(func() {
-					g.refuseUnbound(ctx, tenant, principal, m.Data, &kernel.Refusal{Code: wire.CodeRequestMalformed,
-						Reason: "reply subject outside the principal's inbox " + wire.InboxPrefix(tenant, principal) + ".>"})
-				}) {
+				if !proposals.offer(func() { g.refuseUnbound(ctx, tenant, principal, m.Data, r) }) {
 					g.overloaded.Add(1)
 				}
 				g.badReplies.Add(1)

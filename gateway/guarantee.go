@@ -111,13 +111,8 @@ func (g *Gateway) pinOf(tenant, guaranteeID string) (*kernel.Pin, *kernel.Refusa
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	p, ok := g.pins[tenant+"/"+guaranteeID]
-	switch {
-	case !ok:
-		return nil, &kernel.Refusal{Code: wire.CodeDefinitionMismatch, Reason: "guarantee " + guaranteeID + " is not pinned"}
-	case p.refusal != nil:
-		return nil, p.refusal
-	}
-	return p.pin, nil
+	pg, r := kernel.ResolvePin(guaranteeID, kernel.PinnedGuarantee{Pin: p.pin, Refusal: p.refusal}, ok)
+	return pg.Pin, r
 }
 
 // guaranteeOp serves a guarantee verb; ok is false for any other verb.
@@ -195,8 +190,8 @@ func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req wir
 		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
 	p := st.(*kernel.Pin)
-	if !p.Pinned() {
-		return wire.Refused(wire.CodeDefinitionMismatch, "guarantee %s is not pinned in tenant %s", req.GuaranteeID, tenant)
+	if r := kernel.CheckPinnedHistory(p, req.GuaranteeID, tenant); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	rows := []wire.VersionRow{{Version: 1, Limit: p.Definition.Limit, Mode: modeName(p.Definition.Mode), Reason: "pinned at first use"}}
 	csub, err := codec.Subject(tenant, "control")

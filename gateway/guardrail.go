@@ -40,9 +40,9 @@ func (g *Gateway) mountGuardrails() {
 			cmd := kernel.RevokeWaiver{WaiverID: req.WaiverID, Now: g.clock.Now(), Operator: operator, Reason: req.Reason}
 			return g.controlDo(ctx, tenant, func(c *kernel.Control) kernel.Decision { return kernel.DecideRevokeWaiver(c, cmd) })
 		}
-		until, err := time.Parse(time.RFC3339, req.Until)
-		if err != nil {
-			return wire.Refused(wire.CodeRequestMalformed, "until: an RFC 3339 time: %v", err)
+		until, r := kernel.ParseWaiverUntil(req.Until)
+		if r != nil {
+			return wire.OpReply{Code: r.Code, Reason: r.Reason}
 		}
 		cmd := kernel.GrantWaiver{WaiverID: req.WaiverID, GuardrailID: req.GuardrailID, RunID: req.RunID, Resource: req.Resource,
 			Until: until, Now: g.clock.Now(), Operator: operator, Reason: req.Reason}

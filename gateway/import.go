@@ -16,11 +16,8 @@ import (
 // of the guarantees it replaces. A refused row records nothing and does not
 // stop the others; its result carries the code.
 func (g *Gateway) opImport(ctx context.Context, tenant, operator string, req wire.ImportRequest) wire.OpReply {
-	switch {
-	case len(req.Rows) == 0:
-		return wire.Refused(wire.CodeRequestMalformed, "an import needs at least one row")
-	case len(req.Rows) > wire.MaxImportRows:
-		return wire.Refused(wire.CodeRequestMalformed, "an import carries at most %d rows, not %d; split the file", wire.MaxImportRows, len(req.Rows))
+	if r := kernel.CheckImportRequest(req); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	csub, err := codec.Subject(tenant, "control")
 	if err != nil {
@@ -50,8 +47,10 @@ func (g *Gateway) importRow(ctx context.Context, tenant, operator, csub string, 
 	refused := func(r *kernel.Refusal) wire.ImportResult {
 		return wire.ImportResult{Status: wire.ImportRefused, Code: r.Code, Reason: r.Reason}
 	}
-	if row.Resource == "" {
-		return refused(&kernel.Refusal{Code: wire.CodeResourceInvalid, Reason: "the row names no resource"})
+	cmd := kernel.ImportRow{GuaranteeID: row.GuaranteeID, Resource: row.Resource, Window: row.Window, Amount: row.Amount,
+		Reference: row.Reference, Operator: operator, Now: g.clock.Now()}
+	if r := kernel.CheckImportRow(cmd); r != nil {
+		return refused(r)
 	}
 	pin, pr := g.pinOf(tenant, row.GuaranteeID)
 	if pr != nil {
@@ -62,15 +61,13 @@ func (g *Gateway) importRow(ctx context.Context, tenant, operator, csub string, 
 	}
 	ref, err := aggregates.ExposureWindowRef(tenant, row.GuaranteeID, row.Resource, row.Window)
 	if err != nil {
-		return refused(&kernel.Refusal{Code: wire.CodeResourceInvalid, Reason: err.Error()})
+		return refused(kernel.RefuseResource(err))
 	}
 	carries, err := g.carriesOf(tenant, kernel.Hold{GuaranteeID: row.GuaranteeID, Resource: row.Resource, Window: row.Window})
 	if err != nil {
-		return refused(&kernel.Refusal{Code: wire.CodeResourceInvalid, Reason: err.Error()})
+		return refused(kernel.RefuseResource(err))
 	}
 	st := kernel.ImportState{Pin: pin}
-	cmd := kernel.ImportRow{GuaranteeID: row.GuaranteeID, Resource: row.Resource, Window: row.Window, Amount: row.Amount,
-		Reference: row.Reference, Operator: operator, Now: g.clock.Now()}
 	var d kernel.Decision
 	// The control subject (the guarantee's latest limit) is read, not
 	// guarded: a one-event append carries no guard. A limit lowered during
@@ -88,7 +85,7 @@ func (g *Gateway) importRow(ctx context.Context, tenant, operator, csub string, 
 		}})
 	switch {
 	case err != nil:
-		return refused(&kernel.Refusal{Code: wire.CodeLedgerUnavailable, Reason: err.Error()})
+		return wire.ImportResult{Status: wire.ImportRefused, Code: wire.CodeLedgerUnavailable, Reason: err.Error()}
 	case res.Refusal != nil:
 		return refused(res.Refusal)
 	case len(d.Events) == 0:

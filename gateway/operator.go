@@ -60,9 +60,8 @@ func (g *Gateway) holdForSecond(ctx context.Context, tenant, operator, verb stri
 		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}, false
 	}
 	g.log.Warn("operator action held for a second operator", "tenant", tenant, "operator", operator, "verb", verb, "request", id)
-	return wire.OpReply{Code: wire.CodeSecondOperatorRequired,
-		Reason: verb + " needs a second operator: another operator with the scope " + string(scope) + " confirms it with ctx confirm " + id,
-		Data:   map[string]any{"request_id": id}}, true
+	r := kernel.SecondOperatorRequired(verb, scope, id)
+	return wire.OpReply{Code: r.Code, Reason: r.Reason, Data: map[string]any{"request_id": id}}, true
 }
 
 // opConfirm is a second operator's confirmation: kernel.DecideConfirm
@@ -74,8 +73,8 @@ func (g *Gateway) opConfirm(ctx context.Context, tc *config.TenantConfig, operat
 	if r := decodeOp(body, &req); r != nil {
 		return *r
 	}
-	if req.RequestID == "" {
-		return wire.Refused(wire.CodeRequestMalformed, "request_id is required")
+	if r := kernel.CheckConfirmRequest(req); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	ref, err := requestRef(tc.ID, req.RequestID)
 	if err != nil {

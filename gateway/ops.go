@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -23,8 +24,8 @@ var OpVerbs = append([]string{"exposure", "attempts", "reconcile", "close-attemp
 // operator is recorded as a signed operator.refused event (operator.go).
 func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []byte) wire.OpReply {
 	tc, ok := g.cfg.Tenant(tenant)
-	if !ok || !tc.IsOperator(operator) {
-		return wire.Refused(wire.CodeAuthorityDenied, "%s is not an operator of tenant %s", operator, tenant)
+	if r := kernel.CheckOperator(ok, ok && tc.IsOperator(operator), operator, tenant); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	v := kernel.DecideOperatorVerb(tc.OperatorPolicy(), kernel.OperatorAction{Operator: operator, Scopes: tc.OperatorScopes(operator), Verb: verb, Body: body})
 	var reply wire.OpReply
@@ -42,7 +43,7 @@ func (g *Gateway) Op(ctx context.Context, tenant, verb, operator string, body []
 		reply = g.dispatchOp(ctx, tenant, verb, operator, body)
 	}
 	if !reply.OK && reply.Code != "" {
-		g.recordOperatorRefusal(ctx, tenant, kernel.NewOperatorRefused(operator, verb, body, &kernel.Refusal{Code: reply.Code, Reason: reply.Reason}))
+		g.recordOperatorRefusal(ctx, tenant, kernel.OperatorReplyRefused(operator, verb, body, reply))
 	}
 	return reply
 }
@@ -94,7 +95,8 @@ func (g *Gateway) dispatchOp(ctx context.Context, tenant, verb, operator string,
 	case "kill-switch":
 		return g.opKillSwitch(ctx, tenant, operator, req)
 	default:
-		return wire.Refused(wire.CodeRequestMalformed, "unknown verb %q", verb)
+		r := kernel.RefuseUnknownVerb(verb)
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	for i := range reply.Settled {
 		reply.Settled[i] = showSettle(reply.Settled[i])
@@ -112,8 +114,8 @@ func (g *Gateway) opExposure(tenant string, req wire.OpRequest) wire.OpReply {
 	if r != nil {
 		return *r
 	}
-	if req.ResourceDigest != "" && (req.Resource != "" || !isDigest(req.ResourceDigest)) {
-		return wire.Refused(wire.CodeRequestMalformed, "resource_digest must be 64 lowercase hex digits (the SHA-256 of the resource), without resource")
+	if r := kernel.CheckExposureRequest(req); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	rows := g.index.exposure(tenant, req.GuaranteeID, req.Resource)
 	if d := req.ResourceDigest; d != "" {
@@ -171,7 +173,8 @@ func (g *Gateway) operationOf(tenant, attemptID string) (opEntry, bool) {
 func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source string, obs Observation) wire.SettleRow {
 	oe, opRef, bs, err := g.opTarget(tenant, attemptID)
 	if err != nil {
-		return wire.SettleRow{AttemptID: attemptID, Code: wire.CodeAttemptUnknown, Reason: err.Error()}
+		r := kernel.RefuseAttemptTarget(err)
+		return wire.SettleRow{AttemptID: attemptID, Code: r.Code, Reason: r.Reason}
 	}
 	ctl := kernel.Controls{Authority: "reconciliation", Executor: g.executor}
 	if cp, ok := g.cfg.Capability(oe.op.CapabilityID); ok {
@@ -206,18 +209,18 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 func (g *Gateway) ReconcileGrace(cp *config.CapabilityConfig) time.Duration { return cp.Grace() }
 
 func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req wire.OpRequest) wire.OpReply {
-	var targets []string
-	if req.AttemptID != "" {
-		targets = []string{req.AttemptID}
-	} else if req.All {
+	if r := kernel.CheckReconcileRequest(req); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
+	}
+	targets := []string{req.AttemptID}
+	if req.AttemptID == "" {
+		targets = nil
 		for _, oe := range g.index.unresolved() {
 			if oe.tenant == tenant {
 				a, _ := oe.op.Current()
 				targets = append(targets, a.AttemptID)
 			}
 		}
-	} else {
-		return wire.Refused(wire.CodeRequestMalformed, "name attempt_id or set all")
 	}
 	reply := wire.OpReply{OK: true}
 	for _, id := range targets {
@@ -232,8 +235,8 @@ func (g *Gateway) opReconcile(ctx context.Context, tenant, operator string, req 
 // dispatch-start), or nothing yet.
 func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source string, sweep bool) wire.SettleRow {
 	oe, ok := g.operationOf(tenant, attemptID)
-	if !ok {
-		return wire.SettleRow{AttemptID: attemptID, Code: wire.CodeAttemptUnknown, Reason: "no operation holds this attempt"}
+	if r := kernel.CheckReconcileTarget(ok, false, false); r != nil {
+		return wire.SettleRow{AttemptID: attemptID, Code: r.Code, Reason: r.Reason}
 	}
 	cp, _ := g.cfg.Capability(oe.op.CapabilityID)
 	plan := kernel.PlanReconcile(&oe.op, kernel.ReconcileInput{AttemptID: attemptID, Sweep: sweep, Age: g.seen.since(attemptID, g.clock.Now()),
@@ -249,8 +252,8 @@ func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source st
 	default:
 		return wire.SettleRow{AttemptID: attemptID, Status: plan.Status, Code: plan.Code, Reason: plan.Reason}
 	}
-	if cp == nil {
-		return wire.SettleRow{AttemptID: attemptID, Code: wire.CodeCapabilityNotSurfaced, Reason: "capability no longer in the manifest"}
+	if r := kernel.CheckReconcileTarget(true, true, cp != nil); r != nil {
+		return wire.SettleRow{AttemptID: attemptID, Code: r.Code, Reason: r.Reason}
 	}
 	obs := g.adapter(cp).Query(ctx, attemptID)
 	if kernel.Unchanged(&oe.op, attemptID, obs.Outcome) {
@@ -266,19 +269,17 @@ func (g *Gateway) reconcileOne(ctx context.Context, tenant, attemptID, source st
 }
 
 func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req wire.OpRequest) wire.OpReply {
-	if req.AttemptID == "" {
-		return wire.Refused(wire.CodeRequestMalformed, "attempt_id is required")
+	_, known := g.operationOf(tenant, req.AttemptID)
+	if r := kernel.CheckCloseRequest(req, known); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	reason := req.Reason
 	if reason == "" {
 		reason = "closed by operator " + operator
 	}
-	if _, ok := g.operationOf(tenant, req.AttemptID); !ok {
+	if !known {
 		// An attempt no operation knows: tombstone it on the named ledger
 		// so that a late reservation for it is refused.
-		if req.GuaranteeID == "" || req.Resource == "" && req.ResourceDigest == "" {
-			return wire.Refused(wire.CodeAttemptUnknown, "attempt %s is unknown; name guarantee_id and resource (or resource_digest) to tombstone it", req.AttemptID)
-		}
 		resource, r := g.resolveResource(tenant, req.GuaranteeID, req.Resource, req.ResourceDigest)
 		if r != nil {
 			return *r
@@ -299,11 +300,9 @@ func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req wire
 }
 
 func (g *Gateway) opAssertAbsence(ctx context.Context, tenant, operator string, req wire.OpRequest) wire.OpReply {
-	if req.AttemptID == "" || req.ArtifactRef == "" {
-		return wire.Refused(wire.CodeRequestMalformed, "attempt_id and artifact_ref are required")
-	}
-	if _, ok := g.operationOf(tenant, req.AttemptID); !ok {
-		return wire.Refused(wire.CodeAttemptUnknown, "attempt %s: unknown attempt", req.AttemptID)
+	_, known := g.operationOf(tenant, req.AttemptID)
+	if r := kernel.CheckAssertAbsenceRequest(req, known); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	if r := g.release(ctx, tenant, kernel.Release{AttemptID: req.AttemptID, Executor: g.executor, Operator: operator, ArtifactRef: req.ArtifactRef}); r != nil {
 		return *r
@@ -317,8 +316,8 @@ func (g *Gateway) opAssertAbsence(ctx context.Context, tenant, operator string, 
 func (g *Gateway) release(ctx context.Context, tenant string, cmd kernel.Release) *wire.OpReply {
 	_, opRef, bs, err := g.opTarget(tenant, cmd.AttemptID)
 	if err != nil {
-		r := wire.Refused(wire.CodeAttemptUnknown, "attempt %s: %v", cmd.AttemptID, err)
-		return &r
+		r := kernel.RefuseAttemptTarget(fmt.Errorf("attempt %s: %w", cmd.AttemptID, err))
+		return &wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	var st kernel.ReleaseState
 	var d kernel.ReleaseDecision

@@ -61,9 +61,9 @@ func (g *Gateway) opDecisions(ctx context.Context, tenant string, body []byte) w
 		if b.text == "" {
 			continue
 		}
-		t, err := time.Parse(time.RFC3339Nano, b.text)
-		if err != nil {
-			return wire.Refused(wire.CodeRequestMalformed, "%s must be an RFC 3339 time, not %q", b.name, wire.Prefix(b.text))
+		t, r := kernel.ParseTimeFilter(b.name, b.text)
+		if r != nil {
+			return wire.OpReply{Code: r.Code, Reason: r.Reason}
 		}
 		*b.t = t
 	}

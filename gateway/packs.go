@@ -39,7 +39,8 @@ func (g *Gateway) packOp(ctx context.Context, tc *config.TenantConfig, verb, ope
 		if req.Version != "" {
 			v, ok := g.model.Pack(tc.ID, req.Version)
 			if !ok {
-				return wire.Refused(wire.CodePackUnknown, "pack version %q is not published", clipID(req.Version)), true
+				r := kernel.RefusePackUnknown(clipID(req.Version))
+				return wire.OpReply{Code: r.Code, Reason: r.Reason}, true
 			}
 			data["pack"] = v.Pack
 		}
@@ -144,7 +145,7 @@ func clipID(s string) string {
 func (g *Gateway) gatePack(ctx context.Context, tenant, runID string, cp *config.CapabilityConfig) (kernel.ContextPack, *kernel.PackRef, *kernel.Refusal, error) {
 	ref, err := RunRef(tenant, runID)
 	if err != nil {
-		return *cp.Pack(), nil, &kernel.Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}, nil
+		return *cp.Pack(), nil, kernel.RefuseMalformed(err), nil
 	}
 	st, err := g.load(ctx, ref)
 	if err != nil {

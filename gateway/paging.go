@@ -115,17 +115,9 @@ func parseCursor(s string) (cursor, error) {
 	return c, nil
 }
 
-// isDigest reports whether s is a Digest: 64 lowercase hex digits.
+// isDigest reports whether s is a Digest (kernel.IsDigest).
 func isDigest(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f') {
-			return false
-		}
-	}
-	return true
+	return kernel.IsDigest(s)
 }
 
 // num is a key part that sorts like the number.
@@ -174,9 +166,8 @@ type pager struct {
 // pager reads a request's limit and cursor for list; a malformed one is
 // the reply to send.
 func (g *Gateway) pager(list byte, limit int, cur string) (pager, *wire.OpReply) {
-	if limit < 0 || limit > wire.MaxPageLimit {
-		r := wire.Refused(wire.CodeRequestMalformed, "limit must be 0 (the default, %d) to %d, not %d", wire.DefaultPageLimit, wire.MaxPageLimit, limit)
-		return pager{}, &r
+	if r := kernel.CheckPageLimit(limit); r != nil {
+		return pager{}, &wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	if limit == 0 {
 		limit = wire.DefaultPageLimit
@@ -316,20 +307,16 @@ func decodeList(body []byte, verb string) (wire.ListRequest, *wire.OpReply) {
 // resolveResource returns the resource a request names, by its id or by
 // the digest a view showed beside it (resolved through the read model).
 func (g *Gateway) resolveResource(tenant, guaranteeID, resource, digest string) (string, *wire.OpReply) {
-	switch {
-	case digest == "":
+	if r := kernel.CheckResourceDigest(resource, digest); r != nil {
+		return "", &wire.OpReply{Code: r.Code, Reason: r.Reason}
+	}
+	if digest == "" {
 		return resource, nil
-	case resource != "":
-		r := wire.Refused(wire.CodeRequestMalformed, "name resource or resource_digest, not both")
-		return "", &r
-	case !isDigest(digest):
-		r := wire.Refused(wire.CodeRequestMalformed, "resource_digest must be 64 lowercase hex digits (the SHA-256 of the resource)")
-		return "", &r
 	}
 	res, ok := g.model.ResourceByDigest(tenant, guaranteeID, digest)
 	if !ok {
-		r := wire.Refused(wire.CodeRequestMalformed, "resource_digest %s names no resource of guarantee %q the runtime knows; name the resource itself", digest, guaranteeID)
-		return "", &r
+		r := kernel.RefuseUnknownResourceDigest(guaranteeID, digest)
+		return "", &wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	return res, nil
 }

@@ -190,6 +190,15 @@ type ImportRow struct {
 	Now         time.Time
 }
 
+// CheckImportRow refuses a row that names no resource, before anything is
+// read: the resource names the ledger the row is decided on.
+func CheckImportRow(c ImportRow) *Refusal {
+	if c.Resource == "" {
+		return refuse(wire.CodeResourceInvalid, "the row names no resource")
+	}
+	return nil
+}
+
 // DecideImportRow is the governed step of an import: the pinned guarantee,
 // the row's window against its definition, the guarantee's latest limit
 // and the exposure the guarantees it replaces carry, then the ledger's

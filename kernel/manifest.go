@@ -193,6 +193,14 @@ func (m *Manifest) amountPointers(capabilityID string) []Pointer {
 // proposal it covers.
 func (t *Tenant) pinned(guaranteeID string) (PinnedGuarantee, *Refusal) {
 	p, ok := t.Pins[guaranteeID]
+	return ResolvePin(guaranteeID, p, ok)
+}
+
+// ResolvePin is the rule of a configured guarantee's pin as a runtime holds
+// it (ok: it holds an entry for the guarantee): the pin, or the refusal of
+// every proposal the guarantee covers (definition_mismatch when it is not
+// pinned, else the refusal its pinning recorded).
+func ResolvePin(guaranteeID string, p PinnedGuarantee, ok bool) (PinnedGuarantee, *Refusal) {
 	switch {
 	case !ok || (p.Pin == nil && p.Refusal == nil):
 		return PinnedGuarantee{}, refuse(wire.CodeDefinitionMismatch, "guarantee %s is not pinned", guaranteeID)
@@ -200,4 +208,13 @@ func (t *Tenant) pinned(guaranteeID string) (PinnedGuarantee, *Refusal) {
 		return PinnedGuarantee{}, p.Refusal
 	}
 	return p, nil
+}
+
+// CheckPinnedHistory refuses to list the versions of a guarantee the
+// tenant has not pinned: its history starts at its pin.
+func CheckPinnedHistory(p *Pin, guaranteeID, tenant string) *Refusal {
+	if !p.Pinned() {
+		return refuse(wire.CodeDefinitionMismatch, "guarantee %s is not pinned in tenant %s", guaranteeID, tenant)
+	}
+	return nil
 }
