@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -246,4 +248,86 @@ func BenchmarkReadDense100(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAppendCPU: the CPU time (this process's: the embedded server and
+// its client) and latency of one append by kind, on a durable and a relaxed
+// server, one client: a single event, and atomic batches of one event on
+// each of 2 and 5 subjects, each subject with its expected sequence. The
+// kinds take turns in rounds so that all meet the same load of a shared
+// machine. On a single server nats-server stages each atomic batch in a
+// file store of its own, which an atomic batch's cpu-ms shows against a
+// single append's (docs/performance.md, "Where a lone agent's proposal
+// spends its CPU").
+//
+//	go test ./events -run '^$' -bench AppendCPU -benchtime 300x
+func BenchmarkAppendCPU(b *testing.B) {
+	for _, sync := range []bool{true, false} {
+		name := "relaxed"
+		if sync {
+			name = "sync_always"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, _, _ := newJetStore(b, sync)
+			type kind struct {
+				name  string
+				subs  []string
+				last  []uint64
+				cpu   time.Duration
+				lat   []time.Duration
+				count int
+			}
+			var kinds []*kind
+			for _, n := range []int{1, 2, 5} {
+				k := &kind{name: fmt.Sprint("batch", n), last: make([]uint64, n)}
+				if n == 1 {
+					k.name = "single"
+				}
+				for j := range n {
+					k.subs = append(k.subs, storetest.Subject(b, fmt.Sprint("ord.cpu.", n, ".", j)))
+				}
+				kinds = append(kinds, k)
+			}
+			envs := benchEvents(b, b.N*8)
+			next := 0
+			ctx := context.Background()
+			const rounds = 5
+			b.ResetTimer()
+			for r := range rounds {
+				for i := range kinds {
+					k := kinds[(i+r)%len(kinds)]
+					for range max(b.N/rounds, 1) {
+						items := make([]events.AppendItem, len(k.subs))
+						for j, sub := range k.subs {
+							items[j] = events.AppendItem{Subject: sub, ExpectedLastSeq: k.last[j], Envs: envs[next%len(envs) : next%len(envs)+1]}
+							next++
+						}
+						t0, c0 := time.Now(), processCPU()
+						seqs, err := s.AppendBatch(ctx, items)
+						k.cpu += processCPU() - c0
+						k.lat = append(k.lat, time.Since(t0))
+						k.count++
+						if err != nil {
+							b.Fatal(err)
+						}
+						copy(k.last, seqs)
+					}
+				}
+			}
+			for _, k := range kinds {
+				slices.Sort(k.lat)
+				b.ReportMetric(float64(k.cpu.Microseconds())/1000/float64(k.count), k.name+"-cpu-ms")
+				b.ReportMetric(float64(k.lat[len(k.lat)/2].Microseconds())/1000, k.name+"-p50-ms")
+			}
+		})
+	}
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
