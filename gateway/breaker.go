@@ -24,6 +24,23 @@ type breakers struct {
 	mu      sync.Mutex
 	windows map[string]kernel.FailureWindow // tenant/capability -> recent failures seen here
 	open    map[string]*kernel.BreakerTripped
+	counts  map[string]*sync.Mutex // tenant/capability -> held while a failure is counted
+}
+
+// counting is the lock a failure of the breaker key holds while it is
+// counted.
+func (b *breakers) counting(key string) *sync.Mutex {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.counts == nil {
+		b.counts = map[string]*sync.Mutex{}
+	}
+	m := b.counts[key]
+	if m == nil {
+		m = &sync.Mutex{}
+		b.counts[key] = m
+	}
+	return m
 }
 
 func breakerKey(tenant, capabilityID string) string { return tenant + "/" + capabilityID }
@@ -74,44 +91,53 @@ func (b *breakers) set(tenant string, ev kernel.Event) {
 	}
 }
 
-// breakerFailure counts a provider failure of a tenant's dispatch and, when
-// the kernel's rule says so, trips the breaker: a signed event with the
-// figures, appended before the next proposal is decided here.
+// breakerFailure counts a provider failure of a tenant's dispatch
+// (kernel.FailureInput.Step: the kernel's rule says whether the report is a
+// failure and whether the breaker trips) and, on a trip, appends the signed
+// event with the figures before the next proposal is decided here. The
+// failures of one breaker are counted one at a time, so none is lost from
+// the window this replica keeps.
 func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID string, obs Observation) {
 	cp, ok := g.cfg.Capability(capabilityID)
 	if g.brk == nil || !ok || cp.Breaker.Threshold == 0 {
 		return
 	}
-	rule := kernel.BreakerRule{Threshold: cp.Breaker.Threshold, Window: cp.Breaker.Window.Duration}
 	key := breakerKey(tenant, capabilityID)
 	b := g.brk
+	in := kernel.FailureInput{CapabilityID: capabilityID, Rule: kernel.BreakerRule{Threshold: cp.Breaker.Threshold, Window: cp.Breaker.Window.Duration},
+		Outcome: obs.Outcome, Failure: obs.Failure, Reason: obs.Ref, At: g.clock.Now()}
+	if !in.Failed() {
+		return
+	}
+	lock := b.counting(key)
+	lock.Lock()
+	defer lock.Unlock()
 	b.mu.Lock()
-	w, trip := kernel.DecideBreaker(b.windows[key], rule, b.open[key] != nil,
-		kernel.BreakerFailure{CapabilityID: capabilityID, At: g.clock.Now(), Reason: obs.Ref})
-	b.windows[key] = w
+	in.Window = b.windows[key]
 	b.mu.Unlock()
-	if trip == nil {
-		return
-	}
-	subject, err := BreakerSubject(tenant, capabilityID)
-	if err != nil {
-		g.log.Error("breaker subject", "tenant", tenant, "capability", capabilityID, "err", err)
-		return
-	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	mine := false // the last decision (the one that took effect) appended this trip; else another replica tripped it first
-	var st *kernel.Breaker
-	var evs []kernel.Event
-	_, err = g.engine.Do(actx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(breakerRef(subject), &st, &evs)},
-		Decide: func() *kernel.Refusal { evs = kernel.DecideBreakerTrip(st, *trip); mine = len(evs) > 0; return nil }})
+	eff, err := g.engine.Run(actx, tenant, in.Step())
 	if err != nil {
-		// The failures are still counted: the next one tries again.
+		// The failure is still counted (over the breaker as this replica
+		// follows it): the next one tries the trip again.
 		g.log.Error("circuit breaker trip could not be recorded", "tenant", tenant, "capability", capabilityID, "err", err)
-		return
+		eff = kernel.FailureStep(kernel.BreakerState{Breaker: g.breakerState(tenant, capabilityID)}, in)
+		eff.Append = nil
 	}
-	if !mine {
-		return // the other replica's event reaches this one through the subscription
+	b.mu.Lock()
+	if eff.Window != nil {
+		b.windows[key] = *eff.Window
+	}
+	b.mu.Unlock()
+	var trip *kernel.BreakerTripped
+	for _, ev := range eff.Events(kernel.KeyBreaker(capabilityID)) {
+		if t, ok := ev.(kernel.BreakerTripped); ok {
+			trip = &t
+		}
+	}
+	if trip == nil {
+		return // not tripped, or another replica tripped it first: its event reaches this one through the subscription
 	}
 	b.set(tenant, *trip)
 	if g.tel != nil {

@@ -193,10 +193,16 @@ func (g *Gateway) authorize(tc *config.TenantConfig, principal string, cp *confi
 func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, body []byte, r *kernel.Refusal) wire.Reply {
 	sum := sha256.Sum256(body)
 	ev := kernel.ProposalRefused{Principal: principal, Code: r.Code, Reason: r.Reason, BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
+	g.recordUnbound(ctx, tenant, ev)
+	return wire.Reply{Status: wire.StatusRefused, Code: r.Code, Reason: r.Reason}
+}
+
+// recordUnbound records ev, a refusal no operation records, on its
+// principal's refusal subject, unless the refusal window only counts it.
+func (g *Gateway) recordUnbound(ctx context.Context, tenant string, ev kernel.ProposalRefused) {
 	if !g.refusals.sample(tenant, ev) {
 		g.recordRefusal(ctx, tenant, ev)
 	}
-	return wire.Reply{Status: wire.StatusRefused, Code: r.Code, Reason: r.Reason}
 }
 
 // recordRefusal appends ev on its principal's refusal subject.
