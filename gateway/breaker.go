@@ -24,23 +24,6 @@ type breakers struct {
 	mu      sync.Mutex
 	windows map[string]kernel.FailureWindow // tenant/capability -> recent failures seen here
 	open    map[string]*kernel.BreakerTripped
-	counts  map[string]*sync.Mutex // tenant/capability -> held while a failure is counted
-}
-
-// counting is the lock a failure of the breaker key holds while it is
-// counted.
-func (b *breakers) counting(key string) *sync.Mutex {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.counts == nil {
-		b.counts = map[string]*sync.Mutex{}
-	}
-	m := b.counts[key]
-	if m == nil {
-		m = &sync.Mutex{}
-		b.counts[key] = m
-	}
-	return m
 }
 
 func breakerKey(tenant, capabilityID string) string { return tenant + "/" + capabilityID }
@@ -93,43 +76,43 @@ func (b *breakers) set(tenant string, ev kernel.Event) {
 
 // breakerFailure counts a provider failure of a tenant's dispatch
 // (kernel.FailureInput.Step: the kernel's rule says whether the report is a
-// failure and whether the breaker trips) and, on a trip, appends the signed
-// event with the figures before the next proposal is decided here. The
-// failures of one breaker are counted one at a time, so none is lost from
-// the window this replica keeps.
+// failure and whether the breaker trips). The failure is counted into this
+// replica's window at once, over the breaker as this replica follows it;
+// when that trips it, the step runs on the breaker's subject, which appends
+// the signed trip with the figures (once: a breaker another replica
+// tripped first stays as it is) before the next proposal is decided here.
 func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID string, obs Observation) {
 	cp, ok := g.cfg.Capability(capabilityID)
 	if g.brk == nil || !ok || cp.Breaker.Threshold == 0 {
 		return
 	}
-	key := breakerKey(tenant, capabilityID)
-	b := g.brk
 	in := kernel.FailureInput{CapabilityID: capabilityID, Rule: kernel.BreakerRule{Threshold: cp.Breaker.Threshold, Window: cp.Breaker.Window.Duration},
 		Outcome: obs.Outcome, Failure: obs.Failure, Reason: obs.Ref, At: g.clock.Now()}
 	if !in.Failed() {
 		return
 	}
-	lock := b.counting(key)
-	lock.Lock()
-	defer lock.Unlock()
+	key := breakerKey(tenant, capabilityID)
+	b := g.brk
 	b.mu.Lock()
 	in.Window = b.windows[key]
+	var followed *kernel.Breaker
+	if trip := b.open[key]; trip != nil {
+		followed = &kernel.Breaker{Open: true, Trip: trip}
+	}
+	counted := kernel.FailureStep(kernel.BreakerState{Breaker: followed}, in)
+	b.windows[key] = *counted.Window
 	b.mu.Unlock()
+	if len(counted.Events(kernel.KeyBreaker(capabilityID))) == 0 {
+		return
+	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	eff, err := g.engine.Run(actx, tenant, in.Step())
 	if err != nil {
-		// The failure is still counted (over the breaker as this replica
-		// follows it): the next one tries the trip again.
+		// The failures are still counted: the next one tries again.
 		g.log.Error("circuit breaker trip could not be recorded", "tenant", tenant, "capability", capabilityID, "err", err)
-		eff = kernel.FailureStep(kernel.BreakerState{Breaker: g.breakerState(tenant, capabilityID)}, in)
-		eff.Append = nil
+		return
 	}
-	b.mu.Lock()
-	if eff.Window != nil {
-		b.windows[key] = *eff.Window
-	}
-	b.mu.Unlock()
 	var trip *kernel.BreakerTripped
 	for _, ev := range eff.Events(kernel.KeyBreaker(capabilityID)) {
 		if t, ok := ev.(kernel.BreakerTripped); ok {
@@ -137,7 +120,7 @@ func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID strin
 		}
 	}
 	if trip == nil {
-		return // not tripped, or another replica tripped it first: its event reaches this one through the subscription
+		return // another replica tripped it first: its event reaches this one through the subscription
 	}
 	b.set(tenant, *trip)
 	if g.tel != nil {

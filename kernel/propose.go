@@ -153,9 +153,10 @@ type ProposeState struct {
 // operation (on the principal's own subject of its key when Scoped), the
 // run, the approval it names, the tenant's control and integrity subjects
 // (guarded), its authority, the capability's breaker, and for a gated
-// capability the evidence it names and the tenant's pack catalog (fresh), the ledger of every guarantee that covers
-// the capability (up to one whose pin or arguments refuse the proposal) and
-// the ledgers of the guarantees those replace (stale reads). A proposal
+// capability the evidence it names and the tenant's pack catalog (fresh),
+// the ledger of every guarantee that covers the capability (up to one whose
+// pin or arguments refuse the proposal) and the ledgers of the guarantees
+// those replace (stale reads). A proposal
 // refused before it names an operation (too large, malformed, of an unknown
 // tenant or capability) reads nothing.
 func ProposeReads(in ProposeInput) Reads { return prepare(in).reads }
@@ -433,9 +434,9 @@ func (p *proposal) decide(s ProposeState) Effects {
 	op, run, ctl := orNew(s.Op), orNew(s.Run), s.Control
 	s.Ledgers = p.named(s.Ledgers)
 	opKey := p.opKey()
-	// The checks of step 5 read no subject the operation's step changes;
-	// they run here so that the operation records the pack version the
-	// gate resolved.
+	// The checks of step 5 run first (they change nothing), so that the
+	// operation records the pack version the gate resolved; their refusal
+	// still ranks after those of steps 3 and 4.
 	c := p.check(s)
 
 	// 2. The action digest: bound when the proposal was prepared (over
