@@ -9,12 +9,12 @@ import "github.com/contextos/ledger/kernel"
 // reads the events field after it, so a transaction names its subjects the
 // way the kernel step does and no caller indexes states by position:
 //
-//	var st kernel.ProposalState
-//	var d kernel.ProposalDecision
+//	var st kernel.SettleState
+//	var d kernel.SettleDecision
 //	tx := aggregates.Tx{Tenant: t, Bind: []aggregates.Binding{
 //		aggregates.Bind(opRef, &st.Op, &d.Op),
-//		aggregates.Bind(runRef, &st.Run, &d.Run),
-//	}, Decide: func() *kernel.Refusal { d = kernel.DecidePropose(st, cmd); return d.Refusal }}
+//		aggregates.BindKey(ledgerRef, &st.Ledgers, &d.Ledgers, hold.Key()),
+//	}, Decide: func() *kernel.Refusal { d = kernel.DecideSettle(st, cmd); return d.Refusal }}
 type Binding interface {
 	ref() Ref
 	set(State)

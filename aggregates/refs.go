@@ -157,7 +157,11 @@ func RefOf(tenant string, k kernel.Key) (Ref, error) {
 	var err error
 	switch k.Kind {
 	case kernel.KindOperation:
-		subject, err = codec.Subject(tenant, "operation", k.ID, k.Sub)
+		if k.Scope != "" {
+			subject, err = codec.Subject(tenant, "operation", k.ID, k.Sub, k.Scope)
+		} else {
+			subject, err = codec.Subject(tenant, "operation", k.ID, k.Sub)
+		}
 	case kernel.KindRun:
 		subject, err = codec.Subject(tenant, "run", k.ID)
 	case kernel.KindApproval:
@@ -176,6 +180,8 @@ func RefOf(tenant string, k kernel.Key) (Ref, error) {
 		subject, err = codec.Subject(tenant, "refusal", k.ID)
 	case kernel.KindPin:
 		subject, err = codec.Subject(tenant, "guarantee", k.ID)
+	case kernel.KindPacks:
+		subject, err = codec.Subject(tenant, "pack")
 	default:
 		return Ref{}, fmt.Errorf("aggregates: key of an invalid kind: %v", k)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/contextos/ledger/kernel"
@@ -21,8 +22,9 @@ import (
 // How each read is loaded follows its kernel.Access: Write, Guard and Stale
 // reads come from the engine's warm state (see Engine); Fresh reads are
 // read from the store during the call, once, before the decision (the
-// authority and breaker subjects, whose count the configuration bounds,
-// from the changes since the engine last read them). A step that reads
+// authority, pack catalog and breaker subjects, whose count the
+// configuration bounds, from the changes since the engine last read them).
+// A step that reads
 // nothing is decided without the store.
 //
 // Errors are typed: *UnavailableError when the store did not answer (the
@@ -146,8 +148,9 @@ func (e *Engine) readFresh(ctx context.Context, reads []kernel.Read, refs []Ref)
 }
 
 // freshTails keeps the state of the fresh subjects whose number the
-// configuration bounds (a tenant's authority, a capability's breaker) as
-// last read, so that a call reads only the events stored since. The state
+// configuration bounds (a tenant's authority and pack catalog, a
+// capability's breaker) as last read, so that a call reads only the events
+// stored since. The state
 // is read fresh for each call all the same: from the sequence of the last
 // event folded into it, which must come back as that very event (its id).
 // If it does not, the subject is not the one the state was folded from (it
@@ -179,6 +182,12 @@ func kept(k kernel.Key) (clone func(State) State, ok bool) {
 		}, true
 	case kernel.KindBreaker:
 		return func(s State) State { c := *s.(*kernel.Breaker); return &c }, true
+	case kernel.KindPacks:
+		return func(s State) State {
+			c := *s.(*kernel.PackCatalog)
+			c.Versions, c.Promotions = slices.Clone(c.Versions), slices.Clone(c.Promotions)
+			return &c
+		}, true
 	}
 	return nil, false
 }

@@ -119,6 +119,46 @@ func TestRunProposeThenSettle(t *testing.T) {
 		kernel.TypeOperationDispatchStarted, kernel.TypeOperationObserved, kernel.TypeDecisionRecorded)
 }
 
+// TestRunScopedKey: a proposal whose key of the run another principal's
+// operation holds appends nothing there and says so (Effects.Scoped);
+// decided again as Scoped, its operation is on the principal's own subject
+// of the key (ScopedOperationRef), and the same proposal again is that
+// operation.
+func TestRunScopedKey(t *testing.T) {
+	_, store := startStore(t, t.TempDir())
+	eng := NewEngine(store, testSealer())
+	ctx := context.Background()
+	m := runManifest()
+	m.Tenants["acme"].Agents["agent_b"] = &kernel.Agent{ID: "agent_b", Capabilities: []string{"adp_payments.issue_refund"}}
+	if eff, err := eng.Run(ctx, "acme", proposal(m, "k1", "ord_1", 100).Step()); err != nil || eff.Dispatch == nil {
+		t.Fatalf("agent_a: %v %+v", err, eff)
+	}
+	in := proposal(m, "k1", "ord_2", 200)
+	in.Principal = "agent_b"
+	eff, err := eng.Run(ctx, "acme", in.Step())
+	if err != nil || !eff.Scoped || eff.Refusal != nil || len(eff.Append) != 0 {
+		t.Fatalf("agent_b on agent_a's key: %v %+v", err, eff)
+	}
+	in.Scoped = true
+	if eff, err = eng.Run(ctx, "acme", in.Step()); err != nil || eff.Dispatch == nil || eff.Dispatch.Operation != kernel.KeyScopedOperation("run_1", "k1", "agent_b") {
+		t.Fatalf("agent_b on its own subject: %v %+v", err, eff)
+	}
+	ref, err := ScopedOperationRef("acme", "run_1", "k1", "agent_b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := store.Read(ctx, ref.Subject, 1)
+	if err != nil || len(stored) != 3 || stored[0].Envelope.Type != kernel.TypeOperationOpened {
+		t.Fatalf("agent_b's operation subject %s: %v %d events", ref.Subject, err, len(stored))
+	}
+	sameTypes(t, "agent_a's operation", subjectTypes(t, store, kernel.KeyOperation("run_1", "k1")), kernel.TypeOperationOpened, kernel.TypeOperationReserved,
+		kernel.TypeOperationDispatchStarted)
+	again, err := eng.Run(ctx, "acme", in.Step())
+	if err != nil || again.Scoped || len(again.Append) != 0 || again.Reply.OperationID != eff.Dispatch.OperationID {
+		t.Fatalf("again: %v %+v", err, again)
+	}
+}
+
 // TestRunRace: sixteen proposals of 80,000 race on one order whose ceiling
 // is 100,000, through two engines (replicas) on one store: exactly one
 // holds, every other is refused and recorded on its operation.
@@ -345,6 +385,8 @@ func TestRefOfSubjects(t *testing.T) {
 		{kernel.KeyBreaker("cap.x"), "ctx.ev.acme.breaker.rcap_2Ex"},
 		{kernel.KeyRefusals("agent_a"), "ctx.ev.acme.refusal.ragent_5Fa"},
 		{kernel.KeyPin("g"), "ctx.ev.acme.guarantee.rg"},
+		{kernel.KeyScopedOperation("run_1", "k1", "agent_a"), "ctx.ev.acme.operation.rrun_5F1.rk1.ragent_5Fa"},
+		{kernel.KeyPacks, "ctx.ev.acme.pack"},
 	} {
 		ref, err := RefOf("acme", c.key)
 		if err != nil || ref.Subject != c.want {
@@ -362,6 +404,8 @@ func TestRefOfSubjects(t *testing.T) {
 	}{
 		{kernel.KeyOperation("r", "k"), "operation", []string{"r", "k"}},
 		{kernel.KeyBreaker("c"), "breaker", []string{"c"}},
+		{kernel.KeyScopedOperation("r", "k", "p"), "operation", []string{"r", "k", "p"}},
+		{kernel.KeyPacks, "pack", nil},
 	} {
 		want, _ := codec.Subject("acme", c.kind, c.keys...)
 		if ref, _ := RefOf("acme", c.key); ref.Subject != want {

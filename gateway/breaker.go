@@ -74,44 +74,53 @@ func (b *breakers) set(tenant string, ev kernel.Event) {
 	}
 }
 
-// breakerFailure counts a provider failure of a tenant's dispatch and, when
-// the kernel's rule says so, trips the breaker: a signed event with the
-// figures, appended before the next proposal is decided here.
+// breakerFailure counts a provider failure of a tenant's dispatch
+// (kernel.FailureInput.Step: the kernel's rule says whether the report is a
+// failure and whether the breaker trips). The failure is counted into this
+// replica's window at once, over the breaker as this replica follows it;
+// when that trips it, the step runs on the breaker's subject, which appends
+// the signed trip with the figures (once: a breaker another replica
+// tripped first stays as it is) before the next proposal is decided here.
 func (g *Gateway) breakerFailure(ctx context.Context, tenant, capabilityID string, obs Observation) {
 	cp, ok := g.cfg.Capability(capabilityID)
 	if g.brk == nil || !ok || cp.Breaker.Threshold == 0 {
 		return
 	}
-	rule := kernel.BreakerRule{Threshold: cp.Breaker.Threshold, Window: cp.Breaker.Window.Duration}
+	in := kernel.FailureInput{CapabilityID: capabilityID, Rule: kernel.BreakerRule{Threshold: cp.Breaker.Threshold, Window: cp.Breaker.Window.Duration},
+		Outcome: obs.Outcome, Failure: obs.Failure, Reason: obs.Ref, At: g.clock.Now()}
+	if !in.Failed() {
+		return
+	}
 	key := breakerKey(tenant, capabilityID)
 	b := g.brk
 	b.mu.Lock()
-	w, trip := kernel.DecideBreaker(b.windows[key], rule, b.open[key] != nil,
-		kernel.BreakerFailure{CapabilityID: capabilityID, At: g.clock.Now(), Reason: obs.Ref})
-	b.windows[key] = w
-	b.mu.Unlock()
-	if trip == nil {
-		return
+	in.Window = b.windows[key]
+	var followed *kernel.Breaker
+	if trip := b.open[key]; trip != nil {
+		followed = &kernel.Breaker{Open: true, Trip: trip}
 	}
-	subject, err := BreakerSubject(tenant, capabilityID)
-	if err != nil {
-		g.log.Error("breaker subject", "tenant", tenant, "capability", capabilityID, "err", err)
+	counted := kernel.FailureStep(kernel.BreakerState{Breaker: followed}, in)
+	b.windows[key] = *counted.Window
+	b.mu.Unlock()
+	if len(counted.Events(kernel.KeyBreaker(capabilityID))) == 0 {
 		return
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	mine := false // the last decision (the one that took effect) appended this trip; else another replica tripped it first
-	var st *kernel.Breaker
-	var evs []kernel.Event
-	_, err = g.engine.Do(actx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(breakerRef(subject), &st, &evs)},
-		Decide: func() *kernel.Refusal { evs = kernel.DecideBreakerTrip(st, *trip); mine = len(evs) > 0; return nil }})
+	eff, err := g.engine.Run(actx, tenant, in.Step())
 	if err != nil {
 		// The failures are still counted: the next one tries again.
 		g.log.Error("circuit breaker trip could not be recorded", "tenant", tenant, "capability", capabilityID, "err", err)
 		return
 	}
-	if !mine {
-		return // the other replica's event reaches this one through the subscription
+	var trip *kernel.BreakerTripped
+	for _, ev := range eff.Events(kernel.KeyBreaker(capabilityID)) {
+		if t, ok := ev.(kernel.BreakerTripped); ok {
+			trip = &t
+		}
+	}
+	if trip == nil {
+		return // another replica tripped it first: its event reaches this one through the subscription
 	}
 	b.set(tenant, *trip)
 	if g.tel != nil {
@@ -196,10 +205,11 @@ func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body [
 			return wire.OpReply{Code: wire.CodeRequestMalformed, Reason: "request: " + err.Error()}
 		}
 	}
+	_, surfaced := g.cfg.Capability(req.CapabilityID)
+	if r := kernel.CheckBreakerRequest(req, surfaced); r != nil {
+		return wire.OpReply{Code: r.Code, Reason: r.Reason}
+	}
 	if req.Reset {
-		if _, ok := g.cfg.Capability(req.CapabilityID); !ok {
-			return wire.OpReply{Code: wire.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %q is not in the manifest", req.CapabilityID)}
-		}
 		subject, err := BreakerSubject(tenant, req.CapabilityID)
 		if err != nil {
 			return wire.OpReply{Code: wire.CodeRequestMalformed, Reason: err.Error()}
@@ -213,8 +223,6 @@ func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body [
 			return wire.OpReply{Code: wire.CodeLedgerUnavailable, Reason: err.Error()}
 		}
 		g.brk.set(tenant, reset)
-	} else if req.CapabilityID != "" || req.Reason != "" {
-		return wire.OpReply{Code: wire.CodeRequestMalformed, Reason: "capability_id and reason go with reset"}
 	}
 	reply := wire.OpReply{OK: true}
 	for _, cp := range g.cfg.Capabilities {

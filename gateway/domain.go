@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/config"
@@ -124,7 +123,7 @@ func (g *Gateway) enterDomain(ctx context.Context, tenant string) error {
 }
 
 // carry is the ledger of a replaced guarantee that a hold reads: its key
-// in kernel.ProposalState.Replaced and its subject.
+// and its subject.
 type carry struct {
 	key kernel.LedgerKey
 	ref aggregates.Ref
@@ -145,22 +144,4 @@ func (g *Gateway) carriesOf(tenant string, h kernel.Hold) ([]carry, error) {
 		out = append(out, carry{key: kernel.LedgerKey{GuaranteeID: id, Resource: h.Resource, Window: h.Window}, ref: ref})
 	}
 	return out, nil
-}
-
-// readReplaced binds every carry of bs into replaced.
-func readReplaced(bs []bound, replaced *map[kernel.LedgerKey]*kernel.Ledger) []aggregates.Binding {
-	var out []aggregates.Binding
-	var seen []kernel.LedgerKey
-	for _, b := range bs {
-		for _, c := range b.carries {
-			if slices.Contains(seen, c.key) || slices.ContainsFunc(bs, func(o bound) bool { return o.ref.Subject == c.ref.Subject }) {
-				// A ledger the proposal also holds on is bound once; the
-				// kernel refuses holding a guarantee beside one it replaces.
-				continue
-			}
-			seen = append(seen, c.key)
-			out = append(out, aggregates.Read(c.ref, replaced, c.key))
-		}
-	}
-	return out
 }

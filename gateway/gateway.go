@@ -189,10 +189,16 @@ func configuredGrant(tc *config.TenantConfig, principal string, cp *config.Capab
 func (g *Gateway) refuseUnbound(ctx context.Context, tenant, principal string, body []byte, r *kernel.Refusal) wire.Reply {
 	sum := sha256.Sum256(body)
 	ev := kernel.ProposalRefused{Principal: principal, Code: r.Code, Reason: r.Reason, BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
+	g.recordUnbound(ctx, tenant, ev)
+	return wire.Reply{Status: wire.StatusRefused, Code: r.Code, Reason: r.Reason}
+}
+
+// recordUnbound records ev, a refusal no operation records, on its
+// principal's refusal subject, unless the refusal window only counts it.
+func (g *Gateway) recordUnbound(ctx context.Context, tenant string, ev kernel.ProposalRefused) {
 	if !g.refusals.sample(tenant, ev) {
 		g.recordRefusal(ctx, tenant, ev)
 	}
-	return wire.Reply{Status: wire.StatusRefused, Code: r.Code, Reason: r.Reason}
 }
 
 // recordRefusal appends ev on its principal's refusal subject.
@@ -213,13 +219,13 @@ func (g *Gateway) recordRefusal(ctx context.Context, tenant string, ev kernel.Pr
 // incident logs an incident and reports it to the read model, which lists
 // it with the incidents the stream records (an executor fenced before it
 // appended anything leaves no event).
-func (g *Gateway) incident(tenant, kind, attemptID string, r *kernel.Refusal) {
-	g.log.Warn("incident", "tenant", tenant, "kind", kind, "attempt", attemptID, "code", r.Code, "reason", r.Reason)
-	if r.Code != wire.CodeExecutorFenced {
+func (g *Gateway) incident(tenant string, inc kernel.Incident) {
+	g.log.Warn("incident", "tenant", tenant, "kind", inc.Kind, "attempt", inc.AttemptID, "code", inc.Code, "reason", inc.Reason)
+	if inc.Code != wire.CodeExecutorFenced {
 		return // the stream records it (exposure.incident): the model reads it there
 	}
-	in := wire.Incident{Kind: kind, AttemptID: attemptID, Code: r.Code, Reason: r.Reason, At: codec.FormatTime(g.clock.Now())}
-	if e, ok := g.index.operationOf(attemptID); ok && e.tenant == tenant {
+	in := wire.Incident{Kind: inc.Kind, AttemptID: inc.AttemptID, Code: inc.Code, Reason: inc.Reason, At: codec.FormatTime(g.clock.Now())}
+	if e, ok := g.index.operationOf(inc.AttemptID); ok && e.tenant == tenant {
 		in.OperationID = e.op.OperationID
 	}
 	g.model.Report(tenant, in)

@@ -132,33 +132,48 @@ func (g *Gateway) opExposure(tenant string, req wire.OpRequest) wire.OpReply {
 }
 
 // opTarget finds what an action on an attempt needs: its operation (from
-// the index) with its subject, and the ledger of every guarantee the
-// attempt holds on.
-func (g *Gateway) opTarget(tenant, attemptID string) (opEntry, aggregates.Ref, []bound, error) {
+// the index) with its key, and the attempt's holds, each as the pin of its
+// guarantee binds it.
+func (g *Gateway) opTarget(tenant, attemptID string) (opEntry, kernel.Key, []kernel.Hold, error) {
 	oe, ok := g.operationOf(tenant, attemptID)
 	if !ok {
-		return opEntry{}, aggregates.Ref{}, nil, errors.New("unknown attempt")
+		return opEntry{}, kernel.Key{}, nil, errors.New("unknown attempt")
 	}
-	ref := aggregates.Ref{Subject: oe.subject, New: func() aggregates.State { return &kernel.Operation{} }}
-	var bs []bound
+	key, err := opKeyOf(tenant, oe)
+	if err != nil {
+		return opEntry{}, kernel.Key{}, nil, err
+	}
+	var holds []kernel.Hold
 	for _, a := range oe.op.Attempts {
 		if a.AttemptID != attemptID {
 			continue
 		}
 		for _, h := range a.Holds {
-			lref, err := aggregates.ExposureWindowRef(tenant, h.GuaranteeID, h.Resource, h.Window)
-			if err != nil {
-				return opEntry{}, aggregates.Ref{}, nil, err
-			}
-			hold := kernel.Hold{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount, DefinitionDigest: kernel.Definition{}.Digest()}
+			hold := kernel.Hold{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount, Window: h.Window, DefinitionDigest: kernel.Definition{}.Digest()}
 			if pin, r := g.pinOf(tenant, h.GuaranteeID); r == nil {
 				hold = pin.PinnedHold(h.Resource, h.Amount)
 				hold.Window = h.Window
 			}
-			bs = append(bs, bound{hold: hold, ref: lref})
+			holds = append(holds, hold)
 		}
 	}
-	return oe, ref, bs, nil
+	return oe, key, holds, nil
+}
+
+// opKeyOf is the key of an operation the index holds: the key's subject of
+// its run, or the principal's own subject of the key (kernel.OpenScoped).
+func opKeyOf(tenant string, oe opEntry) (kernel.Key, error) {
+	for _, k := range []kernel.Key{kernel.KeyOperation(oe.op.RunID, oe.op.OperationKey),
+		kernel.KeyScopedOperation(oe.op.RunID, oe.op.OperationKey, oe.op.Principal)} {
+		ref, err := aggregates.RefOf(tenant, k)
+		if err != nil {
+			return kernel.Key{}, err
+		}
+		if ref.Subject == oe.subject {
+			return k, nil
+		}
+	}
+	return kernel.Key{}, fmt.Errorf("operation %s is stored on %s, the subject of none of its keys", oe.op.OperationID, oe.subject)
 }
 
 // operationOf looks an attempt's operation up in the index.
@@ -171,7 +186,7 @@ func (g *Gateway) operationOf(tenant, attemptID string) (opEntry, bool) {
 // the claim fences whoever held the operation before, atomically with the
 // observation.
 func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source string, obs Observation) wire.SettleRow {
-	oe, opRef, bs, err := g.opTarget(tenant, attemptID)
+	oe, key, holds, err := g.opTarget(tenant, attemptID)
 	if err != nil {
 		r := kernel.RefuseAttemptTarget(err)
 		return wire.SettleRow{AttemptID: attemptID, Code: r.Code, Reason: r.Reason}
@@ -180,26 +195,20 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 	if cp, ok := g.cfg.Capability(oe.op.CapabilityID); ok {
 		ctl.CapabilityVersion, ctl.Risk, ctl.PolicyDigest = cp.Version, cp.Risk, cp.CompiledPolicy().Digest()
 	}
-	cmd := kernel.Settle{AttemptID: attemptID, Outcome: obs.Outcome, Source: source, Ref: obs.Ref, Claimant: g.executor + "/" + source, Now: g.clock.Now(),
-		Holds: holdsOf(bs), Controls: ctl}
+	in := kernel.SettleInput{Operation: key, AttemptID: attemptID, Holds: holds, Outcome: obs.Outcome, Source: source, Ref: obs.Ref,
+		Claimant: g.executor + "/" + source, Now: g.clock.Now(), Controls: ctl}
 	row := wire.SettleRow{AttemptID: attemptID, Outcome: wire.Outcome(obs.Outcome)}
-	var st kernel.SettleState
-	var d kernel.SettleDecision
-	res, err := g.engine.Do(ctx, aggregates.Tx{
-		Tenant: tenant,
-		Bind:   append([]aggregates.Binding{aggregates.Bind(opRef, &st.Op, &d.Op)}, bindLedgers(bs, &st.Ledgers, &d.Ledgers)...),
-		Decide: func() *kernel.Refusal { d = kernel.DecideSettle(st, cmd); return d.Refusal },
-		Done:   func() { row.Status = st.Op.Status() },
-	})
+	eff, err := g.engine.Run(ctx, tenant, in.Step())
 	if err != nil {
 		row.Code, row.Reason = wire.CodeLedgerUnavailable, err.Error()
 		return row
 	}
-	if res.Refusal != nil {
-		row.Code, row.Reason = res.Refusal.Code, res.Refusal.Reason
-		if res.Refusal.Code == wire.CodeObservationContradictsSeal {
-			g.incident(tenant, string(wire.CodeObservationContradictsSeal), attemptID, res.Refusal)
-		}
+	row.Status = eff.Reply.Status
+	if eff.Refusal != nil {
+		row.Code, row.Reason = eff.Refusal.Code, eff.Refusal.Reason
+	}
+	for _, inc := range eff.Incidents {
+		g.incident(tenant, inc)
 	}
 	return row
 }
@@ -293,7 +302,7 @@ func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req wire
 		}
 		return wire.OpReply{OK: true, Exposure: []wire.ExposureRow{{Tenant: tenant, GuaranteeID: req.GuaranteeID, Resource: resource, Balance: wire.Balance(bal)}}}
 	}
-	if r := g.release(ctx, tenant, kernel.Release{AttemptID: req.AttemptID, Executor: g.executor, Operator: operator, Reason: reason}); r != nil {
+	if r := g.release(ctx, tenant, kernel.ReleaseInput{AttemptID: req.AttemptID, Executor: g.executor, Operator: operator, Reason: reason}); r != nil {
 		return *r
 	}
 	return wire.OpReply{OK: true, Settled: []wire.SettleRow{{AttemptID: req.AttemptID, Status: wire.StatusNotApplied, Reason: reason}}}
@@ -304,34 +313,33 @@ func (g *Gateway) opAssertAbsence(ctx context.Context, tenant, operator string, 
 	if r := kernel.CheckAssertAbsenceRequest(req, known); r != nil {
 		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
-	if r := g.release(ctx, tenant, kernel.Release{AttemptID: req.AttemptID, Executor: g.executor, Operator: operator, ArtifactRef: req.ArtifactRef}); r != nil {
+	if r := g.release(ctx, tenant, kernel.ReleaseInput{AttemptID: req.AttemptID, Executor: g.executor, Operator: operator, ArtifactRef: req.ArtifactRef}); r != nil {
 		return *r
 	}
 	return wire.OpReply{OK: true, Settled: []wire.SettleRow{{AttemptID: req.AttemptID, Outcome: wire.OutcomeNotApplied, Status: wire.StatusNotApplied,
 		Reason: "absence asserted by " + operator + " with " + req.ArtifactRef}}}
 }
 
-// release runs kernel.DecideRelease (close-attempt and assert-absence) over
-// the attempt's operation and ledgers; it returns the refusal reply, or nil.
-func (g *Gateway) release(ctx context.Context, tenant string, cmd kernel.Release) *wire.OpReply {
-	_, opRef, bs, err := g.opTarget(tenant, cmd.AttemptID)
+// release runs the release step (close-attempt and assert-absence,
+// kernel.ReleaseInput.Step) over the attempt's operation and the ledgers
+// it holds on; it returns the refusal reply, or nil.
+func (g *Gateway) release(ctx context.Context, tenant string, in kernel.ReleaseInput) *wire.OpReply {
+	_, key, holds, err := g.opTarget(tenant, in.AttemptID)
 	if err != nil {
-		r := kernel.RefuseAttemptTarget(fmt.Errorf("attempt %s: %w", cmd.AttemptID, err))
+		r := kernel.RefuseAttemptTarget(fmt.Errorf("attempt %s: %w", in.AttemptID, err))
 		return &wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
-	var st kernel.ReleaseState
-	var d kernel.ReleaseDecision
-	res, err := g.engine.Do(ctx, aggregates.Tx{
-		Tenant: tenant,
-		Bind:   append([]aggregates.Binding{aggregates.Bind(opRef, &st.Op, &d.Op)}, bindLedgers(bs, &st.Ledgers, &d.Ledgers)...),
-		Decide: func() *kernel.Refusal { d = kernel.DecideRelease(st, cmd); return d.Refusal },
-	})
+	in.Operation = key
+	for _, h := range holds {
+		in.Holds = append(in.Holds, kernel.HoldRef{GuaranteeID: h.GuaranteeID, Resource: h.Resource, Amount: h.Amount, Window: h.Window})
+	}
+	eff, err := g.engine.Run(ctx, tenant, in.Step())
 	if err != nil {
 		r := wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 		return &r
 	}
-	if res.Refusal != nil {
-		return &wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	if eff.Refusal != nil {
+		return &wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
 	}
 	return nil
 }

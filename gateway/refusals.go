@@ -90,6 +90,18 @@ func (s *refusalSampler) whole(tenant string, k kernel.RefusalKey) bool {
 	return t == nil || t.Whole(k)
 }
 
+// view is the tenant's refusal window as a proposal step reads it.
+func (s *refusalSampler) view(tenant string) kernel.RefusalWindow {
+	return refusalWindow{s: s, tenant: tenant}
+}
+
+type refusalWindow struct {
+	s      *refusalSampler
+	tenant string
+}
+
+func (w refusalWindow) Whole(k kernel.RefusalKey) bool { return w.s.whole(w.tenant, k) }
+
 // add records a refusal of k: recorded whole, or counted (described by ev).
 func (s *refusalSampler) add(tenant string, k kernel.RefusalKey, ev kernel.ProposalRefused, whole bool) {
 	s.mu.Lock()

@@ -33,7 +33,7 @@ type Definition struct {
 	ResourceForm ResourceForm `json:"resource_form,omitempty"`
 	// Replaces names the guarantee this one takes over from: what is
 	// committed and held under it on a resource counts against this one's
-	// limit on the same resource (ProposalState.Replaced). Omitted when
+	// limit on the same resource (ProposeStep reads its ledger). Omitted when
 	// empty, so definitions without one keep the digest they were pinned
 	// with.
 	Replaces string `json:"replaces,omitempty"`

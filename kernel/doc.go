@@ -31,12 +31,15 @@
 //	}
 //	reply(eff.Reply)                  // after the append; Unbound and Incidents after it
 //
-// A runtime that decides the reserve in its own transaction (DecidePropose)
-// takes every check that reads no ledger from the same code:
-// PrepareProposal (bound, parse, tenant, capability, BindAction) and its
-// Check over the fresh reads (breaker, authority, policy, run amount, the
-// evidence gate under the run's pinned pack, the pins and windows), in
-// ProposeStep's order.
+// ProposeStep is the only proposal path. What the runtime keeps beside the
+// stream enters as inputs (ProposeInput: the clock, new ids, its witnesses'
+// status, its refusal window), and what the effects leave to it comes back
+// in Effects: a key another principal holds (Scoped: decide again with
+// ProposeInput.Scoped on the principal's own subject of the key), a refusal
+// the window counts (Tally), a refusal no operation records (Unbound).
+// PrepareProposal prepares a proposal once (bound, parse, tenant,
+// capability, BindAction) for a runtime that reads its parsed form before
+// it runs the step.
 //
 // Effects documents the order the runtime keeps. The steps below the
 // governed ones (DecideExposure over one ledger, DecideOpen, DecideApproval,

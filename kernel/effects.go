@@ -55,6 +55,24 @@ type Effects struct {
 	// Window is the failure window a FailureStep leaves, which replaces
 	// the runtime's.
 	Window *FailureWindow
+	// Scoped says the proposal's operation key is held by another
+	// principal's operation: nothing is appended, and the proposal is to be
+	// decided again on the principal's own subject of the key
+	// (ProposeInput.Scoped).
+	Scoped bool
+	// Tally is a refusal the runtime's refusal window adds
+	// (RefusalTally.Add) once the effects are stored.
+	Tally *TalliedRefusal
+}
+
+// TalliedRefusal is a refused proposal of a tallied code as its refusal
+// window counts it: recorded whole (its operation's record is in Append),
+// or only counted (nothing is appended; the window's aggregate stands for
+// it).
+type TalliedRefusal struct {
+	Key     RefusalKey
+	Refused ProposalRefused
+	Whole   bool
 }
 
 // Events returns the events Effects appends to k.

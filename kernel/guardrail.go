@@ -264,8 +264,8 @@ type Guarded struct {
 	Now          time.Time
 }
 
-// CheckControl is the tenant's controls over a proposal, the one check both
-// proposal paths (ProposeStep, DecidePropose) make first: the kill switch,
+// CheckControl is the tenant's controls over a proposal, the check
+// ProposeStep makes first after the operation: the kill switch,
 // then every guardrail of the capability (in id order) that no waiver in
 // force covers. A nil control refuses nothing.
 func CheckControl(c *Control, g Guarded) *Refusal {

@@ -24,9 +24,10 @@ const (
 	KindBreaker                   // one capability's circuit breaker
 	KindRefusals                  // one principal's refusals no operation records
 	KindPin                       // one guarantee's pinned definition
+	KindPacks                     // the tenant's context pack catalog
 )
 
-var kindNames = [...]string{"invalid", "operation", "run", "approval", "evidence", "ledger", "control", "integrity", "authority", "breaker", "refusals", "pin"}
+var kindNames = [...]string{"invalid", "operation", "run", "approval", "evidence", "ledger", "control", "integrity", "authority", "breaker", "refusals", "pin", "packs"}
 
 // String returns the kind's name.
 func (k Kind) String() string {
@@ -40,18 +41,27 @@ func (k Kind) String() string {
 // stored: the runtime maps a key to its stream subject (package
 // aggregates). ID is the run, approval, evidence reference, capability,
 // principal or guarantee the subject belongs to; Sub is an operation's key
-// or a ledger's resource; Window is a ledger's calendar window. Keys are
-// comparable: steps index their states by them.
+// or a ledger's resource; Window is a ledger's calendar window; Scope is
+// the principal of an operation's key scoped to it (KeyScopedOperation).
+// Keys are comparable: steps index their states by them.
 type Key struct {
 	Kind   Kind
 	ID     string
 	Sub    string
 	Window string
+	Scope  string
 }
 
 // KeyOperation is the key of the operation (runID, operationKey).
 func KeyOperation(runID, operationKey string) Key {
 	return Key{Kind: KindOperation, ID: runID, Sub: operationKey}
+}
+
+// KeyScopedOperation is the key of principal's own operation (runID,
+// operationKey): where its operation is when the key of the run is held by
+// another principal's (OpenScoped).
+func KeyScopedOperation(runID, operationKey, principal string) Key {
+	return Key{Kind: KindOperation, ID: runID, Sub: operationKey, Scope: principal}
 }
 
 // KeyRun is the key of a run's budget.
@@ -78,6 +88,7 @@ var (
 	KeyControl   = Key{Kind: KindControl}
 	KeyIntegrity = Key{Kind: KindIntegrity}
 	KeyAuthority = Key{Kind: KindAuthority}
+	KeyPacks     = Key{Kind: KindPacks}
 )
 
 // Key is the key of the ledger.
@@ -93,6 +104,8 @@ func (k Key) Ledger() LedgerKey {
 // String describes the key for errors and logs.
 func (k Key) String() string {
 	switch {
+	case k.Scope != "":
+		return fmt.Sprintf("%s %q/%q (%q)", k.Kind, k.ID, k.Sub, k.Scope)
 	case k.Window != "":
 		return fmt.Sprintf("%s %q/%q/%s", k.Kind, k.ID, k.Sub, k.Window)
 	case k.Sub != "":
@@ -129,6 +142,8 @@ func (k Key) New() Aggregate {
 		return &RefusalLog{}
 	case KindPin:
 		return &Pin{}
+	case KindPacks:
+		return &PackCatalog{}
 	}
 	return nil
 }

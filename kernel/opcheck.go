@@ -113,6 +113,19 @@ func CheckAssertAbsenceRequest(req wire.OpRequest, known bool) *Refusal {
 	return nil
 }
 
+// CheckBreakerRequest refuses a breaker request that resets a capability
+// the manifest does not surface (surfaced false), or that names a
+// capability or a reason without resetting.
+func CheckBreakerRequest(req wire.BreakerRequest, surfaced bool) *Refusal {
+	switch {
+	case req.Reset && !surfaced:
+		return refuse(wire.CodeCapabilityNotSurfaced, "capability %q is not in the manifest", req.CapabilityID)
+	case !req.Reset && (req.CapabilityID != "" || req.Reason != ""):
+		return refuse(wire.CodeRequestMalformed, "capability_id and reason go with reset")
+	}
+	return nil
+}
+
 // CheckReconcileTarget refuses to reconcile an attempt no operation holds
 // (known false), or to query the provider of a capability the manifest no
 // longer has (query and not surfaced).

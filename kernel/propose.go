@@ -86,9 +86,18 @@ type ProposeInput struct {
 	// tenant's audit log (CheckLogIntegrity).
 	Witness WitnessStatus
 	// Pack is the context pack version the runtime compiled the evidence
-	// gate under; nil: the gated capability's configured pack, else the
-	// run's pinned version.
+	// gate under; nil: the version the gate resolves from the pack
+	// catalog (ResolveGatePack), else the run's pinned version, else (with
+	// no catalog read) the gated capability's configured pack.
 	Pack *PackRef
+	// Scoped decides the proposal on the principal's own subject of its
+	// operation key (KeyScopedOperation): a decision on the key's subject
+	// of the run found it another principal's (Effects.Scoped).
+	Scoped bool
+	// Refusals is the runtime's refusal window: a refusal of a tallied
+	// code it does not record whole appends nothing and is only counted
+	// (Effects.Tally). Nil: every refusal is recorded whole.
+	Refusals RefusalWindow
 }
 
 // ResolveGatePack is the pack a gated capability's evidence gate is
@@ -141,11 +150,13 @@ type ProposeState struct {
 }
 
 // ProposeReads names what the proposal step reads, before it runs: the
-// operation, the run, the approval it names, the tenant's control and
-// integrity subjects (guarded), its authority, the capability's breaker and
-// the evidence it names (fresh), the ledger of every guarantee that covers
-// the capability (up to one whose pin or arguments refuse the proposal) and
-// the ledgers of the guarantees those replace (stale reads). A proposal
+// operation (on the principal's own subject of its key when Scoped), the
+// run, the approval it names, the tenant's control and integrity subjects
+// (guarded), its authority, the capability's breaker, and for a gated
+// capability the evidence it names and the tenant's pack catalog (fresh),
+// the ledger of every guarantee that covers the capability (up to one whose
+// pin or arguments refuse the proposal) and the ledgers of the guarantees
+// those replace (stale reads). A proposal
 // refused before it names an operation (too large, malformed, of an unknown
 // tenant or capability) reads nothing.
 func ProposeReads(in ProposeInput) Reads { return prepare(in).reads }
@@ -160,7 +171,10 @@ func ProposeReads(in ProposeInput) Reads { return prepare(in).reads }
 //     argument refusal is recorded under the digest of the body);
 //  3. the operation: the same key with the same action is the same
 //     operation (its status again, nothing appended), with another action
-//     it is refused and nothing is appended (Unbound);
+//     it is refused and nothing is appended (Unbound); a key another
+//     principal's operation holds sends the proposal to the principal's
+//     own subject of the key (Effects.Scoped), and is refused there
+//     (Unbound) when that one is another principal's too;
 //  4. the tenant's kill switch and guardrails (CheckControl, waivers
 //     considered) and the audit log's integrity, which take precedence
 //     over every refusal below (an operator who engaged the switch sees it
@@ -178,7 +192,9 @@ func ProposeReads(in ProposeInput) Reads { return prepare(in).reads }
 //     capability is fenced (SameActionKey).
 //
 // A refusal from 4 on appends the operation's record only (opened,
-// refused, the decision record): nothing is redeemed, consumed or held. An
+// refused, the decision record): nothing is redeemed, consumed or held;
+// one of a tallied code that the refusal window does not record whole
+// appends nothing (Effects.Tally). An
 // accepted proposal opens the operation, redeems its approval, charges its
 // run and reserves with the dispatch-start on every ledger in one append,
 // and asks for the Dispatch.
@@ -210,6 +226,14 @@ type proposal struct {
 	reads       Reads
 	context     *CompiledContext // the evidence gate's compiled context, once checked
 	pack        *PackRef         // the pack the gate was compiled under, when resolved from the catalog
+}
+
+// opKey is the key of the proposal's operation.
+func (p *proposal) opKey() Key {
+	if p.in.Scoped {
+		return KeyScopedOperation(p.wire.RunID, p.wire.OperationKey, p.in.Principal)
+	}
+	return KeyOperation(p.wire.RunID, p.wire.OperationKey)
 }
 
 func prepare(in ProposeInput) *proposal {
@@ -319,7 +343,7 @@ func (p *proposal) bindHolds() {
 func (p *proposal) readsOf() Reads {
 	w := p.wire
 	var r Reads
-	r.add(KeyOperation(w.RunID, w.OperationKey), Write)
+	r.add(p.opKey(), Write)
 	for _, h := range p.holds {
 		r.add(h.ledgerKey().Key(), Write)
 	}
@@ -344,6 +368,7 @@ func (p *proposal) readsOf() Reads {
 		for _, ref := range w.EvidenceRefs {
 			r.add(KeyEvidence(ref), Fresh)
 		}
+		r.add(KeyPacks, Fresh)
 	}
 	return r
 }
@@ -361,11 +386,14 @@ func (p *proposal) Decide(l Loaded) Effects {
 		return p.decide(ProposeState{})
 	}
 	w := p.wire
-	s := ProposeState{Op: loaded[Operation](l, KeyOperation(w.RunID, w.OperationKey)), Run: loaded[Run](l, KeyRun(w.RunID)),
+	s := ProposeState{Op: loaded[Operation](l, p.opKey()), Run: loaded[Run](l, KeyRun(w.RunID)),
 		Control: loaded[Control](l, KeyControl), Integrity: loaded[LogIntegrity](l, KeyIntegrity),
 		Authority: loaded[Authority](l, KeyAuthority), Breaker: loaded[Breaker](l, KeyBreaker(p.cap.ID))}
 	if w.ApprovalID != "" {
 		s.Approval = loaded[Approval](l, KeyApproval(w.ApprovalID))
+	}
+	if p.cap.Pack != nil {
+		s.Packs = loaded[PackCatalog](l, KeyPacks)
 	}
 	for _, r := range p.reads {
 		switch r.Key.Kind {
@@ -405,7 +433,11 @@ func (p *proposal) decide(s ProposeState) Effects {
 	}
 	op, run, ctl := orNew(s.Op), orNew(s.Run), s.Control
 	s.Ledgers = p.named(s.Ledgers)
-	opKey := KeyOperation(w.RunID, w.OperationKey)
+	opKey := p.opKey()
+	// The checks of step 5 run first (they change nothing), so that the
+	// operation records the pack version the gate resolved; their refusal
+	// still ranks after those of steps 3 and 4.
+	c := p.check(s)
 
 	// 2. The action digest: bound when the proposal was prepared (over
 	// the canonical arguments, or the body when they are refused).
@@ -414,6 +446,9 @@ func (p *proposal) decide(s ProposeState) Effects {
 	opened := OperationOpened{OperationID: in.OperationID, Principal: in.Principal, RunID: w.RunID, OperationKey: w.OperationKey,
 		CapabilityID: w.CapabilityID, ActionDigest: p.digest, Executor: in.Executor}
 	if in.Pack == nil {
+		in.Pack = c.pack
+	}
+	if in.Pack == nil && s.Packs == nil {
 		in.Pack = manifestPack(p.cap.Pack)
 	}
 	opened.Pack = pinOf(in.Pack, run)
@@ -422,12 +457,14 @@ func (p *proposal) decide(s ProposeState) Effects {
 		return p.refuseUnbound(open.Refusal, p.canon)
 	}
 	if kind == OpenScoped {
-		// The step reads the key's subject of the run only; the principal's
-		// own subject of the key is the gateway's second decision.
-		return p.refuseUnbound(KeyHeldByAnother(w.RunID, w.OperationKey), p.canon)
+		if in.Scoped {
+			return p.refuseUnbound(KeyHeldByAnother(w.RunID, w.OperationKey), p.canon)
+		}
+		// The principal's operation with this key is on its own subject
+		// of the key, which this step does not read.
+		return Effects{Scoped: true}
 	}
 	if kind == OpenExisting {
-		c := p.check(s)
 		return Effects{Reply: statusOf(op, HoldsOf(c.holds, s.Ledgers))}
 	}
 	var eff Effects
@@ -442,7 +479,6 @@ func (p *proposal) decide(s ProposeState) Effects {
 	}
 
 	// 5. The capability's controls, then the pins and windows.
-	c := p.check(s)
 	if refusal == nil {
 		refusal = c.refusal
 	}
@@ -527,7 +563,13 @@ func (p *proposal) decide(s ProposeState) Effects {
 		if refusal.Code == wire.CodeApprovalRequired {
 			refused.Arguments = p.canon // what an operator is asked to approve
 		}
-		eff = Effects{Refusal: refusal}
+		eff = Effects{Refusal: refusal, Tally: p.tally(refusal)}
+		if eff.Tally != nil && !eff.Tally.Whole {
+			// Counted into the window's aggregate: nothing is appended.
+			eff.Reply = Reply{Status: wire.StatusRefused, Code: refusal.Code, Reason: refusal.Reason, ActionDigest: p.digest,
+				Guarantees: HoldsOf(bound, s.Ledgers), Gate: controls.EvidenceGate}
+			return eff
+		}
 		eff.put(opKey, append(open.Events, refused, rec)...)
 		eff.Reply = statusOf(foldNew[Operation](eff.Append[opKey]), HoldsOf(bound, s.Ledgers))
 		eff.Reply.Gate = controls.EvidenceGate
@@ -549,6 +591,22 @@ func (p *proposal) decide(s ProposeState) Effects {
 	return eff
 }
 
+// tally is how the refusal window counts a refusal recorded on the
+// proposal's operation, keyed over configured names only; nil when its code
+// is not tallied or the runtime keeps no window.
+func (p *proposal) tally(r *Refusal) *TalliedRefusal {
+	if p.in.Refusals == nil || !Tallied(r.Code) {
+		return nil
+	}
+	k := RefusalKey{Code: r.Code, CapabilityID: p.cap.ID}
+	if p.agent != nil {
+		k.Principal = p.in.Principal
+	}
+	sum := sha256.Sum256(p.canon)
+	return &TalliedRefusal{Key: k, Whole: p.in.Refusals.Whole(k), Refused: ProposalRefused{Principal: p.in.Principal, Code: r.Code, Reason: r.Reason,
+		BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(p.canon)}}
+}
+
 // named returns the ledgers of ledgers that the step's reads name: the
 // step decides on what it read, never on a ledger it did not name (a
 // replaced guarantee's this runtime does not know of is refused, not
@@ -565,42 +623,8 @@ func (p *proposal) named(ledgers map[LedgerKey]*Ledger) map[LedgerKey]*Ledger {
 	return out
 }
 
-// Checked is what ProposeStep decides of a proposal before it reads any
-// ledger: steps 1 and 2 (Unbound, the digest and the bound arguments) and
-// the checks of step 5 over the fresh reads of s (authority, breaker,
-// evidence). A runtime that decides the rest of a proposal in its own
-// transaction takes the refusal, controls and holds from here.
-type Checked struct {
-	// Unbound refuses the proposal before it names an operation (step 1);
-	// nothing else is set then.
-	Unbound    *Refusal
-	Proposal   Proposal
-	Capability *Capability
-	// Digest is the action digest; Arguments the bytes it binds (the
-	// canonical arguments, or the body's when they are refused).
-	Digest    string
-	Arguments json.RawMessage
-	// Refusal is the first refusal of step 5, if any.
-	Refusal *Refusal
-	// Controls are the controls of the decision as far as step 5 knows
-	// them (authority, evidence gate, trace).
-	Controls Controls
-	// Holds are the holds of every guarantee that covers the capability,
-	// when nothing refused before the pins.
-	Holds []Hold
-	// Replaced are, by hold, the guarantees whose ledgers on the hold's
-	// resource and window count against its limit, nearest first.
-	Replaced  map[LedgerKey][]LedgerKey
-	RunAmount int64
-	// Approval says whether the capability requires an approval (step 7).
-	Approval bool
-	// Pack is the pack version the evidence gate was compiled under, when
-	// resolved from the catalog.
-	Pack *PackRef
-}
-
-// Prepared is a proposal prepared for CheckProposal: bound, parsed and
-// its action digested once.
+// Prepared is a proposal prepared for its step: bound, parsed and its
+// action digested once.
 type Prepared struct{ p *proposal }
 
 // PrepareProposal runs steps 1 and 2 of ProposeStep.
@@ -612,32 +636,11 @@ func (pp Prepared) Unbound() *Refusal { return pp.p.unbound }
 // Proposal is the parsed proposal.
 func (pp Prepared) Proposal() Proposal { return pp.p.wire }
 
-// Check runs the checks of step 5 over the fresh reads of s (authority,
-// breaker, evidence, and the run and pack catalog of a gated capability).
-func (pp Prepared) Check(s ProposeState) Checked {
-	p := pp.p
-	if p.unbound != nil {
-		return Checked{Unbound: p.unbound}
-	}
-	c := p.check(s)
-	out := Checked{Proposal: p.wire, Capability: p.cap, Digest: p.digest, Arguments: p.canon, Refusal: c.refusal, Controls: c.controls,
-		Holds: c.holds, RunAmount: c.runAmount, Approval: p.cap.ApprovalRequiredBy(), Pack: p.pack}
-	out.Controls.Trace = TraceOf(TraceInput{Context: p.context, EvidenceRefs: p.wire.EvidenceRefs, Arguments: p.canon,
-		ManifestDigest: p.in.Manifest.Digest, TraceID: p.in.TraceID})
-	for _, h := range out.Holds {
-		for _, id := range p.tenant.Pins[h.GuaranteeID].Replaced {
-			if out.Replaced == nil {
-				out.Replaced = map[LedgerKey][]LedgerKey{}
-			}
-			out.Replaced[h.ledgerKey()] = append(out.Replaced[h.ledgerKey()], LedgerKey{GuaranteeID: id, Resource: h.Resource, Window: h.Window})
-		}
-	}
-	return out
-}
+// Digest is the action digest of the proposal ("" when it is Unbound).
+func (pp Prepared) Digest() string { return pp.p.digest }
 
-// CheckProposal runs the steps of ProposeStep that read no ledger, in its
-// order, over the fresh reads of s.
-func CheckProposal(s ProposeState, in ProposeInput) Checked { return PrepareProposal(in).Check(s) }
+// Step is the prepared proposal's step, as ProposeInput.Step returns it.
+func (pp Prepared) Step() Step { return pp.p }
 
 // checked is what the checks of step 5 found.
 type checked struct {
@@ -645,11 +648,13 @@ type checked struct {
 	controls  Controls // the controls of the decision as far as they know them
 	holds     []Hold   // the holds bound when nothing refused before the pins
 	runAmount int64
+	pack      *PackRef // the pack the gate was compiled under, when resolved from the catalog
 }
 
 // check runs step 5: the capability's breaker, the arguments, its
 // controls (checkControls), then the pins and windows of its guarantees.
 func (p *proposal) check(s ProposeState) checked {
+	p.context, p.pack = nil, nil // of this decision only: a step may be decided again
 	c := checked{controls: Controls{ApprovalID: p.wire.ApprovalID, Executor: p.in.Executor, CapabilityVersion: p.cap.Version, Risk: p.cap.Risk,
 		PolicyDigest: p.cap.CompiledPolicy().Digest()}}
 	switch {
@@ -663,6 +668,7 @@ func (p *proposal) check(s ProposeState) checked {
 	if c.refusal == nil {
 		c.holds, c.refusal = p.holds, p.holdRefusal
 	}
+	c.pack = p.pack
 	return c
 }
 

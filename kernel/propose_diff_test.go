@@ -1,8 +1,6 @@
 package kernel
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -15,15 +13,14 @@ import (
 	"github.com/contextos/ledger/wire"
 )
 
-// TestProposeStepEqualsGatewayPath: for generated manifests, proposals and
-// states, ProposeStep's effects equal what the path before it appends and
-// answers: the gateway's checks before the ledger (transcribed below as
-// gatewayPath: the body's bound, the parse, the tenant, the capability, the
-// action binding, the breaker, authority, policy, the run amount, the
-// evidence gate, the pins and windows) followed by DecidePropose over its
-// positional state. Events are compared keyed by subject, with the
-// refusal, the unbound record, the reply and the dispatch.
-func TestProposeStepEqualsGatewayPath(t *testing.T) {
+// TestProposeStepOverItsReads: for generated manifests, proposals and
+// states that reach every obligation, the step as a runtime drives it
+// (Reads, then Decide over what they name, no more) decides what
+// ProposeStep decides over the whole state; a refusal appends to the
+// operation only (nothing is redeemed, consumed or held) and dispatches
+// nothing; an accepted proposal appends to the operation, its run and every
+// ledger it holds on, and dispatches once.
+func TestProposeStepOverItsReads(t *testing.T) {
 	pack, unresolved := seedEvidence(t)
 	resolved := seedResolved(t, unresolved)
 	n := 4000
@@ -33,13 +30,8 @@ func TestProposeStepEqualsGatewayPath(t *testing.T) {
 	codes := map[wire.Code]int{}
 	for seed := int64(0); seed < int64(n); seed++ {
 		g := newDiffGen(seed, pack, unresolved, resolved)
-		m, in, s := g.case_()
-		want := gatewayPath(m, in, s)
-		got := ProposeStep(s, in)
-		if msg := diffEffects(want, got); msg != "" {
-			t.Fatalf("seed %d: %s\nbody %s", seed, msg, in.Body)
-		}
-		// The step as a runtime drives it: what its reads name, no more.
+		_, in, s := g.case_()
+		want := ProposeStep(s, in)
 		step := in.Step()
 		l := Loaded{}
 		for _, r := range step.Reads() {
@@ -47,6 +39,9 @@ func TestProposeStepEqualsGatewayPath(t *testing.T) {
 		}
 		if msg := diffEffects(want, step.Decide(l)); msg != "" {
 			t.Fatalf("seed %d, over its reads: %s\nbody %s", seed, msg, in.Body)
+		}
+		if msg := invariants(want, step.Reads()); msg != "" {
+			t.Fatalf("seed %d: %s\nbody %s", seed, msg, in.Body)
 		}
 		if want.Refusal != nil {
 			codes[want.Refusal.Code]++
@@ -67,6 +62,44 @@ func TestProposeStepEqualsGatewayPath(t *testing.T) {
 	}
 }
 
+// invariants describes how a proposal's effects break what every decision
+// keeps, or "".
+func invariants(e Effects, reads Reads) string {
+	var ops, others []Key
+	for k, evs := range e.Append {
+		if len(evs) == 0 {
+			continue
+		}
+		if k.Kind == KindOperation {
+			ops = append(ops, k)
+		} else {
+			others = append(others, k)
+		}
+	}
+	switch {
+	case len(ops) > 1:
+		return fmt.Sprintf("appends to %d operations", len(ops))
+	case e.Refusal != nil && (len(others) > 0 || e.Dispatch != nil):
+		return fmt.Sprintf("refused %s, yet appends to %v (dispatch %v)", e.Refusal.Code, others, e.Dispatch != nil)
+	case e.Refusal == nil && len(e.Append) > 0 && e.Dispatch == nil:
+		return "accepted without a dispatch"
+	case e.Dispatch != nil && (len(ops) != 1 || ops[0] != e.Dispatch.Operation):
+		return fmt.Sprintf("dispatches %v, appending to %v", e.Dispatch.Operation, ops)
+	case e.Dispatch != nil:
+		for _, h := range e.Dispatch.Holds {
+			if len(e.Append[h.ledgerKey().Key()]) == 0 {
+				return fmt.Sprintf("dispatches a hold on %v without reserving on it", h.ledgerKey())
+			}
+		}
+	}
+	for _, r := range reads {
+		if r.Access != Write && len(e.Append[r.Key]) > 0 {
+			return fmt.Sprintf("appends to %v, read %s", r.Key, r.Access)
+		}
+	}
+	return ""
+}
+
 // stateOf is the state of key k in s (the empty one when s has none).
 func stateOf(s ProposeState, k Key) Aggregate {
 	var a Aggregate
@@ -85,6 +118,10 @@ func stateOf(s ProposeState, k Key) Aggregate {
 		a = s.Authority
 	case KindBreaker:
 		a = s.Breaker
+	case KindPacks:
+		if s.Packs != nil {
+			a = s.Packs
+		}
 	case KindEvidence:
 		if r := s.Evidence[k.ID]; r != nil {
 			a = r
@@ -152,239 +189,6 @@ func diffEffects(want, got Effects) string {
 		fmt.Fprintf(&b, "dispatch:\n want %+v\n got  %+v\n", want.Dispatch, got.Dispatch)
 	}
 	return b.String()
-}
-
-// gatewayPath is the proposal path as it was before ProposeStep: the
-// checks the gateway made before the reserve transaction
-// (gateway/propose.go Propose and bindAction, gateway/authz.go
-// checkControls and runAmount, gateway/guarantee.go pinOf,
-// gateway/breaker.go breakerRefusal, gateway/domain.go readReplaced), then
-// DecidePropose with the precomputed refusal, its ledgers and holds paired
-// by position, and the reply the gateway made of it.
-func gatewayPath(m *Manifest, in ProposeInput, s ProposeState) Effects {
-	unbound := func(r *Refusal, body []byte) Effects {
-		sum := sha256.Sum256(body)
-		return Effects{Refusal: r, Reply: Reply{Status: wire.StatusRefused, Code: r.Code, Reason: r.Reason},
-			Unbound: &ProposalRefused{Principal: in.Principal, Code: r.Code, Reason: r.Reason, BodyDigest: hex.EncodeToString(sum[:]), BodyBytes: len(body)}}
-	}
-	body := in.Body
-	if len(body) > m.MaxProposalBytes {
-		return unbound(&Refusal{Code: wire.CodeRequestMalformed, Reason: fmt.Sprintf("proposal of %d bytes exceeds %d", len(body), m.MaxProposalBytes)}, body)
-	}
-	p, r := ParseProposal(body)
-	if r != nil {
-		return unbound(r, body)
-	}
-	tc, ok := m.Tenants[in.Tenant]
-	if !ok {
-		return unbound(&Refusal{Code: wire.CodeAuthorityDenied, Reason: "unknown tenant"}, body)
-	}
-	cp, ok := m.Capabilities[p.CapabilityID]
-	if !ok {
-		return unbound(&Refusal{Code: wire.CodeCapabilityNotSurfaced, Reason: fmt.Sprintf("capability %q is not in the pinned manifest", clipID(p.CapabilityID))}, body)
-	}
-	// bindAction
-	var ptrs []Pointer
-	for _, g := range m.Guarantees {
-		if g.Definition.Covers(p.CapabilityID) {
-			if ptr, err := ParsePointer(g.Definition.AmountPointer); err == nil {
-				ptrs = append(ptrs, ptr)
-			}
-		}
-	}
-	policy := cp.Policy
-	if policy == nil {
-		policy, _ = CompilePolicy(Policy{})
-	}
-	var args map[string]any
-	var canon json.RawMessage
-	var digest string
-	argRefusal := func() *Refusal {
-		a, r := DecodeArguments(p.Arguments, ptrs...)
-		if r != nil {
-			return r
-		}
-		c, err := Canonical(json.RawMessage(p.Arguments))
-		if err != nil {
-			return &Refusal{Code: wire.CodeRequestMalformed, Reason: "arguments cannot be canonicalized: " + err.Error()}
-		}
-		d, err := ActionDigest(ActionBinding{Tenant: in.Tenant, Principal: in.Principal, RunID: p.RunID, CapabilityID: p.CapabilityID,
-			Arguments: c, EvidenceRefs: p.EvidenceRefs, CapabilityVersion: cp.Version, PolicyDigest: policy.Digest()})
-		if err != nil {
-			return &Refusal{Code: wire.CodeRequestMalformed, Reason: "the action cannot be digested: " + err.Error()}
-		}
-		args, canon, digest = a, c, d
-		return nil
-	}()
-	if argRefusal != nil {
-		sum := sha256.Sum256(body)
-		canon, digest = json.RawMessage(p.Arguments), "body:"+hex.EncodeToString(sum[:])
-	}
-	// The checks that need no ledger.
-	var refusal *Refusal
-	var authority string
-	var runAmount int64
-	var gate json.RawMessage
-	var compiled *CompiledContext
-	switch {
-	case cp.Breaker.Threshold != 0 && s.Breaker != nil && s.Breaker.Open:
-		trip := s.Breaker.Trip
-		refusal = &Refusal{Code: wire.CodeBreakerOpen, Reason: fmt.Sprintf("the circuit breaker of %s tripped at %s after %d provider failures within %s (last: %s); an operator resets it with ctx breaker reset",
-			p.CapabilityID, trip.LastFailure, trip.Failures, time.Duration(trip.WindowMillis)*time.Millisecond, trip.LastReason)}
-	case argRefusal != nil:
-		refusal = argRefusal
-	default:
-		refusal = func() *Refusal {
-			agent, ok := tc.Agents[in.Principal]
-			if !ok {
-				return &Refusal{Code: wire.CodeAuthorityDenied, Reason: fmt.Sprintf("%s is not an agent of tenant %s", in.Principal, tc.ID)}
-			}
-			src, r := CheckAuthority(s.Authority, in.Principal, cp.ID, slices.Contains(agent.Capabilities, cp.ID))
-			authority = src
-			if r != nil {
-				return r
-			}
-			if r := policy.Evaluate(args); r != nil {
-				return r
-			}
-			if ptr := cp.RunAmount; ptr != "" {
-				pp, err := ParsePointer(ptr)
-				if err != nil {
-					return &Refusal{Code: wire.CodeRequestMalformed, Reason: err.Error()}
-				}
-				v, _ := pp.Eval(args)
-				amt, r := ParseAmount(v)
-				if r != nil {
-					return &Refusal{Code: wire.CodeRequestMalformed, Reason: "the run budget reads the amount at " + ptr + ": " + r.Reason}
-				}
-				runAmount = amt
-			}
-			if cp.Pack == nil {
-				return nil
-			}
-			var records []*EvidenceRecord
-			for _, ref := range p.EvidenceRefs {
-				rec := s.Evidence[ref]
-				if rec == nil {
-					rec = &EvidenceRecord{}
-				}
-				records = append(records, rec)
-			}
-			cc, r := CheckEvidenceContext(*cp.Pack, RunContext{Tenant: in.Tenant, Principal: in.Principal, RunID: p.RunID, DecisionKey: cp.DecisionKey,
-				DecisionTime: in.Now, AllowedSources: agent.EvidenceSources, Capabilities: []string{cp.ID}}, records)
-			if cc != nil {
-				compiled = cc
-				if b, err := json.Marshal(cc.Gate); err == nil {
-					gate = b
-				}
-			}
-			return r
-		}()
-	}
-	type bound struct {
-		hold Hold
-		key  LedgerKey
-	}
-	var bs []bound
-	if refusal == nil {
-		for _, g := range m.Guarantees {
-			def := g.Definition
-			if !def.Covers(p.CapabilityID) {
-				continue
-			}
-			pg, ok := tc.Pins[def.ID]
-			if !ok {
-				refusal = &Refusal{Code: wire.CodeDefinitionMismatch, Reason: "guarantee " + def.ID + " is not pinned"}
-				break
-			}
-			if pg.Refusal != nil {
-				refusal = pg.Refusal
-				break
-			}
-			res, amt, er := def.Extract(args)
-			if er != nil {
-				refusal = er
-				break
-			}
-			hold := pg.Pin.PinnedHold(res, amt)
-			if pg.Pin.Definition.Calendar() {
-				zone := g.Zone
-				if zone == nil {
-					zone = time.UTC
-				}
-				hold.Window = pg.Pin.Definition.WindowAt(zone, in.Now).Key
-			}
-			bs = append(bs, bound{hold: hold, key: LedgerKey{GuaranteeID: hold.GuaranteeID, Resource: res, Window: hold.Window}})
-		}
-	}
-	// The reserve transaction.
-	holds := make([]Hold, len(bs))
-	ledgers := map[LedgerKey]*Ledger{}
-	for i, b := range bs {
-		holds[i], ledgers[b.key] = b.hold, orNew(s.Ledgers[b.key]).Clone()
-	}
-	replaced := map[LedgerKey]*Ledger{}
-	for _, b := range bs {
-		for _, id := range tc.Pins[b.hold.GuaranteeID].Replaced {
-			k := LedgerKey{GuaranteeID: id, Resource: b.hold.Resource, Window: b.hold.Window}
-			if slices.ContainsFunc(bs, func(o bound) bool { return o.key == k }) {
-				continue
-			}
-			replaced[k] = orNew(s.Ledgers[k])
-		}
-	}
-	approvalRequired := cp.Approval == "required" || cp.Approval != "none" && cp.Risk == "high"
-	controls := Controls{Authority: authority, ApprovalID: p.ApprovalID, Executor: in.Executor, EvidenceGate: gate,
-		CapabilityVersion: cp.Version, Risk: cp.Risk, PolicyDigest: policy.Digest(),
-		Trace: TraceOf(TraceInput{Context: compiled, EvidenceRefs: p.EvidenceRefs, Arguments: canon, ManifestDigest: m.Digest, TraceID: in.TraceID})}
-	cmd := Propose{Opened: OperationOpened{OperationID: in.OperationID, Principal: in.Principal, RunID: p.RunID, OperationKey: p.OperationKey,
-		CapabilityID: p.CapabilityID, ActionDigest: digest, Executor: in.Executor},
-		AttemptID: in.AttemptID, Holds: holds, Refusal: refusal, ApprovalID: p.ApprovalID, Now: in.Now, RunAmount: runAmount,
-		AllowUnadmitted: tc.AllowUnadmitted, Controls: controls, Arguments: canon, ApprovalRequired: approvalRequired, Risk: cp.Risk,
-		SameActionFence: cp.SameActionFenced(), Pack: manifestPack(cp.Pack)}
-	op := orNew(s.Op).after(nil)
-	st := ProposalState{Op: op, Ledgers: ledgers, Run: orNew(s.Run), Control: s.Control, Replaced: replaced, Integrity: s.Integrity, Witness: in.Witness}
-	if p.ApprovalID != "" {
-		st.Approval = orNew(s.Approval)
-	}
-	d := DecidePropose(st, cmd)
-	if d.Refusal != nil && d.Refusal.Code == wire.CodeOperationConflict {
-		return unbound(d.Refusal, canon)
-	}
-	if d.Existing {
-		return Effects{Reply: statusOf(op, HoldsOf(cmd.Holds, st.Ledgers))}
-	}
-	eff := Effects{Refusal: d.Refusal}
-	opKey := KeyOperation(p.RunID, p.OperationKey)
-	eff.put(opKey, d.Op...)
-	for _, b := range bs {
-		eff.put(b.key.Key(), d.Ledgers[b.key]...)
-	}
-	eff.put(KeyRun(p.RunID), d.Run...)
-	if p.ApprovalID != "" {
-		eff.put(KeyApproval(p.ApprovalID), d.Approval...)
-	}
-	// The reply, from the states once the decision is folded (Done).
-	after := &Operation{}
-	for _, ev := range d.Op {
-		_ = after.Apply(ev)
-	}
-	for _, b := range bs {
-		for _, ev := range d.Ledgers[b.key] {
-			_ = ledgers[b.key].Apply(ev)
-		}
-	}
-	replyHolds := cmd.Holds
-	if d.Holds != nil {
-		replyHolds = d.Holds
-	}
-	eff.Reply = statusOf(after, HoldsOf(replyHolds, ledgers))
-	eff.Reply.Gate = gate
-	if d.Refusal == nil {
-		eff.Dispatch = &Dispatch{Operation: opKey, OperationID: in.OperationID, AttemptID: in.AttemptID, Generation: after.Generation,
-			CapabilityID: p.CapabilityID, Arguments: canon, Holds: d.Holds, Controls: d.Controls, Gate: gate}
-	}
-	return eff
 }
 
 // diffGen generates one manifest, proposal and state from a seed.
@@ -603,6 +407,9 @@ func (g *diffGen) case_() (*Manifest, ProposeInput, ProposeState) {
 	if refund.Breaker.Threshold > 0 && g.one(2) {
 		s.Breaker = &Breaker{}
 		_ = s.Breaker.Apply(BreakerTripped{CapabilityID: "refund", Failures: 2, Threshold: 2, WindowMillis: 60000, FirstFailure: "a", LastFailure: "b", LastReason: "timeout"})
+	}
+	if refund.Pack != nil {
+		s.Packs = &PackCatalog{}
 	}
 	if len(refs) > 0 {
 		s.Evidence = map[string]*EvidenceRecord{}

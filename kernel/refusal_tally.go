@@ -47,6 +47,13 @@ type RefusalKey struct {
 	CapabilityID string
 }
 
+// RefusalWindow is a runtime's view of its current refusal window, which
+// a proposal step reads: whether a refusal of k is to be recorded whole
+// (RefusalTally.Whole).
+type RefusalWindow interface {
+	Whole(k RefusalKey) bool
+}
+
 // RefusalTally is the refusals of one tenant in the current window. The
 // zero value is an empty window. It is not safe for concurrent use.
 type RefusalTally struct {
@@ -109,18 +116,4 @@ func (t *RefusalTally) Close(window string) []ProposalRefused {
 		return cmp.Or(cmp.Compare(a.Principal, b.Principal), cmp.Compare(a.Code, b.Code), cmp.Compare(a.CapabilityID, b.CapabilityID))
 	})
 	return out
-}
-
-// Counted makes a refused decision the tally counts (whole is false, as
-// RefusalTally.Whole told, and its code is tallied) append nothing, and reports whether it did: the
-// refusal is then recorded only in its window's aggregate.
-func (d *ProposalDecision) Counted(whole bool) bool {
-	if d.Refusal == nil || d.Existing || whole || !Tallied(d.Refusal.Code) {
-		return false
-	}
-	d.Op, d.Run, d.Approval = nil, nil, nil
-	for k := range d.Ledgers {
-		d.Ledgers[k] = nil
-	}
-	return true
 }

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"testing"
+	"time"
 
 	"github.com/contextos/ledger/wire"
 )
@@ -61,30 +62,57 @@ func TestRefusalTally(t *testing.T) {
 	}
 }
 
-// TestCountedDecision: a counted refusal appends nothing; a refusal recorded
-// whole, an untallied one and an accepted proposal keep their events.
-func TestCountedDecision(t *testing.T) {
-	refused := func(code wire.Code) ProposalDecision {
-		return ProposalDecision{Op: []Event{OperationRefused{Code: code}}, Ledgers: map[LedgerKey][]Event{{Resource: "a"}: {OperationRefused{}}, {Resource: "b"}: nil}, Refusal: &Refusal{Code: code}}
+// TestProposeCounted: a refusal of a tallied code that the refusal window
+// does not record whole appends nothing and is counted (Effects.Tally, not
+// whole), with the reply a recorded one would give but the operation; one
+// it records whole appends the operation's record; an untallied one
+// (approval_required), an accepted proposal and a runtime without a window
+// carry no tally.
+func TestProposeCounted(t *testing.T) {
+	m := storyManifest()
+	killed := &Control{}
+	_ = killed.Apply(KillSwitchSet{Engaged: true, Operator: "op"})
+	propose := func(window RefusalWindow, ctl *Control, approval string) Effects {
+		in := ProposeInput{Manifest: m, Tenant: "acme", Principal: "agent_email", Now: time.Date(2026, 10, 26, 9, 0, 0, 0, time.UTC),
+			Body: proposalBody("run_1", "k1", storyCapability.ID, refundArgs("ord_1", 1000), approval), OperationID: "op_1", AttemptID: "att_1",
+			Refusals: window}
+		s := ProposeState{Control: ctl, Run: &Run{}}
+		_ = s.Run.Apply(RunAdmitted{RunID: "run_1", Principal: "agent_email", Operator: "op", Calls: 5, Amount: 100000})
+		if approval != "" {
+			s.Approval = &Approval{}
+			_ = s.Approval.Apply(ApprovalGranted{ApprovalID: approval, ActionDigest: storyDigest(t, "agent_email", "run_1", "ord_1", 1000), Risk: "high",
+				Operator: "op", GrantedAt: in.Now, ExpiresAt: in.Now.Add(time.Hour)})
+		}
+		return ProposeStep(s, in)
 	}
-	d := refused(wire.CodeExceeded)
-	if !d.Counted(false) || len(d.Op) != 0 || len(d.Ledgers) != 2 || d.Ledgers[LedgerKey{Resource: "a"}] != nil {
-		t.Fatalf("counted exceeded: %+v", d)
+	counted := &RefusalTally{}
+	k := RefusalKey{Principal: "agent_email", Code: wire.CodeKillSwitchEngaged, CapabilityID: storyCapability.ID}
+	counted.Add(k, ProposalRefused{}, true)
+
+	e := propose(counted, killed, "ap_1")
+	if e.Tally == nil || e.Tally.Whole || e.Tally.Key != k || len(e.Append) != 0 || e.Refusal == nil || e.Refusal.Code != wire.CodeKillSwitchEngaged {
+		t.Fatalf("counted: %+v", e)
 	}
-	for _, c := range []struct {
-		name  string
-		d     ProposalDecision
-		whole bool
-	}{
-		{"first of the window", refused(wire.CodeExceeded), true},
-		{"approval required", refused(wire.CodeApprovalRequired), false},
-		{"contention", refused(wire.CodeContention), false},
-		{"accepted", ProposalDecision{Op: []Event{OperationReserved{}}}, false},
-		{"existing", ProposalDecision{Existing: true, Refusal: &Refusal{Code: wire.CodeExceeded}}, false},
+	if e.Reply.Status != wire.StatusRefused || e.Reply.OperationID != "" || e.Reply.ActionDigest == "" || len(e.Reply.Guarantees) != 1 {
+		t.Fatalf("counted reply: %+v", e.Reply)
+	}
+	if e.Tally.Refused.Principal != "agent_email" || e.Tally.Refused.BodyDigest == "" || e.Tally.Refused.Code != wire.CodeKillSwitchEngaged {
+		t.Fatalf("counted refusal: %+v", e.Tally.Refused)
+	}
+	whole := propose(&RefusalTally{}, killed, "ap_1")
+	if whole.Tally == nil || !whole.Tally.Whole || len(whole.Append[KeyOperation("run_1", "k1")]) != 3 || whole.Reply.OperationID != "op_1" {
+		t.Fatalf("recorded whole: %+v", whole)
+	}
+	if e := propose(counted, nil, "ap_1"); e.Dispatch == nil {
+		t.Fatalf("not accepted: %+v", e.Refusal)
+	}
+	for name, e := range map[string]Effects{
+		"approval required": propose(counted, nil, ""),
+		"accepted":          propose(counted, nil, "ap_1"),
+		"no window":         propose(nil, killed, "ap_1"),
 	} {
-		n := len(c.d.Op)
-		if c.d.Counted(c.whole) || len(c.d.Op) != n {
-			t.Errorf("%s: counted", c.name)
+		if e.Tally != nil || len(e.Append) == 0 {
+			t.Errorf("%s: %+v", name, e)
 		}
 	}
 }

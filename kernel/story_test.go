@@ -40,6 +40,7 @@ type world struct {
 	dispatch map[string]*Dispatch // by operation key: the dispatch its proposal asked for
 	opKeys   map[string]Key       // by operation key: the key of its operation
 	witness  WitnessStatus
+	tally    *RefusalTally // the runtime's refusal window, once a story opens one
 	n        int
 	now      time.Time
 }
@@ -62,10 +63,12 @@ func storyDigest(t *testing.T, principal, run, order string, amount int64) strin
 
 // label names a subject in the output.
 func label(k Key) string {
-	switch k.Kind {
-	case KindOperation:
+	switch {
+	case k.Kind == KindOperation && k.Scope != "":
+		return "operation " + k.Sub + " of " + k.Scope
+	case k.Kind == KindOperation:
 		return "operation " + k.Sub
-	case KindLedger:
+	case k.Kind == KindLedger:
 		return "ledger " + k.Sub
 	}
 	if k.ID != "" {
@@ -161,8 +164,26 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		in := ProposeInput{Manifest: w.m, Tenant: "acme", Principal: principal,
 			Body: proposalBody(arg("run", ""), key, storyCapability.ID, refundArgs(order, amount), arg("approval", "")),
 			Now:  w.now, OperationID: "op_" + key, AttemptID: fmt.Sprintf("att_%d", w.n), Executor: arg("executor", "replica-a"), Witness: w.witness}
+		if w.tally != nil {
+			in.Refusals = w.tally
+		}
 		w.opKeys[key] = KeyOperation(arg("run", ""), key)
 		eff := w.subjects.run(t, d, &out, in.Step(), label)
+		if eff.Scoped {
+			// As the runtime does: decided again on the principal's own
+			// subject of the key.
+			out.WriteString("the key is another principal's: decided again on the principal's own subject of it\n")
+			in.Scoped = true
+			w.opKeys[key] = KeyScopedOperation(arg("run", ""), key, principal)
+			eff = w.subjects.run(t, d, &out, in.Step(), label)
+		}
+		if eff.Unbound != nil {
+			fmt.Fprintf(&out, "unbound: %s on the refusal subject of %s\n", eff.Unbound.Code, eff.Unbound.Principal)
+		}
+		if tl := eff.Tally; tl != nil {
+			w.tally.Add(tl.Key, tl.Refused, tl.Whole)
+			fmt.Fprintf(&out, "tally %s/%s/%s: whole=%t\n", tl.Key.Principal, tl.Key.Code, tl.Key.CapabilityID, tl.Whole)
+		}
 		if len(eff.Append) == 0 && eff.Refusal == nil {
 			fmt.Fprintf(&out, "the same proposal again: status %s\n", eff.Reply.Status)
 			break
@@ -240,6 +261,16 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 			ArtifactRef: arg("artifact", ""), Statement: arg("statement", "")})
 		apply("integrity", integrity, dec.Events)
 		refused(dec.Refusal)
+	case "refusal-window":
+		// The runtime's refusal window: opened, or closed with its
+		// aggregates.
+		if arg("close", "") == "" {
+			w.tally = &RefusalTally{}
+			break
+		}
+		for _, ev := range w.tally.Close(arg("close", "")) {
+			fmt.Fprintf(&out, "aggregate %s/%s/%s: %d: %s\n", ev.Principal, ev.Code, ev.CapabilityID, ev.Count, ev.Reason)
+		}
 	case "advance":
 		w.now = w.now.Add(dur("by", "0s"))
 		fmt.Fprintf(&out, "now %s\n", w.now.Format(time.RFC3339))
