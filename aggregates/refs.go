@@ -147,6 +147,8 @@ func (e *Engine) pin(ctx context.Context, tenant, guaranteeID string, decide fun
 //	breaker    ctx.ev.<tenant>.breaker.<capability>
 //	refusals   ctx.ev.<tenant>.refusal.<principal>
 //	pin        ctx.ev.<tenant>.guarantee.<guarantee>
+//	packs      ctx.ev.<tenant>.pack
+//	request    ctx.ev.<tenant>.oprequest.<request id>
 //
 // (each <...> but the guarantee and the window a codec.KeyToken).
 func RefOf(tenant string, k kernel.Key) (Ref, error) {
@@ -182,6 +184,8 @@ func RefOf(tenant string, k kernel.Key) (Ref, error) {
 		subject, err = codec.Subject(tenant, "guarantee", k.ID)
 	case kernel.KindPacks:
 		subject, err = codec.Subject(tenant, "pack")
+	case kernel.KindOperatorRequest:
+		subject, err = codec.Subject(tenant, "oprequest", k.ID)
 	default:
 		return Ref{}, fmt.Errorf("aggregates: key of an invalid kind: %v", k)
 	}
