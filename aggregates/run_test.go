@@ -250,13 +250,9 @@ func TestRunReadsAuthorityFresh(t *testing.T) {
 	m := runManifest()
 	change := func(grant bool) {
 		t.Helper()
-		ref, _ := RefOf("acme", kernel.KeyAuthority)
-		var a *kernel.Authority
-		var d kernel.Decision
-		if _, err := other.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &a, &d.Events)}, Decide: func() *kernel.Refusal {
-			d = kernel.DecideAuthorityChange(a, kernel.ChangeAuthority{Principal: "agent_a", CapabilityID: "adp_payments.issue_refund", Grant: grant, Operator: "op"})
-			return d.Refusal
-		}}); err != nil {
+		if _, err := other.Run(ctx, "acme", kernel.VerbStep(kernel.KeyAuthority, func(a *kernel.Authority) (kernel.Decision, any) {
+			return kernel.DecideAuthorityChange(a, kernel.ChangeAuthority{Principal: "agent_a", CapabilityID: "adp_payments.issue_refund", Grant: grant, Operator: "op"}), nil
+		})); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -51,6 +51,18 @@ func (s verbStep[T, PT]) Decide(l Loaded) Effects {
 
 func (s verbStep[T, PT]) Contended(r *Refusal) Effects { return Effects{Refusal: r} }
 
+// ExposureStep decides one command on one resource ledger
+// (DecideExposure): the step of callers that need a single ledger (tests,
+// benchmarks, an operator's close of one attempt). Its reply's Data is the
+// ledger's Balance once the decision applies.
+func ExposureStep(k LedgerKey, cmd Command) Step {
+	return VerbStep(k.Key(), func(l *Ledger) (Decision, any) {
+		d := DecideExposure(l, cmd)
+		after := previewLedgers(map[LedgerKey]*Ledger{k: l}, Effects{Append: map[Key][]Event{k.Key(): d.Events}})
+		return d, after[k].Balance()
+	})
+}
+
 // AfterOf returns a copy of s once evs apply: what a verb's reply reports of
 // the state its decision leaves. copyOf copies what Apply changes in place
 // (slices appended to, maps written).
