@@ -46,9 +46,6 @@ func (g *Gateway) witnessStatus(tenant string) kernel.WitnessStatus {
 // resolves the incident. It reports whether an incident was opened (false:
 // one is open already).
 func (g *Gateway) RecordIntegrityFailure(ctx context.Context, tenant string, c kernel.FailIntegrity) (bool, error) {
-	if _, err := aggregates.RefOf(tenant, kernel.KeyIntegrity); err != nil {
-		return false, err
-	}
 	c.Executor = g.executor
 	eff, err := g.engine.Run(ctx, tenant, kernel.VerbStep(kernel.KeyIntegrity, func(st *kernel.LogIntegrity) (kernel.Decision, any) {
 		return kernel.DecideIntegrityFailure(st, c), nil
