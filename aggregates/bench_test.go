@@ -141,7 +141,6 @@ func reportGroups(b *testing.B, before, after EngineStats) {
 func BenchmarkCarriedRead(b *testing.B) {
 	_, store := startStore(b, b.TempDir())
 	ctx := context.Background()
-	control, _ := ControlRef("acme")
 	for _, n := range []int{10_000, 100} {
 		for _, mode := range []string{"own", "read"} {
 			eng := NewEngine(store, testSealer())
@@ -149,28 +148,21 @@ func BenchmarkCarriedRead(b *testing.B) {
 				tag := rand.Uint64()
 				runParallel(b, 8, "reservations", func(w, i int) error {
 					res := fmt.Sprintf("ord-%x-%d", tag, rand.IntN(n))
-					ledger, _ := ExposureRef("acme", testDef.ID, res)
-					old, _ := ExposureRef("acme", "replaced", res)
-					key := kernel.LedgerKey{GuaranteeID: "replaced", Resource: res}
-					var st struct {
-						L        *kernel.Ledger
-						C        *kernel.Control
-						Replaced map[kernel.LedgerKey]*kernel.Ledger
-					}
-					var d kernel.Decision
-					bind := []Binding{Bind(ledger, &st.L, &d.Events), Guard(control, &st.C)}
+					ledger := ledgerKey(res)
+					old := kernel.LedgerKey{GuaranteeID: "replaced", Resource: res}.Key()
+					reads := kernel.Reads{{Key: ledger, Access: kernel.Write}, {Key: kernel.KeyControl, Access: kernel.Guard}}
 					if mode == "read" {
-						bind = append(bind, Read(old, &st.Replaced, key))
+						reads = append(reads, kernel.Read{Key: old, Access: kernel.Stale})
 					}
 					att := fmt.Sprintf("c%x-%d-%d", tag, w, i)
-					r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: bind, Decide: func() *kernel.Refusal {
+					r, err := eng.Run(ctx, "acme", funcStep{reads: reads, decide: func(l kernel.Loaded) (map[kernel.Key][]kernel.Event, *kernel.Refusal) {
 						var carried int64
-						if l := st.Replaced[key]; l != nil {
-							carried = l.Committed + l.Held
+						if o, ok := l[old].(*kernel.Ledger); ok {
+							carried = o.Committed + o.Held
 						}
-						d = kernel.DecideExposure(st.L, kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: testDef.ID, Resource: res,
+						d := kernel.DecideExposure(l[ledger].(*kernel.Ledger), kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: testDef.ID, Resource: res,
 							AttemptID: att, OperationID: "o" + att, Amount: 1, Limit: testDef.Limit, DefinitionDigest: testDef.Digest(), Carried: carried}})
-						return d.Refusal
+						return map[kernel.Key][]kernel.Event{ledger: d.Events}, d.Refusal
 					}})
 					if err == nil && r.Refusal != nil {
 						err = r.Refusal

@@ -35,7 +35,7 @@ import (
 // holding it is stored, never before: a later decision may rest on it only
 // inside this process, and if it fails the later one is made again.
 
-// txn is one Do call inside the committer.
+// txn is one Run call inside the committer.
 type txn struct {
 	ctx    context.Context
 	tenant string
@@ -69,8 +69,7 @@ type guardRead struct {
 
 func (t *txn) guarded(i int) bool { return t.dec.guarded(i) }
 
-// decider is what the committer decides: a Tx of bound closures, or a
-// kernel step (Engine.Run).
+// decider is what the committer decides: a kernel step (Engine.Run).
 type decider interface {
 	// decide decides on the states of the refs, in their order: the
 	// events per ref, the refusal, what the caller gets besides, or an
@@ -217,7 +216,7 @@ func (c *committer) run() {
 			// Everything finished without waiting (decided on warm
 			// state, nothing to append): exit at the top, under the
 			// lock, rather than park with nothing that would wake the
-			// committer but the next Do, which kept an abandoned
+			// committer but the next Run, which kept an abandoned
 			// engine's goroutine and warm state alive for good.
 			continue
 		}
@@ -237,7 +236,7 @@ func (c *committer) run() {
 }
 
 // evict drops the least recently used idle entries once the engine holds
-// more than MaxWarm, down to nine tenths of it. Idle: no Do holds the entry
+// more than MaxWarm, down to nine tenths of it. Idle: no Run holds the entry
 // (so no transaction waiting, decided or in flight names it, but one whose
 // caller gave up, which pending and status cover), nothing decided on it is
 // unfinished, and no load is in flight. It runs on the committer, which

@@ -70,15 +70,8 @@ func TestGroupCommitConflictRedecidesOnlyConflicting(t *testing.T) {
 	decisions := make([]atomic.Int32, n+1)
 	do := func(i int) error {
 		res := fmt.Sprint("ord_g", i)
-		ref, _ := ExposureRef("acme", testDef.ID, res)
-		var l *kernel.Ledger
-		var d kernel.Decision
-		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &l, &d.Events)}, Decide: func() *kernel.Refusal {
-			decisions[i].Add(1)
-			d = kernel.DecideExposure(l, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o",
-				Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
-			return d.Refusal
-		}})
+		r, err := eng.Run(ctx, "acme", exposureStep(res, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o",
+			Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}, func(*kernel.Ledger) { decisions[i].Add(1) }))
 		if err == nil && r.Refusal != nil {
 			err = fmt.Errorf("refused %s", r.Refusal.Code)
 		}
@@ -170,18 +163,13 @@ func hotFIFO(t *testing.T, singles bool) {
 	var wg sync.WaitGroup
 	reserve := func(i int) {
 		defer wg.Done()
-		ref, _ := ExposureRef("acme", testDef.ID, "ord_hot")
 		att := fmt.Sprintf("h%02d", i)
-		var l *kernel.Ledger
-		var d kernel.Decision
-		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &l, &d.Events)}, Decide: func() *kernel.Refusal {
+		r, err := eng.Run(ctx, "acme", exposureStep("ord_hot", kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_hot", AttemptID: att,
+			OperationID: "o" + att, Amount: 3000, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}, func(*kernel.Ledger) {
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
-			d = kernel.DecideExposure(l, kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_hot", AttemptID: att, OperationID: "o" + att,
-				Amount: 3000, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
-			return d.Refusal
-		}})
+		}))
 		switch {
 		case err != nil:
 			results[i] = err.Error()
@@ -292,15 +280,8 @@ func TestSplitGroupConflict(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			res := fmt.Sprint("ord_s", i)
-			ref, _ := ExposureRef("acme", testDef.ID, res)
-			var l *kernel.Ledger
-			var d kernel.Decision
-			r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &l, &d.Events)}, Decide: func() *kernel.Refusal {
-				decisions[i].Add(1)
-				d = kernel.DecideExposure(l, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o",
-					Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
-				return d.Refusal
-			}})
+			r, err := eng.Run(ctx, "acme", exposureStep(res, kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o",
+				Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}, func(*kernel.Ledger) { decisions[i].Add(1) }))
 			if err != nil || r.Refusal != nil {
 				t.Errorf("ord_s%d: %v %v", i, err, r.Refusal)
 			}
@@ -408,30 +389,24 @@ func TestGroupNeverExceedsAppendLimit(t *testing.T) {
 	eng := NewEngine(&gateStore{Store: js, gate: gate}, testSealer())
 	ctx := context.Background()
 	do := func(i int) error {
-		var ledgers map[string]*kernel.Ledger
-		var evs map[string][]kernel.Event
-		var bind []Binding
-		holds := map[string]kernel.Reserve{}
+		var reads kernel.Reads
+		holds := map[kernel.Key]kernel.Reserve{}
 		for j := 0; j < 3; j++ {
 			res := fmt.Sprintf("ord_f%d_%d", i, j)
-			ref, err := ExposureRef("acme", testDef.ID, res)
-			if err != nil {
-				return err
-			}
-			bind = append(bind, BindKey(ref, &ledgers, &evs, res))
-			holds[res] = kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o", Amount: 1,
+			reads = append(reads, kernel.Read{Key: ledgerKey(res), Access: kernel.Write})
+			holds[ledgerKey(res)] = kernel.Reserve{GuaranteeID: testDef.ID, Resource: res, AttemptID: "a", OperationID: "o", Amount: 1,
 				Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}
 		}
-		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: bind, Decide: func() *kernel.Refusal {
-			evs = map[string][]kernel.Event{}
-			for res, l := range ledgers {
-				d := kernel.DecideExposure(l, kernel.ReserveStarted{Reserve: holds[res]})
+		r, err := eng.Run(ctx, "acme", funcStep{reads: reads, decide: func(l kernel.Loaded) (map[kernel.Key][]kernel.Event, *kernel.Refusal) {
+			evs := map[kernel.Key][]kernel.Event{}
+			for k, h := range holds {
+				d := kernel.DecideExposure(l[k].(*kernel.Ledger), kernel.ReserveStarted{Reserve: h})
 				if d.Refusal != nil {
-					return d.Refusal
+					return nil, d.Refusal
 				}
-				evs[res] = d.Events
+				evs[k] = d.Events
 			}
-			return nil
+			return evs, nil
 		}})
 		if err == nil && r.Refusal != nil {
 			err = r.Refusal
@@ -643,19 +618,16 @@ func TestPipelinedSinglesReloadAfterFlight(t *testing.T) {
 	arrival(subB) // not behind A's append: it names none of its subjects
 	// Decided on A and B as they will be once both appends land, appending
 	// to A only.
-	refA, _ := ExposureRef("acme", testDef.ID, "ord_a")
-	refB, _ := ExposureRef("acme", testDef.ID, "ord_b")
+	keyA, keyB := ledgerKey("ord_a"), ledgerKey("ord_b")
 	doneAB := make(chan error, 1)
 	var seenB []int64 // B's held amount at each decision of the third transaction
 	go func() {
-		var la, lb *kernel.Ledger
-		var da kernel.Decision
-		var none []kernel.Event
-		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(refA, &la, &da.Events), Bind(refB, &lb, &none)}, Decide: func() *kernel.Refusal {
-			seenB = append(seenB, lb.Balance().Held)
-			da = kernel.DecideExposure(la, reserve("ord_a", "ab1"))
-			return da.Refusal
-		}})
+		r, err := eng.Run(ctx, "acme", funcStep{reads: kernel.Reads{{Key: keyA, Access: kernel.Write}, {Key: keyB, Access: kernel.Write}},
+			decide: func(l kernel.Loaded) (map[kernel.Key][]kernel.Event, *kernel.Refusal) {
+				seenB = append(seenB, l[keyB].(*kernel.Ledger).Balance().Held)
+				d := kernel.DecideExposure(l[keyA].(*kernel.Ledger), reserve("ord_a", "ab1"))
+				return map[kernel.Key][]kernel.Event{keyA: d.Events}, d.Refusal
+			}})
 		if err == nil && r.Refusal != nil {
 			err = fmt.Errorf("refused: %v", r.Refusal)
 		}
@@ -687,14 +659,13 @@ func TestPipelinedSinglesReloadAfterFlight(t *testing.T) {
 	if a.Held != 20 || b.Held != 20 {
 		t.Fatalf("replay: A %+v, B %+v; want 20 held on each", a, b)
 	}
-	var lb *kernel.Ledger
-	var none []kernel.Event
-	if _, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(refB, &lb, &none)}, Decide: func() *kernel.Refusal {
-		if got := lb.Balance().Held; got != 20 {
-			t.Errorf("the engine's B holds %d, the store 20", got)
-		}
-		return nil
-	}}); err != nil {
+	if _, err := eng.Run(ctx, "acme", funcStep{reads: kernel.Reads{{Key: keyB, Access: kernel.Write}},
+		decide: func(l kernel.Loaded) (map[kernel.Key][]kernel.Event, *kernel.Refusal) {
+			if got := l[keyB].(*kernel.Ledger).Balance().Held; got != 20 {
+				t.Errorf("the engine's B holds %d, the store 20", got)
+			}
+			return nil, nil
+		}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -879,15 +850,9 @@ func TestAppendBusy(t *testing.T) {
 	eng := NewEngine(store, testSealer())
 	ctx := context.Background()
 	reserve := func(i int) error {
-		ref, _ := ExposureRef("acme", testDef.ID, fmt.Sprintf("ord_%d", i))
 		att := fmt.Sprintf("b%02d", i)
-		var l *kernel.Ledger
-		var d kernel.Decision
-		r, err := eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &l, &d.Events)}, Decide: func() *kernel.Refusal {
-			d = kernel.DecideExposure(l, kernel.Reserve{GuaranteeID: testDef.ID, Resource: fmt.Sprintf("ord_%d", i), AttemptID: att,
-				OperationID: "o" + att, Amount: 100, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
-			return d.Refusal
-		}})
+		r, err := eng.Run(ctx, "acme", exposureStep(fmt.Sprintf("ord_%d", i), kernel.Reserve{GuaranteeID: testDef.ID, Resource: fmt.Sprintf("ord_%d", i),
+			AttemptID: att, OperationID: "o" + att, Amount: 100, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}, nil))
 		if err == nil && r.Refusal != nil {
 			err = fmt.Errorf("refused: %s", r.Refusal.Code)
 		}

@@ -29,7 +29,5 @@
 // Transactions of one process are decided in arrival order per subject on
 // the engine's committer goroutine, on warm state that already holds the
 // decisions before them, and appended together as JetStream atomic batches
-// (group commit); see Engine for the send policy. Engine.Do runs the older
-// form of a transaction, closures over bound state fields (Tx, Bind,
-// BindKey), which the gateway still uses until it runs steps.
+// (group commit); see Engine for the send policy.
 package aggregates

@@ -47,28 +47,8 @@ type Ref struct {
 	CheckState func(State) error
 }
 
-// Tx is one load-decide-append transaction over one or more subjects, each
-// bound to a named field of the kernel state its decision reads (Bind).
-type Tx struct {
-	Tenant string
-	Bind   []Binding
-	// Decide is called once the current state of every bound subject is in
-	// its state field. It makes the kernel decision, leaving the events to
-	// append in the bound events fields (none for a subject: nothing), and
-	// returns an optional refusal; events are appended even with a refusal
-	// (an incident is recorded). It must be a pure function of the states: it
-	// may run several times, and it runs on the engine's committer
-	// goroutine, so it must not call the engine.
-	Decide func() *kernel.Refusal
-	// Done, when set, is called with the state fields right after the
-	// decision was folded into them, before any later transaction touches
-	// them: read balances here. Like Decide it runs on the committer
-	// goroutine and may run again when the decision is made again after a
-	// conflict; the last call describes the decision that took effect.
-	Done func()
-}
-
-// Result is the outcome of Engine.Do.
+// Result is the outcome of a decision the engine ran: its refusal, if it
+// refused.
 type Result struct {
 	Refusal *kernel.Refusal
 }
@@ -263,7 +243,7 @@ type entry struct {
 	sinceSnap int // events folded since the last snapshot
 	delay     int // conflict count: back off before the next reload
 
-	// Under Engine.mu: how many Do calls hold the entry, and when one
+	// Under Engine.mu: how many Run calls hold the entry, and when one
 	// last took it (Engine.tick).
 	users    int
 	lastUsed uint64
@@ -277,24 +257,14 @@ const (
 	entryReady
 )
 
-// Do runs tx: decide on warm state (after the transactions before it on the
-// same subjects), append with the sequences decided on, as part of a group
-// commit; on conflict read the tails and decide again, bounded. Before a
-// refusal or a no-op decided on warm state is appended or returned, the
-// store's last sequences of every ref are read, and the decision is made
-// again on the refreshed state if any subject moved.
-func (e *Engine) Do(ctx context.Context, tx Tx) (Result, error) {
-	refs := make([]Ref, len(tx.Bind))
-	for i, b := range tx.Bind {
-		refs[i] = b.ref()
-	}
-	res, _, err := e.run(ctx, tx.Tenant, refs, txDecider{tx})
-	return res, err
-}
-
-// run decides d over refs as Do describes, and returns the result with the
-// decider's out of the decision that took effect (nil for exhausted
-// contention).
+// run decides d over refs: decide on warm state (after the transactions
+// before it on the same subjects), append with the sequences decided on,
+// as part of a group commit; on conflict read the tails and decide again,
+// bounded. Before a refusal or a no-op decided on warm state is appended or
+// returned, the store's last sequences of every ref are read, and the
+// decision is made again on the refreshed state if any subject moved. It
+// returns the result with the decider's out of the decision that took
+// effect (nil for exhausted contention).
 func (e *Engine) run(ctx context.Context, tenant string, refs []Ref, d decider) (Result, any, error) {
 	subjects := make([]string, len(refs))
 	for i, r := range refs {

@@ -16,25 +16,18 @@ import (
 // guardedReserve reserves on resource unless the control subject it reads
 // (guarded) says the kill switch is engaged.
 func guardedReserve(ctx context.Context, eng *Engine, resource, attempt string, decisions *atomic.Int32) (Result, error) {
-	ledger, _ := ExposureRef("acme", testDef.ID, resource)
-	csub, _ := codec.Subject("acme", "control")
-	control := Ref{Subject: csub, New: func() State { return &kernel.Control{} }}
-	var st struct {
-		L *kernel.Ledger
-		C *kernel.Control
-	}
-	var d kernel.Decision
-	return eng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ledger, &st.L, &d.Events), Guard(control, &st.C)},
-		Decide: func() *kernel.Refusal {
+	ledger := ledgerKey(resource)
+	eff, err := eng.Run(ctx, "acme", funcStep{reads: kernel.Reads{{Key: ledger, Access: kernel.Write}, {Key: kernel.KeyControl, Access: kernel.Guard}},
+		decide: func(l kernel.Loaded) (map[kernel.Key][]kernel.Event, *kernel.Refusal) {
 			decisions.Add(1)
-			if st.C.Engaged {
-				d = kernel.Decision{Refusal: &kernel.Refusal{Code: wire.CodeKillSwitchEngaged, Reason: "engaged"}}
-			} else {
-				d = kernel.DecideExposure(st.L, kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: testDef.ID, Resource: resource,
-					AttemptID: attempt, OperationID: "o" + attempt, Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}})
+			if l[kernel.KeyControl].(*kernel.Control).Engaged {
+				return nil, &kernel.Refusal{Code: wire.CodeKillSwitchEngaged, Reason: "engaged"}
 			}
-			return d.Refusal
+			d := kernel.DecideExposure(l[ledger].(*kernel.Ledger), kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: testDef.ID, Resource: resource,
+				AttemptID: attempt, OperationID: "o" + attempt, Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}})
+			return map[kernel.Key][]kernel.Event{ledger: d.Events}, d.Refusal
 		}})
+	return Result{Refusal: eff.Refusal}, err
 }
 
 // TestGuardRefusesAStaleRead: a decision that read the control subject is
@@ -146,24 +139,19 @@ func TestReadIsNotGuarded(t *testing.T) {
 	gate := make(chan struct{})
 	geng := NewEngine(&gateStore{Store: js, gate: gate}, testSealer())
 	ledger, _ := ExposureRef("acme", testDef.ID, "ord_read")
-	old, _ := ExposureRef("acme", "old-guarantee", "ord_read")
-	key := kernel.LedgerKey{GuaranteeID: "old-guarantee", Resource: "ord_read"}
-	var st struct {
-		L        *kernel.Ledger
-		Replaced map[kernel.LedgerKey]*kernel.Ledger
-	}
-	var d kernel.Decision
+	lk := ledgerKey("ord_read")
+	old := kernel.LedgerKey{GuaranteeID: "old-guarantee", Resource: "ord_read"}.Key()
 	var held int64
 	var decisions atomic.Int32
 	done := make(chan error, 1)
 	go func() {
-		res, err := geng.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ledger, &st.L, &d.Events), Read(old, &st.Replaced, key)},
-			Decide: func() *kernel.Refusal {
+		res, err := geng.Run(ctx, "acme", funcStep{reads: kernel.Reads{{Key: lk, Access: kernel.Write}, {Key: old, Access: kernel.Stale}},
+			decide: func(l kernel.Loaded) (map[kernel.Key][]kernel.Event, *kernel.Refusal) {
 				decisions.Add(1)
-				held = st.Replaced[key].Held
-				d = kernel.DecideExposure(st.L, kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_read",
+				held = l[old].(*kernel.Ledger).Held
+				d := kernel.DecideExposure(l[lk].(*kernel.Ledger), kernel.ReserveStarted{Reserve: kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_read",
 					AttemptID: "a1", OperationID: "o1", Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest(), Carried: held}})
-				return d.Refusal
+				return map[kernel.Key][]kernel.Event{lk: d.Events}, d.Refusal
 			}})
 		if err == nil && res.Refusal != nil {
 			err = res.Refusal

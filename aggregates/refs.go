@@ -79,57 +79,33 @@ func ScopedOperationRef(tenant, runID, operationKey, principal string) (Ref, err
 	return Ref{Subject: subject, New: func() State { return &kernel.Operation{} }}, nil
 }
 
-// Exposure decides one command on one resource ledger: the load-decide-append
-// loop for callers that need a single ledger (tests, benchmarks, operator
-// actions on one resource).
+// Exposure decides one command on one resource ledger
+// (kernel.ExposureStep): the load-decide-append loop for callers that need
+// a single ledger (tests, benchmarks, operator actions on one resource). It
+// returns the ledger's balance once the decision applies.
 func (e *Engine) Exposure(ctx context.Context, tenant, guaranteeID, resource string, cmd kernel.Command) (Result, kernel.Balance, error) {
-	ref, err := ExposureRef(tenant, guaranteeID, resource)
+	eff, err := e.Run(ctx, tenant, kernel.ExposureStep(kernel.LedgerKey{GuaranteeID: guaranteeID, Resource: resource}, cmd))
 	if err != nil {
 		return Result{}, kernel.Balance{}, err
 	}
-	var bal kernel.Balance
-	var l *kernel.Ledger
-	var d kernel.Decision
-	res, err := e.Do(ctx, Tx{
-		Tenant: tenant,
-		Bind:   []Binding{Bind(ref, &l, &d.Events)},
-		Decide: func() *kernel.Refusal { d = kernel.DecideExposure(l, cmd); return d.Refusal },
-		Done:   func() { bal = l.Balance() },
-	})
-	return res, bal, err
+	bal, _ := eff.Reply.Data.(kernel.Balance)
+	return Result{Refusal: eff.Refusal}, bal, nil
 }
 
 // Pin pins def for tenant on first use and refuses any later difference;
 // the pin enrolls the guarantee in the tenant's enforcement domain, on its
-// control subject, in the same atomic append (kernel.DecideEnroll).
+// control subject, in the same atomic append (kernel.EnrollStep).
 func (e *Engine) Pin(ctx context.Context, tenant string, def kernel.Definition) (*kernel.Refusal, error) {
-	return e.pin(ctx, tenant, def.ID, func(s kernel.PinState) kernel.PinDecision { return kernel.DecideEnroll(s, tenant, def) })
+	eff, err := e.Run(ctx, tenant, kernel.EnrollStep(tenant, def))
+	return eff.Refusal, err
 }
 
 // Backfill enrolls a guarantee pinned before enrollment existed in the
-// tenant's enforcement domain (kernel.DecideBackfill); it appends nothing
+// tenant's enforcement domain (kernel.BackfillStep); it appends nothing
 // for one enrolled or never pinned.
 func (e *Engine) Backfill(ctx context.Context, tenant, guaranteeID string) (*kernel.Refusal, error) {
-	return e.pin(ctx, tenant, guaranteeID, kernel.DecideBackfill)
-}
-
-func (e *Engine) pin(ctx context.Context, tenant, guaranteeID string, decide func(kernel.PinState) kernel.PinDecision) (*kernel.Refusal, error) {
-	ref, err := PinRef(tenant, guaranteeID)
-	if err != nil {
-		return nil, err
-	}
-	cref, err := ControlRef(tenant)
-	if err != nil {
-		return nil, err
-	}
-	var st kernel.PinState
-	var d kernel.PinDecision
-	res, err := e.Do(ctx, Tx{
-		Tenant: tenant,
-		Bind:   []Binding{Bind(ref, &st.Pin, &d.Pin), Bind(cref, &st.Control, &d.Control)},
-		Decide: func() *kernel.Refusal { d = decide(st); return d.Refusal },
-	})
-	return res.Refusal, err
+	eff, err := e.Run(ctx, tenant, kernel.BackfillStep(guaranteeID))
+	return eff.Refusal, err
 }
 
 // RefOf is the subject of a kernel key of tenant, with how to make its
@@ -147,6 +123,8 @@ func (e *Engine) pin(ctx context.Context, tenant, guaranteeID string, decide fun
 //	breaker    ctx.ev.<tenant>.breaker.<capability>
 //	refusals   ctx.ev.<tenant>.refusal.<principal>
 //	pin        ctx.ev.<tenant>.guarantee.<guarantee>
+//	packs      ctx.ev.<tenant>.pack
+//	request    ctx.ev.<tenant>.oprequest.<request id>
 //
 // (each <...> but the guarantee and the window a codec.KeyToken).
 func RefOf(tenant string, k kernel.Key) (Ref, error) {
@@ -182,6 +160,8 @@ func RefOf(tenant string, k kernel.Key) (Ref, error) {
 		subject, err = codec.Subject(tenant, "guarantee", k.ID)
 	case kernel.KindPacks:
 		subject, err = codec.Subject(tenant, "pack")
+	case kernel.KindOperatorRequest:
+		subject, err = codec.Subject(tenant, "oprequest", k.ID)
 	default:
 		return Ref{}, fmt.Errorf("aggregates: key of an invalid kind: %v", k)
 	}

@@ -250,13 +250,9 @@ func TestRunReadsAuthorityFresh(t *testing.T) {
 	m := runManifest()
 	change := func(grant bool) {
 		t.Helper()
-		ref, _ := RefOf("acme", kernel.KeyAuthority)
-		var a *kernel.Authority
-		var d kernel.Decision
-		if _, err := other.Do(ctx, Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &a, &d.Events)}, Decide: func() *kernel.Refusal {
-			d = kernel.DecideAuthorityChange(a, kernel.ChangeAuthority{Principal: "agent_a", CapabilityID: "adp_payments.issue_refund", Grant: grant, Operator: "op"})
-			return d.Refusal
-		}}); err != nil {
+		if _, err := other.Run(ctx, "acme", kernel.VerbStep(kernel.KeyAuthority, func(a *kernel.Authority) (kernel.Decision, any) {
+			return kernel.DecideAuthorityChange(a, kernel.ChangeAuthority{Principal: "agent_a", CapabilityID: "adp_payments.issue_refund", Grant: grant, Operator: "op"}), nil
+		})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -387,6 +383,7 @@ func TestRefOfSubjects(t *testing.T) {
 		{kernel.KeyPin("g"), "ctx.ev.acme.guarantee.rg"},
 		{kernel.KeyScopedOperation("run_1", "k1", "agent_a"), "ctx.ev.acme.operation.rrun_5F1.rk1.ragent_5Fa"},
 		{kernel.KeyPacks, "ctx.ev.acme.pack"},
+		{kernel.KeyOperatorRequest("rq_1"), "ctx.ev.acme.oprequest.rrq_5F1"},
 	} {
 		ref, err := RefOf("acme", c.key)
 		if err != nil || ref.Subject != c.want {
@@ -406,6 +403,7 @@ func TestRefOfSubjects(t *testing.T) {
 		{kernel.KeyBreaker("c"), "breaker", []string{"c"}},
 		{kernel.KeyScopedOperation("r", "k", "p"), "operation", []string{"r", "k", "p"}},
 		{kernel.KeyPacks, "pack", nil},
+		{kernel.KeyOperatorRequest("q"), "oprequest", []string{"q"}},
 	} {
 		want, _ := codec.Subject("acme", c.kind, c.keys...)
 		if ref, _ := RefOf("acme", c.key); ref.Subject != want {

@@ -69,13 +69,11 @@ func coldLedger(t testing.TB, store events.Store, snaps SnapshotStore, resource 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got, l *kernel.Ledger
-	_, err = eng.Do(context.Background(), Tx{Tenant: "acme", Bind: []Binding{Bind(ref, &l, nil)},
-		Decide: func() *kernel.Refusal { return nil },
-		Done:   func() { got = l.Clone() }})
+	eff, err := eng.Run(context.Background(), "acme", kernel.ReadStep(ledgerKey(resource), func(l *kernel.Ledger) any { return l.Clone() }))
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := eff.Reply.Data.(*kernel.Ledger)
 	seq, err := store.LastSeq(context.Background(), ref.Subject)
 	if err != nil {
 		t.Fatal(err)

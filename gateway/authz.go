@@ -175,22 +175,20 @@ func (g *Gateway) opGrant(ctx context.Context, tc *config.TenantConfig, operator
 	if r := kernel.CheckGrantRequest(tc.ID, req, agent, surfaced); r != nil {
 		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
-	ref, err := authorityRef(tc.ID)
-	if err != nil {
+	if _, err := authorityRef(tc.ID); err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	cmd := kernel.ChangeAuthority{Principal: req.Principal, CapabilityID: req.CapabilityID, Grant: grant, Operator: operator, Reason: req.Reason}
-	var a *kernel.Authority
-	var d kernel.Decision
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Bind: []aggregates.Binding{aggregates.Bind(ref, &a, &d.Events)},
-		Decide: func() *kernel.Refusal { d = kernel.DecideAuthorityChange(a, cmd); return d.Refusal }})
-	recorded := len(d.Events) > 0
+	eff, err := g.engine.Run(ctx, tc.ID, kernel.VerbStep(kernel.KeyAuthority, func(a *kernel.Authority) (kernel.Decision, any) {
+		return kernel.DecideAuthorityChange(a, cmd), nil
+	}))
 	if err != nil {
 		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
-	if res.Refusal != nil {
-		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	if eff.Refusal != nil {
+		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
 	}
+	recorded := len(eff.Events(kernel.KeyAuthority)) > 0
 	return wire.OpReply{OK: true, Data: map[string]any{"principal": req.Principal, "capability_id": req.CapabilityID, "granted": grant, "recorded": recorded}}
 }
 
@@ -200,25 +198,24 @@ func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req wi
 		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	id := g.ids.New()
-	ref, err := ApprovalRef(tenant, id)
-	if err != nil {
+	if _, err := ApprovalRef(tenant, id); err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	cmd := kernel.GrantApproval{ApprovalID: id, ActionDigest: req.ActionDigest, Risk: req.Risk, Operator: operator, Reason: req.Reason,
 		Now: g.clock.Now(), TTL: ttl}
-	var a *kernel.Approval
-	var d kernel.Decision
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &a, &d.Events)},
-		Decide: func() *kernel.Refusal { d = kernel.DecideApprovalGrant(a, cmd); return d.Refusal }})
-	var granted kernel.ApprovalGranted
-	if len(d.Events) == 1 {
-		granted, _ = d.Events[0].(kernel.ApprovalGranted)
-	}
+	key := kernel.KeyApproval(id)
+	eff, err := g.engine.Run(ctx, tenant, kernel.VerbStep(key, func(a *kernel.Approval) (kernel.Decision, any) {
+		return kernel.DecideApprovalGrant(a, cmd), nil
+	}))
 	if err != nil {
 		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
-	if res.Refusal != nil {
-		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	if eff.Refusal != nil {
+		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
+	}
+	var granted kernel.ApprovalGranted
+	if evs := eff.Events(key); len(evs) == 1 {
+		granted, _ = evs[0].(kernel.ApprovalGranted)
 	}
 	return wire.OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": granted.ActionDigest, "risk": granted.Risk,
 		"expires_at": granted.ExpiresAt.Format(time.RFC3339Nano)}}
@@ -229,24 +226,22 @@ func (g *Gateway) opDeny(ctx context.Context, tenant, operator string, req wire.
 	if id == "" {
 		id = g.ids.New()
 	}
-	ref, err := ApprovalRef(tenant, id)
-	if err != nil {
+	if _, err := ApprovalRef(tenant, id); err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	cmd := kernel.DenyApproval{ApprovalID: id, ActionDigest: req.ActionDigest, Risk: req.Risk, Operator: operator, Reason: req.Reason, Now: g.clock.Now()}
-	var a *kernel.Approval
-	var d kernel.Decision
-	var digest, risk string
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &a, &d.Events)},
-		Decide: func() *kernel.Refusal { d = kernel.DecideApprovalDeny(a, cmd); return d.Refusal },
-		Done:   func() { digest, risk = a.ActionDigest, a.Risk }})
+	eff, err := g.engine.Run(ctx, tenant, kernel.VerbStep(kernel.KeyApproval(id), func(a *kernel.Approval) (kernel.Decision, any) {
+		d := kernel.DecideApprovalDeny(a, cmd)
+		return d, *kernel.AfterOf(a, d.Events, func(a kernel.Approval) kernel.Approval { return a })
+	}))
 	if err != nil {
 		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
-	if res.Refusal != nil {
-		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	if eff.Refusal != nil {
+		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
 	}
-	return wire.OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": digest, "risk": risk, "denied": true, "reason": req.Reason}}
+	denied := eff.Reply.Data.(kernel.Approval)
+	return wire.OpReply{OK: true, Data: map[string]any{"approval_id": id, "action_digest": denied.ActionDigest, "risk": denied.Risk, "denied": true, "reason": req.Reason}}
 }
 
 func (g *Gateway) opAdmitRun(ctx context.Context, tc *config.TenantConfig, operator string, req wire.AdmitRunRequest) wire.OpReply {
@@ -254,36 +249,28 @@ func (g *Gateway) opAdmitRun(ctx context.Context, tc *config.TenantConfig, opera
 	if r := kernel.CheckAdmitRunRequest(tc.ID, req, agent); r != nil {
 		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
-	child, err := RunRef(tc.ID, req.RunID)
-	if err != nil {
+	if _, err := RunRef(tc.ID, req.RunID); err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
-	var st kernel.AdmitState
-	var d kernel.AdmitDecision
-	bind := []aggregates.Binding{aggregates.Bind(child, &st.Run, &d.Child)}
 	if req.ParentRunID != "" && req.ParentRunID != req.RunID {
-		parent, err := RunRef(tc.ID, req.ParentRunID)
-		if err != nil {
+		if _, err := RunRef(tc.ID, req.ParentRunID); err != nil {
 			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
-		bind = append(bind, aggregates.Bind(parent, &st.Parent, &d.Parent))
 	}
-	cmd := kernel.AdmitRun{RunID: req.RunID, ParentRunID: req.ParentRunID, Principal: req.Principal, Operator: operator, Calls: req.Calls, Amount: req.Amount,
-		PackSpec: req.Pack}
-	if st.Packs, err = g.loadPacks(ctx, tc.ID); err != nil {
+	in := kernel.AdmitRunInput{AdmitRun: kernel.AdmitRun{RunID: req.RunID, ParentRunID: req.ParentRunID, Principal: req.Principal, Operator: operator,
+		Calls: req.Calls, Amount: req.Amount, PackSpec: req.Pack}}
+	var err error
+	if in.Packs, err = g.loadPacks(ctx, tc.ID); err != nil {
 		return wire.Refused(wire.CodeLedgerUnavailable, "the pack versions could not be read: %v", err)
 	}
-	var after kernel.Run
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Bind: bind,
-		Decide: func() *kernel.Refusal { d = kernel.DecideAdmitRun(st, cmd); return d.Refusal },
-		Done:   func() { after = *st.Run }})
+	eff, err := g.engine.Run(ctx, tc.ID, in.Step())
 	if err != nil {
 		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
-	if res.Refusal != nil {
-		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	if eff.Refusal != nil {
+		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
 	}
-	return wire.OpReply{OK: true, Data: map[string]any{"run": after}}
+	return wire.OpReply{OK: true, Data: map[string]any{"run": eff.Reply.Data}}
 }
 
 func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req wire.EvidenceRequest) wire.OpReply {
@@ -296,20 +283,18 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req w
 		if err != nil {
 			return wire.Refused(wire.CodeContextInvalid, "%v", err)
 		}
-		ref, err := evidenceRef(tenant, cands[0].Ref)
-		if err != nil {
+		if _, err := evidenceRef(tenant, cands[0].Ref); err != nil {
 			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
 		cmd := kernel.PublishEvidence{Tenant: tenant, Operator: operator, Candidate: cands[0]}
-		var r *kernel.EvidenceRecord
-		var d kernel.Decision
-		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &r, &d.Events)},
-			Decide: func() *kernel.Refusal { d = kernel.DecidePublishEvidence(r, cmd); return d.Refusal }})
+		eff, err := g.engine.Run(ctx, tenant, kernel.VerbStep(kernel.KeyEvidence(cands[0].Ref), func(r *kernel.EvidenceRecord) (kernel.Decision, any) {
+			return kernel.DecidePublishEvidence(r, cmd), nil
+		}))
 		if err != nil {
 			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 		}
-		if res.Refusal != nil {
-			return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		if eff.Refusal != nil {
+			return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
 		}
 		return wire.OpReply{OK: true, Data: map[string]any{"ref": cands[0].Ref}}
 	default:
@@ -320,23 +305,17 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req w
 		m := ms[0]
 		// One atomic batch over every ref the marker names: the marker
 		// (and later its resolution) is found through any of them.
-		var st kernel.MarkState
-		var d kernel.MarkDecision
-		var bind []aggregates.Binding
 		for _, name := range m.EvidenceRefs {
-			ref, err := evidenceRef(tenant, name)
-			if err != nil {
+			if _, err := evidenceRef(tenant, name); err != nil {
 				return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 			}
-			bind = append(bind, aggregates.BindKey(ref, &st.Records, &d.Records, name))
 		}
-		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: bind,
-			Decide: func() *kernel.Refusal { d = kernel.DecideMark(st, operator, m); return d.Refusal }})
+		eff, err := g.engine.Run(ctx, tenant, kernel.MarkInput{Operator: operator, Marker: m}.Step())
 		if err != nil {
 			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 		}
-		if res.Refusal != nil {
-			return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		if eff.Refusal != nil {
+			return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
 		}
 		return wire.OpReply{OK: true, Data: map[string]any{"conflict_id": m.ConflictID, "status": m.Status}}
 	}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -31,10 +30,6 @@ func breakerKey(tenant, capabilityID string) string { return tenant + "/" + capa
 // BreakerSubject is the subject of the breaker of capabilityID of tenant.
 func BreakerSubject(tenant, capabilityID string) (string, error) {
 	return codec.Subject(tenant, "breaker", capabilityID)
-}
-
-func breakerRef(subject string) aggregates.Ref {
-	return aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.Breaker{} }}
 }
 
 // breakerState is capabilityID's breaker for the tenant as this replica
@@ -210,15 +205,13 @@ func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body [
 		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
 	if req.Reset {
-		subject, err := BreakerSubject(tenant, req.CapabilityID)
-		if err != nil {
+		if _, err := BreakerSubject(tenant, req.CapabilityID); err != nil {
 			return wire.OpReply{Code: wire.CodeRequestMalformed, Reason: err.Error()}
 		}
 		reset := kernel.BreakerReset{CapabilityID: req.CapabilityID, Operator: operator, Reason: req.Reason}
-		var st *kernel.Breaker
-		var evs []kernel.Event
-		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(breakerRef(subject), &st, &evs)},
-			Decide: func() *kernel.Refusal { evs = kernel.DecideBreakerReset(st, reset); return nil }})
+		_, err := g.engine.Run(ctx, tenant, kernel.VerbStep(kernel.KeyBreaker(req.CapabilityID), func(st *kernel.Breaker) (kernel.Decision, any) {
+			return kernel.Decision{Events: kernel.DecideBreakerReset(st, reset)}, nil
+		}))
 		if err != nil {
 			return wire.OpReply{Code: wire.CodeLedgerUnavailable, Reason: err.Error()}
 		}

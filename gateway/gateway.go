@@ -203,14 +203,9 @@ func (g *Gateway) recordUnbound(ctx context.Context, tenant string, ev kernel.Pr
 
 // recordRefusal appends ev on its principal's refusal subject.
 func (g *Gateway) recordRefusal(ctx context.Context, tenant string, ev kernel.ProposalRefused) {
-	subject, err := codec.Subject(tenant, "refusal", ev.Principal)
-	if err == nil {
-		var l *kernel.RefusalLog
-		var d kernel.Decision
-		ref := aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.RefusalLog{} }}
-		_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &l, &d.Events)},
-			Decide: func() *kernel.Refusal { d = kernel.DecideRecordRefusal(l, ev); return d.Refusal }})
-	}
+	_, err := g.engine.Run(ctx, tenant, kernel.VerbStep(kernel.KeyRefusals(ev.Principal), func(l *kernel.RefusalLog) (kernel.Decision, any) {
+		return kernel.DecideRecordRefusal(l, ev), nil
+	}))
 	if err != nil {
 		g.log.Error("refusal could not be recorded", "tenant", tenant, "principal", ev.Principal, "code", ev.Code, "err", err)
 	}

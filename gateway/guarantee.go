@@ -145,8 +145,7 @@ func (g *Gateway) opSetLimit(ctx context.Context, tenant, operator string, req w
 	if err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "guarantee: %v", err)
 	}
-	csub, err := codec.Subject(tenant, "control")
-	if err != nil {
+	if _, err := codec.Subject(tenant, "control"); err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	// A pin never changes once made (Pin.Apply refuses a second), so it
@@ -157,16 +156,15 @@ func (g *Gateway) opSetLimit(ctx context.Context, tenant, operator string, req w
 	}
 	cmd := kernel.Redefine{GuaranteeID: req.GuaranteeID, Resource: req.Resource, Limit: req.Limit, Mode: req.Mode,
 		Operator: operator, Reason: req.Reason, Now: g.clock.Now()}
-	st := kernel.RedefineState{Pin: ps.(*kernel.Pin)}
-	var d kernel.Decision
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant,
-		Bind:   []aggregates.Binding{aggregates.Bind(controlRef(csub), &st.Control, &d.Events)},
-		Decide: func() *kernel.Refusal { d = kernel.DecideRedefine(st, cmd); return d.Refusal }})
+	pin := ps.(*kernel.Pin)
+	eff, err := g.engine.Run(ctx, tenant, kernel.VerbStep(kernel.KeyControl, func(c *kernel.Control) (kernel.Decision, any) {
+		return kernel.DecideRedefine(kernel.RedefineState{Pin: pin, Control: c}, cmd), nil
+	}))
 	if err != nil {
 		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
-	if res.Refusal != nil {
-		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	if eff.Refusal != nil {
+		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
 	}
 	g.log.Info("guarantee redefined", "tenant", tenant, "operator", operator, "guarantee", req.GuaranteeID,
 		"resource", req.Resource, "limit", req.Limit, "mode", req.Mode, "reason", req.Reason)

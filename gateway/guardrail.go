@@ -5,7 +5,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -53,32 +52,24 @@ func (g *Gateway) mountGuardrails() {
 // controlDo decides over the tenant's control subject and answers with its
 // guardrails and the waivers in force after the decision.
 func (g *Gateway) controlDo(ctx context.Context, tenant string, decide func(*kernel.Control) kernel.Decision) wire.OpReply {
-	subject, err := codec.Subject(tenant, "control")
-	if err != nil {
+	if _, err := codec.Subject(tenant, "control"); err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
-	var c *kernel.Control
-	var d kernel.Decision
-	var data map[string]any
 	now := g.clock.Now()
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(controlRef(subject), &c, &d.Events)},
-		Decide: func() *kernel.Refusal {
-			d = decide(c)
-			if d.Refusal == nil {
-				after := kernel.Control{}
-				if c != nil {
-					after.Guardrails, after.Waivers = c.Guardrails, c.Waivers
-				}
-				data = guardrailData(&after, d.Events, now)
-			}
-			return d.Refusal
-		}})
+	eff, err := g.engine.Run(ctx, tenant, kernel.VerbStep(kernel.KeyControl, func(c *kernel.Control) (kernel.Decision, any) {
+		d := decide(c)
+		if d.Refusal != nil {
+			return d, nil
+		}
+		return d, guardrailData(c, d.Events, now)
+	}))
 	if err != nil {
 		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}
-	if res.Refusal != nil {
-		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+	if eff.Refusal != nil {
+		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
 	}
+	data, _ := eff.Reply.Data.(map[string]any)
 	return wire.OpReply{OK: true, Data: data}
 }
 

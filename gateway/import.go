@@ -19,14 +19,13 @@ func (g *Gateway) opImport(ctx context.Context, tenant, operator string, req wir
 	if r := kernel.CheckImportRequest(req); r != nil {
 		return wire.OpReply{Code: r.Code, Reason: r.Reason}
 	}
-	csub, err := codec.Subject(tenant, "control")
-	if err != nil {
+	if _, err := codec.Subject(tenant, "control"); err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	reply := wire.OpReply{OK: true, Imports: make([]wire.ImportResult, 0, len(req.Rows))}
 	imported := 0
 	for i, row := range req.Rows {
-		res := g.importRow(ctx, tenant, operator, csub, row)
+		res := g.importRow(ctx, tenant, operator, row)
 		res.Row, res.Reference = i+1, row.Reference
 		if res.Code == wire.CodeLedgerUnavailable {
 			// The store did not answer: the rows after it are not tried,
@@ -43,7 +42,7 @@ func (g *Gateway) opImport(ctx context.Context, tenant, operator string, req wir
 	return reply
 }
 
-func (g *Gateway) importRow(ctx context.Context, tenant, operator, csub string, row wire.ImportRow) wire.ImportResult {
+func (g *Gateway) importRow(ctx context.Context, tenant, operator string, row wire.ImportRow) wire.ImportResult {
 	refused := func(r *kernel.Refusal) wire.ImportResult {
 		return wire.ImportResult{Status: wire.ImportRefused, Code: r.Code, Reason: r.Reason}
 	}
@@ -59,36 +58,24 @@ func (g *Gateway) importRow(ctx context.Context, tenant, operator, csub string, 
 	if r := pin.Definition.CheckWindowKey(row.Window); r != nil {
 		return refused(r)
 	}
-	ref, err := aggregates.ExposureWindowRef(tenant, row.GuaranteeID, row.Resource, row.Window)
-	if err != nil {
+	if _, err := aggregates.ExposureWindowRef(tenant, row.GuaranteeID, row.Resource, row.Window); err != nil {
 		return refused(kernel.RefuseResource(err))
 	}
 	carries, err := g.carriesOf(tenant, kernel.Hold{GuaranteeID: row.GuaranteeID, Resource: row.Resource, Window: row.Window})
 	if err != nil {
 		return refused(kernel.RefuseResource(err))
 	}
-	st := kernel.ImportState{Pin: pin}
-	var d kernel.Decision
-	// The control subject (the guarantee's latest limit) is read, not
-	// guarded: a one-event append carries no guard. A limit lowered during
-	// the import decides the rows after it.
-	var ctl map[string]*kernel.Control
-	binds := []aggregates.Binding{aggregates.Bind(ref, &st.Ledger, &d.Events), aggregates.Read(controlRef(csub), &ctl, "control")}
+	in := kernel.ImportInput{Row: cmd, Pin: pin}
 	for _, c := range carries {
-		binds = append(binds, aggregates.Read(c.ref, &st.Replaced, c.key))
+		in.Replaced = append(in.Replaced, c.key)
 	}
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: binds,
-		Decide: func() *kernel.Refusal {
-			st.Control = ctl["control"]
-			d = kernel.DecideImportRow(st, cmd)
-			return d.Refusal
-		}})
+	eff, err := g.engine.Run(ctx, tenant, in.Step())
 	switch {
 	case err != nil:
 		return wire.ImportResult{Status: wire.ImportRefused, Code: wire.CodeLedgerUnavailable, Reason: err.Error()}
-	case res.Refusal != nil:
-		return refused(res.Refusal)
-	case len(d.Events) == 0:
+	case eff.Refusal != nil:
+		return refused(eff.Refusal)
+	case len(eff.Events(in.Ledger())) == 0:
 		return wire.ImportResult{Status: wire.ImportAlready}
 	}
 	return wire.ImportResult{Status: wire.ImportImported}

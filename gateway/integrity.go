@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
@@ -41,36 +40,23 @@ func (g *Gateway) witnessStatus(tenant string) kernel.WitnessStatus {
 	return kernel.WitnessStatus{Policy: policy, State: st, Reason: reason}
 }
 
-func integrityRef(tenant string) (aggregates.Ref, error) {
-	subject, err := codec.Subject(tenant, "integrity")
-	if err != nil {
-		return aggregates.Ref{}, err
-	}
-	return aggregates.Ref{Subject: subject, New: func() aggregates.State { return &kernel.LogIntegrity{} }}, nil
-}
-
 // RecordIntegrityFailure records a witness's answer that tenant's audit log
 // shrank or forked (kernel.DecideIntegrityFailure): from then on every
 // proposal of the tenant is refused log_integrity_failed until an operator
 // resolves the incident. It reports whether an incident was opened (false:
 // one is open already).
 func (g *Gateway) RecordIntegrityFailure(ctx context.Context, tenant string, c kernel.FailIntegrity) (bool, error) {
-	ref, err := integrityRef(tenant)
-	if err != nil {
-		return false, err
-	}
 	c.Executor = g.executor
-	var st *kernel.LogIntegrity
-	var d kernel.Decision
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &st, &d.Events)},
-		Decide: func() *kernel.Refusal { d = kernel.DecideIntegrityFailure(st, c); return d.Refusal }})
+	eff, err := g.engine.Run(ctx, tenant, kernel.VerbStep(kernel.KeyIntegrity, func(st *kernel.LogIntegrity) (kernel.Decision, any) {
+		return kernel.DecideIntegrityFailure(st, c), nil
+	}))
 	if err != nil {
 		return false, err
 	}
-	if res.Refusal != nil {
-		return false, res.Refusal
+	if eff.Refusal != nil {
+		return false, eff.Refusal
 	}
-	return len(d.Events) > 0, nil
+	return len(eff.Events(kernel.KeyIntegrity)) > 0, nil
 }
 
 var witnessingNames = map[kernel.Witnessing]string{kernel.WitnessPending: "pending", kernel.WitnessCosigned: "cosigned", kernel.WitnessMissing: "missing"}
@@ -92,20 +78,18 @@ func (g *Gateway) mountIntegrity() {
 		if err := kernel.DecodeRequest(body, &req); err != nil {
 			return wire.Refused(wire.CodeRequestMalformed, "request: %v", err)
 		}
-		ref, err := integrityRef(tenant)
-		if err != nil {
+		if _, err := aggregates.RefOf(tenant, kernel.KeyIntegrity); err != nil {
 			return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 		}
 		cmd := kernel.ResolveIntegrity{Operator: operator, Resolution: req.Resolution, ArtifactRef: req.ArtifactRef, Statement: req.Statement}
-		var st *kernel.LogIntegrity
-		var d kernel.Decision
-		res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(ref, &st, &d.Events)},
-			Decide: func() *kernel.Refusal { d = kernel.DecideResolveIntegrity(st, cmd); return d.Refusal }})
+		eff, err := g.engine.Run(ctx, tenant, kernel.VerbStep(kernel.KeyIntegrity, func(st *kernel.LogIntegrity) (kernel.Decision, any) {
+			return kernel.DecideResolveIntegrity(st, cmd), nil
+		}))
 		if err != nil {
 			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 		}
-		if res.Refusal != nil {
-			return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
+		if eff.Refusal != nil {
+			return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
 		}
 		g.log.Warn("audit log integrity incident resolved", "tenant", tenant, "operator", operator, "resolution", req.Resolution, "artifact_ref", req.ArtifactRef)
 		return g.integrityReply(ctx, tenant)
@@ -115,26 +99,24 @@ func (g *Gateway) mountIntegrity() {
 // Integrity reads the tenant's integrity subject: an open incident stops
 // dispatch.
 func (g *Gateway) Integrity(ctx context.Context, tenant string) (*kernel.LogIntegrity, error) {
-	ref, err := integrityRef(tenant)
-	if err != nil {
+	if _, err := aggregates.RefOf(tenant, kernel.KeyIntegrity); err != nil {
 		return nil, err
 	}
-	// The bound state is the engine's, which later events change: copy it
-	// while the transaction holds it.
-	var st *kernel.LogIntegrity
-	var out kernel.LogIntegrity
-	_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Guard(ref, &st)},
-		Decide: func() *kernel.Refusal {
-			if st != nil {
-				out = *st
-				if st.Open != nil {
-					open := *st.Open
-					out.Open = &open
-				}
-			}
-			return nil
-		}})
-	return &out, err
+	// The state is the engine's, which later events change: the step
+	// answers a copy.
+	eff, err := g.engine.Run(ctx, tenant, kernel.ReadStep(kernel.KeyIntegrity, func(st *kernel.LogIntegrity) any {
+		out := *st
+		if st.Open != nil {
+			open := *st.Open
+			out.Open = &open
+		}
+		return out
+	}))
+	if err != nil {
+		return &kernel.LogIntegrity{}, err
+	}
+	out := eff.Reply.Data.(kernel.LogIntegrity)
+	return &out, nil
 }
 
 // integrityReply reads the tenant's integrity subject and the witnesses'

@@ -349,16 +349,14 @@ func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req
 		v := g.index.killEngaged(tenant)
 		return wire.OpReply{OK: true, KillSwitch: &v}
 	}
-	subject, err := codec.Subject(tenant, "control")
-	if err != nil {
+	if _, err := codec.Subject(tenant, "control"); err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "%v", err)
 	}
 	engaged := *req.Engaged
 	cmd := kernel.SetKillSwitch{Engaged: engaged, Operator: operator, Reason: req.Reason}
-	var c *kernel.Control
-	var d kernel.Decision
-	_, err = g.engine.Do(ctx, aggregates.Tx{Tenant: tenant, Bind: []aggregates.Binding{aggregates.Bind(controlRef(subject), &c, &d.Events)},
-		Decide: func() *kernel.Refusal { d = kernel.DecideKillSwitch(c, cmd); return d.Refusal }})
+	_, err := g.engine.Run(ctx, tenant, kernel.VerbStep(kernel.KeyControl, func(c *kernel.Control) (kernel.Decision, any) {
+		return kernel.DecideKillSwitch(c, cmd), nil
+	}))
 	if err != nil {
 		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
 	}

@@ -79,23 +79,20 @@ func (g *Gateway) packOp(ctx context.Context, tc *config.TenantConfig, verb, ope
 	default:
 		return wire.OpReply{}, false
 	}
-	ref, err := packRef(tc.ID)
-	if err != nil {
+	if _, err := packRef(tc.ID); err != nil {
 		return wire.Refused(wire.CodeRequestMalformed, "%v", err), true
 	}
-	var c *kernel.PackCatalog
-	var d kernel.Decision
-	var after wire.Packs
-	res, err := g.engine.Do(ctx, aggregates.Tx{Tenant: tc.ID, Bind: []aggregates.Binding{aggregates.Bind(ref, &c, &d.Events)},
-		Decide: func() *kernel.Refusal { d = decide(c); return d.Refusal },
-		Done:   func() { after = packsOf(c) }})
+	eff, err := g.engine.Run(ctx, tc.ID, kernel.VerbStep(kernel.KeyPacks, func(c *kernel.PackCatalog) (kernel.Decision, any) {
+		d := decide(c)
+		return d, packsOf(kernel.AfterOf(c, d.Events, kernel.PackCatalog.Copy))
+	}))
 	if err != nil {
 		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err), true
 	}
-	if res.Refusal != nil {
-		return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}, true
+	if eff.Refusal != nil {
+		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}, true
 	}
-	return wire.OpReply{OK: true, Data: map[string]any{"packs": after, "recorded": len(d.Events) > 0}}, true
+	return wire.OpReply{OK: true, Data: map[string]any{"packs": eff.Reply.Data, "recorded": len(eff.Events(kernel.KeyPacks)) > 0}}, true
 }
 
 // packsOf lists a catalog's versions as the packs verb does.

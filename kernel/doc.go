@@ -13,6 +13,13 @@
 //	ReleaseReads, ReleaseStep   close an unstarted attempt, assert the absence of a started one
 //	FailureReads, FailureStep   a failed dispatch counted against its capability's breaker
 //
+// Every other governed change is a step too (verb.go): VerbStep decides an
+// operator verb over its one subject (a grant, an approval, a waiver, a
+// kill switch, a two-person request...) with the verb's Decide function,
+// ReadStep reads one subject guarded, ExposureStep decides one command on
+// one ledger, and AdmitRunInput, MarkInput, ImportInput, EnrollStep and
+// BackfillStep decide over the several subjects they name.
+//
 // Each input's Step method is the step as a runtime drives it (Step:
 // Reads, Decide over what was loaded, Contended when conflicts exhausted
 // the retries). The usage loop, as aggregates.Engine.Run runs it:

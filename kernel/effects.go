@@ -103,6 +103,8 @@ type Reply struct {
 	Guarantees []GuaranteeHold
 	// Gate is the evidence gate of a gated capability's proposal.
 	Gate json.RawMessage
+	// Data is what a verb's reply reports beyond its refusal (VerbStep).
+	Data any
 }
 
 // Dispatch is a provider call an accepted proposal makes once its append is

@@ -13,21 +13,22 @@ type Kind uint8
 
 // Kinds of subjects a step reads.
 const (
-	KindOperation Kind = iota + 1 // one (run, operation key)
-	KindRun                       // one run's budget
-	KindApproval                  // one approval
-	KindEvidence                  // one evidence reference
-	KindLedger                    // one (guarantee, resource, window) exposure ledger
-	KindControl                   // the tenant's kill switch, guarantee versions and enforcement domain
-	KindIntegrity                 // the tenant's audit log integrity
-	KindAuthority                 // the tenant's grants and revocations
-	KindBreaker                   // one capability's circuit breaker
-	KindRefusals                  // one principal's refusals no operation records
-	KindPin                       // one guarantee's pinned definition
-	KindPacks                     // the tenant's context pack catalog
+	KindOperation       Kind = iota + 1 // one (run, operation key)
+	KindRun                             // one run's budget
+	KindApproval                        // one approval
+	KindEvidence                        // one evidence reference
+	KindLedger                          // one (guarantee, resource, window) exposure ledger
+	KindControl                         // the tenant's kill switch, guarantee versions and enforcement domain
+	KindIntegrity                       // the tenant's audit log integrity
+	KindAuthority                       // the tenant's grants and revocations
+	KindBreaker                         // one capability's circuit breaker
+	KindRefusals                        // one principal's refusals no operation records
+	KindPin                             // one guarantee's pinned definition
+	KindPacks                           // the tenant's context pack catalog
+	KindOperatorRequest                 // one two-person request
 )
 
-var kindNames = [...]string{"invalid", "operation", "run", "approval", "evidence", "ledger", "control", "integrity", "authority", "breaker", "refusals", "pin", "packs"}
+var kindNames = [...]string{"invalid", "operation", "run", "approval", "evidence", "ledger", "control", "integrity", "authority", "breaker", "refusals", "pin", "packs", "operator request"}
 
 // String returns the kind's name.
 func (k Kind) String() string {
@@ -144,6 +145,8 @@ func (k Key) New() Aggregate {
 		return &Pin{}
 	case KindPacks:
 		return &PackCatalog{}
+	case KindOperatorRequest:
+		return &OperatorRequest{}
 	}
 	return nil
 }

@@ -77,15 +77,14 @@ func cold(t *testing.T, store events.Store, snaps aggregates.SnapshotStore, reso
 	t.Helper()
 	eng := aggregates.NewEngine(store, sealer())
 	eng.Snapshots = snaps
-	ref, _ := aggregates.ExposureRef("acme", def.ID, resource)
-	var got []byte
-	var l *kernel.Ledger
-	if _, err := eng.Do(context.Background(), aggregates.Tx{Tenant: "acme", Bind: []aggregates.Binding{aggregates.Bind(ref, &l, nil)},
-		Decide: func() *kernel.Refusal { return nil },
-		Done:   func() { got, _ = json.Marshal(l) }}); err != nil {
+	eff, err := eng.Run(context.Background(), "acme", kernel.ReadStep(kernel.LedgerKey{GuaranteeID: def.ID, Resource: resource}.Key(), func(l *kernel.Ledger) any {
+		b, _ := json.Marshal(l)
+		return b
+	}))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return got, eng.Stats()
+	return eff.Reply.Data.([]byte), eng.Stats()
 }
 
 // TestSnapshotsOnJetStream: concurrent random commands on interleaved

@@ -39,7 +39,7 @@ const (
 	// MutStaleRefusal is a refusal not re-verified: the engine decides on
 	// its warm (cached) state of a subject and, before answering a
 	// refusal, reads the store's last sequences and decides again if
-	// another replica moved one (aggregates.Engine.Do, verify); this
+	// another replica moved one (aggregates.Engine.Run, verify); this
 	// variant answers the refusal on the cache (EngineFaults
 	// UnverifiedRefusals). Its balances and its verdict then belong to no
 	// instant of the call, which lincheck sees.
