@@ -208,7 +208,7 @@ func (h *ceilingScenario) run(t *testing.T, d *datadriven.TestData) string {
 		// One call covered by every guarantee: reserve on all of them or
 		// on none, as the gateway's atomic append does; the first refusal
 		// names its ceiling.
-		// With pins, the binding DecidePropose makes: the latest
+		// With pins, the binding ProposeStep makes: the latest
 		// version's limit and mode.
 		att := fmt.Sprintf("att_%d", h.next)
 		h.next++
