@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/contextos/ledger/wire"
@@ -113,10 +115,11 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 	if eff.Refusal != nil {
 		return settled(op, s.Ledgers, nil, in, eff) // incidents only; the operation is unchanged
 	}
-	if n == 0 && len(in.Holds) > 0 {
-		return settled(op, s.Ledgers, nil, in, Effects{}) // the same report again
-	}
-	if a, ok := op.Current(); ok && a.AttemptID == in.AttemptID && a.Outcome == in.Outcome && len(in.Holds) == 0 {
+	if n == 0 && op.records(in.AttemptID, in.Outcome) {
+		// The same report again. Only the operation's record of it says
+		// the report is stored whole: its observation is the last part of
+		// a provider's report to be stored (Effects.Prefix), so ledgers
+		// that already hold the observation without it are completed.
 		return settled(op, s.Ledgers, nil, in, Effects{})
 	}
 	after := previewLedgers(s.Ledgers, eff)
@@ -129,9 +132,52 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 	}
 	ctl := in.Controls
 	ctl.Generation, ctl.Guarantees = gen, holds
-	eff.put(in.Operation, append(claim, OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: in.Outcome, Source: in.Source},
-		decisionRecord(opIdentity(op), in.AttemptID, in.Outcome.Status(), "", in.Source+": "+in.Ref, ctl))...)
+	// The decision record goes before the observation: the observation is
+	// what says the report is stored whole (see Effects.Prefix).
+	eff.put(in.Operation, append(claim, decisionRecord(opIdentity(op), in.AttemptID, in.Outcome.Status(), "", in.Source+": "+in.Ref, ctl),
+		OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: in.Outcome, Source: in.Source})...)
+	if in.Claimant == "" {
+		// A provider's report may be stored as any prefix of: each
+		// ledger's observation, in ledger key order, then the operation's
+		// record and observation. Every such prefix is completed by the
+		// same report again (above), which reconciliation makes when the
+		// operation stays without its observation. A claimant's report
+		// stays whole: its claim must go with it.
+		eff.Prefix = true
+		for _, k := range sortedLedgerKeys(in.Holds) {
+			if len(eff.Append[k.Key()]) > 0 {
+				eff.Order = append(eff.Order, k.Key())
+			}
+		}
+		eff.Order = append(eff.Order, in.Operation)
+	}
 	return settled(op, s.Ledgers, after, in, eff)
+}
+
+// records reports whether the operation records the observation outcome of
+// attempt attemptID (the latest one it holds).
+func (o *Operation) records(attemptID string, outcome Outcome) bool {
+	for _, a := range o.Attempts {
+		if a.AttemptID == attemptID {
+			return a.Outcome == outcome
+		}
+	}
+	return false
+}
+
+// sortedLedgerKeys returns the ledger keys of holds, each once, in key order.
+func sortedLedgerKeys(holds []Hold) []LedgerKey {
+	var ks []LedgerKey
+	for _, h := range holds {
+		k := h.ledgerKey()
+		if !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	slices.SortFunc(ks, func(a, b LedgerKey) int {
+		return cmp.Or(cmp.Compare(a.GuaranteeID, b.GuaranteeID), cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Window, b.Window))
+	})
+	return ks
 }
 
 // settled completes a settlement's effects with its reply: the operation's

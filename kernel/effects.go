@@ -29,6 +29,12 @@ import (
 //     refusal with nothing to append (an operation key bound to another
 //     action, a proposal refused before it names an operation) stores
 //     nothing but Unbound.
+//     Except with Prefix: then the events may be stored as any prefix of
+//     Order (each key's events in their order, one at a time, each on the
+//     sequence of the one before on its subject), as long as no event is
+//     stored on a subject that moved since its state was read. A prefix
+//     stored and then a conflict or error: the stored part stays, and the
+//     step decided again on the fresher states completes it.
 //  5. Unbound and Incidents after the append; they never gate the reply.
 //     Unbound goes to the principal's refusal subject (KeyRefusals), which
 //     the runtime may sample: the record of a refusal that opened nothing.
@@ -60,6 +66,12 @@ type Effects struct {
 	// decided again on the principal's own subject of the key
 	// (ProposeInput.Scoped).
 	Scoped bool
+	// Prefix says the events may be stored as any prefix of Order (see
+	// above) rather than all or nothing: every such prefix is a state the
+	// step completes when it is decided again. Order names every key of
+	// Append, in the order their events are to be stored.
+	Prefix bool
+	Order  []Key
 	// Tally is a refusal the runtime's refusal window adds
 	// (RefusalTally.Add) once the effects are stored.
 	Tally *TalliedRefusal
