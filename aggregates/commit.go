@@ -56,11 +56,11 @@ type txn struct {
 	read     []guardRead // the guarded reads of the last decision, at the sequences read
 	attempts int
 	verified bool // a refusal or no-op may be acted on: the caller checked the store's last sequences
+	dirty    bool
+	done     chan txResult
 	// order, when not nil, says the last decision's events may be stored
 	// as any prefix of its refs in this order (kernel.Effects.Prefix).
 	order []int
-	dirty bool
-	done  chan txResult
 }
 
 // guardRead is a subject a decision read without appending to it, at the
