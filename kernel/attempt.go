@@ -98,6 +98,9 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 			eff.Refusal = ld.Refusal
 		}
 	}
+	if x, ok := sealedOnLedgers(op, s.Ledgers, in.AttemptID); ok && in.Outcome != x {
+		return completeSealed(op, s.Ledgers, in, x, claim, gen, eff)
+	}
 	if inc, ok := contradiction(op, Settle{AttemptID: in.AttemptID, Outcome: in.Outcome, Source: in.Source, Ref: in.Ref}); ok {
 		// The operation records the contradiction too, so it is seen also
 		// for an operation that holds on no ledger.
@@ -152,6 +155,41 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 		eff.Order = append(eff.Order, in.Operation)
 	}
 	return settled(op, s.Ledgers, after, in, eff)
+}
+
+// completeSealed settles an attempt whose ledgers hold a report the
+// operation lacks (a provider's report stored in part, Effects.Prefix) on
+// a report of another outcome, which cannot replace it: the operation
+// records the ledgers' outcome x, sourced "ledgers", and a definitive
+// report of another outcome contradicts the seal, as it would once the
+// operation holds it: an incident on the ledgers (eff: the ledgers'
+// decisions) and the operation, refused with
+// CodeObservationContradictsSeal. It is stored whole.
+func completeSealed(op *Operation, ledgers map[LedgerKey]*Ledger, in SettleInput, x Outcome, claim []Event, gen uint64, eff Effects) Effects {
+	evs := claim
+	if in.Outcome.Definitive() {
+		inc := OperationIncident{AttemptID: in.AttemptID, Kind: wire.CodeObservationContradictsSeal, Sealed: x, Observed: in.Outcome,
+			Source: in.Source, Ref: in.Ref}
+		evs = append(evs, inc)
+		if eff.Refusal == nil {
+			eff.Refusal = refuse(wire.CodeObservationContradictsSeal, "attempt %s is sealed %s; %s report from %s refused and recorded as an incident",
+				in.AttemptID, x, in.Outcome, in.Source)
+		}
+		eff.Incidents = []Incident{{Kind: string(wire.CodeObservationContradictsSeal), AttemptID: in.AttemptID, Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}}
+	}
+	after := previewLedgers(ledgers, eff)
+	var holds []GuaranteeHold
+	for _, h := range in.Holds {
+		holds = append(holds, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount,
+			Balance: orNew(after[h.ledgerKey()]).Balance()})
+	}
+	ctl := in.Controls
+	ctl.Generation, ctl.Guarantees = gen, holds
+	const source = "ledgers"
+	evs = append(evs, decisionRecord(opIdentity(op), in.AttemptID, x.Status(), "", source+": the outcome the ledgers hold of a report stored in part", ctl),
+		OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: x, Source: source})
+	eff.put(in.Operation, evs...)
+	return settled(op, ledgers, after, in, eff)
 }
 
 // records reports whether the operation records the observation outcome of
