@@ -590,8 +590,11 @@ func (c *committer) maybeSend() {
 	}
 	var chains [][]*txn
 	single := len(items) == 1 && len(items[0].Envs) == 1 && !guards && c.e.Appends != AppendBatches
-	prefix := !single && n == 1 && batch[0].order != nil && !guards && c.e.Appends != AppendBatches &&
-		(c.flights == 0 || c.pipelines(len(c.waiting)+len(c.forming)+c.flyingTxs))
+	// A lone transaction whose events may be stored as a prefix goes as a
+	// chain of single appends in every mode; under AppendBatches only with
+	// nothing else in flight, and nothing else goes while it does.
+	prefix := !single && n == 1 && batch[0].order != nil && !guards &&
+		(c.flights == 0 || c.e.Appends != AppendBatches && c.pipelines(len(c.waiting)+len(c.forming)+c.flyingTxs))
 	switch {
 	case prefix:
 	case c.flights == 0:
@@ -617,7 +620,7 @@ func (c *committer) maybeSend() {
 	c.flights++
 	c.flyingTxs += n
 	c.sent++
-	c.batchFlying = chains == nil && !single && !prefix
+	c.batchFlying = chains == nil && !single && !prefix || prefix && c.e.Appends == AppendBatches
 	sent := c.sent
 	for _, en := range ens {
 		en.flying++
