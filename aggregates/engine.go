@@ -89,8 +89,8 @@ type Result struct {
 //     tried now and then, see Appends);
 //   - a group of one transaction whose effects may be stored as a prefix
 //     (kernel.Effects.Prefix: a provider's report) as a chain of single
-//     appends, one event at a time in the effects' order (in every mode;
-//     under AppendBatches alone in flight);
+//     appends, one event at a time in the effects' order, alone in flight
+//     as an atomic batch is (in every mode);
 //   - a group smaller than the last one delivered first lingers, at most
 //     half an atomic batch's measured cost and Linger, for the callers that
 //     append released.
