@@ -192,8 +192,8 @@ func completeSealed(op *Operation, ledgers map[LedgerKey]*Ledger, in SettleInput
 	return settled(op, ledgers, after, in, eff)
 }
 
-// records reports whether the operation records the observation outcome of
-// attempt attemptID (the latest one it holds).
+// records reports whether the operation records outcome as the
+// observation of attempt attemptID.
 func (o *Operation) records(attemptID string, outcome Outcome) bool {
 	for _, a := range o.Attempts {
 		if a.AttemptID == attemptID {
