@@ -163,24 +163,18 @@ sync = "relaxed"
 		}
 		text = strings.Replace(text, r[0], r[1], 1)
 	}
-	return text + `
-[[capabilities]]
-id = "adp_payments.issue_refund_high"
-version = "1"
-risk = "high"
-effectful = true
-adapter = "http"
-
-  [capabilities.http]
-  url = "{{PROVIDER}}/refunds"
-  timeout = "500ms"
-
-  [capabilities.recovery]
-  completion = "/refund/status"
-  applied = ["succeeded"]
-  not_applied = ["failed"]
-  pending = ["pending"]
-  not_applied_statuses = [409]
-  query_url = "{{PROVIDER}}/refunds/{idempotency_key}"
-`
+	// The high-risk refund is the refund's own block under another id and
+	// risk, so the two cannot drift apart.
+	const head = "[[capabilities]]\nid = \"adp_payments.issue_refund\"\n"
+	start := strings.Index(text, head)
+	if start < 0 {
+		panic("daemontest: the configuration has no refund capability")
+	}
+	block := text[start:]
+	if end := strings.Index(block[len(head):], "\n[["); end >= 0 {
+		block = block[:len(head)+end+1]
+	}
+	high := strings.NewReplacer(`id = "adp_payments.issue_refund"`, `id = "adp_payments.issue_refund_high"`,
+		`risk = "medium"`, `risk = "high"`).Replace(block)
+	return text + "\n" + high
 }
