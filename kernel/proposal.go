@@ -18,6 +18,3 @@ type Hold struct {
 	// on the resource; ProposeStep sets it from their ledgers.
 	Carried int64
 }
-
-// Key is the key of the hold's ledger.
-func (h Hold) Key() LedgerKey { return h.ledgerKey() }
