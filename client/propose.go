@@ -24,8 +24,9 @@ const DefaultProposeDeadline = 2 * time.Minute
 //
 // applied, not_applied and pending return the decision and no error (a
 // pending operation settles later; resending its key reports the
-// settlement). refused returns the decision and a Refused. At the deadline
-// it returns an Unresolved.
+// settlement). refused, and unknown with a code of retry class never,
+// return the decision and a Refused. At the deadline it returns an
+// Unresolved.
 func (c *Client) Propose(ctx context.Context, p Proposal) (Decision, error) {
 	body, err := json.Marshal(p)
 	if err != nil {
@@ -77,7 +78,8 @@ func (c *Client) Propose(ctx context.Context, p Proposal) (Decision, error) {
 
 // readDecision decodes a decision reply. final is false when the same
 // proposal is to be resent (unknown, or refused overloaded before anything
-// was stored); err then says why. A final refusal is the decision and a
+// was stored); err then says why. An unknown whose code's retry class is
+// never is final: a Refused. A final refusal is the decision and a
 // Refused; applied, not_applied and pending are the decision and no error.
 func readDecision(data []byte) (d Decision, final bool, err error) {
 	if err := json.Unmarshal(data, &d); err != nil {
@@ -87,6 +89,10 @@ func readDecision(data []byte) (d Decision, final bool, err error) {
 	case d.Status == StatusRefused && d.Code == CodeOverloaded:
 		return d, false, fmt.Errorf("refused %s: %s", d.Code, d.Reason)
 	case d.Status == StatusRefused:
+		return d, true, Refused{Code: d.Code, Reason: d.Reason, Decision: &d}
+	case d.Status == StatusUnknown && wire.RetryOf(d.Code) == wire.RetryNever:
+		// The outcome is open (stored_event_refused after the dispatch),
+		// but the code says resending cannot learn it.
 		return d, true, Refused{Code: d.Code, Reason: d.Reason, Decision: &d}
 	case d.Status == StatusApplied || d.Status == StatusNotApplied || d.Status == StatusPending:
 		return d, true, nil

@@ -145,12 +145,12 @@ func TestWireVectors(t *testing.T) {
 				t.Errorf("%s: gate %v, %v", name, g, err)
 			}
 			switch {
-			case v.Status == StatusUnknown || v.Code == CodeOverloaded:
+			case v.Status == StatusUnknown && v.Retry != wire.RetryNever || v.Code == CodeOverloaded:
 				codes[v.Code] = true
 				if final || err == nil {
 					t.Errorf("%s: final %v (%v), want a resend", name, final, err)
 				}
-			case v.Status == StatusRefused:
+			case v.Status == StatusRefused || v.Status == StatusUnknown:
 				codes[v.Code] = true
 				var r Refused
 				if !final || !errors.As(err, &r) || !errors.Is(err, Refused{Code: v.Code}) {

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,4 +46,73 @@ func TestStoredEventRefusedReply(t *testing.T) {
 	}
 	// Another resource is decided as before.
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_a", "b1", "ord_b", 25)), 25, 0, 99975)
+}
+
+// TestOperatorVerbStoredEventRefused: operator verbs whose subject holds a
+// stored message the kernel refuses (no valid event, written there
+// directly) answer stored_event_refused naming that subject, and change
+// nothing: the control subject for the kill switch and a limit change
+// (decided on the engine's warm state, refreshed on the append's sequence
+// conflict), the authority subject for a grant (read fresh).
+func TestOperatorVerbStoredEventRefused(t *testing.T) {
+	e := startEnv(t)
+	nc := e.client("acme", "agent_email")
+	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_a", "a1", "ord_a", 100)), 100, 0, 99900)
+	before := e.exposure()
+
+	control, err := codec.Subject("acme", "control")
+	if err != nil {
+		t.Fatal(err)
+	}
+	authority, err := codec.Subject("acme", "authority")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.storeRaw(control, []byte("not an event"))
+	e.storeRaw(authority, []byte("not an event"))
+
+	engage := true
+	for _, c := range []struct {
+		verb    string
+		body    any
+		subject string
+	}{
+		{"kill-switch", wire.OpRequest{Engaged: &engage, Reason: "stop"}, control},
+		{"guarantee-set-limit", wire.SetLimitRequest{GuaranteeID: "refunds-per-order", Limit: 50, Reason: "tighter"}, control},
+		{"grant", wire.GrantRequest{Principal: "agent_chat", CapabilityID: "crm.lookup", Reason: "lookups"}, authority},
+	} {
+		r := e.opAny(c.verb, c.body)
+		if r.OK || r.Code != wire.CodeStoredEventRefused || !strings.Contains(r.Reason, c.subject+" seq ") {
+			t.Fatalf("%s over a refused stored event on %s: %+v, want %s naming the subject", c.verb, c.subject, r, wire.CodeStoredEventRefused)
+		}
+	}
+	if r := e.op("kill-switch", wire.OpRequest{}); r.KillSwitch == nil || *r.KillSwitch {
+		t.Fatalf("kill switch after the refused engage: %+v", r)
+	}
+	if after := e.exposure(); !maps.Equal(after, before) {
+		t.Fatalf("exposure changed: %v, was %v", after, before)
+	}
+}
+
+// TestOperatorVerbStoreStopped: the same verbs with the store not
+// answering (JetStream stopped, NATS still serving the verbs) answer
+// ledger_unavailable: their outcome is unknown, and resending learns it.
+func TestOperatorVerbStoreStopped(t *testing.T) {
+	e := startEnv(t)
+	if err := e.rt.Embedded.Server().DisableJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	engage := true
+	for _, c := range []struct {
+		verb string
+		body any
+	}{
+		{"kill-switch", wire.OpRequest{Engaged: &engage, Reason: "stop"}},
+		{"guarantee-set-limit", wire.SetLimitRequest{GuaranteeID: "refunds-per-order", Limit: 50, Reason: "tighter"}},
+		{"grant", wire.GrantRequest{Principal: "agent_chat", CapabilityID: "crm.lookup", Reason: "lookups"}},
+	} {
+		if r := e.opAny(c.verb, c.body); r.OK || r.Code != wire.CodeLedgerUnavailable {
+			t.Fatalf("%s with the store stopped: %+v, want %s", c.verb, r, wire.CodeLedgerUnavailable)
+		}
+	}
 }

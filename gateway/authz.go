@@ -147,7 +147,7 @@ func (g *Gateway) authzOp(ctx context.Context, tenant, verb, operator string, bo
 		}
 		st, err := g.load(ctx, ref)
 		if err != nil {
-			return wire.Refused(wire.CodeLedgerUnavailable, "the run could not be read: %v", err), true
+			return storeRefusal(err), true
 		}
 		return wire.OpReply{OK: true, Data: map[string]any{"run": st}}, true
 	case "evidence":
@@ -183,7 +183,7 @@ func (g *Gateway) opGrant(ctx context.Context, tc *config.TenantConfig, operator
 		return kernel.DecideAuthorityChange(a, cmd), nil
 	}))
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	if eff.Refusal != nil {
 		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
@@ -208,7 +208,7 @@ func (g *Gateway) opApprove(ctx context.Context, tenant, operator string, req wi
 		return kernel.DecideApprovalGrant(a, cmd), nil
 	}))
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	if eff.Refusal != nil {
 		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
@@ -235,7 +235,7 @@ func (g *Gateway) opDeny(ctx context.Context, tenant, operator string, req wire.
 		return d, *kernel.AfterOf(a, d.Events, func(a kernel.Approval) kernel.Approval { return a })
 	}))
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	if eff.Refusal != nil {
 		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
@@ -261,11 +261,11 @@ func (g *Gateway) opAdmitRun(ctx context.Context, tc *config.TenantConfig, opera
 		Calls: req.Calls, Amount: req.Amount, PackSpec: req.Pack}}
 	var err error
 	if in.Packs, err = g.loadPacks(ctx, tc.ID); err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "the pack versions could not be read: %v", err)
+		return storeRefusal(err)
 	}
 	eff, err := g.engine.Run(ctx, tc.ID, in.Step())
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	if eff.Refusal != nil {
 		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
@@ -291,7 +291,7 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req w
 			return kernel.DecidePublishEvidence(r, cmd), nil
 		}))
 		if err != nil {
-			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+			return storeRefusal(err)
 		}
 		if eff.Refusal != nil {
 			return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
@@ -312,7 +312,7 @@ func (g *Gateway) opEvidence(ctx context.Context, tenant, operator string, req w
 		}
 		eff, err := g.engine.Run(ctx, tenant, kernel.MarkInput{Operator: operator, Marker: m}.Step())
 		if err != nil {
-			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+			return storeRefusal(err)
 		}
 		if eff.Refusal != nil {
 			return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}

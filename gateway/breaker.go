@@ -213,7 +213,7 @@ func (g *Gateway) opBreaker(ctx context.Context, tenant, operator string, body [
 			return kernel.Decision{Events: kernel.DecideBreakerReset(st, reset)}, nil
 		}))
 		if err != nil {
-			return wire.OpReply{Code: wire.CodeLedgerUnavailable, Reason: err.Error()}
+			return storeRefusal(err)
 		}
 		g.brk.set(tenant, reset)
 	}

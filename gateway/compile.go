@@ -52,9 +52,7 @@ func (g *Gateway) admitContext(ctx context.Context, tenant, principal string, bo
 // compileContext answers an admitted compile request.
 func (g *Gateway) compileContext(ctx context.Context, tenant, principal string, body []byte) wire.ContextReply {
 	refused := func(r *kernel.Refusal) wire.ContextReply { return wire.ContextRefusal(r.Code, r.Reason) }
-	unavailable := func(err error) wire.ContextReply {
-		return wire.ContextRefusal(wire.CodeLedgerUnavailable, "the store did not answer: "+err.Error())
-	}
+	unavailable := func(err error) wire.ContextReply { return wire.ContextRefusal(storeFault(err)) }
 	req, r := kernel.ParseContextRequest(body)
 	if r != nil {
 		return refused(r)

@@ -152,7 +152,7 @@ func (g *Gateway) opSetLimit(ctx context.Context, tenant, operator string, req w
 	// is read as it is, outside the transaction on the control subject.
 	ps, err := g.load(ctx, pref)
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	cmd := kernel.Redefine{GuaranteeID: req.GuaranteeID, Resource: req.Resource, Limit: req.Limit, Mode: req.Mode,
 		Operator: operator, Reason: req.Reason, Now: g.clock.Now()}
@@ -161,7 +161,7 @@ func (g *Gateway) opSetLimit(ctx context.Context, tenant, operator string, req w
 		return kernel.DecideRedefine(kernel.RedefineState{Pin: pin, Control: c}, cmd), nil
 	}))
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	if eff.Refusal != nil {
 		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
@@ -185,7 +185,7 @@ func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req wir
 	}
 	st, err := g.load(ctx, pref)
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	p := st.(*kernel.Pin)
 	if r := kernel.CheckPinnedHistory(p, req.GuaranteeID, tenant); r != nil {
@@ -198,7 +198,7 @@ func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req wir
 	}
 	stored, err := g.store.Read(ctx, csub, 1)
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	for _, s := range stored {
 		if s.Envelope.Type != kernel.TypeGuaranteeRedefined {
@@ -206,7 +206,7 @@ func (g *Gateway) opGuaranteeHistory(ctx context.Context, tenant string, req wir
 		}
 		ev, err := kernel.DecodeEvent(s.Envelope.Type, s.Envelope.V, s.Envelope.Body)
 		if err != nil {
-			return wire.Refused(wire.CodeLedgerUnavailable, "control seq %d: %v", s.Seq, err)
+			return storeRefusal(&aggregates.StoredEventError{Subject: csub, Seq: s.Seq, Err: err})
 		}
 		if e := ev.(kernel.GuaranteeRedefined); e.GuaranteeID == req.GuaranteeID {
 			rows = append(rows, wire.VersionRow{Version: e.Version, At: e.At, Operator: e.Operator, Reason: e.Reason,

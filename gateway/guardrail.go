@@ -64,7 +64,7 @@ func (g *Gateway) controlDo(ctx context.Context, tenant string, decide func(*ker
 		return d, guardrailData(c, d.Events, now)
 	}))
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	if eff.Refusal != nil {
 		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}

@@ -72,7 +72,8 @@ func (g *Gateway) importRow(ctx context.Context, tenant, operator string, row wi
 	eff, err := g.engine.Run(ctx, tenant, in.Step())
 	switch {
 	case err != nil:
-		return wire.ImportResult{Status: wire.ImportRefused, Code: wire.CodeLedgerUnavailable, Reason: err.Error()}
+		code, reason := storeFault(err)
+		return wire.ImportResult{Status: wire.ImportRefused, Code: code, Reason: reason}
 	case eff.Refusal != nil:
 		return refused(eff.Refusal)
 	case len(eff.Events(in.Ledger())) == 0:

@@ -86,7 +86,7 @@ func (g *Gateway) mountIntegrity() {
 			return kernel.DecideResolveIntegrity(st, cmd), nil
 		}))
 		if err != nil {
-			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+			return storeRefusal(err)
 		}
 		if eff.Refusal != nil {
 			return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}
@@ -124,7 +124,7 @@ func (g *Gateway) Integrity(ctx context.Context, tenant string) (*kernel.LogInte
 func (g *Gateway) integrityReply(ctx context.Context, tenant string) wire.OpReply {
 	st, err := g.Integrity(ctx, tenant)
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "the integrity subject could not be read: %v", err)
+		return storeRefusal(err)
 	}
 	w := g.witnessStatus(tenant)
 	var open *wire.IntegrityFailure

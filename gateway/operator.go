@@ -40,7 +40,7 @@ func (g *Gateway) holdForSecond(ctx context.Context, tenant, operator, verb stri
 		return kernel.DecideOperatorRequest(q, cmd), nil
 	}))
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err), false
+		return storeRefusal(err), false
 	}
 	if eff.Refusal != nil {
 		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}, false
@@ -74,7 +74,7 @@ func (g *Gateway) opConfirm(ctx context.Context, tc *config.TenantConfig, operat
 		return d, *q.Request
 	}))
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	if eff.Refusal != nil {
 		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}

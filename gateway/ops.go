@@ -72,7 +72,7 @@ func (g *Gateway) dispatchOp(ctx context.Context, tenant, verb, operator string,
 		return wire.Refused(wire.CodeRequestMalformed, "request: %v", err)
 	}
 	if err := g.index.catchUp(ctx, g.store); err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "the ledger could not be read: %v", err)
+		return storeRefusal(err)
 	}
 	var reply wire.OpReply
 	switch verb {
@@ -200,7 +200,7 @@ func (g *Gateway) settleAttempt(ctx context.Context, tenant, attemptID, source s
 	row := wire.SettleRow{AttemptID: attemptID, Outcome: wire.Outcome(obs.Outcome)}
 	eff, err := g.engine.Run(ctx, tenant, in.Step())
 	if err != nil {
-		row.Code, row.Reason = wire.CodeLedgerUnavailable, err.Error()
+		row.Code, row.Reason = storeFault(err)
 		return row
 	}
 	row.Status = eff.Reply.Status
@@ -295,7 +295,7 @@ func (g *Gateway) opClose(ctx context.Context, tenant, operator string, req wire
 		}
 		res, bal, err := g.engine.Exposure(ctx, tenant, req.GuaranteeID, resource, kernel.Close{AttemptID: req.AttemptID, Reason: reason})
 		if err != nil {
-			return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+			return storeRefusal(err)
 		}
 		if res.Refusal != nil {
 			return wire.OpReply{Code: res.Refusal.Code, Reason: res.Refusal.Reason}
@@ -335,7 +335,7 @@ func (g *Gateway) release(ctx context.Context, tenant string, in kernel.ReleaseI
 	}
 	eff, err := g.engine.Run(ctx, tenant, in.Step())
 	if err != nil {
-		r := wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		r := storeRefusal(err)
 		return &r
 	}
 	if eff.Refusal != nil {
@@ -358,7 +358,7 @@ func (g *Gateway) opKillSwitch(ctx context.Context, tenant, operator string, req
 		return kernel.DecideKillSwitch(c, cmd), nil
 	}))
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err)
+		return storeRefusal(err)
 	}
 	return wire.OpReply{OK: true, KillSwitch: &engaged}
 }

@@ -87,7 +87,7 @@ func (g *Gateway) packOp(ctx context.Context, tc *config.TenantConfig, verb, ope
 		return d, packsOf(kernel.AfterOf(c, d.Events, kernel.PackCatalog.Copy))
 	}))
 	if err != nil {
-		return wire.Refused(wire.CodeLedgerUnavailable, "%v", err), true
+		return storeRefusal(err), true
 	}
 	if eff.Refusal != nil {
 		return wire.OpReply{Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}, true

@@ -5,7 +5,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"strings"
 
-	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -118,22 +117,19 @@ func rowsOf(holds []kernel.GuaranteeHold) []wire.GuaranteeRow {
 }
 
 // engineErrorReply is the reply to an engine error of a proposal's
-// decision (dispatched: of its settlement, after the provider was called).
-// The store not answering leaves the outcome unknown (resend); a stored
-// event the kernel refuses is no outage, and resending cannot help.
+// decision (dispatched: of its settlement, after the provider was called),
+// coded by storeFault. The store not answering leaves the outcome unknown
+// (resend); a stored event the kernel refuses is no outage: nothing was
+// appended by this call, so before the dispatch it is a refusal, and after
+// it the provider's outcome is not recorded (unknown), and resending cannot
+// help either way.
 func engineErrorReply(err error, digest string, dispatched bool) wire.Reply {
-	if aggregates.CodeOf(err) == wire.CodeStoredEventRefused {
-		// Nothing was appended by this call. Before the dispatch that is a
-		// refusal; after it, the provider's outcome is not recorded.
-		status := wire.StatusRefused
-		if dispatched {
-			status = wire.StatusUnknown
-		}
-		return wire.Reply{Status: status, Code: wire.CodeStoredEventRefused, ActionDigest: digest,
-			Reason: "a stored event of this proposal's state is refused by the kernel; nothing is decided on that state until an operator looks: " + err.Error()}
+	code, reason := storeFault(err)
+	status := wire.StatusUnknown
+	if code == wire.CodeStoredEventRefused && !dispatched {
+		status = wire.StatusRefused
 	}
-	return wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable, ActionDigest: digest,
-		Reason: "the ledger could not be reached; resend the same proposal to learn its outcome: " + err.Error()}
+	return wire.Reply{Status: status, Code: code, ActionDigest: digest, Reason: reason}
 }
 
 // dispatch calls the provider once for an attempt whose dispatch-start is

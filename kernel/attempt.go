@@ -96,7 +96,7 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 			eff.Refusal = ld.Refusal
 		}
 	}
-	if inc, ok := contradiction(op, Settle{AttemptID: in.AttemptID, Outcome: in.Outcome, Source: in.Source, Ref: in.Ref}); ok {
+	if inc, ok := contradiction(op, in); ok {
 		// The operation records the contradiction too, so it is seen also
 		// for an operation that holds on no ledger.
 		eff.put(in.Operation, inc)

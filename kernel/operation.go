@@ -301,7 +301,7 @@ func (o *Operation) Sealed(attemptID string) (Outcome, bool) {
 
 // contradiction is the incident a definitive report makes on an attempt
 // sealed with the other outcome.
-func contradiction(o *Operation, c Settle) (OperationIncident, bool) {
+func contradiction(o *Operation, c SettleInput) (OperationIncident, bool) {
 	sealed, ok := o.Sealed(c.AttemptID)
 	if !ok || !c.Outcome.Definitive() || c.Outcome == sealed {
 		return OperationIncident{}, false

@@ -1,87 +1,14 @@
 package kernel
 
 import (
-	"cmp"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/contextos/ledger/wire"
 )
 
-// The operator's and the reconciler's steps on an attempt: release it (close
-// an unstarted attempt, or assert the absence of a started one), and what
-// reconciliation may do next.
-
-// ReleaseState is what a release reads: the operation and the ledger of
-// every guarantee its attempt holds on.
-type ReleaseState struct {
-	Op      *Operation
-	Ledgers map[LedgerKey]*Ledger // by key
-}
-
-// Release releases an attempt as an operator (or the reconciler). Without
-// ArtifactRef it closes the attempt, which only an unstarted one allows;
-// with it, it asserts the absence of a started attempt whose dispatch was
-// observed without a definitive outcome, on the evidence the artifact
-// names. Either way the releaser claims the operation (a new generation),
-// which fences the executor that held it.
-type Release struct {
-	AttemptID   string
-	Executor    string // the replica that releases
-	Operator    string // who: an operator id, or "reconciler"
-	Reason      string // why a close (recorded on the ledgers and the operation)
-	ArtifactRef string // the evidence of absence; empty for a close
-}
-
-// ReleaseDecision is DecideRelease's result.
-type ReleaseDecision struct {
-	Op      []Event
-	Ledgers map[LedgerKey][]Event // by the key of their ledger
-	Refusal *Refusal
-}
-
-// DecideRelease decides a close or an absence assertion on every ledger,
-// then the claim and the operation's record: OperationClosed for a close,
-// an observation of not_applied whose source names the operator and the
-// artifact for an assertion. The first ledger refusal refuses the whole
-// release (a started attempt cannot be closed: CodeDispatchActive; an
-// unstarted one has no absence to assert: CodeNotStarted).
-func DecideRelease(s ReleaseState, c Release) ReleaseDecision {
-	assert := c.ArtifactRef != ""
-	d := ReleaseDecision{Ledgers: map[LedgerKey][]Event{}}
-	// In the order of their keys, so the refusal of the first ledger that
-	// refuses is the same on every replica.
-	keys := slices.SortedFunc(maps.Keys(s.Ledgers), compareLedgerKeys)
-	for _, k := range keys {
-		l := s.Ledgers[k]
-		var cmd Command = Close{AttemptID: c.AttemptID, Reason: c.Reason}
-		if assert {
-			cmd = AssertAbsence{AttemptID: c.AttemptID, Operator: c.Operator, ArtifactRef: c.ArtifactRef}
-		}
-		ld := DecideExposure(l, cmd)
-		if ld.Refusal != nil {
-			return ReleaseDecision{Refusal: ld.Refusal}
-		}
-		d.Ledgers[k] = ld.Events
-	}
-	how := "/close:"
-	if assert {
-		how = "/assert:"
-	}
-	claim := DecideClaim(s.Op, c.Executor+how+c.Operator)
-	if claim.Refusal != nil {
-		return ReleaseDecision{Refusal: claim.Refusal}
-	}
-	if assert {
-		d.Op = append(claim.Events, OperationObserved{AttemptID: c.AttemptID, Generation: s.Op.Generation + 1,
-			Outcome: OutcomeNotApplied, Source: "assertion:" + c.Operator + ":" + c.ArtifactRef})
-	} else {
-		d.Op = append(claim.Events, OperationClosed{AttemptID: c.AttemptID, Reason: c.Reason})
-	}
-	return d
-}
+// What reconciliation may do next with an attempt (the release itself is
+// ReleaseStep, attempt.go), and the decisions of other operator verbs.
 
 // ReconcileAction is what reconciliation may do next with an attempt.
 type ReconcileAction uint8
@@ -243,9 +170,4 @@ func DecideMark(s MarkState, operator string, m EvidenceConflictMarker) MarkDeci
 		d.Records[ref] = rd.Events
 	}
 	return d
-}
-
-// compareLedgerKeys orders ledger keys by guarantee, resource and window.
-func compareLedgerKeys(a, b LedgerKey) int {
-	return cmp.Or(cmp.Compare(a.GuaranteeID, b.GuaranteeID), cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Window, b.Window))
 }

@@ -38,6 +38,9 @@ type scenarioRunner func(t *testing.T, d *datadriven.TestData) string
 //	           and confirmations
 //	packs      a tenant's catalog of context pack versions: published,
 //	           promoted through the release gate, rolled back, pinned
+//	attempts   the steps on one reserved attempt, settle (SettleStep) and
+//	           release (ReleaseStep), over its operation and the ledgers of
+//	           its holds: every event appended, by subject, and the reply
 var scenarioDirs = map[string]func() scenarioRunner{
 	"story": func() scenarioRunner { return newWorld().run },
 	"ledger": func() scenarioRunner {
@@ -59,6 +62,7 @@ var scenarioDirs = map[string]func() scenarioRunner{
 			now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
 		return w.run
 	},
+	"attempts": func() scenarioRunner { return newAttemptWorld().run },
 	"packs": func() scenarioRunner {
 		c := &PackCatalog{}
 		return func(t *testing.T, d *datadriven.TestData) string { return packCommand(t, c, d) }

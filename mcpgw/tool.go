@@ -89,15 +89,17 @@ func nonEmpty(b []byte) []byte {
 }
 
 // Result is the tool result of a decision: the reply as structured
-// content. A refusal, and a call the ledger did not answer (whose outcome
-// a resend learns), is an error result whose text starts with the code.
+// content. A refusal, a call the ledger did not answer (whose outcome a
+// resend learns), and an outcome left unknown by a stored event the kernel
+// refuses (which no resend learns) are error results whose text starts with
+// the code.
 func Result(r wire.Reply) *mcp.CallToolResult {
 	b, err := json.Marshal(r)
 	if err != nil {
 		b = []byte(`{"status":"unknown"}`)
 	}
 	res := &mcp.CallToolResult{StructuredContent: json.RawMessage(b)}
-	if r.Status == wire.StatusRefused || r.Code == wire.CodeLedgerUnavailable {
+	if r.Status == wire.StatusRefused || r.Code == wire.CodeLedgerUnavailable || r.Code == wire.CodeStoredEventRefused {
 		res.IsError = true
 		res.Content = []mcp.Content{&mcp.TextContent{Text: string(r.Code) + ": " + r.Reason}}
 		return res

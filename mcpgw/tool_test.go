@@ -9,6 +9,7 @@ import (
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/wire"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestProposalBody(t *testing.T) {
@@ -87,5 +88,35 @@ func TestToolSchemaIsTheProposal(t *testing.T) {
 	}
 	if e := s.Properties["evidence_refs"]; e.MaxItems != wire.MaxEvidenceRefs || e.Items.MaxLength != wire.MaxEvidenceRefBytes {
 		t.Errorf("evidence_refs bounds %d/%d", e.MaxItems, e.Items.MaxLength)
+	}
+}
+
+// TestResultErrors: a refusal, and an unknown the ledger left with a code
+// (the store did not answer, or a stored event the kernel refuses), are
+// error results whose text starts with the code; every other decision is
+// the reply as JSON.
+func TestResultErrors(t *testing.T) {
+	for _, c := range []struct {
+		r     wire.Reply
+		isErr bool
+	}{
+		{wire.Reply{Status: wire.StatusRefused, Code: wire.CodeExceeded, Reason: "over"}, true},
+		{wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeLedgerUnavailable, Reason: "no answer"}, true},
+		{wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeStoredEventRefused, Reason: "refused event"}, true},
+		{wire.Reply{Status: wire.StatusUnknown, Reason: "provider timeout"}, false},
+		{wire.Reply{Status: wire.StatusPending}, false},
+		{wire.Reply{Status: wire.StatusApplied}, false},
+	} {
+		res := Result(c.r)
+		text := res.Content[0].(*mcp.TextContent).Text
+		if res.IsError != c.isErr {
+			t.Errorf("%s %s: isError %v", c.r.Status, c.r.Code, res.IsError)
+		}
+		if c.isErr && text != string(c.r.Code)+": "+c.r.Reason {
+			t.Errorf("%s %s: text %q", c.r.Status, c.r.Code, text)
+		}
+		if !c.isErr && !strings.HasPrefix(text, "{") {
+			t.Errorf("%s: text %q, want the reply as JSON", c.r.Status, text)
+		}
 	}
 }

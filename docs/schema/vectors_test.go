@@ -137,6 +137,12 @@ func vectors() []vector {
 		Status: wire.StatusPending, Reason: "provider accepted the request; settlement follows", OperationID: operationID, AttemptID: attemptID}})
 	add("decision/unknown", vectorFile{Schema: "decision", Status: wire.StatusUnknown, Message: wire.Reply{
 		Status: wire.StatusUnknown, Reason: "provider unreachable: resend the same operation key", OperationID: operationID, AttemptID: attemptID}})
+	// An unknown that resending cannot learn: propose ends with the code's
+	// refusal instead of resending.
+	add("decision/unknown-stored_event_refused", vectorFile{Schema: "decision", Status: wire.StatusUnknown, Code: wire.CodeStoredEventRefused,
+		Retry: wire.RetryNever, Message: wire.Reply{Status: wire.StatusUnknown, Code: wire.CodeStoredEventRefused,
+			Reason:      "the stored event ctx.ev.acme.operation.run_s.refund-ord_1 seq 14 is refused by the kernel; nothing is decided on that subject until an operator looks",
+			OperationID: operationID, AttemptID: attemptID}})
 	for _, c := range wire.Codes {
 		add("decision/refused/"+string(c), vectorFile{Schema: "decision", Status: wire.StatusRefused, Code: c, Retry: wire.RetryOf(c), Message: refusedDecision(c)})
 	}

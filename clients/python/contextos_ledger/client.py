@@ -23,7 +23,7 @@ from .connection import (
     TLSSettings,
     open_connection,
 )
-from .errors import Code, Refused, Unreachable, Unresolved, refused
+from .errors import Code, Refused, Unreachable, Unresolved, refused, retry_of
 from .types import CompiledContext, ContextRequest, Decision, Proposal
 
 #: How long propose resends when no deadline is given, in seconds.
@@ -115,9 +115,13 @@ def op_subject(tenant: str, verb: str, operator: str) -> str:
 def read_decision(raw: bytes) -> Decision:
     """Decodes a decision reply as propose reads it: refused raises the code's
     Refused subclass, except overloaded (refused before anything was stored),
-    which propose resends as it resends unknown."""
+    which propose resends as it resends unknown. An unknown whose code's
+    retry class is "never" (stored_event_refused after the dispatch) raises
+    the code's Refused subclass too: resending cannot learn that outcome."""
     d = Decision.from_json(raw)
     if d.status == "refused" and d.code != Code.OVERLOADED.value:
+        raise refused(d.code, d.reason, d)
+    if d.status == "unknown" and retry_of(d.code) == "never":
         raise refused(d.code, d.reason, d)
     return d
 
@@ -225,8 +229,9 @@ class Client:
         daemon refused it overloaded (before storing anything), waiting
         longer each time, for at most ``deadline`` seconds.
 
-        applied, not_applied and pending return the decision; refused
-        raises the code's Refused subclass (its ``decision`` has the
+        applied, not_applied and pending return the decision; refused, and
+        unknown with a code that resending cannot help (read_decision),
+        raise the code's Refused subclass (its ``decision`` has the
         balances); at the deadline Unresolved is raised.
         """
         body = proposal.to_json()

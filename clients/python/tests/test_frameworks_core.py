@@ -153,5 +153,10 @@ def test_every_refusal_code_has_an_outcome() -> None:
     for status in ("pending", "unknown", "a_future_status"):
         o = outcome_of_reply({"status": status}, REFUND, "k", args)
         assert (o.kind, o.retry) == ("retry", "same") and o.status in ("pending", "unknown")
+    # An unknown that repeating the call cannot learn is an error, raised or replied.
+    sealed = ledger.Decision(status="unknown", code="stored_event_refused", reason="why")
+    for o in (outcome_of_reply({"status": "unknown", "code": "stored_event_refused", "reason": "why"}, REFUND, "k", args),
+              outcome_of_error(ledger.StoredEventRefused(reason="why", decision=sealed), REFUND, "k", args)):
+        assert (o.kind, o.status, o.code, o.retry) == ("error", "unknown", "stored_event_refused", "never") and o.is_error, o
     with pytest.raises(KeyError):
         outcome_of_error(KeyError("not the ledger's"), REFUND, "k", args)

@@ -1,6 +1,6 @@
 import { errors, type NatsConnection } from "@nats-io/transport-node";
 import { DEFAULT_URL, InsecureTransport, openConnection, type TransportOptions } from "./connection.js";
-import { LedgerError, refused, Unreachable, Unresolved } from "./errors.js";
+import { LedgerError, refused, retryOf, Unreachable, Unresolved } from "./errors.js";
 import { MAX_LIST_ROWS, MAX_PAGE_LIMIT } from "./wire.js";
 import type {
   Approval,
@@ -56,11 +56,16 @@ const decoder = new TextDecoder();
 /**
  * Decodes a decision reply as propose reads it: refused throws the code's
  * Refused class, except overloaded (refused before anything was stored),
- * which propose resends as it resends unknown.
+ * which propose resends as it resends unknown. An unknown whose code's
+ * retry class is "never" (stored_event_refused after the dispatch) throws
+ * the code's Refused class too: resending cannot learn that outcome.
  */
 export function readDecision(raw: Uint8Array): Decision {
   const d = JSON.parse(decoder.decode(raw)) as Decision;
   if (d.status === "refused" && d.code !== "overloaded") {
+    throw refused(d.code ?? "", d.reason ?? "", d);
+  }
+  if (d.status === "unknown" && retryOf(d.code ?? "") === "never") {
     throw refused(d.code ?? "", d.reason ?? "", d);
   }
   return d;
@@ -171,7 +176,8 @@ export class Client {
    * the reply is unknown or the daemon refused it overloaded (before storing
    * anything), waiting longer each time, for at most
    * deadlineMs. applied, not_applied and pending return the decision;
-   * refused throws the code's Refused class (its decision has the
+   * refused, and unknown with a code that resending cannot help
+   * (readDecision), throw the code's Refused class (its decision has the
    * balances); at the deadline Unresolved is thrown.
    */
   async propose(p: Proposal, deadlineMs = DEFAULT_PROPOSE_DEADLINE_MS): Promise<Decision> {

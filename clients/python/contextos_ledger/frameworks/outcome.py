@@ -14,7 +14,9 @@ Every adapter maps the ledger's answer to one of four kinds:
   ``action_digest``; with the approval the call is proposed again under a new
   operation key with the approval id.
 * ``error``: any other refusal, with its stable code, its retry class
-  (kernel/retry.go: ``never``, ``later``, ``operator``) and the reason.
+  (wire/retry.go: ``never``, ``later``, ``operator``) and the reason; and an
+  ``unknown`` whose code is never retried (``stored_event_refused`` after the
+  provider was called: repeating the call cannot learn the outcome).
 """
 
 from __future__ import annotations
@@ -128,6 +130,9 @@ def outcome_of_reply(reply: Mapping[str, Any], capability_id: str, operation_key
             # Decided before anything was stored, or not known: the same key is safe and needed.
             return Outcome("retry", status, code=code, retry=retry, next=_NEXT["same" if retry == "same" else "later"], **common)
         return Outcome("error", status, code=code, retry=retry, next=_NEXT.get(retry, _NEXT[""]), **common)
+    if status == "unknown" and retry_of(code) == "never":
+        return Outcome("error", status, code=code, retry="never",
+                       next="the outcome is not recorded and calling again cannot learn it: hand over to a human", **common)
     # pending, unknown (with or without a code such as ledger_unavailable), or a status this version does not know.
     return Outcome("retry", status if status == "pending" else "unknown", code=code, retry="same",
                    next=_NEXT["pending" if status == "pending" else "unknown"], **common)
