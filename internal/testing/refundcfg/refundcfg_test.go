@@ -23,6 +23,7 @@ var written = map[string]string{
 	"internal/testing/refundcfg/refund.toml":                     "the one refund configuration",
 	"internal/testing/refundcfg/doc.go":                          "names the table in its documentation",
 	"internal/testing/refundcfg/refundcfg.go":                    "names the table in its documentation",
+	"internal/testing/refundcfg/refundcfg_test.go":               "this guard names the table it looks for",
 	"config/testdata/fuzz/FuzzParseConfig/seed-508f0bbf5f27830b": "a fuzz corpus entry the fuzzer found: a one-line noop capability",
 	"config/testdata/fuzz/FuzzParseConfig/seed-9f167520f5915487": "a fuzz corpus entry the fuzzer found: an http capability without recovery",
 }
