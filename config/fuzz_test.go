@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/kernel"
 )
 
@@ -16,10 +17,22 @@ import (
 // 1..2^53-1) over declared capabilities; every principal's grants are
 // declared capabilities.
 func FuzzParseConfig(f *testing.F) {
-	for _, p := range []string{"testdata/gateway.toml", "testdata/authz.toml", "testdata/authz_evidence.toml", "../examples/shared-guarantees/contextos.toml"} {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(b)
-		}
+	refund := refundcfg.Text("d", "http://127.0.0.1:9")
+	f.Add([]byte(refund))
+	// The refund with the tables the tests' configuration leaves out: a
+	// run amount, a policy, a breaker and a high-risk copy.
+	f.Add([]byte(refundcfg.Derive(refundcfg.AppendToBlock(refundcfg.EditBlock(refund, "capabilities", refundcfg.Capability,
+		"adapter = \"http\"\n", "adapter = \"http\"\namount_pointer = \"/amount_minor\"\n"),
+		"capabilities", refundcfg.Capability, `  [capabilities.policy]
+  max_amount = 90000
+    [[capabilities.policy.allowed]]
+    pointer = "/currency"
+    values = ["INR"]
+  [capabilities.breaker]
+  threshold = 3
+  window = "1m"`), "capabilities", refundcfg.Capability, "refund_high", `risk = "medium"`, `risk = "high"`)))
+	if b, err := os.ReadFile("../examples/shared-guarantees/contextos.toml"); err == nil {
+		f.Add(b)
 	}
 	f.Add([]byte("[nats]\ndata_dir = \"d\"\n[[tenants]]\nid = \"t\"\n"))
 	f.Add([]byte("[nats]\nurl = \"nats://127.0.0.1:4222\"\n[runtime]\nkey_file = \"k\"\n[[tenants]]\nid = \"t\"\n[[guarantees]]\nid = \"g\"\nlimit = 9007199254740992\n"))

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
@@ -44,34 +44,72 @@ func (c *fakeClock) Advance(d time.Duration) {
 // seedTime is the decision time of the context vectors.
 var seedTime = time.Date(2026, 10, 26, 12, 0, 0, 0, time.UTC)
 
-// authzEnv boots a runtime on testdata/<file> with a fake clock.
-func authzEnv(t *testing.T, file string) (*env, *fakeClock) {
+// authzEnv boots a runtime on the refund configuration as edit changes
+// its text, with a fake clock. {{PACK}} in the edited text stands for the
+// path of the context vectors' conflict_unresolved pack.
+func authzEnv(t *testing.T, edit func(string) string) (*env, *fakeClock) {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile(filepath.Join("../config/testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
 	pack, err := filepath.Abs("../testdata/context/conflict_unresolved/pack.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	s := strings.NewReplacer("{{DATA}}", e.dir, "{{PROVIDER}}", hs.URL, "{{PACK}}", pack).Replace(string(raw))
-	cfg, err := config.Parse([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := strings.ReplaceAll(edit(refundcfg.Text(e.dir, hs.URL)), "{{PACK}}", pack)
 	clock := &fakeClock{t: seedTime}
-	rt, err := Boot(cfg, BootOptions{Clock: clock})
+	rt, err := Boot(parseConfig(t, s), BootOptions{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.rt = rt
 	t.Cleanup(rt.Close)
 	return e, clock
+}
+
+// authzEdit edits the refund configuration into the authorization tests':
+// acme's runs must be admitted by an operator before they may propose; the
+// refund reads its run amount at /amount_minor and has a policy (at most
+// 90000, currency INR, order ids ord_...); adp_payments.issue_refund_high
+// is the refund (without its policy) at high risk, so every proposal
+// needs an operator's approval of its exact action; agent_email may
+// propose it, and the order's ceiling governs both.
+func authzEdit(text string) string {
+	text = refundcfg.Replace(text,
+		`unadmitted_runs = "unlimited" # the tests propose in runs no operator admitted`, `unadmitted_runs = "refuse"`,
+		`  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire"]`,
+		`  capabilities = ["adp_payments.issue_refund", "adp_payments.issue_refund_high", "crm.lookup", "bank.wire"]`)
+	text = refundcfg.EditBlock(text, "capabilities", capRefund, "adapter = \"http\"\n", "adapter = \"http\"\namount_pointer = \"/amount_minor\"\n")
+	text = refundcfg.Derive(text, "capabilities", capRefund, capRefundHigh, `risk = "medium"`, `risk = "high"`)
+	text = refundcfg.AppendToBlock(text, "capabilities", capRefund, `
+  [capabilities.policy]
+  max_amount = 90000
+
+    [[capabilities.policy.allowed]]
+    pointer = "/currency"
+    values = ["INR"]
+
+    [[capabilities.policy.pattern]]
+    pointer = "/order_id"
+    regexp = "ord_[0-9a-z]+"`)
+	return refundcfg.EditBlock(text, "guarantees", refundcfg.Guarantee,
+		`capability_ids = ["adp_payments.issue_refund"]`, `capability_ids = ["adp_payments.issue_refund", "adp_payments.issue_refund_high"]`)
+}
+
+// evidenceEdit edits the refund configuration into the evidence gate's
+// tests': the refund is gated by the seed pack's support.refund.execute
+// decision over {{PACK}}, and agent_email names its evidence sources.
+func evidenceEdit(text string) string {
+	text = refundcfg.Replace(text,
+		`  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire"]
+`, `  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire"]
+  evidence_sources = ["kg", "crm", "ledger", "policy_store", "idp", "memory"]
+`)
+	return refundcfg.EditBlock(text, "capabilities", capRefund, "adapter = \"http\"\n", `adapter = "http"
+decision_key = "support.refund.execute"
+context_pack = "{{PACK}}"
+`)
 }
 
 // replica starts a second gateway on the same store, with its own engine
@@ -198,7 +236,7 @@ const (
 // restores it, a grant can add a capability the configuration did not, and
 // the decision records where the authority came from.
 func TestAuthzAuthority(t *testing.T) {
-	e, _ := authzEnv(t, "authz.toml")
+	e, _ := authzEnv(t, authzEdit)
 	chat := e.client("acme", "agent_chat")
 	e.admit("run_a", "agent_chat", 10, 100000)
 	wantApplied(t, "configured grant", e.propose(chat, "acme", "agent_chat", refund("run_a", "k1", "ord_1", 1000)))
@@ -259,7 +297,7 @@ func TestAuthzAuthority(t *testing.T) {
 // appended through another replica each take effect for its very next
 // proposal.
 func TestAuthzAuthorityFromAnotherReplica(t *testing.T) {
-	e, clock := authzEnv(t, "authz.toml")
+	e, clock := authzEnv(t, authzEdit)
 	other := e.replica(clock, "test-2")
 	e.admit("run_a", "agent_chat", 10, 100000)
 	propose := func(key string) wire.Reply {
@@ -283,7 +321,7 @@ func TestAuthzAuthorityFromAnotherReplica(t *testing.T) {
 // nothing held or called; the decision names the policy's digest, which is
 // also bound into the action digest.
 func TestAuthzPolicy(t *testing.T) {
-	e, _ := authzEnv(t, "authz.toml")
+	e, _ := authzEnv(t, authzEdit)
 	nc := e.client("acme", "agent_email")
 	e.admit("run_p", "agent_email", 10, 1000000)
 	over := refund("run_p", "over", "ord_1", 90001)
@@ -328,7 +366,7 @@ func TestAuthzPolicy(t *testing.T) {
 // approval_expired. A valid approval cannot manufacture capacity: exceeded
 // still refuses and the approval stays unused until capacity is back.
 func TestAuthzApproval(t *testing.T) {
-	e, clock := authzEnv(t, "authz.toml")
+	e, clock := authzEnv(t, authzEdit)
 	nc := e.client("acme", "agent_email")
 	e.admit("run_h", "agent_email", 50, 10000000)
 	high := func(key, order string, amount int64, approval string) map[string]any {
@@ -411,7 +449,7 @@ func TestAuthzApproval(t *testing.T) {
 // (two operation keys): exactly one is applied, the other is
 // approval_redeemed, and the provider is called once.
 func TestAuthzApprovalRace(t *testing.T) {
-	e, clock := authzEnv(t, "authz.toml")
+	e, clock := authzEnv(t, authzEdit)
 	nc := e.client("acme", "agent_email")
 	other := e.replica(clock, "test-2")
 	e.admit("run_r", "agent_email", 50, 10000000)
@@ -465,7 +503,7 @@ func TestAuthzApprovalRace(t *testing.T) {
 // unbudgeted (but recorded) where it does not; a run belongs to its
 // principal; a budget is never raised.
 func TestAuthzRunBudget(t *testing.T) {
-	e, _ := authzEnv(t, "authz.toml")
+	e, _ := authzEnv(t, authzEdit)
 	nc := e.client("acme", "agent_email")
 	wantRefused(t, "never admitted", e.propose(nc, "acme", "agent_email", refund("run_none", "k", "ord_b", 100)), wire.CodeRunBudgetExhausted)
 	e.admit("run_b", "agent_email", 2, 1500)
@@ -503,7 +541,7 @@ func TestAuthzRunBudget(t *testing.T) {
 // three are admitted, the parent keeps the rest, and the total is
 // conserved. Children then spend their own budgets, never the parent's.
 func TestAuthzChildRunsRace(t *testing.T) {
-	e, clock := authzEnv(t, "authz.toml")
+	e, clock := authzEnv(t, authzEdit)
 	other := e.replica(clock, "test-2")
 	e.admit("run_parent", "agent_email", 10, 10000)
 	replies := make([]wire.OpReply, 8)
@@ -573,7 +611,7 @@ func TestAuthzChildRunsRace(t *testing.T) {
 // dispatched; and once the identity evidence is stale at the gateway's
 // decision time the gate closes again.
 func TestAuthzEvidenceGate(t *testing.T) {
-	e, clock := authzEnv(t, "authz_evidence.toml")
+	e, clock := authzEnv(t, evidenceEdit)
 	nc := e.client("acme", "agent_email")
 	vec := func(dir, name string) []byte {
 		b, err := os.ReadFile(filepath.Join("../testdata/context", dir, name))
@@ -668,7 +706,7 @@ func sameJSON(a, b json.RawMessage) bool {
 // nothing is held. An approval granted and not yet used can be withdrawn
 // the same way; a redeemed one cannot, and a denial needs a reason.
 func TestAuthzDeny(t *testing.T) {
-	e, _ := authzEnv(t, "authz.toml")
+	e, _ := authzEnv(t, authzEdit)
 	nc := e.client("acme", "agent_email")
 	e.admit("run_d", "agent_email", 50, 10000000)
 	high := func(key string, amount int64, approval string) map[string]any {

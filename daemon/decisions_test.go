@@ -17,7 +17,7 @@ import (
 // configuration; the decisions verb finds them by run, operation,
 // principal, evidence ref, resolution ref and time, a page at a time.
 func TestDecisionRecordsAndLookup(t *testing.T) {
-	e, clock := authzEnv(t, "authz_evidence.toml")
+	e, clock := authzEnv(t, evidenceEdit)
 	nc := e.client("acme", "agent_email")
 	read := func(dir, name string, v any) {
 		b, err := os.ReadFile(filepath.Join("../testdata/context", dir, name))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,39 +13,21 @@ import (
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
 
-// refundsPerOrder is the order's refund ceiling of gateway.toml.
-const refundsPerOrder = `
-[[guarantees]]
-id = "refunds-per-order"
-capability_ids = ["adp_payments.issue_refund"]
-resource_pointer = "/order_id"
-amount_pointer = "/amount_minor"
-limit = 100000
-unit = "INR_minor"
-`
+// refundsPerOrder is the refund configuration's order ceiling, its last
+// table.
+var refundsPerOrder = "\n" + refundcfg.Block(refundcfg.Text("", ""), "guarantees", refundcfg.Guarantee)
 
-// withGuarantees renders gateway.toml for a data dir and provider with
-// guarantees (TOML [[guarantees]] tables) in place of its own.
+// withGuarantees is testConfig with guarantees (TOML [[guarantees]]
+// tables) in place of its own.
 func withGuarantees(t *testing.T, dir, providerURL, guarantees string) *config.Config {
 	t.Helper()
-	raw, err := os.ReadFile("../config/testdata/gateway.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", providerURL).Replace(string(raw))
-	i := strings.Index(s, "\n[[guarantees]]")
-	if i < 0 {
-		t.Fatal("gateway.toml declares no guarantee")
-	}
-	cfg, err := config.Parse([]byte(s[:i] + guarantees))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	s := refundcfg.Without(gatewayText(dir, providerURL), "guarantees", refundcfg.Guarantee)
+	return parseConfig(t, strings.TrimRight(s, "\n")+"\n"+guarantees)
 }
 
 // replicaConfig is a replica of one external deployment: its own data dir

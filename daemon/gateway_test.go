@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
@@ -31,19 +31,38 @@ type env struct {
 	dir  string
 }
 
-// testConfig renders testdata/gateway.toml for a data dir and provider.
-func testConfig(t testing.TB, dir, providerURL string) *config.Config {
+// refusalWindow edits the refund configuration's text (package refundcfg)
+// into the gateway tests': refusals are aggregated over 200ms, since the
+// tests wait for sampled refusals' aggregates.
+func refusalWindow(text string) string {
+	return refundcfg.Replace(text, "executor = \"test-1\"\n", `executor = "test-1"
+
+  [runtime.limits]
+  refusal_window = "200ms"
+`)
+}
+
+// gatewayText is the gateway tests' configuration for a data dir and
+// provider: the refund configuration with their refusal window.
+func gatewayText(dir, providerURL string) string {
+	return refusalWindow(refundcfg.Text(dir, providerURL))
+}
+
+// parseConfig parses a configuration's text, failing the test if it does
+// not parse.
+func parseConfig(t testing.TB, text string) *config.Config {
 	t.Helper()
-	raw, err := os.ReadFile("../config/testdata/gateway.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", providerURL).Replace(string(raw))
-	cfg, err := config.Parse([]byte(s))
+	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// testConfig is gatewayText parsed.
+func testConfig(t testing.TB, dir, providerURL string) *config.Config {
+	t.Helper()
+	return parseConfig(t, gatewayText(dir, providerURL))
 }
 
 func startEnv(t *testing.T) *env {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -118,12 +117,8 @@ func TestWindowedGuarantee(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	raw, err := os.ReadFile("../config/testdata/gateway.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	s := strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", hs.URL).Replace(string(raw)) + `
+	s := gatewayText(dir, hs.URL) + `
 [[guarantees]]
 id = "refunds-per-customer-day"
 capability_ids = ["adp_payments.issue_refund"]

@@ -13,7 +13,7 @@ import (
 // a waiver for its run lets it through, and after the waiver ends the
 // same run is refused again, as is a run whose waiver was revoked; the guardrail verbs are signed control events.
 func TestGuardrailWaiverExpiry(t *testing.T) {
-	e, clock := authzEnv(t, "gateway.toml")
+	e, clock := authzEnv(t, refusalWindow)
 	agent := e.client("acme", "agent_email")
 	set := e.opAny(kernel.VerbGuardrail, wire.GuardrailRequest{GuardrailID: "refund_cap", CapabilityID: "adp_payments.issue_refund",
 		MaxAmount: 20000, Reason: "fleet cap while the provider is audited"})

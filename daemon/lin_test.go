@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,18 +37,10 @@ const linRuntimePassword = "lin-runtime-secret"
 
 var linAgents = map[string]string{"agent_email": "email-secret-passphrase", "agent_chat": "chat-secret-passphrase", "agent_third": "third-secret-passphrase"}
 
-// linConfig renders testdata/gateway.toml for a replica on an external NATS.
+// linConfig is testConfig for a replica on an external NATS.
 func linConfig(t testing.TB, dir, providerURL, natsURL, executor string) *config.Config {
 	t.Helper()
-	raw, err := os.ReadFile("../config/testdata/gateway.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", providerURL).Replace(string(raw))
-	cfg, err := config.Parse([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(t, dir, providerURL)
 	cfg.NATS.URL, cfg.NATS.User, cfg.NATS.Password = natsURL, gateway.RuntimeUser, linRuntimePassword
 	cfg.Runtime.Executor = executor
 	cfg.Runtime.ReconcileInterval.Duration = 0 // the test reconciles itself; its history has no reconciler

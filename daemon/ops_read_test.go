@@ -148,7 +148,7 @@ func TestExposureAgreesWithExport(t *testing.T) {
 // pending, with its arguments, until an operator approves or denies its
 // digest; the verbs take {} and refuse anything else.
 func TestApprovalsAndIncidentsVerbs(t *testing.T) {
-	e, _ := authzEnv(t, "authz.toml")
+	e, _ := authzEnv(t, authzEdit)
 	nc := e.client("acme", "agent_email")
 	e.admit("run_h", "agent_email", 50, 10000000)
 	first := e.propose(nc, "acme", "agent_email", refundTo(capRefundHigh, "run_h", "h0", "ord_h", 5000))

@@ -18,7 +18,7 @@ import (
 // is refused and recorded, a passing one and a rollback are signed events,
 // and the read model lists the versions and the promoted one.
 func TestPacksPinPromoteRollback(t *testing.T) {
-	e, _ := authzEnv(t, "authz_evidence.toml")
+	e, _ := authzEnv(t, evidenceEdit)
 	raw, err := os.ReadFile("../testdata/context/conflict_unresolved/pack.json")
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,29 +15,23 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
-// startApprovalEnv boots a runtime on the tests' refund configuration (the
-// gateway tests' with bank.wire, a capability that needs an approval),
-// where agent_chat may wire too, with /metrics and per-resource series.
+// startApprovalEnv boots a runtime on the refund configuration (without
+// the gateway tests' refusal window), where agent_chat may wire
+// (bank.wire needs an approval) too, with /metrics and per-resource series.
 func startApprovalEnv(t *testing.T) *env {
 	t.Helper()
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
-	raw, err := os.ReadFile("../internal/testing/daemontest/refund.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse([]byte(strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", hs.URL).Replace(string(raw))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseConfig(t, refundcfg.Text(dir, hs.URL))
 	for i := range cfg.Tenants[0].Agents {
 		if a := &cfg.Tenants[0].Agents[i]; a.ID == "agent_chat" {
 			a.Capabilities = append(a.Capabilities, "bank.wire")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,15 +25,11 @@ var scopedOperators = map[string]string{"ops_ro": "ro-ops-secret-passphrase", "o
 // operators scoped and its two-person rule on.
 func startScopedEnv(t *testing.T) *env {
 	t.Helper()
-	raw, err := os.ReadFile("../config/testdata/gateway.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
 	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	s := strings.NewReplacer("{{DATA}}", e.dir, "{{PROVIDER}}", hs.URL).Replace(string(raw))
+	s := gatewayText(e.dir, hs.URL)
 	for _, edit := range []struct{ old, repl string }{
 		{"id = \"acme\"\n", "id = \"acme\"\ntwo_person = [\"assert_absence\", \"limit_raise\"]\nlimit_raise_above = 150000\n"},
 		{"  id = \"ops_alice\"\n  password = \"alice-secret-passphrase\"\n", `  id = "ops_alice"
@@ -57,7 +52,7 @@ func startScopedEnv(t *testing.T) *env {
 `},
 	} {
 		if !strings.Contains(s, edit.old) {
-			t.Fatalf("gateway.toml has no %q", edit.old)
+			t.Fatalf("the configuration has no %q", edit.old)
 		}
 		s = strings.Replace(s, edit.old, edit.repl, 1)
 	}

@@ -444,7 +444,7 @@ func TestSecurityHoldSurvivesNewRunAndKey(t *testing.T) {
 // approval_mismatch, and the same operation key returns the first result
 // without a second provider call; every refusal is signed.
 func TestSecurityApprovalReplay(t *testing.T) {
-	e, _ := authzEnv(t, "authz.toml")
+	e, _ := authzEnv(t, authzEdit)
 	nc := e.client("acme", "agent_email")
 	e.admit("run_ap", "agent_email", 50, 10000000)
 	high := func(key, order string, amount int64, approval string) map[string]any {

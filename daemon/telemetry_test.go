@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -638,11 +637,7 @@ func TestTracingFromEnv(t *testing.T) {
 // TestObservabilityConfig: the logging, readiness, metrics and breaker
 // keys decode from TOML and are validated.
 func TestObservabilityConfig(t *testing.T) {
-	raw, err := os.ReadFile("../config/testdata/gateway.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", "http://127.0.0.1:1").Replace(string(raw))
+	base := gatewayText(t.TempDir(), "http://127.0.0.1:1")
 	with := func(runtime, breaker string) string {
 		s := strings.Replace(base, "[runtime]\n", "[runtime]\n"+runtime+"\n", 1)
 		return strings.Replace(s, "  [capabilities.recovery]\n", breaker+"\n  [capabilities.recovery]\n", 1)

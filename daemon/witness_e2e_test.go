@@ -356,11 +356,7 @@ func republishUpTo(t *testing.T, dir string, before uint64) {
 // writeTestConfig writes testConfig's file, for the contextosd process.
 func writeTestConfig(t *testing.T, dir, providerURL string, extra string) string {
 	t.Helper()
-	raw, err := os.ReadFile("../config/testdata/gateway.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.NewReplacer("{{DATA}}", dir, "{{PROVIDER}}", providerURL).Replace(string(raw))
+	s := gatewayText(dir, providerURL)
 	p := filepath.Join(t.TempDir(), "contextos.toml")
 	if err := os.WriteFile(p, []byte(s+extra), 0o600); err != nil {
 		t.Fatal(err)

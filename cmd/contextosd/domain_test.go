@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/internal/testing/testenv"
 )
 
 // domainConfig is a replica's configuration: NATS (an external URL, or the
-// embedded server in dataDir), one refund capability and, when guarded, the
-// order's refund ceiling.
+// embedded server in dataDir), agent_email, the refund capability and,
+// when guarded, the order's refund ceiling.
 func domainConfig(t *testing.T, natsURL, dataDir, keyFile, executor string, guarded bool) string {
 	t.Helper()
 	nats := "url = \"" + natsURL + "\"\n"
@@ -31,30 +32,13 @@ id = "acme"
   password = "email-secret-passphrase"
   capabilities = ["adp_payments.issue_refund"]
 
-[[capabilities]]
-id = "adp_payments.issue_refund"
-risk = "medium"
-effectful = true
-adapter = "http"
-  [capabilities.http]
-  url = "http://127.0.0.1:9/refunds"
-  [capabilities.recovery]
-  completion = "/refund/status"
-  applied = ["succeeded"]
-  not_applied = ["failed"]
-  pending = ["pending"]
-  query_url = "http://127.0.0.1:9/refunds/{idempotency_key}"
 `
+	// The refund capability and, when guarded, the order's ceiling, as the
+	// one refund configuration writes them; its provider is never called.
+	refund := refundcfg.Text("", "http://127.0.0.1:9")
+	s += "\n" + refundcfg.Block(refund, "capabilities", refundcfg.Capability)
 	if guarded {
-		s += `
-[[guarantees]]
-id = "refunds-per-order"
-capability_ids = ["adp_payments.issue_refund"]
-resource_pointer = "/order_id"
-amount_pointer = "/amount_minor"
-limit = 100000
-unit = "INR_minor"
-`
+		s += "\n" + refundcfg.Block(refund, "guarantees", refundcfg.Guarantee)
 	}
 	p := filepath.Join(t.TempDir(), executor+".toml")
 	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {

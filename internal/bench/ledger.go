@@ -14,6 +14,7 @@ import (
 	"github.com/contextos/ledger/aggregates/jetsnap"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,7 +22,7 @@ import (
 
 // Def is the guarantee the reservation workloads reserve under: a limit
 // high enough that a resource fills its 1,024 receipts before its ceiling.
-var Def = kernel.Definition{ID: "refunds-per-order", CapabilityIDs: []string{"adp_payments.issue_refund"},
+var Def = kernel.Definition{ID: refundcfg.Guarantee, CapabilityIDs: []string{refundcfg.Capability},
 	ResourcePointer: "/order_id", AmountPointer: "/amount_minor", Limit: 1 << 40, Unit: "INR_minor"}
 
 // Tenant is the tenant of every bench event.

@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -31,8 +32,8 @@ type Gateway struct {
 	agents []*nats.Conn
 }
 
-// gatewayConfig is config/testdata/gateway.toml's shape with agents
-// agent_00.. and the sync setting, on the runtime's embedded server.
+// gatewayConfig is the configuration of a runtime on its embedded server
+// with the sync setting (see runtimeConfig).
 func gatewayConfig(dir, providerURL string, durable bool, agents int) string {
 	sync := "always"
 	if !durable {
@@ -50,34 +51,12 @@ func runtimeConfig(sections, providerURL string, agents int) string {
 	for a := 0; a < agents; a++ {
 		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
 	}
-	fmt.Fprintf(&b, `
-[[capabilities]]
-id = "adp_payments.issue_refund"
-version = "1"
-risk = "medium"
-effectful = true
-adapter = "http"
-
-  [capabilities.http]
-  url = "%[1]s/refunds"
-  timeout = "5s"
-
-  [capabilities.recovery]
-  completion = "/refund/status"
-  applied = ["succeeded"]
-  not_applied = ["failed"]
-  pending = ["pending"]
-  not_applied_statuses = [409]
-  query_url = "%[1]s/refunds/{idempotency_key}"
-
-[[guarantees]]
-id = "refunds-per-order"
-capability_ids = ["adp_payments.issue_refund"]
-resource_pointer = "/order_id"
-amount_pointer = "/amount_minor"
-limit = 100000000
-unit = "INR_minor"
-`, providerURL)
+	// The refund and its per-order ceiling are the tests' (package
+	// refundcfg), with a timeout no loaded run reaches and a ceiling no
+	// run exhausts.
+	b.WriteString("\n" + refundcfg.Replace(refundcfg.Refund(providerURL),
+		`timeout = "500ms"`, `timeout = "5s"`,
+		"limit = 100000\n", "limit = 100000000\n"))
 	return b.String()
 }
 

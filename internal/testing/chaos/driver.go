@@ -15,13 +15,14 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/contextos/ledger/internal/testing/lincheck"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
 
 // Capability is the refund capability every proposal of the driver uses.
-const Capability = "adp_payments.issue_refund"
+const Capability = refundcfg.Capability
 
 // Driver talks to the gateway as agents and an operator over NATS and
 // records every call in a lincheck history: invocation and return time,

@@ -23,6 +23,7 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/lincheck"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -53,8 +54,8 @@ const (
 )
 
 const (
-	guaranteeID     = "refunds-per-order"
-	limit           = 100000
+	guaranteeID     = refundcfg.Guarantee
+	limit           = refundcfg.Limit
 	providerTimeout = time.Second
 	operatorID      = "ops_chaos"
 	operatorPW      = "ops-chaos-secret"
@@ -360,46 +361,16 @@ func (r *run) config(provURL, urls, keyPath string, replicas int) string {
 		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = %q\n  password = %q\n  capabilities = [%q]\n", agentID(i), "pw-"+agentID(i)+"-passphrase", Capability)
 	}
 	fmt.Fprintf(&b, "\n  [[tenants.operators]]\n  id = %q\n  password = %q\n\n", operatorID, operatorPW)
-	fmt.Fprintf(&b, `[[capabilities]]
-id = %q
-version = "1"
-risk = "medium"
-effectful = true
-adapter = "http"
-
-  [capabilities.http]
-  url = "%s/refunds"
-  timeout = %q
-
-  [capabilities.recovery]
-  completion = "/refund/status"
-  applied = ["succeeded"]
-  not_applied = ["failed"]
-  pending = ["pending"]
-  not_applied_statuses = [409]
-  query_url = "%s/refunds/{idempotency_key}"
-
-[[guarantees]]
-id = %q
-capability_ids = [%q]
-resource_pointer = "/order_id"
-amount_pointer = "/amount_minor"
-limit = %d
-unit = "INR_minor"
-
-# A second, windowed ceiling on every refund (per order per day in a time
-# zone), never the binding one: every proposal reserves on two ledgers
-# atomically, and the audit checks the day's ledgers like the others.
-[[guarantees]]
-id = "refunds-per-order-day"
-capability_ids = [%q]
-resource_pointer = "/order_id"
-amount_pointer = "/amount_minor"
-limit = %d
-unit = "INR_minor"
-window = "day"
-time_zone = "Asia/Kolkata"
-`, Capability, provURL, providerTimeout.String(), provURL, guaranteeID, Capability, limit, Capability, 2*limit)
+	// The refund and its per-order ceiling are the tests' one refund
+	// configuration, the refund with the run's provider timeout.
+	text := refundcfg.Replace(refundcfg.Refund(provURL), `timeout = "500ms"`, fmt.Sprintf("timeout = %q", providerTimeout.String()))
+	// A second, windowed ceiling on every refund (per order per day in a
+	// time zone), never the binding one: every proposal reserves on two
+	// ledgers atomically, and the audit checks the day's ledgers like the
+	// others.
+	text = refundcfg.Derive(text, "guarantees", guaranteeID, "refunds-per-order-day",
+		fmt.Sprintf("limit = %d\n", limit), fmt.Sprintf("limit = %d\nwindow = \"day\"\ntime_zone = \"Asia/Kolkata\"\n", 2*limit))
+	b.WriteString(text)
 	return b.String()
 }
 

@@ -1,44 +1,30 @@
 package daemontest
 
 import (
-	_ "embed"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 )
 
-// RefundConfig is the configuration template Boot uses unless told
-// otherwise; {{DATA}} stands for the data directory and {{PROVIDER}} for
-// the synthetic provider's base URL.
-//
-//go:embed refund.toml
-var RefundConfig string
+// Passwords are the passwords the refund configuration gives tenant
+// acme's principals.
+var Passwords = refundcfg.Passwords
 
-// Passwords are the passwords RefundConfig gives tenant acme's principals.
-var Passwords = map[string]string{
-	"agent_email":    "email-secret-passphrase",
-	"agent_chat":     "chat-secret-passphrase",
-	"agent_third":    "third-secret-passphrase",
-	"agent_readonly": "ro-secret-passphrase",
-	"ops_alice":      "alice-secret-passphrase",
-}
-
-// Options change the runtime Boot starts; the zero value boots
-// RefundConfig as it is.
+// Options change the runtime Boot starts; the zero value boots the refund
+// configuration (package refundcfg) as it is.
 type Options struct {
-	// Console adds to RefundConfig what the console and tower tests
+	// Console adds to the refund configuration what the console and tower tests
 	// exercise (see ConsoleEdit), before Edit runs.
 	Console bool
-	// Edit, when set, rewrites the configuration after the placeholders
-	// are replaced and before it is parsed.
+	// Edit, when set, rewrites the configuration's text (refundcfg's
+	// edits help) before it is parsed.
 	Edit func(string) string
 	// Config, when set, changes the parsed configuration before the
 	// runtime boots (daemon.Boot validates it again): for what only the
@@ -64,8 +50,8 @@ type Daemon struct {
 	ConfigPath string
 }
 
-// Boot starts the synthetic provider and a runtime over RefundConfig (as
-// o changes it) in a fresh data directory, and stops both when the test
+// Boot starts the synthetic provider and a runtime over the refund
+// configuration (as o changes it) in a fresh data directory, and stops both when the test
 // ends. A configuration that does not parse or boot fails the test.
 func Boot(t testing.TB, o Options) *Daemon {
 	t.Helper()
@@ -77,11 +63,10 @@ func Boot(t testing.TB, o Options) *Daemon {
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	d := &Daemon{Provider: prov}
-	text := RefundConfig
+	text := refundcfg.Text(t.TempDir(), hs.URL)
 	if o.Console {
 		text = ConsoleEdit(text)
 	}
-	text = strings.NewReplacer("{{DATA}}", t.TempDir(), "{{PROVIDER}}", hs.URL).Replace(text)
 	if o.Edit != nil {
 		text = o.Edit(text)
 	}
@@ -111,24 +96,21 @@ func Boot(t testing.TB, o Options) *Daemon {
 	return d
 }
 
-// ConsoleEdit adds to RefundConfig's text the console tests' parts: a
-// relaxed fsync (the browser tests make many appends), acme's
+// ConsoleEdit adds to the refund configuration's text the console tests'
+// parts: a relaxed fsync (the browser tests make many appends), acme's
 // agent_phone (the refund only) and operator ops_tower (towerd's
 // configured operator), globex's operator ops_bob, and
 // adp_payments.issue_refund_high, a high-risk effectful refund over the
 // same provider that agent_email may propose and refunds-per-order
-// governs with the refund. It panics if RefundConfig no longer has the
-// lines it edits, so a change there cannot silently drop them.
+// governs with the refund. It panics if the text no longer has the lines
+// it edits, so a change there cannot silently drop them.
 func ConsoleEdit(text string) string {
-	for _, r := range [][2]string{
-		{`data_dir = "{{DATA}}"
-`, `data_dir = "{{DATA}}"
-sync = "relaxed"
-`},
-		{`  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire"]
+	text = refundcfg.Replace(text,
+		"[nats]\n", "[nats]\nsync = \"relaxed\"\n",
+		`  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire"]
 `, `  capabilities = ["adp_payments.issue_refund", "crm.lookup", "bank.wire", "adp_payments.issue_refund_high"]
-`},
-		{`  [[tenants.operators]]
+`,
+		`  [[tenants.operators]]
   id = "ops_alice"
   password = "alice-secret-passphrase"
 `, `  [[tenants.operators]]
@@ -144,8 +126,8 @@ sync = "relaxed"
   [[tenants.operators]]
   id = "ops_tower"
   password = "tower-secret-passphrase"
-`},
-		{`  password = "globex-secret-passphrase"
+`,
+		`  password = "globex-secret-passphrase"
   capabilities = ["adp_payments.issue_refund"]
 `, `  password = "globex-secret-passphrase"
   capabilities = ["adp_payments.issue_refund"]
@@ -153,28 +135,10 @@ sync = "relaxed"
   [[tenants.operators]]
   id = "ops_bob"
   password = "bob-secret-passphrase"
-`},
-		{`capability_ids = ["adp_payments.issue_refund"]
-`, `capability_ids = ["adp_payments.issue_refund", "adp_payments.issue_refund_high"]
-`},
-	} {
-		if strings.Count(text, r[0]) != 1 {
-			panic(fmt.Sprintf("daemontest: the configuration has not exactly one %q", r[0]))
-		}
-		text = strings.Replace(text, r[0], r[1], 1)
-	}
-	// The high-risk refund is the refund's own block under another id and
+`)
+	text = refundcfg.EditBlock(text, "guarantees", refundcfg.Guarantee,
+		`capability_ids = ["adp_payments.issue_refund"]`, `capability_ids = ["adp_payments.issue_refund", "adp_payments.issue_refund_high"]`)
+	// The high-risk refund is the refund's own table under another id and
 	// risk, so the two cannot drift apart.
-	const head = "[[capabilities]]\nid = \"adp_payments.issue_refund\"\n"
-	start := strings.Index(text, head)
-	if start < 0 {
-		panic("daemontest: the configuration has no refund capability")
-	}
-	block := text[start:]
-	if end := strings.Index(block[len(head):], "\n[["); end >= 0 {
-		block = block[:len(head)+end+1]
-	}
-	high := strings.NewReplacer(`id = "adp_payments.issue_refund"`, `id = "adp_payments.issue_refund_high"`,
-		`risk = "medium"`, `risk = "high"`).Replace(block)
-	return text + "\n" + high
+	return refundcfg.Derive(text, "capabilities", refundcfg.Capability, "adp_payments.issue_refund_high", `risk = "medium"`, `risk = "high"`)
 }

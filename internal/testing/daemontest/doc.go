@@ -2,7 +2,7 @@
 // around it (ctx, the Go client, the schema vectors, the MCP gateway, the
 // console and towerd): an embedded nats-server with JetStream on a
 // loopback port, the synthetic refund provider on real HTTP, and the
-// refund configuration of refund.toml, which every such test shares
+// one refund configuration of package refundcfg, which every test shares
 // instead of writing its own. A test that needs a variation says so in
 // Options: an edit of the text (Edit), of the parsed configuration
 // (Config), the console's principals and high-risk refund (Console), a

@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/lincheck"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/verifier"
@@ -50,11 +51,14 @@ var mutationNames = [...]string{"none", "release-on-unknown", "skip-dispatch-sta
 
 func (m Mutation) String() string { return mutationNames[m] }
 
-// The simulated deployment: one tenant, three agents, one effectful
-// capability bound by one guarantee over a few resources.
+// The simulated deployment: one tenant, two agents and an operator,
+// the refund capability bound by its per-order ceiling over a few
+// resources. The refund and the ceiling are the tests' one refund
+// configuration (package refundcfg) with the ceiling at Limit; the
+// provider's URL is never dialled.
 const (
 	Tenant     = "acme"
-	Capability = "adp_payments.issue_refund"
+	Capability = refundcfg.Capability
 	Limit      = 1000
 	simConfig  = `
 [nats]
@@ -83,31 +87,6 @@ unadmitted_runs = "unlimited"
   id = "ops_sim"
   password = "ops-secret-passphrase"
 
-[[capabilities]]
-id = "adp_payments.issue_refund"
-version = "1"
-risk = "medium"
-effectful = true
-adapter = "http"
-
-  [capabilities.http]
-  url = "http://127.0.0.1:9/refunds"
-  timeout = "500ms"
-
-  [capabilities.recovery]
-  completion = "/refund/status"
-  applied = ["succeeded"]
-  not_applied = ["failed"]
-  pending = ["pending"]
-  query_url = "http://127.0.0.1:9/refunds/{idempotency_key}"
-
-[[guarantees]]
-id = "refunds-per-order"
-capability_ids = ["adp_payments.issue_refund"]
-resource_pointer = "/order_id"
-amount_pointer = "/amount_minor"
-limit = 1000
-unit = "INR_minor"
 `
 )
 
@@ -211,9 +190,10 @@ func Run(o Options) Result {
 	s.res.Seed = o.Seed
 	s.store = NewStore(s.rnd, o.Faults, o.Mutation, s.tracef)
 	s.prov = &Provider{s: s, attempts: map[string]*truth{}}
-	text := simConfig
+	text := simConfig + refundcfg.Replace(refundcfg.Refund("http://127.0.0.1:9"),
+		fmt.Sprintf("limit = %d\n", refundcfg.Limit), fmt.Sprintf("limit = %d\n", Limit))
 	if o.BreakerThreshold > 0 {
-		text = strings.Replace(text, "[[guarantees]]", fmt.Sprintf("  [capabilities.breaker]\n  threshold = %d\n  window = \"1h\"\n\n[[guarantees]]", o.BreakerThreshold), 1)
+		text = refundcfg.AppendToBlock(text, "capabilities", Capability, fmt.Sprintf("  [capabilities.breaker]\n  threshold = %d\n  window = \"1h\"", o.BreakerThreshold))
 	}
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
