@@ -99,6 +99,29 @@ type snapCandidate struct {
 	data []byte // the state right after this transaction's events on the ref
 }
 
+// committer runs the group commit. Its send policy, in full:
+//
+//   - What goes: the sealed prefix of forming, in arrival order, cut at
+//     MaxBatchEvents events or MaxBatchTxs transactions, while no atomic
+//     batch is in flight.
+//   - As singles: when every transaction of the group appends one event
+//     and n single appends measured cheaper than one atomic batch (moving
+//     averages of appends that had the store to themselves; the other way
+//     is tried now and then, see preferSingles). Such a group may go
+//     beside single appends in flight when it names none of their
+//     subjects and singles are the way for everything in the committer
+//     (costs.pipelines).
+//   - As a batch: otherwise, one atomic batch with one expected sequence
+//     per subject and the guards of its reads.
+//   - Linger: with nothing in flight, a group smaller than the last append
+//     delivered, not full and not going as singles waits for the callers
+//     that append released, at most half an atomic batch's measured cost
+//     and Engine.Linger (costs.lingerWait); the Pacer holds it until then.
+//
+// Engine.Appends fixes the way (AppendBatches, AppendSingles) and a
+// negative Engine.Linger turns the linger off: `make bench` measures each
+// fixed policy against this one in its table "Group commit: the adaptive
+// send policy and fixed ones, same run".
 type committer struct {
 	e             *Engine
 	kick          chan struct{}
