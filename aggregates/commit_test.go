@@ -190,6 +190,8 @@ func hotFIFO(t *testing.T, singles bool) {
 			waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= 1 }) // decided, its append held
 		}
 	}
+	// The 33 that fit decided and sealed behind the held append.
+	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= 33 })
 	close(store.gate)
 	wg.Wait()
 	// Decisions in arrival order; the refused ones (limit 100000 / 3000 =
