@@ -99,6 +99,29 @@ type snapCandidate struct {
 	data []byte // the state right after this transaction's events on the ref
 }
 
+// committer runs the group commit. Its send policy, in full:
+//
+//   - What goes: the sealed prefix of forming, in arrival order, cut at
+//     MaxBatchEvents events or MaxBatchTxs transactions, while no atomic
+//     batch is in flight.
+//   - As singles: when every transaction of the group appends one event
+//     and n single appends measured cheaper than one atomic batch (moving
+//     averages of appends that had the store to themselves; the other way
+//     is tried now and then, see preferSingles). Such a group may go
+//     beside single appends in flight when it names none of their
+//     subjects and singles are the way for everything in the committer
+//     (costs.pipelines).
+//   - As a batch: otherwise, one atomic batch with one expected sequence
+//     per subject and the guards of its reads.
+//   - Linger: with nothing in flight, a group smaller than the last append
+//     delivered, not full and not going as singles waits for the callers
+//     that append released, at most half an atomic batch's measured cost
+//     and Engine.Linger (costs.lingerWait); the Pacer holds it until then.
+//
+// Engine.Appends fixes the way (AppendBatches, AppendSingles) and a
+// negative Engine.Linger turns the linger off: `make bench` measures each
+// fixed policy against this one in its table "Group commit: the adaptive
+// send policy and fixed ones, same run".
 type committer struct {
 	e             *Engine
 	kick          chan struct{}
@@ -115,12 +138,11 @@ type committer struct {
 	loads, seals  int
 	costs         costs // of the two ways to append a group; see preferSingles
 	sends         int
-	// Linger (see linger): how many transactions the last append
-	// delivered, when it returned, and whether a wake-up is armed.
+	// Linger (see lingerUntil): how many transactions the last append
+	// delivered, and when it returned.
 	lastTxs  int
 	lastDone time.Time
-	lingerAt time.Time // the wake-up armed last
-	evictAt  int       // entries above which evict scans again
+	evictAt  int // entries above which evict scans again
 }
 
 type sealResult struct {
@@ -202,9 +224,7 @@ func (c *committer) run() {
 		if c.idle() {
 			// (e.front and e.queue were just emptied under the lock)
 			e.running = false
-			if e.Driver != nil {
-				e.Driver.Idle(0)
-			}
+			e.Pacer.Idle(0)
 			e.mu.Unlock()
 			return
 		}
@@ -220,8 +240,8 @@ func (c *committer) run() {
 			// engine's goroutine and warm state alive for good.
 			continue
 		}
-		if e.Driver != nil && c.loads == 0 && c.seals == 0 && c.flights == 0 {
-			e.Driver.Idle(len(c.forming))
+		if c.loads == 0 && c.seals == 0 && c.flights == 0 {
+			e.Pacer.Idle(len(c.forming))
 		}
 		select {
 		case <-c.kick:
@@ -267,9 +287,7 @@ func (c *committer) evict() {
 }
 
 func (c *committer) finish(t *txn, r txResult) {
-	if c.e.Driver != nil {
-		c.e.Driver.Finished(t.ctx)
-	}
+	c.e.Pacer.Finished(t.ctx)
 	t.done <- r
 }
 
@@ -368,11 +386,7 @@ func (c *committer) decide(t *txn) {
 		c.finish(t, txResult{err: fmt.Errorf("aggregates: Decide returned %d event lists for %d refs", len(evs), len(t.ens))})
 		return
 	}
-	unverified := refusal != nil || countEvents(evs) == 0
-	if refusal != nil && c.e.Faults.UnverifiedRefusals {
-		unverified = false // the broken variant: the refusal is answered on the cache
-	}
-	if !t.verified && unverified {
+	if !t.verified && (refusal != nil || countEvents(evs) == 0) {
 		// A refusal (often appended only to the operation subject, where
 		// no expected sequence guards the ledger it read) or a no-op must
 		// not rest on a stale cache: another replica may have changed a
@@ -444,16 +458,18 @@ func (c *committer) decide(t *txn) {
 	}
 	t.sealed = false
 	c.seals++
-	seal := func(d int) sealResult {
+	d := t.decision
+	c.e.Pacer.Seal(func() {
 		envs, err := c.e.Sealer.SealBySubject(t.tenant, evs)
-		return sealResult{t: t, decision: d, envs: envs, err: err}
-	}
-	if c.e.Driver != nil {
-		// Under a driver, seals draw their ids in decision order.
-		c.onSeal(seal(t.decision))
-		return
-	}
-	go func(d int) { c.sealDone <- seal(d) }(t.decision)
+		r := sealResult{t: t, decision: d, envs: envs, err: err}
+		select {
+		case c.sealDone <- r:
+		default:
+			// A pacer that seals on the committer itself (in decision
+			// order) must not block it on a full channel.
+			go func() { c.sealDone <- r }()
+		}
+	})
 }
 
 func callDecide(d decider, s []State) (evs [][]kernel.Event, r *kernel.Refusal, out any, panicked any, err error) {
@@ -508,7 +524,7 @@ func (c *committer) maybeSend() {
 		evs += c.forming[n].nevents
 		n++
 	}
-	if n == 0 || c.flights == 0 && c.linger(n) || c.e.Driver != nil && c.e.Driver.Hold(n) {
+	if n == 0 || !c.e.Pacer.Send(n, c.lingerUntil(n), c.wake) {
 		return
 	}
 	var bad []*txn
@@ -576,7 +592,7 @@ func (c *committer) maybeSend() {
 		if !guards {
 			chains = c.preferSingles(batch, items, ens)
 		}
-	case guards || !c.pipelines(len(c.waiting)+len(c.forming)+c.flyingTxs):
+	case guards || !c.costs.pipelines(c.e.Appends, len(c.waiting)+len(c.forming)+c.flyingTxs):
 		return // it waits for the single appends in flight
 	case !single:
 		if chains = singleChains(batch, items, ens); chains == nil {
@@ -649,29 +665,27 @@ func (c *committer) maybeSend() {
 // DefaultLinger is Engine.Linger's default.
 const DefaultLinger = 5 * time.Millisecond
 
-// linger reports whether a ready group of n transactions should wait a
-// little before it is sent (see costs.lingerWait), and arms the wake-up.
-func (c *committer) linger(n int) bool {
-	if c.lastDone.IsZero() || c.e.Appends == AppendSingles {
-		return false
+// lingerUntil is when a ready group of n transactions goes out at the
+// latest (see costs.lingerWait): zero, at once, while anything is in
+// flight, before any append returned, or under AppendSingles.
+func (c *committer) lingerUntil(n int) time.Time {
+	if c.flights > 0 || c.lastDone.IsZero() || c.e.Appends == AppendSingles {
+		return time.Time{}
 	}
 	full := n >= c.maxTxs() || c.formingEvents >= c.maxEvents()
 	wait := c.costs.lingerWait(n, c.lastTxs, full, c.e.Linger)
-	deadline := c.lastDone.Add(wait)
-	left := time.Until(deadline)
-	if wait <= 0 || left <= 0 {
-		return false
+	if wait <= 0 {
+		return time.Time{}
 	}
-	if c.lingerAt.Before(deadline) {
-		c.lingerAt = deadline
-		time.AfterFunc(left, func() {
-			select {
-			case c.kick <- struct{}{}:
-			default:
-			}
-		})
+	return c.lastDone.Add(wait)
+}
+
+// wake makes the committer look again, as a new transaction does.
+func (c *committer) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
-	return true
 }
 
 // costs are the measured costs, in seconds, of the two ways to append a
@@ -694,6 +708,59 @@ func (k costs) choose(n, sends int) bool {
 		return true
 	}
 	return singles
+}
+
+// pipelines reports whether a group may go out as single appends while
+// groups of single appends are in flight, given the n transactions in the
+// committer (waiting, forming and in flight): when single appends are the
+// way (mode), or when the model would send all n as single appends rather
+// than as one atomic batch (without its occasional tries of the other way,
+// made when nothing is in flight). So a few callers each keep an append in
+// flight, and many wait for the flights to end and go out together, where
+// one atomic batch carries them for less.
+func (k costs) pipelines(mode AppendMode, n int) bool {
+	switch mode {
+	case AppendBatches:
+		return false
+	case AppendSingles:
+		return true
+	}
+	return k.singles(max(n, 2))
+}
+
+// sample is one finished append as the cost model sees it.
+type sample struct {
+	// alone: no other append was in flight while it was, before or after
+	// it was sent. Only such an append measures what its way costs; one
+	// that overlapped others measures their contention too.
+	alone   bool
+	singles bool // a group of single appends, or else one append
+	one     bool // an append of one event
+	events  int  // the events of a group of single appends
+	elapsed time.Duration
+}
+
+// sample is r for the cost model; last: no group was sent after r's.
+func (r batchResult) sample(last bool) sample {
+	return sample{alone: last && !r.overlapped, singles: r.split != nil, events: r.events, elapsed: r.elapsed,
+		one: r.split == nil && len(r.items) == 1 && len(r.items[0].Envs) == 1}
+}
+
+// observe returns the model after s (moving averages).
+func (k costs) observe(s sample) costs {
+	const a = 0.2
+	switch {
+	case !s.alone || s.elapsed <= 0:
+	case s.singles:
+		k.single = (1-a)*k.single + a*s.elapsed.Seconds()/float64(max(s.events, 1))
+	case s.one:
+		// A group of one: a single append either way. Its round trip is
+		// not what a single append adds to a group of several (those are
+		// pipelined), so the average it would move is left alone.
+	default:
+		k.batch = (1-a)*k.batch + a*s.elapsed.Seconds()
+	}
+	return k
 }
 
 // lingerWait is how long after the last append returned a ready group of n
@@ -783,40 +850,6 @@ func singleChains(batch []*txn, items []events.AppendItem, ens []*entry) [][]*tx
 	return chains
 }
 
-// pipelines reports whether a group may go out as single appends while
-// groups of single appends are in flight, given the n transactions in the
-// committer (waiting, forming and in flight): when single appends are the
-// way (Engine.Appends), or when the cost model would send all n as single
-// appends rather than as one atomic batch (without its occasional tries of
-// the other way, made when nothing is in flight). So a few callers each
-// keep an append in flight, and many wait for the flights to end and go
-// out together, where one atomic batch carries them for less.
-func (c *committer) pipelines(n int) bool {
-	switch c.e.Appends {
-	case AppendBatches:
-		return false
-	case AppendSingles:
-		return true
-	}
-	return c.costs.singles(max(n, 2))
-}
-
-// observe updates the cost model with a finished append.
-func (c *committer) observe(r batchResult) {
-	const a = 0.2
-	switch {
-	case r.elapsed <= 0:
-	case r.split != nil:
-		c.costs.single = (1-a)*c.costs.single + a*r.elapsed.Seconds()/float64(max(r.events, 1))
-	case len(r.items) == 1 && len(r.items[0].Envs) == 1:
-		// A group of one: a single append either way. Its round trip is
-		// not what a single append adds to a group of several (those are
-		// pipelined), so the average it would move is left alone.
-	case len(r.items) > 0:
-		c.costs.batch = (1-a)*c.costs.batch + a*r.elapsed.Seconds()
-	}
-}
-
 // appendItems stores one batch, retrying the very same envelopes after an
 // unknown outcome (the store recognises an exact retry).
 func (e *Engine) appendItems(items []events.AppendItem) ([]uint64, error) {
@@ -870,12 +903,7 @@ func (c *committer) onBatch(r batchResult) {
 	for _, en := range r.flew {
 		en.flying--
 	}
-	if !r.overlapped && r.sent == c.sent {
-		// Only an append that had the connection and the server to
-		// itself measures what its way costs; one that overlapped others
-		// measures their contention too.
-		c.observe(r)
-	}
+	c.costs = c.costs.observe(r.sample(r.sent == c.sent))
 	if r.split != nil {
 		if r.groupDone {
 			c.lastTxs, c.lastDone = r.events, time.Now() // the group's transactions, however its chains ended

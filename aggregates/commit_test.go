@@ -21,6 +21,7 @@ import (
 type slowStore struct {
 	events.Store
 	gate    chan struct{}
+	entered chan struct{} // closed when the first append reaches the store
 	calls   atomic.Int32
 	rivaled atomic.Bool
 	rival   string // subject that was made to conflict
@@ -28,6 +29,7 @@ type slowStore struct {
 
 func (s *slowStore) delay() {
 	if s.calls.Add(1) == 1 {
+		close(s.entered)
 		<-s.gate
 	}
 }
@@ -62,7 +64,7 @@ func (s *slowStore) AppendBatch(ctx context.Context, items []events.AppendItem) 
 // a full replay gives every reservation exactly once.
 func TestGroupCommitConflictRedecidesOnlyConflicting(t *testing.T) {
 	mem := events.NewMemStore()
-	store := &slowStore{Store: mem, gate: make(chan struct{})}
+	store := &slowStore{Store: mem, gate: make(chan struct{}), entered: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
 	eng.Appends = AppendBatches
 	ctx := context.Background()
@@ -81,16 +83,16 @@ func TestGroupCommitConflictRedecidesOnlyConflicting(t *testing.T) {
 	errs := make(chan error, n+1)
 	wg.Add(1)
 	go func() { defer wg.Done(); errs <- do(n) }() // the slow first append
-	for store.calls.Load() == 0 {
-		time.Sleep(50 * time.Microsecond) // until it is in the store
+	select {
+	case <-store.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first append did not reach the store")
 	}
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) { defer wg.Done(); errs <- do(i) }(i)
 	}
-	for eng.Stats().Sealed < n+1 {
-		time.Sleep(50 * time.Microsecond) // until all are decided and sealed behind the held append
-	}
+	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= n+1 }) // all decided and sealed behind the held append
 	close(store.gate)
 	wg.Wait()
 	close(errs)
@@ -156,6 +158,7 @@ func hotFIFO(t *testing.T, singles bool) {
 	if singles {
 		eng.Appends = AppendSingles
 	}
+	queued := queuedPacer(eng)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var order []int
@@ -164,7 +167,7 @@ func hotFIFO(t *testing.T, singles bool) {
 	reserve := func(i int) {
 		defer wg.Done()
 		att := fmt.Sprintf("h%02d", i)
-		r, err := eng.Run(ctx, "acme", exposureStep("ord_hot", kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_hot", AttemptID: att,
+		r, err := eng.Run(tagged(ctx, i), "acme", exposureStep("ord_hot", kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_hot", AttemptID: att,
 			OperationID: "o" + att, Amount: 3000, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()}, func(*kernel.Ledger) {
 			mu.Lock()
 			order = append(order, i)
@@ -181,15 +184,14 @@ func hotFIFO(t *testing.T, singles bool) {
 	}
 	for i := 0; i <= 40; i++ {
 		wg.Add(1)
-		before := eng.submitted.Load()
 		go reserve(i)
-		for eng.submitted.Load() == before {
-			time.Sleep(50 * time.Microsecond)
-		}
-		for i == 0 && decided(&mu, &order) == 0 {
-			time.Sleep(50 * time.Microsecond)
+		queued.wait(t, i) // in line before the next one
+		if i == 0 {
+			waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= 1 }) // decided, its append held
 		}
 	}
+	// The 33 that fit decided and sealed behind the held append.
+	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= 33 })
 	close(store.gate)
 	wg.Wait()
 	// Decisions in arrival order; the refused ones (limit 100000 / 3000 =
@@ -230,12 +232,6 @@ func hotFIFO(t *testing.T, singles bool) {
 	if st := eng.Stats(); !singles && st.BatchedEvents <= st.Batches {
 		t.Fatalf("stats %+v: no append carried several reservations", st)
 	}
-}
-
-func decided(mu *sync.Mutex, order *[]int) int {
-	mu.Lock()
-	defer mu.Unlock()
-	return len(*order)
 }
 
 // rivalStore lets a rival writer move one subject just before the first
@@ -317,23 +313,21 @@ func TestChainConflict(t *testing.T) {
 	store := &rivalStore{Store: mem, subject: sub, after: 4, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
 	eng.Appends = AppendSingles
+	queued := queuedPacer(eng)
 	ctx := context.Background()
 	const n = 12
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
-		before := eng.submitted.Load()
 		go func(i int) {
 			defer wg.Done()
-			res, _, err := eng.Exposure(ctx, "acme", testDef.ID, "ord_chain", kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_chain",
+			res, _, err := eng.Exposure(tagged(ctx, i), "acme", testDef.ID, "ord_chain", kernel.Reserve{GuaranteeID: testDef.ID, Resource: "ord_chain",
 				AttemptID: fmt.Sprint("c", i), OperationID: fmt.Sprint("o", i), Amount: 10, Limit: testDef.Limit, DefinitionDigest: testDef.Digest()})
 			if err != nil || res.Refusal != nil {
 				t.Errorf("c%d: %v %v", i, err, res.Refusal)
 			}
 		}(i)
-		for eng.submitted.Load() == before {
-			time.Sleep(50 * time.Microsecond)
-		}
+		queued.wait(t, i)
 	}
 	waitStats(t, eng, func(s EngineStats) bool { return s.Sealed >= n }) // the whole chain decided behind the held first append
 	close(store.gate)
@@ -433,6 +427,47 @@ func TestGroupNeverExceedsAppendLimit(t *testing.T) {
 	}
 }
 
+// parkPacer is the real pacer that also reports the tag (see tagged) of
+// every caller queued on the committer, resubmissions included.
+type parkPacer struct {
+	Pacer
+	parked chan int
+}
+
+func (p *parkPacer) Parked(ctx context.Context) {
+	if i, ok := ctx.Value(tagKey{}).(int); ok {
+		p.parked <- i
+	}
+}
+
+// queuedPacer gives eng a parkPacer.
+func queuedPacer(eng *Engine) *parkPacer {
+	p := &parkPacer{Pacer: eng.Pacer, parked: make(chan int, 1024)}
+	eng.Pacer = p
+	return p
+}
+
+// wait returns once the caller tagged i is queued.
+func (p *parkPacer) wait(t *testing.T, i int) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case got := <-p.parked:
+			if got == i {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("caller %d was not queued", i)
+		}
+	}
+}
+
+type tagKey struct{}
+
+// tagged tags ctx with i, for parkPacer.
+func tagged(ctx context.Context, i int) context.Context { return context.WithValue(ctx, tagKey{}, i) }
+
 // waitStats polls the engine's counters until cond holds.
 func waitStats(t *testing.T, eng *Engine, cond func(EngineStats) bool) {
 	t.Helper()
@@ -473,15 +508,17 @@ func TestAppendChoice(t *testing.T) {
 			t.Errorf("groups of %d: %d of 1000 as singles, want %d", c.n, got, c.want)
 		}
 	}
-	c := &committer{costs: k}
 	one := batchResult{items: []events.AppendItem{{Envs: make([]codec.Envelope, 1)}}, elapsed: 50 * time.Millisecond}
-	c.observe(one)
-	if c.costs != k {
-		t.Fatalf("a group of one moved the averages: %+v", c.costs)
+	if got := k.observe(one.sample(true)); got != k {
+		t.Fatalf("a group of one moved the averages: %+v", got)
 	}
-	c.observe(batchResult{split: []batchResult{{}}, events: 4, elapsed: 2 * time.Millisecond})
-	if want := 0.8*0.001 + 0.2*0.0005; math.Abs(c.costs.single-want) > 1e-12 || c.costs.batch != k.batch {
-		t.Fatalf("after four singles in 2 ms: %+v, want single %v", c.costs, want)
+	four := batchResult{split: []batchResult{{}}, events: 4, elapsed: 2 * time.Millisecond}
+	if got, want := k.observe(four.sample(true)), 0.8*0.001+0.2*0.0005; math.Abs(got.single-want) > 1e-12 || got.batch != k.batch {
+		t.Fatalf("after four singles in 2 ms: %+v, want single %v", got, want)
+	}
+	batch := batchResult{items: []events.AppendItem{{Envs: make([]codec.Envelope, 3)}}, elapsed: 10 * time.Millisecond}
+	if got, want := k.observe(batch.sample(true)), 0.8*0.006+0.2*0.010; math.Abs(got.batch-want) > 1e-12 || got.single != k.single {
+		t.Fatalf("after a batch in 10 ms: %+v, want batch %v", got, want)
 	}
 }
 
@@ -502,24 +539,22 @@ func TestPipelines(t *testing.T) {
 		{AppendSingles, 64, true},
 		{AppendBatches, 1, false},
 	} {
-		cm := &committer{e: &Engine{Appends: c.mode}, costs: k}
-		if got := cm.pipelines(c.n); got != c.want {
+		if got := k.pipelines(c.mode, c.n); got != c.want {
 			t.Errorf("mode %d, %d transactions: pipelines = %v, want %v", c.mode, c.n, got, c.want)
 		}
 	}
 
-	c := &committer{e: &Engine{}, costs: k, flights: 3, flyingTxs: 6, sent: 3}
-	four := func(sent uint64, overlapped bool) batchResult {
-		return batchResult{split: []batchResult{}, groupDone: true, events: 4, elapsed: 2 * time.Millisecond, sent: sent, overlapped: overlapped, group: 2}
+	four := func(overlapped bool) batchResult {
+		return batchResult{split: []batchResult{}, groupDone: true, events: 4, elapsed: 2 * time.Millisecond, overlapped: overlapped, group: 2}
 	}
-	c.onBatch(four(1, false)) // another group went out after it
-	c.onBatch(four(3, true))  // it went out beside another
-	if c.costs != k {
-		t.Fatalf("overlapped appends moved the averages: %+v", c.costs)
+	if got := k.observe(four(false).sample(false)); got != k {
+		t.Fatalf("an append with another group sent after it moved the averages: %+v", got)
 	}
-	c.onBatch(four(3, false))
-	if want := 0.8*0.001 + 0.2*0.0005; math.Abs(c.costs.single-want) > 1e-12 || c.flights != 0 || c.flyingTxs != 0 {
-		t.Fatalf("after an append alone: %+v, %d flights of %d transactions", c.costs, c.flights, c.flyingTxs)
+	if got := k.observe(four(true).sample(true)); got != k {
+		t.Fatalf("an append sent beside another moved the averages: %+v", got)
+	}
+	if got, want := k.observe(four(false).sample(true)), 0.8*0.001+0.2*0.0005; math.Abs(got.single-want) > 1e-12 {
+		t.Fatalf("after an append alone: %+v, want single %v", got, want)
 	}
 }
 
@@ -735,15 +770,13 @@ func TestPipelinedSinglesAcrossReplicas(t *testing.T) {
 	}
 }
 
-// pairDriver holds sealed groups until two transactions form one.
-type pairDriver struct{}
+// pairPacer is the real pacer that holds sealed groups until two
+// transactions form one (the second one's arrival wakes the committer).
+type pairPacer struct{ Pacer }
 
-func (pairDriver) Submitting(context.Context) {}
-func (pairDriver) Parked(context.Context)     {}
-func (pairDriver) Woken(context.Context)      {}
-func (pairDriver) Finished(context.Context)   {}
-func (pairDriver) Idle(int)                   {}
-func (pairDriver) Hold(n int) bool            { return n < 2 }
+func (p pairPacer) Send(n int, until time.Time, wake func()) bool {
+	return n >= 2 && p.Pacer.Send(n, until, wake)
+}
 
 // TestSingleAppendsAnsweredOneByOne: two reservations on distinct resources
 // go out as one group of single appends; the one stored first is answered
@@ -756,7 +789,7 @@ func TestSingleAppendsAnsweredOneByOne(t *testing.T) {
 	store := &flightStore{Store: mem, held: map[string]chan struct{}{subA: gateA}, arrived: make(chan string, 8), holding: map[string]int{}}
 	eng := NewEngine(store, testSealer())
 	eng.Appends = AppendSingles
-	eng.Driver = pairDriver{}
+	eng.Pacer = pairPacer{eng.Pacer}
 	ctx := context.Background()
 	do := func(res string) <-chan error {
 		done := make(chan error, 1)

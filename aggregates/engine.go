@@ -55,26 +55,13 @@ type Result struct {
 
 // Engine runs transactions against a Store with optimistic concurrency.
 //
-// Its send policy, in full:
-//
-//   - decide a transaction once its subjects are loaded and no earlier
-//     waiting one appends to them (FIFO per subject), on warm state that
-//     already holds the decisions before it;
-//   - send while no atomic batch is in flight: the sealed decisions in
-//     arrival order, cut at events.MaxBatch events or MaxBatchTxs
-//     transactions;
-//   - as one atomic batch, or as single appends (pipelined, chained per
-//     subject) when every transaction of the group appends one event and
-//     singles measured cheaper (moving averages of both; the other way is
-//     tried now and then, see Appends);
-//   - a group smaller than the last one delivered first lingers, at most
-//     half an atomic batch's measured cost and Linger, for the callers that
-//     append released.
-//
-// Both adaptive parts pay for themselves: in one run of
-// BenchmarkReservations each gains well over 10% at some point over its
-// fixed alternative (the measured choice over always-batches at 8 callers
-// and always-singles at 64; the linger over none at 64).
+// Its group commit sends the sealed decisions in arrival order while no
+// atomic batch is in flight: as one atomic batch, or as single appends
+// when every transaction appends one event and singles measured cheaper;
+// a group smaller than the last one delivered lingers a little for the
+// callers that append released (Appends and Linger fix either part; the
+// full policy is documented on the committer in commit.go, and `make bench`
+// compares it with each fixed alternative in one run).
 //
 // It keeps warm state per subject, keyed by the subject's last stored
 // sequence, and decides every transaction of this process on one committer
@@ -126,15 +113,10 @@ type Engine struct {
 	// the least recently used idle ones; they load again (from their
 	// snapshot) when next named.
 	MaxWarm int
-	// Faults switch safety steps off, for the simulator's mutation check
-	// (internal/testing/sim proves it catches their absence). Production code never
-	// sets them; the zero value is the engine as documented.
-	Faults EngineFaults
-	// Driver, when set, is told where the engine's goroutines stand and
-	// decides when a group goes out: a deterministic simulation
-	// (internal/testing/sim) uses it to land several transactions in one group
-	// commit in an order its seed chose. Production leaves it nil.
-	Driver Driver
+	// Pacer decides when the committer sends a ready group and where it
+	// seals (see Pacer). NewEngine sets RealPacer; replace it, as a clock,
+	// only before first use.
+	Pacer Pacer
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -145,55 +127,7 @@ type Engine struct {
 	c       *committer
 	snapw   snapWriter
 	fresh   freshTails // the kept states of Fresh reads (Run)
-	// submitted counts transactions handed to the committer, not counting
-	// their resubmissions after a verification (tests).
-	submitted atomic.Uint64
-	stats     engineStats
-}
-
-// EngineFaults are Engine.Faults: deliberately broken variants of the
-// engine, each off by default.
-type EngineFaults struct {
-	// UnverifiedRefusals answers a refusal decided on warm state without
-	// first re-reading the store's last sequences of the subjects it
-	// read: another replica may have moved them, and the refusal then
-	// rests on a state that was never current during the call.
-	UnverifiedRefusals bool
-}
-
-// Driver is Engine.Driver. Its methods run on the engine's goroutines and
-// must not call the engine, but Kick may be called from the driver's own.
-type Driver interface {
-	// Submitting is told, on the caller's goroutine, that the transaction
-	// of ctx is about to be queued; Parked that it is queued and its
-	// caller is about to wait; Woken that the caller has its outcome (it
-	// may block until the driver lets the caller go on).
-	Submitting(ctx context.Context)
-	Parked(ctx context.Context)
-	Woken(ctx context.Context)
-	// Finished is told, on the committer, that the outcome of the
-	// transaction of ctx was handed to its caller.
-	Finished(ctx context.Context)
-	// Idle is told that the committer waits with nothing in flight (no
-	// load, seal or append) and held sealed transactions forming (0
-	// when it stops).
-	Idle(held int)
-	// Hold is asked before a group of n sealed transactions is sent; true
-	// keeps it forming until the next Kick.
-	Hold(n int) bool
-}
-
-// Kick wakes the committer, as a new transaction does: a Driver that let a
-// held group go calls it.
-func (e *Engine) Kick() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.c != nil && e.running {
-		select {
-		case e.c.kick <- struct{}{}:
-		default:
-		}
-	}
+	stats   engineStats
 }
 
 // Running reports whether the committer goroutine runs (it stops when it
@@ -224,7 +158,7 @@ const DefaultSnapshotEvery = 16
 
 // NewEngine returns an engine over store that signs with sealer.
 func NewEngine(store events.Store, sealer *Sealer) *Engine {
-	return &Engine{Store: store, Sealer: sealer, MaxAttempts: 16, entries: map[string]*entry{}}
+	return &Engine{Store: store, Sealer: sealer, MaxAttempts: 16, Pacer: RealPacer(), entries: map[string]*entry{}}
 }
 
 // entry is the warm state of one subject. state, status, pending and
@@ -416,15 +350,12 @@ func (e *Engine) maxWarm() int {
 // submit queues t for the committer and waits for its outcome.
 func (e *Engine) submit(ctx context.Context, t *txn) (txResult, error) {
 	t.done = make(chan txResult, 1)
-	if e.Driver != nil {
-		e.Driver.Submitting(ctx)
-	}
+	e.Pacer.Submitting(ctx)
 	e.mu.Lock()
 	if t.verified {
 		e.front = append(e.front, t)
 	} else {
 		e.queue = append(e.queue, t)
-		e.submitted.Add(1)
 	}
 	if e.c == nil {
 		e.c = newCommitter(e)
@@ -439,14 +370,10 @@ func (e *Engine) submit(ctx context.Context, t *txn) (txResult, error) {
 		}
 	}
 	e.mu.Unlock()
-	if e.Driver != nil {
-		e.Driver.Parked(ctx)
-	}
+	e.Pacer.Parked(ctx)
 	select {
 	case r := <-t.done:
-		if e.Driver != nil {
-			e.Driver.Woken(ctx)
-		}
+		e.Pacer.Woken(ctx)
 		return r, nil
 	case <-ctx.Done():
 		// The committer drops t if it has not decided it yet; otherwise

@@ -97,16 +97,17 @@ func TestGuardedReadKeepsNoOrder(t *testing.T) {
 	slow, _ := codec.ExposureSubject("acme", testDef.ID, "ord_slow")
 	store := &slowReads{Store: events.NewMemStore(), subject: slow, gate: make(chan struct{})}
 	eng := NewEngine(store, testSealer())
+	queued := queuedPacer(eng)
 	var decisions atomic.Int32
 	first := make(chan error, 1)
 	go func() {
-		r, err := guardedReserve(context.Background(), eng, "ord_slow", "s1", &decisions)
+		r, err := guardedReserve(tagged(context.Background(), 1), eng, "ord_slow", "s1", &decisions)
 		if err == nil && r.Refusal != nil {
 			err = errors.New(string(r.Refusal.Code))
 		}
 		first <- err
 	}()
-	waitStats(t, eng, func(EngineStats) bool { return eng.submitted.Load() >= 1 })
+	queued.wait(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r, err := guardedReserve(ctx, eng, "ord_fast", "f1", &decisions)

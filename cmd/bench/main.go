@@ -118,7 +118,7 @@ func main() {
 	gcfg.CPU = bench.ProcessCPU
 	for _, durable := range modes {
 		d := bench.Durability(durable)
-		if skip(gRawOne, gRawBatch, gUniform, gHot, gAltCeiling, gAltSingle, gAltSame) && skip(gProposals, gProposalsHot, gSoak, gAltProposal) {
+		if skip(gRawOne, gRawBatch, gUniform, gHot, gAltCeiling, gAltSingle, gAltSame, gSendPolicy) && skip(gProposals, gProposalsHot, gSoak, gAltProposal) {
 			continue
 		}
 		progress("== JetStream (%s): raw appends and reservations", d)
@@ -196,6 +196,9 @@ func main() {
 			alternate(ctx, cfg, r, bench.Leg{Point: bench.Point{Group: gAltSame, Name: "ours", Durability: d, Concurrency: 8, Unit: "reservation"},
 				Op: bench.Reservations(eng, bench.Uniform(d))}, bench.Leg{Point: bench.Point{Group: gAltSame, Name: "jetstream", Durability: d, Concurrency: 8, Unit: "append",
 				Note: "one exposure.reserved event per append, over 10k subjects"}, Op: op}, progress)
+		}
+		if durable && !skip(gSendPolicy) {
+			sendPolicy(ctx, r, n, d, progress)
 		}
 		n.Close()
 
@@ -297,6 +300,9 @@ func main() {
 	fmt.Println()
 	if t := r.governedTable(); t != "" {
 		fmt.Print(t, "\n")
+	}
+	if t := r.sendPolicyTable(); t != "" {
+		fmt.Print(gSendPolicy, ":\n", t, "\n")
 	}
 	fmt.Print(summary)
 	progress("wrote %s and %s", *out, *chart)
@@ -583,6 +589,9 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	if t := r.governedTable(); t != "" {
 		fmt.Fprintf(&b, "\n## The governed path: ours and the PostgreSQL governed peer\n\n%s\n\n%s", governedCaption, t)
 	}
+	if t := r.sendPolicyTable(); t != "" {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n%s", gSendPolicy, sendPolicyCaption, t)
+	}
 	fmt.Fprintf(&b, "\n## Results\n\n![throughput and p99 against concurrency, CPU a governed proposal](%s)\n\n", chart)
 	b.WriteString("| workload | system | setting | clients | throughput /s | p50 ms | p99 ms | errors | note |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	row := func(p bench.Point) {
@@ -595,6 +604,8 @@ func (r *report) markdown(chart string) ([]byte, string) {
 			cluster = append(cluster, p)
 		case gAltCeiling, gAltSingle, gAltProposal, gAltSame:
 			alt = append(alt, p)
+		case gSendPolicy:
+			// its own table
 		default:
 			row(p)
 		}

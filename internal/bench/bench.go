@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,33 +131,40 @@ type Leg struct {
 	Op    Op
 }
 
-// Interleave measures two legs in alternating slices. In each of rounds
-// rounds, each leg runs alone: cfg.Warmup unmeasured, then
-// cfg.Duration/rounds measured; the order swaps every round (a b, b a,
-// a b, ...) so that neither leg always runs right after the other. A ratio
-// of two points measured one after the other moves with whatever the
-// machine does between them (on a shared disk the same raw append moves 2x
-// within minutes); alternating slices expose both legs to the same drift.
-// Each point sums its slices: operations, errors, measured time, and the
-// quantiles of all its latencies.
+// Interleave measures two legs in alternating slices (see InterleaveAll).
 func Interleave(ctx context.Context, cfg Config, rounds int, legs [2]Leg, progress Progress) [2]Point {
+	pts := InterleaveAll(ctx, cfg, rounds, legs[:], progress)
+	return [2]Point{pts[0], pts[1]}
+}
+
+// InterleaveAll measures legs in alternating slices. In each of rounds
+// rounds, each leg runs alone: cfg.Warmup unmeasured, then
+// cfg.Duration/rounds measured; the order rotates every round (a b c,
+// b c a, c a b, ...; with two legs a b, b a) so that no leg always runs
+// right after the same one. A ratio of two points measured one after the
+// other moves with whatever the machine does between them (on a shared
+// disk the same raw append moves 2x within minutes); alternating slices
+// expose every leg to the same drift. Each point sums its slices:
+// operations, errors, measured time, and the quantiles of all its
+// latencies.
+func InterleaveAll(ctx context.Context, cfg Config, rounds int, legs []Leg, progress Progress) []Point {
 	rounds = max(rounds, 1)
 	slice := Config{Warmup: cfg.Warmup, Duration: cfg.Duration / time.Duration(rounds)}
-	var lat [2][]time.Duration
-	var next [2][]int
+	lat := make([][]time.Duration, len(legs))
+	next := make([][]int, len(legs))
+	pts := make([]Point, len(legs))
+	names := make([]string, len(legs))
 	for k, l := range legs {
 		next[k] = make([]int, l.Point.Concurrency)
+		pts[k] = l.Point
+		names[k] = fmt.Sprintf("%s c=%d", l.Point.Name, l.Point.Concurrency)
 	}
-	pts := [2]Point{legs[0].Point, legs[1].Point}
 	if progress != nil {
-		progress("  %s c=%d and %s c=%d alternating, %d rounds ...", pts[0].Name, pts[0].Concurrency, pts[1].Name, pts[1].Concurrency, rounds)
+		progress("  %s alternating, %d rounds ...", strings.Join(names, " and "), rounds)
 	}
 	for r := 0; r < rounds; r++ {
-		for j := 0; j < 2; j++ {
-			k := j
-			if r%2 == 1 {
-				k = 1 - j
-			}
+		for j := range legs {
+			k := (j + r) % len(legs)
 			l, errs, elapsed, cpu := run(ctx, slice, next[k], legs[k].Op)
 			lat[k] = append(lat[k], l...)
 			pts[k].Errors += errs

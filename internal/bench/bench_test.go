@@ -267,6 +267,46 @@ func TestInterleave(t *testing.T) {
 	}
 }
 
+// TestInterleaveAllRotates: with three legs the order rotates every round
+// (a b c, b c a, c a b), one leg running at a time, and each leg measures
+// its share of every round.
+func TestInterleaveAllRotates(t *testing.T) {
+	var mu sync.Mutex
+	var order []int // the leg of each operation, in the order they started
+	op := func(leg int) Op {
+		return func(ctx context.Context, w, i int) error {
+			mu.Lock()
+			order = append(order, leg)
+			mu.Unlock()
+			time.Sleep(100 * time.Microsecond) // the operation's own work
+			return nil
+		}
+	}
+	const rounds = 3
+	cfg := Config{Warmup: 5 * time.Millisecond, Duration: 60 * time.Millisecond}
+	var legs []Leg
+	for k, name := range []string{"a", "b", "c"} {
+		legs = append(legs, Leg{Point: Point{Name: name, Concurrency: 1}, Op: op(k)})
+	}
+	pts := InterleaveAll(context.Background(), cfg, rounds, legs, nil)
+	var runs []int
+	for k, leg := range order {
+		if k == 0 || leg != order[k-1] {
+			runs = append(runs, leg)
+		}
+	}
+	// a b c | b c a | c a b: nine slices, each leg alone.
+	want := []int{0, 1, 2, 1, 2, 0, 2, 0, 1}
+	if !slices.Equal(runs, want) {
+		t.Fatalf("legs ran in the order %v, want %v", runs, want)
+	}
+	for k, p := range pts {
+		if p.Ops == 0 || p.Elapsed < cfg.Duration {
+			t.Errorf("leg %d: %d operations in %v, want some in the %v of its slices", k, p.Ops, p.Elapsed, cfg.Duration)
+		}
+	}
+}
+
 // TestChartLegendFits: every series of a panel has its line in the legend
 // under the plot, however many there are.
 func TestChartLegendFits(t *testing.T) {

@@ -17,7 +17,7 @@
 // advance the clock) before the reply returns.
 //
 // A group step runs two to four proposals on one replica at once, each on
-// its own goroutine, through the engine's aggregates.Driver seam (see
+// its own goroutine, through the engine's aggregates.Pacer seam (see
 // scheduler): one goroutine runs at a time, the next one drawn from the
 // seed, and only when the committer waits with nothing in flight; the
 // engine holds its group commit until every live proposal waits on it, so
@@ -25,7 +25,7 @@
 // dispatch-starts, their settlements) are decided on top of each other
 // and stored as one atomic batch, and a conflict re-decides the part of
 // the group it touched. The trace says "group commit of N transactions".
-// Under a Driver the engine seals on its committer, so ids are drawn in
+// The scheduler seals on the committer, so ids are drawn in
 // decision order, and the simulation sets AppendBatches: the parallel
 // single appends of AppendMeasured, and two committers deciding at the
 // same instant, are not simulated (the linearizability test and the chaos

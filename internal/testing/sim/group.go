@@ -9,7 +9,7 @@ import (
 	"github.com/contextos/ledger/wire"
 )
 
-// scheduler is one replica's aggregates.Driver: while the driver runs a
+// scheduler is one replica's aggregates.Pacer: while the driver runs a
 // group of concurrent proposals on the replica (group), it lets exactly one
 // of their goroutines run at a time, the one the seed chose, and holds the
 // engine's group commit until every live proposal waits on the engine;
@@ -27,7 +27,8 @@ type scheduler struct {
 	wakes  int          // outcomes handed out by the committer, not yet Woken
 	idle   bool         // the committer waits with nothing in flight
 	held   int          // the sealed transactions it holds
-	let    bool         // let the held group go at the next Hold
+	let    bool         // let the held group go at the next Send
+	wake   func()       // the committer's wake-up, given by the last held Send
 	live   int          // goroutines not yet returned
 	groups []int        // the size of every group let go
 }
@@ -40,14 +41,14 @@ func newScheduler(s *Sim, eng *aggregates.Engine) *scheduler {
 	return d
 }
 
-var _ aggregates.Driver = (*scheduler)(nil)
+var _ aggregates.Pacer = (*scheduler)(nil)
 
 func idOf(ctx context.Context) (int, bool) {
 	id, ok := ctx.Value(gid{}).(int)
 	return id, ok
 }
 
-// Submitting implements aggregates.Driver.
+// Submitting implements aggregates.Pacer.
 func (d *scheduler) Submitting(ctx context.Context) {
 	if _, ok := idOf(ctx); ok {
 		d.mu.Lock()
@@ -56,7 +57,7 @@ func (d *scheduler) Submitting(ctx context.Context) {
 	}
 }
 
-// Parked implements aggregates.Driver.
+// Parked implements aggregates.Pacer.
 func (d *scheduler) Parked(ctx context.Context) {
 	if _, ok := idOf(ctx); ok {
 		d.mu.Lock()
@@ -66,7 +67,7 @@ func (d *scheduler) Parked(ctx context.Context) {
 	}
 }
 
-// Woken implements aggregates.Driver: the goroutine waits for its turn.
+// Woken implements aggregates.Pacer: the goroutine waits for its turn.
 func (d *scheduler) Woken(ctx context.Context) {
 	id, ok := idOf(ctx)
 	if !ok {
@@ -82,7 +83,7 @@ func (d *scheduler) Woken(ctx context.Context) {
 	}
 }
 
-// Finished implements aggregates.Driver.
+// Finished implements aggregates.Pacer.
 func (d *scheduler) Finished(ctx context.Context) {
 	if _, ok := idOf(ctx); ok {
 		d.mu.Lock()
@@ -91,7 +92,7 @@ func (d *scheduler) Finished(ctx context.Context) {
 	}
 }
 
-// Idle implements aggregates.Driver.
+// Idle implements aggregates.Pacer.
 func (d *scheduler) Idle(held int) {
 	d.mu.Lock()
 	d.idle, d.held = true, held
@@ -99,20 +100,27 @@ func (d *scheduler) Idle(held int) {
 	d.mu.Unlock()
 }
 
-// Hold implements aggregates.Driver.
-func (d *scheduler) Hold(n int) bool {
+// Send implements aggregates.Pacer: outside a group a ready group goes at
+// once (never after a wall-clock linger); inside one it is held until the
+// driver lets it go.
+func (d *scheduler) Send(n int, _ time.Time, wake func()) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.active {
-		return false
+		return true
 	}
 	if d.let {
 		d.let = false
 		d.groups = append(d.groups, n)
-		return false
+		return true
 	}
-	return true
+	d.wake = wake
+	return false
 }
+
+// Seal implements aggregates.Pacer: on the committer, so ids are drawn in
+// decision order.
+func (d *scheduler) Seal(sign func()) { sign() }
 
 // group runs proposals ps on replica r at once: each on its own goroutine,
 // one at a time in an order drawn from the seed, their engine transactions
@@ -178,8 +186,9 @@ func (s *Sim) group(r *replica, ps []*proposal) {
 		}
 		d.let, d.idle = true, false
 		s.tracef("%s: group commit of %d transactions", r.name, d.held)
+		wake := d.wake
 		d.mu.Unlock()
-		d.eng.Kick()
+		wake()
 		d.mu.Lock()
 	}
 	d.active = false

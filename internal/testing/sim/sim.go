@@ -27,8 +27,7 @@ import (
 // Mutation is a deliberately broken variant of the runtime, used to prove
 // that the simulator catches what it claims to catch. Production code has
 // no such switch: each mutation is applied at the simulator's seams (the
-// adapter's reply, the store's appends) or through aggregates.EngineFaults,
-// which only the simulator sets.
+// adapter's reply, the store's appends and reads).
 type Mutation uint8
 
 // Mutations.
@@ -40,10 +39,11 @@ const (
 	// MutStaleRefusal is a refusal not re-verified: the engine decides on
 	// its warm (cached) state of a subject and, before answering a
 	// refusal, reads the store's last sequences and decides again if
-	// another replica moved one (aggregates.Engine.Run, verify); this
-	// variant answers the refusal on the cache (EngineFaults
-	// UnverifiedRefusals). Its balances and its verdict then belong to no
-	// instant of the call, which lincheck sees.
+	// another replica moved one (aggregates.Engine.Run, verify). Under
+	// this variant the store answers those reads with a stale sequence
+	// (0, the empty subject's), so nothing seems to have moved and the
+	// refusal is answered on the cache. Its balances and its verdict then
+	// belong to no instant of the call, which lincheck sees.
 	MutStaleRefusal
 )
 
@@ -252,12 +252,11 @@ func (s *Sim) boot(r *replica) {
 		Logger:   slog.New(slog.DiscardHandler),
 		Adapters: map[string]gateway.Adapter{Capability: &providerAdapter{p: s.prov, replica: r}}})
 	g.Engine().Linger = -1 // never wait on the wall clock for a group to fill
-	g.Engine().Faults.UnverifiedRefusals = s.opts.Mutation == MutStaleRefusal
 	// One atomic batch per group, never parallel single appends, whose
 	// order the Go scheduler would choose.
 	g.Engine().Appends = aggregates.AppendBatches
 	r.sched = newScheduler(s, g.Engine())
-	g.Engine().Driver = r.sched
+	g.Engine().Pacer = r.sched
 	for i := 0; ; i++ {
 		err := g.PinAll(s.ctx)
 		if err == nil {
