@@ -67,6 +67,10 @@ type Result struct {
 //     subject) when every transaction of the group appends one event and
 //     singles measured cheaper (moving averages of both; the other way is
 //     tried now and then, see Appends);
+//   - a group of one transaction whose effects may be stored as a prefix
+//     (kernel.Effects.Prefix: a provider's report) as a chain of single
+//     appends, one event at a time in the effects' order, alone in flight
+//     as an atomic batch is (in every mode);
 //   - a group smaller than the last one delivered first lingers, at most
 //     half an atomic batch's measured cost and Linger, for the callers that
 //     append released.

@@ -106,11 +106,8 @@ func DecideSettle(s SettleState, c Settle) SettleDecision {
 	if d.Refusal != nil {
 		return d // incidents only; the operation is unchanged
 	}
-	if n == 0 && len(c.Holds) > 0 {
-		return SettleDecision{} // the same report again
-	}
-	if a, ok := s.Op.Current(); ok && a.AttemptID == c.AttemptID && a.Outcome == c.Outcome && len(c.Holds) == 0 {
-		return SettleDecision{}
+	if n == 0 && s.Op.records(c.AttemptID, c.Outcome) {
+		return SettleDecision{} // the same report again (see SettleStep)
 	}
 	holds := make([]GuaranteeHold, len(c.Holds))
 	for i, h := range c.Holds {
@@ -124,8 +121,8 @@ func DecideSettle(s SettleState, c Settle) SettleDecision {
 	}
 	ctl := c.Controls
 	ctl.Generation, ctl.Guarantees = gen, holds
-	d.Op = append(claim, OperationObserved{AttemptID: c.AttemptID, Generation: gen, Outcome: c.Outcome, Source: c.Source},
-		decisionRecord(opIdentity(s.Op), c.AttemptID, c.Outcome.Status(), "", c.Source+": "+c.Ref, ctl))
+	d.Op = append(claim, decisionRecord(opIdentity(s.Op), c.AttemptID, c.Outcome.Status(), "", c.Source+": "+c.Ref, ctl),
+		OperationObserved{AttemptID: c.AttemptID, Generation: gen, Outcome: c.Outcome, Source: c.Source})
 	return d
 }
 

@@ -221,8 +221,33 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 			}
 			in.Source, in.Claimant = "reconciler", "replica-b/reconciler"
 		}
+		if n := num("prefix", -1); n >= 0 {
+			// A crash (or a conflict) after the first n events of a
+			// provider's report were stored: the rest is not.
+			step := in.Step()
+			eff := step.Decide(w.load(step.Reads()))
+			if !eff.Prefix {
+				d.Fatalf(t, "the report's effects may not be stored as a prefix")
+			}
+			cut := Effects{Append: map[Key][]Event{}}
+			for _, k := range eff.Order {
+				evs := eff.Append[k]
+				m := min(int(n), len(evs))
+				if m > 0 {
+					cut.Append[k] = evs[:m]
+				}
+				n -= int64(m)
+			}
+			w.subjects.apply(t, d, &out, step.Reads(), cut, label)
+			fmt.Fprintf(&out, "stored a prefix; status %s\n", w.opOf(opKey).Status())
+			balances(res...)
+			break
+		}
 		eff := w.subjects.run(t, d, &out, in.Step(), label)
 		refused(eff.Refusal)
+		if len(eff.Append) == 0 && eff.Refusal == nil {
+			out.WriteString("nothing to append\n")
+		}
 		fmt.Fprintf(&out, "status %s\n", eff.Reply.Status)
 		balances(res...)
 	case "close", "assert-absence":

@@ -141,7 +141,7 @@ type Options struct {
 // DefaultOptions are the options of the CI runs for seed.
 func DefaultOptions(seed uint64) Options {
 	return Options{Seed: seed, Steps: 40, Replicas: 3,
-		Faults:     Faults{Conflict: 0.03, FailEarly: 0.03, LostAck: 0.04},
+		Faults:     Faults{Conflict: 0.03, FailEarly: 0.03, LostAck: 0.04, Cut: 0.05},
 		Behaviours: [7]int{Applies: 45, Rejects: 10, Pending: 10, LostReply: 12, Unlisted: 5, CrashBefore: 8, CrashAfter: 10}}
 }
 
@@ -210,6 +210,7 @@ func Run(o Options) Result {
 	s := &Sim{opts: o, ctx: context.Background(), rnd: NewRand(o.Seed), clock: NewClock(), byAtt: map[string]string{}, sealed: map[string]bool{}}
 	s.res.Seed = o.Seed
 	s.store = NewStore(s.rnd, o.Faults, o.Mutation, s.tracef)
+	s.store.cutOK = s.crash
 	s.prov = &Provider{s: s, attempts: map[string]*truth{}}
 	text := simConfig
 	if o.BreakerThreshold > 0 {
@@ -326,6 +327,14 @@ func (s *Sim) on(r *replica, fn func()) (crash bool) {
 		}
 	}()
 	fn()
+	if s.depth == 1 && s.store.takeCut() {
+		// The replica crashed between two appends (Faults.Cut): what it
+		// stored before stays, the rest of the chain never left it.
+		s.tracef("%s: CRASH between two appends: every in-memory state lost", r.name)
+		s.res.Restarts++
+		s.boot(r)
+		return true
+	}
 	return false
 }
 
@@ -623,9 +632,18 @@ func (s *Sim) final() {
 			if t != nil && t.applied {
 				s.fail("attempt %s released, but the provider applied it", id)
 			}
+			if !a.Asserted && !a.Closed && a.Outcome != kernel.OutcomeNotApplied {
+				s.fail("attempt %s released on its ledger by an observation, but its operation records %q", id, a.Outcome)
+			}
 		case kernel.StateCommitted:
 			if t == nil || !t.applied {
 				s.fail("attempt %s committed, but the provider never applied it", id)
+			}
+			if a.Outcome != kernel.OutcomeApplied {
+				// A report stored on the ledger but not on the operation
+				// (a chain of appends cut between them) that the drain's
+				// reconciliation did not complete.
+				s.fail("attempt %s committed on its ledger, but its operation records %q", id, a.Outcome)
 			}
 		case kernel.StateReserved, kernel.StateStarted, kernel.StateHeld:
 			s.fail("attempt %s still %s after the drain", id, a.State)
