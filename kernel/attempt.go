@@ -99,7 +99,7 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 		}
 	}
 	if x, ok := sealedOnLedgers(op, s.Ledgers, in.AttemptID); ok && in.Outcome != x {
-		return completeSealed(op, s.Ledgers, in, x, claim, gen, eff)
+		return completeSealed(op, s.Ledgers, in, x, claim, gen)
 	}
 	if inc, ok := contradiction(op, Settle{AttemptID: in.AttemptID, Outcome: in.Outcome, Source: in.Source, Ref: in.Ref}); ok {
 		// The operation records the contradiction too, so it is seen also
@@ -159,13 +159,29 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 
 // completeSealed settles an attempt whose ledgers hold a report the
 // operation lacks (a provider's report stored in part, Effects.Prefix) on
-// a report of another outcome, which cannot replace it: the operation
-// records the ledgers' outcome x, sourced "ledgers", and a definitive
+// a report of another outcome, which cannot replace it: every ledger not
+// yet sealed records the sealed outcome x, sourced "ledgers", as the rest
+// of the chain would have; the operation records x too; and a definitive
 // report of another outcome contradicts the seal, as it would once the
-// operation holds it: an incident on the ledgers (eff: the ledgers'
-// decisions) and the operation, refused with
-// CodeObservationContradictsSeal. It is stored whole.
-func completeSealed(op *Operation, ledgers map[LedgerKey]*Ledger, in SettleInput, x Outcome, claim []Event, gen uint64, eff Effects) Effects {
+// operation holds it: an incident on the sealed ledgers and the operation,
+// refused with CodeObservationContradictsSeal. It is stored whole.
+func completeSealed(op *Operation, ledgers map[LedgerKey]*Ledger, in SettleInput, x Outcome, claim []Event, gen uint64) Effects {
+	const source = "ledgers"
+	var eff Effects
+	for _, h := range in.Holds {
+		k := h.ledgerKey()
+		l := orNew(ledgers[k])
+		rc, _ := l.Receipt(in.AttemptID)
+		obs := Observe{AttemptID: in.AttemptID, Outcome: in.Outcome, Source: in.Source, Ref: in.Ref, Now: in.Now}
+		if _, sealed := receiptSeal(rc); !sealed {
+			obs = Observe{AttemptID: in.AttemptID, Outcome: x, Source: source, Ref: in.Ref, Now: in.Now}
+		}
+		ld := DecideExposure(l, obs)
+		eff.put(k.Key(), ld.Events...)
+		if ld.Refusal != nil && eff.Refusal == nil {
+			eff.Refusal = ld.Refusal
+		}
+	}
 	evs := claim
 	if in.Outcome.Definitive() {
 		inc := OperationIncident{AttemptID: in.AttemptID, Kind: wire.CodeObservationContradictsSeal, Sealed: x, Observed: in.Outcome,
@@ -185,7 +201,6 @@ func completeSealed(op *Operation, ledgers map[LedgerKey]*Ledger, in SettleInput
 	}
 	ctl := in.Controls
 	ctl.Generation, ctl.Guarantees = gen, holds
-	const source = "ledgers"
 	evs = append(evs, decisionRecord(opIdentity(op), in.AttemptID, x.Status(), "", source+": the outcome the ledgers hold of a report stored in part", ctl),
 		OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: x, Source: source})
 	eff.put(in.Operation, evs...)

@@ -175,12 +175,14 @@ func statusOf(op *Operation, holds []GuaranteeHold) Reply {
 }
 
 // ledgerSealed corrects the status of an operation whose current attempt
-// the operation records no definitive outcome of, but every ledger it holds
-// on has sealed by an observation: a provider's report stored as a prefix
-// (Effects.Prefix), the operation's part not yet. The report took effect
-// with the ledgers' observation, so the status is its outcome, as the
-// balances show it; the operation records it when a report comes again
-// (reconciliation). Ledgers not read leave the status as it is.
+// the operation records no definitive outcome of, but a ledger it holds on
+// has sealed by an observation: a provider's report stored as a prefix
+// (Effects.Prefix), the operation's part not yet, and on an attempt that
+// holds on several ledgers perhaps not every ledger's. The report took
+// effect with the first ledger's observation, so the status is its
+// outcome, as the balances show it; the operation records it when a
+// report comes again (reconciliation). Ledgers not read leave the status
+// as it is.
 func ledgerSealed(r Reply, op *Operation, ledgers map[LedgerKey]*Ledger) Reply {
 	a, ok := op.Current()
 	if !ok {
@@ -192,11 +194,16 @@ func ledgerSealed(r Reply, op *Operation, ledgers map[LedgerKey]*Ledger) Reply {
 	return r
 }
 
-// sealedOnLedgers returns the outcome every ledger of attempt attemptID
-// is sealed with, when the operation records no definitive outcome of the
+// sealedOnLedgers returns the outcome the ledgers of attempt attemptID are
+// sealed with, when the operation records no definitive outcome of the
 // attempt (nor closed it): applied for committed receipts, not_applied for
-// released ones. False when a ledger is not in ledgers, or is not sealed,
-// or they differ.
+// released ones. A provider's report is stored ledger by ledger, then on
+// the operation (Effects.Prefix), so any ledger sealed without the
+// operation says the report's outcome, and the ledgers after it in the
+// chain may still hold the attempt unsealed. Only a release stored whole
+// (a close, an assertion) seals a ledger otherwise, and the operation then
+// records it. False when a ledger is not in ledgers or does not hold the
+// attempt, when none is sealed, or when the sealed ones differ.
 func sealedOnLedgers(op *Operation, ledgers map[LedgerKey]*Ledger, attemptID string) (Outcome, bool) {
 	if op.Refusal != nil {
 		return "", false
@@ -215,23 +222,32 @@ func sealedOnLedgers(op *Operation, ledgers map[LedgerKey]*Ledger, attemptID str
 				return "", false
 			}
 			rc, ok := l.Receipt(a.AttemptID)
-			var o Outcome
-			switch {
-			case !ok:
-				return "", false
-			case rc.State == StateCommitted:
-				o = OutcomeApplied
-			case rc.State == StateReleased:
-				o = OutcomeNotApplied
-			default:
+			if !ok {
 				return "", false
 			}
-			if sealed != "" && o != sealed {
+			o, ok := receiptSeal(rc)
+			switch {
+			case !ok:
+				continue // later in the chain than the cut
+			case sealed != "" && o != sealed:
 				return "", false
 			}
 			sealed = o
 		}
-		return sealed, true
+		return sealed, sealed != ""
+	}
+	return "", false
+}
+
+// receiptSeal is the outcome a sealed receipt holds: applied for a
+// committed one, not_applied for a released one; false while it is not
+// sealed.
+func receiptSeal(rc Receipt) (Outcome, bool) {
+	switch rc.State {
+	case StateCommitted:
+		return OutcomeApplied, true
+	case StateReleased:
+		return OutcomeNotApplied, true
 	}
 	return "", false
 }
