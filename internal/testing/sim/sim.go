@@ -51,12 +51,16 @@ var mutationNames = [...]string{"none", "release-on-unknown", "skip-dispatch-sta
 func (m Mutation) String() string { return mutationNames[m] }
 
 // The simulated deployment: one tenant, three agents, one effectful
-// capability bound by one guarantee over a few resources.
+// capability bound by one guarantee over a few resources (and a second,
+// per day, with Options.DayCeiling, as DefaultOptions has it).
 const (
 	Tenant     = "acme"
 	Capability = "adp_payments.issue_refund"
 	Limit      = 1000
-	simConfig  = `
+	// OrderCeiling is the guarantee the history's balances are of (a
+	// reply's first).
+	OrderCeiling = "refunds-per-order"
+	simConfig    = `
 [nats]
 data_dir = "/nonexistent"
 listen = "127.0.0.1:0"
@@ -111,6 +115,19 @@ unit = "INR_minor"
 `
 )
 
+// dayCeiling is the second ceiling of Options.DayCeiling, never the binding
+// one.
+const dayCeiling = `
+[[guarantees]]
+id = "refunds-per-order-day"
+capability_ids = ["adp_payments.issue_refund"]
+resource_pointer = "/order_id"
+amount_pointer = "/amount_minor"
+limit = 2000
+unit = "INR_minor"
+window = "day"
+`
+
 var (
 	principals = []string{"agent_a", "agent_b"}
 	resources  = []string{"ord-1", "ord-2"}
@@ -128,6 +145,10 @@ type Options struct {
 	// Behaviours weighs the provider's behaviours, indexed by Behaviour.
 	Behaviours [7]int
 	Mutation   Mutation
+	// DayCeiling adds a second ceiling on every refund, per order per
+	// day: each proposal then holds on two ledgers, and a provider's
+	// report stored as a chain may be cut between them.
+	DayCeiling bool
 	// BreakerThreshold, when positive, gives the capability a circuit
 	// breaker that trips after this many provider failures within an hour.
 	BreakerThreshold int
@@ -140,7 +161,7 @@ type Options struct {
 
 // DefaultOptions are the options of the CI runs for seed.
 func DefaultOptions(seed uint64) Options {
-	return Options{Seed: seed, Steps: 40, Replicas: 3,
+	return Options{Seed: seed, Steps: 40, Replicas: 3, DayCeiling: true,
 		Faults:     Faults{Conflict: 0.03, FailEarly: 0.03, LostAck: 0.04, Cut: 0.05},
 		Behaviours: [7]int{Applies: 45, Rejects: 10, Pending: 10, LostReply: 12, Unlisted: 5, CrashBefore: 8, CrashAfter: 10}}
 }
@@ -211,10 +232,17 @@ func Run(o Options) Result {
 	s.res.Seed = o.Seed
 	s.store = NewStore(s.rnd, o.Faults, o.Mutation, s.tracef)
 	s.store.cutOK = s.crash
+	if o.DayCeiling {
+		// Ledger key order: the order's ledger, then the day's.
+		s.store.beforeLedger = ".exposure." + OrderCeiling + ".r"
+	}
 	s.prov = &Provider{s: s, attempts: map[string]*truth{}}
 	text := simConfig
 	if o.BreakerThreshold > 0 {
 		text = strings.Replace(text, "[[guarantees]]", fmt.Sprintf("  [capabilities.breaker]\n  threshold = %d\n  window = \"1h\"\n\n[[guarantees]]", o.BreakerThreshold), 1)
+	}
+	if o.DayCeiling {
+		text += dayCeiling
 	}
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
@@ -538,7 +566,7 @@ func (s *Sim) read(resource string) {
 	}
 	out := lincheck.Output{HasBalance: true, Limit: Limit}
 	for _, rv := range s.view.View(Tenant).Resources {
-		if rv.Resource == resource {
+		if rv.Resource == resource && rv.GuaranteeID == OrderCeiling {
 			out.Limit, out.Committed, out.Held = rv.Limit, rv.Committed, rv.Held
 		}
 	}

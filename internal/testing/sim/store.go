@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/contextos/ledger/events"
@@ -51,6 +52,9 @@ type Store struct {
 	// cut, that it did after an append (see Faults.Cut).
 	cutOK func() bool
 	cut   bool
+	// beforeLedger, when set, names (a part of) the subjects of the ledgers
+	// whose observation a report's chain stores before another ledger's.
+	beforeLedger string
 }
 
 // StoreStats counts what the store did.
@@ -59,6 +63,10 @@ type StoreStats struct {
 	// CutSettles counts the cuts right after a ledger's observation: a
 	// provider's report stored on its ledger, not on its operation.
 	CutSettles int
+	// CutLedgers counts the cuts between two ledgers' observations of one
+	// report (Options.DayCeiling): the order's ledger sealed, the day's
+	// and the operation not.
+	CutLedgers int
 	// Spared counts the exact retries of stored atomic batches that drew
 	// a conflict, which the store answers as stored all the same.
 	Spared int
@@ -129,6 +137,9 @@ func (s *Store) AppendBatch(ctx context.Context, items []events.AppendItem) ([]u
 		s.stats.Cuts++
 		if items[0].Envs[0].Type == kernel.TypeExposureObserved {
 			s.stats.CutSettles++
+			if s.beforeLedger != "" && strings.Contains(items[0].Subject, s.beforeLedger) {
+				s.stats.CutLedgers++
+			}
 		}
 		s.cut = true
 		s.trace("store: %s stored on %s; its replica crashes before its next append", items[0].Envs[0].Type, items[0].Subject)
