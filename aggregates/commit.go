@@ -58,6 +58,9 @@ type txn struct {
 	verified bool // a refusal or no-op may be acted on: the caller checked the store's last sequences
 	dirty    bool
 	done     chan txResult
+	// order, when not nil, says the last decision's events may be stored
+	// as any prefix of its refs in this order (kernel.Effects.Prefix).
+	order []int
 }
 
 // guardRead is a subject a decision read without appending to it, at the
@@ -80,6 +83,13 @@ type decider interface {
 	guarded(i int) bool
 	// folded is called once the decision is folded into the states.
 	folded()
+}
+
+// prefixer is a decider whose decision may say its events can be stored as
+// any prefix of an order of its refs (kernel.Effects.Prefix): order returns
+// it from the decision's out, nil when the events go all or nothing.
+type prefixer interface {
+	order(out any) []int
 }
 
 type txResult struct {
@@ -161,6 +171,10 @@ type batchResult struct {
 	// split holds the results of one chain of a group sent as independent
 	// single appends (see maybeSend), one per transaction.
 	split []batchResult
+	// prefix marks the chain of single appends of one transaction whose
+	// events may be stored as a prefix (see sendPrefix): items and seqs
+	// are per subject, seqs the last sequence stored on each.
+	prefix bool
 	// groupDone marks the chain of such a group answered last: only it
 	// carries the group's transactions (events) and time (elapsed). An
 	// atomic batch carries its own elapsed.
@@ -419,6 +433,10 @@ func (c *committer) decide(t *txn) {
 		return
 	}
 	t.evs, t.refusal, t.out, t.nevents = evs, refusal, out, countEvents(evs)
+	t.order = nil
+	if p, ok := t.dec.(prefixer); ok {
+		t.order = prefixOrder(p.order(out), evs)
+	}
 	t.read = t.read[:0]
 	for i, en := range t.ens {
 		if t.guarded(i) {
@@ -587,7 +605,15 @@ func (c *committer) maybeSend() {
 	}
 	var chains [][]*txn
 	single := len(items) == 1 && len(items[0].Envs) == 1 && !guards && c.e.Appends != AppendBatches
+	// A lone transaction whose events may be stored as a prefix goes as a
+	// chain of single appends, in every mode, as an atomic batch would: with
+	// nothing else in flight, and nothing else goes while it does. (Sent
+	// beside other groups of single appends, 64 agents in cmd/bench saw
+	// same-action refusals that the batches never gave; not pipelined until
+	// that is understood.)
+	prefix := !single && n == 1 && batch[0].order != nil && !guards && c.flights == 0
 	switch {
+	case prefix:
 	case c.flights == 0:
 		if !guards {
 			chains = c.preferSingles(batch, items, ens)
@@ -618,6 +644,15 @@ func (c *committer) maybeSend() {
 	}
 	if len(items) == 0 {
 		c.onBatch(batchResult{txs: batch, group: n})
+		return
+	}
+	if prefix {
+		go func() {
+			t0 := time.Now()
+			r := c.e.sendPrefix(batch[0], items, ens)
+			r.elapsed, r.flew, r.sent, r.overlapped, r.group = time.Since(t0), ens, sent, overlapped, 1
+			c.batchDone <- r
+		}()
 		return
 	}
 	if chains != nil {
@@ -740,9 +775,10 @@ type sample struct {
 	elapsed time.Duration
 }
 
-// sample is r for the cost model; last: no group was sent after r's.
+// sample is r for the cost model; last: no group was sent after r's. A
+// prefix chain is neither way of appending a group: it measures neither.
 func (r batchResult) sample(last bool) sample {
-	return sample{alone: last && !r.overlapped, singles: r.split != nil, events: r.events, elapsed: r.elapsed,
+	return sample{alone: last && !r.overlapped && !r.prefix, singles: r.split != nil, events: r.events, elapsed: r.elapsed,
 		one: r.split == nil && len(r.items) == 1 && len(r.items[0].Envs) == 1}
 }
 
@@ -883,6 +919,60 @@ func (e *Engine) appendItems(items []events.AppendItem) ([]uint64, error) {
 	return got, nil
 }
 
+// prefixOrder checks a decision's prefix order against its events: every
+// ref with events named once; nil (all or nothing) otherwise.
+func prefixOrder(order []int, evs [][]kernel.Event) []int {
+	if order == nil {
+		return nil
+	}
+	seen := make([]bool, len(evs))
+	for _, i := range order {
+		if i < 0 || i >= len(evs) || seen[i] {
+			return nil
+		}
+		seen[i] = true
+	}
+	for i, l := range evs {
+		if len(l) > 0 && !seen[i] {
+			return nil
+		}
+	}
+	return order
+}
+
+// sendPrefix appends a transaction whose events may be stored as any
+// prefix of its order (kernel.Effects.Prefix) as a chain of single
+// appends, one event at a time in that order, each expecting the sequence
+// its subject had before it: what a lone settlement costs is then a few
+// single appends, not the staging of an atomic batch. items and ens are
+// the transaction's subjects, as maybeSend built them; the result's seqs
+// are the last sequence stored on each. On an error the events stored
+// before it stay: the transaction's subjects are reloaded and it is
+// decided again (a conflict), or failed, and its step completes what is
+// stored when it is decided next (see kernel.SettleStep).
+func (e *Engine) sendPrefix(t *txn, items []events.AppendItem, ens []*entry) batchResult {
+	at := make(map[*entry]int, len(ens))
+	seqs := make([]uint64, len(items))
+	for k, en := range ens {
+		at[en] = k
+		seqs[k] = items[k].ExpectedLastSeq
+	}
+	r := batchResult{txs: []*txn{t}, items: items, ens: ens, prefix: true}
+	for _, i := range t.order {
+		k := at[t.ens[i]]
+		for _, env := range envsAt(t.envs, i) {
+			got, err := e.appendItems([]events.AppendItem{{Subject: items[k].Subject, ExpectedLastSeq: seqs[k], Envs: []codec.Envelope{env}}})
+			if err != nil {
+				r.err = err
+				return r
+			}
+			seqs[k] = got[0]
+		}
+	}
+	r.seqs = seqs
+	return r
+}
+
 // flying reports whether t names a subject of a group in flight.
 func (c *committer) flying(t *txn) bool {
 	for _, en := range t.ens {
@@ -916,6 +1006,17 @@ func (c *committer) onBatch(r batchResult) {
 	switch {
 	case r.err == nil:
 		c.committed(r)
+	case r.prefix:
+		// Part of the chain may be stored: every subject it names is
+		// reloaded, and the transaction decided again (a conflict) or
+		// failed.
+		var fail map[*txn]error
+		if !errors.As(r.err, &conflict) {
+			fail = map[*txn]error{r.txs[0]: r.err}
+		} else {
+			c.e.stats.conflicts.Add(1)
+		}
+		c.rollback(r.ens, r.txs, fail, fail == nil)
 	case errors.As(r.err, &conflict):
 		c.e.stats.conflicts.Add(1)
 		var bad []*entry

@@ -57,7 +57,9 @@ type Result struct {
 //
 // Its group commit sends the sealed decisions in arrival order while no
 // atomic batch is in flight: as one atomic batch, or as single appends
-// when every transaction appends one event and singles measured cheaper;
+// when every transaction appends one event and singles measured cheaper,
+// or, for a lone transaction whose effects may be stored as a prefix (a
+// provider's report, kernel.Effects.Prefix), as a chain of single appends;
 // a group smaller than the last one delivered lingers a little for the
 // callers that append released (Appends and Linger fix either part; the
 // full policy is documented on the committer in commit.go, and `make bench`

@@ -113,6 +113,24 @@ func (d *stepDecider) decide(states []State) ([][]kernel.Event, *kernel.Refusal,
 	return evs, eff.Refusal, eff, nil
 }
 
+// order is the refs' order of a decision whose events may be stored as a
+// prefix (kernel.Effects.Prefix), nil otherwise.
+func (d *stepDecider) order(out any) []int {
+	eff, ok := out.(kernel.Effects)
+	if !ok || !eff.Prefix {
+		return nil
+	}
+	order := make([]int, 0, len(eff.Order))
+	for _, k := range eff.Order {
+		i, ok := d.index[k]
+		if !ok {
+			return nil
+		}
+		order = append(order, i)
+	}
+	return order
+}
+
 func (d *stepDecider) guarded(i int) bool { return d.reads[i].Access == kernel.Guard }
 
 func (d *stepDecider) folded() {}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,7 +117,7 @@ func TestRunProposeThenSettle(t *testing.T) {
 		t.Fatalf("again: %v %+v", err, again)
 	}
 	sameTypes(t, "operation after the same proposal", subjectTypes(t, store, op), kernel.TypeOperationOpened, kernel.TypeOperationReserved,
-		kernel.TypeOperationDispatchStarted, kernel.TypeOperationObserved, kernel.TypeDecisionRecorded)
+		kernel.TypeOperationDispatchStarted, kernel.TypeDecisionRecorded, kernel.TypeOperationObserved)
 }
 
 // TestRunScopedKey: a proposal whose key of the run another principal's
@@ -409,5 +410,117 @@ func TestRefOfSubjects(t *testing.T) {
 		if ref, _ := RefOf("acme", c.key); ref.Subject != want {
 			t.Errorf("%v: %s, want %s", c.key, ref.Subject, want)
 		}
+	}
+}
+
+// cutStore lets a test act between the appends of a chain: after an
+// append of one event of type after is stored, cut runs once (another
+// writer's append, or a failure to hand back in the append's place). It
+// counts the appends of more than one event, which are atomic batches.
+type cutStore struct {
+	events.Store
+	after   string
+	cut     func(ctx context.Context) error
+	fired   atomic.Bool
+	batches atomic.Int32
+}
+
+func (s *cutStore) Append(ctx context.Context, subject string, expected uint64, envs ...codec.Envelope) (uint64, error) {
+	if len(envs) > 1 {
+		s.batches.Add(1)
+	}
+	seq, err := s.Store.Append(ctx, subject, expected, envs...)
+	if err == nil && len(envs) == 1 && envs[0].Type == s.after && s.fired.CompareAndSwap(false, true) {
+		if err := s.cut(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return seq, err
+}
+
+func (s *cutStore) AppendBatch(ctx context.Context, items []events.AppendItem) ([]uint64, error) {
+	if len(items) > 1 || len(items) == 1 && len(items[0].Envs) > 1 {
+		s.batches.Add(1)
+	}
+	return s.Store.AppendBatch(ctx, items)
+}
+
+// TestRunSettlePrefix: a provider's report goes as a chain of single
+// appends (the ledger's observation, then the operation's record and
+// observation), no atomic batch. When another writer appends to the
+// operation between the ledger's append and the operation's, the chain
+// conflicts with the ledger's observation stored; the report, decided again
+// on the reloaded subjects, appends the operation's part only and the
+// attempt ends applied, observed once on the ledger. When the chain fails
+// there instead, the caller gets the error and the same report again
+// completes it.
+func TestRunSettlePrefix(t *testing.T) {
+	for _, conflict := range []bool{true, false} {
+		t.Run(fmt.Sprintf("conflict=%t", conflict), func(t *testing.T) {
+			_, js := startStore(t, t.TempDir())
+			store := &cutStore{Store: js, after: kernel.TypeExposureObserved}
+			eng := NewEngine(store, testSealer())
+			ctx := context.Background()
+			m := runManifest()
+			eff, err := eng.Run(ctx, "acme", proposal(m, "k1", "ord_881", 80000).Step())
+			if err != nil || eff.Dispatch == nil {
+				t.Fatalf("propose: %v %+v", err, eff)
+			}
+			op := kernel.KeyOperation("run_1", "k1")
+			opRef, _ := RefOf("acme", op)
+			store.cut = func(ctx context.Context) error {
+				if !conflict {
+					return events.ErrInvalidAppend
+				}
+				stored, err := js.Read(ctx, opRef.Subject, 1)
+				if err != nil {
+					return err
+				}
+				rival, err := testSealer().Seal("acme", []kernel.Event{kernel.OperationIncident{AttemptID: eff.Dispatch.AttemptID,
+					Kind: wire.CodeObservationContradictsSeal, Sealed: kernel.OutcomeApplied, Observed: kernel.OutcomeNotApplied, Source: "rival"}})
+				if err != nil {
+					return err
+				}
+				_, err = js.Append(ctx, opRef.Subject, stored[len(stored)-1].Seq, rival...)
+				return err
+			}
+			before := store.batches.Load()
+			settle := eff.Dispatch.Settle(kernel.OutcomeApplied, "rf_1", time.Now())
+			set, err := eng.Run(ctx, "acme", settle.Step())
+			if conflict {
+				if err != nil || set.Reply.Status != wire.StatusApplied {
+					t.Fatalf("settle: %v %+v", err, set.Reply)
+				}
+				if st := eng.Stats(); st.Conflicts != 1 || st.Redecided != 1 {
+					t.Fatalf("stats %+v", st)
+				}
+			} else {
+				if err == nil {
+					t.Fatalf("settle cut by a failure: %+v", set.Reply)
+				}
+				sameTypes(t, "operation, the chain cut", subjectTypes(t, js, op), kernel.TypeOperationOpened, kernel.TypeOperationReserved,
+					kernel.TypeOperationDispatchStarted)
+				if set, err = eng.Run(ctx, "acme", settle.Step()); err != nil || set.Reply.Status != wire.StatusApplied {
+					t.Fatalf("the same report again: %v %+v", err, set.Reply)
+				}
+			}
+			if n := store.batches.Load() - before; n != 0 {
+				t.Fatalf("the settlement made %d atomic batches", n)
+			}
+			want := []string{kernel.TypeOperationOpened, kernel.TypeOperationReserved, kernel.TypeOperationDispatchStarted}
+			if conflict {
+				want = append(want, kernel.TypeOperationIncident)
+			}
+			sameTypes(t, "operation", subjectTypes(t, js, op), append(want, kernel.TypeDecisionRecorded, kernel.TypeOperationObserved)...)
+			sameTypes(t, "ledger", subjectTypes(t, js, kernel.LedgerKey{GuaranteeID: testDef.ID, Resource: "ord_881"}.Key()),
+				kernel.TypeExposureReserved, kernel.TypeExposureDispatchStarted, kernel.TypeExposureObserved)
+			if got := replayBalance(t, js, "ord_881"); got.Committed != 80000 || got.Held != 0 {
+				t.Fatalf("replayed balance %+v", got)
+			}
+			// Whole now: the same report again appends nothing.
+			if again, err := eng.Run(ctx, "acme", settle.Step()); err != nil || len(again.Append) != 0 || again.Reply.Status != wire.StatusApplied {
+				t.Fatalf("again: %v %+v", err, again)
+			}
+		})
 	}
 }

@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/contextos/ledger/wire"
@@ -96,6 +98,9 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 			eff.Refusal = ld.Refusal
 		}
 	}
+	if x, ok := sealedOnLedgers(op, s.Ledgers, in.AttemptID); ok && in.Outcome != x {
+		return completeSealed(op, s.Ledgers, in, x, claim, gen)
+	}
 	if inc, ok := contradiction(op, in); ok {
 		// The operation records the contradiction too, so it is seen also
 		// for an operation that holds on no ledger.
@@ -113,10 +118,11 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 	if eff.Refusal != nil {
 		return settled(op, s.Ledgers, nil, in, eff) // incidents only; the operation is unchanged
 	}
-	if n == 0 && len(in.Holds) > 0 {
-		return settled(op, s.Ledgers, nil, in, Effects{}) // the same report again
-	}
-	if a, ok := op.Current(); ok && a.AttemptID == in.AttemptID && a.Outcome == in.Outcome && len(in.Holds) == 0 {
+	if n == 0 && op.records(in.AttemptID, in.Outcome) {
+		// The same report again. Only the operation's record of it says
+		// the report is stored whole: its observation is the last part of
+		// a provider's report to be stored (Effects.Prefix), so ledgers
+		// that already hold the observation without it are completed.
 		return settled(op, s.Ledgers, nil, in, Effects{})
 	}
 	after := previewLedgers(s.Ledgers, eff)
@@ -129,9 +135,102 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 	}
 	ctl := in.Controls
 	ctl.Generation, ctl.Guarantees = gen, holds
-	eff.put(in.Operation, append(claim, OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: in.Outcome, Source: in.Source},
-		decisionRecord(opIdentity(op), in.AttemptID, in.Outcome.Status(), "", in.Source+": "+in.Ref, ctl))...)
+	// The decision record goes before the observation: the observation is
+	// what says the report is stored whole (see Effects.Prefix).
+	eff.put(in.Operation, append(claim, decisionRecord(opIdentity(op), in.AttemptID, in.Outcome.Status(), "", in.Source+": "+in.Ref, ctl),
+		OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: in.Outcome, Source: in.Source})...)
+	if in.Claimant == "" {
+		// A provider's report may be stored as any prefix of: each
+		// ledger's observation, in ledger key order, then the operation's
+		// record and observation. Every such prefix is completed by the
+		// same report again (above), which reconciliation makes when the
+		// operation stays without its observation. A claimant's report
+		// stays whole: its claim must go with it.
+		eff.Prefix = true
+		for _, k := range sortedLedgerKeys(in.Holds) {
+			if len(eff.Append[k.Key()]) > 0 {
+				eff.Order = append(eff.Order, k.Key())
+			}
+		}
+		eff.Order = append(eff.Order, in.Operation)
+	}
 	return settled(op, s.Ledgers, after, in, eff)
+}
+
+// completeSealed settles an attempt whose ledgers hold a report the
+// operation lacks (a provider's report stored in part, Effects.Prefix) on
+// a report of another outcome, which cannot replace it: every ledger not
+// yet sealed records the sealed outcome x, sourced "ledgers", as the rest
+// of the chain would have; the operation records x too; and a definitive
+// report of another outcome contradicts the seal, as it would once the
+// operation holds it: an incident on the sealed ledgers and the operation,
+// refused with CodeObservationContradictsSeal. It is stored whole.
+func completeSealed(op *Operation, ledgers map[LedgerKey]*Ledger, in SettleInput, x Outcome, claim []Event, gen uint64) Effects {
+	const source = "ledgers"
+	var eff Effects
+	for _, h := range in.Holds {
+		k := h.ledgerKey()
+		l := orNew(ledgers[k])
+		rc, _ := l.Receipt(in.AttemptID)
+		obs := Observe{AttemptID: in.AttemptID, Outcome: in.Outcome, Source: in.Source, Ref: in.Ref, Now: in.Now}
+		if _, sealed := receiptSeal(rc); !sealed {
+			obs = Observe{AttemptID: in.AttemptID, Outcome: x, Source: source, Ref: in.Ref, Now: in.Now}
+		}
+		ld := DecideExposure(l, obs)
+		eff.put(k.Key(), ld.Events...)
+		if ld.Refusal != nil && eff.Refusal == nil {
+			eff.Refusal = ld.Refusal
+		}
+	}
+	evs := claim
+	if in.Outcome.Definitive() {
+		inc := OperationIncident{AttemptID: in.AttemptID, Kind: wire.CodeObservationContradictsSeal, Sealed: x, Observed: in.Outcome,
+			Source: in.Source, Ref: in.Ref}
+		evs = append(evs, inc)
+		if eff.Refusal == nil {
+			eff.Refusal = refuse(wire.CodeObservationContradictsSeal, "attempt %s is sealed %s; %s report from %s refused and recorded as an incident",
+				in.AttemptID, x, in.Outcome, in.Source)
+		}
+		eff.Incidents = []Incident{{Kind: string(wire.CodeObservationContradictsSeal), AttemptID: in.AttemptID, Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}}
+	}
+	after := previewLedgers(ledgers, eff)
+	var holds []GuaranteeHold
+	for _, h := range in.Holds {
+		holds = append(holds, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount,
+			Balance: orNew(after[h.ledgerKey()]).Balance()})
+	}
+	ctl := in.Controls
+	ctl.Generation, ctl.Guarantees = gen, holds
+	evs = append(evs, decisionRecord(opIdentity(op), in.AttemptID, x.Status(), "", source+": the outcome the ledgers hold of a report stored in part", ctl),
+		OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: x, Source: source})
+	eff.put(in.Operation, evs...)
+	return settled(op, ledgers, after, in, eff)
+}
+
+// records reports whether the operation records outcome as the
+// observation of attempt attemptID.
+func (o *Operation) records(attemptID string, outcome Outcome) bool {
+	for _, a := range o.Attempts {
+		if a.AttemptID == attemptID {
+			return a.Outcome == outcome
+		}
+	}
+	return false
+}
+
+// sortedLedgerKeys returns the ledger keys of holds, each once, in key order.
+func sortedLedgerKeys(holds []Hold) []LedgerKey {
+	var ks []LedgerKey
+	for _, h := range holds {
+		k := h.ledgerKey()
+		if !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	slices.SortFunc(ks, func(a, b LedgerKey) int {
+		return cmp.Or(cmp.Compare(a.GuaranteeID, b.GuaranteeID), cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Window, b.Window))
+	})
+	return ks
 }
 
 // settled completes a settlement's effects with its reply: the operation's

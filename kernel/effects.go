@@ -29,6 +29,12 @@ import (
 //     refusal with nothing to append (an operation key bound to another
 //     action, a proposal refused before it names an operation) stores
 //     nothing but Unbound.
+//     Except with Prefix: then the events may be stored as any prefix of
+//     Order (each key's events in their order, one at a time, each on the
+//     sequence of the one before on its subject), as long as no event is
+//     stored on a subject that moved since its state was read. A prefix
+//     stored and then a conflict or error: the stored part stays, and the
+//     step decided again on the fresher states completes it.
 //  5. Unbound and Incidents after the append; they never gate the reply.
 //     Unbound goes to the principal's refusal subject (KeyRefusals), which
 //     the runtime may sample: the record of a refusal that opened nothing.
@@ -60,6 +66,12 @@ type Effects struct {
 	// decided again on the principal's own subject of the key
 	// (ProposeInput.Scoped).
 	Scoped bool
+	// Prefix says the events may be stored as any prefix of Order (see
+	// above) rather than all or nothing: every such prefix is a state the
+	// step completes when it is decided again. Order names every key of
+	// Append, in the order their events are to be stored.
+	Prefix bool
+	Order  []Key
 	// Tally is a refusal the runtime's refusal window adds
 	// (RefusalTally.Add) once the effects are stored.
 	Tally *TalliedRefusal
@@ -160,4 +172,82 @@ func statusOf(op *Operation, holds []GuaranteeHold) Reply {
 		r.AttemptID = a.AttemptID
 	}
 	return r
+}
+
+// ledgerSealed corrects the status of an operation whose current attempt
+// the operation records no definitive outcome of, but a ledger it holds on
+// has sealed by an observation: a provider's report stored as a prefix
+// (Effects.Prefix), the operation's part not yet, and on an attempt that
+// holds on several ledgers perhaps not every ledger's. The report took
+// effect with the first ledger's observation, so the status is its
+// outcome, as the balances show it; the operation records it when a
+// report comes again (reconciliation). Ledgers not read leave the status
+// as it is.
+func ledgerSealed(r Reply, op *Operation, ledgers map[LedgerKey]*Ledger) Reply {
+	a, ok := op.Current()
+	if !ok {
+		return r
+	}
+	if x, ok := sealedOnLedgers(op, ledgers, a.AttemptID); ok {
+		r.Status = x.Status()
+	}
+	return r
+}
+
+// sealedOnLedgers returns the outcome the ledgers of attempt attemptID are
+// sealed with, when the operation records no definitive outcome of the
+// attempt (nor closed it): applied for committed receipts, not_applied for
+// released ones. A provider's report is stored ledger by ledger, then on
+// the operation (Effects.Prefix), so any ledger sealed without the
+// operation says the report's outcome, and the ledgers after it in the
+// chain may still hold the attempt unsealed. Only a release stored whole
+// (a close, an assertion) seals a ledger otherwise, and the operation then
+// records it. False when a ledger is not in ledgers or does not hold the
+// attempt, when none is sealed, or when the sealed ones differ.
+func sealedOnLedgers(op *Operation, ledgers map[LedgerKey]*Ledger, attemptID string) (Outcome, bool) {
+	if op.Refusal != nil {
+		return "", false
+	}
+	for _, a := range op.Attempts {
+		if a.AttemptID != attemptID {
+			continue
+		}
+		if !a.Started || a.Closed || a.Outcome.Definitive() || len(a.Holds) == 0 {
+			return "", false
+		}
+		var sealed Outcome
+		for _, h := range a.Holds {
+			l := ledgers[h.ledgerKey()]
+			if l == nil {
+				return "", false
+			}
+			rc, ok := l.Receipt(a.AttemptID)
+			if !ok {
+				return "", false
+			}
+			o, ok := receiptSeal(rc)
+			switch {
+			case !ok:
+				continue // later in the chain than the cut
+			case sealed != "" && o != sealed:
+				return "", false
+			}
+			sealed = o
+		}
+		return sealed, sealed != ""
+	}
+	return "", false
+}
+
+// receiptSeal is the outcome a sealed receipt holds: applied for a
+// committed one, not_applied for a released one; false while it is not
+// sealed.
+func receiptSeal(rc Receipt) (Outcome, bool) {
+	switch rc.State {
+	case StateCommitted:
+		return OutcomeApplied, true
+	case StateReleased:
+		return OutcomeNotApplied, true
+	}
+	return "", false
 }

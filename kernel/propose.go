@@ -465,7 +465,7 @@ func (p *proposal) decide(s ProposeState) Effects {
 		return Effects{Scoped: true}
 	}
 	if kind == OpenExisting {
-		return Effects{Reply: statusOf(op, HoldsOf(c.holds, s.Ledgers))}
+		return Effects{Reply: ledgerSealed(statusOf(op, HoldsOf(c.holds, s.Ledgers)), op, s.Ledgers)}
 	}
 	var eff Effects
 	eff.put(opKey, open.Events...)

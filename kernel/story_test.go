@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ type world struct {
 	opKeys   map[string]Key       // by operation key: the key of its operation
 	witness  WitnessStatus
 	tally    *RefusalTally // the runtime's refusal window, once a story opens one
+	ceilings []string      // guarantees a story added beside the order's (ceiling)
 	n        int
 	now      time.Time
 }
@@ -75,6 +77,15 @@ func label(k Key) string {
 		return k.Kind.String() + " " + k.ID
 	}
 	return k.Kind.String()
+}
+
+// label names a subject as label does, and a ledger of a ceiling a story
+// added by its guarantee too.
+func (w *world) label(k Key) string {
+	if l, ok := w.subjects[k].(*Ledger); ok && slices.Contains(w.ceilings, l.GuaranteeID) {
+		return label(k) + " " + l.GuaranteeID
+	}
+	return label(k)
 }
 
 func (w *world) run(t *testing.T, d *datadriven.TestData) string {
@@ -124,12 +135,21 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 	}
 	balances := func(resources ...string) {
 		sort.Strings(resources)
+		resources = slices.Compact(resources)
 		for _, res := range resources {
 			b := w.ledgerOf(LedgerKey{GuaranteeID: "refunds-per-order", Resource: res}).Balance()
 			if b.Limit == 0 {
 				b.Available = 100000 // nothing held yet: the guarantee's whole limit
 			}
 			fmt.Fprintf(&out, "balance %s: committed=%d held=%d available=%d\n", res, b.Committed, b.Held, b.Available)
+			for _, id := range w.ceilings {
+				for _, st := range w.subjects {
+					if l, ok := st.(*Ledger); ok && l.GuaranteeID == id && l.Resource == res {
+						b := l.Balance()
+						fmt.Fprintf(&out, "balance %s %s: committed=%d held=%d available=%d\n", res, id, b.Committed, b.Held, b.Available)
+					}
+				}
+			}
 		}
 	}
 	key := arg("key", "")
@@ -158,6 +178,15 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 			Risk: "high", Operator: "op_priya", Reason: arg("reason", ""), Now: w.now})
 		apply("approval "+id, a, dec.Events)
 		refused(dec.Refusal)
+	case "ceiling":
+		// Another ceiling on every refund, pinned: a proposal then holds
+		// on a ledger of each.
+		def := demoDefinition()
+		def.ID, def.Limit, def.Window = arg("id", ""), num("limit", 0), arg("window", "")
+		w.m.Guarantees = append(w.m.Guarantees, Guarantee{Definition: def})
+		w.m.Tenants["acme"].Pins[def.ID] = PinnedGuarantee{Pin: &Pin{Tenant: "acme", Definition: def, Digest: def.Digest()}}
+		w.ceilings = append(w.ceilings, def.ID)
+		fmt.Fprintf(&out, "guarantee %s: limit %d\n", def.ID, def.Limit)
 	case "propose":
 		principal, order, amount := arg("principal", ""), arg("order", ""), num("amount", 0)
 		w.n++
@@ -168,14 +197,14 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 			in.Refusals = w.tally
 		}
 		w.opKeys[key] = KeyOperation(arg("run", ""), key)
-		eff := w.subjects.run(t, d, &out, in.Step(), label)
+		eff := w.subjects.run(t, d, &out, in.Step(), w.label)
 		if eff.Scoped {
 			// As the runtime does: decided again on the principal's own
 			// subject of the key.
 			out.WriteString("the key is another principal's: decided again on the principal's own subject of it\n")
 			in.Scoped = true
 			w.opKeys[key] = KeyScopedOperation(arg("run", ""), key, principal)
-			eff = w.subjects.run(t, d, &out, in.Step(), label)
+			eff = w.subjects.run(t, d, &out, in.Step(), w.label)
 		}
 		if eff.Unbound != nil {
 			fmt.Fprintf(&out, "unbound: %s on the refusal subject of %s\n", eff.Unbound.Code, eff.Unbound.Principal)
@@ -221,8 +250,33 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 			}
 			in.Source, in.Claimant = "reconciler", "replica-b/reconciler"
 		}
-		eff := w.subjects.run(t, d, &out, in.Step(), label)
+		if n := num("prefix", -1); n >= 0 {
+			// A crash (or a conflict) after the first n events of a
+			// provider's report were stored: the rest is not.
+			step := in.Step()
+			eff := step.Decide(w.load(step.Reads()))
+			if !eff.Prefix {
+				d.Fatalf(t, "the report's effects may not be stored as a prefix")
+			}
+			cut := Effects{Append: map[Key][]Event{}}
+			for _, k := range eff.Order {
+				evs := eff.Append[k]
+				m := min(int(n), len(evs))
+				if m > 0 {
+					cut.Append[k] = evs[:m]
+				}
+				n -= int64(m)
+			}
+			w.subjects.apply(t, d, &out, step.Reads(), cut, w.label)
+			fmt.Fprintf(&out, "stored a prefix; status %s\n", w.opOf(opKey).Status())
+			balances(res...)
+			break
+		}
+		eff := w.subjects.run(t, d, &out, in.Step(), w.label)
 		refused(eff.Refusal)
+		if len(eff.Append) == 0 && eff.Refusal == nil {
+			out.WriteString("nothing to append\n")
+		}
 		fmt.Fprintf(&out, "status %s\n", eff.Reply.Status)
 		balances(res...)
 	case "close", "assert-absence":
@@ -234,7 +288,7 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		in := ReleaseInput{Operation: opKey, AttemptID: a.AttemptID, Holds: a.Holds, Executor: "replica-b", Operator: "op_priya", Reason: arg("reason", ""),
 			ArtifactRef: arg("artifact", "")}
-		eff := w.subjects.run(t, d, &out, in.Step(), label)
+		eff := w.subjects.run(t, d, &out, in.Step(), w.label)
 		refused(eff.Refusal)
 		fmt.Fprintf(&out, "status %s\n", w.opOf(opKey).Status())
 		balances(res...)

@@ -127,9 +127,18 @@ const (
 // latency.
 const TodaySingleAppends = "today's 9 events, one single append each"
 
+// TodayAlone names the shape of a lone proposal as the runtime stores it:
+// the reservation with its dispatch-start as one atomic batch, then the
+// provider's report as a chain of single appends (the ledger's
+// observation, the operation's decision record and observation). Among
+// other proposals the report rides a group's atomic batch instead (the
+// third shape).
+const TodayAlone = "today, alone: an atomic batch, then the report as single appends"
+
 // ProposalShapes are the shapes measured, for a proposal over one
-// guarantee; the first is the floor, the third today's. The candidate
-// shapes write one message per subject per step: where today a step
+// guarantee; the first is the floor, the third what a proposal among
+// others stores, TodayAlone what a lone one stores. The candidate shapes
+// write one message per subject per step: where today a step
 // appends several events to one subject (the operation's opened and
 // reserved), a candidate stands for one event holding what they hold,
 // stored as today's bytes of the first of them. The recommended shape
@@ -143,7 +152,7 @@ func ProposalShapes() []StorageShape {
 	return []StorageShape{
 		{Name: "floor: one single append", Steps: []Step{{Mode: Sequential, Writes: []Write{w(RoleLedger, EvLedgerReserve)}}}},
 		{Name: "guard reads alone (2 Direct Gets)", Steps: []Step{{Mode: Sequential, Guards: guards, GuardFirst: true}}},
-		{Name: "today: two atomic batches", Steps: []Step{
+		{Name: "two atomic batches (a proposal among others)", Steps: []Step{
 			{Mode: Atomic, Guards: guards, Writes: []Write{w(RoleOp, EvOpOpened), w(RoleOp, EvOpReserved), w(RoleOp, EvOpStarted),
 				w(RoleLedger, EvLedgerReserve), w(RoleLedger, EvLedgerStarted), w(RoleRun, EvRunConsumed)}},
 			{Mode: Atomic, Writes: []Write{w(RoleOp, EvOpObserved), w(RoleOp, EvDecision), w(RoleLedger, EvLedgerObserve)}},
@@ -195,6 +204,11 @@ func ProposalShapes() []StorageShape {
 		{Name: "D: reservation and start as one event", Steps: []Step{
 			{Mode: Fast, Guards: guards, GuardFirst: true, Writes: claim},
 			{Mode: Fast, Writes: settle},
+		}},
+		{Name: TodayAlone, Steps: []Step{
+			{Mode: Atomic, Guards: guards, Writes: []Write{w(RoleOp, EvOpOpened), w(RoleOp, EvOpReserved), w(RoleOp, EvOpStarted),
+				w(RoleLedger, EvLedgerReserve), w(RoleLedger, EvLedgerStarted), w(RoleRun, EvRunConsumed)}},
+			{Mode: Sequential, Writes: []Write{w(RoleLedger, EvLedgerObserve), w(RoleOp, EvDecision), w(RoleOp, EvOpObserved)}},
 		}},
 	}
 }

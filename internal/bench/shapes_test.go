@@ -73,7 +73,8 @@ func checkToday(ctx context.Context, g *Gateway) error {
 		return err
 	}
 	var want [][]int
-	for _, st := range ProposalShapes()[2].Steps {
+	i := slices.IndexFunc(ProposalShapes(), func(s StorageShape) bool { return s.Name == TodayAlone })
+	for _, st := range ProposalShapes()[i].Steps {
 		var counts []int
 		var roles []Role
 		for _, w := range st.Writes {
@@ -86,7 +87,7 @@ func checkToday(ctx context.Context, g *Gateway) error {
 		want = append(want, counts)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		return fmt.Errorf("a proposal appends %v events per subject, append by append; the today shape writes %v", got, want)
+		return fmt.Errorf("a proposal appends %v events per subject, append by append; the shape %q writes %v", got, TodayAlone, want)
 	}
 	return nil
 }

@@ -55,12 +55,17 @@ func (m Mutation) String() string { return mutationNames[m] }
 // the refund capability bound by its per-order ceiling over a few
 // resources. The refund and the ceiling are the tests' one refund
 // configuration (package refundcfg) with the ceiling at Limit; the
-// provider's URL is never dialled.
+// provider's URL is never dialled. With Options.DayCeiling (as
+// DefaultOptions has it) a second ceiling, per order per day, derived from
+// the first, binds every refund too.
 const (
 	Tenant     = "acme"
 	Capability = refundcfg.Capability
 	Limit      = 1000
-	simConfig  = `
+	// OrderCeiling is the guarantee the history's balances are of (a
+	// reply's first).
+	OrderCeiling = refundcfg.Guarantee
+	simConfig    = `
 [nats]
 data_dir = "/nonexistent"
 listen = "127.0.0.1:0"
@@ -107,6 +112,10 @@ type Options struct {
 	// Behaviours weighs the provider's behaviours, indexed by Behaviour.
 	Behaviours [7]int
 	Mutation   Mutation
+	// DayCeiling adds a second ceiling on every refund, per order per
+	// day: each proposal then holds on two ledgers, and a provider's
+	// report stored as a chain may be cut between them.
+	DayCeiling bool
 	// BreakerThreshold, when positive, gives the capability a circuit
 	// breaker that trips after this many provider failures within an hour.
 	BreakerThreshold int
@@ -119,8 +128,8 @@ type Options struct {
 
 // DefaultOptions are the options of the CI runs for seed.
 func DefaultOptions(seed uint64) Options {
-	return Options{Seed: seed, Steps: 40, Replicas: 3,
-		Faults:     Faults{Conflict: 0.03, FailEarly: 0.03, LostAck: 0.04},
+	return Options{Seed: seed, Steps: 40, Replicas: 3, DayCeiling: true,
+		Faults:     Faults{Conflict: 0.03, FailEarly: 0.03, LostAck: 0.04, Cut: 0.05},
 		Behaviours: [7]int{Applies: 45, Rejects: 10, Pending: 10, LostReply: 12, Unlisted: 5, CrashBefore: 8, CrashAfter: 10}}
 }
 
@@ -189,11 +198,21 @@ func Run(o Options) Result {
 	s := &Sim{opts: o, ctx: context.Background(), rnd: NewRand(o.Seed), clock: NewClock(), byAtt: map[string]string{}, sealed: map[string]bool{}}
 	s.res.Seed = o.Seed
 	s.store = NewStore(s.rnd, o.Faults, o.Mutation, s.tracef)
+	s.store.cutOK = s.crash
+	if o.DayCeiling {
+		// Ledger key order: the order's ledger, then the day's.
+		s.store.beforeLedger = ".exposure." + OrderCeiling + ".r"
+	}
 	s.prov = &Provider{s: s, attempts: map[string]*truth{}}
 	text := simConfig + refundcfg.Replace(refundcfg.Refund("http://127.0.0.1:9"),
 		fmt.Sprintf("limit = %d\n", refundcfg.Limit), fmt.Sprintf("limit = %d\n", Limit))
 	if o.BreakerThreshold > 0 {
 		text = refundcfg.AppendToBlock(text, "capabilities", Capability, fmt.Sprintf("  [capabilities.breaker]\n  threshold = %d\n  window = \"1h\"", o.BreakerThreshold))
+	}
+	if o.DayCeiling {
+		// Never the binding one: twice the order's limit.
+		text = refundcfg.Derive(text, "guarantees", OrderCeiling, OrderCeiling+"-day",
+			fmt.Sprintf("limit = %d\n", Limit), fmt.Sprintf("limit = %d\nwindow = \"day\"\n", 2*Limit))
 	}
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
@@ -305,6 +324,14 @@ func (s *Sim) on(r *replica, fn func()) (crash bool) {
 		}
 	}()
 	fn()
+	if s.depth == 1 && s.store.takeCut() {
+		// The replica crashed between two appends (Faults.Cut): what it
+		// stored before stays, the rest of the chain never left it.
+		s.tracef("%s: CRASH between two appends: every in-memory state lost", r.name)
+		s.res.Restarts++
+		s.boot(r)
+		return true
+	}
 	return false
 }
 
@@ -508,7 +535,7 @@ func (s *Sim) read(resource string) {
 	}
 	out := lincheck.Output{HasBalance: true, Limit: Limit}
 	for _, rv := range s.view.View(Tenant).Resources {
-		if rv.Resource == resource {
+		if rv.Resource == resource && rv.GuaranteeID == OrderCeiling {
 			out.Limit, out.Committed, out.Held = rv.Limit, rv.Committed, rv.Held
 		}
 	}
@@ -602,9 +629,18 @@ func (s *Sim) final() {
 			if t != nil && t.applied {
 				s.fail("attempt %s released, but the provider applied it", id)
 			}
+			if !a.Asserted && !a.Closed && a.Outcome != kernel.OutcomeNotApplied {
+				s.fail("attempt %s released on its ledger by an observation, but its operation records %q", id, a.Outcome)
+			}
 		case kernel.StateCommitted:
 			if t == nil || !t.applied {
 				s.fail("attempt %s committed, but the provider never applied it", id)
+			}
+			if a.Outcome != kernel.OutcomeApplied {
+				// A report stored on the ledger but not on the operation
+				// (a chain of appends cut between them) that the drain's
+				// reconciliation did not complete.
+				s.fail("attempt %s committed on its ledger, but its operation records %q", id, a.Outcome)
 			}
 		case kernel.StateReserved, kernel.StateStarted, kernel.StateHeld:
 			s.fail("attempt %s still %s after the drain", id, a.State)

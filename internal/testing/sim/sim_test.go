@@ -68,6 +68,9 @@ func TestSimulation(t *testing.T) {
 		faults.Conflicts += r.Store.Conflicts
 		faults.FailedEarly += r.Store.FailedEarly
 		faults.LostAcks += r.Store.LostAcks
+		faults.Cuts += r.Store.Cuts
+		faults.CutSettles += r.Store.CutSettles
+		faults.CutLedgers += r.Store.CutLedgers
 	}
 	t.Logf("%d seeds in %s (GOMAXPROCS %d): %d proposals, %d events, %d restarts, store %+v",
 		n, time.Since(start).Round(time.Millisecond), runtime.GOMAXPROCS(0), proposals, events, restarts, faults)

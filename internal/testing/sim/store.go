@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/contextos/ledger/events"
@@ -16,6 +17,12 @@ type Faults struct {
 	Conflict  float64 // a conflict although nothing moved: the engine re-reads and decides again (never on an exact retry of a stored append, which the store contract makes a success)
 	FailEarly float64 // the append fails before anything is stored
 	LostAck   float64 // the append is stored but its acknowledgement is lost
+	// Cut is the probability that the replica crashes right after a
+	// single-event append is stored (one of a chain of single appends: a
+	// provider's report is stored ledger by ledger, then on the
+	// operation): its appends fail from there on, and the driver restarts
+	// it when its call returns (Sim.on).
+	Cut float64
 }
 
 // ErrFailedEarly and ErrLostAck are the store's injected unknown outcomes:
@@ -41,11 +48,28 @@ type Store struct {
 	acked  map[string]uint64
 	stored map[string]bool // every event id the inner store holds, acknowledged or not
 	stats  StoreStats
+	// cutOK says whether the replica appending may crash (Sim.crash);
+	// cut, that it did after an append (see Faults.Cut).
+	cutOK func() bool
+	cut   bool
+	// beforeLedger, when set, names (a part of) the subjects of the ledgers
+	// whose observation a report's chain stores before another ledger's.
+	beforeLedger string
 }
 
 // StoreStats counts what the store did.
 type StoreStats struct {
-	Appends, Conflicts, FailedEarly, LostAcks int
+	Appends, Conflicts, FailedEarly, LostAcks, Cuts int
+	// CutSettles counts the cuts right after a ledger's observation: a
+	// provider's report stored on its ledger, not on its operation.
+	CutSettles int
+	// CutLedgers counts the cuts between two ledgers' observations of one
+	// report (Options.DayCeiling): the order's ledger sealed, the day's
+	// and the operation not.
+	CutLedgers int
+	// Spared counts the exact retries of stored atomic batches that drew
+	// a conflict, which the store answers as stored all the same.
+	Spared int
 }
 
 var _ events.Store = (*Store)(nil)
@@ -70,11 +94,13 @@ func (s *Store) AppendBatch(ctx context.Context, items []events.AppendItem) ([]u
 	defer s.mu.Unlock()
 	s.stats.Appends++
 	switch {
+	case s.cut:
+		return nil, ErrFailedEarly // the replica crashed: nothing more of it reaches the store
 	case s.rnd.Chance(s.faults.FailEarly):
 		s.stats.FailedEarly++
 		s.trace("store: append of %d items failed before storing", len(items))
 		return nil, ErrFailedEarly
-	case s.rnd.Chance(s.faults.Conflict) && !s.retry(items):
+	case s.rnd.Chance(s.faults.Conflict) && !s.spared(items):
 		// A conflict stands for another writer that appended first. An
 		// exact retry of a stored append is not one: both real stores
 		// (events.MemStore, events.JetStore) recognise it by the events
@@ -107,7 +133,41 @@ func (s *Store) AppendBatch(ctx context.Context, items []events.AppendItem) ([]u
 			s.acked[e.EventID] = seqs[i]
 		}
 	}
+	if s.faults.Cut > 0 && len(items) == 1 && len(items[0].Envs) == 1 && s.cutOK != nil && s.cutOK() && s.rnd.Chance(s.faults.Cut) {
+		s.stats.Cuts++
+		if items[0].Envs[0].Type == kernel.TypeExposureObserved {
+			s.stats.CutSettles++
+			if s.beforeLedger != "" && strings.Contains(items[0].Subject, s.beforeLedger) {
+				s.stats.CutLedgers++
+			}
+		}
+		s.cut = true
+		s.trace("store: %s stored on %s; its replica crashes before its next append", items[0].Envs[0].Type, items[0].Subject)
+	}
 	return seqs, nil
+}
+
+// takeCut reports whether the replica appending crashed after an append
+// (Faults.Cut), and lets the store take appends again.
+func (s *Store) takeCut() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cut := s.cut
+	s.cut = false
+	return cut
+}
+
+// spared reports whether items, drawn a conflict, resend an append the
+// store already holds, which it then answers as stored (counted).
+func (s *Store) spared(items []events.AppendItem) bool {
+	if !s.retry(items) {
+		return false
+	}
+	if len(items) > 1 {
+		s.stats.Spared++
+		s.trace("store: exact retry of a stored atomic batch of %d items drew a conflict: answered as stored", len(items))
+	}
+	return true
 }
 
 // retry reports whether items resend an append the store already holds
