@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"io"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
@@ -35,7 +36,7 @@ func TestAuthBcryptPasswords(t *testing.T) {
 	agent, _ := acme.Agent("agent_email")
 	agent.Password = agentHash
 	acme.Operators[0].Password = string(opHash)
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestAuthBcryptPasswords(t *testing.T) {
 // authentication (a wrong password, an unknown user, none at all) raises
 // contextos_auth_failures_total{door="nats"}, as the server reports them; a good login does not. The guessed user name is no label.
 func TestAuthFailuresCounted(t *testing.T) {
-	e, _ := bootObserved(t, deadURL(t), BootOptions{}, nil)
+	e, _ := bootObserved(t, deadURL(t), daemon.BootOptions{}, nil)
 	failures := func() float64 {
 		v, ok := sample(scrape(t, e.rt), "contextos_auth_failures_total", map[string]string{"door": "nats"})
 		if !ok {
@@ -109,7 +110,7 @@ func TestAuthFailuresCounted(t *testing.T) {
 // console login with a wrong password raises {door="console"} (and, since
 // the console logs in through the server, {door="nats"} too).
 func TestAuthFailuresCountedMCPAndConsole(t *testing.T) {
-	e, _ := bootObserved(t, deadURL(t), BootOptions{}, func(c *config.Config) {
+	e, _ := bootObserved(t, deadURL(t), daemon.BootOptions{}, func(c *config.Config) {
 		c.MCP.Listen, c.Console.Listen = "127.0.0.1:0", "127.0.0.1:0"
 		c.Console.MaxSessions, c.Console.SessionIdle.Duration = 4, time.Minute
 	})

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
@@ -59,7 +60,7 @@ func authzEnv(t *testing.T, edit func(string) string) (*env, *fakeClock) {
 	e := &env{t: t, prov: prov, dir: t.TempDir()}
 	s := strings.ReplaceAll(edit(refundcfg.Text(e.dir, hs.URL)), "{{PACK}}", pack)
 	clock := &fakeClock{t: seedTime}
-	rt, err := Boot(parseConfig(t, s), BootOptions{Clock: clock})
+	rt, err := daemon.Boot(parseConfig(t, s), daemon.BootOptions{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
@@ -34,7 +35,7 @@ func TestCrashChild(t *testing.T) {
 	} else {
 		hooks.AfterProviderCall = kill
 	}
-	rt, err := Boot(testConfig(t, os.Getenv("CTX_DATA"), os.Getenv("CTX_PROVIDER")), BootOptions{Hooks: hooks})
+	rt, err := daemon.Boot(testConfig(t, os.Getenv("CTX_DATA"), os.Getenv("CTX_PROVIDER")), daemon.BootOptions{Hooks: hooks})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)
@@ -70,7 +71,7 @@ func TestKilledDuringDispatch(t *testing.T) {
 			if err != nil || !strings.HasPrefix(line, "URL ") {
 				t.Fatalf("child: %q %v", line, err)
 			}
-			e := &env{t: t, prov: prov, dir: dir, rt: &Runtime{URL: strings.TrimSpace(strings.TrimPrefix(line, "URL "))}}
+			e := &env{t: t, prov: prov, dir: dir, rt: &daemon.Runtime{URL: strings.TrimSpace(strings.TrimPrefix(line, "URL "))}}
 			nc := e.client("acme", "agent_email")
 			b, _ := json.Marshal(refund("run_c", "crash-1", "ord_881", 80000))
 			if _, err := nc.Request(wire.ProposeSubject("acme", "agent_email"), b, 5*time.Second); err == nil {

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/refundcfg"
@@ -89,12 +90,12 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 	cfgA := replicaConfig(t, url, hs.URL, "replica-a", keyFile, refundsPerOrder)
 	cfgB := replicaConfig(t, url, hs.URL, "replica-b", keyFile, "")
 
-	rtB, err := Boot(cfgB, BootOptions{})
+	rtB, err := daemon.Boot(cfgB, daemon.BootOptions{})
 	if err != nil {
 		t.Fatalf("replica B on a stream where nothing is pinned: %v", err)
 	}
 	t.Cleanup(rtB.Close)
-	rtA, err := Boot(cfgA, BootOptions{})
+	rtA, err := daemon.Boot(cfgA, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 
 	// B restarted with its configuration refuses to boot.
 	rtB.Close()
-	_, err = Boot(cfgB, BootOptions{})
+	_, err = daemon.Boot(cfgB, daemon.BootOptions{})
 	var de *gateway.DomainError
 	if !errors.As(err, &de) || de.Refusal.Code != wire.CodeDomainMismatch ||
 		!strings.Contains(err.Error(), "tenant acme") || !strings.Contains(err.Error(), "refunds-per-order") || !strings.Contains(err.Error(), "adp_payments.issue_refund") {
@@ -169,7 +170,7 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 	// capability that does not replace the old one: it would start every
 	// order at the full limit.
 	fresh := strings.ReplaceAll(refundsPerOrder, `"refunds-per-order"`, `"refunds-per-order-v2"`)
-	if _, err := Boot(replicaConfig(t, url, hs.URL, "replica-c", keyFile, fresh), BootOptions{}); !errors.As(err, &de) || !strings.Contains(err.Error(), "replaces") {
+	if _, err := daemon.Boot(replicaConfig(t, url, hs.URL, "replica-c", keyFile, fresh), daemon.BootOptions{}); !errors.As(err, &de) || !strings.Contains(err.Error(), "replaces") {
 		t.Fatalf("a new id without replaces: %v", err)
 	}
 	// And --check-config's check agrees, without writing anything.
@@ -209,7 +210,7 @@ func TestEnforcementDomainBackfill(t *testing.T) {
 
 	cfg := e.rt.Config
 	e.rt.Close()
-	if _, err := Boot(cfg, BootOptions{}); err == nil || !strings.Contains(err.Error(), "credits-per-order") {
+	if _, err := daemon.Boot(cfg, daemon.BootOptions{}); err == nil || !strings.Contains(err.Error(), "credits-per-order") {
 		t.Fatalf("a configuration without the older pin: %v", err)
 	}
 	both := withGuarantees(t, e.dir, providerURL, refundsPerOrder+`
@@ -221,7 +222,7 @@ amount_pointer = "/amount_minor"
 limit = 50000
 unit = "INR_minor"
 `)
-	rt, err := Boot(both, BootOptions{})
+	rt, err := daemon.Boot(both, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,10 +249,10 @@ func TestReplacementCarriesExposure(t *testing.T) {
 	e.rt.Close()
 
 	v2 := strings.ReplaceAll(refundsPerOrder, `"refunds-per-order"`, `"refunds-v2"`)
-	if _, err := Boot(withGuarantees(t, e.dir, providerURL, v2), BootOptions{}); err == nil || !strings.Contains(err.Error(), `replaces = "refunds-per-order"`) {
+	if _, err := daemon.Boot(withGuarantees(t, e.dir, providerURL, v2), daemon.BootOptions{}); err == nil || !strings.Contains(err.Error(), `replaces = "refunds-per-order"`) {
 		t.Fatalf("a new id without replaces: %v", err)
 	}
-	rt, err := Boot(withGuarantees(t, e.dir, providerURL, v2+`replaces = "refunds-per-order"`+"\n"), BootOptions{})
+	rt, err := daemon.Boot(withGuarantees(t, e.dir, providerURL, v2+`replaces = "refunds-per-order"`+"\n"), daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

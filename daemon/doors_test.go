@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
@@ -49,7 +50,7 @@ func bootDoors(t *testing.T, set func(*config.Config), wrap func(http.Handler) h
 	a, _ := tc.Agent("agent_email")
 	a.MCPToken = doorsToken
 	set(cfg)
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
@@ -26,7 +27,7 @@ var passwords = map[string]string{"acme.agent_email": "email-secret-passphrase",
 
 type env struct {
 	t    *testing.T
-	rt   *Runtime
+	rt   *daemon.Runtime
 	prov *provider.Server
 	dir  string
 }
@@ -77,7 +78,7 @@ func startEnv(t *testing.T) *env {
 
 func (e *env) boot(providerURL string) {
 	e.t.Helper()
-	rt, err := Boot(testConfig(e.t, e.dir, providerURL), BootOptions{})
+	rt, err := daemon.Boot(testConfig(e.t, e.dir, providerURL), daemon.BootOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -402,7 +403,7 @@ func TestBackgroundReconciler(t *testing.T) {
 	defer hs.Close()
 	cfg := testConfig(t, t.TempDir(), hs.URL)
 	cfg.Runtime.ReconcileInterval.Duration = 50 * time.Millisecond
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +465,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), hs.URL)
 	cfg.Runtime.MetricsListen = "127.0.0.1:0"
 	cfg.Runtime.MetricsResourceSeries = 10
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

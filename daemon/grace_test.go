@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
@@ -46,7 +47,7 @@ func TestReconcileGraceOnLocalClock(t *testing.T) {
 	cp, _ := cfg.Capability("adp_payments.issue_refund")
 	cp.Recovery.NotAppliedStatuses = []int{404, 409}
 	stuck := stuckAdapter{release: make(chan struct{})}
-	rt, err := Boot(cfg, BootOptions{Clock: &fakeClock{t: seedTime.Add(-time.Hour)}, Adapters: map[string]gateway.Adapter{cp.ID: stuck}})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Clock: &fakeClock{t: seedTime.Add(-time.Hour)}, Adapters: map[string]gateway.Adapter{cp.ID: stuck}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
@@ -19,6 +20,7 @@ import (
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/wire"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // refusalGrowthBound is what 10,000 refused proposals of one agent may add
@@ -48,7 +50,7 @@ func TestRefusalGrowth(t *testing.T) {
 	// Windows of a few seconds: the flood spans several, and the test
 	// waits for the last one's aggregate.
 	cfg.Runtime.Limits.RefusalWindow = config.Duration{Duration: 3 * time.Second}
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +110,12 @@ func TestRefusalGrowth(t *testing.T) {
 // streamBytes is the size of the event and the audit streams.
 func (e *env) streamBytes(ctx context.Context) (ev, audit uint64) {
 	e.t.Helper()
+	js, err := jetstream.New(e.rt.NC)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	for i, name := range []string{events.StreamName, projections.AuditStreamName} {
-		s, err := e.rt.js.Stream(ctx, name)
+		s, err := js.Stream(ctx, name)
 		if err != nil {
 			e.t.Fatal(err)
 		}

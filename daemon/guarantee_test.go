@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
@@ -133,7 +134,7 @@ time_zone = "Asia/Kolkata"
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestObserveModeMetric(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, nil)
+	e, _ := bootObserved(t, hs.URL, daemon.BootOptions{}, nil)
 	e.prov = prov
 	nc := e.client("acme", "agent_email")
 	if r := e.propose(nc, "acme", "agent_email", refund("run_o", "o1", "ord_o", 90000)); r.Status != wire.StatusApplied {

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
@@ -71,7 +72,7 @@ func TestTenantIsolationUnderFlood(t *testing.T) {
 	// The test measures scheduling, not the disk: without an fsync per
 	// append the other engineers' disk traffic does not decide the p99.
 	cfg.NATS.Sync = "relaxed"
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

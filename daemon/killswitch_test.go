@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
@@ -38,12 +39,12 @@ func TestKillSwitchHoldsOnACutReplica(t *testing.T) {
 	}
 	t.Cleanup(emb.Shutdown)
 	proxy := testenv.NewCutProxy(t, strings.TrimPrefix(emb.ClientURL(), "nats://"))
-	a, err := Boot(linConfig(t, dir, hs.URL, emb.ClientURL(), "ks-a"), BootOptions{})
+	a, err := daemon.Boot(linConfig(t, dir, hs.URL, emb.ClientURL(), "ks-a"), daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	b, err := Boot(linConfig(t, dir, hs.URL, proxy.URL(), "ks-b"), BootOptions{})
+	b, err := daemon.Boot(linConfig(t, dir, hs.URL, proxy.URL(), "ks-b"), daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

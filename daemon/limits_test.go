@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testing/provider"
@@ -23,7 +24,7 @@ import (
 )
 
 // streamMsgs is the number of messages in the event stream.
-func streamMsgs(t *testing.T, rt *Runtime) uint64 {
+func streamMsgs(t *testing.T, rt *daemon.Runtime) uint64 {
 	t.Helper()
 	js, err := jetstream.New(rt.NC)
 	if err != nil {
@@ -56,7 +57,7 @@ func bootLimits(t *testing.T, set func(*config.LimitsConfig)) *env {
 	e := &env{t: t, prov: prov, dir: t.TempDir()}
 	cfg := testConfig(t, e.dir, hs.URL)
 	set(&cfg.Runtime.Limits)
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/testing/interop"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
@@ -47,7 +48,7 @@ func TestLitewitnessCosignsTheLog(t *testing.T) {
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, hs.URL)
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestLitewitnessCosignsTheLog(t *testing.T) {
 	var stop func()
 	boot := func() {
 		t.Helper()
-		rt, err := Boot(cfg, BootOptions{})
+		rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

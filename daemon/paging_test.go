@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/internal/testing/testenv"
@@ -39,7 +40,7 @@ func startApprovalEnv(t *testing.T) *env {
 	}
 	cfg.Runtime.MetricsListen = "127.0.0.1:0"
 	cfg.Runtime.MetricsResourceSeries = 100
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestAttemptsPagesWith1000HugeIDs(t *testing.T) {
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
 	const attempts = 1000
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) { c.NATS.Sync = "relaxed" })
+	e, _ := bootObserved(t, hs.URL, daemon.BootOptions{}, func(c *config.Config) { c.NATS.Sync = "relaxed" })
 	ctx := context.Background()
 	eng := e.rt.Gateway.Engine()
 	def := e.rt.Config.Guarantees[0]
@@ -321,7 +322,7 @@ func TestUnsentReplyIsLoggedAndCounted(t *testing.T) {
 	cfg.Runtime.MetricsListen = "127.0.0.1:0"
 	cfg.Runtime.LogFormat = "json"
 	logs := &logBuf{}
-	rt, err := Boot(cfg, BootOptions{Logger: config.NewLogger(cfg, logs)})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: config.NewLogger(cfg, logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,11 @@
-package daemon
+package daemon_test
 
 import (
 	"encoding/json"
 	"net/http/httptest"
 	"testing"
 
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -19,7 +20,7 @@ func TestLookAlikeResourceRefused(t *testing.T) {
 	t.Cleanup(hs.Close)
 	cfg := testConfig(t, t.TempDir(), hs.URL)
 	cfg.Guarantees[0].ResourceForm = kernel.ResourceFormASCIIToken
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

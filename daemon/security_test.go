@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 // Security tests, end to end over NATS with the embedded server's real
 // users and permissions: nobody acts outside their authority, and every
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
@@ -35,7 +36,7 @@ type signedEvent struct {
 
 // signedStream reads the whole stream through the runtime's own connection
 // and verifies every signature with the runtime key; a bad one fails t.
-func signedStream(t *testing.T, rt *Runtime) []signedEvent {
+func signedStream(t *testing.T, rt *daemon.Runtime) []signedEvent {
 	t.Helper()
 	js, err := jetstream.New(rt.NC)
 	if err != nil {
@@ -63,7 +64,7 @@ func signedStream(t *testing.T, rt *Runtime) []signedEvent {
 
 // wantSignedRefusal finds a signed refusal with code on the operation of
 // (run, key) or, when run is empty, on the principal's refusal subject.
-func wantSignedRefusal(t *testing.T, rt *Runtime, tenant, principal, run, key string, code wire.Code) {
+func wantSignedRefusal(t *testing.T, rt *daemon.Runtime, tenant, principal, run, key string, code wire.Code) {
 	t.Helper()
 	for _, se := range signedStream(t, rt) {
 		switch ev := se.ev.(type) {
@@ -84,7 +85,7 @@ func wantSignedRefusal(t *testing.T, rt *Runtime, tenant, principal, run, key st
 
 // wantCountedRefusals waits for signed aggregates on the principal's
 // refusal subject that count n refusals of code.
-func wantCountedRefusals(t *testing.T, rt *Runtime, tenant, principal string, code wire.Code, n int) {
+func wantCountedRefusals(t *testing.T, rt *daemon.Runtime, tenant, principal string, code wire.Code, n int) {
 	t.Helper()
 	subject, _ := codec.Subject(tenant, "refusal", principal)
 	testenv.Eventually(t, func() bool {
@@ -98,7 +99,7 @@ func wantCountedRefusals(t *testing.T, rt *Runtime, tenant, principal string, co
 	}, 10*time.Second, n, " counted ", code, " refusals of ", principal)
 }
 
-func streamLen(t *testing.T, rt *Runtime) int {
+func streamLen(t *testing.T, rt *daemon.Runtime) int {
 	t.Helper()
 	return len(signedStream(t, rt))
 }
@@ -358,7 +359,7 @@ func TestSecurityCeilingFromConfigOnly(t *testing.T) {
 
 	raised := testConfig(t, e.dir, hs.URL)
 	raised.Guarantees[0].Limit = 200000
-	rt, err := Boot(raised, BootOptions{})
+	rt, err := daemon.Boot(raised, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +391,7 @@ func TestSecurityCeilingFromConfigOnly(t *testing.T) {
 	rt.Close()
 	other := testConfig(t, e.dir, hs.URL)
 	other.Guarantees[0].Unit = "USD_minor"
-	rt, err = Boot(other, BootOptions{})
+	rt, err = daemon.Boot(other, daemon.BootOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +490,7 @@ func pausedAfterDispatchStart(t *testing.T, p map[string]any) (*env, string, cha
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
 	paused, wake := make(chan string, 1), make(chan struct{})
-	rt, err := Boot(testConfig(t, dir, hs.URL), BootOptions{Hooks: gateway.Hooks{AfterDispatchStart: func(id string) { paused <- id; <-wake }}})
+	rt, err := daemon.Boot(testConfig(t, dir, hs.URL), daemon.BootOptions{Hooks: gateway.Hooks{AfterDispatchStart: func(id string) { paused <- id; <-wake }}})
 	if err != nil {
 		t.Fatal(err)
 	}

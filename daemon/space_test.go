@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
@@ -32,7 +33,7 @@ func TestDiskGuard(t *testing.T) {
 		cfg.Runtime.ReconcileInterval.Duration = 50 * time.Millisecond
 		cfg.Runtime.StoreSpaceInterval = config.Duration{Duration: 100 * time.Millisecond}
 		cfg.Runtime.MetricsListen = "127.0.0.1:0"
-		rt, err := Boot(cfg, BootOptions{})
+		rt, err := daemon.Boot(cfg, daemon.BootOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,10 +95,10 @@ func TestDiskGuard(t *testing.T) {
 // settledReadiness polls /readyz until every check but the store's space
 // passes (the read model and the audit catch up after a boot) and returns
 // its status and answer.
-func settledReadiness(t *testing.T, rt *Runtime) (int, Readiness) {
+func settledReadiness(t *testing.T, rt *daemon.Runtime) (int, daemon.Readiness) {
 	t.Helper()
 	var code int
-	var rep Readiness
+	var rep daemon.Readiness
 	testenv.Eventually(t, func() bool {
 		code, rep = readyz(t, rt)
 		for _, c := range rep.Checks {
@@ -111,11 +112,11 @@ func settledReadiness(t *testing.T, rt *Runtime) (int, Readiness) {
 }
 
 // spaceCheck is /readyz's store_space check.
-func spaceCheck(rep Readiness) ReadyCheck {
+func spaceCheck(rep daemon.Readiness) daemon.ReadyCheck {
 	for _, c := range rep.Checks {
 		if c.Name == "store_space" {
 			return c
 		}
 	}
-	return ReadyCheck{Name: "missing"}
+	return daemon.ReadyCheck{Name: "missing"}
 }

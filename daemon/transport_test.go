@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -259,12 +260,12 @@ func TestNATSTLSAndNkey(t *testing.T) {
 		c.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
 		return c
 	}
-	rt, err := Boot(external(true), BootOptions{})
+	rt, err := daemon.Boot(external(true), daemon.BootOptions{})
 	if err != nil {
 		t.Fatalf("Boot over TLS with an nkey: %v", err)
 	}
 	rt.Close()
-	if rt, err := Boot(external(false), BootOptions{}); err == nil {
+	if rt, err := daemon.Boot(external(false), daemon.BootOptions{}); err == nil {
 		rt.Close()
 		t.Fatal("Boot trusted a certificate of an unknown CA")
 	} else if !strings.Contains(err.Error(), "certificate") {
