@@ -12,6 +12,7 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
@@ -31,16 +32,14 @@ func TestAuthBcryptPasswords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(t, t.TempDir(), deadURL(t))
-	acme, _ := cfg.Tenant("acme")
-	agent, _ := acme.Agent("agent_email")
-	agent.Password = agentHash
-	acme.Operators[0].Password = string(opHash)
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
+	e := startEnvWith(t, daemontest.Options{Of: &daemontest.Daemon{Dir: t.TempDir(), ProviderURL: deadURL(t)}, Config: func(cfg *config.Config) {
+		acme, _ := cfg.Tenant("acme")
+		agent, _ := acme.Agent("agent_email")
+		agent.Password = agentHash
+		acme.Operators[0].Password = string(opHash)
+	}})
+	rt := e.rt
+	acme, _ := rt.Config.Tenant("acme")
 	for _, c := range []struct {
 		user, pw string
 		ok       bool

@@ -16,6 +16,7 @@ import (
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -114,14 +115,8 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 	}
 
 	// A restart loads the open breaker from the store.
-	cfg := e.rt.Config
 	e.rt.Close()
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: config.NewLogger(cfg, logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
+	e.reboot(e.rt.Config, daemontest.Options{Log: logs})
 	nc = e.client("acme", "agent_email")
 	if r := e.propose(nc, "acme", "agent_email", refund("run_b", "restart", "ord_r", 10)); r.Code != wire.CodeBreakerOpen {
 		t.Fatalf("after a restart: %s %s", r.Status, r.Code)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 )
 
 // validationBase is a valid configuration with one effectful HTTP
@@ -105,7 +106,7 @@ func TestValidateHostile(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.mutate(cfg)
-			rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+			rt, err := bootConfig(t, cfg, daemontest.Options{})
 			if err == nil {
 				rt.Close()
 				t.Fatal("Boot accepted it")

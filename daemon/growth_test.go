@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"sync"
@@ -12,10 +11,9 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
-	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
@@ -41,21 +39,13 @@ func TestRefusalGrowth(t *testing.T) {
 			t.Fatalf("CONTEXTOS_REFUSALS=%q", s)
 		}
 	}
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	cfg := testConfig(t, e.dir, hs.URL)
-	cfg.Runtime.Limits.ProposalsPerSecond, cfg.Runtime.Limits.ProposalBurst = 1<<24, 1<<24
-	// Windows of a few seconds: the flood spans several, and the test
-	// waits for the last one's aggregate.
-	cfg.Runtime.Limits.RefusalWindow = config.Duration{Duration: 3 * time.Second}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
+	e := startEnvWith(t, daemontest.Options{Config: func(cfg *config.Config) {
+		cfg.Runtime.Limits.ProposalsPerSecond, cfg.Runtime.Limits.ProposalBurst = 1<<24, 1<<24
+		// Windows of a few seconds: the flood spans several, and the test
+		// waits for the last one's aggregate.
+		cfg.Runtime.Limits.RefusalWindow = config.Duration{Duration: 3 * time.Second}
+	}})
+	rt := e.rt
 	ctx := context.Background()
 
 	// One accepted proposal first, so the streams and the tenant's audit

@@ -17,6 +17,7 @@ import (
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
@@ -60,7 +61,7 @@ func publishedKeys(t *testing.T, rt *daemon.Runtime) audit.Keys {
 
 func bootErr(t *testing.T, cfg *config.Config, want string) {
 	t.Helper()
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err == nil {
 		rt.Close()
 		t.Fatalf("boot succeeded; want a refusal naming %q", want)
@@ -82,7 +83,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestKeyLifecycle(t *testing.T) {
 	retiredCfg := *cfg
 	retiredCfg.Runtime.KeyFile = path + ".retired-" + strings.TrimPrefix(first, "ed25519:")
 	bootErr(t, &retiredCfg, "is not the stream's signing key")
-	rt, err = daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err = daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "http://127.0.0.1:1")
 	// The runtime's key is made first, so that the witness knows the log.
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	rt, err = daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "http://127.0.0.1:1")
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 		}
 	}
 
-	rt, err = daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +375,7 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	// The daemon restarts over the forged data dir and carries on.
 	fcfg := testConfig(t, forged, "http://127.0.0.1:1")
 	fcfg.Runtime.Witnesses = cfg.Runtime.Witnesses
-	rt, err = daemon.Boot(fcfg, daemon.BootOptions{})
+	rt, err = bootConfig(t, fcfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
@@ -39,12 +39,12 @@ func TestKillSwitchHoldsOnACutReplica(t *testing.T) {
 	}
 	t.Cleanup(emb.Shutdown)
 	proxy := testenv.NewCutProxy(t, strings.TrimPrefix(emb.ClientURL(), "nats://"))
-	a, err := daemon.Boot(linConfig(t, dir, hs.URL, emb.ClientURL(), "ks-a"), daemon.BootOptions{})
+	a, err := bootConfig(t, linConfig(t, dir, hs.URL, emb.ClientURL(), "ks-a"), daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	b, err := daemon.Boot(linConfig(t, dir, hs.URL, proxy.URL(), "ks-b"), daemon.BootOptions{})
+	b, err := bootConfig(t, linConfig(t, dir, hs.URL, proxy.URL(), "ks-b"), daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,7 @@ import (
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -51,19 +50,7 @@ func heapInUse() uint64 {
 // bootLimits boots the gateway test configuration with changed limits.
 func bootLimits(t *testing.T, set func(*config.LimitsConfig)) *env {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	cfg := testConfig(t, e.dir, hs.URL)
-	set(&cfg.Runtime.Limits)
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
-	return e
+	return startEnvWith(t, daemontest.Options{Config: func(cfg *config.Config) { set(&cfg.Runtime.Limits) }})
 }
 
 // flood sends n proposals from one agent, 32 at a time, and counts the

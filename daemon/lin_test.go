@@ -25,6 +25,7 @@ import (
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/chaos"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/lincheck"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
@@ -69,7 +70,7 @@ func startReplicas(t *testing.T, n int) *replicas {
 		Configure: func(so *server.Options) { so.Users = gateway.ServerUsers(base, linRuntimePassword) }})
 	r := &replicas{url: emb.ClientURL(), prov: prov, dir: dir}
 	for i := 0; i < n; i++ {
-		rt, err := daemon.Boot(linConfig(t, dir, hs.URL, r.url, "lin-"+string(rune('a'+i))), daemon.BootOptions{})
+		rt, err := bootConfig(t, linConfig(t, dir, hs.URL, r.url, "lin-"+string(rune('a'+i))), daemontest.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

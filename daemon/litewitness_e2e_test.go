@@ -16,7 +16,7 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/interop"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
@@ -48,7 +48,7 @@ func TestLitewitnessCosignsTheLog(t *testing.T) {
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, hs.URL)
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +60,11 @@ func TestLitewitnessCosignsTheLog(t *testing.T) {
 		t.Fatalf("litewitness printed the key %q; want one named %q", lw.VKey, lw.Name)
 	}
 	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: lw.URL, Key: lw.VKey}}
-	e := &env{t: t, prov: prov, dir: dir}
+	e := &env{t: t, prov: prov}
 	var stop func()
 	boot := func() {
 		t.Helper()
-		rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+		rt, err := bootConfig(t, cfg, daemontest.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
-	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -28,24 +28,15 @@ import (
 // (bank.wire needs an approval) too, with /metrics and per-resource series.
 func startApprovalEnv(t *testing.T) *env {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	dir := t.TempDir()
-	cfg := parseConfig(t, refundcfg.Text(dir, hs.URL))
-	for i := range cfg.Tenants[0].Agents {
-		if a := &cfg.Tenants[0].Agents[i]; a.ID == "agent_chat" {
-			a.Capabilities = append(a.Capabilities, "bank.wire")
+	return envOf(t, daemontest.Boot(t, daemontest.Options{Config: func(cfg *config.Config) {
+		for i := range cfg.Tenants[0].Agents {
+			if a := &cfg.Tenants[0].Agents[i]; a.ID == "agent_chat" {
+				a.Capabilities = append(a.Capabilities, "bank.wire")
+			}
 		}
-	}
-	cfg.Runtime.MetricsListen = "127.0.0.1:0"
-	cfg.Runtime.MetricsResourceSeries = 100
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return &env{t: t, rt: rt, prov: prov, dir: dir}
+		cfg.Runtime.MetricsListen = "127.0.0.1:0"
+		cfg.Runtime.MetricsResourceSeries = 100
+	}}))
 }
 
 // hugeID is the i-th resource id of 60 KB; all of them share their first
@@ -322,7 +313,7 @@ func TestUnsentReplyIsLoggedAndCounted(t *testing.T) {
 	cfg.Runtime.MetricsListen = "127.0.0.1:0"
 	cfg.Runtime.LogFormat = "json"
 	logs := &logBuf{}
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: config.NewLogger(cfg, logs)})
+	rt, err := bootConfig(t, cfg, daemontest.Options{Boot: daemon.BootOptions{Logger: config.NewLogger(cfg, logs)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -94,21 +95,20 @@ func (l *logBuf) waitLine(t *testing.T, msg string, want map[string]any) map[str
 // bootObserved boots a runtime logging JSON into a buffer, serving metrics.
 func bootObserved(t *testing.T, providerURL string, o daemon.BootOptions, edit func(*config.Config)) (*env, *logBuf) {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := testConfig(t, dir, providerURL)
-	cfg.Runtime.LogFormat, cfg.Runtime.LogLevel = "json", "debug"
-	cfg.Runtime.MetricsListen = "127.0.0.1:0"
-	if edit != nil {
-		edit(cfg)
-	}
 	logs := &logBuf{}
-	o.Logger = config.NewLogger(cfg, logs)
-	rt, err := daemon.Boot(cfg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return &env{t: t, rt: rt, dir: dir}, logs
+	e := startEnvWith(t, daemontest.Options{
+		Of: &daemontest.Daemon{Dir: t.TempDir(), ProviderURL: providerURL},
+		Config: func(cfg *config.Config) {
+			cfg.Runtime.LogFormat, cfg.Runtime.LogLevel = "json", "debug"
+			cfg.Runtime.MetricsListen = "127.0.0.1:0"
+			if edit != nil {
+				edit(cfg)
+			}
+		},
+		Log:  logs,
+		Boot: o,
+	})
+	return e, logs
 }
 
 // scrape reads /metrics and parses it with expfmt.

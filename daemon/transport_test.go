@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
-	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats-server/v2/server"
@@ -260,12 +260,12 @@ func TestNATSTLSAndNkey(t *testing.T) {
 		c.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
 		return c
 	}
-	rt, err := daemon.Boot(external(true), daemon.BootOptions{})
+	rt, err := bootConfig(t, external(true), daemontest.Options{})
 	if err != nil {
 		t.Fatalf("Boot over TLS with an nkey: %v", err)
 	}
 	rt.Close()
-	if rt, err := daemon.Boot(external(false), daemon.BootOptions{}); err == nil {
+	if rt, err := bootConfig(t, external(false), daemontest.Options{}); err == nil {
 		rt.Close()
 		t.Fatal("Boot trusted a certificate of an unknown CA")
 	} else if !strings.Contains(err.Error(), "certificate") {

@@ -22,6 +22,7 @@ import (
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -201,7 +202,7 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, hs.URL)
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,10 +211,10 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 	var w witnessProc
 	startWitness(t, bin, &w, logKeys(t, cfg, pub)...)
 	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: w.URL, Key: w.VKey}}
-	e := &env{t: t, prov: prov, dir: dir}
+	e := &env{t: t, prov: prov}
 	boot := func() {
 		t.Helper()
-		rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+		rt, err := bootConfig(t, cfg, daemontest.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -395,7 +396,7 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 	bin := buildTools(t)
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "http://127.0.0.1:1")
-	rt, err := daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +407,7 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: w.URL, Key: w.VKey}}
 	file := writeTestConfig(t, dir, "http://127.0.0.1:1", fmt.Sprintf("\n[[runtime.witnesses]]\nurl = %q\nkey = %q\n", w.URL, w.VKey))
 
-	rt, err = daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +428,7 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 	}
 	startWitness(t, bin, &w, logKeys(t, cfg, oldPub)...) // the old configuration and its state
 	cfg.Runtime.Witnesses[0].URL = w.URL
-	rt, err = daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +462,7 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 	w.stop(t)
 	startWitness(t, bin, &w, append(logKeys(t, cfg, oldPub), logKeys(t, cfg, newPub)...)...)
 	cfg.Runtime.Witnesses[0].URL = w.URL
-	rt, err = daemon.Boot(cfg, daemon.BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,11 +521,11 @@ func TestWitnessRefusalsAreLoud(t *testing.T) {
 	boot := func() (*env, *logBuf) {
 		t.Helper()
 		logs := &logBuf{}
-		rt, err := daemon.Boot(cfg, daemon.BootOptions{Logger: config.NewLogger(cfg, logs)})
+		rt, err := bootConfig(t, cfg, daemontest.Options{Boot: daemon.BootOptions{Logger: config.NewLogger(cfg, logs)}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &env{t: t, rt: rt, dir: dir, prov: prov}, logs
+		return &env{t: t, rt: rt, prov: prov}, logs
 	}
 	e, logs := boot()
 	waitWitnessed(t, e.rt)
