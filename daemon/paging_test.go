@@ -313,7 +313,7 @@ func TestUnsentReplyIsLoggedAndCounted(t *testing.T) {
 	cfg.Runtime.MetricsListen = "127.0.0.1:0"
 	cfg.Runtime.LogFormat = "json"
 	logs := &logBuf{}
-	rt, err := bootConfig(t, cfg, daemontest.Options{Boot: daemon.BootOptions{Logger: config.NewLogger(cfg, logs)}})
+	rt, err := bootConfig(t, cfg, daemontest.Options{Log: logs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -521,7 +521,7 @@ func TestWitnessRefusalsAreLoud(t *testing.T) {
 	boot := func() (*env, *logBuf) {
 		t.Helper()
 		logs := &logBuf{}
-		rt, err := bootConfig(t, cfg, daemontest.Options{Boot: daemon.BootOptions{Logger: config.NewLogger(cfg, logs)}})
+		rt, err := bootConfig(t, cfg, daemontest.Options{Log: logs})
 		if err != nil {
 			t.Fatal(err)
 		}
