@@ -12,21 +12,17 @@ import (
 // is refused with ErrDataDirLocked before it starts a server; after Close
 // the data_dir boots again.
 func TestDataDirLockBoot(t *testing.T) {
-	dir := t.TempDir()
-	first, err := bootConfig(t, testConfig(t, dir, "http://127.0.0.1:9"), daemontest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rt, err := bootConfig(t, testConfig(t, dir, "http://127.0.0.1:9"), daemontest.Options{}); !errors.Is(err, daemon.ErrDataDirLocked) {
-		if rt != nil {
-			rt.Close()
+	first := startEnv(t).d
+	if d, err := daemontest.Start(t, gatewayOptions(daemontest.Options{Of: first})); !errors.Is(err, daemon.ErrDataDirLocked) {
+		if d.RT != nil {
+			d.RT.Close()
 		}
 		t.Fatalf("second Boot: %v", err)
 	}
-	first.Close()
-	again, err := bootConfig(t, testConfig(t, dir, "http://127.0.0.1:9"), daemontest.Options{})
+	first.RT.Close()
+	again, err := daemontest.Start(t, gatewayOptions(daemontest.Options{Of: first}))
 	if err != nil {
 		t.Fatalf("after Close: %v", err)
 	}
-	again.Close()
+	again.RT.Close()
 }
