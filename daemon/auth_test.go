@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"io"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
@@ -30,16 +32,14 @@ func TestAuthBcryptPasswords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(t, t.TempDir(), deadURL(t))
-	acme, _ := cfg.Tenant("acme")
-	agent, _ := acme.Agent("agent_email")
-	agent.Password = agentHash
-	acme.Operators[0].Password = string(opHash)
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
+	e := startEnvWith(t, daemontest.Options{Of: &daemontest.Daemon{Dir: t.TempDir(), ProviderURL: deadURL(t)}, Config: func(cfg *config.Config) {
+		acme, _ := cfg.Tenant("acme")
+		agent, _ := acme.Agent("agent_email")
+		agent.Password = agentHash
+		acme.Operators[0].Password = string(opHash)
+	}})
+	rt := e.rt
+	acme, _ := rt.Config.Tenant("acme")
 	for _, c := range []struct {
 		user, pw string
 		ok       bool
@@ -64,7 +64,7 @@ func TestAuthBcryptPasswords(t *testing.T) {
 // authentication (a wrong password, an unknown user, none at all) raises
 // contextos_auth_failures_total{door="nats"}, as the server reports them; a good login does not. The guessed user name is no label.
 func TestAuthFailuresCounted(t *testing.T) {
-	e, _ := bootObserved(t, deadURL(t), BootOptions{}, nil)
+	e, _ := bootObserved(t, deadURL(t), daemon.BootOptions{}, nil)
 	failures := func() float64 {
 		v, ok := sample(scrape(t, e.rt), "contextos_auth_failures_total", map[string]string{"door": "nats"})
 		if !ok {
@@ -109,7 +109,7 @@ func TestAuthFailuresCounted(t *testing.T) {
 // console login with a wrong password raises {door="console"} (and, since
 // the console logs in through the server, {door="nats"} too).
 func TestAuthFailuresCountedMCPAndConsole(t *testing.T) {
-	e, _ := bootObserved(t, deadURL(t), BootOptions{}, func(c *config.Config) {
+	e, _ := bootObserved(t, deadURL(t), daemon.BootOptions{}, func(c *config.Config) {
 		c.MCP.Listen, c.Console.Listen = "127.0.0.1:0", "127.0.0.1:0"
 		c.Console.MaxSessions, c.Console.SessionIdle.Duration = 4, time.Minute
 	})

@@ -1,11 +1,10 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +13,10 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/kernel"
@@ -49,23 +50,14 @@ var seedTime = time.Date(2026, 10, 26, 12, 0, 0, 0, time.UTC)
 // path of the context vectors' conflict_unresolved pack.
 func authzEnv(t *testing.T, edit func(string) string) (*env, *fakeClock) {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
 	pack, err := filepath.Abs("../testdata/context/conflict_unresolved/pack.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	s := strings.ReplaceAll(edit(refundcfg.Text(e.dir, hs.URL)), "{{PACK}}", pack)
 	clock := &fakeClock{t: seedTime}
-	rt, err := Boot(parseConfig(t, s), BootOptions{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.rt = rt
-	t.Cleanup(rt.Close)
-	return e, clock
+	d := daemontest.Boot(t, daemontest.Options{Edit: func(s string) string { return strings.ReplaceAll(edit(s), "{{PACK}}", pack) },
+		Boot: daemon.BootOptions{Clock: clock}})
+	return envOf(t, d), clock
 }
 
 // authzEdit edits the refund configuration into the authorization tests':

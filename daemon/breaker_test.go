@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"crypto/ed25519"
@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -58,7 +60,7 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 		cp, _ := c.Capability(capID)
 		cp.Breaker = config.BreakerConfig{Threshold: 3, Window: config.Duration{Duration: time.Minute}}
 	}
-	e, logs := bootObserved(t, hs.URL, BootOptions{}, edit)
+	e, logs := bootObserved(t, hs.URL, daemon.BootOptions{}, edit)
 	nc := e.client("acme", "agent_email")
 	if r := e.propose(nc, "acme", "agent_email", refund("run_b", "ok", "ord_b0", 10)); r.Status != wire.StatusApplied {
 		t.Fatalf("healthy provider: %s %s", r.Status, r.Reason)
@@ -113,14 +115,8 @@ func TestBreakerTripsOnAFailingProvider(t *testing.T) {
 	}
 
 	// A restart loads the open breaker from the store.
-	cfg := e.rt.Config
 	e.rt.Close()
-	rt, err := Boot(cfg, BootOptions{Logger: config.NewLogger(cfg, logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
+	e.reboot(e.rt.Config, daemontest.Options{Log: logs})
 	nc = e.client("acme", "agent_email")
 	if r := e.propose(nc, "acme", "agent_email", refund("run_b", "restart", "ord_r", 10)); r.Code != wire.CodeBreakerOpen {
 		t.Fatalf("after a restart: %s %s", r.Status, r.Code)
@@ -158,7 +154,7 @@ func TestBreakerFollowedByAnotherReplica(t *testing.T) {
 	const capID = "adp_payments.issue_refund"
 	key := filepath.Join(t.TempDir(), "runtime.key")
 	boot := func(executor string) *env {
-		e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) {
+		e, _ := bootObserved(t, hs.URL, daemon.BootOptions{}, func(c *config.Config) {
 			c.NATS.URL, c.Runtime.KeyFile, c.Runtime.Executor = emb.ClientURL(), key, executor
 			cp, _ := c.Capability(capID)
 			cp.Breaker = config.BreakerConfig{Threshold: 1, Window: config.Duration{Duration: time.Minute}}

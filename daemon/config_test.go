@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"os"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 )
 
 // validationBase is a valid configuration with one effectful HTTP
@@ -104,7 +106,7 @@ func TestValidateHostile(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.mutate(cfg)
-			rt, err := Boot(cfg, BootOptions{})
+			rt, err := bootConfig(t, cfg, daemontest.Options{})
 			if err == nil {
 				rt.Close()
 				t.Fatal("Boot accepted it")
@@ -120,7 +122,7 @@ func TestValidateHostile(t *testing.T) {
 // readable by others is refused by the check as it is at start.
 func TestValidateKeyFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "runtime.key")
-	if _, err := CreateKey(path); err != nil {
+	if _, err := daemon.CreateKey(path); err != nil {
 		t.Fatal(err)
 	}
 	conf := strings.Replace(validationBase, "workers = 8", "key_file = "+strconv.Quote(path), 1)

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bufio"
@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 )
@@ -34,12 +36,14 @@ func TestCrashChild(t *testing.T) {
 	} else {
 		hooks.AfterProviderCall = kill
 	}
-	rt, err := Boot(testConfig(t, os.Getenv("CTX_DATA"), os.Getenv("CTX_PROVIDER")), BootOptions{Hooks: hooks})
+	// The parent's data dir and provider, which the parent restarts on.
+	parent := &daemontest.Daemon{Dir: os.Getenv("CTX_DATA"), ProviderURL: os.Getenv("CTX_PROVIDER")}
+	d, err := daemontest.Start(t, gatewayOptions(daemontest.Options{Of: parent, Boot: daemon.BootOptions{Hooks: hooks}}))
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)
 	}
-	fmt.Println("URL", rt.URL)
+	fmt.Println("URL", d.RT.URL)
 	select {}
 }
 
@@ -70,7 +74,8 @@ func TestKilledDuringDispatch(t *testing.T) {
 			if err != nil || !strings.HasPrefix(line, "URL ") {
 				t.Fatalf("child: %q %v", line, err)
 			}
-			e := &env{t: t, prov: prov, dir: dir, rt: &Runtime{URL: strings.TrimSpace(strings.TrimPrefix(line, "URL "))}}
+			e := &env{t: t, prov: prov, d: &daemontest.Daemon{Provider: prov, Dir: dir, ProviderURL: hs.URL},
+				rt: &daemon.Runtime{URL: strings.TrimSpace(strings.TrimPrefix(line, "URL "))}}
 			nc := e.client("acme", "agent_email")
 			b, _ := json.Marshal(refund("run_c", "crash-1", "ord_881", 80000))
 			if _, err := nc.Request(wire.ProposeSubject("acme", "agent_email"), b, 5*time.Second); err == nil {
@@ -81,7 +86,7 @@ func TestKilledDuringDispatch(t *testing.T) {
 			}
 			nc.Close()
 
-			e.boot(hs.URL) // restart on the same data dir
+			e.restart(daemontest.Options{}) // on the same data dir
 			rows := e.op("attempts", wire.OpRequest{}).Attempts
 			if len(rows) != 1 || rows[0].State != "started" || rows[0].Amount != 80000 {
 				t.Fatalf("after restart: %+v", rows)

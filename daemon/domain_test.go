@@ -1,10 +1,9 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/kernel"
@@ -22,35 +22,23 @@ import (
 // table.
 var refundsPerOrder = "\n" + refundcfg.Block(refundcfg.Text("", ""), "guarantees", refundcfg.Guarantee)
 
-// withGuarantees is testConfig with guarantees (TOML [[guarantees]]
-// tables) in place of its own.
-func withGuarantees(t *testing.T, dir, providerURL, guarantees string) *config.Config {
-	t.Helper()
-	s := refundcfg.Without(gatewayText(dir, providerURL), "guarantees", refundcfg.Guarantee)
-	return parseConfig(t, strings.TrimRight(s, "\n")+"\n"+guarantees)
+// withGuarantees edits the configuration's text to hold guarantees (TOML
+// [[guarantees]] tables) in place of its own.
+func withGuarantees(guarantees string) func(string) string {
+	return func(text string) string {
+		return strings.TrimRight(refundcfg.Without(text, "guarantees", refundcfg.Guarantee), "\n") + "\n" + guarantees
+	}
 }
 
-// replicaConfig is a replica of one external deployment: its own data dir
-// and executor, the deployment's shared key file.
-func replicaConfig(t *testing.T, natsURL, providerURL, executor, keyFile, guarantees string) *config.Config {
-	t.Helper()
-	cfg := withGuarantees(t, t.TempDir(), providerURL, guarantees)
-	cfg.NATS.URL, cfg.NATS.Listen = natsURL, ""
-	cfg.NATS.User, cfg.NATS.Password = "contextosd", "rt-secret-passphrase"
-	cfg.NATS.ReplyUser, cfg.NATS.ReplyPassword = "contextosd-replies", "replies-secret-passphrase"
-	cfg.Runtime.KeyFile, cfg.Runtime.Executor = keyFile, executor
-	return cfg
-}
-
-// startEnvAt is startEnv, with the provider's URL.
-func startEnvAt(t *testing.T) (*env, string) {
-	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	e.boot(hs.URL)
-	return e, hs.URL
+// replicaOptions boot a replica of one external deployment: its own data
+// dir (of's, when of is set) and executor, the deployment's shared key file.
+func replicaOptions(natsURL, executor, keyFile, guarantees string, of *daemontest.Daemon) daemontest.Options {
+	return gatewayOptions(daemontest.Options{Of: of, Edit: withGuarantees(guarantees), Config: func(cfg *config.Config) {
+		cfg.NATS.URL, cfg.NATS.Listen = natsURL, ""
+		cfg.NATS.User, cfg.NATS.Password = "contextosd", "rt-secret-passphrase"
+		cfg.NATS.ReplyUser, cfg.NATS.ReplyPassword = "contextosd-replies", "replies-secret-passphrase"
+		cfg.Runtime.KeyFile, cfg.Runtime.Executor = keyFile, executor
+	}})
 }
 
 // appliedOn sums what the provider applied on an order, from its own record.
@@ -81,24 +69,15 @@ func appliedOn(t *testing.T, prov *provider.Server, order string) (n int, amount
 // most the ceiling. B restarted with the same configuration refuses to
 // boot, naming the tenant, the guarantee and the capability.
 func TestEnforcementDomainAcrossReplicas(t *testing.T) {
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
 	url := startDocsServer(t, docsAuthorization(t))
 	keyFile := t.TempDir() + "/runtime.key"
-	cfgA := replicaConfig(t, url, hs.URL, "replica-a", keyFile, refundsPerOrder)
-	cfgB := replicaConfig(t, url, hs.URL, "replica-b", keyFile, "")
-
-	rtB, err := Boot(cfgB, BootOptions{})
+	dB, err := daemontest.Start(t, replicaOptions(url, "replica-b", keyFile, "", nil))
 	if err != nil {
 		t.Fatalf("replica B on a stream where nothing is pinned: %v", err)
 	}
-	t.Cleanup(rtB.Close)
-	rtA, err := Boot(cfgA, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rtA.Close)
+	dA := daemontest.Boot(t, replicaOptions(url, "replica-a", keyFile, refundsPerOrder, replicaOf(t, dB)))
+	rtA, rtB, prov := dA.RT, dB.RT, dB.Provider
+	cfgA, cfgB := rtA.Config, rtB.Config
 
 	// Twenty refunds of 30,000 on one order, all decided by B.
 	viaB := make([]wire.Reply, 20)
@@ -159,7 +138,7 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 
 	// B restarted with its configuration refuses to boot.
 	rtB.Close()
-	_, err = Boot(cfgB, BootOptions{})
+	_, err = daemontest.Start(t, replicaOptions(url, "replica-b", keyFile, "", dB))
 	var de *gateway.DomainError
 	if !errors.As(err, &de) || de.Refusal.Code != wire.CodeDomainMismatch ||
 		!strings.Contains(err.Error(), "tenant acme") || !strings.Contains(err.Error(), "refunds-per-order") || !strings.Contains(err.Error(), "adp_payments.issue_refund") {
@@ -169,7 +148,7 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 	// capability that does not replace the old one: it would start every
 	// order at the full limit.
 	fresh := strings.ReplaceAll(refundsPerOrder, `"refunds-per-order"`, `"refunds-per-order-v2"`)
-	if _, err := Boot(replicaConfig(t, url, hs.URL, "replica-c", keyFile, fresh), BootOptions{}); !errors.As(err, &de) || !strings.Contains(err.Error(), "replaces") {
+	if _, err := daemontest.Start(t, replicaOptions(url, "replica-c", keyFile, fresh, replicaOf(t, dB))); !errors.As(err, &de) || !strings.Contains(err.Error(), "replaces") {
 		t.Fatalf("a new id without replaces: %v", err)
 	}
 	// And --check-config's check agrees, without writing anything.
@@ -186,7 +165,7 @@ func TestEnforcementDomainAcrossReplicas(t *testing.T) {
 // enrolled by the next boot, which then behaves as before for a
 // configuration that matches the stream, and refuses one that omits it.
 func TestEnforcementDomainBackfill(t *testing.T) {
-	e, providerURL := startEnvAt(t)
+	e := startEnv(t)
 	credits := kernel.Definition{ID: "credits-per-order", CapabilityIDs: []string{"adp_payments.issue_refund"}, ResourcePointer: "/order_id",
 		AmountPointer: "/amount_minor", Limit: 50000, Unit: "INR_minor"}
 	ref, err := aggregates.PinRef("acme", credits.ID)
@@ -207,12 +186,11 @@ func TestEnforcementDomainBackfill(t *testing.T) {
 		t.Fatalf("before the backfill: %+v", r)
 	}
 
-	cfg := e.rt.Config
 	e.rt.Close()
-	if _, err := Boot(cfg, BootOptions{}); err == nil || !strings.Contains(err.Error(), "credits-per-order") {
+	if _, err := daemontest.Start(t, gatewayOptions(daemontest.Options{Of: e.d})); err == nil || !strings.Contains(err.Error(), "credits-per-order") {
 		t.Fatalf("a configuration without the older pin: %v", err)
 	}
-	both := withGuarantees(t, e.dir, providerURL, refundsPerOrder+`
+	e.restart(daemontest.Options{Edit: withGuarantees(refundsPerOrder + `
 [[guarantees]]
 id = "credits-per-order"
 capability_ids = ["adp_payments.issue_refund"]
@@ -220,13 +198,7 @@ resource_pointer = "/order_id"
 amount_pointer = "/amount_minor"
 limit = 50000
 unit = "INR_minor"
-`)
-	rt, err := Boot(both, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
+`)})
 	nc = e.client("acme", "agent_email")
 	if r := e.propose(nc, "acme", "agent_email", refund("run_bf", "k2", "ord_bf2", 50000)); r.Status != wire.StatusApplied || len(r.Guarantees) != 2 {
 		t.Fatalf("under both guarantees: %+v", r)
@@ -242,21 +214,16 @@ unit = "INR_minor"
 // reach the provider. A replica configured with the new id but without
 // replaces refuses to boot.
 func TestReplacementCarriesExposure(t *testing.T) {
-	e, providerURL := startEnvAt(t)
+	e := startEnv(t)
 	nc := e.client("acme", "agent_email")
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_rp", "old", "ord_rp", 90000)), 90000, 0, 10000)
 	e.rt.Close()
 
 	v2 := strings.ReplaceAll(refundsPerOrder, `"refunds-per-order"`, `"refunds-v2"`)
-	if _, err := Boot(withGuarantees(t, e.dir, providerURL, v2), BootOptions{}); err == nil || !strings.Contains(err.Error(), `replaces = "refunds-per-order"`) {
+	if _, err := daemontest.Start(t, gatewayOptions(daemontest.Options{Of: e.d, Edit: withGuarantees(v2)})); err == nil || !strings.Contains(err.Error(), `replaces = "refunds-per-order"`) {
 		t.Fatalf("a new id without replaces: %v", err)
 	}
-	rt, err := Boot(withGuarantees(t, e.dir, providerURL, v2+`replaces = "refunds-per-order"`+"\n"), BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
+	e.restart(daemontest.Options{Edit: withGuarantees(v2 + `replaces = "refunds-per-order"` + "\n")})
 	nc = e.client("acme", "agent_email")
 	calls := e.prov.Stats().Calls
 	r := e.propose(nc, "acme", "agent_email", refund("run_rp", "new-1", "ord_rp", 20000))

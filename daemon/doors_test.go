@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -18,8 +17,8 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
-	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/mcpgw"
 	"github.com/contextos/ledger/wire"
@@ -34,28 +33,14 @@ const doorsToken = "agent-email-mcp-token-0123456789"
 // by set, and the provider's handler wrapped by wrap (nil: as is).
 func bootDoors(t *testing.T, set func(*config.Config), wrap func(http.Handler) http.Handler) *env {
 	t.Helper()
-	prov := provider.New()
-	h := prov.Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	cfg := testConfig(t, e.dir, hs.URL)
-	cfg.MCP.Listen, cfg.Console.Listen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Console.MaxSessions, cfg.Console.SessionIdle.Duration = 4, time.Minute
-	tc, _ := cfg.Tenant("acme")
-	a, _ := tc.Agent("agent_email")
-	a.MCPToken = doorsToken
-	set(cfg)
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
-	return e
+	return startEnvWith(t, daemontest.Options{Provider: wrap, Config: func(cfg *config.Config) {
+		cfg.MCP.Listen, cfg.Console.Listen = "127.0.0.1:0", "127.0.0.1:0"
+		cfg.Console.MaxSessions, cfg.Console.SessionIdle.Duration = 4, time.Minute
+		tc, _ := cfg.Tenant("acme")
+		a, _ := tc.Agent("agent_email")
+		a.MCPToken = doorsToken
+		set(cfg)
+	}})
 }
 
 // consoleDoor is an operator logged into the console.

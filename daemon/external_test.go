@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -96,7 +97,7 @@ func TestExternalNATSFromDocs(t *testing.T) {
 	t.Cleanup(hs.Close)
 
 	url := startDocsServer(t, block)
-	rt, err := Boot(externalConfig(t, url, hs.URL), BootOptions{})
+	rt, err := bootConfig(t, externalConfig(t, url, hs.URL), daemontest.Options{})
 	if err != nil {
 		t.Fatalf("Boot on the docs' permissions: %v", err)
 	}
@@ -127,7 +128,7 @@ func TestExternalNATSFromDocs(t *testing.T) {
 			t.Fatalf("the docs' block has no %q", c.old)
 		}
 		url := startDocsServer(t, strings.Replace(block, c.old, c.repl, 1))
-		rt, err := Boot(externalConfig(t, url, hs.URL), BootOptions{})
+		rt, err := bootConfig(t, externalConfig(t, url, hs.URL), daemontest.Options{})
 		if err == nil {
 			rt.Close()
 			t.Fatalf("without %q: Boot started", c.old)

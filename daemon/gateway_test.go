@@ -1,11 +1,10 @@
-package daemon
+package daemon_test
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -13,116 +12,13 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
-	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
-
-var passwords = map[string]string{"acme.agent_email": "email-secret-passphrase", "acme.agent_chat": "chat-secret-passphrase", "acme.agent_third": "third-secret-passphrase",
-	"acme.agent_readonly": "ro-secret-passphrase", "acme.ops_alice": "alice-secret-passphrase", "globex.agent_email": "globex-secret-passphrase"}
-
-type env struct {
-	t    *testing.T
-	rt   *Runtime
-	prov *provider.Server
-	dir  string
-}
-
-// refusalWindow edits the refund configuration's text (package refundcfg)
-// into the gateway tests': refusals are aggregated over 200ms, since the
-// tests wait for sampled refusals' aggregates.
-func refusalWindow(text string) string {
-	return refundcfg.Replace(text, "executor = \"test-1\"\n", `executor = "test-1"
-
-  [runtime.limits]
-  refusal_window = "200ms"
-`)
-}
-
-// gatewayText is the gateway tests' configuration for a data dir and
-// provider: the refund configuration with their refusal window.
-func gatewayText(dir, providerURL string) string {
-	return refusalWindow(refundcfg.Text(dir, providerURL))
-}
-
-// parseConfig parses a configuration's text, failing the test if it does
-// not parse.
-func parseConfig(t testing.TB, text string) *config.Config {
-	t.Helper()
-	cfg, err := config.Parse([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-// testConfig is gatewayText parsed.
-func testConfig(t testing.TB, dir, providerURL string) *config.Config {
-	t.Helper()
-	return parseConfig(t, gatewayText(dir, providerURL))
-}
-
-func startEnv(t *testing.T) *env {
-	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	e.boot(hs.URL)
-	return e
-}
-
-func (e *env) boot(providerURL string) {
-	e.t.Helper()
-	rt, err := Boot(testConfig(e.t, e.dir, providerURL), BootOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.rt = rt
-	e.t.Cleanup(rt.Close)
-}
-
-// client connects as a principal with its own inbox prefix.
-func (e *env) client(tenant, principal string) *nats.Conn {
-	e.t.Helper()
-	return gatewaytest.Connect(e.t, e.rt.URL, passwords[wire.UserName(tenant, principal)], tenant, principal)
-}
-
-func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) wire.Reply {
-	e.t.Helper()
-	return gatewaytest.Propose(e.t, nc, tenant, principal, body)
-}
-
-func (e *env) op(verb string, req wire.OpRequest) wire.OpReply {
-	e.t.Helper()
-	nc := e.client("acme", "ops_alice")
-	b, _ := json.Marshal(req)
-	msg, err := nc.Request(wire.OpSubject("acme", verb, "ops_alice"), b, 10*time.Second)
-	if err != nil {
-		e.t.Fatalf("op %s: %v", verb, err)
-	}
-	var r wire.OpReply
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		e.t.Fatal(err)
-	}
-	return r
-}
-
-func refund(run, key, order string, amount int64) map[string]any {
-	return map[string]any{"run_id": run, "operation_key": key, "capability_id": "adp_payments.issue_refund",
-		"arguments": map[string]any{"order_id": order, "amount_minor": amount, "currency": "INR"}}
-}
-
-func wantBalance(t *testing.T, r wire.Reply, committed, held, available int64) {
-	t.Helper()
-	if r.Committed == nil || *r.Committed != committed || *r.Held != held || *r.Available != available {
-		got, _ := json.Marshal(r)
-		t.Fatalf("balances: got %s, want committed=%d held=%d available=%d", got, committed, held, available)
-	}
-}
 
 // TestSeedRace: two agents propose 80000 on ord_881 (limit 100000) at the
 // same time: exactly one provider call, one applied, one refused exceeded.
@@ -397,17 +293,10 @@ func TestKillSwitch(t *testing.T) {
 // TestBackgroundReconciler: with reconcile_interval set, a pending hold
 // settles without any operator once the provider decides it.
 func TestBackgroundReconciler(t *testing.T) {
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	defer hs.Close()
-	cfg := testConfig(t, t.TempDir(), hs.URL)
-	cfg.Runtime.ReconcileInterval.Duration = 50 * time.Millisecond
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	e := &env{t: t, rt: rt, prov: prov}
+	e := startEnvWith(t, daemontest.Options{Config: func(cfg *config.Config) {
+		cfg.Runtime.ReconcileInterval.Duration = 50 * time.Millisecond
+	}})
+	prov := e.prov
 	prov.Script(provider.Pending, provider.Pending)
 	nc := e.client("acme", "agent_email")
 	applied := e.propose(nc, "acme", "agent_email", refund("run_bg", "bg-1", "ord_bg", 40000))
@@ -458,18 +347,11 @@ func TestModelSkipsNonEvents(t *testing.T) {
 // when runtime.metrics_resource_series asks, per resource in the Prometheus
 // text format.
 func TestMetricsEndpoint(t *testing.T) {
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	defer hs.Close()
-	cfg := testConfig(t, t.TempDir(), hs.URL)
-	cfg.Runtime.MetricsListen = "127.0.0.1:0"
-	cfg.Runtime.MetricsResourceSeries = 10
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	e := &env{t: t, rt: rt, prov: prov}
+	e := startEnvWith(t, daemontest.Options{Config: func(cfg *config.Config) {
+		cfg.Runtime.MetricsListen = "127.0.0.1:0"
+		cfg.Runtime.MetricsResourceSeries = 10
+	}})
+	prov, rt := e.prov, e.rt
 	prov.Script(provider.Pending)
 	nc := e.client("acme", "agent_email")
 	e.propose(nc, "acme", "agent_email", refund("run_m", "m1", "ord_m", 1500))

@@ -1,14 +1,15 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
-	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
@@ -38,20 +39,16 @@ func (a stuckAdapter) Query(context.Context, string) gateway.Observation {
 // for a query it proves nothing, so the hold stays and the attempt is
 // unknown.
 func TestReconcileGraceOnLocalClock(t *testing.T) {
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	cfg := testConfig(t, e.dir, hs.URL)
-	cp, _ := cfg.Capability("adp_payments.issue_refund")
-	cp.Recovery.NotAppliedStatuses = []int{404, 409}
 	stuck := stuckAdapter{release: make(chan struct{})}
-	rt, err := Boot(cfg, BootOptions{Clock: &fakeClock{t: seedTime.Add(-time.Hour)}, Adapters: map[string]gateway.Adapter{cp.ID: stuck}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.rt = rt
-	t.Cleanup(rt.Close)
+	const capID = "adp_payments.issue_refund"
+	e := startEnvWith(t, daemontest.Options{
+		Config: func(cfg *config.Config) {
+			cp, _ := cfg.Capability(capID)
+			cp.Recovery.NotAppliedStatuses = []int{404, 409}
+		},
+		Boot: daemon.BootOptions{Clock: &fakeClock{t: seedTime.Add(-time.Hour)}, Adapters: map[string]gateway.Adapter{capID: stuck}},
+	})
+	cp, _ := e.rt.Config.Capability(capID)
 	t.Cleanup(func() { close(stuck.release) })
 	nc := e.client("acme", "agent_email")
 	body, _ := json.Marshal(refund("run_g", "g1", "ord_g", 700))

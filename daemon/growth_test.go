@@ -1,9 +1,8 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"sync"
@@ -13,12 +12,13 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
-	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
 	"github.com/contextos/ledger/wire"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // refusalGrowthBound is what 10,000 refused proposals of one agent may add
@@ -39,21 +39,13 @@ func TestRefusalGrowth(t *testing.T) {
 			t.Fatalf("CONTEXTOS_REFUSALS=%q", s)
 		}
 	}
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	cfg := testConfig(t, e.dir, hs.URL)
-	cfg.Runtime.Limits.ProposalsPerSecond, cfg.Runtime.Limits.ProposalBurst = 1<<24, 1<<24
-	// Windows of a few seconds: the flood spans several, and the test
-	// waits for the last one's aggregate.
-	cfg.Runtime.Limits.RefusalWindow = config.Duration{Duration: 3 * time.Second}
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
+	e := startEnvWith(t, daemontest.Options{Config: func(cfg *config.Config) {
+		cfg.Runtime.Limits.ProposalsPerSecond, cfg.Runtime.Limits.ProposalBurst = 1<<24, 1<<24
+		// Windows of a few seconds: the flood spans several, and the test
+		// waits for the last one's aggregate.
+		cfg.Runtime.Limits.RefusalWindow = config.Duration{Duration: 3 * time.Second}
+	}})
+	rt := e.rt
 	ctx := context.Background()
 
 	// One accepted proposal first, so the streams and the tenant's audit
@@ -108,8 +100,12 @@ func TestRefusalGrowth(t *testing.T) {
 // streamBytes is the size of the event and the audit streams.
 func (e *env) streamBytes(ctx context.Context) (ev, audit uint64) {
 	e.t.Helper()
+	js, err := jetstream.New(e.rt.NC)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	for i, name := range []string{events.StreamName, projections.AuditStreamName} {
-		s, err := e.rt.js.Stream(ctx, name)
+		s, err := js.Stream(ctx, name)
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
-	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -114,11 +115,8 @@ func TestGuaranteeSetLimit(t *testing.T) {
 // neither does, the refusal names the day's ceiling, and at local midnight
 // the customer's capacity returns while the order's does not.
 func TestWindowedGuarantee(t *testing.T) {
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	dir := t.TempDir()
-	s := gatewayText(dir, hs.URL) + `
+	e := startEnvWith(t, daemontest.Options{Edit: func(s string) string {
+		return s + `
 [[guarantees]]
 id = "refunds-per-customer-day"
 capability_ids = ["adp_payments.issue_refund"]
@@ -129,16 +127,8 @@ unit = "INR_minor"
 window = "day"
 time_zone = "Asia/Kolkata"
 `
-	cfg, err := config.Parse([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e := &env{t: t, prov: prov, dir: dir, rt: rt}
+	}})
+	prov := e.prov
 	clock := &fakeClock{t: time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)} // 22:30 in Kolkata
 	g := e.replica(clock, "replica-w")
 	t.Cleanup(g.Stop)
@@ -221,7 +211,7 @@ func TestObserveModeMetric(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, nil)
+	e, _ := bootObserved(t, hs.URL, daemon.BootOptions{}, nil)
 	e.prov = prov
 	nc := e.client("acme", "agent_email")
 	if r := e.propose(nc, "acme", "agent_email", refund("run_o", "o1", "ord_o", 90000)); r.Status != wire.StatusApplied {

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
@@ -14,30 +13,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 )
 
-// slowProvider is the test provider, taking delay to answer any refund of
-// an order whose id starts with "slow_".
-func slowProvider(t *testing.T, delay time.Duration) *httptest.Server {
-	t.Helper()
-	prov := provider.New()
-	h := prov.Handler()
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		if bytes.Contains(b, []byte(`"slow_`)) {
-			select {
-			case <-time.After(delay):
-			case <-r.Context().Done():
+// slowProvider wraps the test provider to take delay to answer any refund
+// of an order whose id starts with "slow_".
+func slowProvider(delay time.Duration) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if bytes.Contains(b, []byte(`"slow_`)) {
+				select {
+				case <-time.After(delay):
+				case <-r.Context().Done():
+				}
 			}
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	return hs
+			h.ServeHTTP(w, r)
+		})
+	}
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -60,23 +57,17 @@ func p99(ds []time.Duration) time.Duration {
 // (the idle p99 is measured before and after the flood)
 // acme's excess is refused overloaded, never dropped.
 func TestTenantIsolationUnderFlood(t *testing.T) {
-	hs := slowProvider(t, 2*time.Second)
-	cfg := testConfig(t, t.TempDir(), hs.URL)
-	for i := range cfg.Capabilities {
-		cfg.Capabilities[i].HTTP.Timeout.Duration = 10 * time.Second
-	}
-	// 16 workers in all: one pool of 16 would be all acme's during its
-	// flood; divided between the two tenants, acme has 8 (and 8 queued).
-	cfg.Runtime.Workers, cfg.Runtime.Limits.TenantQueue = 16, 8
-	// The test measures scheduling, not the disk: without an fsync per
-	// append the other engineers' disk traffic does not decide the p99.
-	cfg.NATS.Sync = "relaxed"
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e := &env{t: t, rt: rt}
+	e := startEnvWith(t, daemontest.Options{Provider: slowProvider(2 * time.Second), Config: func(cfg *config.Config) {
+		for i := range cfg.Capabilities {
+			cfg.Capabilities[i].HTTP.Timeout.Duration = 10 * time.Second
+		}
+		// 16 workers in all: one pool of 16 would be all acme's during its
+		// flood; divided between the two tenants, acme has 8 (and 8 queued).
+		cfg.Runtime.Workers, cfg.Runtime.Limits.TenantQueue = 16, 8
+		// The test measures scheduling, not the disk: without an fsync per
+		// append the other engineers' disk traffic does not decide the p99.
+		cfg.NATS.Sync = "relaxed"
+	}})
 
 	globex := e.client("globex", "agent_email")
 	measure := func(phase string, n int) []time.Duration {
@@ -190,7 +181,7 @@ func TestTenantIsolationUnderFlood(t *testing.T) {
 	if kill > time.Second {
 		t.Fatalf("acme's kill switch took %v under its own flood", kill)
 	}
-	if rt.Gateway.Overloaded() == 0 {
+	if e.rt.Gateway.Overloaded() == 0 {
 		t.Fatal("nothing was refused overloaded")
 	}
 }

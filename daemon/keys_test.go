@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -14,8 +14,10 @@ import (
 	"github.com/contextos/ledger/aggregates"
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/projections"
@@ -25,7 +27,7 @@ import (
 )
 
 // appendReservation stores one signed reservation, as a decision would.
-func appendReservation(t *testing.T, rt *Runtime, n int) {
+func appendReservation(t *testing.T, rt *daemon.Runtime, n int) {
 	t.Helper()
 	var l kernel.Ledger
 	dec := kernel.DecideExposure(&l, kernel.Reserve{GuaranteeID: "g", Resource: fmt.Sprintf("r%d", n), AttemptID: fmt.Sprintf("a%d", n),
@@ -47,7 +49,7 @@ func appendReservation(t *testing.T, rt *Runtime, n int) {
 }
 
 // publishedKeys asks the running daemon's audit-keys verb.
-func publishedKeys(t *testing.T, rt *Runtime) audit.Keys {
+func publishedKeys(t *testing.T, rt *daemon.Runtime) audit.Keys {
 	t.Helper()
 	r := rt.Service.Ops.Handle(context.Background(), "acme", wire.VerbAuditKeys, []byte("{}"))
 	k, err := audit.ParseKeys(r.File)
@@ -59,7 +61,7 @@ func publishedKeys(t *testing.T, rt *Runtime) audit.Keys {
 
 func bootErr(t *testing.T, cfg *config.Config, want string) {
 	t.Helper()
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err == nil {
 		rt.Close()
 		t.Fatalf("boot succeeded; want a refusal naming %q", want)
@@ -77,11 +79,11 @@ func bootErr(t *testing.T, cfg *config.Config, want string) {
 func TestKeyLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "http://127.0.0.1:1")
-	path, err := KeyPath(cfg)
+	path, err := daemon.KeyPath(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func TestKeyLifecycle(t *testing.T) {
 	}
 
 	// A rotation signed by the old key.
-	second, err := RotateKey(cfg, RotateOptions{})
+	second, err := daemon.RotateKey(cfg, daemon.RotateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +128,7 @@ func TestKeyLifecycle(t *testing.T) {
 	retiredCfg := *cfg
 	retiredCfg.Runtime.KeyFile = path + ".retired-" + strings.TrimPrefix(first, "ed25519:")
 	bootErr(t, &retiredCfg, "is not the stream's signing key")
-	rt, err = Boot(cfg, BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,14 +149,14 @@ func TestKeyLifecycle(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RotateKey(cfg, RotateOptions{LostKey: true}); err == nil {
+	if _, err := daemon.RotateKey(cfg, daemon.RotateOptions{LostKey: true}); err == nil {
 		t.Fatal("a rotation without the old key and without an assertion was accepted")
 	}
-	third, err := RotateKey(cfg, RotateOptions{LostKey: true, Operator: "ops_alice", ArtifactRef: "INC-42", OldPublicKey: ed25519.PublicKey(lostPub)})
+	third, err := daemon.RotateKey(cfg, daemon.RotateOptions{LostKey: true, Operator: "ops_alice", ArtifactRef: "INC-42", OldPublicKey: ed25519.PublicKey(lostPub)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err = Boot(cfg, BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +173,7 @@ func TestKeyLifecycle(t *testing.T) {
 
 // waitLog waits until the audit log of acme records n events, and checks
 // it against the published keys.
-func waitLog(t *testing.T, rt *Runtime, n int64) {
+func waitLog(t *testing.T, rt *daemon.Runtime, n int64) {
 	t.Helper()
 	keys := publishedKeys(t, rt)
 	deadline := time.Now().Add(20 * time.Second)
@@ -207,7 +209,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "http://127.0.0.1:1")
 	// The runtime's key is made first, so that the witness knows the log.
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +221,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	rt, err = Boot(cfg, BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +286,7 @@ func TestRuntimeSubmitsCheckpointsToWitnesses(t *testing.T) {
 func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "http://127.0.0.1:1")
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +309,7 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 		}
 	}
 
-	rt, err = Boot(cfg, BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +375,7 @@ func TestDaemonDeletionAndRepublishRefusedByWitness(t *testing.T) {
 	// The daemon restarts over the forged data dir and carries on.
 	fcfg := testConfig(t, forged, "http://127.0.0.1:1")
 	fcfg.Runtime.Witnesses = cfg.Runtime.Witnesses
-	rt, err = Boot(fcfg, BootOptions{})
+	rt, err = bootConfig(t, fcfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

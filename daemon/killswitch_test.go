@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
@@ -38,12 +39,12 @@ func TestKillSwitchHoldsOnACutReplica(t *testing.T) {
 	}
 	t.Cleanup(emb.Shutdown)
 	proxy := testenv.NewCutProxy(t, strings.TrimPrefix(emb.ClientURL(), "nats://"))
-	a, err := Boot(linConfig(t, dir, hs.URL, emb.ClientURL(), "ks-a"), BootOptions{})
+	a, err := bootConfig(t, linConfig(t, dir, hs.URL, emb.ClientURL(), "ks-a"), daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	b, err := Boot(linConfig(t, dir, hs.URL, proxy.URL(), "ks-b"), BootOptions{})
+	b, err := bootConfig(t, linConfig(t, dir, hs.URL, proxy.URL(), "ks-b"), daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,9 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -12,9 +11,10 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
-	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -23,7 +23,7 @@ import (
 )
 
 // streamMsgs is the number of messages in the event stream.
-func streamMsgs(t *testing.T, rt *Runtime) uint64 {
+func streamMsgs(t *testing.T, rt *daemon.Runtime) uint64 {
 	t.Helper()
 	js, err := jetstream.New(rt.NC)
 	if err != nil {
@@ -50,19 +50,7 @@ func heapInUse() uint64 {
 // bootLimits boots the gateway test configuration with changed limits.
 func bootLimits(t *testing.T, set func(*config.LimitsConfig)) *env {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	cfg := testConfig(t, e.dir, hs.URL)
-	set(&cfg.Runtime.Limits)
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
-	return e
+	return startEnvWith(t, daemontest.Options{Config: func(cfg *config.Config) { set(&cfg.Runtime.Limits) }})
 }
 
 // flood sends n proposals from one agent, 32 at a time, and counts the

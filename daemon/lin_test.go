@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 // Linearizability of the gateway across replicas: several runtimes (each
 // with its own engine and warm state) serve one JetStream through the queue
@@ -20,10 +20,12 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/chaos"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/lincheck"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
@@ -50,7 +52,7 @@ func linConfig(t testing.TB, dir, providerURL, natsURL, executor string) *config
 
 type replicas struct {
 	url  string
-	rts  []*Runtime
+	rts  []*daemon.Runtime
 	prov *provider.Server
 	dir  string
 }
@@ -68,7 +70,7 @@ func startReplicas(t *testing.T, n int) *replicas {
 		Configure: func(so *server.Options) { so.Users = gateway.ServerUsers(base, linRuntimePassword) }})
 	r := &replicas{url: emb.ClientURL(), prov: prov, dir: dir}
 	for i := 0; i < n; i++ {
-		rt, err := Boot(linConfig(t, dir, hs.URL, r.url, "lin-"+string(rune('a'+i))), BootOptions{})
+		rt, err := bootConfig(t, linConfig(t, dir, hs.URL, r.url, "lin-"+string(rune('a'+i))), daemontest.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/interop"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
@@ -47,7 +48,7 @@ func TestLitewitnessCosignsTheLog(t *testing.T) {
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, hs.URL)
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +60,11 @@ func TestLitewitnessCosignsTheLog(t *testing.T) {
 		t.Fatalf("litewitness printed the key %q; want one named %q", lw.VKey, lw.Name)
 	}
 	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: lw.URL, Key: lw.VKey}}
-	e := &env{t: t, prov: prov, dir: dir}
+	e := &env{t: t, prov: prov}
 	var stop func()
 	boot := func() {
 		t.Helper()
-		rt, err := Boot(cfg, BootOptions{})
+		rt, err := bootConfig(t, cfg, daemontest.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

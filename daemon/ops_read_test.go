@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/contextos/ledger/client"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/exposure"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -199,9 +200,8 @@ func TestModelSnapshotAcrossRestart(t *testing.T) {
 		e.propose(nc, "acme", "agent_email", refund("run_s", fmt.Sprintf("s%d", i), "ord_s", 10))
 	}
 	rows := e.op("exposure", wire.OpRequest{}).Exposure
-	url := e.rt.Config.Capabilities[0].HTTP.URL
 	e.rt.Close()
-	e.boot(strings.TrimSuffix(url, "/refunds"))
+	e.restart(daemontest.Options{})
 	if err := e.rt.Gateway.Model().Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}

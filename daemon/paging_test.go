@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
-	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
@@ -27,24 +28,15 @@ import (
 // (bank.wire needs an approval) too, with /metrics and per-resource series.
 func startApprovalEnv(t *testing.T) *env {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	dir := t.TempDir()
-	cfg := parseConfig(t, refundcfg.Text(dir, hs.URL))
-	for i := range cfg.Tenants[0].Agents {
-		if a := &cfg.Tenants[0].Agents[i]; a.ID == "agent_chat" {
-			a.Capabilities = append(a.Capabilities, "bank.wire")
+	return envOf(t, daemontest.Boot(t, daemontest.Options{Config: func(cfg *config.Config) {
+		for i := range cfg.Tenants[0].Agents {
+			if a := &cfg.Tenants[0].Agents[i]; a.ID == "agent_chat" {
+				a.Capabilities = append(a.Capabilities, "bank.wire")
+			}
 		}
-	}
-	cfg.Runtime.MetricsListen = "127.0.0.1:0"
-	cfg.Runtime.MetricsResourceSeries = 100
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return &env{t: t, rt: rt, prov: prov, dir: dir}
+		cfg.Runtime.MetricsListen = "127.0.0.1:0"
+		cfg.Runtime.MetricsResourceSeries = 100
+	}}))
 }
 
 // hugeID is the i-th resource id of 60 KB; all of them share their first
@@ -258,7 +250,7 @@ func TestAttemptsPagesWith1000HugeIDs(t *testing.T) {
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
 	const attempts = 1000
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) { c.NATS.Sync = "relaxed" })
+	e, _ := bootObserved(t, hs.URL, daemon.BootOptions{}, func(c *config.Config) { c.NATS.Sync = "relaxed" })
 	ctx := context.Background()
 	eng := e.rt.Gateway.Engine()
 	def := e.rt.Config.Guarantees[0]
@@ -321,7 +313,7 @@ func TestUnsentReplyIsLoggedAndCounted(t *testing.T) {
 	cfg.Runtime.MetricsListen = "127.0.0.1:0"
 	cfg.Runtime.LogFormat = "json"
 	logs := &logBuf{}
-	rt, err := Boot(cfg, BootOptions{Logger: config.NewLogger(cfg, logs)})
+	rt, err := bootConfig(t, cfg, daemontest.Options{Log: logs})
 	if err != nil {
 		t.Fatal(err)
 	}

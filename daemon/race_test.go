@@ -1,6 +1,6 @@
 //go:build race
 
-package daemon
+package daemon_test
 
 // raceEnabled reports a build with the race detector.
 const raceEnabled = true

@@ -1,11 +1,11 @@
-package daemon
+package daemon_test
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 )
@@ -14,17 +14,8 @@ import (
 // the zero-width and full-width spellings of an order id are refused
 // before anything is reserved or sent, and the plain id is served.
 func TestLookAlikeResourceRefused(t *testing.T) {
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	cfg := testConfig(t, t.TempDir(), hs.URL)
-	cfg.Guarantees[0].ResourceForm = kernel.ResourceFormASCIIToken
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e := &env{t: t, rt: rt, prov: prov}
+	e := startEnvWith(t, daemontest.Options{Config: func(cfg *config.Config) { cfg.Guarantees[0].ResourceForm = kernel.ResourceFormASCIIToken }})
+	prov := e.prov
 	nc := e.client("acme", "agent_email")
 	for i, id := range []string{"ord_7\u200b", "ｏｒｄ＿７", "cafe\u0301"} {
 		r := e.propose(nc, "acme", "agent_email", refund("run_la", "la-"+string(rune('a'+i)), id, 60000))

@@ -1,16 +1,15 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/contextos/ledger/client"
-	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/kernel"
@@ -25,14 +24,10 @@ var scopedOperators = map[string]string{"ops_ro": "ro-ops-secret-passphrase", "o
 // operators scoped and its two-person rule on.
 func startScopedEnv(t *testing.T) *env {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	s := gatewayText(e.dir, hs.URL)
-	for _, edit := range []struct{ old, repl string }{
-		{"id = \"acme\"\n", "id = \"acme\"\ntwo_person = [\"assert_absence\", \"limit_raise\"]\nlimit_raise_above = 150000\n"},
-		{"  id = \"ops_alice\"\n  password = \"alice-secret-passphrase\"\n", `  id = "ops_alice"
+	return startEnvWith(t, daemontest.Options{Edit: func(s string) string {
+		for _, edit := range []struct{ old, repl string }{
+			{"id = \"acme\"\n", "id = \"acme\"\ntwo_person = [\"assert_absence\", \"limit_raise\"]\nlimit_raise_above = 150000\n"},
+			{"  id = \"ops_alice\"\n  password = \"alice-secret-passphrase\"\n", `  id = "ops_alice"
   password = "alice-secret-passphrase"
 
   [[tenants.operators]]
@@ -50,23 +45,14 @@ func startScopedEnv(t *testing.T) *env {
   password = "approver-secret-passphrase"
   scopes = ["read", "approve"]
 `},
-	} {
-		if !strings.Contains(s, edit.old) {
-			t.Fatalf("the configuration has no %q", edit.old)
+		} {
+			if !strings.Contains(s, edit.old) {
+				t.Fatalf("the configuration has no %q", edit.old)
+			}
+			s = strings.Replace(s, edit.old, edit.repl, 1)
 		}
-		s = strings.Replace(s, edit.old, edit.repl, 1)
-	}
-	cfg, err := config.Parse([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := Boot(cfg, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.rt = rt
-	t.Cleanup(rt.Close)
-	return e
+		return s
+	}})
 }
 
 // opAs sends an operator verb over NATS as operator of acme.

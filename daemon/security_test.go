@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 // Security tests, end to end over NATS with the embedded server's real
 // users and permissions: nobody acts outside their authority, and every
@@ -9,15 +9,17 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/contextos/ledger/aggregates"
+	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/gatewaytest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
@@ -35,7 +37,7 @@ type signedEvent struct {
 
 // signedStream reads the whole stream through the runtime's own connection
 // and verifies every signature with the runtime key; a bad one fails t.
-func signedStream(t *testing.T, rt *Runtime) []signedEvent {
+func signedStream(t *testing.T, rt *daemon.Runtime) []signedEvent {
 	t.Helper()
 	js, err := jetstream.New(rt.NC)
 	if err != nil {
@@ -63,7 +65,7 @@ func signedStream(t *testing.T, rt *Runtime) []signedEvent {
 
 // wantSignedRefusal finds a signed refusal with code on the operation of
 // (run, key) or, when run is empty, on the principal's refusal subject.
-func wantSignedRefusal(t *testing.T, rt *Runtime, tenant, principal, run, key string, code wire.Code) {
+func wantSignedRefusal(t *testing.T, rt *daemon.Runtime, tenant, principal, run, key string, code wire.Code) {
 	t.Helper()
 	for _, se := range signedStream(t, rt) {
 		switch ev := se.ev.(type) {
@@ -84,7 +86,7 @@ func wantSignedRefusal(t *testing.T, rt *Runtime, tenant, principal, run, key st
 
 // wantCountedRefusals waits for signed aggregates on the principal's
 // refusal subject that count n refusals of code.
-func wantCountedRefusals(t *testing.T, rt *Runtime, tenant, principal string, code wire.Code, n int) {
+func wantCountedRefusals(t *testing.T, rt *daemon.Runtime, tenant, principal string, code wire.Code, n int) {
 	t.Helper()
 	subject, _ := codec.Subject(tenant, "refusal", principal)
 	testenv.Eventually(t, func() bool {
@@ -98,7 +100,7 @@ func wantCountedRefusals(t *testing.T, rt *Runtime, tenant, principal string, co
 	}, 10*time.Second, n, " counted ", code, " refusals of ", principal)
 }
 
-func streamLen(t *testing.T, rt *Runtime) int {
+func streamLen(t *testing.T, rt *daemon.Runtime) int {
 	t.Helper()
 	return len(signedStream(t, rt))
 }
@@ -336,11 +338,8 @@ func TestSecurityCrossTenantOperator(t *testing.T) {
 // shared_guarantee_definition_mismatch, also on a resource never seen, and
 // each refusal is signed.
 func TestSecurityCeilingFromConfigOnly(t *testing.T) {
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	e := &env{t: t, prov: prov, dir: t.TempDir()}
-	e.boot(hs.URL)
+	e := startEnv(t)
+	prov := e.prov
 	nc := e.client("acme", "agent_email")
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_c", "c1", "ord_c", 90000)), 90000, 0, 10000)
 	claim := refund("run_c", "c2", "ord_c", 20000)
@@ -356,14 +355,8 @@ func TestSecurityCeilingFromConfigOnly(t *testing.T) {
 	nc.Close()
 	e.rt.Close()
 
-	raised := testConfig(t, e.dir, hs.URL)
-	raised.Guarantees[0].Limit = 200000
-	rt, err := Boot(raised, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
+	e.restart(daemontest.Options{Config: func(raised *config.Config) { raised.Guarantees[0].Limit = 200000 }})
+	rt := e.rt
 	// A configuration file cannot raise a ceiling: the limit is versioned
 	// in the stream (guarantee-set-limit), and the stream's version holds.
 	nc = e.client("acme", "agent_email")
@@ -388,14 +381,8 @@ func TestSecurityCeilingFromConfigOnly(t *testing.T) {
 	// What the guarantee means still fails closed when it changes.
 	nc.Close()
 	rt.Close()
-	other := testConfig(t, e.dir, hs.URL)
-	other.Guarantees[0].Unit = "USD_minor"
-	rt, err = Boot(other, BootOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e.rt = rt
+	e.restart(daemontest.Options{Config: func(other *config.Config) { other.Guarantees[0].Unit = "USD_minor" }})
+	rt = e.rt
 	nc = e.client("acme", "agent_email")
 	if r := e.propose(nc, "acme", "agent_email", refund("run_c", "unit-a", "ord_never_seen", 100)); r.Code != wire.CodeDefinitionMismatch {
 		t.Fatalf("under a changed unit: %+v", r)
@@ -484,17 +471,8 @@ func TestSecurityApprovalReplay(t *testing.T) {
 // is paused: the attempt, the channel that wakes it, and the reply to come.
 func pausedAfterDispatchStart(t *testing.T, p map[string]any) (*env, string, chan struct{}, chan wire.Reply) {
 	t.Helper()
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	dir := t.TempDir()
 	paused, wake := make(chan string, 1), make(chan struct{})
-	rt, err := Boot(testConfig(t, dir, hs.URL), BootOptions{Hooks: gateway.Hooks{AfterDispatchStart: func(id string) { paused <- id; <-wake }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	e := &env{t: t, rt: rt, prov: prov, dir: dir}
+	e := startEnvWith(t, daemontest.Options{Boot: daemon.BootOptions{Hooks: gateway.Hooks{AfterDispatchStart: func(id string) { paused <- id; <-wake }}}})
 	done := make(chan wire.Reply, 1)
 	nc := e.client("acme", "agent_email")
 	go func() { done <- e.propose(nc, "acme", "agent_email", p) }()

@@ -1,15 +1,16 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
@@ -21,27 +22,25 @@ import (
 // on to settle; with the threshold below the free space it takes proposals
 // again.
 func TestDiskGuard(t *testing.T) {
-	prov := provider.New()
-	hs := httptest.NewServer(prov.Handler())
-	t.Cleanup(hs.Close)
-	dir := t.TempDir()
+	// Every boot after the first is over the first's data and provider.
+	var first *daemontest.Daemon
 	boot := func(minFree int64) *env {
 		t.Helper()
-		cfg := testConfig(t, dir, hs.URL)
-		cfg.Runtime.MinFreeBytes = minFree
-		cfg.Runtime.ReconcileInterval.Duration = 50 * time.Millisecond
-		cfg.Runtime.StoreSpaceInterval = config.Duration{Duration: 100 * time.Millisecond}
-		cfg.Runtime.MetricsListen = "127.0.0.1:0"
-		rt, err := Boot(cfg, BootOptions{})
-		if err != nil {
-			t.Fatal(err)
+		e := startEnvWith(t, daemontest.Options{Of: first, Config: func(cfg *config.Config) {
+			cfg.Runtime.MinFreeBytes = minFree
+			cfg.Runtime.ReconcileInterval.Duration = 50 * time.Millisecond
+			cfg.Runtime.StoreSpaceInterval = config.Duration{Duration: 100 * time.Millisecond}
+			cfg.Runtime.MetricsListen = "127.0.0.1:0"
+		}})
+		if first == nil {
+			first = e.d
 		}
-		t.Cleanup(rt.Close)
-		return &env{t: t, rt: rt, prov: prov, dir: dir}
+		return e
 	}
 
 	// An attempt in flight: the provider reports it pending.
 	e := boot(0)
+	prov := e.prov
 	prov.Script(provider.Pending)
 	held := e.propose(e.client("acme", "agent_email"), "acme", "agent_email", refund("run_d", "held", "ord_d", 40000))
 	if held.Status != wire.StatusPending {
@@ -94,10 +93,10 @@ func TestDiskGuard(t *testing.T) {
 // settledReadiness polls /readyz until every check but the store's space
 // passes (the read model and the audit catch up after a boot) and returns
 // its status and answer.
-func settledReadiness(t *testing.T, rt *Runtime) (int, Readiness) {
+func settledReadiness(t *testing.T, rt *daemon.Runtime) (int, daemon.Readiness) {
 	t.Helper()
 	var code int
-	var rep Readiness
+	var rep daemon.Readiness
 	testenv.Eventually(t, func() bool {
 		code, rep = readyz(t, rt)
 		for _, c := range rep.Checks {
@@ -111,11 +110,11 @@ func settledReadiness(t *testing.T, rt *Runtime) (int, Readiness) {
 }
 
 // spaceCheck is /readyz's store_space check.
-func spaceCheck(rep Readiness) ReadyCheck {
+func spaceCheck(rep daemon.Readiness) daemon.ReadyCheck {
 	for _, c := range rep.Checks {
 		if c.Name == "store_space" {
 			return c
 		}
 	}
-	return ReadyCheck{Name: "missing"}
+	return daemon.ReadyCheck{Name: "missing"}
 }

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bufio"
@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -91,27 +93,26 @@ func (l *logBuf) waitLine(t *testing.T, msg string, want map[string]any) map[str
 }
 
 // bootObserved boots a runtime logging JSON into a buffer, serving metrics.
-func bootObserved(t *testing.T, providerURL string, o BootOptions, edit func(*config.Config)) (*env, *logBuf) {
+func bootObserved(t *testing.T, providerURL string, o daemon.BootOptions, edit func(*config.Config)) (*env, *logBuf) {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := testConfig(t, dir, providerURL)
-	cfg.Runtime.LogFormat, cfg.Runtime.LogLevel = "json", "debug"
-	cfg.Runtime.MetricsListen = "127.0.0.1:0"
-	if edit != nil {
-		edit(cfg)
-	}
 	logs := &logBuf{}
-	o.Logger = config.NewLogger(cfg, logs)
-	rt, err := Boot(cfg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return &env{t: t, rt: rt, dir: dir}, logs
+	e := startEnvWith(t, daemontest.Options{
+		Of: &daemontest.Daemon{Dir: t.TempDir(), ProviderURL: providerURL},
+		Config: func(cfg *config.Config) {
+			cfg.Runtime.LogFormat, cfg.Runtime.LogLevel = "json", "debug"
+			cfg.Runtime.MetricsListen = "127.0.0.1:0"
+			if edit != nil {
+				edit(cfg)
+			}
+		},
+		Log:  logs,
+		Boot: o,
+	})
+	return e, logs
 }
 
 // scrape reads /metrics and parses it with expfmt.
-func scrape(t *testing.T, rt *Runtime) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, rt *daemon.Runtime) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get(rt.MetricsURL)
 	if err != nil {
@@ -168,7 +169,7 @@ func TestTelemetryDecisionLogs(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
-	e, logs := bootObserved(t, hs.URL, BootOptions{}, nil)
+	e, logs := bootObserved(t, hs.URL, daemon.BootOptions{}, nil)
 	logs.waitLine(t, "contextosd started", map[string]any{"nats": e.rt.URL, "metrics": e.rt.MetricsURL,
 		"readyz": strings.TrimSuffix(e.rt.MetricsURL, "metrics") + "readyz"})
 
@@ -211,7 +212,7 @@ func TestTelemetryArgumentsLoggedWhenConfigured(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
-	e, logs := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) { c.Runtime.LogArguments = true })
+	e, logs := bootObserved(t, hs.URL, daemon.BootOptions{}, func(c *config.Config) { c.Runtime.LogArguments = true })
 	r := e.propose(e.client("acme", "agent_email"), "acme", "agent_email", refund("run_arg", "k1", "ord_arg", 10))
 	line := logs.waitLine(t, "decision", map[string]any{"attempt": r.AttemptID})
 	args, _ := line["arguments"].(map[string]any)
@@ -236,7 +237,7 @@ func deadURL(t *testing.T) string {
 // attempt row, the reconcile output, the logs and the metrics all say the
 // provider was unreachable, never that it answered.
 func TestTelemetryProviderOutage(t *testing.T) {
-	e, logs := bootObserved(t, deadURL(t), BootOptions{}, nil)
+	e, logs := bootObserved(t, deadURL(t), daemon.BootOptions{}, nil)
 	nc := e.client("acme", "agent_email")
 	r := e.propose(nc, "acme", "agent_email", refund("run_out", "k1", "ord_out", 900))
 	if r.Status != wire.StatusUnknown || !strings.HasPrefix(r.Reason, "provider unreachable: ") || !strings.Contains(r.Reason, "connection refused") {
@@ -294,7 +295,7 @@ func TestTelemetryTimeoutAnd5xx(t *testing.T) {
 		_, _ = io.WriteString(w, `{"error":"down"}`)
 	}))
 	defer hs.Close()
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, nil)
+	e, _ := bootObserved(t, hs.URL, daemon.BootOptions{}, nil)
 	nc := e.client("acme", "agent_email")
 	r := e.propose(nc, "acme", "agent_email", refund("run_5", "k1", "ord_5", 10))
 	if r.Status != wire.StatusUnknown || r.Reason != "provider answered 503 Service Unavailable" {
@@ -314,14 +315,14 @@ func TestTelemetryTimeoutAnd5xx(t *testing.T) {
 }
 
 // readyz returns /readyz's status and answer.
-func readyz(t *testing.T, rt *Runtime) (int, Readiness) {
+func readyz(t *testing.T, rt *daemon.Runtime) (int, daemon.Readiness) {
 	t.Helper()
 	resp, err := http.Get(strings.TrimSuffix(rt.MetricsURL, "metrics") + "readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var rep Readiness
+	var rep daemon.Readiness
 	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +330,7 @@ func readyz(t *testing.T, rt *Runtime) (int, Readiness) {
 }
 
 // waitReady polls /readyz until its readiness is want.
-func waitReady(t *testing.T, rt *Runtime, want bool) Readiness {
+func waitReady(t *testing.T, rt *daemon.Runtime, want bool) daemon.Readiness {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -362,7 +363,7 @@ func TestReadyzFollowsTheStore(t *testing.T) {
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) {
+	e, _ := bootObserved(t, hs.URL, daemon.BootOptions{}, func(c *config.Config) {
 		c.NATS.URL = emb.ClientURL()
 		c.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
 	})
@@ -423,7 +424,7 @@ func TestMetricsBoundedSeries(t *testing.T) {
 	hs := httptest.NewServer(prov.Handler())
 	defer hs.Close()
 	const resources, topN = 10_000, 5
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) {
+	e, _ := bootObserved(t, hs.URL, daemon.BootOptions{}, func(c *config.Config) {
 		c.NATS.Sync = "relaxed"
 		c.Runtime.MetricsResourceSeries = topN
 	})
@@ -514,7 +515,7 @@ func TestTraceOfAProposal(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	e, _ := bootObserved(t, hs.URL, BootOptions{TracerProvider: tp}, nil)
+	e, _ := bootObserved(t, hs.URL, daemon.BootOptions{TracerProvider: tp}, nil)
 	nc := e.client("acme", "agent_email")
 
 	const agentTrace, agentSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -594,46 +595,6 @@ func TestTraceOfAProposal(t *testing.T) {
 	}
 }
 
-// TestTracingFromEnv: tracing is off without an OTLP endpoint, and with
-// OTEL_EXPORTER_OTLP_ENDPOINT set the spans reach that collector over
-// OTLP/HTTP.
-func TestTracingFromEnv(t *testing.T) {
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	if tp, err := tracingFromEnv(context.Background()); tp != nil || err != nil {
-		t.Fatalf("tracing on without an endpoint: %v %v", tp, err)
-	}
-	posts := make(chan *http.Request, 4)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		posts <- r
-	}))
-	defer hs.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", hs.URL)
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-	tp, err := tracingFromEnv(context.Background())
-	if err != nil || tp == nil {
-		t.Fatalf("tracing from env: %v %v", tp, err)
-	}
-	_, span := tp.Tracer("github.com/contextos/ledger/gateway").Start(context.Background(), "propose")
-	span.End()
-	if err := tp.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case r := <-posts:
-		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
-			t.Fatalf("collector got %s %s %s", r.Method, r.URL.Path, r.Header.Get("Content-Type"))
-		}
-	default:
-		t.Fatal("no OTLP export reached the collector")
-	}
-	t.Setenv("OTEL_SDK_DISABLED", "true")
-	if tp, _ := tracingFromEnv(context.Background()); tp != nil {
-		t.Fatal("tracing on with OTEL_SDK_DISABLED=true")
-	}
-}
-
 // TestObservabilityConfig: the logging, readiness, metrics and breaker
 // keys decode from TOML and are validated.
 func TestObservabilityConfig(t *testing.T) {
@@ -678,21 +639,6 @@ metrics_resource_series = 20`, `  [capabilities.breaker]
 	}
 }
 
-// TestRedactURL: the startup log shows a NATS URL without its secrets.
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"nats://127.0.0.1:4222":                          "nats://127.0.0.1:4222",
-		"nats://u:secret@a:4222,nats://u:secret@b:4222":  "nats://u:xxxxx@a:4222,nats://u:xxxxx@b:4222",
-		"tls://s3cr3t-token@nats.example:4222":           "tls://xxxxx@nats.example:4222",
-		"nats://%zz@host":                                "(unparsable url)",
-		"nats://user:p%40ss@127.0.0.1:4222/?name=x#frag": "nats://user:xxxxx@127.0.0.1:4222/?name=x#frag",
-	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestProposalsInProgressGauge: a proposal waiting on its provider is
 // counted until it is answered, and only then.
 func TestProposalsInProgressGauge(t *testing.T) {
@@ -710,7 +656,7 @@ func TestProposalsInProgressGauge(t *testing.T) {
 	}))
 	defer hs.Close()
 	defer open()
-	e, _ := bootObserved(t, hs.URL, BootOptions{}, func(c *config.Config) {
+	e, _ := bootObserved(t, hs.URL, daemon.BootOptions{}, func(c *config.Config) {
 		cp, _ := c.Capability("adp_payments.issue_refund")
 		cp.HTTP.Timeout.Duration = time.Minute
 	})

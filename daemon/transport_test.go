@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/nats-io/nats-server/v2/server"
@@ -259,12 +260,12 @@ func TestNATSTLSAndNkey(t *testing.T) {
 		c.Runtime.KeyFile = filepath.Join(t.TempDir(), "runtime.key")
 		return c
 	}
-	rt, err := Boot(external(true), BootOptions{})
+	rt, err := bootConfig(t, external(true), daemontest.Options{})
 	if err != nil {
 		t.Fatalf("Boot over TLS with an nkey: %v", err)
 	}
 	rt.Close()
-	if rt, err := Boot(external(false), BootOptions{}); err == nil {
+	if rt, err := bootConfig(t, external(false), daemontest.Options{}); err == nil {
 		rt.Close()
 		t.Fatal("Boot trusted a certificate of an unknown CA")
 	} else if !strings.Contains(err.Error(), "certificate") {

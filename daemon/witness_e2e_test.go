@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bufio"
@@ -19,8 +19,10 @@ import (
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/audit/witness"
 	"github.com/contextos/ledger/config"
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/events"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
@@ -113,14 +115,14 @@ func logKeys(t *testing.T, cfg *config.Config, pub ed25519.PublicKey) []string {
 
 // waitWitnessed waits until the witnesses cosigned acme's latest
 // checkpoint.
-func waitWitnessed(t *testing.T, rt *Runtime) {
+func waitWitnessed(t *testing.T, rt *daemon.Runtime) {
 	t.Helper()
 	testenv.Eventually(t, func() bool { st, _ := rt.Service.Witnessing("acme"); return st == kernel.WitnessCosigned }, 20*time.Second, "acme's log witnessed")
 }
 
 // checkpointAll waits until acme's audit log records every event of acme
 // in the stream, then publishes a checkpoint of it.
-func checkpointAll(t *testing.T, rt *Runtime) {
+func checkpointAll(t *testing.T, rt *daemon.Runtime) {
 	t.Helper()
 	ctx := context.Background()
 	var n int64
@@ -137,7 +139,7 @@ func checkpointAll(t *testing.T, rt *Runtime) {
 // exportAcme writes acme's audit log (every record and checkpoint) and
 // keys.json as the daemon publishes them, and returns the newest
 // checkpoint note.
-func exportAcme(t *testing.T, rt *Runtime, dir string) (entries, keys string, newest []byte) {
+func exportAcme(t *testing.T, rt *daemon.Runtime, dir string) (entries, keys string, newest []byte) {
 	t.Helper()
 	ctx := context.Background()
 	x := audit.Entries{Tenant: "acme", Records: [][]byte{}, Checkpoints: [][]byte{}}
@@ -200,7 +202,7 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, hs.URL)
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,10 +211,10 @@ func TestInsiderRewriteFailsClosed(t *testing.T) {
 	var w witnessProc
 	startWitness(t, bin, &w, logKeys(t, cfg, pub)...)
 	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: w.URL, Key: w.VKey}}
-	e := &env{t: t, prov: prov, dir: dir}
+	e := &env{t: t, prov: prov}
 	boot := func() {
 		t.Helper()
-		rt, err := Boot(cfg, BootOptions{})
+		rt, err := bootConfig(t, cfg, daemontest.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +368,7 @@ func writeTestConfig(t *testing.T, dir, providerURL string, extra string) string
 
 // cosignedAgain appends events, checkpoints acme's log and waits until the
 // witnesses cosigned that checkpoint.
-func cosignedAgain(t *testing.T, rt *Runtime, from, n int) {
+func cosignedAgain(t *testing.T, rt *daemon.Runtime, from, n int) {
 	t.Helper()
 	p := rt.Service.Projectors["acme"]
 	before := p.Status().Cosigned
@@ -394,7 +396,7 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 	bin := buildTools(t)
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "http://127.0.0.1:1")
-	rt, err := Boot(cfg, BootOptions{})
+	rt, err := bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +407,7 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 	cfg.Runtime.Witnesses = []config.WitnessConfig{{URL: w.URL, Key: w.VKey}}
 	file := writeTestConfig(t, dir, "http://127.0.0.1:1", fmt.Sprintf("\n[[runtime.witnesses]]\nurl = %q\nkey = %q\n", w.URL, w.VKey))
 
-	rt, err = Boot(cfg, BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +428,7 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 	}
 	startWitness(t, bin, &w, logKeys(t, cfg, oldPub)...) // the old configuration and its state
 	cfg.Runtime.Witnesses[0].URL = w.URL
-	rt, err = Boot(cfg, BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +462,7 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 	w.stop(t)
 	startWitness(t, bin, &w, append(logKeys(t, cfg, oldPub), logKeys(t, cfg, newPub)...)...)
 	cfg.Runtime.Witnesses[0].URL = w.URL
-	rt, err = Boot(cfg, BootOptions{})
+	rt, err = bootConfig(t, cfg, daemontest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,13 +477,13 @@ func TestRotationKeepsWitnessContinuity(t *testing.T) {
 }
 
 // readyCheck returns the named check of a readiness answer.
-func readyCheck(rep Readiness, name string) (ReadyCheck, bool) {
+func readyCheck(rep daemon.Readiness, name string) (daemon.ReadyCheck, bool) {
 	for _, c := range rep.Checks {
 		if c.Name == name {
 			return c, true
 		}
 	}
-	return ReadyCheck{}, false
+	return daemon.ReadyCheck{}, false
 }
 
 // TestWitnessRefusalsAreLoud: a witness process that knows acme's log but
@@ -497,11 +499,11 @@ func TestWitnessRefusalsAreLoud(t *testing.T) {
 	t.Cleanup(hs.Close)
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, hs.URL)
-	path, err := KeyPath(cfg)
+	path, err := daemon.KeyPath(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := CreateKey(path); err != nil {
+	if _, err := daemon.CreateKey(path); err != nil {
 		t.Fatal(err)
 	}
 	key, err := codec.LoadPrivateKey(path)
@@ -519,11 +521,11 @@ func TestWitnessRefusalsAreLoud(t *testing.T) {
 	boot := func() (*env, *logBuf) {
 		t.Helper()
 		logs := &logBuf{}
-		rt, err := Boot(cfg, BootOptions{Logger: config.NewLogger(cfg, logs)})
+		rt, err := bootConfig(t, cfg, daemontest.Options{Log: logs})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &env{t: t, rt: rt, dir: dir, prov: prov}, logs
+		return &env{t: t, rt: rt, prov: prov}, logs
 	}
 	e, logs := boot()
 	waitWitnessed(t, e.rt)

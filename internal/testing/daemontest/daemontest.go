@@ -1,6 +1,7 @@
 package daemontest
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,6 +40,14 @@ type Options struct {
 	Provider func(http.Handler) http.Handler
 	// Boot is passed to daemon.Boot as it is.
 	Boot daemon.BootOptions
+	// Log, when set and Boot.Logger is not, receives the runtime's log in
+	// the format and at the level the configuration says.
+	Log io.Writer
+	// Of, when set, boots over that Daemon's data directory and provider
+	// instead of fresh ones (Provider is then ignored): a restart over the
+	// same data once the test has closed Of.RT, or another replica of a
+	// deployment whose NATS server Config names.
+	Of *Daemon
 }
 
 // Daemon is a running runtime and the provider its refund capability
@@ -48,6 +57,9 @@ type Daemon struct {
 	Provider *provider.Server
 	// ConfigPath is the configuration's file with Options.File, else "".
 	ConfigPath string
+	// Dir is the data directory the configuration names, and ProviderURL
+	// the provider's address in it.
+	Dir, ProviderURL string
 }
 
 // Boot starts the synthetic provider and a runtime over the refund
@@ -55,15 +67,32 @@ type Daemon struct {
 // ends. A configuration that does not parse or boot fails the test.
 func Boot(t testing.TB, o Options) *Daemon {
 	t.Helper()
-	prov := provider.New()
-	h := prov.Handler()
-	if o.Provider != nil {
-		h = o.Provider(h)
+	d, err := Start(t, o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	d := &Daemon{Provider: prov}
-	text := refundcfg.Text(t.TempDir(), hs.URL)
+	return d
+}
+
+// Start is Boot for a test of a runtime that refuses to start: an error of
+// daemon.Boot is returned (with the Daemon, whose RT is nil) instead of
+// failing the test. A configuration that does not parse still fails it.
+func Start(t testing.TB, o Options) (*Daemon, error) {
+	t.Helper()
+	d := &Daemon{}
+	if o.Of != nil {
+		d.Provider, d.Dir, d.ProviderURL = o.Of.Provider, o.Of.Dir, o.Of.ProviderURL
+	} else {
+		d.Provider = provider.New()
+		h := d.Provider.Handler()
+		if o.Provider != nil {
+			h = o.Provider(h)
+		}
+		hs := httptest.NewServer(h)
+		t.Cleanup(hs.Close)
+		d.Dir, d.ProviderURL = t.TempDir(), hs.URL
+	}
+	text := refundcfg.Text(d.Dir, d.ProviderURL)
 	if o.Console {
 		text = ConsoleEdit(text)
 	}
@@ -87,13 +116,16 @@ func Boot(t testing.TB, o Options) *Daemon {
 	if o.Config != nil {
 		o.Config(cfg)
 	}
+	if o.Log != nil && o.Boot.Logger == nil {
+		o.Boot.Logger = config.NewLogger(cfg, o.Log)
+	}
 	rt, err := daemon.Boot(cfg, o.Boot)
 	if err != nil {
-		t.Fatal(err)
+		return d, err
 	}
 	t.Cleanup(rt.Close)
 	d.RT = rt
-	return d
+	return d, nil
 }
 
 // ConsoleEdit adds to the refund configuration's text the console tests'
