@@ -52,6 +52,7 @@ var (
 type OwnershipStats struct {
 	ID        string            // this replica's member id
 	Owned     []int             // partitions owned now
+	Known     int               // partitions with a current owner, here or elsewhere, as this replica sees them
 	Forwarded uint64            // requests sent on to their owner
 	Received  uint64            // requests forwarded here by another replica
 	Handled   map[string]uint64 // requests handled here, by tenant (forwarded here or not)
@@ -380,6 +381,11 @@ func (o *owners) stats() OwnershipStats {
 	for p := 0; p < o.cfg.Partitions; p++ {
 		if at, ok := o.mine[p]; ok && now.Sub(at) < o.cfg.TTL.Duration {
 			s.Owned = append(s.Owned, p)
+		}
+	}
+	for p := 0; p < o.cfg.Partitions; p++ {
+		if e, ok := o.view[partitionKey(p)]; ok && e.value != "" && now.Sub(e.seen) < o.cfg.TTL.Duration {
+			s.Known++
 		}
 	}
 	for t, c := range o.handled {

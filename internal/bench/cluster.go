@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -32,6 +33,7 @@ import (
 type Cluster struct {
 	Servers []*server.Server
 	RTs     []*daemon.Runtime
+	URLs    []string
 	http    *httptest.Server
 	dir     string
 	agents  []*nats.Conn
@@ -49,6 +51,24 @@ func freePort() (int, error) {
 // StartCluster starts the three servers, waits for JetStream, and boots
 // replicas runtimes and agents agent connections.
 func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
+	return StartClusterWith(parent, ClusterOptions{Replicas: replicas, Agents: agents})
+}
+
+// ClusterOptions shape a Cluster.
+type ClusterOptions struct {
+	Replicas, Agents int
+	// Owning turns nats.ownership on in every replica, with TTL and
+	// Heartbeat when set (the defaults otherwise).
+	Owning         bool
+	TTL, Heartbeat time.Duration
+	// Tenants are more tenants besides Tenant, each with the same agents
+	// (Connect opens their connections).
+	Tenants []string
+}
+
+// StartClusterWith is StartCluster shaped by o.
+func StartClusterWith(parent string, o ClusterOptions) (*Cluster, error) {
+	replicas, agents := o.Replicas, o.Agents
 	dir, err := os.MkdirTemp(parent, "cluster-")
 	if err != nil {
 		return nil, err
@@ -82,7 +102,18 @@ func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
 	for r := range cfgs {
 		sections := fmt.Sprintf("[nats]\nurl = %q\nuser = %q\npassword = %q\nreply_user = %q\nreply_password = %q\nreplicas = 3\n\n[runtime]\nkey_file = %q\nexecutor = \"bench-%d\"\n",
 			strings.Join(urls, ","), gateway.RuntimeUser, pw, gateway.ReplyUser, pw, filepath.Join(dir, "runtime.key"), r+1)
-		if cfgs[r], err = config.Parse([]byte(runtimeConfig(sections, c.http.URL, agents))); err != nil {
+		if o.Owning {
+			sections = strings.Replace(sections, "\n\n[runtime]", fmt.Sprintf("\n\n[nats.ownership]\nenabled = true\nttl = %q\nheartbeat = %q\n\n[runtime]",
+				cmp.Or(o.TTL, config.DefaultOwnershipTTL), cmp.Or(o.Heartbeat, config.DefaultOwnershipHeartbeat)), 1)
+		}
+		text := runtimeConfig(sections, c.http.URL, agents)
+		for _, t := range o.Tenants {
+			text += fmt.Sprintf("\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", t)
+			for a := 0; a < agents; a++ {
+				text += fmt.Sprintf("\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
+			}
+		}
+		if cfgs[r], err = config.Parse([]byte(text)); err != nil {
 			return nil, err
 		}
 	}
@@ -105,6 +136,7 @@ func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
 			return nil, fmt.Errorf("cluster server %s did not start", srv.Name())
 		}
 	}
+	c.URLs = urls
 	if err := waitJetStream(strings.Join(urls, ","), pw); err != nil {
 		return nil, err
 	}
@@ -159,6 +191,24 @@ func waitJetStream(urls, pw string) error {
 			return fmt.Errorf("JetStream cluster not ready: %w", err)
 		}
 	}
+}
+
+// Connect opens agent a's connection as an agent of tenant, on the a-th
+// server first; the caller closes it.
+func (c *Cluster) Connect(tenant string, a int) (*nats.Conn, error) {
+	p := fmt.Sprintf("agent_%02d", a)
+	order := append(append([]string{}, c.URLs[a%3:]...), c.URLs[:a%3]...)
+	return nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(wire.UserName(tenant, p), fmt.Sprintf("secret-passphrase-%02d", a)),
+		nats.CustomInboxPrefix(wire.InboxPrefix(tenant, p)))
+}
+
+// Conflicts is the optimistic conflicts of every replica's engine.
+func (c *Cluster) Conflicts() uint64 {
+	var n uint64
+	for _, rt := range c.RTs {
+		n += rt.Gateway.Engine().Stats().Conflicts
+	}
+	return n
 }
 
 // Gateway is the cluster seen through its first replica: the agents'
