@@ -233,3 +233,33 @@ func (c *Cluster) Close() {
 	}
 	_ = os.RemoveAll(c.dir)
 }
+
+// WaitOwned waits until the replicas, with nats.ownership on, own every
+// partition between them and each sees every partition's owner.
+func (c *Cluster) WaitOwned(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		owned, seen := 0, true
+		var parts int
+		for _, rt := range c.RTs {
+			s, ok := rt.Gateway.Ownership()
+			if !ok {
+				return fmt.Errorf("nats.ownership is off")
+			}
+			owned += len(s.Owned)
+			parts = rt.Config.NATS.Ownership.Partitions
+			seen = seen && s.Known == parts
+		}
+		if owned == parts && seen {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the replicas own %d of %d partitions after %s", owned, parts, within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
