@@ -128,6 +128,7 @@ func New(o Options) *Gateway {
 		g.model = projections.NewModel(projections.ModelConfig{Store: o.Store})
 	}
 	g.index = readModel{g.model}
+	g.own = newOwners(g)
 	g.mountIntegrity()
 	g.mountGuardrails()
 	lim := o.Config.Runtime.Limits
@@ -250,7 +251,6 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 		return err
 	}
 	g.maxPayload.Store(nc.MaxPayload())
-	g.own = newOwners(g)
 	opsConn, err := g.connect(nc, "contextosd-ops")
 	if err != nil {
 		return err

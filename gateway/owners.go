@@ -124,6 +124,14 @@ func (o *owners) route(tenant, filter string, cb nats.MsgHandler) nats.MsgHandle
 	}
 }
 
+// Serves reports whether this replica serves tenant now: always with
+// ownership off, else when it owns the tenant's partition or no other
+// replica's claim on it is current. What only saves work (the audit
+// projector's appends) runs where it serves.
+func (g *Gateway) Serves(tenant string) bool {
+	return g.own == nil || g.own.ownerElsewhere(kernel.Partition(tenant, g.own.cfg.Partitions)) == ""
+}
+
 // ownerElsewhere is p's owner when it is another replica whose claim is
 // current, else "".
 func (o *owners) ownerElsewhere(p int) string {

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -211,10 +213,18 @@ func (c *Cluster) Conflicts() uint64 {
 	return n
 }
 
-// Gateway is the cluster seen through its first replica: the agents'
-// proposals reach every replica (one queue group), the followers' lag and
-// the engine's statistics are the first replica's.
-func (c *Cluster) Gateway() *Gateway { return &Gateway{RT: c.RTs[0], agents: c.agents} }
+// Gateway is the cluster seen through one replica: the agents' proposals
+// reach every replica (one queue group), the followers' lag and the
+// engine's statistics are that replica's: the one that owns Tenant's
+// partition with nats.ownership on, else the first.
+func (c *Cluster) Gateway() *Gateway {
+	for _, rt := range c.RTs {
+		if s, ok := rt.Gateway.Ownership(); ok && slices.Contains(s.Owned, kernel.Partition(Tenant, rt.Config.NATS.Ownership.Partitions)) {
+			return &Gateway{RT: rt, agents: c.agents}
+		}
+	}
+	return &Gateway{RT: c.RTs[0], agents: c.agents}
+}
 
 // Close stops the runtimes, the servers and the provider and removes the
 // data directories.

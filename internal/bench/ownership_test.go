@@ -77,6 +77,11 @@ func TestClusterOwnership(t *testing.T) {
 
 	before := [2]gateway.OwnershipStats{ownership(t, c, 0), ownership(t, c, 1)}
 	conflicts := c.Conflicts()
+	audited := func(r int, tn string) uint64 { return c.RTs[r].Service.Projectors[tn].Status().LastEventSeq }
+	auditedBefore := map[string][2]uint64{}
+	for _, tn := range tenants {
+		auditedBefore[tn] = [2]uint64{audited(0, tn), audited(1, tn)}
+	}
 	const each = 15
 	var wg sync.WaitGroup
 	errs := make(chan error, len(tenants)*agents)
@@ -106,6 +111,18 @@ func TestClusterOwnership(t *testing.T) {
 		h0, h1 := after[0].Handled[tn]-before[0].Handled[tn], after[1].Handled[tn]-before[1].Handled[tn]
 		if h0+h1 != agents*each || h0 != 0 && h1 != 0 {
 			t.Errorf("tenant %s: replica 1 handled %d, replica 2 %d of %d: want all on one", tn, h0, h1, agents*each)
+		}
+	}
+	// The audit of a tenant is recorded by the replica that serves it; the
+	// other does not race it for the same appends.
+	for _, tn := range tenants {
+		owner := 0
+		if after[1].Handled[tn] > before[1].Handled[tn] {
+			owner = 1
+		}
+		waitFor(t, 30*time.Second, tn+"'s audit recorded by its owner", func() bool { return audited(owner, tn) > auditedBefore[tn][owner] })
+		if other := 1 - owner; audited(other, tn) != auditedBefore[tn][other] {
+			t.Errorf("%s: the replica that does not serve it recorded its audit too (%d to %d)", tn, auditedBefore[tn][other], audited(other, tn))
 		}
 	}
 	fwd := after[0].Forwarded + after[1].Forwarded - before[0].Forwarded - before[1].Forwarded
