@@ -225,7 +225,8 @@ func Boot(cfg *config.Config, o BootOptions) (*Runtime, error) {
 	rt.Service, err = projections.StartService(ctx, projections.ServiceConfig{NC: nc, JS: js, Store: rt.Store, Signer: rt.Signer,
 		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys, OnWitness: rt.Gateway.WitnessAnswered,
 		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas}, Model: model,
-		CheckpointEvery: cfg.Runtime.AuditCheckpointEvery, Active: rt.Gateway.Serves,
+		CheckpointEvery: cfg.Runtime.AuditCheckpointEvery,
+		Active:          rt.Gateway.Serves,
 		Logf:            func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
 	if err != nil {
 		return nil, err
