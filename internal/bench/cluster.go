@@ -245,7 +245,9 @@ func (c *Cluster) Close() {
 }
 
 // WaitOwned waits until the replicas, with nats.ownership on, own every
-// partition between them and each sees every partition's owner.
+// partition between them, none more than its fair share (the first to boot
+// claims all, then gives the others theirs), and each sees every
+// partition's owner.
 func (c *Cluster) WaitOwned(ctx context.Context, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
@@ -258,7 +260,7 @@ func (c *Cluster) WaitOwned(ctx context.Context, within time.Duration) error {
 			}
 			owned += len(s.Owned)
 			parts = rt.Config.NATS.Ownership.Partitions
-			seen = seen && s.Known == parts
+			seen = seen && s.Known == parts && len(s.Owned) <= kernel.FairShare(parts, len(c.RTs))
 		}
 		if owned == parts && seen {
 			return nil
