@@ -1,0 +1,86 @@
+package daemon
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/wire"
+	"github.com/nats-io/nats.go"
+)
+
+// TestOwnershipPermissions: with nats.ownership on, a runtime whose user has
+// only the docs' base permissions refuses to start naming the bucket and
+// the internal subjects; with the two added as docs/operations.md says it
+// serves, owns every partition alone, and an agent may not publish on the
+// internal subjects a forwarded request arrives on.
+func TestOwnershipPermissions(t *testing.T) {
+	block := docsAuthorization(t)
+	prov := provider.New()
+	hs := httptest.NewServer(prov.Handler())
+	t.Cleanup(hs.Close)
+	owning := func(url string) *Runtime {
+		cfg := externalConfig(t, url, hs.URL)
+		cfg.NATS.Ownership.Enabled = true
+		cfg.NATS.Ownership = cfg.NATS.Ownership.WithDefaults()
+		rt, err := Boot(cfg, BootOptions{})
+		if err != nil {
+			t.Fatalf("Boot with the ownership permissions: %v", err)
+		}
+		return rt
+	}
+	cfg := externalConfig(t, startDocsServer(t, block), hs.URL)
+	cfg.NATS.Ownership.Enabled = true
+	if _, err := Boot(cfg, BootOptions{}); err == nil || !strings.Contains(err.Error(), "$KV.CTX_OWNERS.>") || !strings.Contains(err.Error(), "ctx.internal.>") {
+		t.Fatalf("Boot without the ownership permissions: %v, want both named", err)
+	}
+
+	for _, r := range [][2]string{{`"ctx.ev.>", "ctx.audit.>"`, `"$KV.CTX_OWNERS.>", "ctx.internal.>", "ctx.ev.>", "ctx.audit.>"`}, {`subscribe: { allow: ["ctx.v1.>",`, `subscribe: { allow: ["ctx.v1.>", "ctx.internal.>",`}} {
+		if !strings.Contains(block, r[0]) {
+			t.Fatalf("the docs' block has no %q", r[0])
+		}
+		block = strings.Replace(block, r[0], r[1], 1)
+	}
+	url := startDocsServer(t, block)
+	rt := owning(url)
+	t.Cleanup(rt.Close)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s, _ := rt.Gateway.Ownership(); len(s.Owned) == rt.Config.NATS.Ownership.Partitions {
+			break
+		}
+		if time.Now().After(deadline) {
+			s, _ := rt.Gateway.Ownership()
+			t.Fatalf("a lone replica owns %d partitions", len(s.Owned))
+		}
+	}
+	e := &env{t: t, rt: rt, prov: prov}
+	agent := e.client("acme", "agent_email")
+	if r := e.propose(agent, "acme", "agent_email", refund("run_own", "own-1", "ord_own", 1000)); r.Status != wire.StatusApplied {
+		t.Fatalf("proposal: %+v", r)
+	}
+	refused := make(chan error, 1)
+	agent.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case refused <- err:
+		default:
+		}
+	})
+	s, _ := rt.Gateway.Ownership()
+	if err := agent.Publish(gateway.OwnerSubjectPrefix+s.ID, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-refused:
+		if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+			t.Fatalf("agent's publish on the internal subject: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server took an agent's publish on the internal subject")
+	}
+	if s2, _ := rt.Gateway.Ownership(); s2.Received != 0 {
+		t.Fatalf("a forwarded request from an agent was received: %+v", s2)
+	}
+}
