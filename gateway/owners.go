@@ -288,19 +288,16 @@ func (o *owners) beat(ctx context.Context) {
 // heartbeat renews this replica's membership and partitions and claims or
 // releases as kernel.PlanOwnership says.
 func (o *owners) heartbeat(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, o.cfg.Heartbeat.Duration)
+	// A write that lands within the TTL still counts, so a slow store
+	// delays a heartbeat rather than failing it; the writes of one
+	// heartbeat go at once, not one round trip after another.
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.TTL.Duration)
 	defer cancel()
-	rev, err := o.kv.Put(ctx, memberKey(o.id), []byte(o.id))
-	if err != nil {
-		o.g.log.Warn("ownership heartbeat failed", "replica", o.id, "err", err)
-		return
-	}
-	o.see(memberKey(o.id), o.id, rev, false)
-	now := time.Now()
+	start := time.Now()
 	o.mu.Lock()
 	var live []string
 	for k, e := range o.view {
-		if id, ok := strings.CutPrefix(k, "m."); ok && e.value != "" && now.Sub(e.seen) < o.cfg.TTL.Duration {
+		if id, ok := strings.CutPrefix(k, "m."); ok && e.value != "" && start.Sub(e.seen) < o.cfg.TTL.Duration {
 			live = append(live, id)
 		}
 	}
@@ -309,12 +306,24 @@ func (o *owners) heartbeat(ctx context.Context) {
 	for p := range table {
 		e := o.view[partitionKey(p)]
 		revs[p] = e.rev
-		if e.value != "" && now.Sub(e.seen) < o.cfg.TTL.Duration {
+		if e.value != "" && start.Sub(e.seen) < o.cfg.TTL.Duration {
 			table[p] = e.value
 		}
 	}
 	o.mu.Unlock()
 	plan := kernel.PlanOwnership(o.id, live, table)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		rev, err := o.kv.Put(ctx, memberKey(o.id), []byte(o.id))
+		if err != nil {
+			o.g.log.Warn("ownership heartbeat failed", "replica", o.id, "err", err)
+			return
+		}
+		o.see(memberKey(o.id), o.id, rev, false)
+	})
+	// write renews or claims p. Its key expires a TTL after the server
+	// stores it, which is after start: owning it until start plus the TTL
+	// is safe on this replica's clock.
 	write := func(p int, create bool) {
 		key := partitionKey(p)
 		var rev uint64
@@ -329,26 +338,30 @@ func (o *owners) heartbeat(ctx context.Context) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if err != nil {
+			if _, had := o.mine[p]; had && !create {
+				o.g.log.Warn("ownership of a partition lost", "replica", o.id, "partition", p, "err", err)
+			}
 			delete(o.mine, p)
 			return
 		}
-		o.mine[p] = time.Now()
+		o.mine[p] = start
 		if e, ok := o.view[key]; !ok || e.rev < rev {
-			o.view[key] = ownerEntry{value: o.id, rev: rev, seen: time.Now()}
+			o.view[key] = ownerEntry{value: o.id, rev: rev, seen: start}
 		}
 	}
 	for _, p := range plan.Keep {
-		write(p, false)
+		wg.Go(func() { write(p, false) })
 	}
 	for _, p := range plan.Claim {
-		write(p, true)
+		wg.Go(func() { write(p, true) })
 	}
 	for _, p := range plan.Release {
 		o.mu.Lock()
 		delete(o.mine, p)
 		o.mu.Unlock()
-		_ = o.kv.Delete(ctx, partitionKey(p), jetstream.LastRevision(revs[p]))
+		wg.Go(func() { _ = o.kv.Delete(ctx, partitionKey(p), jetstream.LastRevision(revs[p])) })
 	}
+	wg.Wait()
 }
 
 // release gives every partition back at a graceful stop, so the others
