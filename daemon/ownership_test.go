@@ -16,15 +16,24 @@ import (
 // only the docs' base permissions refuses to start naming the bucket and
 // the internal subjects; with the two added as docs/operations.md says it
 // serves, owns every partition alone, and an agent may not publish on the
-// internal subjects a forwarded request arrives on.
+// internal subjects a forwarded request arrives on. A second replica that
+// joins gets half the partitions, and stopped, hands them back in about a
+// heartbeat, not after its keys' TTL.
 func TestOwnershipPermissions(t *testing.T) {
 	block := docsAuthorization(t)
 	prov := provider.New()
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
-	owning := func(url string) *Runtime {
+	keyFile := ""
+	owning := func(url, executor string) *Runtime {
 		cfg := externalConfig(t, url, hs.URL)
+		if keyFile == "" {
+			keyFile = cfg.Runtime.KeyFile
+		}
+		cfg.Runtime.KeyFile, cfg.Runtime.Executor = keyFile, executor // replicas share one key
 		cfg.NATS.Ownership.Enabled = true
+		// A TTL long enough to tell a graceful hand-over from an expiry.
+		cfg.NATS.Ownership.TTL.Duration = 10 * time.Second
 		cfg.NATS.Ownership = cfg.NATS.Ownership.WithDefaults()
 		rt, err := Boot(cfg, BootOptions{})
 		if err != nil {
@@ -45,7 +54,7 @@ func TestOwnershipPermissions(t *testing.T) {
 		block = strings.Replace(block, r[0], r[1], 1)
 	}
 	url := startDocsServer(t, block)
-	rt := owning(url)
+	rt := owning(url, "test-1")
 	t.Cleanup(rt.Close)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if s, _ := rt.Gateway.Ownership(); len(s.Owned) == rt.Config.NATS.Ownership.Partitions {
@@ -83,4 +92,30 @@ func TestOwnershipPermissions(t *testing.T) {
 	if s2, _ := rt.Gateway.Ownership(); s2.Received != 0 {
 		t.Fatalf("a forwarded request from an agent was received: %+v", s2)
 	}
+
+	// A second replica joins and gets its share; stopped, it hands its
+	// share back at once, well within the TTL its keys would take to expire.
+	owned := func(r *Runtime) int { s, _ := r.Gateway.Ownership(); return len(s.Owned) }
+	second := owning(url, "test-2")
+	parts := rt.Config.NATS.Ownership.Partitions
+	waitOwned := func(within time.Duration, what string, cond func() bool) time.Duration {
+		start := time.Now()
+		for !cond() {
+			if time.Since(start) > within {
+				second.Close()
+				t.Fatalf("not within %s: %s (first owns %d)", within, what, owned(rt))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	waitOwned(20*time.Second, "the joining replica gets its share", func() bool { return owned(rt) == parts/2 && owned(second) == parts/2 })
+	stop := time.Now()
+	second.Close()
+	ttl := rt.Config.NATS.Ownership.TTL.Duration
+	waitOwned(ttl, "the first replica takes back a stopped replica's share", func() bool { return owned(rt) == parts })
+	if took := time.Since(stop); took > ttl/2 {
+		t.Fatalf("a graceful hand-over took %s: as long as the keys' expiry (TTL %s), not a heartbeat", took, ttl)
+	}
+	t.Logf("graceful hand-over in %s (TTL %s)", time.Since(stop).Round(time.Millisecond), ttl)
 }
