@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,6 +143,7 @@ func TestClusterOwnership(t *testing.T) {
 	// go out meanwhile, each resent with its own operation key until it is
 	// answered.
 	var replies sync.Map // tenant -> *[]wire.Reply
+	var noResponders, lost atomic.Int64
 	var mu sync.Mutex
 	send := func(tn string, a, i int) {
 		body, _ := json.Marshal(map[string]any{"run_id": fmt.Sprintf("ceil-%s-%d", tn, a), "operation_key": fmt.Sprint("k", i), "capability_id": "adp_payments.issue_refund",
@@ -148,7 +151,15 @@ func TestClusterOwnership(t *testing.T) {
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 			msg, err := conns[tn][a].Request(wire.ProposeSubject(tn, fmt.Sprintf("agent_%02d", a)), body, 5*time.Second)
 			if err != nil {
-				continue // no responder or a lost request while the replica dies
+				// No responder (the server had nobody to deliver it to:
+				// nothing happened) or a request lost while the replica
+				// died: resent.
+				if errors.Is(err, nats.ErrNoResponders) {
+					noResponders.Add(1)
+				} else {
+					lost.Add(1)
+				}
+				continue
 			}
 			var r wire.Reply
 			if err := json.Unmarshal(msg.Data, &r); err != nil || r.Status == wire.StatusUnknown {
@@ -187,6 +198,7 @@ func TestClusterOwnership(t *testing.T) {
 		t.Errorf("hand-over took %s, beyond %s", took, bound+beat+time.Second)
 	}
 	wg.Wait()
+	t.Logf("across the crash: %d requests answered no responders, %d lost (resent)", noResponders.Load(), lost.Load())
 	for _, tn := range tenants {
 		v, _ := replies.Load(tn)
 		if v == nil {
