@@ -101,6 +101,7 @@ func (c *Config) prepare(dir string) error {
 	if c.NATS.Replicas == 0 {
 		c.NATS.Replicas = 1
 	}
+	c.NATS.Ownership = c.NATS.Ownership.WithDefaults()
 	if c.Runtime.MaxProposalBytes == 0 {
 		c.Runtime.MaxProposalBytes = 64 << 10
 	}

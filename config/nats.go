@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -51,9 +52,65 @@ type NATSConfig struct {
 	TLSCAFile   string `toml:"tls_ca_file"`
 	TLSCertFile string `toml:"tls_cert_file"`
 	TLSKeyFile  string `toml:"tls_key_file"`
+	// Ownership divides the tenants among the replicas of one deployment
+	// (docs/replicas.md); off unless enabled, and only with nats.url.
+	Ownership OwnershipConfig `toml:"ownership"`
+}
+
+// OwnershipConfig is [nats.ownership]: tenants hashed into Partitions, each
+// owned by one live replica through keys of a JetStream KV bucket that
+// expire after TTL unless renewed every Heartbeat. A replica's loss hands
+// its partitions over within TTL plus one Heartbeat.
+type OwnershipConfig struct {
+	Enabled    bool     `toml:"enabled"`
+	Partitions int      `toml:"partitions"`
+	TTL        Duration `toml:"ttl"`
+	Heartbeat  Duration `toml:"heartbeat"`
+}
+
+// The ownership defaults: a hand-over within four seconds.
+const (
+	DefaultOwnershipPartitions = 32
+	DefaultOwnershipTTL        = 3 * time.Second
+	DefaultOwnershipHeartbeat  = time.Second
+	MaxOwnershipPartitions     = 1024
+)
+
+// WithDefaults is o with its unset values at their defaults.
+func (o OwnershipConfig) WithDefaults() OwnershipConfig {
+	if o.Partitions == 0 {
+		o.Partitions = DefaultOwnershipPartitions
+	}
+	if o.TTL.Duration == 0 {
+		o.TTL.Duration = DefaultOwnershipTTL
+	}
+	if o.Heartbeat.Duration == 0 {
+		o.Heartbeat.Duration = DefaultOwnershipHeartbeat
+	}
+	return o
+}
+
+func (o OwnershipConfig) validate(external bool) error {
+	if !o.Enabled {
+		return nil
+	}
+	switch {
+	case !external:
+		return errors.New("nats.ownership is for replicas on an external deployment (nats.url); the embedded server has one replica")
+	case o.Partitions < 1 || o.Partitions > MaxOwnershipPartitions:
+		return fmt.Errorf("nats.ownership.partitions must be 1..%d, not %d", MaxOwnershipPartitions, o.Partitions)
+	case o.Heartbeat.Duration < 100*time.Millisecond:
+		return fmt.Errorf("nats.ownership.heartbeat must be at least 100ms, not %s", o.Heartbeat.Duration)
+	case o.TTL.Duration < 2*o.Heartbeat.Duration:
+		return fmt.Errorf("nats.ownership.ttl (%s) must be at least twice the heartbeat (%s): one late heartbeat must not hand a live replica's partitions over", o.TTL.Duration, o.Heartbeat.Duration)
+	}
+	return nil
 }
 
 func (n *NATSConfig) validate(keyFile string) error {
+	if err := n.Ownership.WithDefaults().validate(n.URL != ""); err != nil {
+		return err
+	}
 	switch n.Sync {
 	case "always", "relaxed":
 	default:

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/contextos/ledger/aggregates"
@@ -163,7 +164,11 @@ func Boot(cfg *config.Config, o BootOptions) (*Runtime, error) {
 	if cfg.NATS.URL != "" {
 		// The reply user may subscribe to nothing, so it cannot ask; a
 		// reply it may not publish is logged by logAsync.
-		if err := gateway.CheckPermissions(nc, "nats.user", gateway.RuntimePublish, gateway.RuntimeSubscribe); err != nil {
+		pub, sub := gateway.RuntimePublish, gateway.RuntimeSubscribe
+		if cfg.NATS.Ownership.Enabled {
+			pub, sub = append(slices.Clone(pub), gateway.OwnershipPublish...), append(slices.Clone(sub), gateway.OwnershipSubscribe...)
+		}
+		if err := gateway.CheckPermissions(nc, "nats.user", pub, sub); err != nil {
 			return nil, err
 		}
 	}
@@ -221,6 +226,7 @@ func Boot(cfg *config.Config, o BootOptions) (*Runtime, error) {
 		RetiredKeys: retired, Witnesses: witnesses, WitnessKeys: witnessKeys, OnWitness: rt.Gateway.WitnessAnswered,
 		Tenants: tenants, AuditStream: projections.AuditStreamOptions{Replicas: cfg.NATS.Replicas}, Model: model,
 		CheckpointEvery: cfg.Runtime.AuditCheckpointEvery,
+		Active:          rt.Gateway.Serves,
 		Logf:            func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }})
 	if err != nil {
 		return nil, err

@@ -59,6 +59,7 @@ type Gateway struct {
 	subs    []*nats.Subscription
 	conns   []*nats.Conn // the serving connections (Serve)
 	replies *nats.Conn   // publishes replies; nil: the serving connection
+	own     *owners      // which replica serves which tenants (owners.go); nil: this one serves all
 
 	overloaded  atomic.Uint64 // requests refused overloaded
 	rateLimited atomic.Uint64 // proposals refused rate_limited
@@ -127,6 +128,7 @@ func New(o Options) *Gateway {
 		g.model = projections.NewModel(projections.ModelConfig{Store: o.Store})
 	}
 	g.index = readModel{g.model}
+	g.own = newOwners(g)
 	g.mountIntegrity()
 	g.mountGuardrails()
 	lim := o.Config.Runtime.Limits
@@ -303,6 +305,9 @@ func (g *Gateway) Serve(ctx context.Context, nc *nats.Conn) error {
 			return err
 		}
 	}
+	if err := g.own.start(ctx, nc); err != nil {
+		return err
+	}
 	for _, c := range g.conns {
 		if err := c.Flush(); err != nil {
 			return err
@@ -335,10 +340,12 @@ func (g *Gateway) connect(nc *nats.Conn, name string) (*nats.Conn, error) {
 	return c, nil
 }
 
-// subscribe joins the queue group on subject with pending limits above
-// what the lane behind it can queue.
+// subscribe joins the queue group on subject, a tenant's
+// (ctx.v1.<tenant>...), with pending limits above what the lane behind it
+// can queue. With ownership on, a request of a tenant another replica owns
+// is sent on to it.
 func (g *Gateway) subscribe(nc *nats.Conn, subject string, queue int, cb nats.MsgHandler) error {
-	sub, err := nc.QueueSubscribe(subject, "contextosd", cb)
+	sub, err := nc.QueueSubscribe(subject, "contextosd", g.own.route(strings.Split(subject, ".")[2], subject, cb))
 	if err != nil {
 		return err
 	}
@@ -371,6 +378,7 @@ func (g *Gateway) Proposing() int64 { return g.proposing.Load() }
 
 // Stop unsubscribes; in-flight requests finish.
 func (g *Gateway) Stop() {
+	g.own.stop() // hands this replica's partitions over at once
 	if g.flushed != nil {
 		// The last window's aggregates are appended before the runtime
 		// closes its connection, once Start's context is done.

@@ -67,6 +67,12 @@ type AuditConfig struct {
 	Linger time.Duration
 	// Logf, when set, receives Run's errors before it retries.
 	Logf func(format string, args ...any)
+	// Active, when set, says whether Run records now: replicas that divide
+	// the tenants among them (docs/replicas.md) leave a tenant's records to
+	// the replica that serves it instead of racing for every append. Any
+	// replica may record (the log stays one chain whoever appends), so it
+	// only saves work.
+	Active func() bool
 	// Witnesses are asked to cosign each checkpoint before it is
 	// appended; their cosignatures travel with it (in the log and in
 	// exports). A witness that refuses or cannot be reached is logged and
@@ -263,7 +269,16 @@ func (p *AuditProjector) Run(ctx context.Context) error {
 	if p.feed != nil {
 		fed = p.feed.wake
 	}
-	return runLoop(ctx, p.cfg.Notify, fed, codec.TenantPrefix(p.cfg.Tenant)+">", p.cfg.PollInterval, p.cfg.Linger, p.cfg.Logf, p.Sync)
+	sync := p.Sync
+	if p.cfg.Active != nil {
+		sync = func(ctx context.Context) error {
+			if !p.cfg.Active() {
+				return nil
+			}
+			return p.Sync(ctx)
+		}
+	}
+	return runLoop(ctx, p.cfg.Notify, fed, codec.TenantPrefix(p.cfg.Tenant)+">", p.cfg.PollInterval, p.cfg.Linger, p.cfg.Logf, sync)
 }
 
 func (p *AuditProjector) isLoaded() bool {

@@ -41,6 +41,9 @@ type ServiceConfig struct {
 	// Model is the read model the service follows and serves (the one the
 	// gateway reads); nil makes one over Store.
 	Model *Model
+	// Active, when set, says whether this replica records the tenant's
+	// audit now (see AuditConfig.Active).
+	Active func(tenant string) bool
 }
 
 // Service runs the projections of a daemon: one audit projector per tenant,
@@ -93,6 +96,9 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		p, err := NewAuditProjector(AuditConfig{Witnesses: ws, Tenant: t, Events: cfg.Store, Log: s.Log, Signer: cfg.Signer,
 			CheckpointEvery: cfg.CheckpointEvery, CheckpointInterval: cfg.CheckpointInterval, Clock: cfg.Clock,
 			PollInterval: cfg.PollInterval, Notify: notify, Logf: cfg.Logf, OnWitness: cfg.OnWitness})
+		if cfg.Active != nil {
+			p.cfg.Active = func() bool { return cfg.Active(t) }
+		}
 		if err != nil {
 			return nil, err
 		}

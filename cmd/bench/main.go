@@ -249,16 +249,29 @@ func main() {
 	}
 
 	if !skip(gCluster) {
-		progress("== governed proposals on a 3-node JetStream cluster (R3), 2 replicas")
-		cl, err := bench.StartCluster(tmp, 2, 64)
-		if err != nil {
-			fail(err)
+		for _, v := range []struct {
+			name string
+			o    bench.ClusterOptions
+		}{
+			{"ours, 1 replica", bench.ClusterOptions{Replicas: 1, Agents: 64}},
+			{"ours, 2 replicas", bench.ClusterOptions{Replicas: 2, Agents: 64}},
+			{"ours, 2 replicas, owning shares", bench.ClusterOptions{Replicas: 2, Agents: 64, Owning: true}},
+		} {
+			progress("== governed proposals on a 3-node JetStream cluster (R3), %s", v.name)
+			cl, err := bench.StartClusterWith(tmp, v.o)
+			if err != nil {
+				fail(err)
+			}
+			if v.o.Owning {
+				if err := cl.WaitOwned(ctx, time.Minute); err != nil {
+					fail(err)
+				}
+			}
+			for _, c := range []int{1, 8, 64} {
+				r.add(clusterPoint(ctx, cfg, cl, bench.Point{Group: gCluster, Name: v.name, Durability: "durable", Concurrency: c, Unit: "proposal"}, progress))
+			}
+			cl.Close()
 		}
-		for _, c := range []int{1, 8, 64} {
-			r.add(proposals(ctx, cfg, cl.Gateway(), bench.Point{Group: gCluster, Name: "ours, 2 replicas", Durability: "durable", Concurrency: c, Unit: "proposal"},
-				bench.Uniform("c"), progress))
-		}
-		cl.Close()
 	}
 
 	progress("== kernel decisions alone")
@@ -454,6 +467,23 @@ func proposals(ctx context.Context, cfg bench.Config, g *bench.Gateway, p bench.
 	return p
 }
 
+// clusterPoint measures a governed-proposals point on the cluster and notes
+// the optimistic conflicts of all its replicas' engines as a share of the
+// proposals sent (warm-up included).
+func clusterPoint(ctx context.Context, cfg bench.Config, cl *bench.Cluster, p bench.Point, progress bench.Progress) bench.Point {
+	var sent atomic.Int64
+	uniform := bench.Uniform("c")
+	pick := func(w, i int) string { sent.Add(1); return uniform(w, i) }
+	before := cl.Conflicts()
+	p = proposals(ctx, cfg, cl.Gateway(), p, pick, progress)
+	if n := sent.Load(); n > 0 {
+		c := cl.Conflicts() - before
+		p.Note += fmt.Sprintf("; conflicts on all replicas: %d, %.2f%% of %d proposals", c, 100*float64(c)/float64(n), n)
+	}
+	progress("  %s", p.Note)
+	return p
+}
+
 // onFail is run before a failure exits: it stops the PostgreSQL server.
 var onFail []func()
 
@@ -621,7 +651,7 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	}
 	if len(cluster) > 0 {
 		b.WriteString("\n## Scale-out: a 3-node JetStream cluster\n\n")
-		fmt.Fprintf(&b, "Three nats-servers in one JetStream cluster on loopback (R3 event, snapshot and audit streams, `sync_interval: always`), two runtimes booted against it as `contextosd` replicas are (one queue group, a shared runtime key, two executors), agents' connections spread over the three servers; the same proposals as above. **Caveat:** the three servers, both replicas, the provider and the agents share this machine's %d cores, so this measures the replicated path's cost on one machine, not what three machines would do. The engine's figures and the followers' lag in the notes are the first replica's.\n\n", runtime.NumCPU())
+		fmt.Fprintf(&b, "Three nats-servers in one JetStream cluster on loopback (R3 event, snapshot and audit streams, `sync_interval: always`), runtimes booted against it as `contextosd` replicas are (one queue group, a shared runtime key, an executor each), agents' connections spread over the three servers; the same proposals as above, from one tenant. Three deployments: one replica; two replicas taking any request; two replicas with `nats.ownership` on (docs/replicas.md), where the replica that owns the tenant's partition handles every request and the other forwards what the queue group gives it. The conflicts are all replicas' optimistic conflicts as a share of the proposals sent. **Caveat:** the three servers, both replicas, the provider and the agents share this machine's %d cores, so this measures the replicated path's cost on one machine, not what three machines would do. The engine's figures and the followers' lag in the notes are the first replica's.\n\n", runtime.NumCPU())
 		b.WriteString("| workload | system | setting | clients | throughput /s | p50 ms | p99 ms | errors | note |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
 		for _, p := range cluster {
 			row(p)
@@ -662,6 +692,8 @@ func (r *report) markdown(chart string) ([]byte, string) {
 	ratio("durable, reservations, 8 agents: ours / raw single appends of the same events over 10k subjects (alternating)", r.rate(gAltSame, "ours", "durable", 8), r.rate(gAltSame, "jetstream", "durable", 8))
 	for _, c := range []int{1, 8, 64} {
 		ratio(fmt.Sprintf("durable, governed proposals, %d clients: 3-node cluster with 2 replicas / one server", c), r.rate(gCluster, "ours, 2 replicas", "durable", c), r.rate(gProposals, "ours", "durable", c))
+		ratio(fmt.Sprintf("durable, governed proposals, %d clients, 3-node cluster: 2 replicas / 1 replica", c), r.rate(gCluster, "ours, 2 replicas", "durable", c), r.rate(gCluster, "ours, 1 replica", "durable", c))
+		ratio(fmt.Sprintf("durable, governed proposals, %d clients, 3-node cluster: 2 replicas owning shares / 1 replica", c), r.rate(gCluster, "ours, 2 replicas, owning shares", "durable", c), r.rate(gCluster, "ours, 1 replica", "durable", c))
 	}
 	s.WriteString("\nGoals (durable):\n")
 	goal := func(name string, ok bool, got string) {

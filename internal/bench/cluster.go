@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -32,6 +35,7 @@ import (
 type Cluster struct {
 	Servers []*server.Server
 	RTs     []*daemon.Runtime
+	URLs    []string
 	http    *httptest.Server
 	dir     string
 	agents  []*nats.Conn
@@ -49,6 +53,24 @@ func freePort() (int, error) {
 // StartCluster starts the three servers, waits for JetStream, and boots
 // replicas runtimes and agents agent connections.
 func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
+	return StartClusterWith(parent, ClusterOptions{Replicas: replicas, Agents: agents})
+}
+
+// ClusterOptions shape a Cluster.
+type ClusterOptions struct {
+	Replicas, Agents int
+	// Owning turns nats.ownership on in every replica, with TTL and
+	// Heartbeat when set (the defaults otherwise).
+	Owning         bool
+	TTL, Heartbeat time.Duration
+	// Tenants are more tenants besides Tenant, each with the same agents
+	// (Connect opens their connections).
+	Tenants []string
+}
+
+// StartClusterWith is StartCluster shaped by o.
+func StartClusterWith(parent string, o ClusterOptions) (*Cluster, error) {
+	replicas, agents := o.Replicas, o.Agents
 	dir, err := os.MkdirTemp(parent, "cluster-")
 	if err != nil {
 		return nil, err
@@ -82,7 +104,18 @@ func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
 	for r := range cfgs {
 		sections := fmt.Sprintf("[nats]\nurl = %q\nuser = %q\npassword = %q\nreply_user = %q\nreply_password = %q\nreplicas = 3\n\n[runtime]\nkey_file = %q\nexecutor = \"bench-%d\"\n",
 			strings.Join(urls, ","), gateway.RuntimeUser, pw, gateway.ReplyUser, pw, filepath.Join(dir, "runtime.key"), r+1)
-		if cfgs[r], err = config.Parse([]byte(runtimeConfig(sections, c.http.URL, agents))); err != nil {
+		if o.Owning {
+			sections = strings.Replace(sections, "\n\n[runtime]", fmt.Sprintf("\n\n[nats.ownership]\nenabled = true\nttl = %q\nheartbeat = %q\n\n[runtime]",
+				cmp.Or(o.TTL, config.DefaultOwnershipTTL), cmp.Or(o.Heartbeat, config.DefaultOwnershipHeartbeat)), 1)
+		}
+		text := runtimeConfig(sections, c.http.URL, agents)
+		for _, t := range o.Tenants {
+			text += fmt.Sprintf("\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", t)
+			for a := 0; a < agents; a++ {
+				text += fmt.Sprintf("\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
+			}
+		}
+		if cfgs[r], err = config.Parse([]byte(text)); err != nil {
 			return nil, err
 		}
 	}
@@ -105,6 +138,7 @@ func StartCluster(parent string, replicas, agents int) (*Cluster, error) {
 			return nil, fmt.Errorf("cluster server %s did not start", srv.Name())
 		}
 	}
+	c.URLs = urls
 	if err := waitJetStream(strings.Join(urls, ","), pw); err != nil {
 		return nil, err
 	}
@@ -161,10 +195,36 @@ func waitJetStream(urls, pw string) error {
 	}
 }
 
-// Gateway is the cluster seen through its first replica: the agents'
-// proposals reach every replica (one queue group), the followers' lag and
-// the engine's statistics are the first replica's.
-func (c *Cluster) Gateway() *Gateway { return &Gateway{RT: c.RTs[0], agents: c.agents} }
+// Connect opens agent a's connection as an agent of tenant, on the a-th
+// server first; the caller closes it.
+func (c *Cluster) Connect(tenant string, a int) (*nats.Conn, error) {
+	p := fmt.Sprintf("agent_%02d", a)
+	order := append(append([]string{}, c.URLs[a%3:]...), c.URLs[:a%3]...)
+	return nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(wire.UserName(tenant, p), fmt.Sprintf("secret-passphrase-%02d", a)),
+		nats.CustomInboxPrefix(wire.InboxPrefix(tenant, p)))
+}
+
+// Conflicts is the optimistic conflicts of every replica's engine.
+func (c *Cluster) Conflicts() uint64 {
+	var n uint64
+	for _, rt := range c.RTs {
+		n += rt.Gateway.Engine().Stats().Conflicts
+	}
+	return n
+}
+
+// Gateway is the cluster seen through one replica: the agents' proposals
+// reach every replica (one queue group), the followers' lag and the
+// engine's statistics are that replica's: the one that owns Tenant's
+// partition with nats.ownership on, else the first.
+func (c *Cluster) Gateway() *Gateway {
+	for _, rt := range c.RTs {
+		if s, ok := rt.Gateway.Ownership(); ok && slices.Contains(s.Owned, kernel.Partition(Tenant, rt.Config.NATS.Ownership.Partitions)) {
+			return &Gateway{RT: rt, agents: c.agents}
+		}
+	}
+	return &Gateway{RT: c.RTs[0], agents: c.agents}
+}
 
 // Close stops the runtimes, the servers and the provider and removes the
 // data directories.
@@ -182,4 +242,36 @@ func (c *Cluster) Close() {
 		c.http.Close()
 	}
 	_ = os.RemoveAll(c.dir)
+}
+
+// WaitOwned waits until the replicas, with nats.ownership on, own every
+// partition between them, none more than its fair share (the first to boot
+// claims all, then gives the others theirs), and each sees every
+// partition's owner.
+func (c *Cluster) WaitOwned(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		owned, seen := 0, true
+		var parts int
+		for _, rt := range c.RTs {
+			s, ok := rt.Gateway.Ownership()
+			if !ok {
+				return fmt.Errorf("nats.ownership is off")
+			}
+			owned += len(s.Owned)
+			parts = rt.Config.NATS.Ownership.Partitions
+			seen = seen && s.Known == parts && len(s.Owned) <= kernel.FairShare(parts, len(c.RTs))
+		}
+		if owned == parts && seen {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the replicas own %d of %d partitions after %s", owned, parts, within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
