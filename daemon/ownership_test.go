@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"net/http/httptest"
@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
+	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
@@ -25,7 +27,7 @@ func TestOwnershipPermissions(t *testing.T) {
 	hs := httptest.NewServer(prov.Handler())
 	t.Cleanup(hs.Close)
 	keyFile := ""
-	owning := func(url, executor string) *Runtime {
+	owning := func(url, executor string) *daemon.Runtime {
 		cfg := externalConfig(t, url, hs.URL)
 		if keyFile == "" {
 			keyFile = cfg.Runtime.KeyFile
@@ -35,7 +37,7 @@ func TestOwnershipPermissions(t *testing.T) {
 		// A TTL long enough to tell a graceful hand-over from an expiry.
 		cfg.NATS.Ownership.TTL.Duration = 10 * time.Second
 		cfg.NATS.Ownership = cfg.NATS.Ownership.WithDefaults()
-		rt, err := Boot(cfg, BootOptions{})
+		rt, err := bootConfig(t, cfg, daemontest.Options{})
 		if err != nil {
 			t.Fatalf("Boot with the ownership permissions: %v", err)
 		}
@@ -52,7 +54,7 @@ func TestOwnershipPermissions(t *testing.T) {
 	}
 	cfg := externalConfig(t, startDocsServer(t, base), hs.URL)
 	cfg.NATS.Ownership.Enabled = true
-	if _, err := Boot(cfg, BootOptions{}); err == nil || !strings.Contains(err.Error(), "$KV.CTX_OWNERS.>") || !strings.Contains(err.Error(), "ctx.internal.>") {
+	if _, err := bootConfig(t, cfg, daemontest.Options{}); err == nil || !strings.Contains(err.Error(), "$KV.CTX_OWNERS.>") || !strings.Contains(err.Error(), "ctx.internal.>") {
 		t.Fatalf("Boot without the ownership permissions: %v, want both named", err)
 	}
 
@@ -98,7 +100,7 @@ func TestOwnershipPermissions(t *testing.T) {
 
 	// A second replica joins and gets its share; stopped, it hands its
 	// share back at once, well within the TTL its keys would take to expire.
-	owned := func(r *Runtime) int { s, _ := r.Gateway.Ownership(); return len(s.Owned) }
+	owned := func(r *daemon.Runtime) int { s, _ := r.Gateway.Ownership(); return len(s.Owned) }
 	second := owning(url, "test-2")
 	parts := rt.Config.NATS.Ownership.Partitions
 	waitOwned := func(within time.Duration, what string, cond func() bool) time.Duration {
