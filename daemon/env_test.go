@@ -8,7 +8,6 @@ package daemon_test
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/contextos/ledger/config"
 	"github.com/contextos/ledger/daemon"
@@ -110,17 +109,7 @@ func (e *env) propose(nc *nats.Conn, tenant, principal string, body any) wire.Re
 
 func (e *env) op(verb string, req wire.OpRequest) wire.OpReply {
 	e.t.Helper()
-	nc := e.client("acme", "ops_alice")
-	b, _ := json.Marshal(req)
-	msg, err := nc.Request(wire.OpSubject("acme", verb, "ops_alice"), b, 10*time.Second)
-	if err != nil {
-		e.t.Fatalf("op %s: %v", verb, err)
-	}
-	var r wire.OpReply
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		e.t.Fatal(err)
-	}
-	return r
+	return e.opAny(verb, req)
 }
 
 func refund(run, key, order string, amount int64) map[string]any {

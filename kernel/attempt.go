@@ -125,16 +125,7 @@ func SettleStep(s AttemptState, in SettleInput) Effects {
 		// that already hold the observation without it are completed.
 		return settled(op, s.Ledgers, nil, in, Effects{})
 	}
-	after := previewLedgers(s.Ledgers, eff)
-	var holds []GuaranteeHold
-	for _, h := range in.Holds {
-		// Balances after this report: the ledger as it is once its events
-		// apply (under the limit of its last reservation).
-		holds = append(holds, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount,
-			Balance: orNew(after[h.ledgerKey()]).Balance()})
-	}
-	ctl := in.Controls
-	ctl.Generation, ctl.Guarantees = gen, holds
+	ctl, after := reportControls(s.Ledgers, eff, in, gen)
 	// The decision record goes before the observation: the observation is
 	// what says the report is stored whole (see Effects.Prefix).
 	eff.put(in.Operation, append(claim, decisionRecord(opIdentity(op), in.AttemptID, in.Outcome.Status(), "", in.Source+": "+in.Ref, ctl),
@@ -193,14 +184,7 @@ func completeSealed(op *Operation, ledgers map[LedgerKey]*Ledger, in SettleInput
 		}
 		eff.Incidents = []Incident{{Kind: string(wire.CodeObservationContradictsSeal), AttemptID: in.AttemptID, Code: eff.Refusal.Code, Reason: eff.Refusal.Reason}}
 	}
-	after := previewLedgers(ledgers, eff)
-	var holds []GuaranteeHold
-	for _, h := range in.Holds {
-		holds = append(holds, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount,
-			Balance: orNew(after[h.ledgerKey()]).Balance()})
-	}
-	ctl := in.Controls
-	ctl.Generation, ctl.Guarantees = gen, holds
+	ctl, after := reportControls(ledgers, eff, in, gen)
 	evs = append(evs, decisionRecord(opIdentity(op), in.AttemptID, x.Status(), "", source+": the outcome the ledgers hold of a report stored in part", ctl),
 		OperationObserved{AttemptID: in.AttemptID, Generation: gen, Outcome: x, Source: source})
 	eff.put(in.Operation, evs...)
@@ -405,4 +389,19 @@ func (s releaseStep) Decide(l Loaded) Effects {
 
 func (s releaseStep) Contended(r *Refusal) Effects {
 	return Effects{Refusal: r, Reply: Reply{Status: wire.StatusRefused, Code: r.Code, Reason: r.Reason, AttemptID: s.AttemptID}}
+}
+
+// reportControls are the controls a report's decision record carries: the
+// holds with each ledger's balance as it is once eff's events apply (under
+// the limit of its last reservation), and those ledgers.
+func reportControls(ledgers map[LedgerKey]*Ledger, eff Effects, in SettleInput, gen uint64) (Controls, map[LedgerKey]*Ledger) {
+	after := previewLedgers(ledgers, eff)
+	var holds []GuaranteeHold
+	for _, h := range in.Holds {
+		holds = append(holds, GuaranteeHold{GuaranteeID: h.GuaranteeID, DefinitionDigest: h.DefinitionDigest, Resource: h.Resource, Amount: h.Amount,
+			Balance: orNew(after[h.ledgerKey()]).Balance()})
+	}
+	ctl := in.Controls
+	ctl.Generation, ctl.Guarantees = gen, holds
+	return ctl, after
 }
