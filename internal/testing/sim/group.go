@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -128,8 +129,13 @@ func (d *scheduler) Seal(sign func()) { sign() }
 // whole group's interval.
 func (s *Sim) group(r *replica, ps []*proposal) {
 	d := r.sched
-	for d.eng.Running() { // the committer ends what the last call left
-		time.Sleep(10 * time.Microsecond)
+	// The committer ends what the last call left; it holds nothing, so it
+	// stops within its own steps, and a committer that does not is a
+	// defect of the engine the simulation must report, not wait out.
+	for deadline := time.Now().Add(10 * time.Second); d.eng.Running(); time.Sleep(10 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			panic(fmt.Sprintf("%s: the committer did not stop within 10s of its last group", r.name))
+		}
 	}
 	call := s.now()
 	for _, p := range ps {
