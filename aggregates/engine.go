@@ -406,6 +406,7 @@ type EngineStats struct {
 	SnapshotMiss  uint64 // cold loads of snapshot subjects that found no usable snapshot
 	SnapshotsPut  uint64 // snapshots handed to the SnapshotStore
 	Evicted       uint64 // warm subjects dropped past MaxWarm
+	Warm          int    // subjects held in memory now (MaxWarm bounds the idle ones)
 	Sealed        uint64 // decisions sealed (signed) and ready to append
 	// AppendBusy is the time during which at least one append was in
 	// flight. Its rate is how busy the store's append pipeline keeps this
@@ -457,8 +458,11 @@ func (b *busy) read(now time.Time) time.Duration {
 // Stats returns the engine's counters.
 func (e *Engine) Stats() EngineStats {
 	s := &e.stats
+	e.mu.Lock()
+	warm := len(e.entries)
+	e.mu.Unlock()
 	return EngineStats{Batches: s.batches.Load(), SingleGroups: s.singleGroups.Load(), BatchedTxs: s.batchedTxs.Load(), BatchedEvents: s.batchedEvents.Load(),
 		Conflicts: s.conflicts.Load(), Redecided: s.redecided.Load(), ColdLoads: s.coldLoads.Load(),
 		SnapshotLoads: s.snapshotLoads.Load(), SnapshotMiss: s.snapshotMiss.Load(), SnapshotsPut: s.snapshotsPut.Load(),
-		Evicted: s.evicted.Load(), Sealed: s.sealed.Load(), AppendBusy: s.busy.read(time.Now())}
+		Evicted: s.evicted.Load(), Sealed: s.sealed.Load(), Warm: warm, AppendBusy: s.busy.read(time.Now())}
 }

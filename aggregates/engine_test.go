@@ -397,9 +397,7 @@ func TestEvictionKeepsDecisionsRight(t *testing.T) {
 					applied[res]++
 				}
 				mu.Unlock()
-				eng.mu.Lock()
-				n := len(eng.entries)
-				eng.mu.Unlock()
+				n := eng.Stats().Warm
 				// The bound, the subjects in use and those named since the
 				// committer last looked.
 				if n > 2*8+writers+2 {
