@@ -2,7 +2,9 @@ package daemon_test
 
 import (
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/daemontest"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -34,6 +37,7 @@ func TestOwnershipPermissions(t *testing.T) {
 		}
 		cfg.Runtime.KeyFile, cfg.Runtime.Executor = keyFile, executor // replicas share one key
 		cfg.NATS.Ownership.Enabled = true
+		cfg.Runtime.MetricsListen = "127.0.0.1:0"
 		// A TTL long enough to tell a graceful hand-over from an expiry.
 		cfg.NATS.Ownership.TTL.Duration = 10 * time.Second
 		cfg.NATS.Ownership = cfg.NATS.Ownership.WithDefaults()
@@ -59,8 +63,18 @@ func TestOwnershipPermissions(t *testing.T) {
 	}
 
 	url := startDocsServer(t, block)
+	stops := map[*daemon.Runtime]func(){}
+	stop := func(r *daemon.Runtime) func() {
+		if f, ok := stops[r]; ok {
+			return f
+		}
+		var once sync.Once
+		stops[r] = func() { once.Do(r.Close) }
+		t.Cleanup(stops[r])
+		return stops[r]
+	}
 	rt := owning(url, "test-1")
-	t.Cleanup(rt.Close)
+	stop(rt)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if s, _ := rt.Gateway.Ownership(); len(s.Owned) == rt.Config.NATS.Ownership.Partitions {
 			break
@@ -102,12 +116,13 @@ func TestOwnershipPermissions(t *testing.T) {
 	// share back at once, well within the TTL its keys would take to expire.
 	owned := func(r *daemon.Runtime) int { s, _ := r.Gateway.Ownership(); return len(s.Owned) }
 	second := owning(url, "test-2")
+	stop(second)
 	parts := rt.Config.NATS.Ownership.Partitions
 	waitOwned := func(within time.Duration, what string, cond func() bool) time.Duration {
 		start := time.Now()
 		for !cond() {
 			if time.Since(start) > within {
-				second.Close()
+				stop(second)()
 				t.Fatalf("not within %s: %s (first owns %d)", within, what, owned(rt))
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -115,12 +130,42 @@ func TestOwnershipPermissions(t *testing.T) {
 		return time.Since(start)
 	}
 	waitOwned(20*time.Second, "the joining replica gets its share", func() bool { return owned(rt) == parts/2 && owned(second) == parts/2 })
-	stop := time.Now()
-	second.Close()
+	stopped := time.Now()
+	stop(second)()
 	ttl := rt.Config.NATS.Ownership.TTL.Duration
 	waitOwned(ttl, "the first replica takes back a stopped replica's share", func() bool { return owned(rt) == parts })
-	if took := time.Since(stop); took > ttl/2 {
+	if took := time.Since(stopped); took > ttl/2 {
 		t.Fatalf("a graceful hand-over took %s: as long as the keys' expiry (TTL %s), not a heartbeat", took, ttl)
 	}
-	t.Logf("graceful hand-over in %s (TTL %s)", time.Since(stop).Round(time.Millisecond), ttl)
+	t.Logf("graceful hand-over in %s (TTL %s)", time.Since(stopped).Round(time.Millisecond), ttl)
+
+	// A replica that dies without handing over: its store connection goes
+	// first, so it releases nothing and its claims stay current for the
+	// TTL. A request of a tenant it owned reaches the survivor, which is
+	// told at once that nobody takes it where it sends it and handles it
+	// itself, before the hand-over (the request would otherwise be lost and
+	// time out: the proposal waits less than the TTL).
+	third := owning(url, "test-3")
+	stop(third)
+	second = third
+	waitOwned(20*time.Second, "a third replica gets its share", func() bool { return owned(rt) == parts/2 && owned(third) == parts/2 })
+	p := kernel.Partition("acme", parts)
+	survivor, dead := rt, third
+	if s, _ := rt.Gateway.Ownership(); slices.Contains(s.Owned, p) {
+		survivor, dead = third, rt
+	}
+	dead.NC.Close()
+	stop(dead)()
+	if r := e.propose(agent, "acme", "agent_email", refund("run_own", "own-2", "ord_own", 1000)); r.Status != wire.StatusApplied {
+		t.Fatalf("proposal after its owner died: %+v", r)
+	}
+	if s, _ := survivor.Gateway.Ownership(); s.Fallbacks == 0 || slices.Contains(s.Owned, p) {
+		t.Fatalf("the survivor answered %+v: want it handled here after a refused forward, the dead replica's claim still current", s)
+	}
+	fams := scrape(t, survivor)
+	for _, name := range []string{"contextos_ownership_fallbacks_total", "contextos_ownership_forwarded_total", "contextos_ownership_partitions_owned", "contextos_ownership_partitions_known", "contextos_engine_warm_subjects"} {
+		if v, ok := sample(fams, name, nil); !ok || v < 1 {
+			t.Errorf("%s = %v (present %v), want at least 1", name, v, ok)
+		}
+	}
 }

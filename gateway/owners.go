@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Replica ownership (docs/replicas.md): each tenant's requests are served
@@ -38,6 +39,14 @@ const (
 	// forwardedHeader carries a forwarded request's own subject, whose
 	// tokens are the requester's identity.
 	forwardedHeader = "Ctx-Forwarded-Subject"
+	// forwardedReplyHeader carries a forwarded request's own reply subject:
+	// the forward's reply subject is the owner's receipt, so the sender
+	// learns at once that the owner is gone (no responders) instead of a
+	// TTL later.
+	forwardedReplyHeader = "Ctx-Forwarded-Reply"
+	// maxForwarding bounds the forwards waiting for a receipt; past it a
+	// request is handled here, so a flood cannot grow the goroutines.
+	maxForwarding = 4096
 )
 
 // OwnershipPublish and OwnershipSubscribe are what the runtime's own user
@@ -55,6 +64,7 @@ type OwnershipStats struct {
 	Known     int               // partitions with a current owner, here or elsewhere, as this replica sees them
 	Forwarded uint64            // requests sent on to their owner
 	Received  uint64            // requests forwarded here by another replica
+	Fallbacks uint64            // requests sent on whose owner did not take them, handled here instead
 	Handled   map[string]uint64 // requests handled here, by tenant (forwarded here or not)
 }
 
@@ -82,9 +92,10 @@ type owners struct {
 	routes  []ownerRoute
 	handled map[string]*atomic.Uint64
 
-	forwarded, received atomic.Uint64
-	cancel              context.CancelFunc
-	done                chan struct{}
+	forwarded, received, fallbacks atomic.Uint64
+	forwarding                     chan struct{} // a slot per forward waiting for its receipt
+	cancel                         context.CancelFunc
+	done                           chan struct{}
 }
 
 func newOwners(g *Gateway) *owners {
@@ -92,7 +103,8 @@ func newOwners(g *Gateway) *owners {
 	if !o.Enabled {
 		return nil
 	}
-	return &owners{g: g, cfg: o.WithDefaults(), id: strings.ToLower(nuid.Next()), view: map[string]ownerEntry{}, mine: map[int]time.Time{}, handled: map[string]*atomic.Uint64{}}
+	return &owners{g: g, cfg: o.WithDefaults(), id: strings.ToLower(nuid.Next()), view: map[string]ownerEntry{}, mine: map[int]time.Time{}, handled: map[string]*atomic.Uint64{},
+		forwarding: make(chan struct{}, maxForwarding)}
 }
 
 func partitionKey(p int) string  { return "p." + strconv.Itoa(p) }
@@ -101,6 +113,10 @@ func memberKey(id string) string { return "m." + id }
 // route wraps a subscription's callback: a request of a partition another
 // live replica owns is sent on to it as it is (reply subject, headers and
 // body); otherwise, owned here or with no owner known, it is handled here.
+// A request sent on that its owner does not take (gone, or no receipt
+// within a heartbeat) is handled here too: the owner may then handle it as
+// well, which costs the requester a second reply to the same operation key
+// and the ledger nothing (expected sequences, one operation per key).
 func (o *owners) route(tenant, filter string, cb nats.MsgHandler) nats.MsgHandler {
 	if o == nil {
 		return cb
@@ -114,13 +130,31 @@ func (o *owners) route(tenant, filter string, cb nats.MsgHandler) nats.MsgHandle
 	}
 	o.mu.Unlock()
 	p := kernel.Partition(tenant, o.cfg.Partitions)
-	return func(m *nats.Msg) {
-		if owner := o.ownerElsewhere(p); owner != "" && o.forward(owner, m) == nil {
-			o.forwarded.Add(1)
-			return
-		}
+	here := func(m *nats.Msg) {
 		c.Add(1)
 		cb(m)
+	}
+	return func(m *nats.Msg) {
+		owner := o.ownerElsewhere(p)
+		if owner == "" {
+			here(m)
+			return
+		}
+		select {
+		case o.forwarding <- struct{}{}:
+		default:
+			here(m)
+			return
+		}
+		o.forwarded.Add(1)
+		go func() {
+			defer func() { <-o.forwarding }()
+			if err := o.forward(owner, m); err != nil {
+				o.fallbacks.Add(1)
+				o.g.log.Debug("forwarded request not taken by its owner; handled here", "owner", owner, "err", err)
+				here(m)
+			}
+		}()
 	}
 }
 
@@ -148,14 +182,18 @@ func (o *owners) ownerElsewhere(p int) string {
 	return e.value
 }
 
+// forward sends m to owner and waits for its receipt: an error means the
+// owner did not take it.
 func (o *owners) forward(owner string, m *nats.Msg) error {
 	f := nats.NewMsg(OwnerSubjectPrefix + owner)
-	f.Reply, f.Data = m.Reply, m.Data
+	f.Data = m.Data
 	for k, v := range m.Header {
 		f.Header[k] = v
 	}
 	f.Header.Set(forwardedHeader, m.Subject)
-	return o.conn.PublishMsg(f)
+	f.Header.Set(forwardedReplyHeader, m.Reply)
+	_, err := o.conn.RequestMsg(f, o.cfg.Heartbeat.Duration)
+	return err
 }
 
 // receive handles a request another replica forwarded here: always here,
@@ -181,13 +219,20 @@ func (o *owners) receive(m *nats.Msg) {
 	}
 	o.received.Add(1)
 	c.Add(1)
+	reply := m.Reply
+	if _, ok := m.Header[forwardedReplyHeader]; ok {
+		reply = m.Header.Get(forwardedReplyHeader)
+		// The receipt: the sender stops waiting; the reply goes to the
+		// requester.
+		_ = m.Respond(nil)
+	}
 	h := nats.Header{}
 	for k, v := range m.Header {
-		if k != forwardedHeader {
+		if k != forwardedHeader && k != forwardedReplyHeader {
 			h[k] = v
 		}
 	}
-	r.cb(&nats.Msg{Subject: subject, Reply: m.Reply, Header: h, Data: m.Data, Sub: m.Sub})
+	r.cb(&nats.Msg{Subject: subject, Reply: reply, Header: h, Data: m.Data, Sub: m.Sub})
 }
 
 // start opens the bucket, the forwarded requests' subscription and the
@@ -395,7 +440,7 @@ func (o *owners) stop() {
 }
 
 func (o *owners) stats() OwnershipStats {
-	s := OwnershipStats{ID: o.id, Forwarded: o.forwarded.Load(), Received: o.received.Load(), Handled: map[string]uint64{}}
+	s := OwnershipStats{ID: o.id, Forwarded: o.forwarded.Load(), Received: o.received.Load(), Fallbacks: o.fallbacks.Load(), Handled: map[string]uint64{}}
 	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -413,6 +458,26 @@ func (o *owners) stats() OwnershipStats {
 		s.Handled[t] = c.Load()
 	}
 	return s
+}
+
+// register adds the ownership series to reg, read at scrape time.
+func (o *owners) register(reg *prometheus.Registry) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "contextos_ownership_partitions_owned",
+			Help: "Tenant partitions this replica owns now (nats.ownership)."},
+			func() float64 { return float64(len(o.stats().Owned)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "contextos_ownership_partitions_known",
+			Help: "Tenant partitions with a current owner, this replica or another, as this replica sees them; below nats.ownership.partitions during a hand-over."},
+			func() float64 { return float64(o.stats().Known) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "contextos_ownership_forwarded_total",
+			Help: "Requests this replica sent on to the replica owning their tenant."},
+			func() float64 { return float64(o.forwarded.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "contextos_ownership_received_total",
+			Help: "Requests another replica sent on to this one."},
+			func() float64 { return float64(o.received.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "contextos_ownership_fallbacks_total",
+			Help: "Requests sent on whose owner did not take them (gone, or no receipt within a heartbeat), handled here instead."},
+			func() float64 { return float64(o.fallbacks.Load()) }))
 }
 
 // Ownership returns this replica's ownership counters; ok is false when

@@ -401,6 +401,12 @@ func (g *Gateway) instrument(t *telemetry) {
 	t.m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "contextos_store_append_busy_seconds_total",
 		Help: "Time during which at least one of the engine's appends was in flight; a rate near 1 means the store's append cost bounds the request path."},
 		func() float64 { return eng.Stats().AppendBusy.Seconds() }))
+	t.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "contextos_engine_warm_subjects",
+		Help: "Subjects whose decided state the engine holds in memory (at most 100,000 idle ones are kept)."},
+		func() float64 { return float64(eng.Stats().Warm) }))
+	if g.own != nil {
+		g.own.register(t.m.reg)
+	}
 }
 
 // Instrument gives the gateway its telemetry: metrics, logs to log, and
