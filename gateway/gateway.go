@@ -57,9 +57,10 @@ type Gateway struct {
 	man     *kernel.Manifest       // the configuration and pins as the kernel reads them; nil: build again (manifest)
 	lanes   map[string]*tenantLane // each tenant's lane (Serve), every door's
 	subs    []*nats.Subscription
-	conns   []*nats.Conn // the serving connections (Serve)
-	replies *nats.Conn   // publishes replies; nil: the serving connection
-	own     *owners      // which replica serves which tenants (owners.go); nil: this one serves all
+	conns   []*nats.Conn    // the serving connections (Serve)
+	closed  []chan struct{} // each of conns' closing, in order
+	replies *nats.Conn      // publishes replies; nil: the serving connection
+	own     *owners         // which replica serves which tenants (owners.go); nil: this one serves all
 
 	overloaded  atomic.Uint64 // requests refused overloaded
 	rateLimited atomic.Uint64 // proposals refused rate_limited
@@ -332,11 +333,18 @@ func (g *Gateway) ServingErr() error {
 func (g *Gateway) connect(nc *nats.Conn, name string) (*nats.Conn, error) {
 	o := nc.Opts
 	o.Name = name
+	closed, then := make(chan struct{}), o.ClosedCB
+	o.ClosedCB = func(c *nats.Conn) {
+		if then != nil {
+			then(c)
+		}
+		close(closed)
+	}
 	c, err := o.Connect()
 	if err != nil {
 		return nil, fmt.Errorf("serve: connect %s: %w", name, err)
 	}
-	g.conns = append(g.conns, c)
+	g.conns, g.closed = append(g.conns, c), append(g.closed, closed)
 	return c, nil
 }
 
@@ -393,7 +401,25 @@ func (g *Gateway) Stop() {
 	for _, c := range g.conns {
 		_ = c.Drain() // closes it once its subscriptions are drained
 	}
+	// A drain is asynchronous: until it ends, the server still routes this
+	// replica's tenants to it and another replica's forwards get a receipt
+	// here. Stopped means neither, so a request sent after Stop reaches a
+	// replica that serves.
+	deadline := time.After(drainTimeout)
+	for _, closed := range g.closed {
+		select {
+		case <-closed:
+		case <-deadline:
+			g.log.Warn("serving connections not drained at stop", "within", drainTimeout)
+			return
+		}
+	}
 }
+
+// drainTimeout bounds how long Stop waits for the serving connections'
+// drains: the requests they hold are answered within it or lost to their
+// requesters' timeouts.
+const drainTimeout = 5 * time.Second
 
 // verbPropose names a proposal where respond takes a verb.
 const verbPropose = "propose"
