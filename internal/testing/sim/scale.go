@@ -40,8 +40,16 @@ var MeasuredCosts = CostModel{Proposal: 2.0, Forward: 0.1, Batch: 3.0, Event: 0.
 type ScaleOptions struct {
 	Replicas, Tenants, Agents int
 	Owning                    bool
-	Millis                    float64 // virtual time simulated
-	Seed                      uint64
+	// Servers is the JetStream cluster's size (0: 3). A stream has
+	// min(3, Servers) copies: its leader and its followers, each on a
+	// server of its own, each server one core.
+	Servers int
+	// Streams splits the tenants' events over this many streams by their
+	// partition (0: one, the design as built); stream k is led by server
+	// k mod Servers. More than one is a what-if, not built.
+	Streams int
+	Millis  float64 // virtual time simulated
+	Seed    uint64
 }
 
 // ScaleResult is one run's outcome.
@@ -84,17 +92,27 @@ func (c *core) run(now, ms float64) float64 {
 }
 
 type scaleReplica struct {
-	cpu      core
+	cpu   core
+	lanes []scaleLane // a committer per stream: an atomic batch is one stream's
+}
+
+type scaleLane struct {
 	inFlight bool
 	pending  []func(at float64, conflict bool)
 	runs     []int // the runs in pending, in order
 }
 
+type scaleStream struct {
+	leader    int
+	followers []int
+}
+
 // Scale runs the model: Agents closed-loop agents, agent a of tenant
 // a%Tenants with a run of its own, each proposal a decision, an atomic
 // batch, a second step and a second batch, each batch through its
-// replica's committer (one batch in flight, every waiting transaction in
-// the next) to the one stream leader of a 3-node R3 cluster. Without
+// replica's committer of the tenant's stream (one batch in flight, every
+// waiting transaction in the next) to that stream's leader, acknowledged
+// once a quorum of its copies has it (the leader alone at one copy). Without
 // ownership a proposal lands on a random replica, and a replica whose warm
 // copy of the run is behind (another replica wrote it last) has its
 // transaction refused: it reloads, decides again and waits for the next
@@ -108,9 +126,23 @@ func Scale(o ScaleOptions, c CostModel) ScaleResult {
 		n++
 		heap.Push(&q, scaleEvent{at: t, fn: fn, n: n})
 	}
+	servers, streams := o.Servers, max(o.Streams, 1)
+	if servers == 0 {
+		servers = 3
+	}
+	cpus := make([]core, servers)
+	ss := make([]scaleStream, streams)
+	for k := range ss {
+		ss[k].leader = k % servers
+		for f := 1; f < min(3, servers); f++ {
+			ss[k].followers = append(ss[k].followers, (k+f)%servers)
+		}
+	}
+	tenantOf := func(a int) string { return fmt.Sprint("t", a%o.Tenants) }
+	streamOf := func(a int) int { return kernel.Partition(tenantOf(a), 32) % streams }
 	replicas := make([]*scaleReplica, o.Replicas)
 	for i := range replicas {
-		replicas[i] = &scaleReplica{}
+		replicas[i] = &scaleReplica{lanes: make([]scaleLane, streams)}
 	}
 	owner := map[int]int{} // partition -> replica
 	if o.Owning {
@@ -137,45 +169,49 @@ func Scale(o ScaleOptions, c CostModel) ScaleResult {
 			owner[p] = r
 		}
 	}
-	var leader core
-	followers := [2]core{}
 	lastWriter := make([]int, o.Agents) // each run's last writing replica, -1: none
 	for i := range lastWriter {
 		lastWriter[i] = -1
 	}
 	var res ScaleResult
-	var commit func(r int, now float64)
-	commit = func(r int, now float64) {
-		rep := replicas[r]
-		if rep.inFlight || len(rep.pending) == 0 {
+	var commit func(r, k int, now float64)
+	commit = func(r, k int, now float64) {
+		lane := &replicas[r].lanes[k]
+		if lane.inFlight || len(lane.pending) == 0 {
 			return
 		}
-		txs, runs := rep.pending, rep.runs
-		rep.pending, rep.runs, rep.inFlight = nil, nil, true
+		txs, runs := lane.pending, lane.runs
+		lane.pending, lane.runs, lane.inFlight = nil, nil, true
 		audit := c.Audit * float64(len(txs)) / 2
 		if !o.Owning {
 			audit *= float64(o.Replicas) // every replica's projector appends the same records
 		}
-		done := leader.run(now+c.RTT/2, c.Batch+c.Event*float64(len(txs))+audit)
-		f := followers[0].run(done, c.Follower)
-		followers[1].run(done, c.Follower)
-		ack := f + c.RTT/2
+		st := ss[k]
+		done := cpus[st.leader].run(now+c.RTT/2, c.Batch+c.Event*float64(len(txs))+audit)
+		quorum := done
+		for i, f := range st.followers {
+			if t := cpus[f].run(done, c.Follower); i == 0 || t < quorum {
+				quorum = t
+			}
+		}
+		ack := quorum + c.RTT/2
 		at(ack, func() {
-			rep.inFlight = false
+			lane.inFlight = false
 			for i, tx := range txs {
 				conflict := lastWriter[runs[i]] >= 0 && lastWriter[runs[i]] != r
 				lastWriter[runs[i]] = r
 				tx(ack, conflict)
 			}
-			commit(r, ack)
+			commit(r, k, ack)
 		})
 	}
 	// append queues a transaction of run on replica r; then runs after its
 	// batch is acknowledged, after a decision again when it conflicted.
 	var appendTx func(r, run int, now float64, then func(at float64))
 	appendTx = func(r, run int, now float64, then func(at float64)) {
-		rep := replicas[r]
-		rep.pending = append(rep.pending, func(ack float64, conflict bool) {
+		rep, k := replicas[r], streamOf(run)
+		lane := &rep.lanes[k]
+		lane.pending = append(lane.pending, func(ack float64, conflict bool) {
 			if conflict {
 				res.Conflicts++
 				appendTx(r, run, rep.cpu.run(ack, c.Proposal/2), then)
@@ -183,8 +219,8 @@ func Scale(o ScaleOptions, c CostModel) ScaleResult {
 			}
 			then(ack)
 		})
-		rep.runs = append(rep.runs, run)
-		commit(r, now)
+		lane.runs = append(lane.runs, run)
+		commit(r, k, now)
 	}
 	var propose func(a int, now float64)
 	propose = func(a int, now float64) {
@@ -194,7 +230,7 @@ func Scale(o ScaleOptions, c CostModel) ScaleResult {
 		r := rng.IntN(o.Replicas)
 		t := now + c.RTT/2
 		if o.Owning {
-			if own := owner[kernel.Partition(fmt.Sprint("t", a%o.Tenants), 32)]; own != r {
+			if own := owner[kernel.Partition(tenantOf(a), 32)]; own != r {
 				t = replicas[r].cpu.run(t, c.Forward) + c.RTT/2
 				r = own
 			}
