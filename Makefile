@@ -190,7 +190,7 @@ vuln: $(GOVULNCHECK) $(VULNDB)/index/db.json ## govulncheck (pinned) on contexto
 chaos: ## long chaos run: 3 contextosd vs one nats-server, then vs a 3-node R3 cluster, with faults; prints the tables, fails on any violation
 	CHAOS_LONG=1 $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 60m ./internal/testing/chaos/
 
-chaos-short: ## the short chaos run CI does inside `make test` (about 3 minutes)
+chaos-short: ## the short chaos run CI does inside `make test` (about 4 minutes)
 	$(GO) test -count=1 -v -run '^TestChaos$$' -timeout 15m ./internal/testing/chaos/
 
 # fuzz runs every fuzz target of FUZZ_PKGS for FUZZTIME each (30s unless

@@ -107,6 +107,9 @@ func newOwners(g *Gateway) *owners {
 		forwarding: make(chan struct{}, maxForwarding)}
 }
 
+// ownersInitialWait bounds a start's wait for the bucket's current values.
+const ownersInitialWait = 10 * time.Second
+
 func partitionKey(p int) string  { return "p." + strconv.Itoa(p) }
 func memberKey(id string) string { return "m." + id }
 
@@ -269,11 +272,22 @@ func (o *owners) start(ctx context.Context, nc *nats.Conn) error {
 		return fmt.Errorf("ownership bucket: watch: %w", err)
 	}
 	// The first heartbeat plans on the bucket as it is, not on an empty view.
-	for e := range w.Updates() {
-		if e == nil {
-			break
+	// A bucket whose values do not come (its stream electing a leader) fails
+	// the start instead of hanging it: a supervisor starts the replica again.
+	initial := time.NewTimer(ownersInitialWait)
+	defer initial.Stop()
+	for loaded := false; !loaded; {
+		select {
+		case e := <-w.Updates():
+			if e == nil {
+				loaded = true
+				continue
+			}
+			o.see(e.Key(), string(e.Value()), e.Revision(), e.Operation() != jetstream.KeyValuePut)
+		case <-initial.C:
+			_ = w.Stop()
+			return fmt.Errorf("ownership bucket: its values did not arrive within %s", ownersInitialWait)
 		}
-		o.see(e.Key(), string(e.Value()), e.Revision(), e.Operation() != jetstream.KeyValuePut)
 	}
 	ctx, o.cancel = context.WithCancel(ctx)
 	o.done = make(chan struct{})

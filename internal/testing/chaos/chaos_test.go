@@ -22,10 +22,13 @@ func TestChaos(t *testing.T) {
 		every    time.Duration
 		orders   int
 		agents   int
+		owning   bool
 	}
-	scenarios := []scenario{{ModeSingle, 30 * time.Second, 3 * time.Second, 300, 8}, {ModeCluster, 25 * time.Second, 3 * time.Second, 300, 8}}
+	scenarios := []scenario{{ModeSingle, 30 * time.Second, 3 * time.Second, 300, 8, false}, {ModeCluster, 25 * time.Second, 3 * time.Second, 300, 8, false},
+		{ModeCluster, 25 * time.Second, 3 * time.Second, 300, 8, true}}
 	if os.Getenv("CHAOS_LONG") != "" {
-		scenarios = []scenario{{ModeSingle, 4 * time.Minute, 2 * time.Second, 500, 12}, {ModeCluster, 4 * time.Minute, 2 * time.Second, 500, 12}}
+		scenarios = []scenario{{ModeSingle, 4 * time.Minute, 2 * time.Second, 500, 12, false}, {ModeCluster, 4 * time.Minute, 2 * time.Second, 500, 12, false},
+			{ModeCluster, 4 * time.Minute, 2 * time.Second, 500, 12, true}}
 	}
 	root, err := ModuleRoot()
 	if err != nil {
@@ -37,9 +40,13 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range scenarios {
-		t.Run(string(s.mode), func(t *testing.T) {
+		name := string(s.mode)
+		if s.owning {
+			name += "-owning"
+		}
+		t.Run(name, func(t *testing.T) {
 			res, err := Run(ctx, Options{Mode: s.mode, Duration: s.duration, FaultEvery: s.every, Resources: s.orders, Agents: s.agents,
-				Seed: uint64(time.Now().UnixNano()), Bin: bin, Log: testLog{t}})
+				Seed: uint64(time.Now().UnixNano()), Bin: bin, Log: testLog{t}, Ownership: s.owning})
 			if err != nil {
 				t.Fatal(err)
 			}

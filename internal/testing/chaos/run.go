@@ -74,6 +74,11 @@ type Options struct {
 	Dir        string        // work directory (default a temporary one, removed when the run passes)
 	Bin        string        // directory with contextosd and natsd (default: built into Dir)
 	Log        io.Writer     // progress (default discard)
+	// Ownership turns [nats.ownership] on: the tenant's partition has one
+	// owning contextosd, the others forward its requests there, and a
+	// killed owner's requests are handled where they land until its claim
+	// expires (docs/replicas.md).
+	Ownership bool
 }
 
 func (o *Options) defaults() {
@@ -355,6 +360,9 @@ func (r *run) config(provURL, urls, keyPath string, replicas int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[nats]\nurl = %q\nuser = %q\npassword = %q\nreply_user = %q\nreply_password = %q\nreplicas = %d\n\n",
 		urls, gateway.RuntimeUser, r.pw, gateway.ReplyUser, r.pw, replicas)
+	if r.o.Ownership {
+		b.WriteString("[nats.ownership]\nenabled = true\n\n")
+	}
 	fmt.Fprintf(&b, "[runtime]\nkey_file = %q\nreconcile_interval = \"0s\"\n\n", keyPath)
 	fmt.Fprintf(&b, "[[tenants]]\nid = \"acme\"\nunadmitted_runs = \"unlimited\"\n")
 	for i := 1; i <= r.o.Agents; i++ {
@@ -694,6 +702,9 @@ func (r *Result) Table(w io.Writer) {
 	topo := "1 nats-server process, R1"
 	if o.Mode == ModeCluster {
 		topo = "3-node nats-server cluster, R3"
+	}
+	if o.Ownership {
+		topo += ", replicas owning the tenant's partition"
 	}
 	fmt.Fprintf(w, "\nchaos run: mode %s (%s, %d contextosd), load %s, seed %d, %d agents x %d connections, %d orders, total %s\n",
 		o.Mode, topo, o.Daemons, o.Duration, o.Seed, o.Agents, o.Workers, o.Resources, r.Elapsed.Round(time.Second))

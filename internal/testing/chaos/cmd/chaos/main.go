@@ -23,6 +23,7 @@ func main() {
 	bin := flag.String("bin", "", "directory with prebuilt contextosd and natsd (default: build them)")
 	verbose := flag.Bool("v", false, "log progress and faults")
 	keep := flag.Bool("keep", false, "keep the work directory of a passing run")
+	ownership := flag.Bool("ownership", false, "run the daemons with [nats.ownership] on (one owner of the tenant's partition)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -41,7 +42,7 @@ func main() {
 			os.Exit(2)
 		}
 		res, err := chaos.Run(ctx, chaos.Options{Mode: m, Duration: *duration, FaultEvery: *faultEvery, Resources: *resources,
-			Agents: *agents, Seed: *seed, Bin: *bin, Log: log})
+			Agents: *agents, Seed: *seed, Bin: *bin, Log: log, Ownership: *ownership})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "chaos: %s: %v\n", m, err)
 			os.Exit(1)
