@@ -417,8 +417,7 @@ func (g *Gateway) Stop() {
 }
 
 // drainTimeout bounds how long Stop waits for the serving connections'
-// drains: the requests they hold are answered within it or lost to their
-// requesters' timeouts.
+// drains; a drain that takes longer is left to finish on its own.
 const drainTimeout = 5 * time.Second
 
 // verbPropose names a proposal where respond takes a verb.
