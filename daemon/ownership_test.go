@@ -22,8 +22,9 @@ import (
 // start naming the bucket and the internal subjects; with the block as it
 // is it serves, owns every partition alone, and an agent may not publish on the
 // internal subjects a forwarded request arrives on. A second replica that
-// joins gets half the partitions, and stopped, hands them back in about a
-// heartbeat, not after its keys' TTL.
+// joins gets half the partitions (each reconciles only the tenants it
+// owns), and stopped, hands them back in about a heartbeat, not after its
+// keys' TTL.
 func TestOwnershipPermissions(t *testing.T) {
 	block := docsAuthorization(t)
 	prov := provider.New()
@@ -130,6 +131,28 @@ func TestOwnershipPermissions(t *testing.T) {
 		return time.Since(start)
 	}
 	waitOwned(20*time.Second, "the joining replica gets its share", func() bool { return owned(rt) == parts/2 && owned(second) == parts/2 })
+
+	// The background reconciler of a replica passes over the tenants it
+	// serves only: an attempt of acme's is its owner's to reconcile.
+	prov.Script(provider.Pending)
+	pending := e.propose(agent, "acme", "agent_email", refund("run_own", "own-p", "ord_pending", 1000))
+	if pending.Status != wire.StatusPending || pending.AttemptID == "" {
+		t.Fatalf("pending proposal: %+v", pending)
+	}
+	acmeOwner, other := rt, second
+	if s, _ := second.Gateway.Ownership(); slices.Contains(s.Owned, kernel.Partition("acme", parts)) {
+		acmeOwner, other = second, rt
+	}
+	has := func(rows []wire.SettleRow) bool {
+		return slices.ContainsFunc(rows, func(r wire.SettleRow) bool { return r.AttemptID == pending.AttemptID })
+	}
+	queries := prov.Stats().Queries
+	if rows := other.Gateway.ReconcileOnce(t.Context()); has(rows) || prov.Stats().Queries != queries {
+		t.Fatalf("the replica not owning acme reconciled its attempt: %+v, provider queries %d -> %d", rows, queries, prov.Stats().Queries)
+	}
+	if rows := acmeOwner.Gateway.ReconcileOnce(t.Context()); !has(rows) || prov.Stats().Queries == queries {
+		t.Fatalf("acme's owner did not reconcile its attempt: %+v, provider queries %d -> %d", rows, queries, prov.Stats().Queries)
+	}
 	stopped := time.Now()
 	stop(second)()
 	ttl := rt.Config.NATS.Ownership.TTL.Duration

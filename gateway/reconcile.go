@@ -97,11 +97,14 @@ func (g *Gateway) reconcileLoop(ctx context.Context, every time.Duration) {
 	}
 }
 
-// ReconcileOnce makes one pass over every unresolved operation: started
-// attempts are queried by their idempotency key and a definitive answer
-// settles them; attempts reserved but never started by an executor that is
-// gone (older than the grace period, not in flight here) are closed, which
-// also fences that executor.
+// ReconcileOnce makes one pass over every unresolved operation of the
+// tenants this replica serves: started attempts are queried by their
+// idempotency key and a definitive answer settles them; attempts reserved
+// but never started by an executor that is gone (older than the grace
+// period, not in flight here) are closed, which also fences that executor.
+// A tenant another replica owns is its owner's to reconcile: only the owner
+// knows which of its attempts are in flight, and two replicas would ask the
+// provider twice.
 func (g *Gateway) ReconcileOnce(ctx context.Context) []wire.SettleRow {
 	if err := g.index.catchUp(ctx, g.store); err != nil {
 		g.log.Warn("reconciler could not read the ledger", "err", err)
@@ -110,6 +113,9 @@ func (g *Gateway) ReconcileOnce(ctx context.Context) []wire.SettleRow {
 	var rows []wire.SettleRow
 	live := map[string]bool{}
 	for _, oe := range g.index.unresolved() {
+		if !g.Serves(oe.tenant) {
+			continue
+		}
 		a, _ := oe.op.Current()
 		live[a.AttemptID] = true
 		row := g.reconcileOne(ctx, oe.tenant, a.AttemptID, "reconciler", true)
