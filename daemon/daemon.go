@@ -266,6 +266,11 @@ func (rt *Runtime) Close() {
 	if rt.stopMCP != nil {
 		_ = rt.stopMCP()
 	}
+	// The requests already taken finish before the context their lanes
+	// run under is cancelled.
+	if rt.Gateway != nil {
+		rt.Gateway.Quiesce()
+	}
 	if rt.cancel != nil {
 		rt.cancel()
 	}

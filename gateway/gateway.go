@@ -59,8 +59,9 @@ type Gateway struct {
 	subs    []*nats.Subscription
 	conns   []*nats.Conn    // the serving connections (Serve)
 	closed  []chan struct{} // each of conns' closing, in order
-	replies *nats.Conn      // publishes replies; nil: the serving connection
-	own     *owners         // which replica serves which tenants (owners.go); nil: this one serves all
+	quiesce sync.Once
+	replies *nats.Conn // publishes replies; nil: the serving connection
+	own     *owners    // which replica serves which tenants (owners.go); nil: this one serves all
 
 	overloaded  atomic.Uint64 // requests refused overloaded
 	rateLimited atomic.Uint64 // proposals refused rate_limited
@@ -384,9 +385,10 @@ func (g *Gateway) RateLimited() uint64 { return g.rateLimited.Load() }
 // its client does.
 func (g *Gateway) Proposing() int64 { return g.proposing.Load() }
 
-// Stop unsubscribes; in-flight requests finish.
+// Stop quiesces (unless the runtime did already) and then waits for the
+// refusal aggregates' last flush, which runs once Start's context is done.
 func (g *Gateway) Stop() {
-	g.own.stop() // hands this replica's partitions over at once
+	g.Quiesce()
 	if g.flushed != nil {
 		// The last window's aggregates are appended before the runtime
 		// closes its connection, once Start's context is done.
@@ -395,8 +397,33 @@ func (g *Gateway) Stop() {
 		case <-time.After(flushTimeout + time.Second):
 		}
 	}
+}
+
+// Quiesce stops taking requests and lets the ones taken finish, so a
+// graceful stop loses none: it hands this replica's partitions over,
+// unsubscribes from every subject (the server then sends new requests to
+// the other replicas, or answers no responders), waits until every lane has
+// run what it holds, and drains and closes the serving connections. Each
+// wait is bounded by drainTimeout. The runtime calls it before it cancels
+// Start's context, which would stop the lanes' workers; Stop calls it too,
+// and the second call does nothing.
+func (g *Gateway) Quiesce() {
+	g.quiesce.Do(g.quiesceOnce)
+}
+
+func (g *Gateway) quiesceOnce() {
+	g.own.stop() // hands this replica's partitions over at once
 	for _, s := range g.subs {
 		_ = s.Drain()
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(drainTimeout); !g.lanesIdle(); {
+		if time.Now().After(deadline) {
+			g.log.Warn("requests still running at stop", "within", drainTimeout)
+			break
+		}
+		<-tick.C
 	}
 	for _, c := range g.conns {
 		_ = c.Drain() // closes it once its subscriptions are drained
@@ -414,6 +441,18 @@ func (g *Gateway) Stop() {
 			return
 		}
 	}
+}
+
+// lanesIdle reports whether no lane holds a request.
+func (g *Gateway) lanesIdle() bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	for _, l := range g.lanes {
+		if !l.agents.idle() || !l.operators.idle() {
+			return false
+		}
+	}
+	return true
 }
 
 // drainTimeout bounds how long Stop waits for the serving connections'

@@ -1,6 +1,9 @@
 package gateway
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // lane is one bounded share of the request path: a fixed set of workers fed
 // by a bounded queue. Each tenant has one lane for its agents' proposals
@@ -11,6 +14,8 @@ import "context"
 // let the client library drop them as a slow consumer, with no reply.
 type lane struct {
 	queue chan func()
+	open  atomic.Int64    // jobs queued or running
+	done  <-chan struct{} // the workers' context's: no job runs after it
 }
 
 // tenantLane is one tenant's lane: the share its agents' proposals take
@@ -31,7 +36,7 @@ func (t *tenantLane) share(operator bool) *lane {
 // newLane starts workers goroutines that run each queued job until ctx is
 // done.
 func newLane(ctx context.Context, workers, queue int) *lane {
-	l := &lane{queue: make(chan func(), queue)}
+	l := &lane{queue: make(chan func(), queue), done: ctx.Done()}
 	for i := 0; i < workers; i++ {
 		go func() {
 			for {
@@ -40,6 +45,7 @@ func newLane(ctx context.Context, workers, queue int) *lane {
 					return
 				case job := <-l.queue:
 					job()
+					l.open.Add(-1)
 				}
 			}
 		}()
@@ -49,10 +55,22 @@ func newLane(ctx context.Context, workers, queue int) *lane {
 
 // offer queues job, or reports false when the lane is full.
 func (l *lane) offer(job func()) bool {
+	l.open.Add(1)
 	select {
 	case l.queue <- job:
 		return true
 	default:
+		l.open.Add(-1)
 		return false
+	}
+}
+
+// idle reports whether no job is queued or running, or none will run again.
+func (l *lane) idle() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return l.open.Load() == 0
 	}
 }
