@@ -98,8 +98,14 @@ type scaleReplica struct {
 
 type scaleLane struct {
 	inFlight bool
-	pending  []func(at float64, conflict bool)
-	runs     []int // the runs in pending, in order
+	pending  []scaleTx
+}
+
+// scaleTx is a transaction waiting in a lane: its run, and what follows
+// its acknowledgement.
+type scaleTx struct {
+	run  int
+	then func(at float64, conflict bool)
 }
 
 type scaleStream struct {
@@ -180,8 +186,8 @@ func Scale(o ScaleOptions, c CostModel) ScaleResult {
 		if lane.inFlight || len(lane.pending) == 0 {
 			return
 		}
-		txs, runs := lane.pending, lane.runs
-		lane.pending, lane.runs, lane.inFlight = nil, nil, true
+		txs := lane.pending
+		lane.pending, lane.inFlight = nil, true
 		audit := c.Audit * float64(len(txs)) / 2
 		if !o.Owning {
 			audit *= float64(o.Replicas) // every replica's projector appends the same records
@@ -197,10 +203,10 @@ func Scale(o ScaleOptions, c CostModel) ScaleResult {
 		ack := quorum + c.RTT/2
 		at(ack, func() {
 			lane.inFlight = false
-			for i, tx := range txs {
-				conflict := lastWriter[runs[i]] >= 0 && lastWriter[runs[i]] != r
-				lastWriter[runs[i]] = r
-				tx(ack, conflict)
+			for _, tx := range txs {
+				conflict := lastWriter[tx.run] >= 0 && lastWriter[tx.run] != r
+				lastWriter[tx.run] = r
+				tx.then(ack, conflict)
 			}
 			commit(r, k, ack)
 		})
@@ -211,15 +217,14 @@ func Scale(o ScaleOptions, c CostModel) ScaleResult {
 	appendTx = func(r, run int, now float64, then func(at float64)) {
 		rep, k := replicas[r], streamOf(run)
 		lane := &rep.lanes[k]
-		lane.pending = append(lane.pending, func(ack float64, conflict bool) {
+		lane.pending = append(lane.pending, scaleTx{run: run, then: func(ack float64, conflict bool) {
 			if conflict {
 				res.Conflicts++
 				appendTx(r, run, rep.cpu.run(ack, c.Proposal/2), then)
 				return
 			}
 			then(ack)
-		})
-		lane.runs = append(lane.runs, run)
+		}})
 		commit(r, k, now)
 	}
 	var propose func(a int, now float64)
