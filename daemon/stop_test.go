@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contextos/ledger/internal/testing/daemontest"
+	"github.com/contextos/ledger/internal/testing/refundcfg"
 	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats.go"
@@ -19,7 +20,11 @@ import (
 // Close returns.
 func TestGracefulStopAnswersTakenRequests(t *testing.T) {
 	atProvider, release := make(chan struct{}, 1), make(chan struct{})
-	e := startEnvWith(t, daemontest.Options{Provider: func(h http.Handler) http.Handler {
+	// The provider is held for as long as the test takes to see the stop
+	// begin, well within the refund's timeout.
+	e := startEnvWith(t, daemontest.Options{Edit: func(text string) string {
+		return refundcfg.Replace(text, `timeout = "500ms"`, `timeout = "30s"`)
+	}, Provider: func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodPost {
 				select {
@@ -60,7 +65,7 @@ func TestGracefulStopAnswersTakenRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, func() bool {
-		_, err := agent.Request(wire.ProposeSubject("acme", "agent_email"), other, time.Second)
+		_, err := agent.Request(wire.ProposeSubject("acme", "agent_email"), other, 100*time.Millisecond)
 		return errors.Is(err, nats.ErrNoResponders)
 	}, 10*time.Second, "a stopping runtime takes no new request")
 	select {
