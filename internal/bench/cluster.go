@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/contextos/ledger/daemon"
 	"github.com/contextos/ledger/gateway"
 	"github.com/contextos/ledger/internal/testing/provider"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/contextos/ledger/kernel"
 	"github.com/contextos/ledger/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -41,13 +41,64 @@ type Cluster struct {
 	agents  []*nats.Conn
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// startServers starts three nats-servers under dir in one JetStream cluster
+// on loopback, fsync before every acknowledgement, each shaped by configure,
+// and returns them with their client URLs. A port picked free can be taken
+// by another process before its server binds it (a server that cannot listen
+// never becomes ready), so a start whose servers are not all ready is shut
+// down and tried again on new ports.
+func startServers(dir, name string, configure func(o *server.Options)) ([]*server.Server, []string, error) {
+	const attempts = 3
+	var last error
+	for a := 0; a < attempts; a++ {
+		ports, err := testenv.FreePorts(6)
+		if err != nil {
+			return nil, nil, err
+		}
+		var urls, routes []string
+		for i := 0; i < 3; i++ {
+			urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+			routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+i]))
+		}
+		var servers []*server.Server
+		stop := func() {
+			for _, srv := range servers {
+				srv.Shutdown()
+				srv.WaitForShutdown()
+			}
+		}
+		for i := 0; i < 3; i++ {
+			o := &server.Options{
+				ServerName: fmt.Sprint("n", i+1), Host: "127.0.0.1", Port: ports[i],
+				JetStream: true, StoreDir: filepath.Join(dir, fmt.Sprintf("a%d", a), fmt.Sprint("n", i+1)), SyncAlways: true,
+				NoLog: true, NoSigs: true,
+				Cluster: server.ClusterOpts{Name: name, Host: "127.0.0.1", Port: ports[3+i]},
+				Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+			}
+			if configure != nil {
+				configure(o)
+			}
+			srv, err := server.NewServer(o)
+			if err != nil {
+				stop()
+				return nil, nil, err
+			}
+			go srv.Start()
+			servers = append(servers, srv)
+		}
+		last = nil
+		for _, srv := range servers {
+			if !srv.ReadyForConnections(20 * time.Second) {
+				last = fmt.Errorf("cluster server %s did not start (%d attempts on fresh ports)", srv.Name(), a+1)
+				break
+			}
+		}
+		if last == nil {
+			return servers, urls, nil
+		}
+		stop()
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return nil, nil, last
 }
 
 // StartCluster starts the three servers, waits for JetStream, and boots
@@ -84,60 +135,48 @@ func StartClusterWith(parent string, o ClusterOptions) (*Cluster, error) {
 	}()
 	prov := provider.New()
 	c.http = httptest.NewServer(prov.Handler())
-	var ports []int
-	for i := 0; i < 6; i++ {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports = append(ports, p)
-	}
-	var urls, routes []string
-	for i := 0; i < 3; i++ {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+i]))
-	}
 	pwb := make([]byte, 12)
 	_, _ = rand.Read(pwb)
 	pw := hex.EncodeToString(pwb)
-	cfgs := make([]*config.Config, replicas)
-	for r := range cfgs {
-		sections := fmt.Sprintf("[nats]\nurl = %q\nuser = %q\npassword = %q\nreply_user = %q\nreply_password = %q\nreplicas = 3\n\n[runtime]\nkey_file = %q\nexecutor = \"bench-%d\"\n",
-			strings.Join(urls, ","), gateway.RuntimeUser, pw, gateway.ReplyUser, pw, filepath.Join(dir, "runtime.key"), r+1)
-		if o.Owning {
-			sections = strings.Replace(sections, "\n\n[runtime]", fmt.Sprintf("\n\n[nats.ownership]\nenabled = true\nttl = %q\nheartbeat = %q\n\n[runtime]",
-				cmp.Or(o.TTL, config.DefaultOwnershipTTL), cmp.Or(o.Heartbeat, config.DefaultOwnershipHeartbeat)), 1)
-		}
-		text := runtimeConfig(sections, c.http.URL, agents)
-		for _, t := range o.Tenants {
-			text += fmt.Sprintf("\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", t)
-			for a := 0; a < agents; a++ {
-				text += fmt.Sprintf("\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
+	build := func(urls []string) ([]*config.Config, error) {
+		cfgs := make([]*config.Config, replicas)
+		for r := range cfgs {
+			sections := fmt.Sprintf("[nats]\nurl = %q\nuser = %q\npassword = %q\nreply_user = %q\nreply_password = %q\nreplicas = 3\n\n[runtime]\nkey_file = %q\nexecutor = \"bench-%d\"\n",
+				strings.Join(urls, ","), gateway.RuntimeUser, pw, gateway.ReplyUser, pw, filepath.Join(dir, "runtime.key"), r+1)
+			if o.Owning {
+				sections = strings.Replace(sections, "\n\n[runtime]", fmt.Sprintf("\n\n[nats.ownership]\nenabled = true\nttl = %q\nheartbeat = %q\n\n[runtime]",
+					cmp.Or(o.TTL, config.DefaultOwnershipTTL), cmp.Or(o.Heartbeat, config.DefaultOwnershipHeartbeat)), 1)
+			}
+			text := runtimeConfig(sections, c.http.URL, agents)
+			for _, t := range o.Tenants {
+				text += fmt.Sprintf("\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", t)
+				for a := 0; a < agents; a++ {
+					text += fmt.Sprintf("\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
+				}
+			}
+			var err error
+			if cfgs[r], err = config.Parse([]byte(text)); err != nil {
+				return nil, err
 			}
 		}
-		if cfgs[r], err = config.Parse([]byte(text)); err != nil {
-			return nil, err
-		}
+		return cfgs, nil
 	}
-	for i := 0; i < 3; i++ {
-		srv, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprint("n", i+1), Host: "127.0.0.1", Port: ports[i],
-			JetStream: true, StoreDir: filepath.Join(dir, fmt.Sprint("n", i+1)), SyncAlways: true,
-			Users: gateway.ServerUsers(cfgs[0], pw), NoLog: true, NoSigs: true,
-			Cluster: server.ClusterOpts{Name: "bench", Host: "127.0.0.1", Port: ports[3+i]},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-		})
-		if err != nil {
-			return nil, err
-		}
-		go srv.Start()
-		c.Servers = append(c.Servers, srv)
+	// The servers' users come from the tenants, which do not depend on
+	// where the servers listen; the runtimes' configuration does.
+	draft, err := build([]string{"nats://127.0.0.1:4222"})
+	if err != nil {
+		return nil, err
 	}
-	for _, srv := range c.Servers {
-		if !srv.ReadyForConnections(30 * time.Second) {
-			return nil, fmt.Errorf("cluster server %s did not start", srv.Name())
-		}
+	users := gateway.ServerUsers(draft[0], pw)
+	servers, urls, err := startServers(dir, "bench", func(o *server.Options) { o.Users = users })
+	if err != nil {
+		return nil, err
 	}
+	cfgs, err := build(urls)
+	if err != nil {
+		return nil, err
+	}
+	c.Servers = servers
 	c.URLs = urls
 	if err := waitJetStream(strings.Join(urls, ","), pw); err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ import (
 // fast batches, and one connection per writer, writer k's to server k%3
 // first: the storage of the scale-out deployment without the runtimes.
 type RawCluster struct {
-	Servers []*events.Embedded
+	Servers []*server.Server
 	Conns   []*nats.Conn
 	Stores  []*events.JetStore
 	dir     string
@@ -38,29 +38,11 @@ func StartRawCluster(parent string, writers int) (*RawCluster, error) {
 			c.Close()
 		}
 	}()
-	var routes []string
-	var ports []int
-	for i := 0; i < 3; i++ {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports = append(ports, p)
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	servers, urls, err := startServers(dir, "shapes", nil)
+	if err != nil {
+		return nil, err
 	}
-	var urls []string
-	for i := range ports {
-		srv, err := events.StartEmbedded(events.EmbeddedConfig{DataDir: fmt.Sprintf("%s/n%d", dir, i+1), Port: -1, ServerName: fmt.Sprint("n", i+1),
-			Configure: func(o *server.Options) {
-				o.Cluster.Name, o.Cluster.Host, o.Cluster.Port = "shapes", "127.0.0.1", ports[i]
-				o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
-			}})
-		if err != nil {
-			return nil, err
-		}
-		c.Servers = append(c.Servers, srv)
-		urls = append(urls, srv.ClientURL())
-	}
+	c.Servers = servers
 	for k := 0; k < writers; k++ {
 		order := append(append([]string{}, urls[k%3:]...), urls[:k%3]...)
 		nc, err := events.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.MaxReconnects(-1))

@@ -61,7 +61,7 @@ func TestKillSwitchOnACutReplica(t *testing.T) {
 	if err := codec.SavePrivateKey(keyPath, key); err != nil {
 		t.Fatal(err)
 	}
-	ports, err := freePorts(1)
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/contextos/ledger/internal/testing/lincheck"
 	"github.com/contextos/ledger/internal/testing/provider"
 	"github.com/contextos/ledger/internal/testing/refundcfg"
+	"github.com/contextos/ledger/internal/testing/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -259,7 +260,7 @@ func (r *run) setup(ctx context.Context) error {
 	if r.o.Mode == ModeCluster {
 		nodes = 3
 	}
-	ports, err := freePorts(2 * nodes)
+	ports, err := testenv.FreePorts(2 * nodes)
 	if err != nil {
 		return err
 	}
