@@ -30,6 +30,7 @@ func main() {
 		skipPG     = flag.Bool("skip-postgres", false, "skip the PostgreSQL peer")
 		relaxed    = flag.Bool("relaxed", true, "also measure the relaxed setting")
 		cpuprof    = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
+		spread     = flag.Bool("cluster-tenants", false, "also measure the cluster with the agents spread over 32 tenants, one per ownership partition, on 1 replica and on 2 owning replicas (each point waits minutes for the 32 audit logs)")
 		soak       = flag.Duration("soak", time.Minute, "length of the governed-proposals soak point at 64 agents, durable (0 skips)")
 		onlyRe     = flag.String("only", "", "measure only the workloads whose name matches this regular expression (the report then holds only those)")
 	)
@@ -249,14 +250,21 @@ func main() {
 	}
 
 	if !skip(gCluster) {
-		for _, v := range []struct {
+		type variant struct {
 			name string
 			o    bench.ClusterOptions
-		}{
+		}
+		variants := []variant{
 			{"ours, 1 replica", bench.ClusterOptions{Replicas: 1, Agents: 64}},
 			{"ours, 2 replicas", bench.ClusterOptions{Replicas: 2, Agents: 64}},
 			{"ours, 2 replicas, owning shares", bench.ClusterOptions{Replicas: 2, Agents: 64, Owning: true}},
-		} {
+		}
+		if *spread {
+			variants = append(variants,
+				variant{"ours, 1 replica, 32 tenants", bench.ClusterOptions{Replicas: 1, Agents: 64, Spread: true}},
+				variant{"ours, 2 replicas, owning shares, 32 tenants", bench.ClusterOptions{Replicas: 2, Agents: 64, Owning: true, Spread: true}})
+		}
+		for _, v := range variants {
 			progress("== governed proposals on a 3-node JetStream cluster (R3), %s", v.name)
 			cl, err := bench.StartClusterWith(tmp, v.o)
 			if err != nil {
@@ -694,6 +702,7 @@ func (r *report) markdown(chart string) ([]byte, string) {
 		ratio(fmt.Sprintf("durable, governed proposals, %d clients: 3-node cluster with 2 replicas / one server", c), r.rate(gCluster, "ours, 2 replicas", "durable", c), r.rate(gProposals, "ours", "durable", c))
 		ratio(fmt.Sprintf("durable, governed proposals, %d clients, 3-node cluster: 2 replicas / 1 replica", c), r.rate(gCluster, "ours, 2 replicas", "durable", c), r.rate(gCluster, "ours, 1 replica", "durable", c))
 		ratio(fmt.Sprintf("durable, governed proposals, %d clients, 3-node cluster: 2 replicas owning shares / 1 replica", c), r.rate(gCluster, "ours, 2 replicas, owning shares", "durable", c), r.rate(gCluster, "ours, 1 replica", "durable", c))
+		ratio(fmt.Sprintf("durable, governed proposals, %d clients of 32 tenants, 3-node cluster: 2 replicas owning shares / 1 replica", c), r.rate(gCluster, "ours, 2 replicas, owning shares, 32 tenants", "durable", c), r.rate(gCluster, "ours, 1 replica, 32 tenants", "durable", c))
 	}
 	s.WriteString("\nGoals (durable):\n")
 	goal := func(name string, ok bool, got string) {

@@ -39,6 +39,7 @@ type Cluster struct {
 	http    *httptest.Server
 	dir     string
 	agents  []*nats.Conn
+	tenants []string // of each agent connection
 }
 
 // startServers starts three nats-servers under dir in one JetStream cluster
@@ -117,6 +118,25 @@ type ClusterOptions struct {
 	// Tenants are more tenants besides Tenant, each with the same agents
 	// (Connect opens their connections).
 	Tenants []string
+	// Spread puts the agents in one tenant per ownership partition
+	// (SpreadTenants), agent a in the (a mod partitions)-th, instead of all
+	// in Tenant: the work of many tenants, which owning replicas divide.
+	Spread bool
+}
+
+// SpreadTenants is one tenant id for each of n ownership partitions, the
+// k-th in partition k and Tenant in its own, so that agents spread over
+// them fall evenly on replicas owning equal shares of the partitions.
+func SpreadTenants(n int) []string {
+	out := make([]string, n)
+	out[kernel.Partition(Tenant, n)] = Tenant
+	for i, left := 0, n-1; left > 0; i++ {
+		t := fmt.Sprintf("spread-%d", i)
+		if k := kernel.Partition(t, n); out[k] == "" {
+			out[k], left = t, left-1
+		}
+	}
+	return out
 }
 
 // StartClusterWith is StartCluster shaped by o.
@@ -127,6 +147,18 @@ func StartClusterWith(parent string, o ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir}
+	// tenantOf[a] is agent a's tenant.
+	tenantOf := make([]string, agents)
+	for a := range tenantOf {
+		tenantOf[a] = Tenant
+	}
+	var spread []string
+	if o.Spread {
+		spread = SpreadTenants(config.DefaultOwnershipPartitions)
+		for a := range tenantOf {
+			tenantOf[a] = spread[a%len(spread)]
+		}
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -151,6 +183,15 @@ func StartClusterWith(parent string, o ClusterOptions) (*Cluster, error) {
 			for _, t := range o.Tenants {
 				text += fmt.Sprintf("\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", t)
 				for a := 0; a < agents; a++ {
+					text += fmt.Sprintf("\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
+				}
+			}
+			for k, t := range spread {
+				if t == Tenant {
+					continue
+				}
+				text += fmt.Sprintf("\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", t)
+				for a := k; a < agents; a += len(spread) {
 					text += fmt.Sprintf("\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
 				}
 			}
@@ -199,12 +240,14 @@ func StartClusterWith(parent string, o ClusterOptions) (*Cluster, error) {
 		p := fmt.Sprintf("agent_%02d", a)
 		// Each agent starts on another server, as clients of a cluster do.
 		order := append(append([]string{}, urls[a%3:]...), urls[:a%3]...)
-		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(wire.UserName(Tenant, p), fmt.Sprintf("secret-passphrase-%02d", a)),
-			nats.CustomInboxPrefix(wire.InboxPrefix(Tenant, p)))
+		t := tenantOf[a]
+		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(wire.UserName(t, p), fmt.Sprintf("secret-passphrase-%02d", a)),
+			nats.CustomInboxPrefix(wire.InboxPrefix(t, p)))
 		if err != nil {
 			return nil, err
 		}
 		c.agents = append(c.agents, nc)
+		c.tenants = append(c.tenants, t)
 	}
 	ok = true
 	return c, nil
@@ -259,10 +302,10 @@ func (c *Cluster) Conflicts() uint64 {
 func (c *Cluster) Gateway() *Gateway {
 	for _, rt := range c.RTs {
 		if s, ok := rt.Gateway.Ownership(); ok && slices.Contains(s.Owned, kernel.Partition(Tenant, rt.Config.NATS.Ownership.Partitions)) {
-			return &Gateway{RT: rt, agents: c.agents}
+			return &Gateway{RT: rt, agents: c.agents, tenants: c.tenants}
 		}
 	}
-	return &Gateway{RT: c.RTs[0], agents: c.agents}
+	return &Gateway{RT: c.RTs[0], agents: c.agents, tenants: c.tenants}
 }
 
 // Close stops the runtimes, the servers and the provider and removes the

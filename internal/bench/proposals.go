@@ -30,6 +30,9 @@ type Gateway struct {
 	http   *httptest.Server
 	dir    string
 	agents []*nats.Conn
+	// tenants is each agent connection's tenant; nil when every agent is
+	// Tenant's.
+	tenants []string
 }
 
 // gatewayConfig is the configuration of a runtime on its embedded server
@@ -109,7 +112,13 @@ func (g *Gateway) Close() {
 // with a new operation key, on the resources pick chooses; an operation is
 // one proposal from send to the applied reply.
 func (g *Gateway) Proposals(pick func(w, i int) string) Op {
-	return proposals(g.agents, func(a int) string { return wire.ProposeSubject(Tenant, fmt.Sprintf("agent_%02d", a)) }, pick)
+	return proposals(g.agents, func(a int) string {
+		t := Tenant
+		if g.tenants != nil {
+			t = g.tenants[a]
+		}
+		return wire.ProposeSubject(t, fmt.Sprintf("agent_%02d", a))
+	}, pick)
 }
 
 // ProposalShape sends one proposal as agent_00 on a resource of its own
