@@ -327,7 +327,7 @@ func TestBackgroundReconciler(t *testing.T) {
 // the runtime's own user can write one) is counted and skipped by the read
 // model instead of blinding the operator verbs and the reconciler for good.
 func TestModelSkipsNonEvents(t *testing.T) {
-	e := startEnv(t)
+	e := startEnvWith(t, daemontest.Options{Config: func(cfg *config.Config) { cfg.Runtime.MetricsListen = "127.0.0.1:0" }})
 	nc := e.client("acme", "agent_email")
 	wantBalance(t, e.propose(nc, "acme", "agent_email", refund("run_x", "x1", "ord_x", 100)), 100, 0, 99900)
 	if _, err := e.rt.NC.Request("ctx.ev.acme.noise", []byte(`{"not":"an event"}`), 5*time.Second); err != nil {
@@ -340,6 +340,17 @@ func TestModelSkipsNonEvents(t *testing.T) {
 	}
 	if n := e.rt.Gateway.Model().RefusedEvents("acme"); n != 1 {
 		t.Fatalf("refused %d stored messages, want 1", n)
+	}
+	// Operators see it on /metrics, per tenant and in all.
+	fams := scrape(t, e.rt)
+	if v, ok := sample(fams, "contextos_readmodel_refused_events", map[string]string{"tenant": "acme"}); !ok || v != 1 {
+		t.Fatalf("contextos_readmodel_refused_events{tenant=acme} %v (served: %v), want 1", v, ok)
+	}
+	if v, ok := sample(fams, "contextos_readmodel_refused_events", map[string]string{"tenant": "globex"}); !ok || v != 0 {
+		t.Fatalf("contextos_readmodel_refused_events{tenant=globex} %v (served: %v), want 0", v, ok)
+	}
+	if v, ok := sample(fams, "contextos_exposure_view_skipped", nil); !ok || v != 1 {
+		t.Fatalf("contextos_exposure_view_skipped %v (served: %v), want 1", v, ok)
 	}
 }
 

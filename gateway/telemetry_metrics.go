@@ -231,6 +231,7 @@ var (
 	descAuditLag     = prometheus.NewDesc("contextos_audit_lag_seq", "Stream sequences between the tenant's last event and the last one its audit chain records.", []string{"tenant"}, nil)
 	descAuditRecords = prometheus.NewDesc("contextos_audit_records", "Records in the tenant's audit chain.", []string{"tenant"}, nil)
 	descIncidents    = prometheus.NewDesc("contextos_exposure_incidents", "Incident events of the tenant.", []string{"tenant"}, nil)
+	descRefused      = prometheus.NewDesc("contextos_readmodel_refused_events", "Stored messages on the tenant's subjects the read model refused to fold (not applied, listed as incidents of kind stored_event_refused).", []string{"tenant"}, nil)
 	descKill         = prometheus.NewDesc("contextos_kill_switch_engaged", "1 while the tenant's kill switch is engaged.", []string{"tenant"}, nil)
 	descBreaker      = prometheus.NewDesc("contextos_breaker_open", "1 while the capability's circuit breaker is open (tripped, not reset).", []string{"tenant", "capability"}, nil)
 	descHolds        = prometheus.NewDesc("contextos_open_holds", "Open attempts holding exposure, by receipt state and age since reservation.", []string{"tenant", "state", "age"}, nil)
@@ -309,6 +310,7 @@ func (s *stateSource) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range s.tenants {
 		vw := s.view.View(t)
 		gauge(descIncidents, float64(len(vw.Incidents)), t)
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(s.view.RefusedEvents(t)), t)
 		if p := s.audit[t]; p != nil {
 			st := p.Status()
 			gauge(descAuditLag, float64(lag(vw.Seq, st.LastEventSeq)), t)

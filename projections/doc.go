@@ -16,7 +16,6 @@
 //	}
 //	view := projections.NewExposureView(store)
 //	go view.Run(ctx, nc, 0, logf)
-//	http.Handle("/metrics", view.MetricsHandler())
 //	keys, _ := projections.KeysFor(tenant, signer)
 //	ops := projections.NewOps(projections.OpsConfig{Log: log, Events: store, Keys: keys, View: view})
 //	for _, verb := range projections.Verbs {

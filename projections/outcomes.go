@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -271,55 +270,3 @@ func (m *Model) OutcomeTotals(tenant string, now time.Time) []wire.OutcomeRow {
 	return out
 }
 
-// outcomeMetrics writes the report's gauges per tenant and guarantee (never
-// per resource or window, so their series are bounded by the
-// configuration and the code catalog).
-func (m *Model) outcomeMetrics(b *strings.Builder, now time.Time) {
-	type tg struct {
-		tenant string
-		row    wire.OutcomeRow
-	}
-	var all []tg
-	for _, t := range m.Tenants() {
-		for _, r := range m.OutcomeTotals(t, now) {
-			all = append(all, tg{t, r})
-		}
-	}
-	label := func(k tg) string {
-		return fmt.Sprintf("tenant=%s,guarantee=%s", promLabel(k.tenant), promLabel(k.row.GuaranteeID))
-	}
-	for _, g := range []struct {
-		name, help string
-		v          func(wire.OutcomeRow) int64
-	}{
-		{"contextos_outcome_applied", "Attempts applied (committed), every window.", func(r wire.OutcomeRow) int64 { return r.Applied }},
-		{"contextos_outcome_applied_amount", "Amount applied (committed by attempts), every window.", func(r wire.OutcomeRow) int64 { return r.AppliedAmount }},
-		{"contextos_outcome_pending", "Open attempts whose last observation is pending or partial.", func(r wire.OutcomeRow) int64 { return r.Pending }},
-		{"contextos_outcome_unknown", "Open attempts whose last observation is unknown.", func(r wire.OutcomeRow) int64 { return r.Unknown }},
-	} {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", g.name, g.help, g.name)
-		for _, k := range all {
-			fmt.Fprintf(b, "%s{%s} %d\n", g.name, label(k), g.v(k.row))
-		}
-	}
-	b.WriteString("# HELP contextos_outcome_denials Proposals refused, by code, of capabilities the guarantee covers (windows kept).\n# TYPE contextos_outcome_denials gauge\n")
-	for _, k := range all {
-		for _, d := range k.row.Denials {
-			fmt.Fprintf(b, "contextos_outcome_denials{%s,code=%s} %d\n", label(k), promLabel(string(d.Code)), d.Count)
-		}
-	}
-	for _, g := range []struct {
-		name, help string
-		v          func(wire.StrandedBucket) int64
-	}{
-		{"contextos_outcome_stranded_amount", "Exposure open attempts hold, by age since reserved.", func(s wire.StrandedBucket) int64 { return s.Amount }},
-		{"contextos_outcome_stranded_attempts", "Open attempts, by age since reserved.", func(s wire.StrandedBucket) int64 { return s.Attempts }},
-	} {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", g.name, g.help, g.name)
-		for _, k := range all {
-			for _, st := range k.row.Stranded {
-				fmt.Fprintf(b, "%s{%s,age=%s} %d\n", g.name, label(k), promLabel(st.Age), g.v(st))
-			}
-		}
-	}
-}
