@@ -269,4 +269,3 @@ func (m *Model) OutcomeTotals(tenant string, now time.Time) []wire.OutcomeRow {
 	}
 	return out
 }
-
