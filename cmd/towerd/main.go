@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -160,4 +162,56 @@ func printFleet(out io.Writer, f *tower.Fleet) {
 		}
 	}
 	w.Flush()
+	printReview(out, f)
+}
+
+// printReview prints what waits on an operator or constrains the agents,
+// from the verified logs: the two-person requests waiting for a second
+// operator, the guardrails and the waivers in force. A table with no row
+// is left out.
+func printReview(out io.Writer, f *tower.Fleet) {
+	table := func(header string, rows func(w io.Writer) int) {
+		var b bytes.Buffer
+		w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, header)
+		if rows(w) == 0 {
+			return
+		}
+		w.Flush()
+		fmt.Fprintln(out)
+		_, _ = out.Write(b.Bytes())
+	}
+	table("RUNTIME\tTENANT\tREQUEST\tVERB\tASKED BY\tCONFIRMER NEEDS\tREQUESTED\tEXPIRES\tBODY", func(w io.Writer) int {
+		n := 0
+		for _, l := range f.Logs {
+			for _, r := range l.Requests {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%q\n", l.Runtime, l.Tenant, r.RequestID, r.Verb, r.Operator, r.Scope, r.RequestedAt, cmp.Or(r.ExpiresAt, "never"), r.Body)
+				n++
+			}
+			if l.MoreRequests > 0 {
+				fmt.Fprintf(w, "%s\t%s\t(%d more)\t\t\t\t\t\t\n", l.Runtime, l.Tenant, l.MoreRequests)
+			}
+		}
+		return n
+	})
+	table("RUNTIME\tTENANT\tGUARDRAIL\tCAPABILITY\tRULE\tSET BY\tAT\tREASON", func(w io.Writer) int {
+		n := 0
+		for _, l := range f.Logs {
+			for _, g := range l.Guardrails {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%q\n", l.Runtime, l.Tenant, g.GuardrailID, g.CapabilityID, g.Rule(), g.Operator, g.At, g.Reason)
+				n++
+			}
+		}
+		return n
+	})
+	table("RUNTIME\tTENANT\tWAIVER\tOF GUARDRAIL\tFOR\tUNTIL\tGRANTED BY\tREASON", func(w io.Writer) int {
+		n := 0
+		for _, l := range f.Logs {
+			for _, v := range l.Waivers {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%q\t%s\t%s\t%q\n", l.Runtime, l.Tenant, v.WaiverID, v.GuardrailID, v.For(), v.Until.UTC().Format(time.RFC3339), v.Operator, v.Reason)
+				n++
+			}
+		}
+		return n
+	})
 }
