@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,9 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/contextos/ledger/examples/internal/story"
 	"github.com/contextos/ledger/internal/testing/mcpprovider"
 	"github.com/contextos/ledger/mcpgw"
 	"github.com/contextos/ledger/wire"
@@ -38,52 +37,21 @@ const (
 )
 
 type demo struct {
-	dir      string
+	*story.Story
 	natsURL  string
 	mcpURL   string
 	provURL  string
 	provider *mcpprovider.Server
-	daemon   *exec.Cmd
-	failures int
 }
 
 func main() {
 	flag.Parse()
-	start := time.Now()
-	d := &demo{provider: mcpprovider.New()}
-	code := 0
-	if err := d.run(); err != nil {
-		fmt.Fprintln(os.Stderr, "\nmcp demo: FAILED:", err)
-		code = 1
-	}
-	d.cleanup()
-	if code == 0 && d.failures > 0 {
-		fmt.Fprintf(os.Stderr, "\nmcp demo: FAILED: %d check(s) did not hold\n", d.failures)
-		code = 1
-	}
-	if code == 0 {
-		fmt.Printf("\nmcp demo: every check held (%.1fs)\n", time.Since(start).Seconds())
-	}
-	os.Exit(code)
-}
-
-func step(n int, title string) { fmt.Printf("\n── %d. %s\n", n, title) }
-
-func (d *demo) check(ok bool, format string, args ...any) {
-	mark := "✓"
-	if !ok {
-		mark = "✗"
-		d.failures++
-	}
-	fmt.Printf("   %s %s\n", mark, fmt.Sprintf(format, args...))
+	d := &demo{Story: &story.Story{Name: "mcp demo", Keep: *keep, Verbose: *verbose, Elapsed: true}, provider: mcpprovider.New()}
+	d.Main(d.run)
 }
 
 func (d *demo) run() error {
-	var err error
-	if d.dir, err = os.MkdirTemp("", "contextos-mcp-demo-"); err != nil {
-		return err
-	}
-	step(0, "Start an MCP payments server (the provider) and contextosd with its MCP gateway")
+	story.Step(0, "Start an MCP payments server (the provider) and contextosd with its MCP gateway")
 	if err := d.startProvider(); err != nil {
 		return err
 	}
@@ -98,7 +66,7 @@ func (d *demo) run() error {
 	}
 	fmt.Println("   the operator admitted one run per agent (ctx admit-run)")
 
-	step(1, "An agent lists its tools over MCP")
+	story.Step(1, "An agent lists its tools over MCP")
 	email, chat := d.session("agent_email"), d.session("agent_chat")
 	defer email.Close()
 	defer chat.Close()
@@ -109,7 +77,7 @@ func (d *demo) run() error {
 		fmt.Printf("   tool %s: %s\n", t.Name, t.Description)
 	}
 
-	step(2, "Two agents race INR 800 refunds on ord_881 over MCP (ceiling INR 1,000)")
+	story.Step(2, "Two agents race INR 800 refunds on ord_881 over MCP (ceiling INR 1,000)")
 	var wg sync.WaitGroup
 	results := map[string]result{}
 	var mu sync.Mutex
@@ -135,17 +103,17 @@ func (d *demo) run() error {
 			exceeded++
 		}
 	}
-	d.check(applied == 1 && exceeded == 1, "one refund applied, one an MCP tool error starting with shared_guarantee_exceeded")
+	d.Check(applied == 1 && exceeded == 1, "one refund applied, one an MCP tool error starting with shared_guarantee_exceeded")
 	st := d.provider.Stats()
-	d.check(st.Calls == 1 && st.Applied == 1, "the MCP provider received exactly one issue_refund call (calls=%d applied=%d)", st.Calls, st.Applied)
+	d.Check(st.Calls == 1 && st.Applied == 1, "the MCP provider received exactly one issue_refund call (calls=%d applied=%d)", st.Calls, st.Applied)
 
-	step(3, "A third agent asks INR 150; the provider's tool answers pending")
+	story.Step(3, "A third agent asks INR 150; the provider's tool answers pending")
 	d.provider.Script(mcpprovider.Pending)
 	phone := d.session("agent_phone")
 	defer phone.Close()
 	r3 := call(phone, "run_agent_phone", "refund-ord_881-partial", "ord_881", 15000)
 	fmt.Printf("   %-12s %s\n", "agent_phone", r3)
-	d.check(r3.reply.Status == wire.StatusPending, "the result is pending, attempt %s, INR 150 held", r3.reply.AttemptID)
+	d.Check(r3.reply.Status == wire.StatusPending, "the result is pending, attempt %s, INR 150 held", r3.reply.AttemptID)
 	d.checkExposure(80000, 15000, 5000)
 	d.provider.Settle(r3.reply.AttemptID, "succeeded")
 	fmt.Println("   (the provider has now completed the INR 150 refund)")
@@ -153,23 +121,23 @@ func (d *demo) run() error {
 	d.ctx("reconcile", "--attempt", r3.reply.AttemptID)
 	d.checkExposure(95000, 0, 5000)
 
-	step(4, "INR 40 more; the provider applies it but the connection breaks before it answers")
+	story.Step(4, "INR 40 more; the provider applies it but the connection breaks before it answers")
 	d.provider.Script(mcpprovider.Break)
 	r4 := call(phone, "run_agent_phone", "refund-ord_881-late", "ord_881", 4000)
 	fmt.Printf("   %-12s %s\n", "agent_phone", r4)
-	d.check(r4.reply.Status == wire.StatusUnknown, "the outcome is unknown and the INR 40 stay held")
+	d.Check(r4.reply.Status == wire.StatusUnknown, "the outcome is unknown and the INR 40 stay held")
 	d.checkExposure(95000, 4000, 1000)
 	fmt.Println("   $ ctx reconcile --all   (asks the provider's get_refund tool by the attempt id)")
 	d.ctx("reconcile", "--all")
 	d.checkExposure(99000, 0, 1000)
 	st = d.provider.Stats()
-	d.check(st.Calls == 3 && st.Applied == 3, "three issue_refund calls, three refunds (calls=%d applied=%d queries=%d)", st.Calls, st.Applied, st.Queries)
+	d.Check(st.Calls == 3 && st.Applied == 3, "three issue_refund calls, three refunds (calls=%d applied=%d queries=%d)", st.Calls, st.Applied, st.Queries)
 
 	again := call(email, "run_agent_email", "refund-ord_881", "ord_881", 80000)
 	first := results["agent_email"]
-	d.check(again.reply.OperationID == first.reply.OperationID && again.reply.Status == first.reply.Status,
+	d.Check(again.reply.OperationID == first.reply.OperationID && again.reply.Status == first.reply.Status,
 		"agent_email resends its operation key: the same operation, still %s", first.reply.Status)
-	d.check(d.provider.Stats().Calls == 3, "still three provider calls")
+	d.Check(d.provider.Stats().Calls == 3, "still three provider calls")
 	return nil
 }
 
@@ -228,30 +196,16 @@ func (d *demo) checkExposure(committed, held, available int64) {
 		err = json.Unmarshal(out, &rows)
 	}
 	ok := err == nil && len(rows) == 1 && rows[0].Committed == committed && rows[0].Held == held && rows[0].Available == available
-	d.check(ok, "ctx exposure: ord_881 committed %d, held %d, available %d", committed, held, available)
+	d.Check(ok, "ctx exposure: ord_881 committed %d, held %d, available %d", committed, held, available)
 }
 
 // ctx runs the ctx binary as the operator and shows its output indented.
 func (d *demo) ctx(args ...string) {
-	out, err := d.ctxOut(args...)
-	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-		fmt.Println("     " + l)
-	}
-	if err != nil {
-		d.check(false, "ctx %s: %v", strings.Join(args, " "), err)
-	}
+	d.Show(*bin, d.natsURL, "acme", "ops_alice", alicePassword, args...)
 }
 
 func (d *demo) ctxOut(args ...string) ([]byte, error) {
-	cmd := exec.Command(filepath.Join(*bin, "ctx"), args...)
-	cmd.Env = append(os.Environ(), "CTX_NATS="+d.natsURL, "CTX_TENANT=acme", "CTX_USER=ops_alice", "CTX_PASSWORD="+alicePassword)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return append(out, stderr.Bytes()...), err
-	}
-	return out, nil
+	return story.Ctx(*bin, d.natsURL, "acme", "ops_alice", alicePassword, args...)
 }
 
 func (d *demo) startProvider() error {
@@ -266,21 +220,12 @@ func (d *demo) startProvider() error {
 	return nil
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 func (d *demo) startDaemon() error {
-	listen, err := freeAddr()
+	listen, err := story.FreeAddr()
 	if err != nil {
 		return err
 	}
-	mcpListen, err := freeAddr()
+	mcpListen, err := story.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -288,17 +233,13 @@ func (d *demo) startDaemon() error {
 	if err != nil {
 		return err
 	}
-	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.dir, "data"), "{{LISTEN}}", listen, "{{MCP_LISTEN}}", mcpListen,
+	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.Dir, "data"), "{{LISTEN}}", listen, "{{MCP_LISTEN}}", mcpListen,
 		"{{PROVIDER}}", d.provURL).Replace(string(raw))
-	path := filepath.Join(d.dir, "contextos.toml")
+	path := filepath.Join(d.Dir, "contextos.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	d.daemon = exec.Command(filepath.Join(*bin, "contextosd"), "--config", path)
-	if *verbose {
-		d.daemon.Stdout, d.daemon.Stderr = os.Stdout, os.Stderr
-	}
-	if err := d.daemon.Start(); err != nil {
+	if err := d.Spawn(exec.Command(filepath.Join(*bin, "contextosd"), "--config", path)); err != nil {
 		return err
 	}
 	d.natsURL, d.mcpURL = "nats://"+listen, "http://"+mcpListen+"/mcp"
@@ -314,22 +255,4 @@ func (d *demo) startDaemon() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.New("contextosd's MCP gateway did not become ready")
-}
-
-func (d *demo) cleanup() {
-	if d.daemon != nil && d.daemon.Process != nil {
-		_ = d.daemon.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = d.daemon.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = d.daemon.Process.Kill()
-		}
-	}
-	if d.dir != "" && !*keep {
-		_ = os.RemoveAll(d.dir)
-	} else if d.dir != "" {
-		fmt.Println("kept", d.dir)
-	}
 }

@@ -14,14 +14,15 @@ import (
 
 	"github.com/contextos/ledger/audit"
 	"github.com/contextos/ledger/events/codec"
+	"github.com/contextos/ledger/examples/internal/story"
 	"github.com/contextos/ledger/kernel"
 )
 
 // auditStory is step 4: the auditor's promise, with only exported files and
 // the runtime's public keys.
 func (d *demo) auditStory(applied, refusedAgent, refusedAttempt string) error {
-	step(5, "Audit: export, verify offline with a witness policy, flip one byte, prove one receipt and one settlement")
-	dir := filepath.Join(d.dir, "audit")
+	story.Step(5, "Audit: export, verify offline with a witness policy, flip one byte, prove one receipt and one settlement")
+	dir := filepath.Join(d.Dir, "audit")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -56,8 +57,8 @@ func (d *demo) auditStory(applied, refusedAgent, refusedAttempt string) error {
 	fmt.Printf("   $ ctx audit export --out entries.json   (%d records, all under a signed checkpoint)\n", len(parsed.Records))
 	fmt.Printf("   $ ctx audit-verify --entries entries.json --keys keys.json --witness-key %s --witnesses 1\n", shorten(demoWitness.key))
 	indent(out)
-	d.check(err == nil && hasSettlement(parsed), "the exported audit verifies offline (%d records, hash-chained, every one under a signed checkpoint)", len(parsed.Records))
-	d.check(err == nil && bytes.Contains(out, []byte("cosigned by the witnesses ["+demoWitnessName+"]")), "the witness %s cosigned the newest checkpoint (it cosigns only a log that extends what it saw before)", demoWitnessName)
+	d.Check(err == nil && hasSettlement(parsed), "the exported audit verifies offline (%d records, hash-chained, every one under a signed checkpoint)", len(parsed.Records))
+	d.Check(err == nil && bytes.Contains(out, []byte("cosigned by the witnesses ["+demoWitnessName+"]")), "the witness %s cosigned the newest checkpoint (it cosigns only a log that extends what it saw before)", demoWitnessName)
 
 	// Flip one byte inside a record: an amount digit of the applied refund.
 	raw, err := os.ReadFile(entries)
@@ -81,7 +82,7 @@ func (d *demo) auditStory(applied, refusedAgent, refusedAttempt string) error {
 	fmt.Println("   $ ctx audit-verify --entries entries-tampered.json --keys keys.json")
 	out, err = d.ctxOut("audit-verify", "--entries", tampered, "--keys", keys)
 	indent(out)
-	d.check(at >= 0 && err != nil && bytes.Contains(out, []byte("index")), "the verifier refuses the tampered copy and names the broken record")
+	d.Check(at >= 0 && err != nil && bytes.Contains(out, []byte("index")), "the verifier refuses the tampered copy and names the broken record")
 
 	// Prove the applied refund's reservation by inclusion in a signed
 	// checkpoint, verified without the rest of the log.
@@ -98,7 +99,7 @@ func (d *demo) auditStory(applied, refusedAgent, refusedAttempt string) error {
 	fmt.Println("   $ ctx audit verify-proof proof.json --keys keys.json")
 	out, err2 := d.ctxOut("audit", "verify-proof", proof, "--keys", keys)
 	indent(out)
-	d.check(id != "" && err == nil && err2 == nil, "the receipt of the applied refund is proven included in a signed checkpoint")
+	d.Check(id != "" && err == nil && err2 == nil, "the receipt of the applied refund is proven included in a signed checkpoint")
 
 	// The refused agent's auditor gets one file for its settlement: the
 	// attempt's records, their inclusion proofs, the checkpoint the witness
@@ -115,7 +116,7 @@ func (d *demo) auditStory(applied, refusedAgent, refusedAttempt string) error {
 	fmt.Printf("   $ ctx audit-verify --bundle bundle.json --witness-key %s --witnesses 1\n", shorten(demoWitness.key))
 	out, err2 = d.ctxOut(append([]string{"audit-verify", "--bundle", bundle}, policy...)...)
 	indent(out)
-	d.check(refusedAttempt != "" && err == nil && err2 == nil && bytes.Contains(out, []byte("exposure.observed")) &&
+	d.Check(refusedAttempt != "" && err == nil && err2 == nil && bytes.Contains(out, []byte("exposure.observed")) &&
 		bytes.Contains(out, []byte("cosigned by the witnesses ["+demoWitnessName+"]")),
 		"%s's settlement is proven in one file, offline, under a checkpoint the witness cosigned", refusedAgent)
 	return nil
@@ -179,7 +180,7 @@ var demoWitness struct{ key, addr, keyFile string }
 // prepareWitness makes the witness's key and picks its address, before the
 // daemon starts (its configuration names them).
 func (d *demo) prepareWitness() error {
-	demoWitness.keyFile = filepath.Join(d.dir, "witness.key")
+	demoWitness.keyFile = filepath.Join(d.Dir, "witness.key")
 	out, err := exec.Command(filepath.Join(*bin, "ctx"), "witness", "init", "--key", demoWitness.keyFile, "--name", demoWitnessName).Output()
 	if err != nil {
 		return fmt.Errorf("ctx witness init: %w", err)
@@ -205,13 +206,13 @@ func witnessConfig() string {
 // from the keys the daemon publishes (an operator would take them from
 // "ctx audit keys --from-key" out of band).
 func (d *demo) startWitness() error {
-	logKeys := filepath.Join(d.dir, "log-keys.json")
-	if _, err := d.ctxOut("audit", "export", "--out", filepath.Join(d.dir, "boot-entries.json"), "--keys-out", logKeys); err != nil {
+	logKeys := filepath.Join(d.Dir, "log-keys.json")
+	if _, err := d.ctxOut("audit", "export", "--out", filepath.Join(d.Dir, "boot-entries.json"), "--keys-out", logKeys); err != nil {
 		return fmt.Errorf("fetch the log's keys: %w", err)
 	}
 	cmd := exec.Command(filepath.Join(*bin, "ctx"), "witness", "serve", "--key", demoWitness.keyFile, "--name", demoWitnessName,
-		"--state", filepath.Join(d.dir, "witness-state.json"), "--log-keys", logKeys, "--listen", demoWitness.addr)
-	if err := d.spawn(cmd); err != nil {
+		"--state", filepath.Join(d.Dir, "witness-state.json"), "--log-keys", logKeys, "--listen", demoWitness.addr)
+	if err := d.Spawn(cmd); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(10 * time.Second)

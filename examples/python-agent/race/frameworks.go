@@ -30,10 +30,6 @@ var frameworkAgents = []frameworkAgent{
 // checks the provider's call count across them (four refunds and credits
 // reach the provider per agent; resends and refusals none).
 func (d *demo) frameworks() error {
-	var err error
-	if d.dir, err = os.MkdirTemp("", "contextos-frameworks-demo-"); err != nil {
-		return err
-	}
 	fmt.Println("── 0. contextosd (embedded NATS, the MCP gateway on) and the synthetic provider; the operator admits a run per agent")
 	if err := d.start(); err != nil {
 		return err
@@ -58,13 +54,13 @@ func (d *demo) frameworks() error {
 			"PROVIDER="+d.provider, "CTX_MCP_URL="+d.mcpURL, "AGENT_MCP_TOKEN="+a.mcpToken)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
-			d.check(false, "%s: %v", a.script, err)
+			d.Check(false, "%s: %v", a.script, err)
 		} else {
-			d.check(true, "%s: every check of its story held", a.script)
+			d.Check(true, "%s: every check of its story held", a.script)
 		}
 	}
 	fmt.Println()
 	want := 4 * len(frameworkAgents)
-	d.check(d.providerCalls() == want, "the provider received %d calls in all: no resend or refusal reached it", want)
+	d.Check(d.providerCalls() == want, "the provider received %d calls in all: no resend or refusal reached it", want)
 	return nil
 }

@@ -9,16 +9,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/contextos/ledger/client"
+	"github.com/contextos/ledger/examples/internal/story"
 )
 
 var (
@@ -33,10 +32,9 @@ var passwords = map[string]string{"agent_email": "email-demo-secret", "agent_cha
 	"agent_phone": "phone-demo-secret", "ops_alice": "alice-demo-secret"}
 
 type demo struct {
-	dir, natsURL, provider string
-	config, mcpURL         string
-	procs                  []*exec.Cmd
-	failures               int
+	*story.Story
+	natsURL, provider string
+	config, mcpURL    string
 }
 
 // result is what the scripted agents print per refund (--json).
@@ -50,41 +48,15 @@ type result struct {
 
 func main() {
 	flag.Parse()
-	d := &demo{config: "examples/shared-guarantees/contextos.toml"}
-	run, name := d.run, "demo-clients"
+	d := &demo{Story: &story.Story{Name: "demo-clients", Verbose: *verbose}, config: "examples/shared-guarantees/contextos.toml"}
+	run := d.run
 	if *fwDir != "" {
-		d.config, run, name = filepath.Join(*fwDir, "contextos.toml"), d.frameworks, "demo-frameworks"
+		d.config, run, d.Name = filepath.Join(*fwDir, "contextos.toml"), d.frameworks, "demo-frameworks"
 	}
-	code := 0
-	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "\n%s: FAILED: %v\n", name, err)
-		code = 1
-	}
-	d.cleanup()
-	if code == 0 && d.failures > 0 {
-		fmt.Fprintf(os.Stderr, "\n%s: FAILED: %d check(s) did not hold\n", name, d.failures)
-		code = 1
-	}
-	if code == 0 {
-		fmt.Printf("\n%s: every check held\n", name)
-	}
-	os.Exit(code)
-}
-
-func (d *demo) check(ok bool, format string, args ...any) {
-	mark := "✓"
-	if !ok {
-		mark = "✗"
-		d.failures++
-	}
-	fmt.Printf("   %s %s\n", mark, fmt.Sprintf(format, args...))
+	d.Main(run)
 }
 
 func (d *demo) run() error {
-	var err error
-	if d.dir, err = os.MkdirTemp("", "contextos-clients-demo-"); err != nil {
-		return err
-	}
 	fmt.Println("── 0. contextosd (embedded NATS) and the synthetic provider; the operator admits three runs through the Go client")
 	if err := d.start(); err != nil {
 		return err
@@ -148,8 +120,8 @@ func (d *demo) run() error {
 	for _, x := range []result{pyRes, goRes} {
 		won[x.Status+" "+x.Code]++
 	}
-	d.check(won["applied "] == 1 && won["refused shared_guarantee_exceeded"] == 1, "one refund applied, one refused shared_guarantee_exceeded")
-	d.check(d.providerCalls() == 1, "the provider received exactly one refund call")
+	d.Check(won["applied "] == 1 && won["refused shared_guarantee_exceeded"] == 1, "one refund applied, one refused shared_guarantee_exceeded")
+	d.Check(d.providerCalls() == 1, "the provider received exactly one refund call")
 
 	fmt.Println("\n── 2. The TypeScript agent (agent_phone) meets each status")
 	_ = d.post("/admin/script", `{"modes":["applied","pending"]}`)
@@ -170,14 +142,14 @@ func (d *demo) run() error {
 			got = ts[i].Status + " " + ts[i].Code
 			fmt.Printf("   %-8s %-34s -> %s\n", ts[i].Status, ts[i].Code, ts[i].Next)
 		}
-		d.check(got == w, "refund %d: %s", i+1, strings.TrimSpace(w))
+		d.Check(got == w, "refund %d: %s", i+1, strings.TrimSpace(w))
 	}
 
 	fmt.Println("\n── 3. The Python agent resends its operation key from a new process (a lost reply)")
 	again := d.runAgent(*python, []string{"examples/python-agent/agent.py", "--json", "refund-ord_881:ord_881:80000"}, "agent_email", "run_py")
-	d.check(len(again) == 1 && again[0].Status == pyRes.Status && again[0].Code == pyRes.Code,
+	d.Check(len(again) == 1 && again[0].Status == pyRes.Status && again[0].Code == pyRes.Code,
 		"the same answer: %s %s", pyRes.Status, pyRes.Code)
-	d.check(d.providerCalls() == 3, "no new provider call for the resend (3 calls in all: ord_881, ord_990, ord_991)")
+	d.Check(d.providerCalls() == 3, "no new provider call for the resend (3 calls in all: ord_881, ord_990, ord_991)")
 	return nil
 }
 
@@ -196,7 +168,7 @@ func (d *demo) agentCmd(name string, args []string, principal, run string) *exec
 func (d *demo) runAgent(name string, args []string, principal, run string) []result {
 	out, err := d.agentCmd(name, args, principal, run).Output()
 	if err != nil {
-		d.check(false, "%s %s: %v", name, strings.Join(args, " "), err)
+		d.Check(false, "%s %s: %v", name, strings.Join(args, " "), err)
 	}
 	var rs []result
 	for _, l := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
@@ -209,25 +181,15 @@ func (d *demo) runAgent(name string, args []string, principal, run string) []res
 }
 
 func (d *demo) start() error {
-	portFile := filepath.Join(d.dir, "provider.addr")
-	if err := d.spawn(exec.Command(filepath.Join(*bin, "demo-provider"), "--port-file", portFile)); err != nil {
+	var err error
+	if d.provider, err = d.StartProvider(*bin); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for d.provider == "" {
-		if b, err := os.ReadFile(portFile); err == nil && len(b) > 0 {
-			d.provider = "http://" + string(b)
-		} else if time.Now().After(deadline) {
-			return errors.New("the provider did not start")
-		} else {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	listen, err := freeAddr()
+	listen, err := story.FreeAddr()
 	if err != nil {
 		return err
 	}
-	mcpListen, err := freeAddr()
+	mcpListen, err := story.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -238,17 +200,17 @@ func (d *demo) start() error {
 	if strings.Contains(string(raw), "{{MCP_LISTEN}}") {
 		d.mcpURL = "http://" + mcpListen + "/mcp"
 	}
-	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.dir, "data"), "{{LISTEN}}", listen, "{{PROVIDER}}", d.provider,
+	cfg := strings.NewReplacer("{{DATA}}", filepath.Join(d.Dir, "data"), "{{LISTEN}}", listen, "{{PROVIDER}}", d.provider,
 		"{{MCP_LISTEN}}", mcpListen).Replace(string(raw))
-	path := filepath.Join(d.dir, "contextos.toml")
+	path := filepath.Join(d.Dir, "contextos.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	if err := d.spawn(exec.Command(filepath.Join(*bin, "contextosd"), "--config", path)); err != nil {
+	if err := d.Spawn(exec.Command(filepath.Join(*bin, "contextosd"), "--config", path)); err != nil {
 		return err
 	}
 	d.natsURL = "nats://" + listen
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if c, err := d.connect("ops_alice"); err == nil {
 			_, err = c.Exposure(context.Background(), "", "")
@@ -260,46 +222,6 @@ func (d *demo) start() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.New("contextosd did not become ready")
-}
-
-// freeAddr is a loopback address nothing listens on now.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func (d *demo) spawn(cmd *exec.Cmd) error {
-	if *verbose {
-		cmd.Stderr = os.Stderr
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	d.procs = append(d.procs, cmd)
-	return nil
-}
-
-func (d *demo) cleanup() {
-	for i := len(d.procs) - 1; i >= 0; i-- {
-		p := d.procs[i]
-		_ = p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = p.Process.Kill()
-			<-done
-		}
-	}
-	if d.dir != "" {
-		os.RemoveAll(d.dir)
-	}
 }
 
 func (d *demo) providerCalls() int {
