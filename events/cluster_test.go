@@ -24,7 +24,10 @@ func startCluster(t *testing.T) (jetstream.JetStream, []*events.Embedded) {
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
-	ports := []int{freePort(t), freePort(t), freePort(t)}
+	ports, err := testenv.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,4 +49,29 @@ func (f *fakeT) Helper() {}
 func (f *fakeT) Fatalf(string, ...any) {
 	f.failed = true
 	panic("fatal")
+}
+
+// TestFreePorts: the ports are distinct, bindable, and below the kernel's
+// ephemeral range when it leaves room, so no outgoing connection holds one.
+func TestFreePorts(t *testing.T) {
+	ports, err := FreePorts(12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	low := ephemeralStart()
+	for _, p := range ports {
+		if seen[p] {
+			t.Fatalf("port %d returned twice: %v", p, ports)
+		}
+		seen[p] = true
+		if low-minPort >= 1000 && (p < minPort || p >= low) {
+			t.Fatalf("port %d is not in [%d, %d)", p, minPort, low)
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			t.Fatalf("port %d: %v", p, err)
+		}
+		l.Close()
+	}
 }
