@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/contextos/ledger/kernel"
 )
 
 // TestClusterProposals: on the 3-node cluster with two replicas, proposals
@@ -37,5 +40,59 @@ func TestClusterProposals(t *testing.T) {
 	l, err := c.Gateway().Lag(context.Background())
 	if err != nil || l.Last == 0 {
 		t.Fatalf("lag %+v, %v", l, err)
+	}
+}
+
+// TestSpreadTenants: one tenant in each partition, Tenant among them.
+func TestSpreadTenants(t *testing.T) {
+	const n = 32
+	ts := SpreadTenants(n)
+	seen := map[string]bool{}
+	for k, tenant := range ts {
+		if p := kernel.Partition(tenant, n); p != k || seen[tenant] {
+			t.Fatalf("tenant %d %q: partition %d, seen before %v", k, tenant, p, seen[tenant])
+		}
+		seen[tenant] = true
+	}
+	if !seen[Tenant] {
+		t.Fatalf("%s is not among %v", Tenant, ts)
+	}
+}
+
+// TestClusterSpreadOwning: with the agents spread over a tenant per
+// partition and two owning replicas, each replica decides the proposals of
+// the tenants it owns: both append, and no proposal conflicts.
+func TestClusterSpreadOwning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	dir, err := TempDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Cleanup(dir)
+	c, err := StartClusterWith(dir, ClusterOptions{Replicas: 2, Agents: 64, Owning: true, Spread: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.WaitOwned(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	op := c.Gateway().Proposals(Uniform("spread-test"))
+	for i := 0; i < 64; i++ {
+		if err := op(ctx, i, i); err != nil {
+			t.Fatalf("proposal %d: %v", i, err)
+		}
+	}
+	for r, rt := range c.RTs {
+		if s := rt.Gateway.Engine().Stats(); s.Batches == 0 {
+			t.Fatalf("replica %d appended nothing: %+v", r+1, s)
+		}
+	}
+	if n := c.Conflicts(); n != 0 {
+		t.Fatalf("%d conflicts between owning replicas", n)
 	}
 }
