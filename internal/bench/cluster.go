@@ -39,7 +39,7 @@ type Cluster struct {
 	http    *httptest.Server
 	dir     string
 	agents  []*nats.Conn
-	tenants []string // of each agent connection
+	spread  []string // with ClusterOptions.Spread, the tenants agents are spread over
 }
 
 // startServers starts three nats-servers under dir in one JetStream cluster
@@ -139,6 +139,15 @@ func SpreadTenants(n int) []string {
 	return out
 }
 
+// tenantOf is agent a's tenant: Tenant, or with the agents spread the
+// (a mod partitions)-th of the spread tenants.
+func (c *Cluster) tenantOf(a int) string {
+	if len(c.spread) == 0 {
+		return Tenant
+	}
+	return c.spread[a%len(c.spread)]
+}
+
 // StartClusterWith is StartCluster shaped by o.
 func StartClusterWith(parent string, o ClusterOptions) (*Cluster, error) {
 	replicas, agents := o.Replicas, o.Agents
@@ -147,17 +156,8 @@ func StartClusterWith(parent string, o ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir}
-	// tenantOf[a] is agent a's tenant.
-	tenantOf := make([]string, agents)
-	for a := range tenantOf {
-		tenantOf[a] = Tenant
-	}
-	var spread []string
 	if o.Spread {
-		spread = SpreadTenants(config.DefaultOwnershipPartitions)
-		for a := range tenantOf {
-			tenantOf[a] = spread[a%len(spread)]
-		}
+		c.spread = SpreadTenants(config.DefaultOwnershipPartitions)
 	}
 	ok := false
 	defer func() {
@@ -183,16 +183,16 @@ func StartClusterWith(parent string, o ClusterOptions) (*Cluster, error) {
 			for _, t := range o.Tenants {
 				text += fmt.Sprintf("\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", t)
 				for a := 0; a < agents; a++ {
-					text += fmt.Sprintf("\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
+					text += agentTOML(a)
 				}
 			}
-			for k, t := range spread {
+			for k, t := range c.spread {
 				if t == Tenant {
 					continue
 				}
 				text += fmt.Sprintf("\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", t)
-				for a := k; a < agents; a += len(spread) {
-					text += fmt.Sprintf("\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
+				for a := k; a < agents; a += len(c.spread) {
+					text += agentTOML(a)
 				}
 			}
 			var err error
@@ -240,14 +240,13 @@ func StartClusterWith(parent string, o ClusterOptions) (*Cluster, error) {
 		p := fmt.Sprintf("agent_%02d", a)
 		// Each agent starts on another server, as clients of a cluster do.
 		order := append(append([]string{}, urls[a%3:]...), urls[:a%3]...)
-		t := tenantOf[a]
+		t := c.tenantOf(a)
 		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.UserInfo(wire.UserName(t, p), fmt.Sprintf("secret-passphrase-%02d", a)),
 			nats.CustomInboxPrefix(wire.InboxPrefix(t, p)))
 		if err != nil {
 			return nil, err
 		}
 		c.agents = append(c.agents, nc)
-		c.tenants = append(c.tenants, t)
 	}
 	ok = true
 	return c, nil
@@ -302,10 +301,10 @@ func (c *Cluster) Conflicts() uint64 {
 func (c *Cluster) Gateway() *Gateway {
 	for _, rt := range c.RTs {
 		if s, ok := rt.Gateway.Ownership(); ok && slices.Contains(s.Owned, kernel.Partition(Tenant, rt.Config.NATS.Ownership.Partitions)) {
-			return &Gateway{RT: rt, agents: c.agents, tenants: c.tenants}
+			return &Gateway{RT: rt, agents: c.agents, tenantOf: c.tenantOf}
 		}
 	}
-	return &Gateway{RT: c.RTs[0], agents: c.agents, tenants: c.tenants}
+	return &Gateway{RT: c.RTs[0], agents: c.agents, tenantOf: c.tenantOf}
 }
 
 // Close stops the runtimes, the servers and the provider and removes the

@@ -8,11 +8,10 @@ import (
 	"github.com/contextos/ledger/kernel"
 )
 
-// TestClusterProposals: on the 3-node cluster with two replicas, proposals
-// from agents spread over the servers are applied, and both replicas serve
-// some of them (one queue group), so the scale-out point measures two
-// runtimes, not one.
-func TestClusterProposals(t *testing.T) {
+// testCluster starts a cluster shaped by o, stopped and removed when the
+// test ends; a short run skips the test.
+func testCluster(t *testing.T, o ClusterOptions) *Cluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
@@ -20,12 +19,21 @@ func TestClusterProposals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer Cleanup(dir)
-	c, err := StartCluster(dir, 2, 4)
+	t.Cleanup(func() { Cleanup(dir) })
+	c, err := StartClusterWith(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestClusterProposals: on the 3-node cluster with two replicas, proposals
+// from agents spread over the servers are applied, and both replicas serve
+// some of them (one queue group), so the scale-out point measures two
+// runtimes, not one.
+func TestClusterProposals(t *testing.T) {
+	c := testCluster(t, ClusterOptions{Replicas: 2, Agents: 4})
 	op := c.Gateway().Proposals(Uniform("cluster-test"))
 	for i := 0; i < 40; i++ {
 		if err := op(context.Background(), i%4, i); err != nil {
@@ -63,19 +71,7 @@ func TestSpreadTenants(t *testing.T) {
 // partition and two owning replicas, each replica decides the proposals of
 // the tenants it owns: both append, and no proposal conflicts.
 func TestClusterSpreadOwning(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-node cluster")
-	}
-	dir, err := TempDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer Cleanup(dir)
-	c, err := StartClusterWith(dir, ClusterOptions{Replicas: 2, Agents: 64, Owning: true, Spread: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testCluster(t, ClusterOptions{Replicas: 2, Agents: 64, Owning: true, Spread: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := c.WaitOwned(ctx, time.Minute); err != nil {

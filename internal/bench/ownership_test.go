@@ -45,21 +45,9 @@ func ownership(t *testing.T, c *Cluster, r int) gateway.OwnershipStats {
 // partition within the TTL and a heartbeat, and the proposals sent across
 // the hand-over never take a resource beyond its ceiling.
 func TestClusterOwnership(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-node cluster")
-	}
-	dir, err := TempDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer Cleanup(dir)
 	const agents, ttl, beat = 4, 2 * time.Second, 500 * time.Millisecond
 	tenants := []string{Tenant, "acme", "globex", "initech", "umbrella", "hooli"}
-	c, err := StartClusterWith(dir, ClusterOptions{Replicas: 2, Agents: agents, Owning: true, TTL: ttl, Heartbeat: beat, Tenants: tenants[1:]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testCluster(t, ClusterOptions{Replicas: 2, Agents: agents, Owning: true, TTL: ttl, Heartbeat: beat, Tenants: tenants[1:]})
 	conns := map[string][]*nats.Conn{Tenant: c.agents}
 	for _, tn := range tenants[1:] {
 		for a := 0; a < agents; a++ {

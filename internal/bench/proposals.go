@@ -30,9 +30,8 @@ type Gateway struct {
 	http   *httptest.Server
 	dir    string
 	agents []*nats.Conn
-	// tenants is each agent connection's tenant; nil when every agent is
-	// Tenant's.
-	tenants []string
+	// tenantOf is agent a's tenant; nil when every agent is Tenant's.
+	tenantOf func(a int) string
 }
 
 // gatewayConfig is the configuration of a runtime on its embedded server
@@ -52,7 +51,7 @@ func runtimeConfig(sections, providerURL string, agents int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n[runtime.limits]\nproposals_per_second = 1000000 # the benchmark measures throughput, not the rate limit\nproposal_burst = 1000000\n\n[[tenants]]\nid = %q\nunadmitted_runs = \"unlimited\"\n", sections, Tenant)
 	for a := 0; a < agents; a++ {
-		fmt.Fprintf(&b, "\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
+		b.WriteString(agentTOML(a))
 	}
 	// The refund and its per-order ceiling are the tests' (package
 	// refundcfg), with a timeout no loaded run reaches and a ceiling no
@@ -61,6 +60,12 @@ func runtimeConfig(sections, providerURL string, agents int) string {
 		`timeout = "500ms"`, `timeout = "5s"`,
 		"limit = 100000\n", "limit = 100000000\n"))
 	return b.String()
+}
+
+// agentTOML is agent_<a>'s entry in a tenant's configuration, allowed the
+// refund capability.
+func agentTOML(a int) string {
+	return fmt.Sprintf("\n  [[tenants.agents]]\n  id = \"agent_%02d\"\n  password = \"secret-passphrase-%02d\"\n  capabilities = [\"adp_payments.issue_refund\"]\n", a, a)
 }
 
 // StartGateway boots a runtime with agents agent connections.
@@ -114,8 +119,8 @@ func (g *Gateway) Close() {
 func (g *Gateway) Proposals(pick func(w, i int) string) Op {
 	return proposals(g.agents, func(a int) string {
 		t := Tenant
-		if g.tenants != nil {
-			t = g.tenants[a]
+		if g.tenantOf != nil {
+			t = g.tenantOf(a)
 		}
 		return wire.ProposeSubject(t, fmt.Sprintf("agent_%02d", a))
 	}, pick)
