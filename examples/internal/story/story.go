@@ -85,6 +85,7 @@ func (s *Story) Spawn(cmd *exec.Cmd) error {
 		if err != nil {
 			return err
 		}
+		defer f.Close() // the child writes to its own copy
 		cmd.Stderr = f
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
