@@ -151,7 +151,7 @@ func (c *Client) Propose(p *Proposal, timeout time.Duration) (wire.Reply, error)
 		}
 		return r, err
 	}
-	out := outputOf(r)
+	out := lincheck.ProposalOutput(r)
 	kind := string(r.Status)
 	if r.Code != "" {
 		kind += ":" + string(r.Code)
@@ -169,14 +169,6 @@ func (c *Client) Propose(p *Proposal, timeout time.Duration) (wire.Reply, error)
 	c.d.mu.Unlock()
 	c.record(call, in, out, r.Status != lincheck.StatusRefused)
 	return r, nil
-}
-
-func outputOf(r wire.Reply) lincheck.Output {
-	out := lincheck.Output{Status: string(r.Status), Code: string(r.Code)}
-	if r.Committed != nil && r.Held != nil && r.Limit != nil {
-		out.HasBalance, out.Limit, out.Committed, out.Held = true, *r.Limit, *r.Committed, *r.Held
-	}
-	return out
 }
 
 func (c *Client) record(call int64, in lincheck.Input, out lincheck.Output, settle bool) {

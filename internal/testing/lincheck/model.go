@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/contextos/ledger/wire"
 )
 
 // Kind names an operation of the model.
@@ -459,4 +460,15 @@ func Model() porcupine.Model {
 		DescribeOperation: describeOperation,
 		DescribeState:     describeState,
 	}
+}
+
+// ProposalOutput is what a proposal's reply tells the model: its status and
+// code, the balances it carries, and whether a refusal was counted (it names
+// no operation) rather than recorded whole.
+func ProposalOutput(r wire.Reply) Output {
+	out := Output{Status: string(r.Status), Code: string(r.Code), Counted: r.Status == wire.StatusRefused && r.OperationID == ""}
+	if r.Committed != nil && r.Held != nil && r.Limit != nil {
+		out.HasBalance, out.Limit, out.Committed, out.Held = true, *r.Limit, *r.Committed, *r.Held
+	}
+	return out
 }

@@ -208,3 +208,27 @@ func TestWindowsPartition(t *testing.T) {
 		t.Fatal("a second 80,000 in the same window passed")
 	}
 }
+
+// TestCountedRefusalClaimsNoKey: a refusal counted in its window's
+// aggregate (its reply names no operation) claims no key, so the same key
+// sent again once there is room may be applied; a refusal recorded whole is
+// the key's answer for good.
+func TestCountedRefusalClaimsNoKey(t *testing.T) {
+	for _, counted := range []bool{true, false} {
+		refused := refusedExceeded(20000, 60000)
+		refused.Counted = counted
+		ops := []porcupine.Operation{
+			op(0, 0, 10, Input{Kind: KindReserve, Key: "a", Amount: 20000}, bal(StatusApplied, 20000, 0)),
+			op(0, 0, 10, Input{Kind: KindSettle, Key: "a", Amount: 20000}, bal(StatusApplied, 20000, 0)),
+			op(1, 11, 12, Input{Kind: KindReserve, Key: "b", Amount: 60000}, bal(StatusPending, 20000, 60000)),
+			op(1, 11, 12, Input{Kind: KindSettle, Key: "b", Amount: 60000}, bal(StatusPending, 20000, 60000)),
+			op(2, 13, 14, Input{Kind: KindReserve, Key: "c", Amount: 45000}, refused),
+			op(1, 15, 16, Input{Kind: KindReconcile, Key: "b"}, Output{Status: StatusNotApplied, Outcome: OutcomeNotApplied}),
+			op(2, 17, 18, Input{Kind: KindReserve, Key: "c", Amount: 45000}, bal(StatusApplied, 65000, 0)),
+			op(2, 17, 18, Input{Kind: KindSettle, Key: "c", Amount: 45000}, bal(StatusApplied, 65000, 0)),
+		}
+		if r := check(t, ops); r.OK != counted {
+			t.Fatalf("counted %v: %s", counted, r)
+		}
+	}
+}

@@ -437,11 +437,7 @@ func (s *Sim) reply(r *replica, p *proposal, reply wire.Reply, call, ret int64, 
 			s.sealed[reply.AttemptID] = true
 		}
 	}
-	out := lincheck.Output{Status: string(reply.Status), Code: string(reply.Code), Counted: reply.Status == wire.StatusRefused && reply.OperationID == ""}
-	if reply.Committed != nil && reply.Held != nil && reply.Limit != nil {
-		out.HasBalance, out.Limit, out.Committed, out.Held = true, *reply.Limit, *reply.Committed, *reply.Held
-	}
-	s.record(call, ret, in, out, reply.Status != wire.StatusRefused)
+	s.record(call, ret, in, lincheck.ProposalOutput(reply), reply.Status != wire.StatusRefused)
 }
 
 func (s *Sim) record(call, ret int64, in lincheck.Input, out lincheck.Output, settle bool) {
